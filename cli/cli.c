@@ -1,0 +1,131 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int cli_usage_error(const char *sub, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "flatkv %s: ", sub);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return CLI_USAGE_EXIT;
+}
+
+int cli_parse_u64(const char *sub, const char *flag, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-') {
+        cli_usage_error(sub, "%s expects a non-negative integer, got '%s'", flag, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_u32(const char *sub, const char *flag, const char *s, uint32_t min, uint32_t max, uint32_t *out) {
+    uint64_t v;
+    if (cli_parse_u64(sub, flag, s, &v)) return -1;
+    if (v < min || v > max) {
+        cli_usage_error(sub, "%s must be between %u and %u, got %s", flag, min, max, s);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int cli_parse_float(const char *sub, const char *flag, const char *s, float min, float max, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < min || v > max) {
+        cli_usage_error(sub, "%s expects a number between %g and %g, got '%s'", flag, (double)min, (double)max, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_bad_option(const char *sub, char *const argv[]) {
+    const char *arg = argv[optind - 1];
+    if (optopt && !strchr(arg, '=') && (arg[0] != '-' || arg[1] != '-' || !arg[2]))
+        return cli_usage_error(sub, "option '-%c' is unknown or needs a value (see flatkv %s --help)", optopt, sub);
+    return cli_usage_error(sub, "option '%s' is unknown or needs a value (see flatkv %s --help)", arg, sub);
+}
+
+double cli_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, fp)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown) free(buf);
+            buf = grown;
+        }
+    }
+    int failed = ferror(fp);
+    fclose(fp);
+    if (!buf || failed) {
+        free(buf);
+        errno = failed ? EIO : ENOMEM;
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+fkv_model *cli_load_model(const char *sub, const char *path) {
+    if (!path) {
+        cli_usage_error(sub, "-m MODEL is required (see flatkv %s --help)", sub);
+        return NULL;
+    }
+    fkv_error err = {{0}};
+    fkv_model *m = fkv_model_load(path, &err);
+    if (!m) cli_usage_error(sub, "%s", err.msg);
+    return m;
+}
+
+char *cli_prompt_text(const char *sub, const char *text, const char *file, size_t *len) {
+    if (!!text == !!file) {
+        cli_usage_error(sub, "give exactly one of -p TEXT or -f FILE");
+        return NULL;
+    }
+    if (text) {
+        *len = strlen(text);
+        return strdup(text);
+    }
+    char *buf = cli_read_file(file, len);
+    if (!buf) cli_usage_error(sub, "cannot read prompt file '%s': %s", file, strerror(errno));
+    return buf;
+}
+
+int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text, size_t len, int *n_ids) {
+    fkv_error err = {{0}};
+    int n = fkv_tokenize(m, text, len, true, false, NULL, 0, &err);
+    int32_t *ids = n >= 0 ? malloc(sizeof(int32_t) * (size_t)(n ? n : 1)) : NULL;
+    if (ids && fkv_tokenize(m, text, len, true, false, ids, n, &err) != n) {
+        free(ids);
+        ids = NULL;
+    }
+    if (!ids) cli_usage_error(sub, "cannot tokenize the prompt: %s", n < 0 ? err.msg : "out of memory");
+    *n_ids = n;
+    return ids;
+}

@@ -1,0 +1,118 @@
+/* flatkv.h — the public C API of flatkv.
+ *
+ * flatkv loads GGUF llama-family models and computes them so that every row's bits (activations, K/V
+ * entries, logits) depend only on the tokens at and before its position: whatever chunk size, thread
+ * count or batch computed it (DESIGN.md §1). Everything a program needs to load a model, tokenize,
+ * evaluate chunks of positions into a KV buffer and sample is here.
+ *
+ * Errors: functions that can fail return NULL or a negative status and fill an fkv_error with one
+ * sentence naming what is wrong and where. Nothing here prints or exits.
+ * Ownership: whoever creates frees (fkv_x_new / fkv_x_free).
+ */
+#ifndef FLATKV_H
+#define FLATKV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fkv_error {
+    char msg[512];
+} fkv_error;
+
+/* ---- models ---- */
+
+typedef struct fkv_model fkv_model;
+
+typedef struct {
+    uint32_t n_vocab;
+    uint32_t n_ctx_train; /* the context length the model was trained with */
+    uint32_t dim;
+    uint32_t hidden;
+    uint32_t n_layers;
+    uint32_t n_heads;
+    uint32_t n_kv_heads;
+    uint32_t head_dim;
+    const char *name;
+} fkv_model_info;
+
+/* Load a GGUF model (architecture `llama`; tensors f32, f16, bf16, q8_0, q4_0) with its tokenizer. The
+ * file is mapped, not read: weights are used in place. NULL with err naming the file and the key or
+ * tensor at fault. */
+fkv_model *fkv_model_load(const char *path, fkv_error *err);
+void fkv_model_free(fkv_model *m);
+fkv_model_info fkv_model_get_info(const fkv_model *m);
+
+/* ---- tokens ---- */
+
+/* Encode len bytes of text into at most cap ids; returns the full count (call again with a larger
+ * buffer when it exceeds cap) or -1 with err. add_bos prepends BOS when the model uses one;
+ * parse_special lets control-token texts such as "<s>" in the text become those tokens. */
+int fkv_tokenize(const fkv_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
+                 int32_t *out, int cap, fkv_error *err);
+/* The bytes of token id when it follows prev (-1 at the start), into buf (at most cap bytes, not
+ * NUL-terminated); the full length, or -1 for an id outside the vocabulary. */
+int fkv_token_piece(const fkv_model *m, int32_t prev, int32_t id, char *buf, int cap);
+int32_t fkv_token_bos(const fkv_model *m); /* -1 when the vocabulary has none */
+/* True for ids that end a generation (EOS and end-of-turn tokens). */
+bool fkv_token_is_eog(const fkv_model *m, int32_t id);
+
+/* ---- contexts: a KV buffer and the scratch to compute chunks of positions into it ---- */
+
+typedef enum { FKV_KV_F32 = 0, FKV_KV_F16 = 1 } fkv_kv_type;
+
+typedef struct {
+    uint32_t n_ctx;        /* positions the KV holds; 0: the model's training context */
+    fkv_kv_type kv_type;   /* storage of K/V rows */
+    int n_threads;         /* 0: OpenMP's default */
+    uint32_t prefill_rows; /* the position-fixed grid of prefill chunks (DESIGN.md §3); 0: engine's choice */
+} fkv_ctx_params;
+
+typedef struct fkv_ctx fkv_ctx;
+
+fkv_ctx_params fkv_ctx_default_params(void);
+fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *p, fkv_error *err);
+void fkv_ctx_free(fkv_ctx *c);
+uint32_t fkv_ctx_n_ctx(const fkv_ctx *c);
+
+/* Compute positions [pos0, pos0+n) from ids, writing their K/V rows, and the logits of the last n_logits
+ * of them into logits ([n_logits][n_vocab]; may be NULL when n_logits is 0). Positions before pos0 must
+ * hold K/V rows already. Chunks are cut at multiples of prefill_rows in absolute position, so a row's
+ * bits never depend on n or pos0. 0, or -1 with err (bad id, range past n_ctx). */
+int fkv_eval(fkv_ctx *c, const int32_t *ids, uint32_t n, uint32_t pos0, uint32_t n_logits, float *logits,
+             fkv_error *err);
+
+/* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored (DESIGN.md §6). */
+uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos);
+
+/* ---- sampling ---- */
+
+typedef struct {
+    float temp;           /* <= 0: greedy (argmax, ties to the lowest id) */
+    int32_t top_k;        /* <= 0: off */
+    float top_p;          /* >= 1: off */
+    float min_p;          /* <= 0: off */
+    float repeat_penalty; /* 1: off */
+    int32_t repeat_last_n;
+    uint64_t seed;
+} fkv_sampler_params;
+
+typedef struct fkv_sampler fkv_sampler;
+
+/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1.0, repeat_last_n 64, seed 0. */
+fkv_sampler_params fkv_sampler_default_params(void);
+/* A sampler with its own seeded random state and scratch for n_vocab candidates; NULL when out of memory. */
+fkv_sampler *fkv_sampler_new(const fkv_sampler_params *p, int32_t n_vocab);
+void fkv_sampler_free(fkv_sampler *s);
+/* The next id from one row of logits (not modified); history: the ids so far, for the repetition penalty. */
+int32_t fkv_sampler_sample(fkv_sampler *s, const float *logits, const int32_t *history, int n_history);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,125 @@
+#include "genmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "err.h"
+#include "quant.h"
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Element i of tensor `key` in [-1, 1): counter-based, so independent of generation order. */
+static float uniform(uint64_t key, uint64_t i) {
+    return (float)((double)(splitmix64(key ^ splitmix64(i)) >> 40) / (double)(1ull << 23) - 1.0);
+}
+
+/* Add tensor `name` of n_out rows × n_in: center ± spread, converted to type. */
+static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name, ggml_type type, uint32_t n_in,
+                      uint32_t n_out, float center, float spread, fkv_error *err) {
+    uint64_t key = splitmix64(p->seed) ^ XXH3_64bits(name, strlen(name));
+    size_t row_bytes = ggml_row_size(type, n_in);
+    float *row = malloc(sizeof(float) * n_in);
+    uint8_t *data = malloc(row_bytes * (n_out ? n_out : 1));
+    int rc = -1;
+    if (!row || !data) {
+        err_set(err, "out of memory generating tensor '%s'", name);
+        goto out;
+    }
+    for (uint32_t r = 0; r < (n_out ? n_out : 1); r++) {
+        for (uint32_t i = 0; i < n_in; i++) row[i] = center + spread * uniform(key, (uint64_t)r * n_in + i);
+        quant_quantize_row(type, row, data + (size_t)r * row_bytes, n_in);
+    }
+    uint64_t ne[2] = {n_in, n_out};
+    rc = gguf_writer_add_tensor(w, name, type, n_out ? 2 : 1, ne, data, err);
+out:
+    free(row);
+    free(data);
+    return rc;
+}
+
+static int check_params(const genmodel_params *p, fkv_error *err) {
+    if (!p->dim || !p->hidden || !p->n_layers || !p->n_heads || !p->n_kv_heads || !p->n_ctx)
+        return err_set(err, "gen-model: dim, hidden, layers, heads, kv-heads and ctx must all be positive");
+    if (p->dim % p->n_heads || (p->dim / p->n_heads) % 2)
+        return err_set(err, "gen-model: dim %u must split into %u heads of an even size", p->dim, p->n_heads);
+    if (p->n_heads % p->n_kv_heads)
+        return err_set(err, "gen-model: heads %u must be a multiple of kv-heads %u", p->n_heads, p->n_kv_heads);
+    uint32_t block, bytes;
+    if (!ggml_type_geometry(p->type, &block, &bytes) ||
+        !(p->type == GGML_TYPE_F32 || p->type == GGML_TYPE_F16 || p->type == GGML_TYPE_BF16 ||
+          p->type == GGML_TYPE_Q8_0 || p->type == GGML_TYPE_Q4_0))
+        return err_set(err, "gen-model: type %s is not one flatkv computes", ggml_type_name(p->type));
+    if (p->dim % block || p->hidden % block)
+        return err_set(err, "gen-model: dim %u and hidden %u must be multiples of %u for type %s", p->dim,
+                       p->hidden, block, ggml_type_name(p->type));
+    return 0;
+}
+
+int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
+    if (check_params(p, err)) return -1;
+    gguf_file *vocab = gguf_open(p->vocab_from, err);
+    if (!vocab) return -1;
+    const gguf_value *tokens = gguf_find(vocab, "tokenizer.ggml.tokens");
+    if (!tokens || tokens->type != GGUF_TYPE_ARRAY || tokens->arr.elem_type != GGUF_TYPE_STRING) {
+        err_set(err, "%s: no tokenizer.ggml.tokens array of strings to take the vocabulary from", p->vocab_from);
+        gguf_close(vocab);
+        return -1;
+    }
+    uint32_t n_vocab = (uint32_t)tokens->arr.n;
+    gguf_writer *w = gguf_writer_new();
+    for (uint64_t i = 0; i < vocab->n_kv; i++) {
+        gguf_str key = vocab->kv[i].key;
+        if (key.len > 10 && memcmp(key.ptr, "tokenizer.", 10) == 0) {
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)(key.len < 255 ? key.len : 255), key.ptr);
+            gguf_writer_set_value(w, name, &vocab->kv[i].value);
+        }
+    }
+    gguf_close(vocab);
+
+    char name[128];
+    snprintf(name, sizeof name, "flatkv-gen d%u h%u l%u %s", p->dim, p->hidden, p->n_layers,
+             ggml_type_name(p->type));
+    gguf_writer_set_str(w, "general.architecture", "llama");
+    gguf_writer_set_str(w, "general.name", name);
+    gguf_writer_set_u32(w, "llama.context_length", p->n_ctx);
+    gguf_writer_set_u32(w, "llama.embedding_length", p->dim);
+    gguf_writer_set_u32(w, "llama.feed_forward_length", p->hidden);
+    gguf_writer_set_u32(w, "llama.block_count", p->n_layers);
+    gguf_writer_set_u32(w, "llama.attention.head_count", p->n_heads);
+    gguf_writer_set_u32(w, "llama.attention.head_count_kv", p->n_kv_heads);
+    gguf_writer_set_u32(w, "llama.rope.dimension_count", p->dim / p->n_heads);
+    gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f);
+
+    const uint32_t head_dim = p->dim / p->n_heads, kv_dim = p->n_kv_heads * head_dim;
+    const float s_dim = sqrtf(3.0f / (float)p->dim), s_hidden = sqrtf(3.0f / (float)p->hidden);
+    int rc = add_tensor(w, p, "token_embd.weight", p->type, p->dim, n_vocab, 0.0f, 1.0f, err) ||
+             add_tensor(w, p, "output_norm.weight", GGML_TYPE_F32, p->dim, 0, 1.0f, 0.1f, err) ||
+             (!p->tied && add_tensor(w, p, "output.weight", p->type, p->dim, n_vocab, 0.0f, s_dim, err));
+    for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
+        char t[64];
+#define T(suffix) (snprintf(t, sizeof t, "blk.%u." suffix, l), t)
+        rc = add_tensor(w, p, T("attn_norm.weight"), GGML_TYPE_F32, p->dim, 0, 1.0f, 0.1f, err) ||
+             add_tensor(w, p, T("attn_q.weight"), p->type, p->dim, p->dim, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("attn_k.weight"), p->type, p->dim, kv_dim, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("attn_v.weight"), p->type, p->dim, kv_dim, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("attn_output.weight"), p->type, p->dim, p->dim, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("ffn_norm.weight"), GGML_TYPE_F32, p->dim, 0, 1.0f, 0.1f, err) ||
+             add_tensor(w, p, T("ffn_gate.weight"), p->type, p->dim, p->hidden, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("ffn_up.weight"), p->type, p->dim, p->hidden, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("ffn_down.weight"), p->type, p->hidden, p->dim, 0.0f, s_hidden, err);
+#undef T
+    }
+    if (!rc) rc = gguf_writer_write(w, path, err);
+    gguf_writer_free(w);
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,232 @@
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "quant.h"
+
+static bool type_is_computed(ggml_type t) {
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0 ||
+           t == GGML_TYPE_Q4_0;
+}
+
+/* Find a tensor and check its dims exactly: ne[0] = n_in, ne[1] = n_out (n_out 0: a vector). */
+static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uint32_t n_in, uint32_t n_out,
+                                       bool required, fkv_error *err) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) {
+        if (required) err_set(err, "%s: required tensor '%s' is missing", f->path, name);
+        return NULL;
+    }
+    uint32_t want_dims = n_out ? 2 : 1;
+    bool ok = t->n_dims == want_dims && t->ne[0] == n_in && (n_out == 0 || t->ne[1] == n_out);
+    if (!ok) {
+        char want[64], got[96];
+        if (n_out)
+            snprintf(want, sizeof want, "[%u, %u]", n_in, n_out);
+        else
+            snprintf(want, sizeof want, "[%u]", n_in);
+        int len = snprintf(got, sizeof got, "[");
+        for (uint32_t d = 0; d < t->n_dims && len < (int)sizeof got; d++)
+            len += snprintf(got + len, sizeof got - (size_t)len, "%s%llu", d ? ", " : "",
+                            (unsigned long long)t->ne[d]);
+        snprintf(got + len, sizeof got - (size_t)len, "]");
+        err_set(err, "%s: tensor '%s' has dims %s, but the architecture needs %s", f->path, name, got, want);
+        return NULL;
+    }
+    if (!type_is_computed(t->type)) {
+        err_set(err, "%s: tensor '%s' has type %s, which flatkv does not compute (supported: f32, f16, bf16, "
+                "q8_0, q4_0)", f->path, name, ggml_type_name(t->type));
+        return NULL;
+    }
+    return t;
+}
+
+static int load_matrix(const gguf_file *f, const char *name, uint32_t n_in, uint32_t n_out, ops_matrix *out,
+                       fkv_error *err) {
+    const gguf_tensor *t = find_checked(f, name, n_in, n_out, true, err);
+    if (!t) return -1;
+    out->type = t->type;
+    out->n_in = n_in;
+    out->n_out = n_out;
+    out->row_bytes = ggml_row_size(t->type, n_in);
+    out->data = t->data;
+    return 0;
+}
+
+static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_error *err) {
+    const gguf_tensor *t = find_checked(f, name, n, 0, true, err);
+    if (!t) return NULL;
+    if (t->type == GGML_TYPE_Q8_0 || t->type == GGML_TYPE_Q4_0) {
+        err_set(err, "%s: norm tensor '%s' is quantized (%s); norms must be f32, f16 or bf16", f->path, name,
+                ggml_type_name(t->type));
+        return NULL;
+    }
+    float *v = malloc(sizeof(float) * n);
+    if (!v) {
+        err_set(err, "%s: out of memory copying '%s'", f->path, name);
+        return NULL;
+    }
+    quant_dequantize_row(t->type, t->data, v, n);
+    return v;
+}
+
+static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
+    gguf_str arch;
+    if (gguf_get_str(f, "general.architecture", &arch, err)) return -1;
+    if (!gguf_str_eq(arch, "llama"))
+        return err_set(err, "%s: general.architecture is '%.*s'; flatkv computes 'llama'", f->path,
+                       (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    if (gguf_get_u32(f, "llama.context_length", &hp->n_ctx_train, err) ||
+        gguf_get_u32(f, "llama.embedding_length", &hp->dim, err) ||
+        gguf_get_u32(f, "llama.block_count", &hp->n_layers, err) ||
+        gguf_get_u32(f, "llama.feed_forward_length", &hp->hidden, err) ||
+        gguf_get_u32(f, "llama.attention.head_count", &hp->n_heads, err) ||
+        gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps, err))
+        return -1;
+    hp->n_kv_heads = hp->n_heads;
+    if (gguf_find(f, "llama.attention.head_count_kv") &&
+        gguf_get_u32(f, "llama.attention.head_count_kv", &hp->n_kv_heads, err))
+        return -1;
+    if (hp->dim == 0 || hp->n_layers == 0 || hp->hidden == 0 || hp->n_heads == 0 || hp->n_kv_heads == 0 ||
+        hp->n_ctx_train == 0)
+        return err_set(err, "%s: a llama.* shape key is zero (dim %u, layers %u, hidden %u, heads %u, kv heads "
+                       "%u, context %u)", f->path, hp->dim, hp->n_layers, hp->hidden, hp->n_heads,
+                       hp->n_kv_heads, hp->n_ctx_train);
+    if (hp->n_heads % hp->n_kv_heads)
+        return err_set(err, "%s: llama.attention.head_count (%u) is not a multiple of head_count_kv (%u)",
+                       f->path, hp->n_heads, hp->n_kv_heads);
+    hp->head_dim = hp->dim / hp->n_heads;
+    if (gguf_find(f, "llama.attention.key_length") &&
+        gguf_get_u32(f, "llama.attention.key_length", &hp->head_dim, err))
+        return -1;
+    if (hp->head_dim == 0 || hp->head_dim % 2)
+        return err_set(err, "%s: head dimension %u must be even and nonzero", f->path, hp->head_dim);
+    hp->n_rot = hp->head_dim;
+    if (gguf_find(f, "llama.rope.dimension_count") &&
+        gguf_get_u32(f, "llama.rope.dimension_count", &hp->n_rot, err))
+        return -1;
+    if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
+        return err_set(err, "%s: llama.rope.dimension_count %u must be even and at most the head dimension %u",
+                       f->path, hp->n_rot, hp->head_dim);
+    hp->rope_base = 10000.0f;
+    if (gguf_find(f, "llama.rope.freq_base") && gguf_get_f32(f, "llama.rope.freq_base", &hp->rope_base, err))
+        return -1;
+    hp->rope_scale = 1.0f;
+    const gguf_value *scaling = gguf_find(f, "llama.rope.scaling.type");
+    if (scaling && scaling->type == GGUF_TYPE_STRING && !gguf_str_eq(scaling->str, "none")) {
+        if (!gguf_str_eq(scaling->str, "linear"))
+            return err_set(err, "%s: llama.rope.scaling.type '%.*s' is not supported (none, linear)", f->path,
+                           (int)(scaling->str.len > 32 ? 32 : scaling->str.len), scaling->str.ptr);
+        if (gguf_get_f32(f, "llama.rope.scaling.factor", &hp->rope_scale, err)) return -1;
+    }
+    if (!(hp->rope_scale > 0.0f) || !(hp->rope_base > 0.0f) || !(hp->rms_eps >= 0.0f))
+        return err_set(err, "%s: rope base %g, rope scale %g and rms epsilon %g must be positive", f->path,
+                       (double)hp->rope_base, (double)hp->rope_scale, (double)hp->rms_eps);
+    return 0;
+}
+
+static int load_weights(fkv_model *m, fkv_error *err) {
+    const gguf_file *f = m->file;
+    model_hparams *hp = &m->hp;
+    const gguf_tensor *embd = gguf_find_tensor(f, "token_embd.weight");
+    if (!embd) return err_set(err, "%s: required tensor 'token_embd.weight' is missing", f->path);
+    if (embd->n_dims != 2 || embd->ne[1] > INT32_MAX)
+        return err_set(err, "%s: tensor 'token_embd.weight' must be a matrix [dim, n_vocab]", f->path);
+    hp->n_vocab = (uint32_t)embd->ne[1];
+    if (load_matrix(f, "token_embd.weight", hp->dim, hp->n_vocab, &m->tok_embd, err)) return -1;
+    if (gguf_find_tensor(f, "output.weight")) {
+        if (load_matrix(f, "output.weight", hp->dim, hp->n_vocab, &m->output, err)) return -1;
+    } else {
+        m->output = m->tok_embd;
+    }
+    if (!(m->output_norm = load_vector(f, "output_norm.weight", hp->dim, err))) return -1;
+
+    uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
+    m->layers = calloc(hp->n_layers, sizeof *m->layers);
+    if (!m->layers) return err_set(err, "%s: out of memory for %u layers", f->path, hp->n_layers);
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        model_layer *L = &m->layers[l];
+        char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
+        if (!(L->attn_norm = load_vector(f, NAME("attn_norm.weight"), hp->dim, err)) ||
+            !(L->ffn_norm = load_vector(f, NAME("ffn_norm.weight"), hp->dim, err)) ||
+            load_matrix(f, NAME("attn_q.weight"), hp->dim, q_dim, &L->wq, err) ||
+            load_matrix(f, NAME("attn_k.weight"), hp->dim, kv_dim, &L->wk, err) ||
+            load_matrix(f, NAME("attn_v.weight"), hp->dim, kv_dim, &L->wv, err) ||
+            load_matrix(f, NAME("attn_output.weight"), q_dim, hp->dim, &L->wo, err) ||
+            load_matrix(f, NAME("ffn_gate.weight"), hp->dim, hp->hidden, &L->w_gate, err) ||
+            load_matrix(f, NAME("ffn_up.weight"), hp->dim, hp->hidden, &L->w_up, err) ||
+            load_matrix(f, NAME("ffn_down.weight"), hp->hidden, hp->dim, &L->w_down, err))
+            return -1;
+#undef NAME
+    }
+    return 0;
+}
+
+fkv_model *fkv_model_load(const char *path, fkv_error *err) {
+    fkv_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        err_set(err, "%s: out of memory", path);
+        return NULL;
+    }
+    if (!(m->file = gguf_open(path, err)) || read_hparams(m->file, &m->hp, err) || load_weights(m, err) ||
+        !(m->vocab = tok_load(m->file, err))) {
+        fkv_model_free(m);
+        return NULL;
+    }
+    if ((uint32_t)tok_n_vocab(m->vocab) != m->hp.n_vocab) {
+        err_set(err, "%s: the tokenizer has %d tokens but token_embd.weight has %u rows", path,
+                tok_n_vocab(m->vocab), m->hp.n_vocab);
+        fkv_model_free(m);
+        return NULL;
+    }
+    gguf_str name;
+    const gguf_value *v = gguf_find(m->file, "general.name");
+    if (v && v->type == GGUF_TYPE_STRING) {
+        name = v->str;
+    } else {
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        name = (gguf_str){base, strlen(base)};
+    }
+    m->name = strndup(name.ptr, name.len);
+    return m;
+}
+
+void fkv_model_free(fkv_model *m) {
+    if (!m) return;
+    if (m->layers) {
+        for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+            free(m->layers[l].attn_norm);
+            free(m->layers[l].ffn_norm);
+        }
+        free(m->layers);
+    }
+    free(m->output_norm);
+    free(m->name);
+    tok_free(m->vocab);
+    gguf_close(m->file);
+    free(m);
+}
+
+fkv_model_info fkv_model_get_info(const fkv_model *m) {
+    const model_hparams *hp = &m->hp;
+    return (fkv_model_info){hp->n_vocab, hp->n_ctx_train, hp->dim,        hp->hidden, hp->n_layers,
+                            hp->n_heads, hp->n_kv_heads,  hp->head_dim, m->name};
+}
+
+int fkv_tokenize(const fkv_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
+                 int32_t *out, int cap, fkv_error *err) {
+    return tok_encode(m->vocab, text, len, add_bos && tok_add_bos(m->vocab), parse_special, out, cap, err);
+}
+
+int fkv_token_piece(const fkv_model *m, int32_t prev, int32_t id, char *buf, int cap) {
+    return tok_piece(m->vocab, prev, id, buf, cap);
+}
+
+int32_t fkv_token_bos(const fkv_model *m) { return tok_bos(m->vocab); }
+
+bool fkv_token_is_eog(const fkv_model *m, int32_t id) { return tok_is_eog(m->vocab, id); }

@@ -1,0 +1,78 @@
+/* ops.h — the operations of a transformer layer over a block of rows, threaded by output.
+ *
+ * WHY: the forward pass is a sequence of these operations over the n rows of a chunk. They are where
+ * threads meet data, so they are where row invariance (DESIGN.md §1) is won or lost.
+ *
+ * INVARIANT: each output element is computed by exactly one thread, by one call of a quant.h kernel
+ * whose reduction order is fixed; threads split output rows/columns, never a reduction. So a row's
+ * result is the same whatever n_rows, n_threads, or the other rows in the call. Attention for the query
+ * at absolute position p walks keys 0..p in tiles of OPS_ATTN_TILE aligned to absolute positions, with
+ * one online-softmax schedule that depends on p alone — prefill and decode run the same code.
+ *
+ * Kernels know nothing of sequences: they see matrices, rows, positions and a view of K/V rows.
+ *
+ * Thread-safety: pure functions of their arguments; n_threads OpenMP threads inside each call.
+ */
+#ifndef FKV_OPS_H
+#define FKV_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant.h"
+
+#define OPS_ATTN_TILE 32
+
+/* A weight matrix: n_out rows of n_in elements of `type`, row r at data + r * row_bytes. */
+typedef struct {
+    ggml_type type;
+    uint32_t n_in;
+    uint32_t n_out;
+    size_t row_bytes;
+    const uint8_t *data;
+} ops_matrix;
+
+/* True when products with w take Q8_0-quantized activations (quant_row_q8) rather than f32. */
+bool ops_matrix_wants_q8(const ops_matrix *w);
+
+/* y[r][o] = W[o] · x[r] for r < n_rows, o < n_out. x: [n_rows][n_in] f32; xq: the same rows as Q8_0
+ * blocks [n_rows][n_in/QK] (required when ops_matrix_wants_q8, else ignored). */
+void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, uint32_t n_rows, float *y,
+                int n_threads);
+
+/* Rows of x quantized for ops_matmul: xq[r] = quant_row_q8(x[r]). */
+void ops_quantize_rows(const float *x, uint32_t n_rows, uint32_t n, block_q8_act *xq, int n_threads);
+
+/* Row r of a matrix of rows: row_r = gain ⊙ x_r / sqrt(mean(x_r²) + eps). out may equal x. */
+void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n, float eps, float *out);
+
+/* Rotary table for positions pos0..pos0+n_rows: cs[r][i] = (cos θ, sin θ), θ = (pos/scale) · base^(-2i/n_rot),
+ * i < n_rot/2. cs has n_rows × n_rot floats. */
+void ops_rope_table(uint32_t pos0, uint32_t n_rows, uint32_t n_rot, float base, float scale, float *cs);
+
+/* Rotate adjacent pairs (x[2i], x[2i+1]), i < n_rot/2, of each of n_heads heads of head_dim in each row
+ * (GGUF's `llama` convention). x: [n_rows][n_heads*head_dim]. */
+void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, const float *cs);
+
+/* K/V rows of one layer: position p's row at k + p*row_bytes (kv_dim elements, f32 or f16). */
+typedef struct {
+    const uint8_t *k;
+    const uint8_t *v;
+    size_t row_bytes;
+    bool f16;
+} ops_kv_view;
+
+/* Causal attention for query rows at positions pos0..pos0+n_rows (grouped-query: head h uses KV head
+ * h / (n_heads/n_kv_heads)). q: [n_rows][n_heads*head_dim], out likewise. Keys and values for positions
+ * 0..pos0+n_rows-1 must already be in kv. scale multiplies each q·k. */
+void ops_attention(const float *q, uint32_t n_rows, uint32_t pos0, const ops_kv_view *kv, uint32_t n_heads,
+                   uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out, int n_threads);
+
+/* gate[i] = silu(gate[i]) * up[i] over n elements. */
+void ops_swiglu(float *gate, const float *up, size_t n);
+
+/* y[i] += x[i] over n elements. */
+void ops_add(float *y, const float *x, size_t n);
+
+#endif

@@ -1,0 +1,101 @@
+/* quant.h — tensor element types: conversion, (de)quantization and dot products.
+ *
+ * WHY: every matrix product in the model reduces to dot products of one activation row with one weight
+ * row. flatkv's central promise (DESIGN.md §1) is that a row's bits depend only on the tokens at and
+ * before it, so these dot products must give the same bits whatever the caller batches around them.
+ *
+ * INVARIANT (row invariance by construction): every function here works on ONE row (or one block run)
+ * and its result depends only on its inputs — never on how many rows the caller processes, which thread
+ * runs it, or alignment. Each reduction has ONE fixed order, documented below, and the SIMD path
+ * (AVX2/FMA/F16C, chosen at compile time) and the scalar twin (`*_scalar`, always compiled) implement
+ * that same order, so they return identical bits. Tests compare the twins on random inputs of awkward
+ * sizes.
+ *
+ * The fixed orders:
+ * - f32 dot (quant_dot_f32, and the F16/BF16 weight dots, which widen each element to f32 exactly):
+ *   32 lanes; element i is accumulated into lane i % 32 with a fused multiply-add (fmaf), lanes start
+ *   at +0.0f. Lanes combine as: v[j] = lane[j] + lane[8+j] + lane[16+j] + lane[24+j] evaluated as
+ *   ((lane[j] + lane[8+j]) + (lane[16+j] + lane[24+j])) for j in 0..7, then
+ *   ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)).
+ *   (This is what four __m256 accumulators and a pairwise horizontal sum give.)
+ * - Q8_0 / Q4_0 weight dot with a Q8_0-quantized activation row: per 32-element block b, the integer
+ *   sum s_b = Σ w_q[i] · x_q[i] is exact (any order). Blocks accumulate in 8 lanes: lane b % 8 gets
+ *   fmaf(d_w[b] * d_x[b], (float)s_b, lane), lanes start at +0.0f, then combine
+ *   ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
+ * - Activation quantization to Q8_0 (quant_row_q8): per block of 32, amax = max |x|, d = amax / 127,
+ *   q = nearbyintf(x * (1/d)) (round half to even), d = 0 and q = 0 when amax = 0. Scale kept as float.
+ *
+ * Weight blocks follow ggml's layouts exactly (they are read straight from GGUF files):
+ *   block_q8_0 { f16 d; int8 qs[32]; }            x[i] = d * qs[i]
+ *   block_q4_0 { f16 d; uint8 qs[16]; }           x[i] = d * ((qs[i] & 15) - 8),
+ *                                                 x[i+16] = d * ((qs[i] >> 4) - 8), i in 0..15
+ *
+ * Thread-safety: pure functions.
+ */
+#ifndef FKV_QUANT_H
+#define FKV_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+
+#define QK 32 /* elements per Q8_0 / Q4_0 block */
+
+typedef struct {
+    uint16_t d; /* f16 */
+    int8_t qs[QK];
+} block_q8_0;
+
+typedef struct {
+    uint16_t d; /* f16 */
+    uint8_t qs[QK / 2];
+} block_q4_0;
+
+/* An activation row quantized for integer dot products; the scale stays in f32. */
+typedef struct {
+    float d;
+    int8_t qs[QK];
+} block_q8_act;
+
+/* Scalar conversions (exact where the format allows: f16/bf16 → f32 is exact; f32 → f16 rounds to
+ * nearest even, f32 → bf16 rounds to nearest even, NaN stays NaN). */
+float quant_f16_to_f32(uint16_t h);
+uint16_t quant_f32_to_f16(float f);
+float quant_bf16_to_f32(uint16_t h);
+uint16_t quant_f32_to_bf16(float f);
+
+/* Row conversions. n is any length for F32/F16/BF16; a multiple of QK for Q8_0/Q4_0. */
+void quant_dequantize_row(ggml_type type, const void *src, float *dst, size_t n);
+/* Quantize n floats into a weight row of `type` (F32, F16, BF16, Q8_0, Q4_0) with ggml's reference
+ * rounding (Q8_0: d = amax/127, q = roundf(x/d); Q4_0: d = signed max / -8, q = min(15, (int)(x/d + 8.5))). */
+void quant_quantize_row(ggml_type type, const float *src, void *dst, size_t n);
+
+/* Activation row → Q8_0 blocks (n a multiple of QK). See the fixed order above. */
+void quant_row_q8(const float *x, block_q8_act *dst, size_t n);
+void quant_row_q8_scalar(const float *x, block_q8_act *dst, size_t n);
+
+/* f32 · f32, any n. */
+float quant_dot_f32(const float *a, const float *b, size_t n);
+float quant_dot_f32_scalar(const float *a, const float *b, size_t n);
+
+/* Weight row of `type` · activation row. For F32/F16/BF16 weights x is f32 (`xf`, n floats); for
+ * Q8_0/Q4_0 weights x is the Q8_0-quantized row (`xq`, n/QK blocks). The unused one may be NULL. */
+float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
+float quant_dot_scalar(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
+
+/* f16 row · f32 row (the KV cache's K rows in f16 storage), same order as quant_dot_f32. */
+float quant_dot_f16_f32(const uint16_t *a, const float *b, size_t n);
+float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n);
+
+/* y[i] = fmaf(a, x[i], y[i]) for i < n, where x is f32 or f16 (the attention V accumulation). */
+void quant_axpy_f32(float *y, float a, const float *x, size_t n);
+void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n);
+
+/* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits SIMD or scalar. */
+void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
+
+/* True when this build uses the AVX2 path (for reports). */
+int quant_simd_enabled(void);
+
+#endif

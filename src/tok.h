@@ -1,0 +1,72 @@
+/* tok.h — the SentencePiece-style tokenizer (tokenizer.ggml.model = "llama") read from GGUF metadata.
+ *
+ * WHY: prompts must become exactly the ids the model was trained on, or nothing downstream (the prefix
+ * cache's id comparison included) means anything. The reference is llama.cpp's SPM tokenizer, whose
+ * test vectors live in ../shared/tokenizers/.
+ *
+ * Encoding (llama.cpp's SPM behaviour): spaces become U+2581 "▁"; when add_space_prefix is set (GGUF
+ * tokenizer.ggml.add_space_prefix, default true) a "▁" is prepended to the text; the text is split into
+ * UTF-8 characters; adjacent symbols are merged greedily, always taking the pair whose concatenation is
+ * a vocabulary piece with the highest score (ties: leftmost); a final symbol not in the vocabulary is
+ * emitted as its bytes' <0xNN> tokens (byte fallback), or as UNK when the vocabulary has no byte tokens.
+ * With parse_special, control tokens written literally in the text (e.g. "<s>") are emitted as their ids
+ * and the text between them is encoded as above; without it they are plain text. User-defined tokens are
+ * always split out, as llama.cpp does (phi-3's "</s>" is one).
+ *
+ * Decoding: piece text with "▁" → " ", <0xNN> → the raw byte, control tokens → "" (BOS/EOS print
+ * nothing). tok_decode of tok_encode(text) reproduces text (minus the added leading space) for any
+ * valid UTF-8.
+ *
+ * Thread-safety: immutable after tok_load.
+ */
+#ifndef FKV_TOK_H
+#define FKV_TOK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+
+/* Token attributes from tokenizer.ggml.token_type (llama.cpp numbering). */
+typedef enum {
+    TOK_TYPE_UNDEFINED = 0,
+    TOK_TYPE_NORMAL = 1,
+    TOK_TYPE_UNKNOWN = 2,
+    TOK_TYPE_CONTROL = 3,
+    TOK_TYPE_USER_DEFINED = 4,
+    TOK_TYPE_UNUSED = 5,
+    TOK_TYPE_BYTE = 6,
+} tok_type;
+
+typedef struct tok_vocab tok_vocab;
+
+/* Read tokenizer.ggml.{model,tokens,scores,token_type,bos_token_id,eos_token_id,unknown_token_id,
+ * add_bos_token,add_space_prefix}. Refuses models other than "llama" with an error naming
+ * the model string. The vocabulary copies what it needs: the gguf_file may be closed afterwards. */
+tok_vocab *tok_load(const gguf_file *f, fkv_error *err);
+void tok_free(tok_vocab *v);
+
+int32_t tok_n_vocab(const tok_vocab *v);
+int32_t tok_bos(const tok_vocab *v); /* -1 when absent */
+int32_t tok_eos(const tok_vocab *v); /* -1 when absent */
+bool tok_add_bos(const tok_vocab *v); /* tokenizer.ggml.add_bos_token, default true */
+tok_type tok_token_type(const tok_vocab *v, int32_t id);
+/* True for ids that end a generation (EOS, and other end-of-generation control tokens if known). */
+bool tok_is_eog(const tok_vocab *v, int32_t id);
+
+/* Encode len bytes of text. Writes at most cap ids to out and returns the total number of ids the
+ * encoding has (which may exceed cap: call again with a larger buffer), or -1 with err filled. add_bos
+ * prepends BOS. Never fails on any byte string (invalid UTF-8 bytes go through byte fallback). */
+int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
+               int32_t *out, int cap, fkv_error *err);
+
+/* The bytes token id stands for when decoded after `prev` (-1 at the start): the leading space of a
+ * piece is dropped when prev is BOS or -1 and add_space_prefix is set, as llama.cpp does. Writes at
+ * most cap bytes; returns the full length, or -1 for an id outside the vocabulary. */
+int tok_piece(const tok_vocab *v, int32_t prev, int32_t id, char *buf, int cap);
+
+/* Decode n ids into buf (NUL-terminated if room); returns the full byte length or -1 on a bad id. */
+int tok_decode(const tok_vocab *v, const int32_t *ids, int n, char *buf, int cap);
+
+#endif

@@ -1,0 +1,167 @@
+/* Row invariance (DESIGN.md §1): the same tokens give the same KV bytes and logits bytes whatever the
+ * chunk sizes, the prefill grid, the thread count — and whether prefill or decode wrote the row. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "flatkv.h"
+#include "genmodel.h"
+#include "testutil.h"
+
+#define N_PROMPT 150 /* crosses the 32-key attention tiles and the 64-row grid several times */
+
+typedef struct {
+    fkv_model *m;
+    uint32_t n_vocab;
+    int32_t prompt[N_PROMPT];
+} fixture;
+
+/* A deterministic prompt of valid, non-special ids. */
+static void fill_prompt(fixture *f) {
+    uint64_t x = 12345;
+    f->prompt[0] = fkv_token_bos(f->m);
+    for (int i = 1; i < N_PROMPT; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        f->prompt[i] = (int32_t)(3 + (x >> 33) % (f->n_vocab - 3));
+    }
+}
+
+static int setup_model(void **state, const char *path) {
+    fixture *f = calloc(1, sizeof *f);
+    fkv_error err = {{0}};
+    f->m = fkv_model_load(path, &err);
+    if (!f->m) {
+        print_error("%s\n", err.msg);
+        return -1;
+    }
+    f->n_vocab = fkv_model_get_info(f->m).n_vocab;
+    fill_prompt(f);
+    *state = f;
+    return 0;
+}
+
+static int setup_stories(void **state) { return setup_model(state, tu_shared("models/stories260K.gguf")); }
+
+/* A generated GQA model with quantized weights, so the Q8_0 activation path is covered too. */
+static int setup_generated(void **state, ggml_type type) {
+    const char *path = tu_tmp_path(".gguf");
+    genmodel_params p = {.dim = 128, .hidden = 352, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
+                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = type, .seed = 7};
+    fkv_error err = {{0}};
+    if (genmodel_write(&p, path, &err)) {
+        print_error("%s\n", err.msg);
+        return -1;
+    }
+    int rc = setup_model(state, path);
+    remove(path); /* the mapping stays valid */
+    return rc;
+}
+
+static int setup_q8(void **state) { return setup_generated(state, GGML_TYPE_Q8_0); }
+static int setup_q4(void **state) { return setup_generated(state, GGML_TYPE_Q4_0); }
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    fkv_model_free(f->m);
+    free(f);
+    return 0;
+}
+
+typedef struct {
+    uint64_t kv;
+    uint64_t logits;
+} digests;
+
+/* Prefill the prompt in caller chunks of `chunk` rows on a grid of `grid`, with `threads` threads; digest
+ * the KV rows and the logits of every position. */
+static digests run(const fixture *f, uint32_t chunk, uint32_t grid, int threads, fkv_kv_type kv_type) {
+    fkv_ctx_params cp = {.n_ctx = 512, .kv_type = kv_type, .n_threads = threads, .prefill_rows = grid};
+    fkv_error err = {{0}};
+    fkv_ctx *ctx = fkv_ctx_new(f->m, &cp, &err);
+    assert_non_null(ctx);
+    float *logits = malloc(sizeof(float) * f->n_vocab * N_PROMPT);
+    for (uint32_t pos = 0; pos < N_PROMPT; pos += chunk) {
+        uint32_t n = pos + chunk <= N_PROMPT ? chunk : N_PROMPT - pos;
+        if (fkv_eval(ctx, f->prompt + pos, n, pos, n, logits + (size_t)pos * f->n_vocab, &err)) fail_msg("%s", err.msg);
+    }
+    digests d = {fkv_kv_digest(ctx, N_PROMPT), XXH3_64bits(logits, sizeof(float) * f->n_vocab * N_PROMPT)};
+    free(logits);
+    fkv_ctx_free(ctx);
+    return d;
+}
+
+static void expect_same(const fixture *f, digests ref, uint32_t chunk, uint32_t grid, int threads,
+                        fkv_kv_type kv_type) {
+    digests d = run(f, chunk, grid, threads, kv_type);
+    if (d.kv != ref.kv || d.logits != ref.logits)
+        fail_msg("chunk %u, grid %u, %d threads: kv %016llx logits %016llx, all at once gives kv %016llx logits "
+                 "%016llx", chunk, grid, threads, (unsigned long long)d.kv, (unsigned long long)d.logits,
+                 (unsigned long long)ref.kv, (unsigned long long)ref.logits);
+}
+
+static void check_chunks_grids_and_threads(const fixture *f, fkv_kv_type kv_type) {
+    digests ref = run(f, N_PROMPT, 512, 1, kv_type);
+    static const uint32_t chunks[] = {1, 7, 64, N_PROMPT}, grids[] = {1, 16, 64};
+    for (int threads = 1; threads <= 2; threads++) {
+        for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++)
+            expect_same(f, ref, chunks[c], 512, threads, kv_type);
+        for (size_t g = 0; g < sizeof grids / sizeof *grids; g++) expect_same(f, ref, N_PROMPT, grids[g], threads, kv_type);
+    }
+}
+
+static void test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads(void **state) {
+    check_chunks_grids_and_threads(*state, FKV_KV_F16);
+    check_chunks_grids_and_threads(*state, FKV_KV_F32);
+}
+
+/* Decode one token at a time after a prefill, then prefill the whole sequence cold: the rows decode
+ * wrote and the logits each decode step produced must equal the cold prefill's, byte for byte. */
+static void test_decode_rows_equal_prefill_rows(void **state) {
+    const fixture *f = *state;
+    enum { N_PREFILL = 70, N_DECODE = 60, N_ALL = N_PREFILL + N_DECODE };
+    fkv_ctx_params cp = {.n_ctx = 512, .kv_type = FKV_KV_F16, .n_threads = 2, .prefill_rows = 64};
+    fkv_error err = {{0}};
+    fkv_ctx *warm = fkv_ctx_new(f->m, &cp, &err), *cold = fkv_ctx_new(f->m, &cp, &err);
+    assert_non_null(warm);
+    assert_non_null(cold);
+    int32_t ids[N_ALL];
+    memcpy(ids, f->prompt, sizeof(int32_t) * N_PREFILL);
+    float *decoded = malloc(sizeof(float) * f->n_vocab * N_ALL), *prefilled = malloc(sizeof(float) * f->n_vocab * N_ALL);
+    float *row = decoded + (size_t)(N_PREFILL - 1) * f->n_vocab;
+    assert_int_equal(fkv_eval(warm, ids, N_PREFILL, 0, 1, row, &err), 0);
+    for (int i = N_PREFILL; i < N_ALL; i++) {
+        uint32_t best = 0;
+        for (uint32_t v = 1; v < f->n_vocab; v++)
+            if (row[v] > row[best]) best = v;
+        ids[i] = (int32_t)best;
+        row += f->n_vocab;
+        assert_int_equal(fkv_eval(warm, &ids[i], 1, (uint32_t)i, 1, row, &err), 0);
+    }
+    assert_int_equal(fkv_eval(cold, ids, N_ALL, 0, N_ALL, prefilled, &err), 0);
+    assert_true(fkv_kv_digest(warm, N_ALL) == fkv_kv_digest(cold, N_ALL));
+    size_t from = (size_t)(N_PREFILL - 1) * f->n_vocab, len = sizeof(float) * f->n_vocab * (N_ALL - N_PREFILL + 1);
+    assert_memory_equal(decoded + from, prefilled + from, len);
+    free(decoded);
+    free(prefilled);
+    fkv_ctx_free(warm);
+    fkv_ctx_free(cold);
+}
+
+int main(void) {
+#define CASE(fn, model) {#fn " (" #model ")", fn, setup_##model, teardown, NULL}
+    const struct CMUnitTest tests[] = {
+        CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, stories),
+        CASE(test_decode_rows_equal_prefill_rows, stories),
+        CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q8),
+        CASE(test_decode_rows_equal_prefill_rows, q8),
+        CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

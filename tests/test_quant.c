@@ -1,0 +1,681 @@
+/* test_quant.c — element types, (de)quantization and the fixed-order dot products.
+ *
+ * The central claim under test: every SIMD function returns the bits of its scalar twin, on random
+ * inputs of awkward sizes, at any alignment and from any thread. Conversions are checked exhaustively
+ * (all 65536 f16/bf16 patterns) and on hand-computed rounding cases; quantizers on hand-computed ggml
+ * blocks and on their error bounds; dots against a double-precision reference within a stated bound.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+
+#define U24 (1.0 / 16777216.0) /* unit roundoff of f32 */
+
+static const size_t any_sizes[] = {0, 1, 7, 31, 32, 33, 63, 64, 100, 257, 4096};
+#define N_ANY (sizeof any_sizes / sizeof any_sizes[0])
+/* Multiples of QK: 3, 13 and 17 blocks leave tails after groups of 8 blocks; 128 and 152 do not. */
+static const size_t block_sizes[] = {32, 64, 96, 416, 544, 4096, 4864};
+#define N_BLOCK (sizeof block_sizes / sizeof block_sizes[0])
+
+/* ---- helpers ----------------------------------------------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(uint64_t *s) { /* in (0, 1) */
+    return ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static float rng_normal(uint64_t *s) {
+    return (float)(sqrt(-2.0 * log(rng_uniform(s))) * cos(6.283185307179586 * rng_uniform(s)));
+}
+
+static float *normal_row(uint64_t *s, size_t n, float scale) {
+    float *x = calloc(n ? n : 1, sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = scale * rng_normal(s);
+    return x;
+}
+
+static uint32_t bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float float_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void assert_same_bits(float simd, float scalar, const char *what, size_t n) {
+    if (bits_of(simd) != bits_of(scalar))
+        fail_msg("%s, n=%zu: SIMD %.9g (0x%08x) != scalar %.9g (0x%08x)", what, n, (double)simd, bits_of(simd),
+                 (double)scalar, bits_of(scalar));
+}
+
+static size_t row_bytes(ggml_type type, size_t n) {
+    switch (type) {
+    case GGML_TYPE_F32:
+        return n * sizeof(float);
+    case GGML_TYPE_F16:
+    case GGML_TYPE_BF16:
+        return n * sizeof(uint16_t);
+    case GGML_TYPE_Q8_0:
+        return n / QK * sizeof(block_q8_0);
+    default:
+        return n / QK * sizeof(block_q4_0);
+    }
+}
+
+/* ---- f16 / bf16 -------------------------------------------------------------------------------- */
+
+static void test_f16_round_trips_every_bit_pattern(void **state) {
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = quant_f16_to_f32((uint16_t)h);
+        uint16_t back = quant_f32_to_f16(f);
+        int is_nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+        if (is_nan) {
+            if (!isnan(f)) fail_msg("f16 0x%04x is a NaN but widened to %g", h, (double)f);
+            if ((back & 0x7c00) != 0x7c00 || !(back & 0x3ff)) fail_msg("f16 NaN 0x%04x came back as 0x%04x", h, back);
+        } else if (back != h) {
+            fail_msg("f16 0x%04x -> %.9g -> 0x%04x", h, (double)f, back);
+        }
+    }
+    /* a few exact values */
+    assert_true(quant_f16_to_f32(0x3c00) == 1.0f);
+    assert_true(quant_f16_to_f32(0xc000) == -2.0f);
+    assert_true(quant_f16_to_f32(0x7bff) == 65504.0f);
+    assert_true(quant_f16_to_f32(0x0001) == ldexpf(1.0f, -24));
+    assert_true(quant_f16_to_f32(0x03ff) == ldexpf(1023.0f, -24));
+    assert_true(isinf(quant_f16_to_f32(0xfc00)) && quant_f16_to_f32(0xfc00) < 0);
+    assert_int_equal(bits_of(quant_f16_to_f32(0x8000)), 0x80000000u);
+}
+
+static void test_f16_row_conversions_match_the_scalar_ones_for_every_bit_pattern(void **state) {
+    (void)state;
+    uint16_t *h = malloc(65536 * sizeof *h);
+    float *f = malloc(65536 * sizeof *f);
+    float *g = malloc(65536 * sizeof *g);
+    uint16_t *back = malloc(65536 * sizeof *back);
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    quant_dequantize_row(GGML_TYPE_F16, h, f, 65536);
+    for (uint32_t i = 0; i < 65536; i++) g[i] = quant_f16_to_f32(h[i]);
+    assert_memory_equal(f, g, 65536 * sizeof *f);
+    quant_f32_to_f16_row(f, back, 65536);
+    for (uint32_t i = 0; i < 65536; i++)
+        if (back[i] != quant_f32_to_f16(f[i])) fail_msg("f16 row and scalar differ for 0x%04x", i);
+    free(h);
+    free(f);
+    free(g);
+    free(back);
+}
+
+static void test_f32_to_f16_rounds_to_nearest_even_on_known_cases(void **state) {
+    (void)state;
+    struct {
+        float f;
+        uint16_t h;
+    } cases[] = {
+        {1.0f, 0x3c00},
+        {65504.0f, 0x7bff},                           /* largest finite */
+        {65519.0f, 0x7bff},                           /* below the halfway point to 65536 */
+        {65520.0f, 0x7c00},                           /* halfway, ties to even: inf */
+        {1e10f, 0x7c00},
+        {-INFINITY, 0xfc00},
+        {-0.0f, 0x8000},
+        {1.0f + 0x1p-11f, 0x3c00},                    /* tie, rounds down to even mantissa 0 */
+        {1.0f + 3 * 0x1p-11f, 0x3c02},                /* tie, rounds up to even mantissa 2 */
+        {1.0f + 0x1p-11f + 0x1p-20f, 0x3c01},         /* just above the tie */
+        {0x1p-24f, 0x0001},                           /* smallest subnormal */
+        {0x1p-25f, 0x0000},                           /* half of it: tie to even 0 */
+        {0x1p-25f + 0x1p-40f, 0x0001},                /* just above that tie */
+        {3 * 0x1p-25f, 0x0002},                       /* 1.5 subnormal units: tie to even 2 */
+        {-5 * 0x1p-25f, 0x8002},                      /* 2.5 units: tie to even 2 */
+        {0x1p-14f, 0x0400},                           /* smallest normal */
+        {0x1p-14f - 0x1p-25f, 0x0400},                /* 1023.5 units: tie to even, carries into the exponent */
+        {0x1p-14f - 0x1p-24f, 0x03ff},                /* largest subnormal */
+        {1e-30f, 0x0000},
+        {float_of(0x00000001), 0x0000},               /* f32 subnormal */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t h = quant_f32_to_f16(cases[i].f);
+        if (h != cases[i].h) fail_msg("f32 %a -> f16 0x%04x, expected 0x%04x", (double)cases[i].f, h, cases[i].h);
+    }
+    /* NaN stays NaN, quiet, signalling payloads included */
+    uint32_t nans[] = {0x7fc00000, 0x7f800001, 0xff800001, 0x7fffffff};
+    for (size_t i = 0; i < 4; i++) {
+        uint16_t h = quant_f32_to_f16(float_of(nans[i]));
+        if ((h & 0x7e00) != 0x7e00) fail_msg("f32 NaN 0x%08x -> f16 0x%04x is not a quiet NaN", nans[i], h);
+    }
+}
+
+static void test_f32_to_f16_row_matches_scalar_on_random_values(void **state) {
+    (void)state;
+    uint64_t s = 11;
+    for (size_t k = 0; k < N_ANY; k++) {
+        size_t n = any_sizes[k];
+        float *x = malloc((n ? n : 1) * sizeof *x);
+        uint16_t *row = malloc((n ? n : 1) * sizeof *row);
+        /* alternate raw bit patterns (NaN payloads, inf, f32 subnormals) with values in f16's range,
+         * near its subnormals and past its overflow */
+        for (size_t i = 0; i < n; i++) {
+            switch (i % 4) {
+            case 0:
+                x[i] = float_of((uint32_t)rng_next(&s));
+                break;
+            case 1:
+                x[i] = rng_normal(&s);
+                break;
+            case 2:
+                x[i] = 1e-6f * rng_normal(&s);
+                break;
+            default:
+                x[i] = 7e4f * rng_normal(&s);
+            }
+        }
+        quant_f32_to_f16_row(x, row, n);
+        for (size_t i = 0; i < n; i++)
+            if (row[i] != quant_f32_to_f16(x[i]))
+                fail_msg("n=%zu i=%zu: row 0x%04x != scalar 0x%04x for 0x%08x", n, i, row[i],
+                         quant_f32_to_f16(x[i]), bits_of(x[i]));
+        free(x);
+        free(row);
+    }
+}
+
+static void test_bf16_round_trips_every_bit_pattern_and_rounds_to_nearest_even(void **state) {
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = quant_bf16_to_f32((uint16_t)h);
+        assert_int_equal(bits_of(f), h << 16); /* widening is exact */
+        uint16_t back = quant_f32_to_bf16(f);
+        int is_nan = (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+        if (is_nan) {
+            if ((back & 0x7fc0) != 0x7fc0) fail_msg("bf16 NaN 0x%04x came back as 0x%04x, not a quiet NaN", h, back);
+        } else if (back != h) {
+            fail_msg("bf16 0x%04x -> 0x%04x", h, back);
+        }
+    }
+    struct {
+        uint32_t f;
+        uint16_t h;
+    } cases[] = {
+        {0x3f808000, 0x3f80}, /* 1 + 2^-8: tie, to even */
+        {0x3f818000, 0x3f82}, /* 1 + 3*2^-8: tie, to even (up) */
+        {0x3f808001, 0x3f81}, /* just above the tie */
+        {0x7f7fffff, 0x7f80}, /* FLT_MAX rounds to inf */
+        {0x80000001, 0x8000}, /* tiny negative subnormal to -0 */
+        {0x7f800000, 0x7f80}, /* inf */
+        {0x7f800001, 0x7fc0}, /* signalling NaN with a low payload: quiet NaN, not inf */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t h = quant_f32_to_bf16(float_of(cases[i].f));
+        if (h != cases[i].h) fail_msg("f32 0x%08x -> bf16 0x%04x, expected 0x%04x", cases[i].f, h, cases[i].h);
+    }
+}
+
+/* ---- ggml block layouts and reference quantizers ----------------------------------------------- */
+
+static void test_dequantize_reads_ggml_block_layouts(void **state) {
+    (void)state;
+    block_q8_0 q8 = {.d = 0x3800}; /* 0.5 */
+    block_q4_0 q4 = {.d = 0xc000}; /* -2 */
+    for (int i = 0; i < QK; i++) q8.qs[i] = (int8_t)(i * 8 - 128);
+    for (int i = 0; i < QK / 2; i++) q4.qs[i] = (uint8_t)(i | (15 - i) << 4);
+    float y[QK];
+    quant_dequantize_row(GGML_TYPE_Q8_0, &q8, y, QK);
+    for (int i = 0; i < QK; i++) assert_true(y[i] == 0.5f * (float)(i * 8 - 128));
+    quant_dequantize_row(GGML_TYPE_Q4_0, &q4, y, QK);
+    for (int i = 0; i < QK / 2; i++) {
+        assert_true(y[i] == -2.0f * (float)(i - 8));           /* low nibble: element i */
+        assert_true(y[i + 16] == -2.0f * (float)(15 - i - 8)); /* high nibble: element i + 16 */
+    }
+    uint16_t bf[3] = {0x3f80, 0xc040, 0x0001};
+    quant_dequantize_row(GGML_TYPE_BF16, bf, y, 3);
+    assert_true(y[0] == 1.0f && y[1] == -3.0f && bits_of(y[2]) == 0x00010000u);
+}
+
+static void test_quantize_q8_0_rounds_half_away_from_zero_like_ggml(void **state) {
+    (void)state;
+    float x[QK] = {127.0f, 2.5f, -2.5f, 3.5f, 0.4f, -0.5f, -127.0f, 10.0f};
+    block_q8_0 q;
+    quant_quantize_row(GGML_TYPE_Q8_0, x, &q, QK);
+    assert_int_equal(q.d, 0x3c00); /* d = 127 / 127 = 1 */
+    int8_t want[8] = {127, 3, -3, 4, 0, -1, -127, 10};
+    assert_memory_equal(q.qs, want, sizeof want);
+    for (int i = 8; i < QK; i++) assert_int_equal(q.qs[i], 0);
+}
+
+static void test_quantize_q4_0_takes_the_signed_max_to_minus_eight_like_ggml(void **state) {
+    (void)state;
+    float x[QK];
+    for (int j = 0; j < QK; j++) x[j] = 0.5f * (float)(j - 16); /* -8 .. 7.5; the max magnitude is -8 */
+    block_q4_0 q;
+    quant_quantize_row(GGML_TYPE_Q4_0, x, &q, QK);
+    assert_int_equal(q.d, 0x3c00); /* d = -8 / -8 = 1 */
+    /* nibble = min(15, trunc(x/d + 8.5)): -8 -> 0, -7.5 -> 1, -7 -> 1, 0 -> 8, 0.5 -> 9, 7.5 -> 15 */
+    assert_int_equal(q.qs[0] & 15, 0);
+    assert_int_equal(q.qs[1] & 15, 1);
+    assert_int_equal(q.qs[2] & 15, 1);
+    assert_int_equal(q.qs[0] >> 4, 8);
+    assert_int_equal(q.qs[1] >> 4, 9);
+    assert_int_equal(q.qs[15] >> 4, 15);
+    /* a positive max gives a negative scale, and the max still lands on nibble 0 */
+    for (int j = 0; j < QK; j++) x[j] = -x[j];
+    quant_quantize_row(GGML_TYPE_Q4_0, x, &q, QK);
+    assert_int_equal(q.d, 0xbc00);
+    assert_int_equal(q.qs[0] & 15, 0);
+}
+
+static void test_quantize_then_dequantize_stays_within_the_format_error_bound(void **state) {
+    (void)state;
+    uint64_t s = 5;
+    for (size_t k = 0; k < N_BLOCK; k++) {
+        size_t n = block_sizes[k];
+        float *x = normal_row(&s, n, k % 2 ? 0.02f : 3.0f);
+        block_q8_0 *q8 = malloc(n / QK * sizeof *q8);
+        block_q4_0 *q4 = malloc(n / QK * sizeof *q4);
+        float *y8 = malloc(n * sizeof *y8), *y4 = malloc(n * sizeof *y4);
+        quant_quantize_row(GGML_TYPE_Q8_0, x, q8, n);
+        quant_quantize_row(GGML_TYPE_Q4_0, x, q4, n);
+        quant_dequantize_row(GGML_TYPE_Q8_0, q8, y8, n);
+        quant_dequantize_row(GGML_TYPE_Q4_0, q4, y4, n);
+        for (size_t b = 0; b < n / QK; b++) {
+            float amax = 0.0f, max = 0.0f;
+            for (int j = 0; j < QK; j++)
+                if (fabsf(x[b * QK + j]) > amax) amax = fabsf(x[b * QK + j]), max = x[b * QK + j];
+            /* Q8_0: d = amax/127 in f32, stored as f16 d16. q = round(x/d) is within 1/2 of x/d, so
+             * |d16·q - x| <= d/2 (grid) + 127·|d16 - d| (the f16 rounding of d, times |q| <= 127),
+             * plus a few f32 roundings (x·id, d16·q), covered by 1e-6·amax. */
+            double d = amax / 127.0f, d16 = quant_f16_to_f32(q8[b].d);
+            assert_int_equal(q8[b].d, quant_f32_to_f16(amax / 127.0f));
+            for (int j = 0; j < QK; j++) {
+                size_t i = b * QK + j;
+                double bound = 0.5 * d + 127.0 * fabs(d16 - d) + 1e-6 * amax;
+                if (fabs((double)y8[i] - x[i]) > bound)
+                    fail_msg("Q8_0 n=%zu i=%zu: x=%g back=%g err %g > %g", n, i, (double)x[i], (double)y8[i],
+                             fabs((double)y8[i] - x[i]), bound);
+                assert_true(q8[b].qs[j] >= -127 && q8[b].qs[j] <= 127);
+            }
+            /* Q4_0: d = max/-8 (signed), grid q ∈ [-8, 7]. Within the grid |err| <= |d|/2; values with
+             * x/d > 7.5 (the opposite extreme, up to +8) are clamped to 7, so there |err| <= |d|.
+             * Plus 8·|d16 - d| for the f16 rounding of d (|q| <= 8) and 1e-6·amax for f32 roundings. */
+            d = max / -8.0f;
+            d16 = quant_f16_to_f32(q4[b].d);
+            for (int j = 0; j < QK; j++) {
+                size_t i = b * QK + j;
+                double r = x[i] / d;
+                double bound = (r > 7.5 ? 1.0 : 0.5) * fabs(d) + 8.0 * fabs(d16 - d) + 1e-6 * amax;
+                if (fabs((double)y4[i] - x[i]) > bound)
+                    fail_msg("Q4_0 n=%zu i=%zu: x=%g back=%g err %g > %g", n, i, (double)x[i], (double)y4[i],
+                             fabs((double)y4[i] - x[i]), bound);
+            }
+        }
+        free(x);
+        free(q8);
+        free(q4);
+        free(y8);
+        free(y4);
+    }
+}
+
+static void test_quantizing_zeros_gives_zero_scale_and_zero_values(void **state) {
+    (void)state;
+    enum { N = 64 };
+    float x[N] = {0}, y[N];
+    x[7] = -0.0f;
+    block_q8_0 q8[N / QK];
+    block_q4_0 q4[N / QK];
+    block_q8_act qa[N / QK];
+    memset(q8, 0x55, sizeof q8);
+    memset(q4, 0x55, sizeof q4);
+    memset(qa, 0x55, sizeof qa);
+    quant_quantize_row(GGML_TYPE_Q8_0, x, q8, N);
+    quant_quantize_row(GGML_TYPE_Q4_0, x, q4, N);
+    quant_row_q8(x, qa, N);
+    for (int b = 0; b < N / QK; b++) {
+        assert_int_equal(q8[b].d, 0);
+        assert_int_equal(q4[b].d, 0x8000); /* ggml's d = max / -8 turns +0 into -0 */
+        assert_true(bits_of(qa[b].d) == 0);
+        for (int j = 0; j < QK; j++) {
+            assert_int_equal(q8[b].qs[j], 0);
+            assert_int_equal(qa[b].qs[j], 0);
+        }
+        for (int j = 0; j < QK / 2; j++) assert_int_equal(q4[b].qs[j], 0x88); /* 8 is Q4_0's zero */
+    }
+    quant_dequantize_row(GGML_TYPE_Q4_0, q4, y, N);
+    for (int i = 0; i < N; i++) assert_true(y[i] == 0.0f);
+    quant_row_q8_scalar(x, qa, N);
+    assert_true(bits_of(qa[0].d) == 0 && qa[0].qs[7] == 0);
+}
+
+/* ---- activation quantization ------------------------------------------------------------------- */
+
+static void test_activation_quantization_rounds_half_to_even(void **state) {
+    (void)state;
+    float x[QK] = {127.0f, 2.5f, -2.5f, 3.5f, 0.5f, -1.5f, 126.5f};
+    block_q8_act a, b;
+    quant_row_q8(x, &a, QK);
+    quant_row_q8_scalar(x, &b, QK);
+    assert_true(a.d == 1.0f && b.d == 1.0f);
+    int8_t want[7] = {127, 2, -2, 4, 0, -2, 126};
+    assert_memory_equal(a.qs, want, sizeof want);
+    assert_memory_equal(b.qs, want, sizeof want);
+}
+
+static void test_activation_quantization_simd_matches_scalar(void **state) {
+    (void)state;
+    uint64_t s = 7;
+    static const float scales[] = {1.0f, 1e-3f, 1e3f, 1e-20f};
+    for (size_t k = 0; k < N_BLOCK; k++)
+        for (size_t sc = 0; sc < 4; sc++) {
+            size_t n = block_sizes[k];
+            float *x = normal_row(&s, n, scales[sc]);
+            /* a block of exact ties (amax 127 gives id 1) and a zero block, when there is room */
+            if (n >= 96) {
+                for (int j = 0; j < QK; j++) x[QK + j] = (float)(j - 16) + 0.5f;
+                x[QK] = 127.0f;
+                memset(x + 2 * QK, 0, QK * sizeof *x);
+            }
+            block_q8_act *a = malloc(n / QK * sizeof *a), *b = malloc(n / QK * sizeof *b);
+            quant_row_q8(x, a, n);
+            quant_row_q8_scalar(x, b, n);
+            for (size_t blk = 0; blk < n / QK; blk++) {
+                assert_same_bits(a[blk].d, b[blk].d, "quant_row_q8 scale", n);
+                if (memcmp(a[blk].qs, b[blk].qs, QK)) fail_msg("quant_row_q8 n=%zu block %zu: quants differ", n, blk);
+            }
+            free(x);
+            free(a);
+            free(b);
+        }
+}
+
+/* ---- dots -------------------------------------------------------------------------------------- */
+
+static void test_dot_f32_simd_matches_scalar_at_awkward_sizes(void **state) {
+    (void)state;
+    uint64_t s = 1;
+    for (size_t k = 0; k < N_ANY; k++) {
+        size_t n = any_sizes[k];
+        for (int rep = 0; rep < 4; rep++) {
+            float *a = normal_row(&s, n, 1.0f), *b = normal_row(&s, n, rep ? 0.1f : 1e4f);
+            assert_same_bits(quant_dot_f32(a, b, n), quant_dot_f32_scalar(a, b, n), "quant_dot_f32", n);
+            free(a);
+            free(b);
+        }
+    }
+}
+
+static void test_dot_f32_does_not_depend_on_alignment(void **state) {
+    (void)state;
+    uint64_t s = 2;
+    for (size_t k = 0; k < N_ANY; k++) {
+        size_t n = any_sizes[k];
+        float *a = normal_row(&s, n, 1.0f), *b = normal_row(&s, n, 1.0f);
+        float *abuf = malloc((n + 8) * sizeof *abuf), *bbuf = malloc((n + 8) * sizeof *bbuf);
+        float want = quant_dot_f32(a, b, n);
+        for (size_t off = 1; off < 8; off++) {
+            memcpy(abuf + off, a, n * sizeof *a);
+            memcpy(bbuf + (8 - off) % 8, b, n * sizeof *b);
+            assert_same_bits(quant_dot_f32(abuf + off, bbuf + (8 - off) % 8, n), want, "dot at an offset", n);
+            assert_same_bits(quant_dot_f32_scalar(abuf + off, bbuf + (8 - off) % 8, n), want, "scalar at an offset", n);
+        }
+        free(a);
+        free(b);
+        free(abuf);
+        free(bbuf);
+    }
+}
+
+/* A weight row of `type` quantized from random values, and the activation as f32 and as Q8. */
+typedef struct {
+    void *w;
+    float *xf;
+    block_q8_act *xq;
+} dot_case;
+
+static dot_case make_dot_case(uint64_t *s, ggml_type type, size_t n) {
+    dot_case c;
+    float *wf = normal_row(s, n, 0.05f);
+    c.w = malloc(row_bytes(type, n) ? row_bytes(type, n) : 1);
+    quant_quantize_row(type, wf, c.w, n);
+    c.xf = normal_row(s, n, 2.0f);
+    c.xq = malloc((n / QK ? n / QK : 1) * sizeof *c.xq);
+    quant_row_q8(c.xf, c.xq, n - n % QK);
+    free(wf);
+    return c;
+}
+
+static void free_dot_case(dot_case *c) {
+    free(c->w);
+    free(c->xf);
+    free(c->xq);
+}
+
+static void test_dot_of_every_weight_type_simd_matches_scalar(void **state) {
+    (void)state;
+    uint64_t s = 3;
+    const ggml_type any_n[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
+    const ggml_type blocked[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+    for (size_t t = 0; t < 3; t++)
+        for (size_t k = 0; k < N_ANY; k++) {
+            size_t n = any_sizes[k];
+            dot_case c = make_dot_case(&s, any_n[t], n);
+            assert_same_bits(quant_dot(any_n[t], c.w, c.xf, NULL, n), quant_dot_scalar(any_n[t], c.w, c.xf, NULL, n),
+                             any_n[t] == GGML_TYPE_F32 ? "F32 dot" : any_n[t] == GGML_TYPE_F16 ? "F16 dot" : "BF16 dot",
+                             n);
+            free_dot_case(&c);
+        }
+    for (size_t t = 0; t < 2; t++)
+        for (size_t k = 0; k < N_BLOCK; k++) {
+            size_t n = block_sizes[k];
+            dot_case c = make_dot_case(&s, blocked[t], n);
+            assert_same_bits(quant_dot(blocked[t], c.w, NULL, c.xq, n), quant_dot_scalar(blocked[t], c.w, NULL, c.xq, n),
+                             t == 0 ? "Q8_0 dot" : "Q4_0 dot", n);
+            free_dot_case(&c);
+        }
+}
+
+static void test_integer_block_sums_are_exact_at_the_int8_extremes(void **state) {
+    (void)state;
+    /* -128·-128 pairs would saturate a 16-bit pairwise sum; Q4_0 nibble 0 against -128 likewise */
+    enum { N = 9 * QK };
+    block_q8_0 w8[N / QK];
+    block_q4_0 w4[N / QK];
+    block_q8_act x[N / QK];
+    for (int b = 0; b < N / QK; b++) {
+        w8[b].d = w4[b].d = 0x3c00;
+        x[b].d = 1.0f;
+        memset(w8[b].qs, 0x80, QK);
+        memset(w4[b].qs, b % 2 ? 0x00 : 0xff, QK / 2);
+        memset(x[b].qs, 0x80, QK);
+    }
+    float q8 = quant_dot(GGML_TYPE_Q8_0, w8, NULL, x, N), q4 = quant_dot(GGML_TYPE_Q4_0, w4, NULL, x, N);
+    assert_same_bits(q8, quant_dot_scalar(GGML_TYPE_Q8_0, w8, NULL, x, N), "Q8_0 extremes", N);
+    assert_same_bits(q4, quant_dot_scalar(GGML_TYPE_Q4_0, w4, NULL, x, N), "Q4_0 extremes", N);
+    assert_true(q8 == 9.0f * 32 * 16384);
+    /* even blocks: nibble 15 (7) · -128; odd blocks: nibble 0 (-8) · -128 */
+    assert_true(q4 == 5.0f * 32 * (7 * -128) + 4.0f * 32 * (-8 * -128));
+}
+
+static void test_dot_f16_f32_simd_matches_scalar(void **state) {
+    (void)state;
+    uint64_t s = 4;
+    for (size_t k = 0; k < N_ANY; k++) {
+        size_t n = any_sizes[k];
+        float *af = normal_row(&s, n, 1.0f), *b = normal_row(&s, n, 1.0f);
+        uint16_t *a = malloc((n ? n : 1) * sizeof *a);
+        quant_f32_to_f16_row(af, a, n);
+        float simd = quant_dot_f16_f32(a, b, n);
+        assert_same_bits(simd, quant_dot_f16_f32_scalar(a, b, n), "quant_dot_f16_f32", n);
+        assert_same_bits(simd, quant_dot(GGML_TYPE_F16, a, b, NULL, n), "F16 dot via quant_dot", n);
+        free(af);
+        free(a);
+        free(b);
+    }
+}
+
+static void test_dots_agree_with_a_double_reference_on_dequantized_values(void **state) {
+    (void)state;
+    uint64_t s = 9;
+    const ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+    for (size_t t = 0; t < 5; t++)
+        for (size_t k = 0; k < N_BLOCK; k++) {
+            ggml_type type = types[t];
+            int quantized = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0;
+            size_t n = block_sizes[k];
+            dot_case c = make_dot_case(&s, type, n);
+            float *w = malloc(n * sizeof *w);
+            quant_dequantize_row(type, c.w, w, n);
+            double ref = 0.0, mag = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                double xi = quantized ? (double)c.xq[i / QK].d * c.xq[i / QK].qs[i % QK] : (double)c.xf[i];
+                ref += (double)w[i] * xi;
+                mag += fabs((double)w[i] * xi);
+            }
+            /* Each term passes through at most `depth` f32 roundings: one fma per lane step (n/32 for
+             * f32 lanes, n/32/8 for block lanes, plus the d_w·d_x product) and the 5 (or 3) combine
+             * additions; so |dot - ref| <= depth·u·Σ|w·x| (u = 2^-24), with 1% slack for the second-order
+             * term. The double reference itself is exact to far below that. */
+            double depth = quantized ? (double)(n / QK / 8 + 1) + 1 + 3 : (double)(n / 32 + 1) + 5;
+            double tol = 1.01 * depth * U24 * mag;
+            float got = quant_dot(type, c.w, c.xf, c.xq, n);
+            if (fabs((double)got - ref) > tol)
+                fail_msg("type %d n=%zu: dot %.9g vs reference %.9g, |diff| %g > %g", (int)type, n, (double)got, ref,
+                         fabs((double)got - ref), tol);
+            free(w);
+            free_dot_case(&c);
+        }
+}
+
+/* ---- axpy -------------------------------------------------------------------------------------- */
+
+static void test_axpy_simd_matches_an_fmaf_loop(void **state) {
+    (void)state;
+    uint64_t s = 6;
+    for (size_t k = 0; k < N_ANY; k++) {
+        size_t n = any_sizes[k];
+        float a = rng_normal(&s);
+        float *x = normal_row(&s, n, 1.0f), *y = normal_row(&s, n, 1.0f);
+        float *got = malloc((n ? n : 1) * sizeof *got), *want = malloc((n ? n : 1) * sizeof *want);
+        uint16_t *xh = malloc((n ? n : 1) * sizeof *xh);
+        quant_f32_to_f16_row(x, xh, n);
+
+        memcpy(got, y, n * sizeof *y);
+        quant_axpy_f32(got, a, x, n);
+        for (size_t i = 0; i < n; i++) want[i] = fmaf(a, x[i], y[i]);
+        if (n && memcmp(got, want, n * sizeof *got)) fail_msg("quant_axpy_f32 n=%zu differs from fmaf", n);
+
+        memcpy(got, y, n * sizeof *y);
+        quant_axpy_f16(got, a, xh, n);
+        for (size_t i = 0; i < n; i++) want[i] = fmaf(a, quant_f16_to_f32(xh[i]), y[i]);
+        if (n && memcmp(got, want, n * sizeof *got)) fail_msg("quant_axpy_f16 n=%zu differs from fmaf", n);
+
+        free(x);
+        free(y);
+        free(got);
+        free(want);
+        free(xh);
+    }
+}
+
+/* ---- threads ----------------------------------------------------------------------------------- */
+
+static void test_dispatching_functions_from_two_threads_give_serial_bits(void **state) {
+    (void)state;
+    enum { ROWS = 16, N = 4864 };
+    uint64_t s = 8;
+    float *x = normal_row(&s, (size_t)ROWS * N, 1.0f), *wf = normal_row(&s, (size_t)ROWS * N, 0.05f);
+    block_q8_0 *w8 = malloc((size_t)ROWS * N / QK * sizeof *w8);
+    block_q4_0 *w4 = malloc((size_t)ROWS * N / QK * sizeof *w4);
+    for (int r = 0; r < ROWS; r++) {
+        quant_quantize_row(GGML_TYPE_Q8_0, wf + (size_t)r * N, w8 + (size_t)r * N / QK, N);
+        quant_quantize_row(GGML_TYPE_Q4_0, wf + (size_t)r * N, w4 + (size_t)r * N / QK, N);
+    }
+    block_q8_act *xq_serial = malloc((size_t)ROWS * N / QK * sizeof *xq_serial);
+    block_q8_act *xq_par = malloc((size_t)ROWS * N / QK * sizeof *xq_par);
+    float serial[ROWS][3], par[ROWS][3];
+    int threads_seen = 0;
+
+    /* each activation row against the weight row of the same index: a matrix product's diagonal */
+    for (int r = 0; r < ROWS; r++) {
+        block_q8_act *xq = xq_serial + (size_t)r * N / QK;
+        quant_row_q8(x + (size_t)r * N, xq, N);
+        serial[r][0] = quant_dot_f32(wf + (size_t)r * N, x + (size_t)r * N, N);
+        serial[r][1] = quant_dot(GGML_TYPE_Q8_0, w8 + (size_t)r * N / QK, NULL, xq, N);
+        serial[r][2] = quant_dot(GGML_TYPE_Q4_0, w4 + (size_t)r * N / QK, NULL, xq, N);
+    }
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp single
+        threads_seen = omp_get_num_threads();
+#pragma omp for schedule(static, 1)
+        for (int r = ROWS - 1; r >= 0; r--) { /* reversed, interleaved: no row runs where it did serially */
+            block_q8_act *xq = xq_par + (size_t)r * N / QK;
+            quant_row_q8(x + (size_t)r * N, xq, N);
+            par[r][0] = quant_dot_f32(wf + (size_t)r * N, x + (size_t)r * N, N);
+            par[r][1] = quant_dot(GGML_TYPE_Q8_0, w8 + (size_t)r * N / QK, NULL, xq, N);
+            par[r][2] = quant_dot(GGML_TYPE_Q4_0, w4 + (size_t)r * N / QK, NULL, xq, N);
+        }
+    }
+    assert_int_equal(threads_seen, 2);
+    assert_memory_equal(xq_par, xq_serial, (size_t)ROWS * N / QK * sizeof *xq_par);
+    assert_memory_equal(par, serial, sizeof par);
+    free(x);
+    free(wf);
+    free(w8);
+    free(w4);
+    free(xq_serial);
+    free(xq_par);
+}
+
+static void test_simd_path_is_reported_when_compiled_in(void **state) {
+    (void)state;
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    assert_int_equal(quant_simd_enabled(), 1);
+#else
+    assert_int_equal(quant_simd_enabled(), 0);
+#endif
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f16_round_trips_every_bit_pattern),
+        cmocka_unit_test(test_f16_row_conversions_match_the_scalar_ones_for_every_bit_pattern),
+        cmocka_unit_test(test_f32_to_f16_rounds_to_nearest_even_on_known_cases),
+        cmocka_unit_test(test_f32_to_f16_row_matches_scalar_on_random_values),
+        cmocka_unit_test(test_bf16_round_trips_every_bit_pattern_and_rounds_to_nearest_even),
+        cmocka_unit_test(test_dequantize_reads_ggml_block_layouts),
+        cmocka_unit_test(test_quantize_q8_0_rounds_half_away_from_zero_like_ggml),
+        cmocka_unit_test(test_quantize_q4_0_takes_the_signed_max_to_minus_eight_like_ggml),
+        cmocka_unit_test(test_quantize_then_dequantize_stays_within_the_format_error_bound),
+        cmocka_unit_test(test_quantizing_zeros_gives_zero_scale_and_zero_values),
+        cmocka_unit_test(test_activation_quantization_rounds_half_to_even),
+        cmocka_unit_test(test_activation_quantization_simd_matches_scalar),
+        cmocka_unit_test(test_dot_f32_simd_matches_scalar_at_awkward_sizes),
+        cmocka_unit_test(test_dot_f32_does_not_depend_on_alignment),
+        cmocka_unit_test(test_dot_of_every_weight_type_simd_matches_scalar),
+        cmocka_unit_test(test_integer_block_sums_are_exact_at_the_int8_extremes),
+        cmocka_unit_test(test_dot_f16_f32_simd_matches_scalar),
+        cmocka_unit_test(test_dots_agree_with_a_double_reference_on_dequantized_values),
+        cmocka_unit_test(test_axpy_simd_matches_an_fmaf_loop),
+        cmocka_unit_test(test_dispatching_functions_from_two_threads_give_serial_bits),
+        cmocka_unit_test(test_simd_path_is_reported_when_compiled_in),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

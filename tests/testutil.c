@@ -1,0 +1,46 @@
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+const char *tu_shared(const char *rel) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", FKV_SHARED_DIR, rel);
+    return buf;
+}
+
+const char *tu_tmp_path(const char *suffix) {
+    static char buf[4][4096];
+    static int counter, slot;
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    slot = (slot + 1) % 4;
+    snprintf(buf[slot], sizeof buf[slot], "%s/flatkv-test-%d-%d%s", dir, (int)getpid(), counter++, suffix);
+    return buf[slot];
+}
+
+char *tu_read_file(const char *path, size_t *size) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, fp) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(fp);
+    if (buf) {
+        buf[n] = 0;
+        if (size) *size = (size_t)n;
+    }
+    return buf;
+}
+
+int tu_write_file(const char *path, const void *data, size_t size) {
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return -1;
+    int ok = fwrite(data, 1, size, fp) == size;
+    return (fclose(fp) == 0 && ok) ? 0 : -1;
+}
