@@ -75,14 +75,7 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
     }
     uint32_t n_vocab = (uint32_t)tokens->arr.n;
     gguf_writer *w = gguf_writer_new();
-    for (uint64_t i = 0; i < vocab->n_kv; i++) {
-        gguf_str key = vocab->kv[i].key;
-        if (key.len > 10 && memcmp(key.ptr, "tokenizer.", 10) == 0) {
-            char name[256];
-            snprintf(name, sizeof name, "%.*s", (int)(key.len < 255 ? key.len : 255), key.ptr);
-            gguf_writer_set_value(w, name, &vocab->kv[i].value);
-        }
-    }
+    gguf_writer_copy_kv(w, vocab, "tokenizer.", NULL);
     gguf_close(vocab);
 
     char name[128];

@@ -848,6 +848,22 @@ void gguf_writer_set_value(gguf_writer *w, const char *key, const gguf_value *v)
     writer_put(w, key, &copy);
 }
 
+void gguf_writer_copy_kv(gguf_writer *w, const gguf_file *f, const char *prefix, const char *skip_key) {
+    size_t prefix_len = strlen(prefix);
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        gguf_str key = f->kv[i].key;
+        if (key.len < prefix_len || memcmp(key.ptr, prefix, prefix_len) || (skip_key && gguf_str_eq(key, skip_key)))
+            continue;
+        char *name = strndup(key.ptr, key.len);
+        if (!name) {
+            writer_fail(w, "(copy)", "out of memory");
+            return;
+        }
+        gguf_writer_set_value(w, name, &f->kv[i].value);
+        free(name);
+    }
+}
+
 void gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v) {
     gguf_writer_set_value(w, key, &(gguf_value){.type = GGUF_TYPE_UINT32, .u64 = v});
 }

@@ -198,6 +198,8 @@ void gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type elem_type, c
 void gguf_writer_set_arr_str(gguf_writer *w, const char *key, const gguf_str *items, uint64_t n);
 /* Copy a value read from another file (any type, nested arrays included). */
 void gguf_writer_set_value(gguf_writer *w, const char *key, const gguf_value *v);
+/* Copy every metadata entry of f whose key starts with prefix ("" for all), except skip_key (may be NULL). */
+void gguf_writer_copy_kv(gguf_writer *w, const gguf_file *f, const char *prefix, const char *skip_key);
 /* A tensor; data (nbytes from type and dims) is copied. */
 int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, uint32_t n_dims,
                            const uint64_t *ne, const void *data, fkv_error *err);

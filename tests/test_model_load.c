@@ -49,12 +49,7 @@ static const char *write_edited(const edit *e) {
     gguf_file *f = gguf_open(base_path, &err);
     assert_non_null(f);
     gguf_writer *w = gguf_writer_new();
-    for (uint64_t i = 0; i < f->n_kv; i++) {
-        char key[256];
-        snprintf(key, sizeof key, "%.*s", (int)f->kv[i].key.len, f->kv[i].key.ptr);
-        if (e->drop_key && !strcmp(key, e->drop_key)) continue;
-        gguf_writer_set_value(w, key, &f->kv[i].value);
-    }
+    gguf_writer_copy_kv(w, f, "", e->drop_key);
     if (e->set_arch) gguf_writer_set_str(w, "general.architecture", e->set_arch);
     for (uint64_t t = 0; t < f->n_tensors; t++) {
         const gguf_tensor *ti = &f->tensors[t];

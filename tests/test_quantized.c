@@ -24,11 +24,7 @@ static void write_dequantized(const char *src, const char *dst) {
     gguf_file *f = gguf_open(src, &err);
     assert_non_null(f);
     gguf_writer *w = gguf_writer_new();
-    for (uint64_t i = 0; i < f->n_kv; i++) {
-        char key[256];
-        snprintf(key, sizeof key, "%.*s", (int)f->kv[i].key.len, f->kv[i].key.ptr);
-        gguf_writer_set_value(w, key, &f->kv[i].value);
-    }
+    gguf_writer_copy_kv(w, f, "", NULL);
     for (uint64_t t = 0; t < f->n_tensors; t++) {
         const gguf_tensor *ti = &f->tensors[t];
         uint64_t n = 1;
