@@ -129,3 +129,53 @@ int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text
     *n_ids = n;
     return ids;
 }
+
+int cli_engine_option(const char *sub, int c, const char *arg, fkv_seq_params *p) {
+    uint32_t u;
+    switch (c) {
+    case CLI_O_THREADS:
+        if (cli_parse_u32(sub, "--threads", arg, 1, 1024, &u)) return -1;
+        p->ctx.n_threads = (int)u;
+        return 1;
+    case CLI_O_CTX: return cli_parse_u32(sub, "--ctx", arg, 1, 1u << 24, &p->ctx.n_ctx) ? -1 : 1;
+    case CLI_O_KV_TYPE:
+        if (!strcmp(arg, "f16"))
+            p->ctx.kv_type = FKV_KV_F16;
+        else if (!strcmp(arg, "f32"))
+            p->ctx.kv_type = FKV_KV_F32;
+        else
+            return cli_usage_error(sub, "--kv-type must be f16 or f32, got '%s'", arg), -1;
+        return 1;
+    case CLI_O_NO_CACHE: p->prefix_cache = false; return 1;
+    case CLI_O_PREFILL_ROWS:
+        return cli_parse_u32(sub, "--prefill-rows", arg, 1, 1u << 16, &p->ctx.prefill_rows) ? -1 : 1;
+    case CLI_O_CACHE_MIN: return cli_parse_u32(sub, "--cache-min", arg, 0, UINT32_MAX, &p->cache_min) ? -1 : 1;
+    default: return 0;
+    }
+}
+
+bool cli_collect_piece(void *user, int32_t id, const char *piece, int len) {
+    (void)id;
+    cli_text *t = user;
+    if (t->len + (size_t)len + 1 > t->cap) {
+        size_t cap = 2 * t->cap + (size_t)len + 256;
+        char *grown = realloc(t->text, cap);
+        if (!grown) return false;
+        t->text = grown;
+        t->cap = cap;
+    }
+    memcpy(t->text + t->len, piece, (size_t)len);
+    t->len += (size_t)len;
+    t->text[t->len] = 0;
+    return true;
+}
+
+void cli_text_free(cli_text *t) {
+    free(t->text);
+    *t = (cli_text){0};
+}
+
+const char *cli_hex64(uint64_t v, char buf[17]) {
+    snprintf(buf, 17, "%016llx", (unsigned long long)v);
+    return buf;
+}

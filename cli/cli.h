@@ -24,6 +24,36 @@ int cli_parse_float(const char *sub, const char *flag, const char *s, float min,
 /* The message for getopt_long's '?' or ':' return (unknown flag or missing argument). */
 int cli_bad_option(const char *sub, char *const argv[]);
 
+/* Options shared by every subcommand that runs the engine, for getopt_long tables:
+ *   --threads N  --ctx N  --kv-type f16|f32  --no-prefix-cache  --prefill-rows R  --cache-min K */
+enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PREFILL_ROWS, CLI_O_CACHE_MIN };
+#define CLI_ENGINE_OPTIONS                                                                                      \
+    {"threads", required_argument, 0, CLI_O_THREADS}, {"ctx", required_argument, 0, CLI_O_CTX},                \
+        {"kv-type", required_argument, 0, CLI_O_KV_TYPE}, {"no-prefix-cache", no_argument, 0, CLI_O_NO_CACHE}, \
+        {"prefill-rows", required_argument, 0, CLI_O_PREFILL_ROWS},                                            \
+        {"cache-min", required_argument, 0, CLI_O_CACHE_MIN}
+#define CLI_ENGINE_HELP                                                                                      \
+    "      --threads N        threads (default: all cores)\n"                                                 \
+    "      --ctx N            context positions (default: the model's)\n"                                     \
+    "      --kv-type TYPE     K/V storage: f16 (default) or f32\n"                                            \
+    "      --no-prefix-cache  prefill every prompt from position 0 (FLATKV_PREFIX_CACHE=0)\n"                 \
+    "      --prefill-rows R   prefill chunk grid in positions (FLATKV_PREFILL_ROWS)\n"                        \
+    "      --cache-min K      smallest prefix reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64)\n"
+/* Apply engine option c (one of CLI_O_*) to p: 1 when handled, 0 when c is not one, -1 after printing a bad
+ * value. Flags beat the environment because p starts from fkv_seq_default_params. */
+int cli_engine_option(const char *sub, int c, const char *arg, fkv_seq_params *p);
+
+/* Generated text gathered piece by piece (an fkv_gen_params.on_token callback: cli_collect_piece). */
+typedef struct {
+    char *text;
+    size_t len, cap;
+} cli_text;
+bool cli_collect_piece(void *text, int32_t id, const char *piece, int len);
+void cli_text_free(cli_text *t);
+
+/* Lowercase hex of a 64-bit digest into buf[17]. */
+const char *cli_hex64(uint64_t v, char buf[17]);
+
 /* Milliseconds on a monotonic clock. */
 double cli_now_ms(void);
 
@@ -40,5 +70,7 @@ int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text
 int cli_generate(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_gen_model(int argc, char **argv);
+int cli_chat(int argc, char **argv);
+int cli_replay(int argc, char **argv);
 
 #endif

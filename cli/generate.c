@@ -3,8 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#define XXH_STATIC_LINKING_ONLY /* the digest state on the stack */
-#include <xxhash.h>
 
 #include "cli.h"
 
@@ -23,30 +21,26 @@ static const char HELP[] =
     "      --min-p P          drop tokens below P x the top probability; 0 = off (default 0.05)\n"
     "      --repeat-penalty R penalize the last 64 tokens; 1 = off (default 1)\n"
     "      --seed S           random seed (default 0)\n"
-    "      --threads N        threads (default: all cores)\n"
-    "      --ctx N            context positions (default: the model's)\n"
-    "      --kv-type TYPE     K/V storage: f16 (default) or f32\n"
     "      --json             print one JSON object: prompt_tokens, tokens, text, logits_digest,\n"
-    "                         prefill_ms, decode_ms\n";
+    "                         prefill_ms, decode_ms\n" CLI_ENGINE_HELP;
 
 typedef struct {
     const char *model_path, *text, *file;
     uint32_t n_predict;
     fkv_sampler_params sp;
-    fkv_ctx_params cp;
+    fkv_seq_params engine;
     int json;
 } gen_args;
 
 static int parse_args(int argc, char **argv, gen_args *a) {
-    enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_THREADS, O_CTX, O_KV, O_JSON };
+    enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_JSON };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'},   {"n-predict", required_argument, 0, 'n'},
         {"temp", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
         {"top-p", required_argument, 0, O_TOPP}, {"min-p", required_argument, 0, O_MINP},
         {"repeat-penalty", required_argument, 0, O_REP}, {"seed", required_argument, 0, O_SEED},
-        {"threads", required_argument, 0, O_THREADS}, {"ctx", required_argument, 0, O_CTX},
-        {"kv-type", required_argument, 0, O_KV}, {"json", no_argument, 0, O_JSON},
+        {"json", no_argument, 0, O_JSON}, CLI_ENGINE_OPTIONS,
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *sub = "generate";
     int c;
@@ -69,22 +63,12 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         case O_MINP: bad = cli_parse_float(sub, "--min-p", optarg, 0.0f, 1.0f, &a->sp.min_p); break;
         case O_REP: bad = cli_parse_float(sub, "--repeat-penalty", optarg, 0.01f, 100.0f, &a->sp.repeat_penalty); break;
         case O_SEED: bad = cli_parse_u64(sub, "--seed", optarg, &a->sp.seed); break;
-        case O_THREADS:
-            bad = cli_parse_u32(sub, "--threads", optarg, 1, 1024, &u);
-            a->cp.n_threads = (int)u;
-            break;
-        case O_CTX: bad = cli_parse_u32(sub, "--ctx", optarg, 1, 1u << 24, &a->cp.n_ctx); break;
-        case O_KV:
-            if (!strcmp(optarg, "f16"))
-                a->cp.kv_type = FKV_KV_F16;
-            else if (!strcmp(optarg, "f32"))
-                a->cp.kv_type = FKV_KV_F32;
-            else
-                bad = cli_usage_error(sub, "--kv-type must be f16 or f32, got '%s'", optarg);
-            break;
         case O_JSON: a->json = 1; break;
         case 'h': fputs(HELP, stdout); return 0;
-        default: return cli_bad_option(sub, argv);
+        default:
+            bad = cli_engine_option(sub, c, optarg, &a->engine);
+            if (bad == 0) return cli_bad_option(sub, argv);
+            bad = bad < 0;
         }
         if (bad) return CLI_USAGE_EXIT;
     }
@@ -92,23 +76,19 @@ static int parse_args(int argc, char **argv, gen_args *a) {
     return -1; /* parsed: go on */
 }
 
-/* Print the json summary of a finished generation. */
-static void print_json(int n_prompt, const int32_t *out, int n_out, const char *text, size_t text_len,
-                       uint64_t digest, double prefill_ms, double decode_ms) {
-    json_t *tokens = json_array();
-    for (int i = 0; i < n_out; i++) json_array_append_new(tokens, json_integer(out[i]));
-    char hex[17];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)digest);
-    json_t *obj = json_pack("{s:i,s:o,s:s%,s:s,s:f,s:f}", "prompt_tokens", n_prompt, "tokens", tokens, "text",
-                            text, text_len, "logits_digest", hex, "prefill_ms", prefill_ms, "decode_ms", decode_ms);
-    char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-    puts(s ? s : "{}");
-    free(s);
-    json_decref(obj);
+/* Pieces go straight to the terminal as they come. */
+static bool print_piece(void *user, int32_t id, const char *piece, int len) {
+    (void)user;
+    (void)id;
+    fwrite(piece, 1, (size_t)len, stdout);
+    fflush(stdout);
+    return true;
 }
 
 int cli_generate(int argc, char **argv) {
-    gen_args a = {.n_predict = 128, .sp = fkv_sampler_default_params(), .cp = fkv_ctx_default_params()};
+    gen_args a = {.n_predict = 128, .sp = fkv_sampler_default_params()};
+    fkv_error err = {{0}};
+    if (fkv_seq_default_params(&a.engine, &err)) return cli_usage_error("generate", "%s", err.msg);
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     size_t len;
@@ -122,94 +102,66 @@ int cli_generate(int argc, char **argv) {
         fkv_model_free(m);
         return CLI_USAGE_EXIT;
     }
-    fkv_error err = {{0}};
-    fkv_ctx *ctx = NULL;
+    fkv_seq *seq = NULL;
     fkv_sampler *smp = NULL;
     float *logits = NULL;
-    int32_t *history = NULL;
-    char *text = NULL;
+    int32_t *out = NULL;
+    cli_text text = {0};
     rc = 1;
     const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
-    if (n_prompt == 0) {
-        rc = cli_usage_error("generate", "the prompt has no tokens");
-        goto out;
-    }
-    if (!(ctx = fkv_ctx_new(m, &a.cp, &err))) {
+    if (!(seq = fkv_seq_new(m, &a.engine, &err))) {
         fprintf(stderr, "flatkv generate: %s\n", err.msg);
         goto out;
     }
-    const uint32_t n_ctx = fkv_ctx_n_ctx(ctx);
-    if ((uint32_t)n_prompt > n_ctx) {
-        rc = cli_usage_error("generate", "the prompt has %d tokens, more than the context of %u", n_prompt, n_ctx);
+    if (n_prompt == 0 || (uint32_t)n_prompt > fkv_seq_n_ctx(seq)) {
+        rc = cli_usage_error("generate", "the prompt has %d tokens; it must have 1 to %u", n_prompt,
+                             fkv_seq_n_ctx(seq));
         goto out;
     }
-    uint32_t n_max = a.n_predict < n_ctx - (uint32_t)n_prompt + 1 ? a.n_predict : n_ctx - (uint32_t)n_prompt + 1;
     smp = fkv_sampler_new(&a.sp, (int32_t)n_vocab);
     logits = malloc(sizeof(float) * n_vocab);
-    history = malloc(sizeof(int32_t) * ((size_t)n_prompt + n_max + 1));
-    size_t text_cap = 256 + (size_t)n_max * 64, text_len = 0;
-    text = a.json ? malloc(text_cap) : NULL;
-    if (!smp || !logits || !history || (a.json && !text)) {
+    out = malloc(sizeof(int32_t) * (a.n_predict ? a.n_predict : 1));
+    if (!smp || !logits || !out) {
         fprintf(stderr, "flatkv generate: out of memory\n");
         goto out;
     }
-    memcpy(history, ids, sizeof(int32_t) * (size_t)n_prompt);
-
-    XXH3_state_t digest;
-    XXH3_64bits_reset(&digest);
     double t0 = cli_now_ms();
-    if (fkv_eval(ctx, ids, (uint32_t)n_prompt, 0, 1, logits, &err)) {
+    if (fkv_seq_prefill(seq, ids, (uint32_t)n_prompt, logits, NULL, &err)) {
         fprintf(stderr, "flatkv generate: %s\n", err.msg);
         goto out;
     }
     double t1 = cli_now_ms();
-    int n_hist = n_prompt, n_out = 0;
-    for (uint32_t step = 0; step < n_max; step++) {
-        XXH3_64bits_update(&digest, logits, sizeof(float) * n_vocab);
-        int32_t id = fkv_sampler_sample(smp, logits, history, n_hist);
-        history[n_hist++] = id;
-        n_out++;
-        if (fkv_token_is_eog(m, id)) break;
-        char piece[256];
-        int plen = fkv_token_piece(m, history[n_hist - 2], id, piece, sizeof piece);
-        if (plen > (int)sizeof piece) plen = (int)sizeof piece;
-        if (a.json) {
-            if (text_len + (size_t)plen + 1 > text_cap) {
-                char *grown = realloc(text, text_cap = 2 * text_cap + (size_t)plen);
-                if (!grown) break;
-                text = grown;
-            }
-            memcpy(text + text_len, piece, (size_t)plen);
-            text_len += (size_t)plen;
-        } else {
-            fwrite(piece, 1, (size_t)plen, stdout);
-            fflush(stdout);
-        }
-        /* The last step needs no logits, and a full context has no room for its token. */
-        if (step + 1 == n_max || (uint32_t)(n_hist - 1) >= n_ctx) break;
-        if (fkv_eval(ctx, &id, 1, (uint32_t)(n_hist - 1), 1, logits, &err)) {
-            fprintf(stderr, "\nflatkv generate: %s\n", err.msg);
-                goto out;
-        }
+    fkv_gen_params gp = {.max_tokens = a.n_predict, .sampler = smp, .on_token = a.json ? cli_collect_piece : print_piece,
+                         .user = &text};
+    fkv_gen_result res;
+    if (fkv_seq_generate(seq, logits, &gp, out, &res, &err)) {
+        fprintf(stderr, "\nflatkv generate: %s\n", err.msg);
+        goto out;
     }
     double t2 = cli_now_ms();
-    uint64_t logits_digest = XXH3_64bits_digest(&digest);
     if (a.json) {
-        text[text_len] = 0;
-        print_json(n_prompt, history + n_prompt, n_out, text, text_len, logits_digest, t1 - t0, t2 - t1);
+        char hex[17];
+        json_t *tokens = json_array();
+        for (uint32_t i = 0; i < res.n_tokens; i++) json_array_append_new(tokens, json_integer(out[i]));
+        json_t *obj = json_pack("{s:i,s:o,s:s%,s:s,s:f,s:f}", "prompt_tokens", n_prompt, "tokens", tokens, "text",
+                                text.text ? text.text : "", text.len, "logits_digest", cli_hex64(res.logits_digest, hex),
+                                "prefill_ms", t1 - t0, "decode_ms", t2 - t1);
+        char *s = json_dumps(obj, JSON_COMPACT);
+        puts(s);
+        free(s);
+        json_decref(obj);
     } else {
         putchar('\n');
-        fprintf(stderr, "flatkv generate: prompt %d tokens in %.1f ms (%.1f tok/s), generated %d in %.1f ms (%.1f tok/s)\n",
-                n_prompt, t1 - t0, n_prompt / ((t1 - t0) / 1e3), n_out, t2 - t1,
-                n_out > 1 ? (n_out - 1) / ((t2 - t1) / 1e3) : 0.0);
+        fprintf(stderr, "flatkv generate: prompt %d tokens in %.1f ms (%.1f tok/s), generated %u in %.1f ms\n",
+                n_prompt, t1 - t0, n_prompt / ((t1 - t0) / 1e3), res.n_tokens, t2 - t1);
     }
     rc = 0;
 out:
-    free(text);
-    free(history);
+    cli_text_free(&text);
+    free(out);
     free(logits);
     fkv_sampler_free(smp);
-    fkv_ctx_free(ctx);
+    fkv_seq_free(seq);
     free(ids);
     fkv_model_free(m);
     return rc;

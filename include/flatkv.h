@@ -47,6 +47,9 @@ fkv_model *fkv_model_load(const char *path, fkv_error *err);
 void fkv_model_free(fkv_model *m);
 fkv_model_info fkv_model_get_info(const fkv_model *m);
 
+/* The model's chat template source (tokenizer.chat_template, Jinja), NUL-terminated; NULL when absent. */
+const char *fkv_model_chat_template(const fkv_model *m);
+
 /* ---- tokens ---- */
 
 /* Encode len bytes of text into at most cap ids; returns the full count (call again with a larger
@@ -86,8 +89,79 @@ uint32_t fkv_ctx_n_ctx(const fkv_ctx *c);
 int fkv_eval(fkv_ctx *c, const int32_t *ids, uint32_t n, uint32_t pos0, uint32_t n_logits, float *logits,
              fkv_error *err);
 
+/* The same from embedding rows ([n][dim] f32, the input an image encoder would give) instead of token ids. */
+int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint32_t n_logits, float *logits,
+                  fkv_error *err);
+
 /* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored (DESIGN.md §6). */
 uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos);
+
+/* ---- sequences: one conversation's KV, the record of the ids that built it, and exact reuse ----
+ *
+ * A sequence keeps its KV between calls. fkv_seq_prefill compares the prompt with the record of the ids
+ * whose rows the KV holds (src/kvrec.h), reuses the longest valid common prefix, and computes only the
+ * rest — on the position-fixed grid, so the result is bit-identical to a cold prefill of the same prompt.
+ * Ids are recorded where they are fed (prefill and decode); a generation stopped at any point leaves the
+ * record describing exactly what the KV holds. */
+
+typedef struct fkv_seq fkv_seq;
+
+typedef struct {
+    fkv_ctx_params ctx;
+    bool prefix_cache;        /* false: every prefill starts at position 0 (FLATKV_PREFIX_CACHE=0) */
+    uint32_t cache_min;       /* smallest reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64) */
+    bool bound_to_frontier;   /* reuse only rows a prefill wrote (off: decode rows are proven equal) */
+} fkv_seq_params;
+
+/* Defaults, with FLATKV_PREFIX_CACHE, FLATKV_PREFILL_ROWS and FLATKV_PREFIX_CACHE_MIN applied from the
+ * environment. NULL err ignores malformed values; otherwise a malformed value fails with err. */
+int fkv_seq_default_params(fkv_seq_params *p, fkv_error *err);
+fkv_seq *fkv_seq_new(const fkv_model *m, const fkv_seq_params *p, fkv_error *err);
+void fkv_seq_free(fkv_seq *s);
+
+/* Make the KV hold exactly ids[0..n): reuse what the record allows, compute the rest, write the logits of
+ * the last prompt row into logits (n_vocab floats). *cached (may be NULL) = rows reused. */
+int fkv_seq_prefill(fkv_seq *s, const int32_t *ids, uint32_t n, float *logits, uint32_t *cached, fkv_error *err);
+/* Append one token at the end (a decode step); logits of its row. */
+int fkv_seq_decode(fkv_seq *s, int32_t id, float *logits, fkv_error *err);
+/* Append embedding rows ([n][dim]) at the end — an input no token id describes: the sequence is never
+ * reused again until fkv_seq_clear. logits (may be NULL) of the last row. */
+int fkv_seq_feed_embd(fkv_seq *s, const float *embd, uint32_t n, float *logits, fkv_error *err);
+/* Drop positions [n_pos, end) (a cancelled or rolled-back generation). */
+void fkv_seq_rewind(fkv_seq *s, uint32_t n_pos);
+/* Forget everything the KV holds. */
+void fkv_seq_clear(fkv_seq *s);
+/* Positions the KV holds. */
+uint32_t fkv_seq_n_pos(const fkv_seq *s);
+uint32_t fkv_seq_n_ctx(const fkv_seq *s);
+/* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored. */
+uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos);
+
+typedef struct fkv_sampler fkv_sampler;
+
+/* Generation after a prefill: sample from logits, feed the token, repeat. */
+typedef struct {
+    uint32_t max_tokens;
+    fkv_sampler *sampler; /* borrowed; its repetition history is what the sequence was fed */
+    /* Called with each generated id and the bytes it decodes to; return false to stop (a cancellation, a
+     * stop string). NULL: never stop early. */
+    bool (*on_token)(void *user, int32_t id, const char *piece, int piece_len);
+    void *user;
+} fkv_gen_params;
+
+typedef struct {
+    uint32_t n_tokens;      /* ids written to out */
+    uint64_t logits_digest; /* xxh3-64 of the f32 logits every token was sampled from, in order */
+    bool eog;               /* stopped at an end-of-generation token (included in out) */
+    bool cancelled;         /* on_token returned false */
+} fkv_gen_result;
+
+/* Generate up to max_tokens ids into out. logits: in, the last prefilled row's logits; used as scratch.
+ * Stops at end of generation, at max_tokens, at the end of the context, or when on_token says so. Each
+ * sampled token is fed (and recorded) only if generation goes on, so the record always describes exactly
+ * what the KV holds: a stopped generation needs no clean-up. */
+int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t *out, fkv_gen_result *res,
+                     fkv_error *err);
 
 /* ---- sampling ---- */
 
@@ -100,8 +174,6 @@ typedef struct {
     int32_t repeat_last_n;
     uint64_t seed;
 } fkv_sampler_params;
-
-typedef struct fkv_sampler fkv_sampler;
 
 /* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1.0, repeat_last_n 64, seed 0. */
 fkv_sampler_params fkv_sampler_default_params(void);

@@ -110,15 +110,17 @@ static void matmul_qkv(fkv_ctx *c, const model_layer *L, const float *x, uint32_
     ops_matmul(&L->wv, x, c->xq, n, c->v, c->p.n_threads);
 }
 
-/* One chunk: n <= prefill_rows rows at pos0; logits for rows [first_logit, n) into logits. */
-static void forward_chunk(fkv_ctx *c, const int32_t *ids, uint32_t n, uint32_t pos0, uint32_t first_logit,
-                          float *logits) {
+/* One chunk: n <= prefill_rows rows at pos0, from token ids or (ids NULL) embedding rows [n][dim]; logits for
+ * rows [first_logit, n) into logits. */
+static void forward_chunk(fkv_ctx *c, const int32_t *ids, const float *embd, uint32_t n, uint32_t pos0,
+                          uint32_t first_logit, float *logits) {
     const fkv_model *m = c->m;
     const model_hparams *hp = &m->hp;
     const uint32_t dim = hp->dim;
     const float attn_scale = 1.0f / sqrtf((float)hp->head_dim);
 
-    for (uint32_t r = 0; r < n; r++)
+    if (!ids) memcpy(c->x, embd, sizeof(float) * n * dim);
+    for (uint32_t r = 0; ids && r < n; r++)
         quant_dequantize_row(m->tok_embd.type, m->tok_embd.data + (size_t)ids[r] * m->tok_embd.row_bytes,
                              c->x + (size_t)r * dim, dim);
     ops_rope_table(pos0, n, hp->n_rot, hp->rope_base, hp->rope_scale, c->rope_cs);
@@ -157,15 +159,16 @@ static void forward_chunk(fkv_ctx *c, const int32_t *ids, uint32_t n, uint32_t p
     }
 }
 
-int fkv_eval(fkv_ctx *c, const int32_t *ids, uint32_t n, uint32_t pos0, uint32_t n_logits, float *logits,
-             fkv_error *err) {
-    const uint32_t n_vocab = c->m->hp.n_vocab, grid = c->p.prefill_rows;
-    if (n == 0) return err_set(err, "nothing to evaluate: 0 tokens");
+/* fkv_eval and fkv_eval_embd: rows from ids or from embeddings, cut on the grid. */
+static int eval_rows(fkv_ctx *c, const int32_t *ids, const float *embd, uint32_t n, uint32_t pos0, uint32_t n_logits,
+                     float *logits, fkv_error *err) {
+    const uint32_t n_vocab = c->m->hp.n_vocab, dim = c->m->hp.dim, grid = c->p.prefill_rows;
+    if (n == 0) return err_set(err, "nothing to evaluate: 0 rows");
     if (pos0 > c->p.n_ctx || n > c->p.n_ctx - pos0)
         return err_set(err, "positions [%u, %u) exceed the context of %u", pos0, pos0 + n, c->p.n_ctx);
     if (n_logits > n) return err_set(err, "asked for the logits of %u rows of a %u-row evaluation", n_logits, n);
     if (n_logits && !logits) return err_set(err, "asked for logits without a buffer for them");
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; ids && i < n; i++)
         if (ids[i] < 0 || (uint32_t)ids[i] >= n_vocab)
             return err_set(err, "token id %d at position %u is outside the vocabulary (0..%u)", ids[i], pos0 + i,
                            n_vocab - 1);
@@ -176,10 +179,22 @@ int fkv_eval(fkv_ctx *c, const int32_t *ids, uint32_t n, uint32_t pos0, uint32_t
         uint32_t first = want_from > done ? want_from - done : 0;
         if (first > len) first = len;
         float *dst = first < len ? logits + (size_t)(done + first - want_from) * n_vocab : NULL;
-        forward_chunk(c, ids + done, len, p, first, dst);
+        forward_chunk(c, ids ? ids + done : NULL, ids ? NULL : embd + (size_t)done * dim, len, p, first, dst);
         done += len;
     }
     return 0;
+}
+
+int fkv_eval(fkv_ctx *c, const int32_t *ids, uint32_t n, uint32_t pos0, uint32_t n_logits, float *logits,
+             fkv_error *err) {
+    if (!ids) return err_set(err, "no token ids to evaluate");
+    return eval_rows(c, ids, NULL, n, pos0, n_logits, logits, err);
+}
+
+int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint32_t n_logits, float *logits,
+                  fkv_error *err) {
+    if (!embd) return err_set(err, "no embedding rows to evaluate");
+    return eval_rows(c, NULL, embd, n, pos0, n_logits, logits, err);
 }
 
 uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos) {

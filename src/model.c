@@ -193,6 +193,8 @@ fkv_model *fkv_model_load(const char *path, fkv_error *err) {
         name = (gguf_str){base, strlen(base)};
     }
     m->name = strndup(name.ptr, name.len);
+    const gguf_value *tmpl = gguf_find(m->file, "tokenizer.chat_template");
+    if (tmpl && tmpl->type == GGUF_TYPE_STRING) m->chat_template = strndup(tmpl->str.ptr, tmpl->str.len);
     return m;
 }
 
@@ -207,6 +209,7 @@ void fkv_model_free(fkv_model *m) {
     }
     free(m->output_norm);
     free(m->name);
+    free(m->chat_template);
     tok_free(m->vocab);
     gguf_close(m->file);
     free(m);
@@ -226,6 +229,8 @@ int fkv_tokenize(const fkv_model *m, const char *text, size_t len, bool add_bos,
 int fkv_token_piece(const fkv_model *m, int32_t prev, int32_t id, char *buf, int cap) {
     return tok_piece(m->vocab, prev, id, buf, cap);
 }
+
+const char *fkv_model_chat_template(const fkv_model *m) { return m->chat_template; }
 
 int32_t fkv_token_bos(const fkv_model *m) { return tok_bos(m->vocab); }
 

@@ -61,6 +61,7 @@ struct fkv_model {
     float *output_norm;
     model_layer *layers;
     tok_vocab *vocab;
+    char *chat_template; /* tokenizer.chat_template, or NULL */
 };
 
 /* Load and validate (see INVARIANT); NULL with err naming the file and the key or tensor at fault. */
