@@ -1,0 +1,315 @@
+/* The prefix cache end to end (fkv_seq): every resumed turn is compared with a cold run of the same prompt
+ * by the digest of its KV rows and of the logits its generation sampled from (DESIGN.md §6). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flatkv.h"
+#include "genmodel.h"
+#include "testutil.h"
+
+#define GRID 16
+#define N_GEN 12
+
+typedef struct {
+    fkv_model *m;
+    uint32_t n_vocab;
+    fkv_seq *warm; /* the cache under test */
+    fkv_seq *cold; /* prefix cache off: every prompt from position 0 */
+    fkv_sampler *sampler;
+    float *logits;
+} fixture;
+
+typedef struct {
+    uint32_t cached;
+    uint64_t kv, logits;
+    uint32_t n_gen;
+    int32_t gen[N_GEN];
+} turn_result;
+
+static fkv_seq *new_seq(const fixture *f, bool cache) {
+    fkv_seq_params p;
+    assert_int_equal(fkv_seq_default_params(&p, NULL), 0);
+    p.ctx.n_ctx = 512;
+    p.ctx.prefill_rows = GRID;
+    p.prefix_cache = cache;
+    p.cache_min = 1;
+    fkv_error err = {{0}};
+    fkv_seq *s = fkv_seq_new(f->m, &p, &err);
+    if (!s) fail_msg("%s", err.msg);
+    return s;
+}
+
+static int setup_path(void **state, const char *path) {
+    fixture *f = calloc(1, sizeof *f);
+    fkv_error err = {{0}};
+    if (!(f->m = fkv_model_load(path, &err))) {
+        print_error("%s\n", err.msg);
+        return -1;
+    }
+    f->n_vocab = fkv_model_get_info(f->m).n_vocab;
+    f->warm = new_seq(f, true);
+    f->cold = new_seq(f, false);
+    fkv_sampler_params sp = fkv_sampler_default_params();
+    sp.temp = 0;
+    f->sampler = fkv_sampler_new(&sp, (int32_t)f->n_vocab);
+    f->logits = malloc(sizeof(float) * f->n_vocab);
+    *state = f;
+    return 0;
+}
+
+static int setup_stories(void **state) { return setup_path(state, tu_shared("models/stories260K.gguf")); }
+
+static int setup_q8(void **state) {
+    const char *path = tu_tmp_path(".gguf");
+    genmodel_params p = {.dim = 128, .hidden = 352, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
+                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_Q8_0, .seed = 11};
+    fkv_error err = {{0}};
+    if (genmodel_write(&p, path, &err)) return -1;
+    int rc = setup_path(state, path);
+    remove(path);
+    return rc;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    fkv_seq_free(f->warm);
+    fkv_seq_free(f->cold);
+    fkv_sampler_free(f->sampler);
+    free(f->logits);
+    fkv_model_free(f->m);
+    free(f);
+    return 0;
+}
+
+/* Prefill ids on s and generate N_GEN greedy tokens. */
+static turn_result run_turn(fixture *f, fkv_seq *s, const int32_t *ids, uint32_t n) {
+    turn_result r = {0};
+    fkv_error err = {{0}};
+    if (fkv_seq_prefill(s, ids, n, f->logits, &r.cached, &err)) fail_msg("%s", err.msg);
+    r.kv = fkv_seq_kv_digest(s, n);
+    fkv_gen_params gp = {.max_tokens = N_GEN, .sampler = f->sampler};
+    fkv_gen_result res;
+    if (fkv_seq_generate(s, f->logits, &gp, r.gen, &res, &err)) fail_msg("%s", err.msg);
+    r.logits = res.logits_digest;
+    r.n_gen = res.n_tokens;
+    return r;
+}
+
+/* The warm sequence's turn equals a cold run of the same prompt; returns the reuse. */
+static uint32_t expect_exact(fixture *f, const int32_t *ids, uint32_t n, const char *what) {
+    turn_result warm = run_turn(f, f->warm, ids, n), cold = run_turn(f, f->cold, ids, n);
+    if (cold.cached != 0) fail_msg("%s: the cold path reused %u rows", what, cold.cached);
+    if (warm.kv != cold.kv || warm.logits != cold.logits || warm.n_gen != cold.n_gen ||
+        memcmp(warm.gen, cold.gen, sizeof(int32_t) * warm.n_gen))
+        fail_msg("%s (reused %u of %u): resumed kv %016llx logits %016llx, cold kv %016llx logits %016llx", what,
+                 warm.cached, n, (unsigned long long)warm.kv, (unsigned long long)warm.logits,
+                 (unsigned long long)cold.kv, (unsigned long long)cold.logits);
+    return warm.cached;
+}
+
+/* b = a[0..common) then b's own ids, with b[common] != a[common] so that the common prefix is exact. */
+static void share_prefix(const fixture *f, int32_t *b, const int32_t *a, uint32_t common) {
+    memcpy(b, a, sizeof(int32_t) * common);
+    if (b[common] == a[common]) b[common] = 3 + (a[common] - 3 + 1) % (int32_t)(f->n_vocab - 3);
+}
+
+/* Deterministic ids in [3, n_vocab) from a seed. */
+static void fill(const fixture *f, int32_t *ids, uint32_t n, uint64_t seed) {
+    for (uint32_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)(3 + (seed >> 33) % (f->n_vocab - 3));
+    }
+}
+
+static void test_boundary_matrix_resumes_exactly(void **state) {
+    fixture *f = *state;
+    int32_t a[160], b[160];
+    fill(f, a, 160, 1);
+    for (int base = 3 * GRID; base <= 5 * GRID; base += 2 * GRID)
+        for (int delta = -2; delta <= 2; delta++) {
+            uint32_t common = (uint32_t)(base + delta);
+            fill(f, b, 160, 100 + common);
+            share_prefix(f, b, a, common);
+            fkv_seq_clear(f->warm);
+            expect_exact(f, a, 140, "the first prompt");
+            char what[96];
+            snprintf(what, sizeof what, "common prefix at grid boundary %d%+d", base, delta);
+            /* The record holds a[0..140) plus N_GEN-1 decode rows; b agrees with it for `common` ids. */
+            assert_int_equal(expect_exact(f, b, 150, what), common);
+        }
+    fkv_seq_clear(f->warm);
+    expect_exact(f, a, 100, "a prompt");
+    assert_int_equal(expect_exact(f, a, 100, "an exact repeat"), 99);
+    assert_int_equal(expect_exact(f, a, 60, "a shorter prompt"), 59);
+    fill(f, b, 100, 7);
+    b[0] = a[0] == 5 ? 6 : 5;
+    assert_int_equal(expect_exact(f, b, 100, "divergence at the first token"), 0);
+}
+
+/* A growing conversation: each turn is the last prompt, the reply the model generated and new user ids;
+ * resumed turns alternate with cold ones (a fresh sequence) and must all agree. */
+static void test_alternating_reused_and_cold_turns_never_differ(void **state) {
+    fixture *f = *state;
+    int32_t convo[512];
+    uint32_t n = 24;
+    fill(f, convo, n, 99);
+    fkv_seq_clear(f->warm);
+    for (int pair = 0; pair < 8; pair++) {
+        turn_result warm = run_turn(f, f->warm, convo, n);
+        fkv_seq *fresh = new_seq(f, true);
+        turn_result cold = run_turn(f, fresh, convo, n);
+        fkv_seq_free(fresh);
+        if (warm.kv != cold.kv || warm.logits != cold.logits)
+            fail_msg("pair %d (%u tokens, reused %u): resumed and cold differ", pair, n, warm.cached);
+        if (pair > 0 && warm.cached < n - 40) fail_msg("pair %d reused only %u of %u", pair, warm.cached, n);
+        /* Next turn: the reply as generated, then 28 new ids. */
+        memcpy(convo + n, warm.gen, sizeof(int32_t) * warm.n_gen);
+        n += warm.n_gen;
+        fill(f, convo + n, 28, 1000 + (uint64_t)pair);
+        n += 28;
+    }
+}
+
+/* The cached conversation differs from the new prompt's history (a shared head, different turns after):
+ * the answer must be the new prompt's, never the cached conversation's. */
+static void test_a_stale_cache_never_answers_a_different_history(void **state) {
+    fixture *f = *state;
+    int32_t x[200], y[200];
+    for (int pair = 0; pair < 6; pair++) {
+        uint32_t head = 20 + 17 * (uint32_t)pair;
+        fill(f, x, 200, 500 + (uint64_t)pair);
+        fill(f, y, 200, 900 + (uint64_t)pair);
+        share_prefix(f, y, x, head);
+        fkv_seq_clear(f->warm);
+        expect_exact(f, x, 180, "the cached conversation");
+        char what[64];
+        snprintf(what, sizeof what, "stale pair %d", pair);
+        assert_int_equal(expect_exact(f, y, 170, what), head);
+    }
+}
+
+/* With the cache off the bytes are those of the cache-on path, and nothing is reused. */
+static void test_cache_off_gives_the_same_bytes_as_cache_on(void **state) {
+    fixture *f = *state;
+    int32_t a[120];
+    fill(f, a, 120, 4);
+    fkv_seq_clear(f->warm);
+    run_turn(f, f->warm, a, 80);
+    turn_result on = run_turn(f, f->warm, a, 120), off = run_turn(f, f->cold, a, 120);
+    assert_true(on.cached >= 79);
+    assert_int_equal(off.cached, 0);
+    assert_true(on.kv == off.kv && on.logits == off.logits);
+}
+
+static bool stop_after_five(void *user, int32_t id, const char *piece, int len) {
+    (void)id, (void)piece, (void)len;
+    return ++*(int *)user < 5;
+}
+
+/* After a cancelled generation, a rewind, or an input no id describes, the record claims only rows the KV
+ * holds: the next turn still equals cold. */
+static void test_the_record_never_claims_a_row_the_kv_does_not_hold(void **state) {
+    fixture *f = *state;
+    fkv_error err = {{0}};
+    int32_t a[200];
+    fill(f, a, 200, 77);
+    fkv_seq_clear(f->warm);
+
+    /* Cancel: the sampled token that was not fed is not recorded. */
+    assert_int_equal(fkv_seq_prefill(f->warm, a, 60, f->logits, NULL, &err), 0);
+    int calls = 0;
+    int32_t gen[N_GEN];
+    fkv_gen_params gp = {.max_tokens = N_GEN, .sampler = f->sampler, .on_token = stop_after_five, .user = &calls};
+    fkv_gen_result res;
+    assert_int_equal(fkv_seq_generate(f->warm, f->logits, &gp, gen, &res, &err), 0);
+    assert_true(res.cancelled);
+    assert_int_equal(fkv_seq_n_pos(f->warm), 60 + res.n_tokens - 1);
+    int32_t next[200];
+    memcpy(next, a, sizeof(int32_t) * 60);
+    memcpy(next + 60, gen, sizeof(int32_t) * res.n_tokens);
+    fill(f, next + 60 + res.n_tokens, 30, 3);
+    assert_int_equal(expect_exact(f, next, 60 + res.n_tokens + 30, "after a cancelled generation"),
+                     60 + res.n_tokens - 1);
+
+    /* Rewind: what was dropped is not reused. */
+    fkv_seq_rewind(f->warm, 33);
+    assert_int_equal(expect_exact(f, a, 90, "after a rewind"), 33);
+
+    /* Embedding rows: the sequence is never reused, however well the ids agree. */
+    uint32_t dim = fkv_model_get_info(f->m).dim;
+    float *embd = calloc((size_t)dim * 4, sizeof(float));
+    for (uint32_t i = 0; i < dim * 4; i++) embd[i] = (float)((int)(i % 7) - 3) * 0.1f;
+    assert_int_equal(fkv_seq_feed_embd(f->warm, embd, 4, f->logits, &err), 0);
+    free(embd);
+    assert_int_equal(expect_exact(f, a, 120, "after embedding rows"), 0);
+    assert_true(expect_exact(f, a, 130, "once cleared by a full prefill") >= 120);
+}
+
+static void test_reuse_below_the_minimum_is_not_taken(void **state) {
+    fixture *f = *state;
+    fkv_seq_params p;
+    assert_int_equal(fkv_seq_default_params(&p, NULL), 0);
+    p.ctx.n_ctx = 512;
+    p.cache_min = 64;
+    fkv_error err = {{0}};
+    fkv_seq *s = fkv_seq_new(f->m, &p, &err);
+    int32_t a[120], b[120];
+    fill(f, a, 120, 8);
+    fill(f, b, 120, 9);
+    share_prefix(f, b, a, 50);
+    uint32_t cached;
+    assert_int_equal(fkv_seq_prefill(s, a, 120, f->logits, &cached, &err), 0);
+    assert_int_equal(fkv_seq_prefill(s, b, 120, f->logits, &cached, &err), 0);
+    assert_int_equal(cached, 0); /* 50 agree, fewer than 64 */
+    fill(f, a, 120, 10);
+    share_prefix(f, a, b, 100);
+    assert_int_equal(fkv_seq_prefill(s, a, 120, f->logits, &cached, &err), 0);
+    assert_int_equal(cached, 100);
+    fkv_seq_free(s);
+}
+
+static void test_environment_switches_set_the_defaults(void **state) {
+    (void)state;
+    fkv_seq_params p;
+    fkv_error err = {{0}};
+    setenv("FLATKV_PREFIX_CACHE", "0", 1);
+    setenv("FLATKV_PREFILL_ROWS", "48", 1);
+    setenv("FLATKV_PREFIX_CACHE_MIN", "7", 1);
+    assert_int_equal(fkv_seq_default_params(&p, &err), 0);
+    assert_false(p.prefix_cache);
+    assert_int_equal(p.ctx.prefill_rows, 48);
+    assert_int_equal(p.cache_min, 7);
+    setenv("FLATKV_PREFILL_ROWS", "lots", 1);
+    assert_int_equal(fkv_seq_default_params(&p, &err), -1);
+    assert_non_null(strstr(err.msg, "FLATKV_PREFILL_ROWS"));
+    unsetenv("FLATKV_PREFIX_CACHE");
+    unsetenv("FLATKV_PREFILL_ROWS");
+    unsetenv("FLATKV_PREFIX_CACHE_MIN");
+    assert_int_equal(fkv_seq_default_params(&p, &err), 0);
+    assert_true(p.prefix_cache);
+    assert_int_equal(p.cache_min, 64);
+}
+
+int main(void) {
+#define CASE(fn, model) {#fn " (" #model ")", fn, setup_##model, teardown, NULL}
+    const struct CMUnitTest tests[] = {
+        CASE(test_boundary_matrix_resumes_exactly, stories),
+        CASE(test_alternating_reused_and_cold_turns_never_differ, stories),
+        CASE(test_a_stale_cache_never_answers_a_different_history, stories),
+        CASE(test_cache_off_gives_the_same_bytes_as_cache_on, stories),
+        CASE(test_the_record_never_claims_a_row_the_kv_does_not_hold, stories),
+        CASE(test_reuse_below_the_minimum_is_not_taken, stories),
+        CASE(test_boundary_matrix_resumes_exactly, q8),
+        CASE(test_alternating_reused_and_cold_turns_never_differ, q8),
+        CASE(test_the_record_never_claims_a_row_the_kv_does_not_hold, q8),
+        cmocka_unit_test(test_environment_switches_set_the_defaults),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
