@@ -72,5 +72,6 @@ int cli_tokenize(int argc, char **argv);
 int cli_gen_model(int argc, char **argv);
 int cli_chat(int argc, char **argv);
 int cli_replay(int argc, char **argv);
+int cli_serve(int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@ static const char USAGE[] =
     "  generate   continue a prompt with a GGUF model\n"
     "  chat       an interactive conversation that reuses its KV turn after turn\n"
     "  replay     replay a conversation from a JSONL session file, with per-turn cache and digests\n"
+    "  serve      the OpenAI-compatible HTTP server\n"
     "  tokenize   print the token ids of a text\n"
     "  gen-model  write a llama model of a given shape with random weights (for benchmarks and tests)\n"
     "\n"
@@ -24,7 +25,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*run)(int, char **);
-    } commands[] = {{"generate", cli_generate}, {"replay", cli_replay}, {"tokenize", cli_tokenize}, {"gen-model", cli_gen_model}};
+    } commands[] = {{"generate", cli_generate}, {"replay", cli_replay}, {"serve", cli_serve}, {"tokenize", cli_tokenize}, {"gen-model", cli_gen_model}};
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "flatkv: unknown command '%s' (see flatkv --help)\n", argv[1]);

@@ -136,6 +136,8 @@ uint32_t fkv_seq_n_pos(const fkv_seq *s);
 uint32_t fkv_seq_n_ctx(const fkv_seq *s);
 /* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored. */
 uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos);
+/* Bytes of K/V rows the sequence holds now. */
+size_t fkv_seq_kv_bytes(const fkv_seq *s);
 
 typedef struct fkv_sampler fkv_sampler;
 

@@ -19,6 +19,7 @@ struct fkv_seq {
     kvrec rec;
     kvrec_policy policy;
     bool prefix_cache;
+    size_t bytes_per_pos; /* K and V rows of every layer */
     uint32_t n_pos; /* positions the KV holds (the record may be tainted and describe none of them) */
 };
 
@@ -59,6 +60,8 @@ fkv_seq *fkv_seq_new(const fkv_model *m, const fkv_seq_params *p, fkv_error *err
     }
     s->m = m;
     s->prefix_cache = p->prefix_cache;
+    s->bytes_per_pos = (size_t)2 * m->hp.n_layers * m->hp.n_kv_heads * m->hp.head_dim *
+                       (p->ctx.kv_type == FKV_KV_F16 ? sizeof(uint16_t) : sizeof(float));
     s->policy = (kvrec_policy){.min_reuse = p->cache_min, .bound_to_frontier = p->bound_to_frontier};
     if (!(s->ctx = fkv_ctx_new(m, &p->ctx, err))) {
         free(s);
@@ -120,6 +123,8 @@ void fkv_seq_clear(fkv_seq *s) {
 }
 
 uint32_t fkv_seq_n_pos(const fkv_seq *s) { return s->n_pos; }
+
+size_t fkv_seq_kv_bytes(const fkv_seq *s) { return s->n_pos * s->bytes_per_pos; }
 
 uint32_t fkv_seq_n_ctx(const fkv_seq *s) { return fkv_ctx_n_ctx(s->ctx); }
 

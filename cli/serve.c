@@ -1,0 +1,79 @@
+/* flatkv serve — the OpenAI-compatible HTTP server (server/server.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "chat.h"
+#include "cli.h"
+#include "server.h"
+
+static const char HELP[] =
+    "usage: flatkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-body BYTES]\n"
+    "                    [--chat-template chatml|llama2|plain] [engine options]\n"
+    "\n"
+    "Serve the OpenAI API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
+    "GET /metrics (Prometheus). One cached conversation: a request reuses the KV as far as its prompt ids\n"
+    "agree with the ids that built it. SIGINT/SIGTERM stop it cleanly.\n"
+    "  -m, --model PATH       GGUF model\n"
+    "      --host ADDR        IPv4 address to listen on (default 127.0.0.1)\n"
+    "      --port N           port (default 8080; 0 picks a free one, printed at start)\n"
+    "      --api-key KEY      require 'Authorization: Bearer KEY'\n"
+    "      --max-body BYTES   largest request body (default 16 MiB)\n"
+    "      --chat-template T  override the model's template family\n" CLI_ENGINE_HELP;
+
+int cli_serve(int argc, char **argv) {
+    enum { O_HOST = 256, O_PORT, O_KEY, O_MAX_BODY, O_TEMPLATE };
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},  {"host", required_argument, 0, O_HOST},
+                                         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
+                                         {"max-body", required_argument, 0, O_MAX_BODY},
+                                         {"chat-template", required_argument, 0, O_TEMPLATE},
+                                         {"help", no_argument, 0, 'h'},         CLI_ENGINE_OPTIONS,
+                                         {0, 0, 0, 0}};
+    const char *sub = "serve", *model_path = NULL, *template_name = NULL;
+    server_params p = {.host = "127.0.0.1", .port = 8080, .max_body = 16u << 20};
+    fkv_error err = {{0}};
+    if (fkv_seq_default_params(&p.engine, &err)) return cli_usage_error(sub, "%s", err.msg);
+    int c;
+    uint32_t u;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":m:h", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'm': model_path = optarg; break;
+        case O_HOST: p.host = optarg; break;
+        case O_PORT:
+            bad = cli_parse_u32(sub, "--port", optarg, 0, 65535, &u);
+            p.port = (uint16_t)u;
+            break;
+        case O_KEY: p.api_key = optarg; break;
+        case O_MAX_BODY:
+            bad = cli_parse_u32(sub, "--max-body", optarg, 1, UINT32_MAX, &u);
+            p.max_body = u;
+            break;
+        case O_TEMPLATE: template_name = optarg; break;
+        case 'h': fputs(HELP, stdout); return 0;
+        default:
+            bad = cli_engine_option(sub, c, optarg, &p.engine);
+            if (bad == 0) return cli_bad_option(sub, argv);
+            bad = bad < 0;
+        }
+        if (bad) return CLI_USAGE_EXIT;
+    }
+    if (optind < argc) return cli_usage_error(sub, "unexpected argument '%s'", argv[optind]);
+    if (template_name && chat_template_by_name(template_name, &p.tmpl, &err)) return cli_usage_error(sub, "%s", err.msg);
+    fprintf(stderr, "flatkv serve: loading %s\n", model_path ? model_path : "(no model)");
+    double t0 = cli_now_ms();
+    fkv_model *m = cli_load_model(sub, model_path);
+    if (!m) return CLI_USAGE_EXIT;
+    fkv_model_info info = fkv_model_get_info(m);
+    fprintf(stderr, "flatkv serve: loaded '%s' in %.0f ms (%u layers, dim %u, vocabulary %u, context %u)\n", info.name,
+            cli_now_ms() - t0, info.n_layers, info.dim, info.n_vocab, info.n_ctx_train);
+    if (!template_name) {
+        p.tmpl = chat_template_detect(fkv_model_chat_template(m));
+        if (p.tmpl.guessed) fprintf(stderr, "flatkv serve: unknown chat template; using ChatML\n");
+    }
+    int rc = server_run(m, &p, &err);
+    if (rc) fprintf(stderr, "flatkv serve: %s\n", err.msg);
+    fkv_model_free(m);
+    return rc ? 1 : 0;
+}

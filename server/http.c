@@ -1,0 +1,356 @@
+/* http.c — libmicrohttpd plumbing: routing, authentication, body limits, responses (JSON and Server-Sent
+ * Events), client liveness, logging, and the signal-driven shutdown (server.h).
+ *
+ * One thread per connection: a connection thread may block while its job is queued or generating. It
+ * wakes every LIVENESS_MS to look at its socket, so a client that went away cancels its generation
+ * within that time even when no token is ready to be written.
+ */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "metrics.h"
+#include "openai.h"
+#include "scheduler.h"
+#include "server.h"
+
+#define LIVENESS_MS 50
+
+typedef struct {
+    const fkv_model *model;
+    const server_params *p;
+    sched *sched;
+    metrics *metrics;
+    oai_context oai;
+} server;
+
+/* One request, from its first header to its completion callback. */
+typedef struct {
+    server *srv;
+    char method[16];
+    char path[256];
+    char *body;
+    size_t len, cap;
+    bool too_large;
+    int status;
+    double t0;
+    int fd;
+    sched_job *job;
+    oai_request req;
+    /* streaming */
+    char *pending;
+    size_t pending_len, pending_off;
+    size_t sent;
+    bool first_sent, finished;
+} conn;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The peer closed its side (or the socket failed): nobody will read what we write. */
+static bool client_gone(int fd) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&pfd, 1, 0) <= 0) return false;
+    if (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+    char c;
+    return (pfd.revents & POLLIN) && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, conn *st, int status, const char *type, char *text) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", type);
+    st->status = status;
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, conn *st, int status, json_t *body) {
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    return send_text(c, st, status, "application/json", text ? text : strdup("{}"));
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, conn *st, const oai_error *e) {
+    return send_json(c, st, e->status, oai_error_body(e));
+}
+
+static enum MHD_Result fail(struct MHD_Connection *c, conn *st, int status, const char *type, const char *param,
+                            const char *code, const char *message) {
+    oai_error e;
+    oai_fail(&e, status, type, param, code, "%s", message);
+    return send_error(c, st, &e);
+}
+
+/* Append one SSE event "data: JSON\n\n" (or the literal [DONE]) to the pending output. */
+static void push_event(conn *st, json_t *obj, const char *literal) {
+    char *json = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    const char *payload = json ? json : literal;
+    size_t need = strlen(payload) + 8;
+    char *grown = realloc(st->pending, st->pending_len + need + 1);
+    if (grown) {
+        st->pending = grown;
+        st->pending_len += (size_t)sprintf(st->pending + st->pending_len, "data: %s\n\n", payload);
+    }
+    free(json);
+}
+
+/* Queue the events that the job's progress allows (job->mu held); returns true if any. */
+static bool produce_events(conn *st) {
+    sched_job *j = st->job;
+    size_t before = st->pending_len;
+    if (!st->first_sent && st->req.kind == OAI_CHAT) push_event(st, oai_stream_chunk(&st->req, "", 0, NULL, true), NULL);
+    st->first_sent = true;
+    if (j->stable > st->sent) {
+        push_event(st, oai_stream_chunk(&st->req, j->text + st->sent, j->stable - st->sent, NULL, false), NULL);
+        st->sent = j->stable;
+    }
+    if (j->done && st->sent == j->len) {
+        if (j->error_status) {
+            oai_error e;
+            oai_fail(&e, j->error_status, "server_error", NULL, NULL, "%s", j->error);
+            push_event(st, oai_error_body(&e), NULL);
+        } else {
+            push_event(st, oai_stream_chunk(&st->req, NULL, 0, j->finish_reason, false), NULL);
+            if (st->req.include_usage) push_event(st, oai_usage_chunk(&st->req, j), NULL);
+        }
+        push_event(st, NULL, "[DONE]");
+        st->finished = true;
+    }
+    return st->pending_len > before;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    conn *st = cls;
+    for (;;) {
+        if (st->pending_off < st->pending_len) {
+            size_t n = st->pending_len - st->pending_off < max ? st->pending_len - st->pending_off : max;
+            memcpy(buf, st->pending + st->pending_off, n);
+            st->pending_off += n;
+            return (ssize_t)n;
+        }
+        st->pending_off = st->pending_len = 0;
+        if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&st->job->mu);
+        sched_job_wait_locked(st->job, st->sent, LIVENESS_MS);
+        bool produced = produce_events(st);
+        pthread_mutex_unlock(&st->job->mu);
+        if (!produced && client_gone(st->fd)) {
+            sched_job_cancel(st->job);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_kind kind) {
+    server *srv = st->srv;
+    oai_error e;
+    st->job = sched_job_new();
+    if (!st->job) return fail(c, st, 500, "server_error", NULL, NULL, "out of memory");
+    if (oai_parse(&srv->oai, kind, st->body ? st->body : "", st->len, &st->req, st->job, &e)) return send_error(c, st, &e);
+    sched_submit(srv->sched, st->job);
+    if (st->req.stream) {
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, st, NULL);
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        st->status = 200;
+        enum MHD_Result ret = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    sched_job *j = st->job;
+    pthread_mutex_lock(&j->mu);
+    while (!j->done) {
+        sched_job_wait_locked(j, SIZE_MAX, LIVENESS_MS);
+        if (!j->done && client_gone(st->fd)) {
+            pthread_mutex_unlock(&j->mu);
+            sched_job_cancel(j);
+            st->status = 499; /* client closed the request */
+            return MHD_NO;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (j->error_status) return fail(c, st, j->error_status, "server_error", NULL, NULL, j->error);
+    return send_json(c, st, 200, oai_response(&st->req, j));
+}
+
+static bool authorized(struct MHD_Connection *c, const server *srv) {
+    if (!srv->p->api_key) return true;
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    return auth && !strncmp(auth, "Bearer ", 7) && !strcmp(auth + 7, srv->p->api_key);
+}
+
+static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
+    server *srv = st->srv;
+    static const struct {
+        const char *path, *method;
+        int route;
+    } routes[] = {{"/health", "GET", 0},           {"/v1/models", "GET", 1},
+                  {"/models", "GET", 1},           {"/metrics", "GET", 2},
+                  {"/v1/chat/completions", "POST", 3}, {"/chat/completions", "POST", 3},
+                  {"/v1/completions", "POST", 4},  {"/completions", "POST", 4}};
+    int route = -1;
+    const char *allowed = NULL;
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        if (strcmp(st->path, routes[i].path)) continue;
+        allowed = routes[i].method;
+        if (!strcmp(st->method, routes[i].method)) route = routes[i].route;
+    }
+    if (!allowed) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "Unknown path %.300s", st->path);
+        return fail(c, st, 404, "invalid_request_error", NULL, "not_found", msg);
+    }
+    if (route < 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s %.300s is not allowed; use %s", st->method, st->path, allowed);
+        return fail(c, st, 405, "invalid_request_error", NULL, "method_not_allowed", msg);
+    }
+    if (route != 0 && !authorized(c, srv))
+        return fail(c, st, 401, "invalid_request_error", NULL, "invalid_api_key",
+                    "Missing or incorrect API key: send 'Authorization: Bearer KEY'.");
+    if (st->too_large) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "The request body exceeds the limit of %zu bytes.", srv->p->max_body);
+        return fail(c, st, 413, "invalid_request_error", NULL, "request_too_large", msg);
+    }
+    switch (route) {
+    case 0: return send_json(c, st, 200, json_pack("{s:s}", "status", "ok"));
+    case 1: {
+        fkv_model_info info = fkv_model_get_info(srv->model);
+        return send_json(c, st, 200,
+                         json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:i,s:i}}]}", "object", "list", "data", "id", info.name,
+                                   "object", "model", "created", (json_int_t)0, "owned_by", "flatkv", "meta", "n_ctx",
+                                   (int)sched_n_ctx(srv->sched), "n_vocab", (int)info.n_vocab));
+    }
+    case 2: {
+        char *text = metrics_render(srv->metrics, sched_kv_bytes(srv->sched));
+        return send_text(c, st, 200, "text/plain; version=0.0.4", text ? text : strdup(""));
+    }
+    case 3: return run_completion(c, st, OAI_CHAT);
+    default: return run_completion(c, st, OAI_COMPLETION);
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
+    (void)version;
+    server *srv = cls;
+    conn *st = *con_cls;
+    if (!st) {
+        if (!(st = calloc(1, sizeof *st))) return MHD_NO;
+        st->srv = srv;
+        st->t0 = now_ms();
+        snprintf(st->method, sizeof st->method, "%s", method);
+        snprintf(st->path, sizeof st->path, "%s", url);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        st->fd = ci ? ci->connect_fd : -1;
+        *con_cls = st;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (st->len + *upload_size > srv->p->max_body) {
+            st->too_large = true; /* keep reading, discard: the client gets its 413 after sending */
+        } else {
+            if (st->len + *upload_size + 1 > st->cap) {
+                size_t cap = (st->len + *upload_size + 1) * 2;
+                char *grown = realloc(st->body, cap);
+                if (!grown) return MHD_NO;
+                st->body = grown;
+                st->cap = cap;
+            }
+            memcpy(st->body + st->len, upload_data, *upload_size);
+            st->len += *upload_size;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return dispatch(c, st);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    server *srv = cls;
+    conn *st = *con_cls;
+    if (!st) return;
+    uint32_t prompt = 0, cached = 0, generated = 0;
+    if (st->job) {
+        sched_job *j = st->job;
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) sched_job_cancel(j);
+        pthread_mutex_lock(&j->mu);
+        if (j->done && !j->error_status) {
+            prompt = j->n_ids, cached = j->cached, generated = j->n_gen;
+            metrics_count_completion(srv->metrics, prompt, cached, generated, j->prefill_ms, j->decode_ms);
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && st->status == 200) st->status = 499;
+        sched_job_release(srv->sched, j);
+    }
+    if (st->status) metrics_count_request(srv->metrics, st->status);
+    fprintf(stderr, "%s %s %d prompt=%u cached=%u generated=%u %.1fms\n", st->method, st->path, st->status, prompt,
+            cached, generated, now_ms() - st->t0);
+    free(st->body);
+    free(st->pending);
+    free(st);
+    *con_cls = NULL;
+}
+
+int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
+    /* Signals are taken by sigwait below; every thread started from here on inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(p->port)};
+    const char *host = strcmp(p->host, "localhost") ? p->host : "127.0.0.1";
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        snprintf(err->msg, sizeof err->msg, "--host '%s' is not an IPv4 address", p->host);
+        return -1;
+    }
+    server srv = {.model = m, .p = p, .metrics = metrics_new()};
+    if (!(srv.sched = sched_new(m, &p->engine, err))) {
+        metrics_free(srv.metrics);
+        return -1;
+    }
+    srv.oai = (oai_context){m, &p->tmpl, sched_n_ctx(srv.sched)};
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC, p->port, NULL, NULL,
+        on_request, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        &srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
+    if (!d) {
+        snprintf(err->msg, sizeof err->msg, "cannot listen on %s:%u (in use, or not an address of this machine)",
+                 p->host, p->port);
+        sched_free(srv.sched);
+        metrics_free(srv.metrics);
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "flatkv serve: listening on http://%s:%u\n", host, info ? info->port : p->port);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "flatkv serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    MHD_socket listen_fd = MHD_quiesce_daemon(d);
+    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
+    sched_stop(srv.sched);  /* what runs and what waits ends now; connections see their jobs done */
+    MHD_stop_daemon(d);     /* joins the connection threads */
+    sched_free(srv.sched);
+    metrics_free(srv.metrics);
+    return 0;
+}

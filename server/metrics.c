@@ -1,0 +1,75 @@
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAX_STATUS 600
+
+struct metrics {
+    pthread_mutex_t mu;
+    uint64_t by_status[MAX_STATUS];
+    uint64_t prompt, cached, generated;
+    double prefill_s, decode_s;
+};
+
+metrics *metrics_new(void) {
+    metrics *m = calloc(1, sizeof *m);
+    if (m) pthread_mutex_init(&m->mu, NULL);
+    return m;
+}
+
+void metrics_free(metrics *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+void metrics_count_request(metrics *m, int status) {
+    pthread_mutex_lock(&m->mu);
+    if (status >= 100 && status < MAX_STATUS) m->by_status[status]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_count_completion(metrics *m, uint32_t prompt, uint32_t cached, uint32_t generated, double prefill_ms,
+                              double decode_ms) {
+    pthread_mutex_lock(&m->mu);
+    m->prompt += prompt;
+    m->cached += cached;
+    m->generated += generated;
+    m->prefill_s += prefill_ms / 1e3;
+    m->decode_s += decode_ms / 1e3;
+    pthread_mutex_unlock(&m->mu);
+}
+
+char *metrics_render(metrics *m, size_t kv_bytes) {
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&buf, &size);
+    if (!out) return NULL;
+    pthread_mutex_lock(&m->mu);
+    fprintf(out, "# HELP flatkv_requests_total HTTP requests answered, by status.\n"
+                 "# TYPE flatkv_requests_total counter\n");
+    for (int s = 100; s < MAX_STATUS; s++)
+        if (m->by_status[s]) fprintf(out, "flatkv_requests_total{status=\"%d\"} %llu\n", s, (unsigned long long)m->by_status[s]);
+    fprintf(out,
+            "# HELP flatkv_prompt_tokens_total Prompt tokens of completed requests.\n"
+            "# TYPE flatkv_prompt_tokens_total counter\nflatkv_prompt_tokens_total %llu\n"
+            "# HELP flatkv_cached_tokens_total Prompt tokens reused from the KV cache instead of prefilled.\n"
+            "# TYPE flatkv_cached_tokens_total counter\nflatkv_cached_tokens_total %llu\n"
+            "# HELP flatkv_generated_tokens_total Generated tokens.\n"
+            "# TYPE flatkv_generated_tokens_total counter\nflatkv_generated_tokens_total %llu\n"
+            "# HELP flatkv_prefill_seconds_total Time spent prefilling prompts.\n"
+            "# TYPE flatkv_prefill_seconds_total counter\nflatkv_prefill_seconds_total %.6f\n"
+            "# HELP flatkv_decode_seconds_total Time spent generating.\n"
+            "# TYPE flatkv_decode_seconds_total counter\nflatkv_decode_seconds_total %.6f\n"
+            "# HELP flatkv_cache_hit_ratio Cached prompt tokens / prompt tokens.\n"
+            "# TYPE flatkv_cache_hit_ratio gauge\nflatkv_cache_hit_ratio %.6f\n"
+            "# HELP flatkv_kv_bytes K/V bytes the cached sequence holds.\n"
+            "# TYPE flatkv_kv_bytes gauge\nflatkv_kv_bytes %zu\n",
+            (unsigned long long)m->prompt, (unsigned long long)m->cached, (unsigned long long)m->generated,
+            m->prefill_s, m->decode_s, m->prompt ? (double)m->cached / (double)m->prompt : 0.0, kv_bytes);
+    pthread_mutex_unlock(&m->mu);
+    fclose(out);
+    return buf;
+}

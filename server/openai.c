@@ -1,0 +1,327 @@
+#include "openai.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_STOP 16
+
+int oai_fail(oai_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...) {
+    e->status = status;
+    e->type = type;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    e->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define BAD(param, ...) oai_fail(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
+
+/* A text part array ([{type: "text", text}...]) or a string, as one malloc'd string. */
+static char *content_text(const json_t *content, const char *param, oai_error *e) {
+    if (json_is_string(content)) return strdup(json_string_value(content));
+    if (!json_is_array(content)) {
+        BAD(param, "'%s' must be a string or an array of text parts", param);
+        return NULL;
+    }
+    size_t len = 0, i;
+    json_t *part;
+    json_array_foreach(content, i, part) {
+        json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
+        if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") ||
+            !json_is_string(text)) {
+            BAD(param, "'%s[%zu]' must be a text part {\"type\": \"text\", \"text\": ...} (only text is supported)",
+                param, i);
+            return NULL;
+        }
+        len += json_string_length(text);
+    }
+    char *out = malloc(len + 1), *o = out;
+    if (!out) return NULL;
+    json_array_foreach(content, i, part) {
+        json_t *text = json_object_get(part, "text");
+        memcpy(o, json_string_value(text), json_string_length(text));
+        o += json_string_length(text);
+    }
+    *o = 0;
+    return out;
+}
+
+/* messages → prompt ids through the chat template. */
+static int parse_messages(const oai_context *ctx, const json_t *messages, sched_job *job, oai_error *e) {
+    if (!json_is_array(messages) || json_array_size(messages) == 0)
+        return BAD("messages", "'messages' must be a non-empty array");
+    size_t n = json_array_size(messages), i;
+    chat_message *msgs = calloc(n, sizeof *msgs);
+    char **texts = calloc(n, sizeof *texts);
+    int rc = -1;
+    json_t *msg;
+    char param[64];
+    json_array_foreach(messages, i, msg) {
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        json_t *role = json_object_get(msg, "role"), *content = json_object_get(msg, "content");
+        if (!json_is_object(msg) || !json_is_string(role)) {
+            BAD(param, "'%s' must be an object with a string 'role'", param);
+            goto out;
+        }
+        const char *r = json_string_value(role);
+        if (!strcmp(r, "developer")) r = "system";
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool")) {
+            BAD(param, "'%s.role' is '%s'; expected system, developer, user, assistant or tool", param, r);
+            goto out;
+        }
+        if (json_is_null(content) || !content) {
+            if (strcmp(r, "assistant")) {
+                BAD(param, "'%s.content' is required for role '%s'", param, r);
+                goto out;
+            }
+            texts[i] = strdup("");
+        } else if (!(texts[i] = content_text(content, param, e))) {
+            goto out;
+        }
+        msgs[i] = (chat_message){r, texts[i]};
+    }
+    fkv_error err = {{0}};
+    uint32_t n_ids;
+    if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, n, &job->ids, &n_ids, &err)) {
+        BAD("messages", "%s", err.msg);
+        goto out;
+    }
+    job->n_ids = n_ids;
+    rc = 0;
+out:
+    for (i = 0; i < n; i++) free(texts[i]);
+    free(texts);
+    free(msgs);
+    return rc;
+}
+
+/* prompt: a string or an array of token ids. */
+static int parse_prompt(const oai_context *ctx, const json_t *prompt, sched_job *job, oai_error *e) {
+    fkv_error err = {{0}};
+    if (json_is_string(prompt)) {
+        const char *text = json_string_value(prompt);
+        size_t len = json_string_length(prompt);
+        int n = fkv_tokenize(ctx->model, text, len, true, false, NULL, 0, &err);
+        if (n < 0 || !(job->ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1))) ||
+            fkv_tokenize(ctx->model, text, len, true, false, job->ids, n, &err) != n)
+            return oai_fail(e, 500, "server_error", NULL, NULL, "cannot tokenize the prompt: %s", err.msg);
+        job->n_ids = (uint32_t)n;
+        return 0;
+    }
+    if (!json_is_array(prompt)) return BAD("prompt", "'prompt' must be a string or an array of token ids");
+    uint32_t n_vocab = fkv_model_get_info(ctx->model).n_vocab;
+    size_t n = json_array_size(prompt), i;
+    json_t *v;
+    if (!(job->ids = malloc(sizeof(int32_t) * (n ? n : 1))))
+        return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    json_array_foreach(prompt, i, v) {
+        if (!json_is_integer(v)) return BAD("prompt", "'prompt[%zu]' is not a token id (batches are not supported)", i);
+        json_int_t id = json_integer_value(v);
+        if (id < 0 || id >= n_vocab)
+            return BAD("prompt", "'prompt[%zu]' = %lld is outside the vocabulary (0..%u)", i, (long long)id, n_vocab - 1);
+        job->ids[i] = (int32_t)id;
+    }
+    job->n_ids = (uint32_t)n;
+    return 0;
+}
+
+/* A number field in [lo, hi] (absent: keep *out). */
+static int get_number(const json_t *body, const char *key, double lo, double hi, float *out, oai_error *e) {
+    json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi)
+        return BAD(key, "'%s' must be a number between %g and %g", key, lo, hi);
+    *out = (float)json_number_value(v);
+    return 0;
+}
+
+static int get_stop(const json_t *body, sched_job *job, oai_error *e) {
+    json_t *stop = json_object_get(body, "stop");
+    if (!stop || json_is_null(stop)) return 0;
+    size_t n = json_is_array(stop) ? json_array_size(stop) : 1;
+    if (!json_is_string(stop) && !json_is_array(stop)) return BAD("stop", "'stop' must be a string or an array of strings");
+    if (n > MAX_STOP) return BAD("stop", "'stop' has %zu strings; at most %d are supported", n, MAX_STOP);
+    job->stop = calloc(n ? n : 1, sizeof *job->stop);
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_is_array(stop) ? json_array_get(stop, i) : stop;
+        if (!json_is_string(s) || json_string_length(s) == 0 || strlen(json_string_value(s)) != json_string_length(s))
+            return BAD("stop", "every stop sequence must be a non-empty string");
+        job->stop[job->n_stop++] = strdup(json_string_value(s));
+    }
+    return 0;
+}
+
+int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t len, oai_request *req,
+              sched_job *job, oai_error *e) {
+    static unsigned long long counter;
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr);
+    int rc = -1;
+    if (!root) return BAD(NULL, "the request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+                          jerr.column);
+    if (!json_is_object(root)) {
+        BAD(NULL, "the request body must be a JSON object");
+        goto out;
+    }
+    memset(req, 0, sizeof *req);
+    req->kind = kind;
+    req->created = (long long)time(NULL);
+    snprintf(req->id, sizeof req->id, "%s-%llx%llx", kind == OAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)req->created, __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    json_t *model = json_object_get(root, "model");
+    if (model && !json_is_string(model)) {
+        BAD("model", "'model' must be a string");
+        goto out;
+    }
+    snprintf(req->model, sizeof req->model, "%s", model ? json_string_value(model) : fkv_model_get_info(ctx->model).name);
+
+    json_t *n = json_object_get(root, "n");
+    if (n && !json_is_null(n) && (!json_is_integer(n) || json_integer_value(n) != 1)) {
+        BAD("n", "only n = 1 is supported");
+        goto out;
+    }
+    json_t *stream = json_object_get(root, "stream"), *opts = json_object_get(root, "stream_options");
+    if (stream && !json_is_null(stream) && !json_is_boolean(stream)) {
+        BAD("stream", "'stream' must be a boolean");
+        goto out;
+    }
+    req->stream = json_is_true(stream);
+    if (opts && !json_is_null(opts)) {
+        json_t *usage = json_object_get(opts, "include_usage");
+        if (!json_is_object(opts) || (usage && !json_is_boolean(usage))) {
+            BAD("stream_options", "'stream_options' must be an object with a boolean 'include_usage'");
+            goto out;
+        }
+        req->include_usage = json_is_true(usage);
+    }
+
+    job->sampling = fkv_sampler_default_params();
+    job->sampling.seed = (uint64_t)time(NULL);
+    float top_k = (float)job->sampling.top_k, repeat_last_n = 64;
+    if (get_number(root, "temperature", 0, 2, &job->sampling.temp, e) ||
+        get_number(root, "top_p", 0, 1, &job->sampling.top_p, e) ||
+        get_number(root, "min_p", 0, 1, &job->sampling.min_p, e) || get_number(root, "top_k", 0, 1e6, &top_k, e) ||
+        get_number(root, "repeat_penalty", 0.01, 100, &job->sampling.repeat_penalty, e) ||
+        get_number(root, "repeat_last_n", 0, 1e6, &repeat_last_n, e))
+        goto out;
+    job->sampling.top_k = (int32_t)top_k;
+    job->sampling.repeat_last_n = (int32_t)repeat_last_n;
+    json_t *seed = json_object_get(root, "seed");
+    if (seed && !json_is_null(seed)) {
+        if (!json_is_integer(seed)) {
+            BAD("seed", "'seed' must be an integer");
+            goto out;
+        }
+        job->sampling.seed = (uint64_t)json_integer_value(seed);
+    }
+    if (get_stop(root, job, e)) goto out;
+
+    if (kind == OAI_CHAT) {
+        if (parse_messages(ctx, json_object_get(root, "messages"), job, e)) goto out;
+    } else {
+        json_t *prompt = json_object_get(root, "prompt");
+        if (!prompt) {
+            BAD("prompt", "'prompt' is required");
+            goto out;
+        }
+        if (parse_prompt(ctx, prompt, job, e)) goto out;
+    }
+    if (job->n_ids == 0) {
+        BAD(kind == OAI_CHAT ? "messages" : "prompt", "the prompt is empty");
+        goto out;
+    }
+    if (job->n_ids > ctx->n_ctx) {
+        oai_fail(e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt", "context_length_exceeded",
+                 "This model's maximum context length is %u tokens. However, your prompt has %u tokens.", ctx->n_ctx,
+                 job->n_ids);
+        goto out;
+    }
+    /* Generation may run to the end of the context; max_tokens caps it. */
+    job->max_tokens = ctx->n_ctx - job->n_ids + 1;
+    const char *max_keys[] = {"max_completion_tokens", "max_tokens"};
+    for (int k = 0; k < 2; k++) {
+        json_t *v = json_object_get(root, max_keys[k]);
+        if (!v || json_is_null(v)) continue;
+        if (!json_is_integer(v) || json_integer_value(v) < 1) {
+            BAD(max_keys[k], "'%s' must be a positive integer", max_keys[k]);
+            goto out;
+        }
+        if ((json_int_t)job->max_tokens > json_integer_value(v)) job->max_tokens = (uint32_t)json_integer_value(v);
+        break;
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+static json_t *usage_json(const sched_job *job) {
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", (int)job->n_ids, "completion_tokens", (int)job->n_gen,
+                     "total_tokens", (int)(job->n_ids + job->n_gen), "prompt_tokens_details", "cached_tokens",
+                     (int)job->cached);
+}
+
+/* llama.cpp's timings object: prompt_n counts the prompt tokens actually computed. */
+static json_t *timings_json(const sched_job *job) {
+    double pn = job->n_ids - job->cached;
+    return json_pack("{s:i,s:f,s:f,s:i,s:f,s:f,s:i}", "prompt_n", (int)pn, "prompt_ms", job->prefill_ms,
+                     "prompt_per_second", job->prefill_ms > 0 ? pn / (job->prefill_ms / 1e3) : 0.0, "predicted_n",
+                     (int)job->n_gen, "predicted_ms", job->decode_ms, "predicted_per_second",
+                     job->decode_ms > 0 ? job->n_gen / (job->decode_ms / 1e3) : 0.0, "cache_n", (int)job->cached);
+}
+
+static json_t *envelope(const oai_request *req, bool chunk) {
+    return json_pack("{s:s,s:s,s:I,s:s,s:s}", "id", req->id, "object",
+                     req->kind == OAI_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion",
+                     "created", (json_int_t)req->created, "model", req->model, "system_fingerprint", "flatkv");
+}
+
+json_t *oai_response(const oai_request *req, const sched_job *job) {
+    json_t *r = envelope(req, false), *choice;
+    if (req->kind == OAI_CHAT)
+        choice = json_pack("{s:i,s:{s:s,s:s%},s:n,s:s}", "index", 0, "message", "role", "assistant", "content",
+                           job->text ? job->text : "", job->len, "logprobs", "finish_reason", job->finish_reason);
+    else
+        choice = json_pack("{s:i,s:s%,s:n,s:s}", "index", 0, "text", job->text ? job->text : "", job->len, "logprobs",
+                           "finish_reason", job->finish_reason);
+    json_object_set_new(r, "choices", json_pack("[o]", choice));
+    json_object_set_new(r, "usage", usage_json(job));
+    json_object_set_new(r, "timings", timings_json(job));
+    return r;
+}
+
+json_t *oai_stream_chunk(const oai_request *req, const char *text, size_t len, const char *finish_reason, bool first) {
+    json_t *r = envelope(req, true), *choice;
+    json_t *finish = finish_reason ? json_string(finish_reason) : json_null();
+    if (req->kind == OAI_CHAT) {
+        json_t *delta = json_object();
+        if (first) json_object_set_new(delta, "role", json_string("assistant"));
+        if (len || !finish_reason) json_object_set_new(delta, "content", json_stringn(text ? text : "", len));
+        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason", finish);
+    } else {
+        choice = json_pack("{s:i,s:s%,s:n,s:o}", "index", 0, "text", text ? text : "", len, "logprobs",
+                           "finish_reason", finish);
+    }
+    json_object_set_new(r, "choices", json_pack("[o]", choice));
+    return r;
+}
+
+json_t *oai_usage_chunk(const oai_request *req, const sched_job *job) {
+    json_t *r = envelope(req, true);
+    json_object_set_new(r, "choices", json_array());
+    json_object_set_new(r, "usage", usage_json(job));
+    json_object_set_new(r, "timings", timings_json(job));
+    return r;
+}
+
+json_t *oai_error_body(const oai_error *e) {
+    return json_pack("{s:{s:s,s:s,s:s?,s:s?}}", "error", "message", e->message, "type", e->type, "param", e->param[0] ? e->param : NULL,
+                     "code", e->code);
+}

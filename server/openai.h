@@ -1,0 +1,65 @@
+/* openai.h — the OpenAI API's request and response shapes, as JSON (jansson), kept apart from HTTP.
+ *
+ * WHY apart: what a request means (messages, sampling, limits) and what a response says (choices, usage,
+ * timings, stream chunks) is the contract clients depend on; HTTP is only how it travels. Requests are
+ * validated completely before anything is queued, and every problem becomes an OpenAI-style error with
+ * the HTTP status, type, param and code a client expects.
+ *
+ * The server knows nothing of KV layout: it turns a request into prompt ids and sampling for a sched_job
+ * and reads back text, counts and timings.
+ */
+#ifndef FKV_OPENAI_H
+#define FKV_OPENAI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "chat.h"
+#include "flatkv.h"
+#include "scheduler.h"
+
+typedef struct {
+    int status; /* HTTP status */
+    const char *type;
+    char param[64]; /* "": null */
+    const char *code;  /* NULL: null */
+    char message[512];
+} oai_error;
+
+typedef enum { OAI_CHAT, OAI_COMPLETION } oai_kind;
+
+typedef struct {
+    oai_kind kind;
+    bool stream;
+    bool include_usage;
+    char model[128];
+    char id[48];
+    long long created;
+} oai_request;
+
+/* What the server needs to turn a body into a job. */
+typedef struct {
+    const fkv_model *model;
+    const chat_template *tmpl;
+    uint32_t n_ctx;
+} oai_context;
+
+/* Validate body (raw bytes) as a request of `kind` and fill job (ids, max_tokens, sampling, stop) and req.
+ * 0, or -1 with e filled. */
+int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t len, oai_request *req,
+              sched_job *job, oai_error *e);
+
+/* The whole (non-streamed) response of a finished job. */
+json_t *oai_response(const oai_request *req, const sched_job *job);
+/* One stream chunk carrying text (delta), or the final chunk (finish_reason set) when final. */
+json_t *oai_stream_chunk(const oai_request *req, const char *text, size_t len, const char *finish_reason,
+                         bool first);
+/* The usage-only chunk sent before [DONE] when stream_options.include_usage. */
+json_t *oai_usage_chunk(const oai_request *req, const sched_job *job);
+/* {"error": {message, type, param, code}} */
+json_t *oai_error_body(const oai_error *e);
+/* Fill e; returns -1 for `return oai_fail(...)`. */
+int oai_fail(oai_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+#endif

@@ -1,0 +1,79 @@
+/* scheduler.h — the server's engine side: requests wait in one fair queue; one engine thread serves them, in
+ * arrival order, on one cached sequence.
+ *
+ * WHY one sequence: this is the single-conversation server (many conversations are a later step). Reuse
+ * between requests is decided by the sequence's record alone (src/kvrec.h): a request is answered from
+ * what the KV holds only as far as its own token ids agree with the ids that built it, so one client's
+ * request is never answered from another conversation's rows — at worst it reuses nothing.
+ *
+ * A job is shared by the connection that submitted it and the engine thread: reference-counted, its
+ * progress guarded by its mutex. The engine appends generated text; the connection reads the part that
+ * can no longer change (`stable`: complete UTF-8, and no stop string can still begin in it) and may cancel
+ * at any time (a client that went away). A cancelled generation stops at the next token; the sequence's
+ * record then describes exactly what its KV holds, because ids are recorded only when fed.
+ *
+ * Thread-safety: sched_submit/sched_cancel/sched_job_* from any thread.
+ */
+#ifndef FKV_SCHEDULER_H
+#define FKV_SCHEDULER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flatkv.h"
+
+typedef struct sched_job {
+    /* the request: set before sched_submit, read-only after */
+    int32_t *ids;
+    uint32_t n_ids;
+    uint32_t max_tokens;
+    fkv_sampler_params sampling;
+    char **stop; /* stop strings (not in the output) */
+    size_t n_stop;
+
+    /* progress, guarded by mu; cv is signalled on every change */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *text; /* generated text, stop string removed */
+    size_t len, cap;
+    size_t stable; /* text[0..stable) is final */
+    uint32_t n_gen;
+    bool done;
+    bool cancelled;           /* asked to stop by the connection */
+    const char *finish_reason; /* "stop" or "length" once done */
+    int error_status;          /* 0, or the HTTP status of a failure (error in `error`) */
+    char error[512];
+    uint32_t cached;
+    double prefill_ms, decode_ms;
+
+    int refs; /* guarded by the scheduler's lock */
+    struct sched_job *next;
+} sched_job;
+
+typedef struct sched sched;
+
+/* Start the engine thread on a new sequence of model m. NULL with err on failure. */
+sched *sched_new(const fkv_model *m, const fkv_seq_params *p, fkv_error *err);
+/* Cancel what runs and what waits and stop the engine thread; jobs still referenced stay valid. */
+void sched_stop(sched *s);
+/* sched_stop if needed, then free (no job may still be referenced). */
+void sched_free(sched *s);
+
+uint32_t sched_n_ctx(const sched *s);
+/* Bytes of K/V the sequence holds now (for metrics). */
+size_t sched_kv_bytes(sched *s);
+
+/* A new job with one reference (the caller's); fill the request fields, then sched_submit. */
+sched_job *sched_job_new(void);
+/* Queue the job (the scheduler takes its own reference). */
+void sched_submit(sched *s, sched_job *job);
+/* Drop a reference; the last one frees the job. */
+void sched_job_release(sched *s, sched_job *job);
+/* Ask the job to stop (waiting: it will not run; running: at the next token). */
+void sched_job_cancel(sched_job *job);
+/* Wait (job->mu held by the caller) until stable > from or done, at most timeout_ms; true if so. */
+bool sched_job_wait_locked(sched_job *job, size_t from, int timeout_ms);
+
+#endif

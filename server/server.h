@@ -1,0 +1,29 @@
+/* server.h — the OpenAI-compatible HTTP server (libmicrohttpd, one thread per connection).
+ *
+ * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics.
+ * Every failure is an OpenAI-style {"error": {message, type, param, code}} with a 4xx/5xx status; the
+ * server keeps serving. Requests queue fairly (sched.h). A client that disconnects stops its generation
+ * at the next token. SIGINT/SIGTERM: stop accepting, cancel what runs, exit 0.
+ */
+#ifndef FKV_SERVER_H
+#define FKV_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chat.h"
+#include "flatkv.h"
+
+typedef struct {
+    const char *host;
+    uint16_t port;
+    const char *api_key; /* NULL: no authentication */
+    size_t max_body;
+    fkv_seq_params engine;
+    chat_template tmpl;
+} server_params;
+
+/* Serve until SIGINT or SIGTERM. Returns 0 after a clean shutdown, or -1 with err (e.g. the port). */
+int server_run(const fkv_model *m, const server_params *p, fkv_error *err);
+
+#endif
