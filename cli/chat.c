@@ -1,0 +1,353 @@
+/* flatkv chat — an interactive conversation that re-sends its whole transcript every turn, the way a chat
+ * client does, and lets the sequence's prefix cache reuse what the last turn left in the KV.
+ *
+ * Each turn: the user's line joins the transcript; the whole transcript is rendered with the chat template
+ * (src/chat.h) and its generation prompt, tokenized with control tokens parsed, and prefilled with
+ * fkv_seq_prefill, which reuses the longest common prefix with what the KV holds and computes the rest;
+ * then tokens are decoded until end of generation or N tokens and streamed. The reply joins the
+ * transcript as the text that was streamed. One line per turn on stderr gives the prompt, cached and new
+ * token counts and the timings.
+ *
+ * Ctrl-C during a generation stops it; the reply so far is kept in the transcript (the KV holds it too,
+ * so the next turn reuses it). Ctrl-C at the prompt, EOF or "/quit" ends the program with status 0.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chat.h"
+#include "cli.h"
+
+static const char HELP[] =
+    "usage: flatkv chat -m MODEL [options]\n"
+    "\n"
+    "Talk with a model, one line per user turn. The whole conversation is re-sent each turn and the KV\n"
+    "prefix it shares with the last turn is reused; stderr shows per turn the prompt, cached and new\n"
+    "tokens and the timings. Commands: /reset starts a new conversation, /quit exits. Ctrl-C stops a\n"
+    "reply (keeping what was written); at the prompt it exits.\n"
+    "  -m, --model PATH       GGUF model\n"
+    "      --system TEXT      system message opening the conversation\n"
+    "      --chat-template T  chatml, llama2 or plain (default: from the model; plain when it has none)\n"
+    "  -n, --n-predict N      most tokens per reply (default 256)\n"
+    "      --temp T           temperature; 0 = greedy (default 0.8)\n"
+    "      --top-k K          keep the K most likely tokens; 0 = off (default 40)\n"
+    "      --top-p P          keep the smallest set with probability >= P; 1 = off (default 0.95)\n"
+    "      --min-p P          drop tokens below P x the top probability; 0 = off (default 0.05)\n"
+    "      --repeat-penalty R penalize the last 64 tokens; 1 = off (default 1)\n"
+    "      --seed S           random seed (default 0)\n" CLI_ENGINE_HELP;
+
+/* Llama-2's control-token texts: the template writes them, the tokenizer (parse_special) maps them to ids. */
+static const char LLAMA2_BOS[] = "<s>", LLAMA2_EOS[] = "</s>";
+
+typedef struct {
+    const char *model_path, *system, *template_name;
+    uint32_t n_predict;
+    fkv_sampler_params sp;
+    fkv_seq_params engine;
+} chat_args;
+
+static int parse_args(int argc, char **argv, chat_args *a) {
+    enum { O_SYSTEM = 256, O_TEMPLATE, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},          {"system", required_argument, 0, O_SYSTEM},
+        {"chat-template", required_argument, 0, O_TEMPLATE}, {"n-predict", required_argument, 0, 'n'},
+        {"temp", required_argument, 0, O_TEMP},         {"top-k", required_argument, 0, O_TOPK},
+        {"top-p", required_argument, 0, O_TOPP},        {"min-p", required_argument, 0, O_MINP},
+        {"repeat-penalty", required_argument, 0, O_REP}, {"seed", required_argument, 0, O_SEED},
+        CLI_ENGINE_OPTIONS,                             {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *sub = "chat";
+    int c;
+    uint32_t u;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":m:n:h", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'm': a->model_path = optarg; break;
+        case O_SYSTEM: a->system = optarg; break;
+        case O_TEMPLATE: a->template_name = optarg; break;
+        case 'n': bad = cli_parse_u32(sub, "-n", optarg, 1, UINT32_MAX, &a->n_predict); break;
+        case O_TEMP: bad = cli_parse_float(sub, "--temp", optarg, 0.0f, 100.0f, &a->sp.temp); break;
+        case O_TOPK:
+            bad = cli_parse_u32(sub, "--top-k", optarg, 0, INT32_MAX, &u);
+            a->sp.top_k = (int32_t)u;
+            break;
+        case O_TOPP: bad = cli_parse_float(sub, "--top-p", optarg, 0.0f, 1.0f, &a->sp.top_p); break;
+        case O_MINP: bad = cli_parse_float(sub, "--min-p", optarg, 0.0f, 1.0f, &a->sp.min_p); break;
+        case O_REP: bad = cli_parse_float(sub, "--repeat-penalty", optarg, 0.01f, 100.0f, &a->sp.repeat_penalty); break;
+        case O_SEED: bad = cli_parse_u64(sub, "--seed", optarg, &a->sp.seed); break;
+        case 'h': fputs(HELP, stdout); return 0;
+        default:
+            bad = cli_engine_option(sub, c, optarg, &a->engine);
+            if (bad == 0) return cli_bad_option(sub, argv);
+            bad = bad < 0;
+        }
+        if (bad) return CLI_USAGE_EXIT;
+    }
+    if (optind < argc) return cli_usage_error(sub, "unexpected argument '%s'", argv[optind]);
+    return -1; /* parsed: go on */
+}
+
+/* Set by SIGINT; polled between decode steps (a generation stops) and seen after an interrupted read. */
+static volatile sig_atomic_t chat_interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    chat_interrupted = 1;
+}
+
+/* The conversation: messages whose contents this program owns (roles are static strings). */
+typedef struct {
+    chat_message *msgs;
+    size_t n, cap;
+} transcript;
+
+static int transcript_push(transcript *t, const char *role, const char *content, size_t len) {
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 16;
+        chat_message *grown = realloc(t->msgs, cap * sizeof *grown);
+        if (!grown) return -1;
+        t->msgs = grown;
+        t->cap = cap;
+    }
+    char *copy = strndup(content, len);
+    if (!copy) return -1;
+    t->msgs[t->n++] = (chat_message){role, copy};
+    return 0;
+}
+
+/* Drop messages [keep, n). */
+static void transcript_truncate(transcript *t, size_t keep) {
+    while (t->n > keep) free((char *)t->msgs[--t->n].content);
+}
+
+/* A growing byte buffer for the reply being streamed. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+} reply_buf;
+
+static int reply_append(reply_buf *r, const char *bytes, size_t n) {
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = 2 * r->cap + n + 256;
+        char *grown = realloc(r->s, cap);
+        if (!grown) return -1;
+        r->s = grown;
+        r->cap = cap;
+    }
+    memcpy(r->s + r->len, bytes, n);
+    r->len += n;
+    r->s[r->len] = 0;
+    return 0;
+}
+
+typedef struct {
+    const fkv_model *m;
+    fkv_seq *seq;
+    fkv_sampler *smp;
+    chat_template tmpl;
+    uint32_t n_predict, n_ctx, n_vocab;
+    float *logits;
+    transcript conv;
+    size_t n_fixed; /* messages /reset keeps: the system message */
+} chat_session;
+
+/* The whole transcript as prompt ids, with room for n_extra more (the generated ids, for the repetition
+ * penalty's history); malloc'd, NULL after printing why. */
+static int32_t *render_prompt(chat_session *cs, uint32_t n_extra, int *n_ids) {
+    fkv_error err = {{0}};
+    char *text = NULL;
+    size_t len = 0;
+    if (chat_render(&cs->tmpl, cs->conv.msgs, cs->conv.n, true, LLAMA2_BOS, LLAMA2_EOS, &text, &len, &err)) {
+        fprintf(stderr, "flatkv chat: %s\n", err.msg);
+        return NULL;
+    }
+    /* A template that writes BOS itself gets no second one from the tokenizer. */
+    bool add_bos = !(cs->tmpl.family == CHAT_LLAMA2 && !strncmp(text, LLAMA2_BOS, strlen(LLAMA2_BOS)));
+    int n = fkv_tokenize(cs->m, text, len, add_bos, true, NULL, 0, &err);
+    int32_t *ids = n >= 0 ? malloc(sizeof(int32_t) * ((size_t)n + n_extra + 1)) : NULL;
+    if (ids && fkv_tokenize(cs->m, text, len, add_bos, true, ids, n, &err) != n) {
+        free(ids);
+        ids = NULL;
+    }
+    if (!ids) fprintf(stderr, "flatkv chat: cannot tokenize the conversation: %s\n", n < 0 ? err.msg : "out of memory");
+    free(text);
+    *n_ids = n;
+    return ids;
+}
+
+/* Answer the transcript's last user message: 0 after a reply (complete or cancelled), 1 when the turn
+ * was refused (the user message is dropped), -1 on an engine failure (printed). */
+static int chat_turn(chat_session *cs, int turn) {
+    int n_prompt = 0;
+    int32_t *ids = render_prompt(cs, cs->n_predict, &n_prompt);
+    if (!ids) return -1;
+    if (n_prompt == 0 || (uint32_t)n_prompt >= cs->n_ctx) {
+        fprintf(stderr, "flatkv chat: the conversation is %d tokens and the context holds %u; /reset starts a new one\n",
+                n_prompt, cs->n_ctx);
+        free(ids);
+        return 1;
+    }
+    fkv_error err = {{0}};
+    reply_buf reply = {0};
+    int rc = -1;
+    uint32_t cached = 0;
+    double t0 = cli_now_ms();
+    if (fkv_seq_prefill(cs->seq, ids, (uint32_t)n_prompt, cs->logits, &cached, &err)) {
+        fprintf(stderr, "flatkv chat: %s\n", err.msg);
+        goto out;
+    }
+    double t1 = cli_now_ms();
+    /* Sampling needs no free position; every token but the last is decoded into the next one. */
+    uint32_t room = cs->n_ctx - (uint32_t)n_prompt + 1;
+    uint32_t n_max = cs->n_predict < room ? cs->n_predict : room;
+    int n_hist = n_prompt, n_gen = 0;
+    bool cancelled = false;
+    for (uint32_t step = 0; step < n_max; step++) {
+        if (chat_interrupted) {
+            cancelled = true;
+            break;
+        }
+        int32_t id = fkv_sampler_sample(cs->smp, cs->logits, ids, n_hist);
+        if (fkv_token_is_eog(cs->m, id)) break;
+        char piece[256];
+        int plen = fkv_token_piece(cs->m, ids[n_hist - 1], id, piece, sizeof piece);
+        if (plen > (int)sizeof piece) plen = (int)sizeof piece;
+        ids[n_hist++] = id;
+        n_gen++;
+        if (plen > 0) {
+            fwrite(piece, 1, (size_t)plen, stdout);
+            fflush(stdout);
+            if (reply_append(&reply, piece, (size_t)plen)) {
+                fprintf(stderr, "\nflatkv chat: out of memory\n");
+                goto out;
+            }
+        }
+        if (step + 1 == n_max) break;
+        if (fkv_seq_decode(cs->seq, id, cs->logits, &err)) {
+            fprintf(stderr, "\nflatkv chat: %s\n", err.msg);
+            goto out;
+        }
+    }
+    double t2 = cli_now_ms();
+    chat_interrupted = 0;
+    putchar('\n');
+    fflush(stdout);
+    if (transcript_push(&cs->conv, "assistant", reply.s ? reply.s : "", reply.len)) {
+        fprintf(stderr, "flatkv chat: out of memory\n");
+        goto out;
+    }
+    if (cancelled) fprintf(stderr, "flatkv chat: reply cancelled; the part written is kept\n");
+    fprintf(stderr, "[turn %d: prompt %d tokens, cached %u, new %u, prefill %.1f ms, generated %d tokens in %.1f ms (%.1f tok/s)]\n",
+            turn, n_prompt, cached, (uint32_t)n_prompt - cached, t1 - t0, n_gen, t2 - t1,
+            t2 > t1 ? n_gen / ((t2 - t1) / 1e3) : 0.0);
+    rc = 0;
+out:
+    free(reply.s);
+    free(ids);
+    return rc;
+}
+
+/* The REPL: 0 at EOF, /quit or Ctrl-C at the prompt; 1 after an engine failure. */
+static int chat_loop(chat_session *cs) {
+    const bool tty = isatty(STDIN_FILENO);
+    char *line = NULL;
+    size_t line_cap = 0;
+    int turn = 0, rc = 0;
+    for (;;) {
+        if (tty) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        errno = 0;
+        ssize_t len = getline(&line, &line_cap, stdin);
+        if (len < 0) {
+            if (tty || chat_interrupted) putchar('\n');
+            if (errno && errno != EINTR) {
+                fprintf(stderr, "flatkv chat: cannot read stdin: %s\n", strerror(errno));
+                rc = 1;
+            }
+            break;
+        }
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (len == 0) continue;
+        if (!strcmp(line, "/quit")) break;
+        if (!strcmp(line, "/reset")) {
+            /* The KV is kept: the next conversation reuses the prefix it shares (the system message). */
+            transcript_truncate(&cs->conv, cs->n_fixed);
+            turn = 0;
+            fprintf(stderr, "flatkv chat: new conversation\n");
+            continue;
+        }
+        if (transcript_push(&cs->conv, "user", line, (size_t)len)) {
+            fprintf(stderr, "flatkv chat: out of memory\n");
+            rc = 1;
+            break;
+        }
+        int st = chat_turn(cs, turn + 1);
+        if (st < 0) {
+            rc = 1;
+            break;
+        }
+        if (st > 0)
+            transcript_truncate(&cs->conv, cs->conv.n - 1);
+        else
+            turn++;
+    }
+    free(line);
+    return rc;
+}
+
+int cli_chat(int argc, char **argv) {
+    chat_args a = {.n_predict = 256, .sp = fkv_sampler_default_params()};
+    fkv_error err = {{0}};
+    if (fkv_seq_default_params(&a.engine, &err)) return cli_usage_error("chat", "%s", err.msg);
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    chat_session cs = {.n_predict = a.n_predict};
+    if (a.template_name && chat_template_by_name(a.template_name, &cs.tmpl, &err))
+        return cli_usage_error("chat", "--chat-template: %s", err.msg);
+    fkv_model *m = cli_load_model("chat", a.model_path);
+    if (!m) return CLI_USAGE_EXIT;
+    cs.m = m;
+    if (!a.template_name) {
+        cs.tmpl = chat_template_detect(fkv_model_chat_template(m));
+        if (cs.tmpl.guessed)
+            fprintf(stderr, "flatkv chat: the model's chat template is not one flatkv knows; using ChatML "
+                            "(--chat-template chooses another)\n");
+    }
+    cs.n_vocab = fkv_model_get_info(m).n_vocab;
+    rc = 1;
+    if (!(cs.seq = fkv_seq_new(m, &a.engine, &err))) {
+        fprintf(stderr, "flatkv chat: %s\n", err.msg);
+        goto out;
+    }
+    cs.n_ctx = fkv_seq_n_ctx(cs.seq);
+    cs.smp = fkv_sampler_new(&a.sp, (int32_t)cs.n_vocab);
+    cs.logits = malloc(sizeof(float) * cs.n_vocab);
+    if (!cs.smp || !cs.logits || (a.system && transcript_push(&cs.conv, "system", a.system, strlen(a.system)))) {
+        fprintf(stderr, "flatkv chat: out of memory\n");
+        goto out;
+    }
+    cs.n_fixed = cs.conv.n;
+
+    /* No SA_RESTART: Ctrl-C at the prompt must interrupt the blocking read. */
+    struct sigaction sa = {0}, old;
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    rc = chat_loop(&cs);
+    sigaction(SIGINT, &old, NULL);
+out:
+    transcript_truncate(&cs.conv, 0);
+    free(cs.conv.msgs);
+    free(cs.logits);
+    fkv_sampler_free(cs.smp);
+    fkv_seq_free(cs.seq);
+    fkv_model_free(m);
+    return rc;
+}
