@@ -39,9 +39,6 @@ static const char HELP[] =
     "      --repeat-penalty R penalize the last 64 tokens; 1 = off (default 1)\n"
     "      --seed S           random seed (default 0)\n" CLI_ENGINE_HELP;
 
-/* Llama-2's control-token texts: the template writes them, the tokenizer (parse_special) maps them to ids. */
-static const char LLAMA2_BOS[] = "<s>", LLAMA2_EOS[] = "</s>";
-
 typedef struct {
     const char *model_path, *system, *template_name;
     uint32_t n_predict;
@@ -125,24 +122,13 @@ static void transcript_truncate(transcript *t, size_t keep) {
     while (t->n > keep) free((char *)t->msgs[--t->n].content);
 }
 
-/* A growing byte buffer for the reply being streamed. */
-typedef struct {
-    char *s;
-    size_t len, cap;
-} reply_buf;
-
-static int reply_append(reply_buf *r, const char *bytes, size_t n) {
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = 2 * r->cap + n + 256;
-        char *grown = realloc(r->s, cap);
-        if (!grown) return -1;
-        r->s = grown;
-        r->cap = cap;
-    }
-    memcpy(r->s + r->len, bytes, n);
-    r->len += n;
-    r->s[r->len] = 0;
-    return 0;
+/* fkv_gen_params.on_token: show the piece and keep it for the transcript; a Ctrl-C stops the reply. */
+static bool show_piece(void *user, int32_t id, const char *piece, int len) {
+    (void)id;
+    if (chat_interrupted) return false;
+    fwrite(piece, 1, (size_t)len, stdout);
+    fflush(stdout);
+    return cli_collect_piece(user, id, piece, len);
 }
 
 typedef struct {
@@ -156,99 +142,58 @@ typedef struct {
     size_t n_fixed; /* messages /reset keeps: the system message */
 } chat_session;
 
-/* The whole transcript as prompt ids, with room for n_extra more (the generated ids, for the repetition
- * penalty's history); malloc'd, NULL after printing why. */
-static int32_t *render_prompt(chat_session *cs, uint32_t n_extra, int *n_ids) {
-    fkv_error err = {{0}};
-    char *text = NULL;
-    size_t len = 0;
-    if (chat_render(&cs->tmpl, cs->conv.msgs, cs->conv.n, true, LLAMA2_BOS, LLAMA2_EOS, &text, &len, &err)) {
-        fprintf(stderr, "flatkv chat: %s\n", err.msg);
-        return NULL;
-    }
-    /* A template that writes BOS itself gets no second one from the tokenizer. */
-    bool add_bos = !(cs->tmpl.family == CHAT_LLAMA2 && !strncmp(text, LLAMA2_BOS, strlen(LLAMA2_BOS)));
-    int n = fkv_tokenize(cs->m, text, len, add_bos, true, NULL, 0, &err);
-    int32_t *ids = n >= 0 ? malloc(sizeof(int32_t) * ((size_t)n + n_extra + 1)) : NULL;
-    if (ids && fkv_tokenize(cs->m, text, len, add_bos, true, ids, n, &err) != n) {
-        free(ids);
-        ids = NULL;
-    }
-    if (!ids) fprintf(stderr, "flatkv chat: cannot tokenize the conversation: %s\n", n < 0 ? err.msg : "out of memory");
-    free(text);
-    *n_ids = n;
-    return ids;
-}
-
 /* Answer the transcript's last user message: 0 after a reply (complete or cancelled), 1 when the turn
  * was refused (the user message is dropped), -1 on an engine failure (printed). */
 static int chat_turn(chat_session *cs, int turn) {
-    int n_prompt = 0;
-    int32_t *ids = render_prompt(cs, cs->n_predict, &n_prompt);
-    if (!ids) return -1;
-    if (n_prompt == 0 || (uint32_t)n_prompt >= cs->n_ctx) {
-        fprintf(stderr, "flatkv chat: the conversation is %d tokens and the context holds %u; /reset starts a new one\n",
+    fkv_error err = {{0}};
+    int32_t *prompt = NULL;
+    uint32_t n_prompt = 0;
+    if (chat_prompt_ids(cs->m, &cs->tmpl, cs->conv.msgs, cs->conv.n, &prompt, &n_prompt, &err)) {
+        fprintf(stderr, "flatkv chat: %s\n", err.msg);
+        return -1;
+    }
+    if (n_prompt == 0 || n_prompt >= cs->n_ctx) {
+        fprintf(stderr, "flatkv chat: the conversation is %u tokens and the context holds %u; /reset starts a new one\n",
                 n_prompt, cs->n_ctx);
-        free(ids);
+        free(prompt);
         return 1;
     }
-    fkv_error err = {{0}};
-    reply_buf reply = {0};
+    cli_text reply = {0};
     int rc = -1;
     uint32_t cached = 0;
     double t0 = cli_now_ms();
-    if (fkv_seq_prefill(cs->seq, ids, (uint32_t)n_prompt, cs->logits, &cached, &err)) {
+    if (fkv_seq_prefill(cs->seq, prompt, n_prompt, cs->logits, &cached, &err)) {
         fprintf(stderr, "flatkv chat: %s\n", err.msg);
         goto out;
     }
     double t1 = cli_now_ms();
-    /* Sampling needs no free position; every token but the last is decoded into the next one. */
-    uint32_t room = cs->n_ctx - (uint32_t)n_prompt + 1;
-    uint32_t n_max = cs->n_predict < room ? cs->n_predict : room;
-    int n_hist = n_prompt, n_gen = 0;
-    bool cancelled = false;
-    for (uint32_t step = 0; step < n_max; step++) {
-        if (chat_interrupted) {
-            cancelled = true;
-            break;
-        }
-        int32_t id = fkv_sampler_sample(cs->smp, cs->logits, ids, n_hist);
-        if (fkv_token_is_eog(cs->m, id)) break;
-        char piece[256];
-        int plen = fkv_token_piece(cs->m, ids[n_hist - 1], id, piece, sizeof piece);
-        if (plen > (int)sizeof piece) plen = (int)sizeof piece;
-        ids[n_hist++] = id;
-        n_gen++;
-        if (plen > 0) {
-            fwrite(piece, 1, (size_t)plen, stdout);
-            fflush(stdout);
-            if (reply_append(&reply, piece, (size_t)plen)) {
-                fprintf(stderr, "\nflatkv chat: out of memory\n");
-                goto out;
-            }
-        }
-        if (step + 1 == n_max) break;
-        if (fkv_seq_decode(cs->seq, id, cs->logits, &err)) {
-            fprintf(stderr, "\nflatkv chat: %s\n", err.msg);
-            goto out;
-        }
+    int32_t *out_ids = malloc(sizeof(int32_t) * (cs->n_predict ? cs->n_predict : 1));
+    fkv_gen_params gp = {.max_tokens = cs->n_predict, .sampler = cs->smp, .on_token = show_piece, .user = &reply};
+    fkv_gen_result res = {0};
+    int gen_rc = out_ids ? fkv_seq_generate(cs->seq, cs->logits, &gp, out_ids, &res, &err) : -1;
+    free(out_ids);
+    if (gen_rc) {
+        fprintf(stderr, "\nflatkv chat: %s\n", err.msg);
+        goto out;
     }
+    bool cancelled = res.cancelled && chat_interrupted;
+    int n_gen = (int)res.n_tokens;
     double t2 = cli_now_ms();
     chat_interrupted = 0;
     putchar('\n');
     fflush(stdout);
-    if (transcript_push(&cs->conv, "assistant", reply.s ? reply.s : "", reply.len)) {
+    if (transcript_push(&cs->conv, "assistant", reply.text ? reply.text : "", reply.len)) {
         fprintf(stderr, "flatkv chat: out of memory\n");
         goto out;
     }
     if (cancelled) fprintf(stderr, "flatkv chat: reply cancelled; the part written is kept\n");
-    fprintf(stderr, "[turn %d: prompt %d tokens, cached %u, new %u, prefill %.1f ms, generated %d tokens in %.1f ms (%.1f tok/s)]\n",
-            turn, n_prompt, cached, (uint32_t)n_prompt - cached, t1 - t0, n_gen, t2 - t1,
+    fprintf(stderr, "[turn %d: prompt %u tokens, cached %u, new %u, prefill %.1f ms, generated %d tokens in %.1f ms (%.1f tok/s)]\n",
+            turn, n_prompt, cached, n_prompt - cached, t1 - t0, n_gen, t2 - t1,
             t2 > t1 ? n_gen / ((t2 - t1) / 1e3) : 0.0);
     rc = 0;
 out:
-    free(reply.s);
-    free(ids);
+    cli_text_free(&reply);
+    free(prompt);
     return rc;
 }
 
@@ -259,6 +204,7 @@ static int chat_loop(chat_session *cs) {
     size_t line_cap = 0;
     int turn = 0, rc = 0;
     for (;;) {
+        if (chat_interrupted) break; /* Ctrl-C after a reply ended counts as Ctrl-C at the prompt */
         if (tty) {
             fputs("> ", stdout);
             fflush(stdout);

@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         int (*run)(int, char **);
-    } commands[] = {{"generate", cli_generate}, {"replay", cli_replay}, {"serve", cli_serve}, {"tokenize", cli_tokenize}, {"gen-model", cli_gen_model}};
+    } commands[] = {{"generate", cli_generate}, {"chat", cli_chat}, {"replay", cli_replay}, {"serve", cli_serve}, {"tokenize", cli_tokenize}, {"gen-model", cli_gen_model}};
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "flatkv: unknown command '%s' (see flatkv --help)\n", argv[1]);

@@ -262,6 +262,39 @@ static void test_render_refuses_unknown_roles_and_missing_content(void **state) 
     assert_null(out);
 }
 
+
+/* --- prompt ids: BOS exactly once --- */
+
+static void expect_one_bos(const fkv_model *m, chat_family f, const char *role0) {
+    chat_template t = family(f);
+    const chat_message msgs[] = {{role0, "Be kind."}, {"user", "Hi"}, {"assistant", " Hello."}, {"user", "<s>Bye"}};
+    fkv_error err = {{0}};
+    int32_t *ids = NULL;
+    uint32_t n = 0;
+    if (chat_prompt_ids(m, &t, msgs, N_OF(msgs), &ids, &n, &err)) fail_msg("chat_prompt_ids: %s", err.msg);
+    const int32_t bos = fkv_token_bos(m);
+    assert_true(n > 2);
+    assert_int_equal(ids[0], bos);
+    assert_int_not_equal(ids[1], bos);
+    /* Control-token texts in the rendering become their ids: LLAMA2's "<s>" between turns, and here the
+     * user's literal "<s>" too. */
+    int n_bos = 0;
+    for (uint32_t i = 0; i < n; i++) n_bos += ids[i] == bos;
+    assert_int_equal(n_bos, f == CHAT_LLAMA2 ? 3 : 2);
+    free(ids);
+}
+
+static void test_prompt_ids_start_with_exactly_one_bos(void **state) {
+    (void)state;
+    fkv_error err = {{0}};
+    fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
+    if (!m) fail_msg("%s", err.msg);
+    expect_one_bos(m, CHAT_LLAMA2, "system"); /* the template writes "<s>": the tokenizer adds none */
+    expect_one_bos(m, CHAT_PLAIN, "system");  /* the template writes none: the tokenizer adds it */
+    expect_one_bos(m, CHAT_CHATML, "system");
+    fkv_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chatml_renders_system_user_assistant_turns_like_qwen),
@@ -278,6 +311,7 @@ int main(void) {
         cmocka_unit_test(test_detection_of_llama2_plain_and_unknown_sources),
         cmocka_unit_test(test_a_template_can_be_chosen_by_name),
         cmocka_unit_test(test_render_refuses_unknown_roles_and_missing_content),
+        cmocka_unit_test(test_prompt_ids_start_with_exactly_one_bos),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
