@@ -292,6 +292,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         sched_job *j = st->job;
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) sched_job_cancel(j);
         pthread_mutex_lock(&j->mu);
+        /* A cancelled job ends at its next token; wait briefly so its work is logged and counted. */
+        for (int waited = 0; !j->done && waited < 1000; waited += LIVENESS_MS)
+            sched_job_wait_locked(j, SIZE_MAX, LIVENESS_MS);
         if (j->done && !j->error_status) {
             prompt = j->n_ids, cached = j->cached, generated = j->n_gen;
             metrics_count_completion(srv->metrics, prompt, cached, generated, j->prefill_ms, j->decode_ms);

@@ -1,0 +1,148 @@
+// common.mjs — what both server test programs share: starting `flatkv serve` on a free loopback port,
+// running `flatkv generate`, and counting checks.
+//
+// The binary comes from FLATKV_BIN and the model from FLATKV_SHARED (ctest sets both; by hand they default
+// to the Release build and ../shared beside the repository). Every wait is bounded: a hung server fails
+// the test instead of hanging CI, and servers still running when the program exits are killed.
+import { spawn, execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const BIN = process.env.FLATKV_BIN || resolve(repo, 'build/flatkv');
+export const SHARED = process.env.FLATKV_SHARED || resolve(repo, '../shared');
+export const MODEL = resolve(SHARED, 'models/stories260K.gguf');
+
+// A sanitizer build runs several times slower; every timeout below is sized for that, not for Release.
+export const START_MS = 60_000;
+export const REQUEST_MS = 60_000;
+export const STOP_MS = 30_000;
+
+for (const [what, path] of [['FLATKV_BIN', BIN], ['the model (FLATKV_SHARED)', MODEL]]) {
+  if (!existsSync(path)) {
+    console.error(`FAIL: ${what} not found at ${path}`);
+    process.exit(1);
+  }
+}
+
+// ---- checks -------------------------------------------------------------------------------------------
+
+let passed = 0;
+let failed = 0;
+
+/** Record one check: prints "ok" or "FAIL" with what was compared; a failure does not stop the program. */
+export function check(name, ok, detail = '') {
+  if (ok) passed++;
+  else failed++;
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}${detail ? ` — ${detail}` : ''}`);
+  return ok;
+}
+
+/** check() that a and b are equal (JSON-equal), showing both when they differ. */
+export function checkEqual(name, actual, expected) {
+  const a = JSON.stringify(actual);
+  const e = JSON.stringify(expected);
+  return check(name, a === e, a === e ? a.slice(0, 120) : `got ${a}, expected ${e}`);
+}
+
+/** Run the named sections in order; an exception fails its section and the rest still run. */
+export async function runSections(sections) {
+  for (const [name, fn] of sections) {
+    console.log(`\n== ${name}`);
+    try {
+      await fn();
+    } catch (e) {
+      check(`${name}: ran to the end`, false, e?.stack || String(e));
+    }
+  }
+}
+
+/** Print the closing count ("N passed, N failed") and exit 0 only when nothing failed. */
+export function finish() {
+  console.log(`\n${passed} passed, ${failed} failed`);
+  killAll();
+  process.exit(failed === 0 && passed > 0 ? 0 : 1);
+}
+
+// ---- servers ------------------------------------------------------------------------------------------
+
+const running = new Set();
+
+function killAll() {
+  for (const child of running) child.kill('SIGKILL');
+  running.clear();
+}
+process.on('exit', killAll);
+
+/**
+ * Start `flatkv serve -m MODEL --host 127.0.0.1 --port 0 ...extraArgs` and wait for its "listening on" line.
+ * Returns {url, port, log(), stop()}: log() is the server's stderr so far; stop() sends SIGTERM and
+ * resolves once the server exited, throwing unless it exited with status 0.
+ */
+export async function startServer(extraArgs = []) {
+  const args = ['serve', '-m', MODEL, '--host', '127.0.0.1', '--port', '0', ...extraArgs];
+  const child = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  running.add(child);
+  let stderr = '';
+  const exited = new Promise((res) =>
+    child.on('exit', (code, signal) => {
+      running.delete(child);
+      res({ code, signal });
+    }),
+  );
+  child.stderr.setEncoding('utf8');
+  const port = await new Promise((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`server did not listen within ${START_MS} ms:\n${stderr}`)), START_MS);
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr);
+      if (m) {
+        clearTimeout(timer);
+        res(Number(m[1]));
+      }
+    });
+    exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      rej(new Error(`server exited (code ${code}, signal ${signal}) before listening:\n${stderr}`));
+    });
+  });
+  const url = `http://127.0.0.1:${port}`;
+  console.log(`started: flatkv ${args.slice(3).join(' ')} → ${url}`);
+  return {
+    url,
+    port,
+    log: () => stderr,
+    async stop() {
+      child.kill('SIGTERM');
+      const timeout = new Promise((res) => setTimeout(() => res(null), STOP_MS).unref());
+      const result = await Promise.race([exited, timeout]);
+      if (!result) {
+        child.kill('SIGKILL');
+        throw new Error(`server on port ${port} did not exit within ${STOP_MS} ms of SIGTERM:\n${stderr}`);
+      }
+      if (result.code !== 0)
+        throw new Error(`server on port ${port} exited with code ${result.code} (signal ${result.signal}):\n${stderr}`);
+      console.log(`stopped: server on port ${port} exited 0 on SIGTERM`);
+    },
+  };
+}
+
+/** `flatkv generate -m MODEL -p prompt -n n --temp 0 --json`, parsed. */
+export function generate(prompt, n) {
+  return new Promise((res, rej) => {
+    execFile(
+      BIN,
+      ['generate', '-m', MODEL, '-p', prompt, '-n', String(n), '--temp', '0', '--json'],
+      { timeout: REQUEST_MS },
+      (err, stdout, stderr) => {
+        if (err) return rej(new Error(`flatkv generate failed: ${err.message}\n${stderr}`));
+        try {
+          res(JSON.parse(stdout));
+        } catch (e) {
+          rej(new Error(`flatkv generate printed no JSON: ${e.message}\n${stdout}`));
+        }
+      },
+    );
+  });
+}
