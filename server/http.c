@@ -161,7 +161,11 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
     oai_error e;
     st->job = sched_job_new();
     if (!st->job) return fail(c, st, 500, "server_error", NULL, NULL, "out of memory");
-    if (oai_parse(&srv->oai, kind, st->body ? st->body : "", st->len, &st->req, st->job, &e)) return send_error(c, st, &e);
+    if (oai_parse(&srv->oai, kind, st->body ? st->body : "", st->len, &st->req, st->job, &e)) {
+        sched_job_release(srv->sched, st->job); /* never queued: nothing to wait for */
+        st->job = NULL;
+        return send_error(c, st, &e);
+    }
     sched_submit(srv->sched, st->job);
     if (st->req.stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, st, NULL);
