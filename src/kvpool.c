@@ -1,0 +1,64 @@
+#include "kvpool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+kvpool *kvpool_new(uint32_t n_layers, uint32_t kv_dim, fkv_kv_type type, uint32_t block_rows, size_t budget_bytes,
+                   fkv_error *err) {
+    if (block_rows == 0 || block_rows % OPS_ATTN_TILE) {
+        err_set(err, "the KV block size %u must be a positive multiple of %d positions", block_rows, OPS_ATTN_TILE);
+        return NULL;
+    }
+    kvpool *p = calloc(1, sizeof *p);
+    if (!p) {
+        err_set(err, "out of memory for the KV pool");
+        return NULL;
+    }
+    p->type = type;
+    p->n_layers = n_layers;
+    p->kv_dim = kv_dim;
+    p->block_rows = block_rows;
+    p->row_bytes = (size_t)kv_dim * (type == FKV_KV_F16 ? sizeof(uint16_t) : sizeof(float));
+    p->block_bytes = (size_t)2 * n_layers * block_rows * p->row_bytes;
+    size_t n = budget_bytes / p->block_bytes;
+    p->n_blocks = n < 1 ? 1 : n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)n;
+    p->data = malloc(p->block_bytes * p->n_blocks);
+    p->free_list = malloc(sizeof(uint32_t) * p->n_blocks);
+    if (!p->data || !p->free_list) {
+        err_set(err, "out of memory for a KV pool of %u blocks of %zu bytes", p->n_blocks, p->block_bytes);
+        kvpool_free(p);
+        return NULL;
+    }
+    /* Popped from the end: block 0 is handed out first. */
+    for (uint32_t i = 0; i < p->n_blocks; i++) p->free_list[i] = p->n_blocks - 1 - i;
+    p->n_free = p->n_blocks;
+    return p;
+}
+
+void kvpool_free(kvpool *p) {
+    if (!p) return;
+    free(p->data);
+    free(p->free_list);
+    free(p);
+}
+
+int64_t kvpool_alloc(kvpool *p) { return p->n_free ? (int64_t)p->free_list[--p->n_free] : -1; }
+
+void kvpool_release(kvpool *p, uint32_t block) { p->free_list[p->n_free++] = block; }
+
+uint8_t *kvpool_k(const kvpool *p, uint32_t block, uint32_t layer, uint32_t row) {
+    return p->data + (size_t)block * p->block_bytes + ((size_t)2 * layer * p->block_rows + row) * p->row_bytes;
+}
+
+uint8_t *kvpool_v(const kvpool *p, uint32_t block, uint32_t layer, uint32_t row) {
+    return kvpool_k(p, block, layer, row) + (size_t)p->block_rows * p->row_bytes;
+}
+
+void kvpool_copy_rows(kvpool *p, uint32_t dst, uint32_t src, uint32_t n_rows) {
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        memcpy(kvpool_k(p, dst, l, 0), kvpool_k(p, src, l, 0), n_rows * p->row_bytes);
+        memcpy(kvpool_v(p, dst, l, 0), kvpool_v(p, src, l, 0), n_rows * p->row_bytes);
+    }
+}

@@ -1,0 +1,309 @@
+#include "prefix.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "err.h"
+
+struct prefix_node {
+    prefix_node *parent, *child, *sibling;
+    prefix_node *lru_prev, *lru_next; /* in the tree's evictable list while in_lru */
+    uint32_t block;
+    uint32_t n_tokens;
+    uint32_t n_prefill; /* rows [0, n_prefill) were written by a prefill */
+    uint32_t refs;
+    bool in_lru;
+    int32_t tokens[]; /* block_rows */
+};
+
+typedef struct {
+    uint64_t salt;
+    prefix_node *root; /* a sentinel: no block, no tokens */
+} salt_root;
+
+struct prefix_tree {
+    kvpool *pool;
+    uint32_t B;
+    salt_root *roots;
+    uint32_t n_roots;
+    prefix_node lru; /* sentinel of a circular list: lru.lru_next is the least recently used */
+    prefix_stats stats;
+};
+
+static prefix_node *node_new(const prefix_tree *t, prefix_node *parent, uint32_t block) {
+    prefix_node *n = calloc(1, sizeof *n + sizeof(int32_t) * t->B);
+    if (!n) return NULL;
+    n->parent = parent;
+    n->block = block;
+    if (parent) {
+        n->sibling = parent->child;
+        parent->child = n;
+    }
+    return n;
+}
+
+static void lru_remove(prefix_tree *t, prefix_node *n) {
+    (void)t;
+    if (!n->in_lru) return;
+    n->lru_prev->lru_next = n->lru_next;
+    n->lru_next->lru_prev = n->lru_prev;
+    n->in_lru = false;
+}
+
+/* Most recently used go last; `oldest` puts the node first (a parent freed up by evicting its child). */
+static void lru_add(prefix_tree *t, prefix_node *n, bool oldest) {
+    prefix_node *before = oldest ? t->lru.lru_next : &t->lru;
+    n->lru_next = before;
+    n->lru_prev = before->lru_prev;
+    before->lru_prev->lru_next = n;
+    before->lru_prev = n;
+    n->in_lru = true;
+}
+
+static bool is_root(const prefix_node *n) { return n->parent == NULL; }
+
+/* Unlink a childless node from its parent and free it with its block. */
+static void node_drop(prefix_tree *t, prefix_node *n) {
+    prefix_node **link = &n->parent->child;
+    while (*link != n) link = &(*link)->sibling;
+    *link = n->sibling;
+    lru_remove(t, n);
+    kvpool_release(t->pool, n->block);
+    free(n);
+}
+
+/* Evict the least recently used unreferenced leaf; false when there is none. */
+static bool evict_one(prefix_tree *t) {
+    prefix_node *victim = t->lru.lru_next;
+    if (victim == &t->lru) return false;
+    prefix_node *parent = victim->parent;
+    node_drop(t, victim);
+    t->stats.evictions++;
+    if (!is_root(parent) && parent->refs == 0 && !parent->child) lru_add(t, parent, true);
+    return true;
+}
+
+static int64_t alloc_block(prefix_tree *t, fkv_error *err) {
+    int64_t b;
+    while ((b = kvpool_alloc(t->pool)) < 0)
+        if (!evict_one(t))
+            return err_set(err, "the KV memory is full: all %u blocks of %u positions are in use by running "
+                           "sequences (raise --kv-mem or lower --parallel)", t->pool->n_blocks, t->B);
+    return b;
+}
+
+prefix_tree *prefix_new(kvpool *pool, fkv_error *err) {
+    prefix_tree *t = calloc(1, sizeof *t);
+    if (!t) {
+        err_set(err, "out of memory for the prefix tree");
+        return NULL;
+    }
+    t->pool = pool;
+    t->B = pool->block_rows;
+    t->lru.lru_next = t->lru.lru_prev = &t->lru;
+    return t;
+}
+
+static void subtree_free(prefix_tree *t, prefix_node *n) {
+    while (n->child) {
+        prefix_node *c = n->child;
+        n->child = c->sibling;
+        subtree_free(t, c);
+    }
+    if (!is_root(n)) kvpool_release(t->pool, n->block);
+    free(n);
+}
+
+void prefix_free(prefix_tree *t) {
+    if (!t) return;
+    for (uint32_t i = 0; i < t->n_roots; i++) subtree_free(t, t->roots[i].root);
+    free(t->roots);
+    free(t);
+}
+
+static prefix_node *root_for(prefix_tree *t, const char *salt) {
+    uint64_t h = salt && *salt ? XXH3_64bits(salt, strlen(salt)) : 0;
+    for (uint32_t i = 0; i < t->n_roots; i++)
+        if (t->roots[i].salt == h) return t->roots[i].root;
+    salt_root *grown = realloc(t->roots, sizeof *grown * (t->n_roots + 1));
+    prefix_node *root = grown ? node_new(t, NULL, 0) : NULL;
+    if (!root) {
+        if (grown) t->roots = grown;
+        return NULL;
+    }
+    t->roots = grown;
+    t->roots[t->n_roots++] = (salt_root){h, root};
+    return root;
+}
+
+static int seq_push(prefix_seq *s, prefix_node *n) {
+    if (s->n_nodes == s->cap) {
+        uint32_t cap = s->cap ? 2 * s->cap : 16;
+        prefix_node **grown = realloc(s->nodes, sizeof *grown * cap);
+        if (!grown) return -1;
+        s->nodes = grown;
+        s->cap = cap;
+    }
+    s->nodes[s->n_nodes++] = n;
+    return 0;
+}
+
+static void acquire(prefix_tree *t, prefix_node *n) {
+    lru_remove(t, n);
+    n->refs++;
+}
+
+/* How many leading ids of node n agree with ids[0..avail) (bounded by the prefill rows if asked). */
+static uint32_t node_agreement(const prefix_node *n, const int32_t *ids, uint32_t avail, bool bound) {
+    uint32_t limit = bound ? n->n_prefill : n->n_tokens, m = 0;
+    if (limit > avail) limit = avail;
+    while (m < limit && n->tokens[m] == ids[m]) m++;
+    return m;
+}
+
+int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint32_t n, const kvrec_policy *policy,
+                     bool cache, prefix_seq *seq, fkv_error *err) {
+    memset(seq, 0, sizeof *seq);
+    prefix_node *root = root_for(t, salt);
+    if (!root) return err_set(err, "out of memory for a cache salt");
+    const uint32_t B = t->B;
+
+    /* Walk the best path: descend through full nodes that agree entirely, stop inside the first that
+     * agrees partly (or is not full). */
+    prefix_node **walked = malloc(sizeof *walked * (n / B + 1)), *partial = NULL;
+    if (!walked) return err_set(err, "out of memory matching a prompt");
+    uint32_t n_walked = 0, partial_rows = 0;
+    prefix_node *node = root;
+    while (cache && n_walked * B < n) {
+        prefix_node *best = NULL;
+        uint32_t best_m = 0, pos = n_walked * B;
+        for (prefix_node *c = node->child; c; c = c->sibling) {
+            uint32_t m = node_agreement(c, ids + pos, n - pos, policy->bound_to_frontier);
+            if (m > best_m) best = c, best_m = m;
+        }
+        if (!best) break;
+        if (best_m < B) {
+            partial = best;
+            partial_rows = best_m;
+            break;
+        }
+        walked[n_walked++] = node = best;
+    }
+    uint32_t reusable = n_walked * B + partial_rows;
+    if (reusable > n - 1) reusable = n ? n - 1 : 0;
+    if (reusable < policy->min_reuse) reusable = 0;
+
+    /* Full blocks inside the reuse are shared as they are; the block the reuse ends in is the tail's
+     * source: a full node cut short, or the partly agreeing one. */
+    uint32_t n_full = reusable / B, keep = reusable % B;
+    prefix_node *tail_src = keep ? (n_full < n_walked ? walked[n_full] : partial) : NULL;
+    seq->root = root;
+    for (uint32_t d = 0; d < n_full; d++) {
+        acquire(t, walked[d]);
+        if (seq_push(seq, walked[d])) {
+            free(walked);
+            prefix_finish(t, seq);
+            return err_set(err, "out of memory for a sequence path");
+        }
+    }
+    prefix_node *parent = n_full ? walked[n_full - 1] : root;
+    free(walked);
+
+    /* The partly reused block: take it over when nobody else needs it as it is, else copy what is kept. */
+    if (keep) {
+        if (tail_src->refs == 0 && !tail_src->child && tail_src->n_tokens == keep) {
+            acquire(t, tail_src);
+            if (seq_push(seq, tail_src)) {
+                prefix_finish(t, seq);
+                return err_set(err, "out of memory for a sequence path");
+            }
+        } else {
+            tail_src->refs++; /* not evictable while it is copied from */
+            lru_remove(t, tail_src);
+            int64_t b = alloc_block(t, err);
+            prefix_node *copy = b >= 0 ? node_new(t, parent, (uint32_t)b) : NULL;
+            if (b >= 0 && !copy) kvpool_release(t->pool, (uint32_t)b);
+            if (copy) {
+                kvpool_copy_rows(t->pool, copy->block, tail_src->block, keep);
+                memcpy(copy->tokens, tail_src->tokens, sizeof(int32_t) * keep);
+                copy->n_tokens = keep;
+                copy->n_prefill = tail_src->n_prefill < keep ? tail_src->n_prefill : keep;
+                copy->refs = 1;
+            }
+            tail_src->refs--;
+            if (tail_src->refs == 0 && !tail_src->child) lru_add(t, tail_src, false);
+            if (!copy || seq_push(seq, copy)) {
+                if (copy && !copy->refs) node_drop(t, copy);
+                prefix_finish(t, seq);
+                return b < 0 ? -1 : err_set(err, "out of memory copying a shared block");
+            }
+        }
+    }
+    seq->n_pos = reusable;
+    if (reusable)
+        t->stats.hits++, t->stats.reused_tokens += reusable;
+    else
+        t->stats.misses++;
+    return reusable;
+}
+
+int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err) {
+    if (!n) return 0;
+    uint32_t last = (seq->n_pos + n - 1) / t->B;
+    while (seq->n_nodes <= last) {
+        prefix_node *parent = seq->n_nodes ? seq->nodes[seq->n_nodes - 1] : seq->root;
+        if (!parent) return err_set(err, "a sequence must be started before it is extended");
+        int64_t b = alloc_block(t, err);
+        if (b < 0) return -1;
+        prefix_node *node = node_new(t, parent, (uint32_t)b);
+        if (!node || seq_push(seq, node)) {
+            if (node) node_drop(t, node);
+            else kvpool_release(t->pool, (uint32_t)b);
+            return err_set(err, "out of memory for a KV block");
+        }
+        node->refs = 1;
+    }
+    return 0;
+}
+
+void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t n, bool by_prefill) {
+    for (uint32_t i = 0; i < n; i++, seq->n_pos++) {
+        prefix_node *node = seq->nodes[seq->n_pos / t->B];
+        uint32_t row = seq->n_pos % t->B;
+        node->tokens[row] = ids[i];
+        node->n_tokens = row + 1;
+        if (by_prefill && node->n_prefill == row) node->n_prefill = row + 1;
+    }
+}
+
+void prefix_finish(prefix_tree *t, prefix_seq *seq) {
+    for (uint32_t i = seq->n_nodes; i-- > 0;) {
+        prefix_node *node = seq->nodes[i];
+        if (--node->refs) continue;
+        if (node->n_tokens == 0 && !node->child)
+            node_drop(t, node);
+        else if (!node->child)
+            lru_add(t, node, false);
+    }
+    free(seq->nodes);
+    memset(seq, 0, sizeof *seq);
+}
+
+uint32_t prefix_block(const prefix_tree *t, const prefix_seq *seq, uint32_t p) { return seq->nodes[p / t->B]->block; }
+
+static void count_shared(const prefix_node *n, uint32_t *shared) {
+    for (const prefix_node *c = n->child; c; c = c->sibling) {
+        if (c->refs >= 2) (*shared)++;
+        count_shared(c, shared);
+    }
+}
+
+prefix_stats prefix_get_stats(const prefix_tree *t) {
+    prefix_stats s = t->stats;
+    s.blocks_free = t->pool->n_free;
+    s.blocks_in_use = t->pool->n_blocks - t->pool->n_free;
+    s.blocks_shared = 0;
+    for (uint32_t i = 0; i < t->n_roots; i++) count_shared(t->roots[i].root, &s.blocks_shared);
+    return s;
+}
