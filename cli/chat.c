@@ -32,12 +32,7 @@ static const char HELP[] =
     "      --system TEXT      system message opening the conversation\n"
     "      --chat-template T  chatml, llama2 or plain (default: from the model; plain when it has none)\n"
     "  -n, --n-predict N      most tokens per reply (default 256)\n"
-    "      --temp T           temperature; 0 = greedy (default 0.8)\n"
-    "      --top-k K          keep the K most likely tokens; 0 = off (default 40)\n"
-    "      --top-p P          keep the smallest set with probability >= P; 1 = off (default 0.95)\n"
-    "      --min-p P          drop tokens below P x the top probability; 0 = off (default 0.05)\n"
-    "      --repeat-penalty R penalize the last 64 tokens; 1 = off (default 1)\n"
-    "      --seed S           random seed (default 0)\n" CLI_ENGINE_HELP;
+    CLI_SAMPLING_HELP CLI_ENGINE_HELP;
 
 typedef struct {
     const char *model_path, *system, *template_name;
@@ -47,18 +42,15 @@ typedef struct {
 } chat_args;
 
 static int parse_args(int argc, char **argv, chat_args *a) {
-    enum { O_SYSTEM = 256, O_TEMPLATE, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED };
+    enum { O_SYSTEM = 256, O_TEMPLATE };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},          {"system", required_argument, 0, O_SYSTEM},
         {"chat-template", required_argument, 0, O_TEMPLATE}, {"n-predict", required_argument, 0, 'n'},
-        {"temp", required_argument, 0, O_TEMP},         {"top-k", required_argument, 0, O_TOPK},
-        {"top-p", required_argument, 0, O_TOPP},        {"min-p", required_argument, 0, O_MINP},
-        {"repeat-penalty", required_argument, 0, O_REP}, {"seed", required_argument, 0, O_SEED},
+        CLI_SAMPLING_OPTIONS,
         CLI_ENGINE_OPTIONS,                             {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *sub = "chat";
     int c;
-    uint32_t u;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":m:n:h", opts, NULL)) != -1) {
@@ -68,18 +60,9 @@ static int parse_args(int argc, char **argv, chat_args *a) {
         case O_SYSTEM: a->system = optarg; break;
         case O_TEMPLATE: a->template_name = optarg; break;
         case 'n': bad = cli_parse_u32(sub, "-n", optarg, 1, UINT32_MAX, &a->n_predict); break;
-        case O_TEMP: bad = cli_parse_float(sub, "--temp", optarg, 0.0f, 100.0f, &a->sp.temp); break;
-        case O_TOPK:
-            bad = cli_parse_u32(sub, "--top-k", optarg, 0, INT32_MAX, &u);
-            a->sp.top_k = (int32_t)u;
-            break;
-        case O_TOPP: bad = cli_parse_float(sub, "--top-p", optarg, 0.0f, 1.0f, &a->sp.top_p); break;
-        case O_MINP: bad = cli_parse_float(sub, "--min-p", optarg, 0.0f, 1.0f, &a->sp.min_p); break;
-        case O_REP: bad = cli_parse_float(sub, "--repeat-penalty", optarg, 0.01f, 100.0f, &a->sp.repeat_penalty); break;
-        case O_SEED: bad = cli_parse_u64(sub, "--seed", optarg, &a->sp.seed); break;
         case 'h': fputs(HELP, stdout); return 0;
         default:
-            bad = cli_engine_option(sub, c, optarg, &a->engine);
+            bad = cli_run_option(sub, c, optarg, &a->engine, &a->sp);
             if (bad == 0) return cli_bad_option(sub, argv);
             bad = bad < 0;
         }

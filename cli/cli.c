@@ -179,3 +179,25 @@ const char *cli_hex64(uint64_t v, char buf[17]) {
     snprintf(buf, 17, "%016llx", (unsigned long long)v);
     return buf;
 }
+
+static int sampling_option(const char *sub, int c, const char *arg, fkv_sampler_params *sp) {
+    uint32_t u;
+    switch (c) {
+    case CLI_O_TEMP: return cli_parse_float(sub, "--temp", arg, 0.0f, 100.0f, &sp->temp) ? -1 : 1;
+    case CLI_O_TOP_K:
+        if (cli_parse_u32(sub, "--top-k", arg, 0, INT32_MAX, &u)) return -1;
+        sp->top_k = (int32_t)u;
+        return 1;
+    case CLI_O_TOP_P: return cli_parse_float(sub, "--top-p", arg, 0.0f, 1.0f, &sp->top_p) ? -1 : 1;
+    case CLI_O_MIN_P: return cli_parse_float(sub, "--min-p", arg, 0.0f, 1.0f, &sp->min_p) ? -1 : 1;
+    case CLI_O_REPEAT_PENALTY:
+        return cli_parse_float(sub, "--repeat-penalty", arg, 0.01f, 100.0f, &sp->repeat_penalty) ? -1 : 1;
+    case CLI_O_SEED: return cli_parse_u64(sub, "--seed", arg, &sp->seed) ? -1 : 1;
+    default: return 0;
+    }
+}
+
+int cli_run_option(const char *sub, int c, const char *arg, fkv_seq_params *p, fkv_sampler_params *sp) {
+    int handled = cli_engine_option(sub, c, arg, p);
+    return handled || !sp ? handled : sampling_option(sub, c, arg, sp);
+}

@@ -39,6 +39,24 @@ enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PRE
     "      --no-prefix-cache  prefill every prompt from position 0 (FLATKV_PREFIX_CACHE=0)\n"                 \
     "      --prefill-rows R   prefill chunk grid in positions (FLATKV_PREFILL_ROWS)\n"                        \
     "      --cache-min K      smallest prefix reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64)\n"
+/* Sampling options for getopt_long tables: --temp --top-k --top-p --min-p --repeat-penalty --seed. */
+enum { CLI_O_TEMP = 1100, CLI_O_TOP_K, CLI_O_TOP_P, CLI_O_MIN_P, CLI_O_REPEAT_PENALTY, CLI_O_SEED };
+#define CLI_SAMPLING_OPTIONS                                                                                  \
+    {"temp", required_argument, 0, CLI_O_TEMP}, {"top-k", required_argument, 0, CLI_O_TOP_K},                \
+        {"top-p", required_argument, 0, CLI_O_TOP_P}, {"min-p", required_argument, 0, CLI_O_MIN_P},          \
+        {"repeat-penalty", required_argument, 0, CLI_O_REPEAT_PENALTY}, {"seed", required_argument, 0, CLI_O_SEED}
+#define CLI_SAMPLING_HELP                                                                                   \
+    "      --temp T           temperature; 0 = greedy (default 0.8)\n"                                        \
+    "      --top-k K          keep the K most likely tokens; 0 = off (default 40)\n"                          \
+    "      --top-p P          keep the smallest set with probability >= P; 1 = off (default 0.95)\n"          \
+    "      --min-p P          drop tokens below P x the top probability; 0 = off (default 0.05)\n"           \
+    "      --repeat-penalty R penalize the last 64 tokens; 1 = off (default 1)\n"                            \
+    "      --seed S           random seed (default 0)\n"
+
+/* Apply option c to the engine (CLI_O_THREADS...) or sampling (CLI_O_TEMP...) parameters: 1 when handled,
+ * 0 when c is neither, -1 after printing a bad value. sp may be NULL for commands that do not sample. */
+int cli_run_option(const char *sub, int c, const char *arg, fkv_seq_params *p, fkv_sampler_params *sp);
+
 /* Apply engine option c (one of CLI_O_*) to p: 1 when handled, 0 when c is not one, -1 after printing a bad
  * value. Flags beat the environment because p starts from fkv_seq_default_params. */
 int cli_engine_option(const char *sub, int c, const char *arg, fkv_seq_params *p);

@@ -15,12 +15,7 @@ static const char HELP[] =
     "  -p, --prompt TEXT      the prompt\n"
     "  -f, --file PATH        read the prompt from a file\n"
     "  -n, --n-predict N      tokens to generate (default 128)\n"
-    "      --temp T           temperature; 0 = greedy (default 0.8)\n"
-    "      --top-k K          keep the K most likely tokens; 0 = off (default 40)\n"
-    "      --top-p P          keep the smallest set with probability >= P; 1 = off (default 0.95)\n"
-    "      --min-p P          drop tokens below P x the top probability; 0 = off (default 0.05)\n"
-    "      --repeat-penalty R penalize the last 64 tokens; 1 = off (default 1)\n"
-    "      --seed S           random seed (default 0)\n"
+    CLI_SAMPLING_HELP
     "      --json             print one JSON object: prompt_tokens, tokens, text, logits_digest,\n"
     "                         prefill_ms, decode_ms\n" CLI_ENGINE_HELP;
 
@@ -33,18 +28,15 @@ typedef struct {
 } gen_args;
 
 static int parse_args(int argc, char **argv, gen_args *a) {
-    enum { O_TEMP = 256, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_JSON };
+    enum { O_JSON = 256 };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'},   {"n-predict", required_argument, 0, 'n'},
-        {"temp", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
-        {"top-p", required_argument, 0, O_TOPP}, {"min-p", required_argument, 0, O_MINP},
-        {"repeat-penalty", required_argument, 0, O_REP}, {"seed", required_argument, 0, O_SEED},
+        CLI_SAMPLING_OPTIONS,
         {"json", no_argument, 0, O_JSON}, CLI_ENGINE_OPTIONS,
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *sub = "generate";
     int c;
-    uint32_t u;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":m:p:f:n:h", opts, NULL)) != -1) {
@@ -54,19 +46,10 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         case 'p': a->text = optarg; break;
         case 'f': a->file = optarg; break;
         case 'n': bad = cli_parse_u32(sub, "-n", optarg, 0, UINT32_MAX, &a->n_predict); break;
-        case O_TEMP: bad = cli_parse_float(sub, "--temp", optarg, 0.0f, 100.0f, &a->sp.temp); break;
-        case O_TOPK:
-            bad = cli_parse_u32(sub, "--top-k", optarg, 0, INT32_MAX, &u);
-            a->sp.top_k = (int32_t)u;
-            break;
-        case O_TOPP: bad = cli_parse_float(sub, "--top-p", optarg, 0.0f, 1.0f, &a->sp.top_p); break;
-        case O_MINP: bad = cli_parse_float(sub, "--min-p", optarg, 0.0f, 1.0f, &a->sp.min_p); break;
-        case O_REP: bad = cli_parse_float(sub, "--repeat-penalty", optarg, 0.01f, 100.0f, &a->sp.repeat_penalty); break;
-        case O_SEED: bad = cli_parse_u64(sub, "--seed", optarg, &a->sp.seed); break;
         case O_JSON: a->json = 1; break;
         case 'h': fputs(HELP, stdout); return 0;
         default:
-            bad = cli_engine_option(sub, c, optarg, &a->engine);
+            bad = cli_run_option(sub, c, optarg, &a->engine, &a->sp);
             if (bad == 0) return cli_bad_option(sub, argv);
             bad = bad < 0;
         }
