@@ -7,15 +7,57 @@
 #include "err.h"
 
 static const char chat_qwen_default_system[] = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+static const char chat_llama3_date[] = "26 Jul 2024";
 
-chat_template chat_template_detect(const char *jinja_source) {
-    chat_template t = {CHAT_PLAIN, NULL, false};
-    if (!jinja_source) return t;
-    if (strstr(jinja_source, "<|im_start|>")) {
+/* Each family's name and the BOS/EOS texts its models' vocabularies usually have (NULL: it writes none). */
+static const struct {
+    chat_family family;
+    const char *name, *bos, *eos;
+} chat_families[] = {
+    {CHAT_CHATML, "chatml", NULL, NULL},
+    {CHAT_LLAMA2, "llama2", "<s>", "</s>"},
+    {CHAT_PLAIN, "plain", NULL, NULL},
+    {CHAT_LLAMA3, "llama3", "<|begin_of_text|>", NULL},
+    {CHAT_MISTRAL, "mistral", "<s>", "</s>"},
+    {CHAT_PHI3, "phi3", NULL, "<|endoftext|>"},
+    {CHAT_GEMMA, "gemma", "<bos>", NULL},
+    {CHAT_ZEPHYR, "zephyr", NULL, "</s>"},
+    {CHAT_DEEPSEEK, "deepseek", "<｜begin▁of▁sentence｜>", NULL},
+};
+#define CHAT_N_FAMILIES (sizeof chat_families / sizeof *chat_families)
+
+static size_t chat_family_index(chat_family f) {
+    size_t i = 0;
+    while (i + 1 < CHAT_N_FAMILIES && chat_families[i].family != f) i++;
+    return i;
+}
+
+chat_template chat_template_detect(const char *src) {
+    chat_template t = {CHAT_PLAIN, NULL, false, NULL, CHAT_MISTRAL_V3, false};
+    if (!src) return t;
+    if (strstr(src, "<｜User｜>")) {
+        t.family = CHAT_DEEPSEEK;
+    } else if (strstr(src, "<|start_header_id|>")) {
+        t.family = CHAT_LLAMA3;
+        if (strstr(src, "Today Date: ")) t.date_string = chat_llama3_date;
+    } else if (strstr(src, "<|im_start|>")) {
         t.family = CHAT_CHATML;
-        if (strstr(jinja_source, chat_qwen_default_system)) t.default_system = chat_qwen_default_system;
-    } else if (strstr(jinja_source, "[INST]")) {
-        t.family = CHAT_LLAMA2;
+        if (strstr(src, chat_qwen_default_system)) t.default_system = chat_qwen_default_system;
+    } else if (strstr(src, "<start_of_turn>")) {
+        t.family = CHAT_GEMMA;
+        t.fold_system = strstr(src, "first_user_prefix") != NULL;
+    } else if (strstr(src, "<|user|>")) {
+        t.family = strstr(src, "<|end|>") ? CHAT_PHI3 : CHAT_ZEPHYR;
+    } else if (strstr(src, "[INST]")) {
+        if (strstr(src, "<<SYS>>")) {
+            t.family = CHAT_LLAMA2;
+        } else {
+            t.family = CHAT_MISTRAL;
+            if (strstr(src, "\"[INST]\" +") || strstr(src, "'[INST]' +"))
+                t.mistral = CHAT_MISTRAL_TEKKEN;
+            else if (strstr(src, "' [/INST]'") || strstr(src, "\" [/INST]\""))
+                t.mistral = CHAT_MISTRAL_V1;
+        }
     } else {
         t.family = CHAT_CHATML;
         t.guessed = true;
@@ -24,16 +66,15 @@ chat_template chat_template_detect(const char *jinja_source) {
 }
 
 int chat_template_by_name(const char *name, chat_template *out, fkv_error *err) {
-    static const struct {
-        const char *name;
-        chat_family family;
-    } names[] = {{"chatml", CHAT_CHATML}, {"llama2", CHAT_LLAMA2}, {"plain", CHAT_PLAIN}};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (!strcmp(name, names[i].name)) {
-            *out = (chat_template){names[i].family, NULL, false};
+    for (size_t i = 0; i < CHAT_N_FAMILIES; i++)
+        if (!strcmp(name, chat_families[i].name)) {
+            chat_family f = chat_families[i].family;
+            *out = (chat_template){f, NULL, false, f == CHAT_LLAMA3 ? chat_llama3_date : NULL, CHAT_MISTRAL_V3, false};
             return 0;
         }
-    return err_set(err, "chat template '%s' is not one of chatml, llama2, plain", name);
+    return err_set(err, "chat template '%s' is not one of chatml, llama2, llama3, mistral, phi3, gemma, zephyr, "
+                        "deepseek, plain",
+                   name);
 }
 
 /* --- a growing string --- */
@@ -169,6 +210,186 @@ static void chat_render_plain(const chat_message *msgs, size_t n, bool add_gener
     if (add_generation_prompt) chat_put(b, "Assistant:");
 }
 
+static void chat_put_header(chat_buf *b, const char *role) {
+    chat_put(b, "<|start_header_id|>");
+    chat_put(b, role);
+    chat_put(b, "<|end_header_id|>\n\n");
+}
+
+static void chat_render_llama3(const chat_template *t, const chat_message *msgs, size_t n, const char *bos,
+                               chat_buf *b) {
+    if (t->date_string) {
+        chat_put(b, bos);
+        chat_put_header(b, "system");
+        chat_put(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
+        chat_put(b, t->date_string);
+        chat_put(b, "\n\n");
+        if (n > 0 && chat_role_is(&msgs[0], "system")) {
+            chat_put_stripped(b, msgs[0].content);
+            msgs++, n--;
+        }
+        chat_put(b, "<|eot_id|>");
+    } else if (n > 0) {
+        chat_put(b, bos); /* Llama-3.0 writes it with the first message */
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (t->date_string && chat_role_is(&msgs[i], "tool")) {
+            chat_put_header(b, "ipython");
+            chat_put(b, msgs[i].content);
+        } else {
+            chat_put_header(b, msgs[i].role);
+            chat_put_stripped(b, msgs[i].content);
+        }
+        chat_put(b, "<|eot_id|>");
+    }
+}
+
+static int chat_render_mistral(const chat_template *t, const chat_message *msgs, size_t n, const char *bos,
+                               const char *eos, chat_buf *b, fkv_error *err) {
+    static const struct chat_mistral_form {
+        const char *open, *close;
+        bool spaced_reply; /* " " + strip(reply) rather than the reply verbatim */
+    } forms[] = {
+        [CHAT_MISTRAL_V3] = {"[INST] ", "[/INST]", true},
+        [CHAT_MISTRAL_TEKKEN] = {"[INST]", "[/INST]", false},
+        [CHAT_MISTRAL_V1] = {"[INST] ", " [/INST]", false},
+    };
+    const bool v1 = t->mistral == CHAT_MISTRAL_V1;
+    const struct chat_mistral_form *v = &forms[t->mistral];
+    const char *system = NULL;
+    size_t first = 0;
+    if (!v1 && n > 0 && chat_role_is(&msgs[0], "system")) system = msgs[first++].content;
+    for (size_t i = first; i < n; i++) {
+        if (chat_role_is(&msgs[i], "tool"))
+            return err_set(err, "chat_render: message %zu is a tool result, which Mistral's template renders only "
+                                "with a 9-character tool_call_id that chat_message does not carry",
+                           i);
+        if (chat_role_is(&msgs[i], "user") != ((i - first) % 2 == 0) || chat_role_is(&msgs[i], "system"))
+            return err_set(err, "chat_render: message %zu is '%s' but Mistral's template needs roles to alternate "
+                                "user/assistant starting with user%s",
+                           i, msgs[i].role, v1 ? ", with no system message" : " after an optional system message");
+    }
+    chat_put(b, bos);
+    for (size_t i = first; i < n; i++) {
+        if (chat_role_is(&msgs[i], "user")) {
+            chat_put(b, v->open);
+            if (system && i + 1 == n) { /* the system text goes with the last message, when it is a user's */
+                chat_put(b, system);
+                chat_put(b, "\n\n");
+            }
+            chat_put(b, msgs[i].content);
+            chat_put(b, v->close);
+        } else {
+            if (v->spaced_reply) {
+                chat_put(b, " ");
+                chat_put_stripped(b, msgs[i].content);
+            } else {
+                chat_put(b, msgs[i].content);
+            }
+            chat_put(b, eos);
+        }
+    }
+    return 0;
+}
+
+static void chat_render_phi3(const chat_message *msgs, size_t n, bool add_generation_prompt, const char *eos,
+                             chat_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "tool") || (chat_role_is(m, "system") && !*m->content)) continue;
+        chat_put(b, "<|");
+        chat_put(b, m->role);
+        chat_put(b, "|>\n");
+        chat_put(b, m->content);
+        chat_put(b, "<|end|>\n");
+    }
+    chat_put(b, add_generation_prompt ? "<|assistant|>\n" : eos);
+}
+
+static int chat_render_gemma(const chat_template *t, const chat_message *msgs, size_t n, bool add_generation_prompt,
+                             const char *bos, chat_buf *b, fkv_error *err) {
+    const char *system = NULL;
+    size_t first = 0;
+    if (n > 0 && chat_role_is(&msgs[0], "system")) {
+        if (!t->fold_system)
+            return err_set(err, "chat_render: message 0 is a system message, which Gemma-2's template refuses "
+                                "(\"System role not supported\")");
+        system = msgs[first++].content;
+    }
+    for (size_t i = first; i < n; i++)
+        if (chat_role_is(&msgs[i], "user") != ((i - first) % 2 == 0))
+            return err_set(err, "chat_render: message %zu is '%s' but Gemma's template needs roles to alternate "
+                                "user/assistant starting with user",
+                           i, msgs[i].role);
+    chat_put(b, bos);
+    for (size_t i = first; i < n; i++) {
+        chat_put(b, "<start_of_turn>");
+        chat_put(b, chat_role_is(&msgs[i], "assistant") ? "model" : msgs[i].role);
+        chat_put(b, "\n");
+        if (system && i == first) {
+            chat_put(b, system);
+            chat_put(b, "\n\n");
+        }
+        chat_put_stripped(b, msgs[i].content);
+        chat_put(b, "<end_of_turn>\n");
+    }
+    if (add_generation_prompt) chat_put(b, "<start_of_turn>model\n");
+    return 0;
+}
+
+static void chat_render_zephyr(const chat_message *msgs, size_t n, bool add_generation_prompt, const char *eos,
+                               chat_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        if (chat_role_is(&msgs[i], "tool")) continue;
+        chat_put(b, "<|");
+        chat_put(b, msgs[i].role);
+        chat_put(b, "|>\n");
+        chat_put(b, msgs[i].content);
+        chat_put(b, eos);
+        chat_put(b, "\n");
+    }
+    if (add_generation_prompt && n > 0) chat_put(b, "<|assistant|>\n"); /* written inside its message loop */
+}
+
+static void chat_render_deepseek(const chat_message *msgs, size_t n, bool add_generation_prompt, const char *bos,
+                                 chat_buf *b) {
+    static const char eos[] = "<｜end▁of▁sentence｜>", think_end[] = "</think>";
+    chat_put(b, bos);
+    const char *system = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (chat_role_is(&msgs[i], "system")) system = msgs[i].content;
+    if (system) chat_put(b, system);
+    bool in_outputs = false, first_output = true;
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "user")) {
+            in_outputs = false;
+            chat_put(b, "<｜User｜>");
+            chat_put(b, m->content);
+        } else if (chat_role_is(m, "assistant")) {
+            if (in_outputs) {
+                chat_put(b, "<｜tool▁outputs▁end｜>");
+                chat_put(b, m->content);
+                in_outputs = false;
+            } else {
+                const char *reply = m->content, *end;
+                while ((end = strstr(reply, think_end))) reply = end + strlen(think_end); /* the past reasoning goes */
+                chat_put(b, "<｜Assistant｜>");
+                chat_put(b, reply);
+            }
+            chat_put(b, eos);
+        } else if (chat_role_is(m, "tool")) {
+            in_outputs = true;
+            chat_put(b, first_output ? "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>" : "\n<｜tool▁output▁begin｜>");
+            chat_put(b, m->content);
+            chat_put(b, "<｜tool▁output▁end｜>");
+            first_output = false;
+        }
+    }
+    if (in_outputs) chat_put(b, "<｜tool▁outputs▁end｜>");
+    else if (add_generation_prompt) chat_put(b, "<｜Assistant｜><think>\n");
+}
+
 int chat_render(const chat_template *t, const chat_message *messages, size_t n, bool add_generation_prompt,
                 const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err) {
     static const char *const roles[] = {"system", "user", "assistant", "tool"};
@@ -180,20 +401,32 @@ int chat_render(const chat_template *t, const chat_message *messages, size_t n, 
                            messages[i].role ? messages[i].role : "(null)");
         if (!messages[i].content) return err_set(err, "chat_render: message %zu (%s) has no content", i, messages[i].role);
     }
+    size_t f = chat_family_index(t->family);
+    const char *bos = bos_text ? bos_text : chat_families[f].bos ? chat_families[f].bos : "";
+    const char *eos = eos_text ? eos_text : chat_families[f].eos ? chat_families[f].eos : "";
     chat_buf b = {0};
     chat_put(&b, ""); /* an empty conversation still gives a string */
+    int rc = 0;
     switch (t->family) {
     case CHAT_CHATML:
         chat_render_chatml(t, messages, n, &b);
         if (add_generation_prompt) chat_put(&b, "<|im_start|>assistant\n");
         break;
-    case CHAT_LLAMA2:
-        if (chat_render_llama2(messages, n, bos_text ? bos_text : "", eos_text ? eos_text : "", &b, err)) {
-            free(b.s);
-            return -1;
-        }
-        break;
+    case CHAT_LLAMA2: rc = chat_render_llama2(messages, n, bos, eos, &b, err); break;
     case CHAT_PLAIN: chat_render_plain(messages, n, add_generation_prompt, &b); break;
+    case CHAT_LLAMA3:
+        chat_render_llama3(t, messages, n, bos, &b);
+        if (add_generation_prompt) chat_put_header(&b, "assistant");
+        break;
+    case CHAT_MISTRAL: rc = chat_render_mistral(t, messages, n, bos, eos, &b, err); break;
+    case CHAT_PHI3: chat_render_phi3(messages, n, add_generation_prompt, eos, &b); break;
+    case CHAT_GEMMA: rc = chat_render_gemma(t, messages, n, add_generation_prompt, bos, &b, err); break;
+    case CHAT_ZEPHYR: chat_render_zephyr(messages, n, add_generation_prompt, eos, &b); break;
+    case CHAT_DEEPSEEK: chat_render_deepseek(messages, n, add_generation_prompt, bos, &b); break;
+    }
+    if (rc) {
+        free(b.s);
+        return -1;
     }
     if (b.oom) {
         free(b.s);
@@ -204,13 +437,27 @@ int chat_render(const chat_template *t, const chat_message *messages, size_t n, 
     return 0;
 }
 
+/* text when the vocabulary has it as one token (BOS, or an end-of-generation token); "" otherwise, so that a
+ * family chosen for a model of another vocabulary writes no stray text where its template has a control
+ * token. */
+static const char *chat_vocab_text(const fkv_model *m, const char *text, bool is_bos) {
+    if (!text) return "";
+    int32_t ids[2];
+    fkv_error ignored = {{0}};
+    int n = fkv_tokenize(m, text, strlen(text), false, true, ids, 2, &ignored);
+    bool single = n == 1 && (is_bos ? ids[0] == fkv_token_bos(m) : fkv_token_is_eog(m, ids[0]));
+    return single ? text : "";
+}
+
 int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_message *messages, size_t n,
                     int32_t **ids, uint32_t *n_ids, fkv_error *err) {
-    static const char bos[] = "<s>", eos[] = "</s>";
+    size_t f = chat_family_index(t->family);
+    const char *bos = chat_vocab_text(m, chat_families[f].bos, true);
+    const char *eos = chat_vocab_text(m, chat_families[f].eos, false);
     char *text = NULL;
     size_t len = 0;
     if (chat_render(t, messages, n, true, bos, eos, &text, &len, err)) return -1;
-    bool add_bos = !(t->family == CHAT_LLAMA2 && !strncmp(text, bos, strlen(bos)));
+    bool add_bos = !(*bos && !strncmp(text, bos, strlen(bos)));
     int count = fkv_tokenize(m, text, len, add_bos, true, NULL, 0, err);
     *ids = count >= 0 ? malloc(sizeof(int32_t) * (size_t)(count ? count : 1)) : NULL;
     if (*ids && fkv_tokenize(m, text, len, add_bos, true, *ids, count, err) != count) {

@@ -6,7 +6,9 @@
  * must be exactly what the model's own Jinja template gives (anything else is a different prompt), and
  * it must be prefix-stable: the rendering of turns 1..k with the generation prompt, followed by the
  * reply the model wrote, must be a prefix of the rendering of turns 1..k+1 — then the KV of the last turn
- * (prompt + generated tokens) is reused as far as re-tokenization agrees. Jinja is not interpreted here:
+ * (prompt + generated tokens) is reused as far as re-tokenization agrees. Where a template itself rewrites
+ * history (DEEPSEEK always, MISTRAL with a system message: see below) the rendering does too, exactly,
+ * and reuse breaks where the template's does. Jinja is not interpreted here:
  * the few template families in wide use are written out in C, each following its source line by line.
  *
  * The families (what chat_render writes; [x] is optional, `+` concatenates, no other whitespace):
@@ -28,10 +30,64 @@
  *     system/tool at an odd index: nothing (the template has no branch for them).
  *     There is no generation prompt: a rendering ending in a user message already ends in " [/INST]".
  *   strip() removes ASCII whitespace (Python's str.strip also removes Unicode spaces; the difference
- *   matters only for content that begins or ends with them). Prefix-stable when the reply is
- *   " " + strip(reply) — what a SentencePiece model writes, since its first piece carries the space.
- *   Mistral's "[INST]" templates differ from this in whitespace; they are detected as LLAMA2 (the closest
- *   family) but not rendered exactly.
+ *   matters only for content that begins or ends with them; the same holds for every family's strip).
+ *   Prefix-stable when the reply is " " + strip(reply) — what a SentencePiece model writes, since its
+ *   first piece carries the space.
+ * - CHAT_LLAMA3 — Llama-3.1/3.2/3.3-Instruct's template (../shared/templates/meta-llama-Llama-3.*.jinja)
+ *   without tools, and Llama-3.0's (date_string NULL):
+ *     bos_text
+ *     3.1+ only: "<|start_header_id|>system<|end_header_id|>\n\n" + "Cutting Knowledge Date: December 2023\n"
+ *       + "Today Date: " + date_string + "\n\n" + [strip(messages[0]) when a system message] + "<|eot_id|>"
+ *       (written even without a system message; a leading system message goes only here)
+ *     tool (3.1+): "<|start_header_id|>ipython<|end_header_id|>\n\n" + content + "<|eot_id|>"   (no strip)
+ *     other messages: "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + strip(content) + "<|eot_id|>"
+ *     generation prompt: "<|start_header_id|>assistant<|end_header_id|>\n\n"
+ *   Llama-3.0 writes bos_text before the first message only and gives tool messages the "tool" header.
+ *   date_string is the templates' own fallback "26 Jul 2024": 3.2's template writes today's date when the
+ *   renderer defines strftime_now, which would change the prompt's 10th token every midnight and break
+ *   reuse. Prefix-stable for replies without leading or trailing whitespace.
+ * - CHAT_MISTRAL — Mistral-Instruct's "[INST]" templates, in one of three whitespace variants:
+ *     V3 (Mistral-7B-Instruct-v0.3):   user "[INST] " + c + "[/INST]"    assistant " " + strip(c) + eos_text
+ *     TEKKEN (../shared/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja):
+ *                                      user "[INST]" + c + "[/INST]"     assistant c + eos_text
+ *     V1 (v0.1/v0.2 as first released): user "[INST] " + c + " [/INST]"  assistant c + eos_text
+ *   preceded by bos_text once; after an optional leading system message (V1: none), roles must
+ *   alternate user/assistant starting with user (the templates raise otherwise). V3/TEKKEN write the
+ *   system text only in the LAST message, when it is a user's: "[INST]" (V3: "[INST] ") + system + "\n\n"
+ *   + c + "[/INST]" — so with a system message they REWRITE HISTORY (the text moves to each new user
+ *   message and reuse breaks inside the first instruction). Without one they are prefix-stable (V3 for
+ *   replies " " + strip(reply), as LLAMA2; TEKKEN/V1 for any reply). Tool messages are refused: the
+ *   templates require a 9-character tool_call_id, which chat_message does not carry. No generation
+ *   prompt.
+ * - CHAT_PHI3 — Phi-3/3.5-mini-instruct's (../shared/templates/microsoft-Phi-3.5-mini-instruct.jinja):
+ *     system (non-empty only)/user/assistant: "<|" + role + "|>\n" + content + "<|end|>\n"
+ *     tool: nothing (the template has no branch for it)
+ *     generation prompt: "<|assistant|>\n"; without it the rendering ends in eos_text
+ *   Prefix-stable for any reply.
+ * - CHAT_GEMMA — Gemma-2's (../shared/templates/google-gemma-2-2b-it.jinja) and Gemma-3's:
+ *     bos_text, then for message i (roles must alternate user, other, user...; the template raises):
+ *     "<start_of_turn>" + ("model" for assistant, else role) + "\n" + strip(content) + "<end_of_turn>\n"
+ *     generation prompt: "<start_of_turn>model\n"
+ *   A leading system message is refused (Gemma-2: "System role not supported"), or with fold_system
+ *   (Gemma-3's template) written as content + "\n\n" before the first message's stripped content.
+ *   Prefix-stable for replies without leading or trailing whitespace.
+ * - CHAT_ZEPHYR — HuggingFaceH4/zephyr-7b-beta's (its newlines are output: HF renders with trim_blocks):
+ *     system/user/assistant: "<|" + role + "|>\n" + content + eos_text + "\n";  tool: nothing
+ *     generation prompt (after at least one message): "<|assistant|>\n"
+ *   Prefix-stable for any reply.
+ * - CHAT_DEEPSEEK — DeepSeek-R1-Distill's (../shared/templates/deepseek-ai-DeepSeek-R1-Distill-*.jinja):
+ *     bos_text + the LAST system message's content (system messages are written nowhere else), then
+ *     user: "<｜User｜>" + content
+ *     assistant: "<｜Assistant｜>" + (the text after the last "</think>" of content, or all of it)
+ *                + "<｜end▁of▁sentence｜>"; right after tool messages: "<｜tool▁outputs▁end｜>" + content
+ *                + "<｜end▁of▁sentence｜>" instead
+ *     tool: the conversation's first: "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>" + content
+ *           + "<｜tool▁output▁end｜>"; later ones: "\n<｜tool▁output▁begin｜>" + content + "<｜tool▁output▁end｜>"
+ *     end: "<｜tool▁outputs▁end｜>" when the last message is a tool message; otherwise the generation
+ *          prompt "<｜Assistant｜><think>\n"
+ *   NOT prefix-stable: the template REWRITES HISTORY. A past reply loses "<think>\n" and its reasoning
+ *   (everything up to "</think>"), so reuse breaks right after the "<｜Assistant｜>" of the first past
+ *   reply; a new or changed system message rewrites the very start.
  * - CHAT_PLAIN — for base models with no template (e.g. stories260K); this project's own format:
  *     system: content + "\n\n"
  *     user: "User: " + content + "\n"
@@ -42,9 +98,15 @@
  *   Prefix-stable for any reply. No trailing space in the generation prompt: a SentencePiece tokenizer
  *   would make it a lone "▁" token the model rarely saw before a word.
  *
- * BOS/EOS: only LLAMA2 writes them, as the texts passed in (bos_text/eos_text: the vocabulary's control
- * token texts, "<s>" and "</s>" for Llama-2); the caller tokenizes with control-token parsing on and adds
- * no second BOS. CHATML and PLAIN write none: the caller adds BOS as the model's tokenizer says.
+ * Hermes-2-Pro/Hermes-3 are CHATML (no default system). Their templates render tool results as a "tool"
+ * turn rather than Qwen's "user" turn; that difference is not written here (Qwen's form is used).
+ *
+ * BOS/EOS: LLAMA2, LLAMA3, MISTRAL, GEMMA and DEEPSEEK write bos_text as their templates write bos_token
+ * (LLAMA2, MISTRAL, PHI3 and ZEPHYR write eos_text too); CHATML, PHI3, ZEPHYR and PLAIN write no BOS and
+ * the caller adds it as the model's tokenizer says. chat_prompt_ids passes each family's usual texts
+ * ("<s>"/"</s>", "<|begin_of_text|>", "<bos>", "<｜begin▁of▁sentence｜>", Phi-3's "<|endoftext|>") when the
+ * vocabulary has them as single tokens, "" otherwise, and has the tokenizer add BOS only when the
+ * rendering does not already begin with it: BOS exactly once, whichever side writes it.
  *
  * Thread-safety: pure functions; the returned strings are the caller's.
  */
@@ -56,7 +118,19 @@
 
 #include "flatkv.h"
 
-typedef enum { CHAT_CHATML = 0, CHAT_LLAMA2 = 1, CHAT_PLAIN = 2 } chat_family;
+typedef enum {
+    CHAT_CHATML = 0,
+    CHAT_LLAMA2 = 1,
+    CHAT_PLAIN = 2,
+    CHAT_LLAMA3 = 3,
+    CHAT_MISTRAL = 4,
+    CHAT_PHI3 = 5,
+    CHAT_GEMMA = 6,
+    CHAT_ZEPHYR = 7,
+    CHAT_DEEPSEEK = 8,
+} chat_family;
+
+typedef enum { CHAT_MISTRAL_V3 = 0, CHAT_MISTRAL_TEKKEN = 1, CHAT_MISTRAL_V1 = 2 } chat_mistral_variant;
 
 typedef struct {
     const char *role; /* "system", "user", "assistant" or "tool" */
@@ -69,26 +143,37 @@ typedef struct {
                                  * none (Qwen2.5's); NULL: none. Static storage. */
     bool guessed;               /* the source was not recognized: family is the CHATML fallback, and the
                                  * caller should say so */
+    const char *date_string;    /* LLAMA3: the "Today Date" of the 3.1+ system header; NULL: Llama-3.0's
+                                 * template, which has none. Static storage. */
+    chat_mistral_variant mistral; /* MISTRAL: the whitespace variant */
+    bool fold_system;           /* GEMMA: a leading system message is folded into the first turn (Gemma-3)
+                                 * rather than refused (Gemma-2) */
 } chat_template;
 
-/* The family of a Jinja template source (tokenizer.chat_template): "<|im_start|>" → CHATML (with Qwen2.5's
- * default system text when the source carries it), "[INST]" → LLAMA2, NULL → PLAIN (a base model), anything
- * else → CHATML with guessed set. */
+/* The family of a Jinja template source (tokenizer.chat_template), by the control texts it writes:
+ * "<｜User｜>" → DEEPSEEK, "<|start_header_id|>" → LLAMA3 (3.1+ when it writes "Today Date: "),
+ * "<|im_start|>" → CHATML (with Qwen2.5's default system text when the source carries it),
+ * "<start_of_turn>" → GEMMA, "<|user|>" → PHI3 when it writes "<|end|>", else ZEPHYR, "[INST]" → LLAMA2
+ * when it writes "<<SYS>>", else MISTRAL (variant from its "[INST]"/"[/INST]" spacing), NULL → PLAIN (a
+ * base model), anything else → CHATML with guessed set. */
 chat_template chat_template_detect(const char *jinja_source);
 
-/* The family named "chatml", "llama2" or "plain" (a command-line override; no default system text);
- * 0, or -1 with err naming the unknown name. */
+/* The family named "chatml", "llama2", "llama3" (3.1+), "mistral" (V3), "phi3", "gemma" (Gemma-2),
+ * "zephyr", "deepseek" or "plain" (a command-line override; no default system text); 0, or -1 with err
+ * naming the unknown name. */
 int chat_template_by_name(const char *name, chat_template *out, fkv_error *err);
 
 /* Render messages[0..n) as the family's template does, with the generation prompt when
- * add_generation_prompt. bos_text/eos_text: LLAMA2's BOS/EOS texts (may be NULL for the other families).
- * *out: a malloc'd NUL-terminated string, its length in *len (may be NULL). 0, or -1 with err naming the
- * message at fault (an unknown role, NULL content, LLAMA2's role alternation broken) or out of memory. */
+ * add_generation_prompt. bos_text/eos_text: the vocabulary's BOS/EOS texts for the families that write
+ * them; NULL: the family's usual text (see BOS/EOS above). *out: a malloc'd NUL-terminated string, its
+ * length in *len (may be NULL). 0, or -1 with err naming the message at fault (an unknown role, NULL
+ * content, a role order or role the family's template raises on) or out of memory. */
 int chat_render(const chat_template *t, const chat_message *messages, size_t n, bool add_generation_prompt,
                 const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err);
 
-/* The prompt ids of messages[0..n) for model m: rendered with the generation prompt, tokenized with
- * control-token parsing on, BOS added unless the template wrote it (LLAMA2 writes the vocabulary's "<s>").
+/* The prompt ids of messages[0..n) for model m: rendered with the generation prompt and the family's
+ * BOS/EOS texts where the vocabulary has them, tokenized with control-token parsing on, BOS added unless
+ * the rendering begins with it.
  * *ids malloc'd. 0, or -1 with err. */
 int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_message *messages, size_t n,
                     int32_t **ids, uint32_t *n_ids, fkv_error *err);

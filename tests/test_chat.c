@@ -21,7 +21,7 @@ static char *render(const chat_template *t, const chat_message *msgs, size_t n, 
     fkv_error err = {{0}};
     char *out = NULL;
     size_t len = 0;
-    if (chat_render(t, msgs, n, gen, "<s>", "</s>", &out, &len, &err)) fail_msg("chat_render: %s", err.msg);
+    if (chat_render(t, msgs, n, gen, NULL, NULL, &out, &len, &err)) fail_msg("chat_render: %s", err.msg);
     assert_int_equal(len, strlen(out));
     return out;
 }
@@ -32,7 +32,23 @@ static void expect_render(const chat_template *t, const chat_message *msgs, size
     free(got);
 }
 
-static chat_template family(chat_family f) { return (chat_template){f, NULL, false}; }
+static chat_template family(chat_family f) { return (chat_template){.family = f}; }
+
+static chat_template named(const char *name) {
+    chat_template t;
+    fkv_error err = {{0}};
+    if (chat_template_by_name(name, &t, &err)) fail_msg("%s", err.msg);
+    return t;
+}
+
+/* chat_render's error for msgs, asserting that it fails. */
+static void expect_refusal(const chat_template *t, const chat_message *msgs, size_t n, const char *needle) {
+    fkv_error err = {{0}};
+    char *out = NULL;
+    assert_int_equal(chat_render(t, msgs, n, true, NULL, NULL, &out, NULL, &err), -1);
+    assert_null(out);
+    if (!strstr(err.msg, needle)) fail_msg("error '%s' does not name '%s'", err.msg, needle);
+}
 
 static chat_template detect_file(const char *name) {
     char rel[256];
@@ -133,6 +149,192 @@ static void test_llama2_refuses_roles_that_do_not_alternate(void **state) {
     assert_null(out);
 }
 
+/* --- Llama-3, from meta-llama-Llama-3.1-8B-Instruct.jinja (3.2 and 3.3 render the same without tools) --- */
+
+static void test_llama3_writes_the_dated_system_header_and_ipython_tool_turns(void **state) {
+    (void)state;
+    chat_template t = detect_file("meta-llama-Llama-3.1-8B-Instruct.jinja");
+    const chat_message msgs[] = {{"system", " You are terse.\n"}, {"user", "Weather?"}, {"assistant", "Checking. "},
+                                 {"tool", " sunny\n"}, {"user", " Thanks \n"}};
+    expect_render(&t, msgs, N_OF(msgs), true,
+                  "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+                  "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\nYou are terse.<|eot_id|>"
+                  "<|start_header_id|>user<|end_header_id|>\n\nWeather?<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\nChecking.<|eot_id|>"
+                  "<|start_header_id|>ipython<|end_header_id|>\n\n sunny\n<|eot_id|>"
+                  "<|start_header_id|>user<|end_header_id|>\n\nThanks<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    /* Without a system message the header is still written, with an empty system text; a later system
+     * message is an ordinary turn. */
+    const chat_message late[] = {{"user", "Hi"}, {"system", "Be brief."}};
+    expect_render(&t, late, 2, false,
+                  "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+                  "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+                  "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                  "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>");
+}
+
+static void test_llama3_0_has_no_system_header_and_no_ipython_role(void **state) {
+    (void)state;
+    /* Meta-Llama-3-8B-Instruct's template. */
+    chat_template t = chat_template_detect(
+        "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+        "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == "
+        "0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
+        "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}");
+    assert_int_equal(t.family, CHAT_LLAMA3);
+    assert_null(t.date_string);
+    const chat_message msgs[] = {{"system", "S "}, {"user", "U"}, {"tool", " T "}};
+    expect_render(&t, msgs, N_OF(msgs), true,
+                  "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+                  "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+                  "<|start_header_id|>tool<|end_header_id|>\n\nT<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    expect_render(&t, msgs, 0, false, "");
+}
+
+/* --- Mistral --- */
+
+static void test_mistral_nemo_puts_the_system_text_in_the_last_user_message(void **state) {
+    (void)state;
+    chat_template t = detect_file("mistralai-Mistral-Nemo-Instruct-2407.jinja");
+    const chat_message msgs[] = {{"system", "Be terse."}, {"user", " Hi"}, {"assistant", " Hello! "}, {"user", "Bye "}};
+    expect_render(&t, msgs, N_OF(msgs), true, "<s>[INST] Hi[/INST] Hello! </s>[INST]Be terse.\n\nBye [/INST]");
+    /* Ending with a reply, the conversation has no last user message: the system text is written nowhere. */
+    expect_render(&t, msgs, 3, false, "<s>[INST] Hi[/INST] Hello! </s>");
+}
+
+static void test_mistral_v3_spaces_the_instruction_and_strips_the_reply(void **state) {
+    (void)state;
+    /* The lines of Mistral-7B-Instruct-v0.3's template that write turns. */
+    chat_template t = chat_template_detect(
+        "{%- if loop.last and system_message is defined %}{{- \"[INST] \" + system_message + \"\\n\\n\" + "
+        "message[\"content\"] + \"[/INST]\" }}{%- else %}{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}"
+        "{%- elif message[\"role\"] == \"assistant\" %}{{- \" \" + message[\"content\"]|trim + eos_token}}");
+    assert_int_equal(t.family, CHAT_MISTRAL);
+    assert_int_equal(t.mistral, CHAT_MISTRAL_V3);
+    const chat_message msgs[] = {{"system", "Be terse."}, {"user", "Hi"}, {"assistant", "Hello!\n"}, {"user", "Bye"}};
+    expect_render(&t, msgs, N_OF(msgs), true, "<s>[INST] Hi[/INST] Hello!</s>[INST] Be terse.\n\nBye[/INST]");
+    chat_template by_name = named("mistral");
+    expect_render(&by_name, msgs, N_OF(msgs), false, "<s>[INST] Hi[/INST] Hello!</s>[INST] Be terse.\n\nBye[/INST]");
+}
+
+static void test_mistral_v1_closes_with_a_space_and_refuses_a_system_message(void **state) {
+    (void)state;
+    /* Mistral-7B-Instruct-v0.1's template as first released. */
+    chat_template t = chat_template_detect(
+        "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+        "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] "
+        "== 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant "
+        "roles are supported!') }}{% endif %}{% endfor %}");
+    assert_int_equal(t.family, CHAT_MISTRAL);
+    assert_int_equal(t.mistral, CHAT_MISTRAL_V1);
+    const chat_message msgs[] = {{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
+    expect_render(&t, msgs, N_OF(msgs), true, "<s>[INST] Hi [/INST]Hello!</s>[INST] Bye [/INST]");
+    const chat_message sys[] = {{"system", "S"}, {"user", "Hi"}};
+    expect_refusal(&t, sys, 2, "message 0 is 'system'");
+}
+
+static void test_mistral_refuses_tool_results_and_broken_alternation(void **state) {
+    (void)state;
+    chat_template t = named("mistral");
+    const chat_message tool[] = {{"user", "Weather?"}, {"assistant", "Checking."}, {"tool", "sunny"}};
+    expect_refusal(&t, tool, N_OF(tool), "message 2 is a tool result");
+    const chat_message two_users[] = {{"system", "S"}, {"user", "a"}, {"user", "b"}};
+    expect_refusal(&t, two_users, N_OF(two_users), "message 2 is 'user'");
+    const chat_message late_system[] = {{"user", "a"}, {"system", "b"}};
+    expect_refusal(&t, late_system, N_OF(late_system), "message 1 is 'system'");
+}
+
+/* --- Phi-3, from microsoft-Phi-3.5-mini-instruct.jinja --- */
+
+static void test_phi3_tags_each_turn_and_drops_tool_and_empty_system_messages(void **state) {
+    (void)state;
+    chat_template t = detect_file("microsoft-Phi-3.5-mini-instruct.jinja");
+    const chat_message msgs[] = {{"system", "Be terse."}, {"user", "Hi "}, {"assistant", "Hello!"}, {"tool", "t"},
+                                 {"user", "Bye"}};
+    expect_render(&t, msgs, N_OF(msgs), true,
+                  "<|system|>\nBe terse.<|end|>\n<|user|>\nHi <|end|>\n<|assistant|>\nHello!<|end|>\n"
+                  "<|user|>\nBye<|end|>\n<|assistant|>\n");
+    const chat_message empty_system[] = {{"system", ""}, {"user", "Hi"}};
+    expect_render(&t, empty_system, 2, false, "<|user|>\nHi<|end|>\n<|endoftext|>");
+}
+
+/* --- Gemma, from google-gemma-2-2b-it.jinja --- */
+
+static void test_gemma_names_the_assistant_model_and_strips_contents(void **state) {
+    (void)state;
+    chat_template t = detect_file("google-gemma-2-2b-it.jinja");
+    const chat_message msgs[] = {{"user", " Hi\n"}, {"assistant", "Hello! "}, {"user", "Bye"}, {"tool", "t"}};
+    expect_render(&t, msgs, N_OF(msgs), true,
+                  "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+                  "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>tool\nt<end_of_turn>\n<start_of_turn>model\n");
+    expect_render(&t, msgs, 0, false, "<bos>");
+}
+
+static void test_gemma2_refuses_a_system_message_and_gemma3_folds_it_into_the_first_turn(void **state) {
+    (void)state;
+    chat_template gemma2 = detect_file("google-gemma-2-2b-it.jinja");
+    assert_false(gemma2.fold_system);
+    const chat_message msgs[] = {{"system", "Be terse. "}, {"user", " Hi"}, {"assistant", "Hello!"}};
+    expect_refusal(&gemma2, msgs, N_OF(msgs), "System role not supported");
+    const chat_message two_users[] = {{"user", "a"}, {"user", "b"}};
+    expect_refusal(&gemma2, two_users, 2, "message 1 is 'user'");
+    /* Gemma-3's template prefixes the first turn with the system text and a blank line. */
+    chat_template gemma3 = chat_template_detect(
+        "{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}"
+        "{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}");
+    assert_int_equal(gemma3.family, CHAT_GEMMA);
+    assert_true(gemma3.fold_system);
+    expect_render(&gemma3, msgs, N_OF(msgs), false,
+                  "<bos><start_of_turn>user\nBe terse. \n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n");
+}
+
+/* --- Zephyr, from HuggingFaceH4/zephyr-7b-beta's chat_template --- */
+
+static void test_zephyr_ends_each_turn_with_eos_and_a_newline(void **state) {
+    (void)state;
+    chat_template t = named("zephyr");
+    /* The expected string is the one transformers' own chat-template tests give for this template. */
+    const chat_message msgs[] = {
+        {"system", "You are a friendly chatbot who always responds in the style of a pirate"},
+        {"user", "Hello, how are you?"},
+        {"assistant", "I'm doing great. How can I help you today?"},
+        {"user", "I'd like to show off how chat templating works!"}};
+    expect_render(&t, msgs, N_OF(msgs), false,
+                  "<|system|>\nYou are a friendly chatbot who always responds in the style of a pirate</s>\n"
+                  "<|user|>\nHello, how are you?</s>\n<|assistant|>\nI'm doing great. How can I help you today?</s>\n"
+                  "<|user|>\nI'd like to show off how chat templating works!</s>\n");
+    const chat_message tool[] = {{"user", "Hi"}, {"tool", "t"}};
+    expect_render(&t, tool, 2, true, "<|user|>\nHi</s>\n<|assistant|>\n");
+    expect_render(&t, tool, 0, true, "");
+}
+
+/* --- DeepSeek-R1-Distill, from deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja --- */
+
+static void test_deepseek_drops_past_reasoning_and_writes_the_last_system_text_first(void **state) {
+    (void)state;
+    chat_template t = detect_file("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja");
+    const chat_message msgs[] = {{"system", "Old."}, {"user", "2+2?"}, {"assistant", "Hmm.</think>a</think>\n\n4"},
+                                 {"system", "New."}, {"user", "3+3?"}};
+    expect_render(&t, msgs, N_OF(msgs), true,
+                  "<｜begin▁of▁sentence｜>New.<｜User｜>2+2?<｜Assistant｜>\n\n4<｜end▁of▁sentence｜><｜User｜>3+3?"
+                  "<｜Assistant｜><think>\n");
+}
+
+static void test_deepseek_wraps_tool_outputs_and_has_no_generation_prompt_after_them(void **state) {
+    (void)state;
+    chat_template t = detect_file("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
+    const chat_message msgs[] = {{"user", "Weather?"}, {"tool", "sunny"}, {"tool", "warm"}, {"assistant", "Nice</think>."},
+                                 {"user", "More?"}, {"tool", "dry"}};
+    expect_render(&t, msgs, N_OF(msgs), true,
+                  "<｜begin▁of▁sentence｜><｜User｜>Weather?<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>sunny"
+                  "<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>warm<｜tool▁output▁end｜><｜tool▁outputs▁end｜>Nice</think>."
+                  "<｜end▁of▁sentence｜><｜User｜>More?\n<｜tool▁output▁begin｜>dry<｜tool▁output▁end｜>"
+                  "<｜tool▁outputs▁end｜>");
+}
+
 /* --- plain, for base models --- */
 
 static void test_plain_labels_turns_and_ends_with_the_assistant_label(void **state) {
@@ -188,25 +390,109 @@ static void test_plain_is_prefix_stable_for_any_reply(void **state) {
     expect_prefix_stable(family(CHAT_PLAIN), "Stories for children.", replies);
 }
 
+static void test_llama3_and_gemma_are_prefix_stable_for_replies_without_outer_whitespace(void **state) {
+    (void)state;
+    const char *const replies[] = {"Once upon a time.", "A cat sat.", "Roses are red"};
+    expect_prefix_stable(detect_file("meta-llama-Llama-3.2-3B-Instruct.jinja"), NULL, replies);
+    expect_prefix_stable(detect_file("meta-llama-Llama-3.3-70B-Instruct.jinja"), "Be kind.", replies);
+    expect_prefix_stable(detect_file("google-gemma-2-2b-it.jinja"), NULL, replies);
+}
+
+static void test_mistral_without_a_system_message_is_prefix_stable(void **state) {
+    (void)state;
+    const char *const verbatim[] = {"Once upon a time.", " A cat sat.\n", "Roses are red "};
+    expect_prefix_stable(detect_file("mistralai-Mistral-Nemo-Instruct-2407.jinja"), NULL, verbatim);
+    chat_template v1 = {.family = CHAT_MISTRAL, .mistral = CHAT_MISTRAL_V1};
+    expect_prefix_stable(v1, NULL, verbatim);
+    const char *const spaced[] = {" Once upon a time.", " A cat sat.", " Roses are red"};
+    expect_prefix_stable(named("mistral"), NULL, spaced);
+}
+
+static void test_phi3_and_zephyr_are_prefix_stable_for_any_reply(void **state) {
+    (void)state;
+    const char *const replies[] = {" Once upon a time.", "A cat sat.\n", "\nRoses are red  "};
+    expect_prefix_stable(detect_file("microsoft-Phi-3.5-mini-instruct.jinja"), "Be kind.", replies);
+    expect_prefix_stable(named("zephyr"), "Be kind.", replies);
+    expect_prefix_stable(named("zephyr"), NULL, replies);
+}
+
+/* Where the rendering of turns 1..2 first differs from turn 1's prompt + reply. */
+static size_t divergence(const chat_template *t, const chat_message *msgs, size_t n_first, const char *reply,
+                         size_t n_all) {
+    char *asked = render(t, msgs, n_first, true);
+    char *next = render(t, msgs, n_all, true);
+    size_t la = strlen(asked), at = 0;
+    while (next[at] && at < la + strlen(reply) && next[at] == (at < la ? asked[at] : reply[at - la])) at++;
+    assert_true(at < la + strlen(reply)); /* not a prefix */
+    free(asked);
+    free(next);
+    return at;
+}
+
+static void test_mistral_rewrites_history_when_there_is_a_system_message(void **state) {
+    (void)state;
+    /* The system text moves to the newest user message: reuse breaks inside the first instruction. */
+    chat_template t = detect_file("mistralai-Mistral-Nemo-Instruct-2407.jinja");
+    const chat_message msgs[] = {{"system", "Be terse."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
+    assert_int_equal(divergence(&t, msgs, 2, "Hello!", 4), strlen("<s>[INST]"));
+}
+
+static void test_deepseek_rewrites_history_at_past_replies_with_reasoning(void **state) {
+    (void)state;
+    /* The prompt ends in "<think>\n"; the same reply in history keeps only what follows "</think>". */
+    chat_template t = detect_file("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
+    const char reply[] = "The user greets me.\n</think>\n\nHello!";
+    const chat_message msgs[] = {{"user", "Hi"}, {"assistant", reply}, {"user", "Bye"}};
+    assert_int_equal(divergence(&t, msgs, 1, reply, 3),
+                     strlen("<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜>"));
+    expect_render(&t, msgs, 3, true,
+                  "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜>\n\nHello!<｜end▁of▁sentence｜><｜User｜>Bye"
+                  "<｜Assistant｜><think>\n");
+}
+
 /* --- detection and names --- */
 
-static void test_detection_picks_the_family_of_the_real_templates(void **state) {
+static void test_detection_maps_every_real_template_to_its_family(void **state) {
     (void)state;
-    chat_template t = detect_file("Qwen-Qwen2.5-7B-Instruct.jinja");
-    assert_int_equal(t.family, CHAT_CHATML);
-    assert_false(t.guessed);
-    assert_string_equal(t.default_system, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
-    t = detect_file("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja");
-    assert_int_equal(t.family, CHAT_CHATML);
-    assert_false(t.guessed);
-    assert_null(t.default_system);
-    t = detect_file("mistralai-Mistral-Nemo-Instruct-2407.jinja");
-    assert_int_equal(t.family, CHAT_LLAMA2);
-    assert_false(t.guessed);
-    /* Llama-3's header tokens are no family rendered here: the ChatML fallback, flagged. */
-    t = detect_file("meta-llama-Llama-3.1-8B-Instruct.jinja");
-    assert_int_equal(t.family, CHAT_CHATML);
-    assert_true(t.guessed);
+    static const struct {
+        const char *file;
+        chat_family family;
+        bool guessed;
+    } table[] = {
+        {"Qwen-Qwen2.5-7B-Instruct.jinja", CHAT_CHATML, false},
+        {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", CHAT_CHATML, false},
+        {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", CHAT_CHATML, false},
+        {"meta-llama-Llama-3.1-8B-Instruct.jinja", CHAT_LLAMA3, false},
+        {"meta-llama-Llama-3.2-3B-Instruct.jinja", CHAT_LLAMA3, false},
+        {"meta-llama-Llama-3.3-70B-Instruct.jinja", CHAT_LLAMA3, false},
+        /* Llama-3 headers with their own function-calling system text: the closest family, Llama-3.0's form. */
+        {"fireworks-ai-llama-3-firefunction-v2.jinja", CHAT_LLAMA3, false},
+        {"meetkai-functionary-medium-v3.1.jinja", CHAT_LLAMA3, false},
+        {"meetkai-functionary-medium-v3.2.jinja", CHAT_LLAMA3, false},
+        {"mistralai-Mistral-Nemo-Instruct-2407.jinja", CHAT_MISTRAL, false},
+        {"microsoft-Phi-3.5-mini-instruct.jinja", CHAT_PHI3, false},
+        {"google-gemma-2-2b-it.jinja", CHAT_GEMMA, false},
+        {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", CHAT_DEEPSEEK, false},
+        {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", CHAT_DEEPSEEK, false},
+        /* llama.cpp's rewrite of R1's template (user turns end in EOS there): the closest family. */
+        {"llama-cpp-deepseek-r1.jinja", CHAT_DEEPSEEK, false},
+        /* Command-R's turn tokens are no family here: the ChatML fallback, flagged. */
+        {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", CHAT_CHATML, true},
+        {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", CHAT_CHATML, true},
+    };
+    for (size_t i = 0; i < N_OF(table); i++) {
+        chat_template t = detect_file(table[i].file);
+        if (t.family != table[i].family || t.guessed != table[i].guessed)
+            fail_msg("%s: family %d guessed %d, want %d %d", table[i].file, t.family, t.guessed, table[i].family,
+                     table[i].guessed);
+        bool qwen = i == 0;
+        if (qwen != (t.default_system != NULL)) fail_msg("%s: default system text", table[i].file);
+    }
+    assert_string_equal(detect_file("Qwen-Qwen2.5-7B-Instruct.jinja").default_system,
+                        "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+    assert_string_equal(detect_file("meta-llama-Llama-3.2-3B-Instruct.jinja").date_string, "26 Jul 2024");
+    assert_null(detect_file("meetkai-functionary-medium-v3.1.jinja").date_string);
+    assert_int_equal(detect_file("mistralai-Mistral-Nemo-Instruct-2407.jinja").mistral, CHAT_MISTRAL_TEKKEN);
 }
 
 static void test_detection_of_llama2_plain_and_unknown_sources(void **state) {
@@ -227,7 +513,7 @@ static void test_detection_of_llama2_plain_and_unknown_sources(void **state) {
     t = chat_template_detect(NULL);
     assert_int_equal(t.family, CHAT_PLAIN);
     assert_false(t.guessed);
-    t = chat_template_detect("{% for m in messages %}<start_of_turn>{{ m.content }}{% endfor %}");
+    t = chat_template_detect("{% for m in messages %}<|START_OF_TURN_TOKEN|>{{ m.content }}{% endfor %}");
     assert_int_equal(t.family, CHAT_CHATML);
     assert_true(t.guessed);
     assert_null(t.default_system);
@@ -235,17 +521,36 @@ static void test_detection_of_llama2_plain_and_unknown_sources(void **state) {
 
 static void test_a_template_can_be_chosen_by_name(void **state) {
     (void)state;
+    static const struct {
+        const char *name;
+        chat_family family;
+    } names[] = {{"chatml", CHAT_CHATML}, {"llama2", CHAT_LLAMA2}, {"plain", CHAT_PLAIN},
+                 {"llama3", CHAT_LLAMA3}, {"mistral", CHAT_MISTRAL}, {"phi3", CHAT_PHI3},
+                 {"gemma", CHAT_GEMMA}, {"zephyr", CHAT_ZEPHYR}, {"deepseek", CHAT_DEEPSEEK}};
     chat_template t;
     fkv_error err = {{0}};
-    assert_int_equal(chat_template_by_name("chatml", &t, &err), 0);
-    assert_int_equal(t.family, CHAT_CHATML);
-    assert_null(t.default_system);
-    assert_int_equal(chat_template_by_name("llama2", &t, &err), 0);
-    assert_int_equal(t.family, CHAT_LLAMA2);
-    assert_int_equal(chat_template_by_name("plain", &t, &err), 0);
-    assert_int_equal(t.family, CHAT_PLAIN);
+    for (size_t i = 0; i < N_OF(names); i++) {
+        assert_int_equal(chat_template_by_name(names[i].name, &t, &err), 0);
+        assert_int_equal(t.family, names[i].family);
+        assert_null(t.default_system);
+        assert_false(t.guessed);
+    }
+    assert_int_equal(named("llama3").date_string != NULL, true); /* the 3.1+ form */
+    assert_int_equal(named("mistral").mistral, CHAT_MISTRAL_V3);
+    assert_false(named("gemma").fold_system);
     assert_int_equal(chat_template_by_name("jinja", &t, &err), -1);
     assert_non_null(strstr(err.msg, "'jinja'"));
+}
+
+static void test_explicit_bos_and_eos_texts_replace_the_familys_own(void **state) {
+    (void)state;
+    chat_template t = named("mistral");
+    const chat_message msgs[] = {{"user", "Hi"}, {"assistant", "Hello!"}};
+    fkv_error err = {{0}};
+    char *out = NULL;
+    assert_int_equal(chat_render(&t, msgs, 2, true, "[BOS]", "[EOS]", &out, NULL, &err), 0);
+    assert_string_equal(out, "[BOS][INST] Hi[/INST] Hello![EOS]");
+    free(out);
 }
 
 static void test_render_refuses_unknown_roles_and_missing_content(void **state) {
@@ -265,13 +570,13 @@ static void test_render_refuses_unknown_roles_and_missing_content(void **state) 
 
 /* --- prompt ids: BOS exactly once --- */
 
-static void expect_one_bos(const fkv_model *m, chat_family f, const char *role0) {
-    chat_template t = family(f);
-    const chat_message msgs[] = {{role0, "Be kind."}, {"user", "Hi"}, {"assistant", " Hello."}, {"user", "<s>Bye"}};
+static void expect_one_bos(const fkv_model *m, chat_template t, bool with_system, int n_bos_want) {
+    const chat_message msgs[] = {{"system", "Be kind."}, {"user", "Hi"}, {"assistant", " Hello."}, {"user", "<s>Bye"}};
     fkv_error err = {{0}};
     int32_t *ids = NULL;
     uint32_t n = 0;
-    if (chat_prompt_ids(m, &t, msgs, N_OF(msgs), &ids, &n, &err)) fail_msg("chat_prompt_ids: %s", err.msg);
+    if (chat_prompt_ids(m, &t, msgs + !with_system, N_OF(msgs) - !with_system, &ids, &n, &err))
+        fail_msg("chat_prompt_ids: %s", err.msg);
     const int32_t bos = fkv_token_bos(m);
     assert_true(n > 2);
     assert_int_equal(ids[0], bos);
@@ -280,7 +585,7 @@ static void expect_one_bos(const fkv_model *m, chat_family f, const char *role0)
      * user's literal "<s>" too. */
     int n_bos = 0;
     for (uint32_t i = 0; i < n; i++) n_bos += ids[i] == bos;
-    assert_int_equal(n_bos, f == CHAT_LLAMA2 ? 3 : 2);
+    if (n_bos != n_bos_want) fail_msg("family %d: %d BOS ids, want %d", t.family, n_bos, n_bos_want);
     free(ids);
 }
 
@@ -289,9 +594,34 @@ static void test_prompt_ids_start_with_exactly_one_bos(void **state) {
     fkv_error err = {{0}};
     fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
-    expect_one_bos(m, CHAT_LLAMA2, "system"); /* the template writes "<s>": the tokenizer adds none */
-    expect_one_bos(m, CHAT_PLAIN, "system");  /* the template writes none: the tokenizer adds it */
-    expect_one_bos(m, CHAT_CHATML, "system");
+    expect_one_bos(m, family(CHAT_LLAMA2), true, 3); /* the template writes "<s>": the tokenizer adds none */
+    expect_one_bos(m, named("mistral"), true, 2);     /* "<s>" written once */
+    expect_one_bos(m, family(CHAT_PLAIN), true, 2);  /* the template writes none: the tokenizer adds it */
+    expect_one_bos(m, family(CHAT_CHATML), true, 2);
+    expect_one_bos(m, named("phi3"), true, 2);
+    expect_one_bos(m, named("zephyr"), true, 2);
+    /* Their BOS texts are not this vocabulary's: written as "", and the tokenizer adds the BOS. */
+    expect_one_bos(m, named("llama3"), true, 2);
+    expect_one_bos(m, named("gemma"), false, 2);
+    expect_one_bos(m, named("deepseek"), true, 2);
+    fkv_model_free(m);
+}
+
+static void test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them(void **state) {
+    (void)state;
+    fkv_error err = {{0}};
+    fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
+    if (!m) fail_msg("%s", err.msg);
+    const chat_message msgs[] = {{"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
+    /* Mistral's "</s>" is this vocabulary's EOS: one EOS id after the reply. */
+    chat_template t = named("mistral");
+    int32_t *ids = NULL;
+    uint32_t n = 0;
+    if (chat_prompt_ids(m, &t, msgs, N_OF(msgs), &ids, &n, &err)) fail_msg("%s", err.msg);
+    int n_eog = 0;
+    for (uint32_t i = 0; i < n; i++) n_eog += fkv_token_is_eog(m, ids[i]);
+    assert_int_equal(n_eog, 1);
+    free(ids);
     fkv_model_free(m);
 }
 
@@ -303,15 +633,34 @@ int main(void) {
         cmocka_unit_test(test_llama2_folds_the_system_prompt_into_the_first_instruction),
         cmocka_unit_test(test_llama2_strips_contents_and_has_no_generation_prompt),
         cmocka_unit_test(test_llama2_refuses_roles_that_do_not_alternate),
+        cmocka_unit_test(test_llama3_writes_the_dated_system_header_and_ipython_tool_turns),
+        cmocka_unit_test(test_llama3_0_has_no_system_header_and_no_ipython_role),
+        cmocka_unit_test(test_mistral_nemo_puts_the_system_text_in_the_last_user_message),
+        cmocka_unit_test(test_mistral_v3_spaces_the_instruction_and_strips_the_reply),
+        cmocka_unit_test(test_mistral_v1_closes_with_a_space_and_refuses_a_system_message),
+        cmocka_unit_test(test_mistral_refuses_tool_results_and_broken_alternation),
+        cmocka_unit_test(test_phi3_tags_each_turn_and_drops_tool_and_empty_system_messages),
+        cmocka_unit_test(test_gemma_names_the_assistant_model_and_strips_contents),
+        cmocka_unit_test(test_gemma2_refuses_a_system_message_and_gemma3_folds_it_into_the_first_turn),
+        cmocka_unit_test(test_zephyr_ends_each_turn_with_eos_and_a_newline),
+        cmocka_unit_test(test_deepseek_drops_past_reasoning_and_writes_the_last_system_text_first),
+        cmocka_unit_test(test_deepseek_wraps_tool_outputs_and_has_no_generation_prompt_after_them),
         cmocka_unit_test(test_plain_labels_turns_and_ends_with_the_assistant_label),
         cmocka_unit_test(test_chatml_is_prefix_stable_for_any_reply),
         cmocka_unit_test(test_llama2_is_prefix_stable_for_replies_a_sentencepiece_model_writes),
         cmocka_unit_test(test_plain_is_prefix_stable_for_any_reply),
-        cmocka_unit_test(test_detection_picks_the_family_of_the_real_templates),
+        cmocka_unit_test(test_llama3_and_gemma_are_prefix_stable_for_replies_without_outer_whitespace),
+        cmocka_unit_test(test_mistral_without_a_system_message_is_prefix_stable),
+        cmocka_unit_test(test_phi3_and_zephyr_are_prefix_stable_for_any_reply),
+        cmocka_unit_test(test_mistral_rewrites_history_when_there_is_a_system_message),
+        cmocka_unit_test(test_deepseek_rewrites_history_at_past_replies_with_reasoning),
+        cmocka_unit_test(test_detection_maps_every_real_template_to_its_family),
         cmocka_unit_test(test_detection_of_llama2_plain_and_unknown_sources),
         cmocka_unit_test(test_a_template_can_be_chosen_by_name),
+        cmocka_unit_test(test_explicit_bos_and_eos_texts_replace_the_familys_own),
         cmocka_unit_test(test_render_refuses_unknown_roles_and_missing_content),
         cmocka_unit_test(test_prompt_ids_start_with_exactly_one_bos),
+        cmocka_unit_test(test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
