@@ -1,11 +1,8 @@
 #include "ops.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
-
-/* Weight rows handled together so that each stays in L1 while every activation row passes over it. The
- * tile only orders the loops; each output element is still one quant_dot call. */
-#define MATMUL_TILE 4
 
 /* Below this many multiply-adds a call runs on one thread: waking a team costs more than it saves (a
  * 260K-parameter model decodes 20x faster so). Safe for exactness: results do not depend on threads. */
@@ -13,21 +10,19 @@
 
 bool ops_matrix_wants_q8(const ops_matrix *w) { return w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q4_0; }
 
+/* Thread t of nt takes output rows [split(t), split(t+1)): contiguous, so each thread streams its own
+ * part of the weights once per call. */
+static uint32_t split(uint32_t n, int t, int nt) { return (uint32_t)((uint64_t)n * (uint32_t)t / (uint32_t)nt); }
+
 void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, uint32_t n_rows, float *y,
                 int n_threads) {
-    const bool q8 = ops_matrix_wants_q8(w);
-    const uint32_t n_in = w->n_in, n_out = w->n_out, n_tiles = (n_out + MATMUL_TILE - 1) / MATMUL_TILE;
-    const size_t xq_row = n_in / QK;
-    const bool wide = (uint64_t)n_rows * n_out * n_in >= PARALLEL_MIN_WORK;
-#pragma omp parallel for num_threads(n_threads) schedule(static) if (wide)
-    for (uint32_t tile = 0; tile < n_tiles; tile++) {
-        uint32_t o0 = tile * MATMUL_TILE, o1 = o0 + MATMUL_TILE < n_out ? o0 + MATMUL_TILE : n_out;
-        for (uint32_t r = 0; r < n_rows; r++) {
-            const float *xr = q8 ? NULL : x + (size_t)r * n_in;
-            const block_q8_act *xqr = q8 ? xq + (size_t)r * xq_row : NULL;
-            for (uint32_t o = o0; o < o1; o++)
-                y[(size_t)r * n_out + o] = quant_dot(w->type, w->data + (size_t)o * w->row_bytes, xr, xqr, n_in);
-        }
+    const bool wide = (uint64_t)n_rows * w->n_out * w->n_in >= PARALLEL_MIN_WORK;
+#pragma omp parallel num_threads(n_threads) if (wide)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        uint32_t o0 = split(w->n_out, t, nt), o1 = split(w->n_out, t + 1, nt);
+        quant_matmul(w->type, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, n_rows, w->n_in,
+                     y + o0, w->n_out);
     }
 }
 
@@ -77,16 +72,19 @@ static void attend_one(const float *q, uint32_t p, const ops_kv_view *kv, size_t
                        float scale, float *acc) {
     float scores[OPS_ATTN_TILE];
     float running_max = -INFINITY, denom = 0.0f;
+    const size_t stride = kv->row_bytes / (kv->f16 ? sizeof(uint16_t) : sizeof(float));
     memset(acc, 0, sizeof(float) * head_dim);
     for (uint32_t t0 = 0; t0 <= p; t0 += OPS_ATTN_TILE) {
         uint32_t t1 = t0 + OPS_ATTN_TILE <= p + 1 ? t0 + OPS_ATTN_TILE : p + 1;
+        const uint8_t *krows = kv->k + (size_t)t0 * kv->row_bytes, *vrows = kv->v + (size_t)t0 * kv->row_bytes;
+        if (kv->f16)
+            quant_dot_rows_f16((const uint16_t *)krows + head_off, stride, t1 - t0, q, head_dim, scores);
+        else
+            quant_dot_rows_f32((const float *)krows + head_off, stride, t1 - t0, q, head_dim, scores);
         float tile_max = -INFINITY;
-        for (uint32_t j = t0; j < t1; j++) {
-            const uint8_t *krow = kv->k + (size_t)j * kv->row_bytes;
-            float dot = kv->f16 ? quant_dot_f16_f32((const uint16_t *)krow + head_off, q, head_dim)
-                                : quant_dot_f32((const float *)krow + head_off, q, head_dim);
-            scores[j - t0] = dot * scale;
-            if (scores[j - t0] > tile_max) tile_max = scores[j - t0];
+        for (uint32_t j = 0; j < t1 - t0; j++) {
+            scores[j] *= scale;
+            if (scores[j] > tile_max) tile_max = scores[j];
         }
         if (tile_max > running_max) {
             float correction = expf(running_max - tile_max); /* expf(-inf) = 0 on the first tile */
@@ -94,15 +92,14 @@ static void attend_one(const float *q, uint32_t p, const ops_kv_view *kv, size_t
             denom *= correction;
             running_max = tile_max;
         }
-        for (uint32_t j = t0; j < t1; j++) {
-            float e = expf(scores[j - t0] - running_max);
-            denom += e;
-            const uint8_t *vrow = kv->v + (size_t)j * kv->row_bytes;
-            if (kv->f16)
-                quant_axpy_f16(acc, e, (const uint16_t *)vrow + head_off, head_dim);
-            else
-                quant_axpy_f32(acc, e, (const float *)vrow + head_off, head_dim);
+        for (uint32_t j = 0; j < t1 - t0; j++) {
+            scores[j] = expf(scores[j] - running_max);
+            denom += scores[j];
         }
+        if (kv->f16)
+            quant_axpy_rows_f16(acc, scores, (const uint16_t *)vrows + head_off, stride, t1 - t0, head_dim);
+        else
+            quant_axpy_rows_f32(acc, scores, (const float *)vrows + head_off, stride, t1 - t0, head_dim);
     }
     float inv = 1.0f / denom;
     for (uint32_t i = 0; i < head_dim; i++) acc[i] *= inv;

@@ -23,7 +23,9 @@
  *   fmaf(d_w[b] * d_x[b], (float)s_b, lane), lanes start at +0.0f, then combine
  *   ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
  * - Activation quantization to Q8_0 (quant_row_q8): per block of 32, amax = max |x|, d = amax / 127,
- *   q = nearbyintf(x * (1/d)) (round half to even), d = 0 and q = 0 when amax = 0. Scale kept as float.
+ *   q = nearbyintf(clamp(x * (1/d), -127, 127)) (round half to even), d = 0 and q = 0 when amax = 0.
+ *   Scale kept as float. Activation quants are therefore in [-127, 127], never -128: the weight dots
+ *   rely on it (a sign flip of x must not overflow), and require it of any xq they are given.
  *
  * Weight blocks follow ggml's layouts exactly (they are read straight from GGUF files):
  *   block_q8_0 { f16 d; int8 qs[32]; }            x[i] = d * qs[i]
@@ -84,6 +86,12 @@ float quant_dot_f32_scalar(const float *a, const float *b, size_t n);
 float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
 float quant_dot_scalar(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
 
+/* y[r*ldy + o] = quant_dot(type, w + o*w_row_bytes, xf + r*n, xq + r*(n/QK), n) for r < n_rows, o < n_out,
+ * bit for bit; computed in register tiles of several rows × several weight rows, so each weight block
+ * loaded serves several activation rows while every output keeps its own fixed-order lanes. */
+void quant_matmul(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
+                  const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy);
+
 /* f16 row · f32 row (the KV cache's K rows in f16 storage), same order as quant_dot_f32. */
 float quant_dot_f16_f32(const uint16_t *a, const float *b, size_t n);
 float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n);
@@ -91,6 +99,14 @@ float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n);
 /* y[i] = fmaf(a, x[i], y[i]) for i < n, where x is f32 or f16 (the attention V accumulation). */
 void quant_axpy_f32(float *y, float a, const float *x, size_t n);
 void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n);
+
+/* Attention over a tile of keys, rows `stride` elements apart: out[j] = quant_dot_f16_f32 (resp. quant_dot_f32)
+ * of row j with q, and quant_axpy_f16 (resp. _f32) of y with a[j] and row j applied for j = 0, 1, .. n_rows-1
+ * in turn — the same bits as those calls, without a call per row and with y held in registers. */
+void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out);
+void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out);
+void quant_axpy_rows_f16(float *y, const float *a, const uint16_t *rows, size_t stride, size_t n_rows, size_t n);
+void quant_axpy_rows_f32(float *y, const float *a, const float *rows, size_t stride, size_t n_rows, size_t n);
 
 /* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits SIMD or scalar. */
 void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);

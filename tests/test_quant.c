@@ -491,9 +491,109 @@ static void test_dot_of_every_weight_type_simd_matches_scalar(void **state) {
         }
 }
 
+static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_shapes(void **state) {
+    (void)state;
+    uint64_t s = 9;
+    const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_F16, GGML_TYPE_F32};
+    const uint32_t rows[] = {1, 2, 3, 5, 17};
+    const uint32_t outs[] = {1, 3, 5, 9};
+    const size_t ns[] = {32, 96, 416, 544, 768}; /* 1, 3, 13, 17, 24 blocks: tails after groups of 8 */
+    enum { LDY_PAD = 3 };                       /* outputs land in rows wider than n_out */
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+            const size_t n = ns[k], nb = n / QK, wrb = row_bytes(types[t], n);
+            const uint32_t max_rows = 17, max_out = 9;
+            float *wf = normal_row(&s, (size_t)max_out * n, 0.05f), *x = normal_row(&s, (size_t)max_rows * n, 2.0f);
+            uint8_t *w = malloc(max_out * wrb);
+            block_q8_act *xq = malloc(max_rows * nb * sizeof *xq);
+            for (uint32_t o = 0; o < max_out; o++) quant_quantize_row(types[t], wf + o * n, w + o * wrb, n);
+            for (uint32_t r = 0; r < max_rows; r++) quant_row_q8(x + r * n, xq + r * nb, n);
+            for (size_t a = 0; a < sizeof rows / sizeof *rows; a++)
+                for (size_t b = 0; b < sizeof outs / sizeof *outs; b++) {
+                    const uint32_t n_rows = rows[a], n_out = outs[b];
+                    const size_t ldy = n_out + LDY_PAD;
+                    float *y = malloc(n_rows * ldy * sizeof *y);
+                    quant_matmul(types[t], w, wrb, n_out, x, xq, n_rows, n, y, ldy);
+                    for (uint32_t r = 0; r < n_rows; r++)
+                        for (uint32_t o = 0; o < n_out; o++) {
+                            float want = quant_dot_scalar(types[t], w + o * wrb, x + r * n, xq + r * nb, n);
+                            if (bits_of(y[r * ldy + o]) != bits_of(want) ||
+                                bits_of(quant_dot(types[t], w + o * wrb, x + r * n, xq + r * nb, n)) != bits_of(want))
+                                fail_msg("type %d, n=%zu, %u rows x %u outputs: element (%u, %u) is %.9g, scalar %.9g",
+                                         (int)types[t], n, n_rows, n_out, r, o, (double)y[r * ldy + o], (double)want);
+                        }
+                    free(y);
+                }
+            free(wf);
+            free(x);
+            free(w);
+            free(xq);
+        }
+}
+
+static void test_attention_tile_functions_equal_one_call_per_key(void **state) {
+    (void)state;
+    uint64_t s = 11;
+    const size_t ns[] = {1, 7, 64, 72, 100, 128, 136};
+    const size_t key_counts[] = {1, 5, 32};
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+        for (size_t c = 0; c < sizeof key_counts / sizeof *key_counts; c++) {
+            const size_t n = ns[k], n_keys = key_counts[c], stride = n + 5; /* rows inside wider KV rows */
+            float *rows = normal_row(&s, n_keys * stride, 1.0f), *q = normal_row(&s, n, 1.0f);
+            float *a = normal_row(&s, n_keys, 0.5f), *y0 = normal_row(&s, n, 1.0f);
+            uint16_t *rows16 = malloc(n_keys * stride * sizeof *rows16);
+            quant_f32_to_f16_row(rows, rows16, n_keys * stride);
+            float got[32], want[32];
+            quant_dot_rows_f16(rows16, stride, n_keys, q, n, got);
+            for (size_t j = 0; j < n_keys; j++) want[j] = quant_dot_f16_f32(rows16 + j * stride, q, n);
+            assert_memory_equal(got, want, n_keys * sizeof *got);
+            quant_dot_rows_f32(rows, stride, n_keys, q, n, got);
+            for (size_t j = 0; j < n_keys; j++) want[j] = quant_dot_f32(rows + j * stride, q, n);
+            assert_memory_equal(got, want, n_keys * sizeof *got);
+            float *ya = malloc(n * sizeof *ya), *yb = malloc(n * sizeof *yb);
+            memcpy(ya, y0, n * sizeof *ya);
+            memcpy(yb, y0, n * sizeof *yb);
+            quant_axpy_rows_f16(ya, a, rows16, stride, n_keys, n);
+            for (size_t j = 0; j < n_keys; j++) quant_axpy_f16(yb, a[j], rows16 + j * stride, n);
+            assert_memory_equal(ya, yb, n * sizeof *ya);
+            memcpy(ya, y0, n * sizeof *ya);
+            memcpy(yb, y0, n * sizeof *yb);
+            quant_axpy_rows_f32(ya, a, rows, stride, n_keys, n);
+            for (size_t j = 0; j < n_keys; j++) quant_axpy_f32(yb, a[j], rows + j * stride, n);
+            assert_memory_equal(ya, yb, n * sizeof *ya);
+            free(rows);
+            free(q);
+            free(a);
+            free(y0);
+            free(rows16);
+            free(ya);
+            free(yb);
+        }
+}
+
+static void test_activation_quants_never_reach_minus_128(void **state) {
+    (void)state;
+    /* the weight dots flip x's sign by w's (quant.h); -128 would not survive it */
+    uint64_t s = 10;
+    enum { N = 4096 };
+    float *x = normal_row(&s, N, 3.0f);
+    x[5] = -1e30f;
+    x[40] = 1e-40f; /* a block whose scale is subnormal */
+    for (int i = 33; i < 64; i++) x[i] = i == 40 ? x[i] : -1e-41f;
+    block_q8_act a[N / QK], b[N / QK];
+    quant_row_q8(x, a, N);
+    quant_row_q8_scalar(x, b, N);
+    assert_memory_equal(a, b, sizeof a);
+    for (int blk = 0; blk < N / QK; blk++)
+        for (int j = 0; j < QK; j++)
+            if (a[blk].qs[j] < -127) fail_msg("block %d element %d quantized to %d", blk, j, a[blk].qs[j]);
+    free(x);
+}
+
 static void test_integer_block_sums_are_exact_at_the_int8_extremes(void **state) {
     (void)state;
-    /* -128·-128 pairs would saturate a 16-bit pairwise sum; Q4_0 nibble 0 against -128 likewise */
+    /* weights at -128 against activations at -127, the activation quantizer's extreme (quant.h): a 16-bit
+     * pairwise sum of |w|·x must not saturate, nor a sign flip overflow; Q4_0 nibble 0 against -127 likewise */
     enum { N = 9 * QK };
     block_q8_0 w8[N / QK];
     block_q4_0 w4[N / QK];
@@ -503,14 +603,14 @@ static void test_integer_block_sums_are_exact_at_the_int8_extremes(void **state)
         x[b].d = 1.0f;
         memset(w8[b].qs, 0x80, QK);
         memset(w4[b].qs, b % 2 ? 0x00 : 0xff, QK / 2);
-        memset(x[b].qs, 0x80, QK);
+        memset(x[b].qs, 0x81, QK);
     }
     float q8 = quant_dot(GGML_TYPE_Q8_0, w8, NULL, x, N), q4 = quant_dot(GGML_TYPE_Q4_0, w4, NULL, x, N);
     assert_same_bits(q8, quant_dot_scalar(GGML_TYPE_Q8_0, w8, NULL, x, N), "Q8_0 extremes", N);
     assert_same_bits(q4, quant_dot_scalar(GGML_TYPE_Q4_0, w4, NULL, x, N), "Q4_0 extremes", N);
-    assert_true(q8 == 9.0f * 32 * 16384);
-    /* even blocks: nibble 15 (7) · -128; odd blocks: nibble 0 (-8) · -128 */
-    assert_true(q4 == 5.0f * 32 * (7 * -128) + 4.0f * 32 * (-8 * -128));
+    assert_true(q8 == 9.0f * 32 * 16256);
+    /* even blocks: nibble 15 (7) · -127; odd blocks: nibble 0 (-8) · -127 */
+    assert_true(q4 == 5.0f * 32 * (7 * -127) + 4.0f * 32 * (-8 * -127));
 }
 
 static void test_dot_f16_f32_simd_matches_scalar(void **state) {
@@ -670,6 +770,9 @@ int main(void) {
         cmocka_unit_test(test_dot_f32_simd_matches_scalar_at_awkward_sizes),
         cmocka_unit_test(test_dot_f32_does_not_depend_on_alignment),
         cmocka_unit_test(test_dot_of_every_weight_type_simd_matches_scalar),
+        cmocka_unit_test(test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_shapes),
+        cmocka_unit_test(test_attention_tile_functions_equal_one_call_per_key),
+        cmocka_unit_test(test_activation_quants_never_reach_minus_128),
         cmocka_unit_test(test_integer_block_sums_are_exact_at_the_int8_extremes),
         cmocka_unit_test(test_dot_f16_f32_simd_matches_scalar),
         cmocka_unit_test(test_dots_agree_with_a_double_reference_on_dequantized_values),
