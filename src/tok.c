@@ -1,4 +1,6 @@
-/* tok.c — llama.cpp's SPM tokenizer over a vocabulary copied out of GGUF metadata.
+/* tok.c — the vocabulary copied out of GGUF metadata, the special-token split, decoding, and llama.cpp's
+ * SPM tokenizer on top of them. Byte-level BPE ("gpt2") shares all of that except step 2-4 below, which
+ * tok_bpe.c replaces (pre-tokenizer regexes, byte alphabet, merges by rank).
  *
  * Design: tok_load copies every piece into one blob and indexes it with an open-addressing hash table
  * (XXH3, linear probing), so each lookup during merging costs one hash and usually one memcmp. It also
@@ -46,6 +48,7 @@
 #include <xxhash.h>
 
 #include "err.h"
+#include "tok_bpe.h"
 
 #define TOK_FLAG_RSTRIP 1u /* swallow whitespace after this special token in the text */
 #define TOK_FLAG_EOG 2u    /* ends a generation */
@@ -67,6 +70,7 @@ struct tok_vocab {
     int32_t bos, eos, unk;
     bool add_bos;
     bool add_space_prefix;
+    tok_bpe *bpe; /* byte-level BPE ("gpt2"); NULL for SPM ("llama") */
 };
 
 static const char tok_space_mark[] = "\xe2\x96\x81"; /* U+2581, how SentencePiece writes ' ' */
@@ -78,7 +82,7 @@ static const char *tok_text(const tok_vocab *v, int32_t id, size_t *len) {
     return v->text + v->text_off[id];
 }
 
-static int32_t tok_lookup(const tok_vocab *v, const char *s, size_t len) {
+int32_t tok_lookup(const tok_vocab *v, const char *s, size_t len) {
     for (uint64_t i = XXH3_64bits(s, len) & v->slot_mask;; i = (i + 1) & v->slot_mask) {
         int32_t id = v->slots[i];
         if (id < 0) return -1;
@@ -228,19 +232,23 @@ static int tok_special_cmp(const void *pa, const void *pb) {
 /* End-of-generation markers, found by text as llama.cpp does (its list at the time of writing). */
 static const char *const tok_eog_names[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+    "<|end_of_text|>", "<｜end▁of▁sentence｜>",
 };
 
+/* Defaults as llama.cpp's: SPM BOS 1, EOS 2, UNK 0, BOS added, space prefix; BPE BOS = EOS = 11, no UNK,
+ * BOS as the pre-tokenizer says (already in v->add_bos), no space prefix. */
 static int tok_load_specials(tok_vocab *v, const gguf_file *f, fkv_error *err) {
-    if (tok_special_id(f, "tokenizer.ggml.bos_token_id", 1, v->n, &v->bos, err) ||
-        tok_special_id(f, "tokenizer.ggml.eos_token_id", 2, v->n, &v->eos, err) ||
-        tok_special_id(f, "tokenizer.ggml.unknown_token_id", 0, v->n, &v->unk, err))
+    bool bpe = v->bpe != NULL;
+    if (tok_special_id(f, "tokenizer.ggml.bos_token_id", bpe ? 11 : 1, v->n, &v->bos, err) ||
+        tok_special_id(f, "tokenizer.ggml.eos_token_id", bpe ? 11 : 2, v->n, &v->eos, err) ||
+        tok_special_id(f, "tokenizer.ggml.unknown_token_id", bpe ? -1 : 0, v->n, &v->unk, err))
         return -1;
     int32_t eot, eom;
     if (tok_special_id(f, "tokenizer.ggml.eot_token_id", -1, v->n, &eot, err) ||
         tok_special_id(f, "tokenizer.ggml.eom_token_id", -1, v->n, &eom, err))
         return -1;
-    v->add_bos = true;
-    v->add_space_prefix = true;
+    if (!bpe) v->add_bos = true;
+    v->add_space_prefix = !bpe;
     if (tok_opt_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos, err) ||
         tok_opt_bool(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err))
         return -1;
@@ -307,6 +315,10 @@ static int tok_load_decoding(tok_vocab *v, const gguf_file *f, fkv_error *err) {
             off += len;
             break;
         case TOK_TYPE_NORMAL:
+            if (v->bpe) {
+                off += tok_bpe_decode_piece(t, len, v->dec + off);
+                break;
+            }
             for (size_t k = 0; k < len;) {
                 if (k + 3 <= len && memcmp(t + k, tok_space_mark, 3) == 0) {
                     v->dec[off++] = ' ';
@@ -340,8 +352,11 @@ tok_vocab *tok_load(const gguf_file *f, fkv_error *err) {
     }
     gguf_str model_name;
     if (gguf_get_str(f, "tokenizer.ggml.model", &model_name, err)) return NULL;
-    if (!gguf_str_eq(model_name, "llama")) {
-        err_set(err, "%s: tokenizer.ggml.model is '%.*s'; only 'llama' (SentencePiece) vocabularies are supported",
+    bool bpe = gguf_str_eq(model_name, "gpt2");
+    if (!bpe && !gguf_str_eq(model_name, "llama")) {
+        err_set(err,
+                "%s: tokenizer.ggml.model is '%.*s'; only 'llama' (SentencePiece) and 'gpt2' (byte-level BPE) "
+                "vocabularies are supported",
                 f->path, (int)(model_name.len > 64 ? 64 : model_name.len), model_name.ptr);
         return NULL;
     }
@@ -358,7 +373,8 @@ tok_vocab *tok_load(const gguf_file *f, fkv_error *err) {
         return NULL;
     }
     v->n = (int32_t)tokens->arr.n;
-    if (tok_load_pieces(v, f, tokens, err) || tok_load_types(v, f, err) || tok_load_specials(v, f, err) ||
+    if ((bpe && !(v->bpe = tok_bpe_load(f, &v->add_bos, err))) || tok_load_pieces(v, f, tokens, err) ||
+        tok_load_types(v, f, err) || tok_load_specials(v, f, err) ||
         tok_load_decoding(v, f, err)) {
         tok_free(v);
         return NULL;
@@ -377,6 +393,7 @@ void tok_free(tok_vocab *v) {
     free(v->flags);
     free(v->slots);
     free(v->special);
+    tok_bpe_free(v->bpe);
     free(v);
 }
 
@@ -394,18 +411,6 @@ bool tok_is_eog(const tok_vocab *v, int32_t id) {
 }
 
 /* --- encoding --- */
-
-/* Ids go here; past cap they are only counted (tok_encode's protocol). */
-typedef struct {
-    int32_t *out;
-    int cap;
-    int64_t n;
-} tok_sink;
-
-static void tok_emit(tok_sink *s, int32_t id) {
-    if (s->n < s->cap) s->out[s->n] = id;
-    s->n++;
-}
 
 /* A piece of the input: text [off, off + len) when id < 0, else the special token id. */
 typedef struct {
@@ -609,25 +614,32 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, b
     tok_sink sink = {out, cap > 0 ? cap : 0, 0};
     tok_frags frags = {0}, scratch = {0};
     tok_work w = {0};
+    tok_bpe_work *bw = NULL;
     int rc = -1;
 
     if (add_bos) tok_emit(&sink, v->bos);
     if (len > 0 && (tok_frags_push(&frags, 0, len, -1) || tok_partition(v, text, parse_special, &frags, &scratch)))
         goto oom;
 
-    size_t max_len = 0;
-    for (size_t i = 0; i < frags.n; i++)
-        if (frags.items[i].id < 0 && frags.items[i].len > max_len) max_len = frags.items[i].len;
-    size_t esc_cap = 3 * max_len + 3;
-    w.esc = malloc(esc_cap);
-    w.syms = malloc(esc_cap * sizeof *w.syms);
-    if (!w.esc || !w.syms) goto oom;
+    if (v->bpe) {
+        if (!(bw = tok_bpe_work_new())) goto oom;
+    } else {
+        size_t max_len = 0;
+        for (size_t i = 0; i < frags.n; i++)
+            if (frags.items[i].id < 0 && frags.items[i].len > max_len) max_len = frags.items[i].len;
+        size_t esc_cap = 3 * max_len + 3;
+        w.esc = malloc(esc_cap);
+        w.syms = malloc(esc_cap * sizeof *w.syms);
+        if (!w.esc || !w.syms) goto oom;
+    }
 
     for (size_t i = 0; i < frags.n; i++) {
         const tok_frag *fr = &frags.items[i];
         if (fr->id >= 0)
             tok_emit(&sink, fr->id);
-        else if (tok_spm(v, &w, text + fr->off, fr->len, v->add_space_prefix, &sink))
+        else if (v->bpe) {
+            if (tok_bpe_encode(v->bpe, v, bw, text + fr->off, fr->len, &sink, err)) goto done;
+        } else if (tok_spm(v, &w, text + fr->off, fr->len, v->add_space_prefix, &sink))
             goto oom;
     }
     if (sink.n > INT32_MAX) {
@@ -644,6 +656,7 @@ done:
     free(w.esc);
     free(w.syms);
     free(w.heap);
+    tok_bpe_work_free(bw);
     return rc;
 }
 

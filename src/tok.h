@@ -1,7 +1,8 @@
-/* tok.h — the SentencePiece-style tokenizer (tokenizer.ggml.model = "llama") read from GGUF metadata.
+/* tok.h — the tokenizers read from GGUF metadata: SentencePiece-style (tokenizer.ggml.model = "llama") and
+ * byte-level BPE ("gpt2": GPT-2, Llama-3, Qwen2, DeepSeek, Falcon, StarCoder, MPT, ...).
  *
  * WHY: prompts must become exactly the ids the model was trained on, or nothing downstream (the prefix
- * cache's id comparison included) means anything. The reference is llama.cpp's SPM tokenizer, whose
+ * cache's id comparison included) means anything. The reference is llama.cpp's tokenizers, whose
  * test vectors live in ../shared/tokenizers/.
  *
  * Encoding (llama.cpp's SPM behaviour): spaces become U+2581 "▁"; when add_space_prefix is set (GGUF
@@ -16,6 +17,19 @@
  * Decoding: piece text with "▁" → " ", <0xNN> → the raw byte, control tokens → "" (BOS/EOS print
  * nothing). tok_decode of tok_encode(text) reproduces text (minus the added leading space) for any
  * valid UTF-8.
+ *
+ * Byte-level BPE (llama.cpp's): special tokens are split out exactly as above; each text fragment is cut
+ * by the regexes of its tokenizer.ggml.pre (an absent key means llama.cpp's "default"; an unknown one is
+ * refused by name), every byte of a piece becomes its GPT-2 alphabet character, and adjacent symbols merge
+ * by their rank in tokenizer.ggml.merges (lowest first, ties leftmost). No space prefix is added (unless
+ * tokenizer.ggml.add_space_prefix says so, which only affects tok_piece), BOS defaults to off except for the
+ * llama3 family, BOS/EOS ids default to 11 as in llama.cpp. Decoding maps the alphabet back to bytes;
+ * user-defined tokens decode as their text, control tokens as "". Invalid UTF-8 bytes are kept, not turned
+ * into U+FFFD as llama.cpp does, so tok_decode of tok_encode(bytes) gives the bytes back — for every byte
+ * whose alphabet character the vocabulary holds as a normal token (all 256 in GPT-2; most vocabularies lack
+ * the bytes C0, C1, F5..FF that valid UTF-8 never contains, and a byte without a token is dropped, as in
+ * llama.cpp). Decoding is the concatenation of pieces: HF's clean_up_tokenization_spaces, which llama.cpp's
+ * llama_detokenize applies for some vocabularies, is not, because it would break the round trip.
  *
  * Thread-safety: immutable after tok_load.
  */
@@ -42,22 +56,24 @@ typedef enum {
 typedef struct tok_vocab tok_vocab;
 
 /* Read tokenizer.ggml.{model,tokens,scores,token_type,bos_token_id,eos_token_id,unknown_token_id,
- * add_bos_token,add_space_prefix}. Refuses models other than "llama" with an error naming
- * the model string. The vocabulary copies what it needs: the gguf_file may be closed afterwards. */
+ * add_bos_token,add_space_prefix}, and for "gpt2" also tokenizer.ggml.{merges,pre}. Refuses models other
+ * than "llama" and "gpt2" with an error naming the model string, and pre-tokenizers it does not know with
+ * one naming the pre string. The vocabulary copies what it needs: the gguf_file may be closed afterwards. */
 tok_vocab *tok_load(const gguf_file *f, fkv_error *err);
 void tok_free(tok_vocab *v);
 
 int32_t tok_n_vocab(const tok_vocab *v);
 int32_t tok_bos(const tok_vocab *v); /* -1 when absent */
 int32_t tok_eos(const tok_vocab *v); /* -1 when absent */
-bool tok_add_bos(const tok_vocab *v); /* tokenizer.ggml.add_bos_token, default true */
+bool tok_add_bos(const tok_vocab *v); /* tokenizer.ggml.add_bos_token; default true for SPM, see above for BPE */
 tok_type tok_token_type(const tok_vocab *v, int32_t id);
 /* True for ids that end a generation (EOS, and other end-of-generation control tokens if known). */
 bool tok_is_eog(const tok_vocab *v, int32_t id);
 
 /* Encode len bytes of text. Writes at most cap ids to out and returns the total number of ids the
  * encoding has (which may exceed cap: call again with a larger buffer), or -1 with err filled. add_bos
- * prepends BOS. Never fails on any byte string (invalid UTF-8 bytes go through byte fallback). */
+ * prepends BOS. Never fails on any byte string (invalid UTF-8 bytes go through byte fallback, or in BPE
+ * through the byte alphabet). */
 int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
                int32_t *out, int cap, fkv_error *err);
 
