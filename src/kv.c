@@ -37,31 +37,47 @@ void kv_free(kv_buf *kv) {
     free(kv);
 }
 
-static void store_rows(const kv_buf *kv, uint8_t *dst, const float *src, uint32_t n_rows) {
-    if (kv->type == FKV_KV_F16)
-        quant_f32_to_f16_row(src, (uint16_t *)dst, (size_t)n_rows * kv->kv_dim);
+kv_map kv_buf_map(const kv_buf *kv) {
+    return (kv_map){.k = kv->k, .v = kv->v, .layer_stride = (size_t)kv->n_ctx * kv->row_bytes,
+                    .row_bytes = kv->row_bytes, .type = kv->type};
+}
+
+ops_kv_view kv_map_view(const kv_map *m, uint32_t layer) {
+    size_t off = (size_t)layer * m->layer_stride;
+    return (ops_kv_view){.k = m->k + off, .v = m->v + off, .row_bytes = m->row_bytes, .f16 = m->type == FKV_KV_F16,
+                         .blocks = m->blocks, .block_rows = m->block_rows, .block_stride = m->block_stride};
+}
+
+static void store_row(const kv_map *m, uint8_t *dst, const float *src, uint32_t kv_dim) {
+    if (m->type == FKV_KV_F16)
+        quant_f32_to_f16_row(src, (uint16_t *)dst, kv_dim);
     else
-        memcpy(dst, src, (size_t)n_rows * kv->row_bytes);
+        memcpy(dst, src, m->row_bytes);
 }
 
-void kv_store(kv_buf *kv, uint32_t layer, uint32_t pos0, uint32_t n_rows, const float *k, const float *v) {
-    size_t off = ((size_t)layer * kv->n_ctx + pos0) * kv->row_bytes;
-    store_rows(kv, kv->k + off, k, n_rows);
-    store_rows(kv, kv->v + off, v, n_rows);
+void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k, const float *v, uint32_t kv_dim) {
+    ops_kv_view view = kv_map_view(m, layer);
+    size_t off = ops_kv_offset(&view, pos);
+    store_row(m, (uint8_t *)view.k + off, k, kv_dim);
+    store_row(m, (uint8_t *)view.v + off, v, kv_dim);
 }
 
-ops_kv_view kv_view(const kv_buf *kv, uint32_t layer) {
-    size_t off = (size_t)layer * kv->n_ctx * kv->row_bytes;
-    return (ops_kv_view){kv->k + off, kv->v + off, kv->row_bytes, kv->type == FKV_KV_F16};
+/* Rows [0, n_pos) of one layer's K (or V), in position order, a block's run at a time. */
+static void digest_rows(XXH3_state_t *st, const ops_kv_view *view, const uint8_t *base, uint32_t n_pos) {
+    uint32_t run = view->blocks ? view->block_rows : n_pos;
+    for (uint32_t p = 0; p < n_pos; p += run) {
+        uint32_t n = n_pos - p < run ? n_pos - p : run;
+        XXH3_64bits_update(st, base + ops_kv_offset(view, p), (size_t)n * view->row_bytes);
+    }
 }
 
-uint64_t kv_digest(const kv_buf *kv, uint32_t n_pos) {
+uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, uint32_t n_pos) {
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
-    for (uint32_t l = 0; l < kv->n_layers; l++) {
-        size_t off = (size_t)l * kv->n_ctx * kv->row_bytes, len = (size_t)n_pos * kv->row_bytes;
-        XXH3_64bits_update(&st, kv->k + off, len);
-        XXH3_64bits_update(&st, kv->v + off, len);
+    for (uint32_t l = 0; l < n_layers; l++) {
+        ops_kv_view view = kv_map_view(m, l);
+        digest_rows(&st, &view, view.k, n_pos);
+        digest_rows(&st, &view, view.v, n_pos);
     }
     return XXH3_64bits_digest(&st);
 }

@@ -32,14 +32,26 @@ typedef struct {
 kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type type, fkv_error *err);
 void kv_free(kv_buf *kv);
 
-/* Store n_rows rows of K and V (f32, [n_rows][kv_dim]) for layer at positions pos0.. (caller checked the
- * range). */
-void kv_store(kv_buf *kv, uint32_t layer, uint32_t pos0, uint32_t n_rows, const float *k, const float *v);
+/* Where the K/V rows of one sequence live, every layer: contiguous (a kv_buf) or in blocks of a pool
+ * (kvpool.h). Kernels see one layer of it as an ops_kv_view. */
+typedef struct {
+    uint8_t *k, *v;          /* layer 0: the K and V rows of position 0 (contiguous) or of block 0 (paged) */
+    size_t layer_stride;     /* bytes from layer l's rows to layer l+1's */
+    size_t row_bytes;
+    fkv_kv_type type;
+    const uint32_t *blocks;  /* NULL: contiguous; else the sequence's block table */
+    uint32_t block_rows;
+    size_t block_stride;
+} kv_map;
 
-/* The rows of one layer, for attention. */
-ops_kv_view kv_view(const kv_buf *kv, uint32_t layer);
-
-/* xxh3-64 over K rows [0, n_pos) then V rows [0, n_pos) of layer 0, then of layer 1, ... as stored. */
-uint64_t kv_digest(const kv_buf *kv, uint32_t n_pos);
+/* The map of a whole kv_buf. */
+kv_map kv_buf_map(const kv_buf *kv);
+/* One layer of a map, for attention. */
+ops_kv_view kv_map_view(const kv_map *m, uint32_t layer);
+/* Store the K and V row (f32, kv_dim values) of position pos in layer, converted to the storage type. */
+void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k, const float *v, uint32_t kv_dim);
+/* xxh3-64 over K rows [0, n_pos) then V rows [0, n_pos) of layer 0, then of layer 1, ... as stored — the same
+ * bytes in the same order whatever the storage, so contiguous and paged sequences compare directly. */
+uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, uint32_t n_pos);
 
 #endif

@@ -41,11 +41,11 @@ void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n,
     }
 }
 
-void ops_rope_table(uint32_t pos0, uint32_t n_rows, uint32_t n_rot, float base, float scale, float *cs) {
+void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale, float *cs) {
     for (uint32_t r = 0; r < n_rows; r++) {
-        float pos = (float)(pos0 + r) / scale;
+        float p = (float)pos[r] / scale;
         for (uint32_t i = 0; i < n_rot / 2; i++) {
-            float theta = pos * (1.0f / powf(base, (float)(2 * i) / (float)n_rot));
+            float theta = p * (1.0f / powf(base, (float)(2 * i) / (float)n_rot));
             cs[(size_t)r * n_rot + 2 * i] = cosf(theta);
             cs[(size_t)r * n_rot + 2 * i + 1] = sinf(theta);
         }
@@ -76,7 +76,8 @@ static void attend_one(const float *q, uint32_t p, const ops_kv_view *kv, size_t
     memset(acc, 0, sizeof(float) * head_dim);
     for (uint32_t t0 = 0; t0 <= p; t0 += OPS_ATTN_TILE) {
         uint32_t t1 = t0 + OPS_ATTN_TILE <= p + 1 ? t0 + OPS_ATTN_TILE : p + 1;
-        const uint8_t *krows = kv->k + (size_t)t0 * kv->row_bytes, *vrows = kv->v + (size_t)t0 * kv->row_bytes;
+        const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles two blocks */
+        const uint8_t *krows = kv->k + off, *vrows = kv->v + off;
         if (kv->f16)
             quant_dot_rows_f16((const uint16_t *)krows + head_off, stride, t1 - t0, q, head_dim, scores);
         else
@@ -105,15 +106,22 @@ static void attend_one(const float *q, uint32_t p, const ops_kv_view *kv, size_t
     for (uint32_t i = 0; i < head_dim; i++) acc[i] *= inv;
 }
 
-void ops_attention(const float *q, uint32_t n_rows, uint32_t pos0, const ops_kv_view *kv, uint32_t n_heads,
+size_t ops_kv_offset(const ops_kv_view *view, uint32_t p) {
+    if (!view->blocks) return (size_t)p * view->row_bytes;
+    return view->blocks[p / view->block_rows] * view->block_stride + (size_t)(p % view->block_rows) * view->row_bytes;
+}
+
+void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
                    uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out, int n_threads) {
     const uint32_t group = n_heads / n_kv_heads, q_dim = n_heads * head_dim;
     const uint32_t n_items = n_rows * n_heads;
-    const bool wide = (uint64_t)n_items * (pos0 + n_rows) * head_dim * 2 >= PARALLEL_MIN_WORK;
+    uint64_t keys = 0;
+    for (uint32_t r = 0; r < n_rows; r++) keys += pos[r] + 1;
+    const bool wide = keys * n_heads * head_dim * 2 >= PARALLEL_MIN_WORK;
 #pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1) if (wide)
     for (uint32_t item = 0; item < n_items; item++) {
         uint32_t r = item / n_heads, h = item % n_heads;
-        attend_one(q + (size_t)r * q_dim + (size_t)h * head_dim, pos0 + r, kv, (size_t)(h / group) * head_dim,
+        attend_one(q + (size_t)r * q_dim + (size_t)h * head_dim, pos[r], &views[r], (size_t)(h / group) * head_dim,
                    head_dim, scale, out + (size_t)r * q_dim + (size_t)h * head_dim);
     }
 }

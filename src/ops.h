@@ -47,26 +47,36 @@ void ops_quantize_rows(const float *x, uint32_t n_rows, uint32_t n, block_q8_act
 /* Row r of a matrix of rows: row_r = gain ⊙ x_r / sqrt(mean(x_r²) + eps). out may equal x. */
 void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n, float eps, float *out);
 
-/* Rotary table for positions pos0..pos0+n_rows: cs[r][i] = (cos θ, sin θ), θ = (pos/scale) · base^(-2i/n_rot),
+/* Rotary table for row positions pos[0..n_rows): cs[r][i] = (cos θ, sin θ), θ = (pos[r]/scale) · base^(-2i/n_rot),
  * i < n_rot/2. cs has n_rows × n_rot floats. */
-void ops_rope_table(uint32_t pos0, uint32_t n_rows, uint32_t n_rot, float base, float scale, float *cs);
+void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale, float *cs);
 
 /* Rotate adjacent pairs (x[2i], x[2i+1]), i < n_rot/2, of each of n_heads heads of head_dim in each row
  * (GGUF's `llama` convention). x: [n_rows][n_heads*head_dim]. */
 void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, const float *cs);
 
-/* K/V rows of one layer: position p's row at k + p*row_bytes (kv_dim elements, f32 or f16). */
+/* The K/V rows of one layer of one sequence (kv_dim elements each, f32 or f16). Contiguous (blocks NULL):
+ * position p's K row at k + p·row_bytes. Paged: at k + blocks[p / block_rows]·block_stride +
+ * (p % block_rows)·row_bytes, with block_rows a multiple of OPS_ATTN_TILE so that a tile of keys is always
+ * one contiguous run of rows — the same reads, so the same bits, as contiguous storage. V likewise from v. */
 typedef struct {
     const uint8_t *k;
     const uint8_t *v;
     size_t row_bytes;
     bool f16;
+    const uint32_t *blocks;
+    uint32_t block_rows;
+    size_t block_stride;
 } ops_kv_view;
 
-/* Causal attention for query rows at positions pos0..pos0+n_rows (grouped-query: head h uses KV head
- * h / (n_heads/n_kv_heads)). q: [n_rows][n_heads*head_dim], out likewise. Keys and values for positions
- * 0..pos0+n_rows-1 must already be in kv. scale multiplies each q·k. */
-void ops_attention(const float *q, uint32_t n_rows, uint32_t pos0, const ops_kv_view *kv, uint32_t n_heads,
+/* Byte offset of position p's row from view->k (or view->v). */
+size_t ops_kv_offset(const ops_kv_view *view, uint32_t p);
+
+/* Causal attention for query rows r at positions pos[r], each over its own K/V (views[r]; rows of different
+ * sequences may share a call — grouped-query: head h uses KV head h / (n_heads/n_kv_heads)).
+ * q: [n_rows][n_heads*head_dim], out likewise. Keys and values for positions 0..pos[r] must already be in
+ * views[r]. scale multiplies each q·k. */
+void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
                    uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out, int n_threads);
 
 /* gate[i] = silu(gate[i]) * up[i] over n elements. */

@@ -1,0 +1,33 @@
+/* forward.h — the llama forward pass over a batch of rows, each at its own position in its own KV.
+ *
+ * WHY a batch of rows, not a range of positions: the rows of one forward may come from one prompt chunk
+ * (consecutive positions of one sequence) or from many sequences each decoding one token. The kernels are
+ * row-invariant (ops.h), so a row's bits are the same in either company: batching never changes an answer.
+ *
+ * Scratch is sized once for max_rows: nothing allocates per call.
+ *
+ * Thread-safety: one caller at a time per forward; n_threads OpenMP threads inside.
+ */
+#ifndef FKV_FORWARD_H
+#define FKV_FORWARD_H
+
+#include <stdint.h>
+
+#include "kv.h"
+#include "model.h"
+
+typedef struct forward forward;
+
+forward *forward_new(const fkv_model *m, uint32_t max_rows, int n_threads, fkv_error *err);
+void forward_free(forward *f);
+uint32_t forward_max_rows(const forward *f);
+int forward_threads(const forward *f);
+
+/* Rows r < n (n <= max_rows): token ids[r] — or, ids NULL, embedding row embd[r] ([n][dim]) — at position
+ * pos[r], whose K/V row is stored into maps[r] and whose attention reads maps[r] positions 0..pos[r] (all
+ * already stored, or stored by this call). The logits of rows [first_logit, n) go to logits
+ * ([n - first_logit][n_vocab]). The caller validated ids and positions. */
+void forward_rows(forward *f, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
+                  const kv_map *const *maps, uint32_t first_logit, float *logits);
+
+#endif
