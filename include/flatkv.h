@@ -158,12 +158,79 @@ typedef struct {
     bool cancelled;         /* on_token returned false */
 } fkv_gen_result;
 
-/* Generate up to max_tokens ids into out. logits: in, the last prefilled row's logits; used as scratch.
- * Stops at end of generation, at max_tokens, at the end of the context, or when on_token says so. Each
- * sampled token is fed (and recorded) only if generation goes on, so the record always describes exactly
- * what the KV holds: a stopped generation needs no clean-up. */
+/* A generation in progress, independent of how its tokens are fed (one sequence, or a batch of many):
+ * given the logits of the last fed row, fkv_gen_next samples the next id and says whether to feed it.
+ * Each sampled token is fed only if generation goes on, so a sequence's record always describes exactly
+ * what its KV holds: a stopped generation needs no clean-up. */
+typedef struct fkv_gen fkv_gen;
+/* out receives up to p->max_tokens ids (borrowed, like p->sampler). NULL when out of memory. */
+fkv_gen *fkv_gen_new(const fkv_model *m, const fkv_gen_params *p, int32_t *out);
+void fkv_gen_free(fkv_gen *g);
+/* Sample from logits (the row after history[0..n_history), the ids fed so far); n_pos/n_ctx: positions
+ * used and available. Returns the id to feed next, or -1 when the generation is over (see the result). */
+int32_t fkv_gen_next(fkv_gen *g, const float *logits, const int32_t *history, int n_history, uint32_t n_pos,
+                     uint32_t n_ctx);
+fkv_gen_result fkv_gen_result_get(const fkv_gen *g);
+
+/* Generate up to max_tokens ids into out on one sequence: fkv_gen_next and fkv_seq_decode in turn.
+ * logits: in, the last prefilled row's logits; used as scratch. Stops at end of generation, at
+ * max_tokens, at the end of the context, or when on_token says so. */
 int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t *out, fkv_gen_result *res,
                      fkv_error *err);
+
+/* ---- engines: many sequences at once — paged KV, shared prefixes, batched decode ----
+ *
+ * An engine keeps the K/V of many sequences in fixed-size blocks under one memory budget. A new prompt is
+ * matched against every cached sequence at once (src/prefix.h, with the record's rules of src/kvrec.h);
+ * what sequences share is stored once. Prompts are computed chunk by chunk on the position-fixed grid, and
+ * the decode steps of many sequences run as one forward. Rows are invariant, so none of this changes an
+ * answer: every sequence gives the bytes it would give alone on a cold engine. */
+
+typedef struct fkv_engine fkv_engine;
+typedef struct fkv_eseq fkv_eseq;
+
+typedef struct {
+    fkv_seq_params seq; /* ctx.n_ctx: most positions per sequence; kv_type, threads, grid, cache switches */
+    uint32_t kv_block;  /* positions per block (a multiple of 32); 0: 64 */
+    size_t kv_mem;      /* bytes for K/V blocks; 0: a quarter of RAM, at most 16 full contexts */
+    uint32_t max_batch; /* most sequences decoded in one forward; 0: 8 */
+} fkv_engine_params;
+
+typedef struct {
+    uint32_t block_rows;
+    size_t block_bytes;
+    uint32_t blocks_total, blocks_in_use, blocks_free, blocks_shared;
+    uint64_t hits, misses, evictions, reused_tokens;
+} fkv_engine_stats;
+
+/* Defaults, with the FLATKV_* switches applied from the environment (see fkv_seq_default_params). */
+int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err);
+fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *p, fkv_error *err);
+/* Every sequence must be finished first. */
+void fkv_engine_free(fkv_engine *e);
+
+/* A sequence for prompt ids[0..n) under salt (NULL: the default; different salts never share rows): the
+ * longest reusable cached prefix is taken; *cached (may be NULL) = positions reused. NULL with err (prompt
+ * longer than the context, KV memory full). The prompt is computed by fkv_engine_prefill. */
+fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, uint32_t *cached,
+                           fkv_error *err);
+/* Compute the next grid chunk of s's prompt. 1 when the prompt is complete (the logits of its last row in
+ * logits), 0 when more remains, -1 with err. */
+int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err);
+/* One decode step of n sequences in one forward: ids[i] is appended to seqs[i]; logits [n][n_vocab]. -1 with
+ * err (KV memory full, end of context) and *failed = the index of the sequence at fault; nothing is fed. */
+int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, uint32_t n, float *logits,
+                      uint32_t *failed, fkv_error *err);
+/* Release s: its rows stay cached (matchable by later prompts) until evicted. */
+void fkv_engine_finish(fkv_engine *e, fkv_eseq *s);
+
+/* The ids fed to s so far (prompt rows computed, then decoded tokens), and their count. */
+const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n);
+uint32_t fkv_engine_n_ctx(const fkv_engine *e);
+uint32_t fkv_engine_max_batch(const fkv_engine *e);
+/* xxh3-64 of s's K and V rows [0, n_pos) of every layer, as stored: the same bytes as fkv_seq_kv_digest. */
+uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos);
+fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e);
 
 /* ---- sampling ---- */
 

@@ -6,8 +6,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#define XXH_STATIC_LINKING_ONLY /* the digest state on the stack */
-#include <xxhash.h>
 
 #include "err.h"
 #include "kvrec.h"
@@ -134,36 +132,16 @@ uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos) {
 
 int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t *out, fkv_gen_result *res,
                      fkv_error *err) {
-    const uint32_t n_vocab = s->m->hp.n_vocab, n_ctx = fkv_ctx_n_ctx(s->ctx);
-    XXH3_state_t digest;
-    XXH3_64bits_reset(&digest);
-    *res = (fkv_gen_result){0};
-    int32_t prev = -1; /* for the leading-space rule of the first piece */
-    if (!s->rec.tainted && s->rec.len) prev = s->rec.ids[s->rec.len - 1];
+    fkv_gen *g = fkv_gen_new(s->m, p, out);
+    if (!g) return err_set(err, "out of memory for a generation");
     int rc = 0;
-    while (res->n_tokens < p->max_tokens) {
-        XXH3_64bits_update(&digest, logits, sizeof(float) * n_vocab);
+    for (;;) {
         /* The repetition history is what the KV was fed: the record (empty when tainted). */
-        int32_t id = fkv_sampler_sample(p->sampler, logits, s->rec.ids, s->rec.tainted ? 0 : (int)s->rec.len);
-        out[res->n_tokens++] = id;
-        if (fkv_token_is_eog(s->m, id)) {
-            res->eog = true;
-            break;
-        }
-        if (p->on_token) {
-            char piece[256];
-            int len = fkv_token_piece(s->m, prev, id, piece, sizeof piece);
-            if (len > (int)sizeof piece) len = (int)sizeof piece;
-            if (!p->on_token(p->user, id, piece, len < 0 ? 0 : len)) {
-                res->cancelled = true;
-                break;
-            }
-        }
-        prev = id;
-        /* The last token needs no logits, and a full context has no room for it. */
-        if (res->n_tokens == p->max_tokens || s->n_pos >= n_ctx) break;
-        if ((rc = fkv_seq_decode(s, id, logits, err))) break;
+        int32_t id = fkv_gen_next(g, logits, s->rec.ids, s->rec.tainted ? 0 : (int)s->rec.len, s->n_pos,
+                                  fkv_ctx_n_ctx(s->ctx));
+        if (id < 0 || (rc = fkv_seq_decode(s, id, logits, err))) break;
     }
-    res->logits_digest = XXH3_64bits_digest(&digest);
+    *res = fkv_gen_result_get(g);
+    fkv_gen_free(g);
     return rc;
 }
