@@ -62,3 +62,9 @@ void kvpool_copy_rows(kvpool *p, uint32_t dst, uint32_t src, uint32_t n_rows) {
         memcpy(kvpool_v(p, dst, l, 0), kvpool_v(p, src, l, 0), n_rows * p->row_bytes);
     }
 }
+
+kv_map kvpool_map(const kvpool *p, const uint32_t *blocks) {
+    return (kv_map){.k = p->data, .v = p->data + (size_t)p->block_rows * p->row_bytes,
+                    .layer_stride = (size_t)2 * p->block_rows * p->row_bytes, .row_bytes = p->row_bytes,
+                    .type = p->type, .blocks = blocks, .block_rows = p->block_rows, .block_stride = p->block_bytes};
+}

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "flatkv.h"
+#include "kv.h"
 #include "ops.h"
 
 typedef struct {
@@ -48,6 +49,9 @@ void kvpool_release(kvpool *p, uint32_t block);
 /* Row `row` (< block_rows) of K (or V) of layer in block. */
 uint8_t *kvpool_k(const kvpool *p, uint32_t block, uint32_t layer, uint32_t row);
 uint8_t *kvpool_v(const kvpool *p, uint32_t block, uint32_t layer, uint32_t row);
+
+/* The map of a sequence whose positions [i·block_rows, (i+1)·block_rows) are in blocks[i] (borrowed). */
+kv_map kvpool_map(const kvpool *p, const uint32_t *blocks);
 
 /* Copy rows [0, n_rows) of every layer from block src to block dst (copy-on-write of a shared block). */
 void kvpool_copy_rows(kvpool *p, uint32_t dst, uint32_t src, uint32_t n_rows);

@@ -1,0 +1,235 @@
+/* engine.c — many sequences at once (fkv_engine in flatkv.h): a block pool, the prefix tree over it, and
+ * one forward pass that computes prompt chunks and batched decode steps.
+ *
+ * WHY it stays exact: where a row lives (which block, shared or copied) never changes its bits, and the
+ * forward is row-invariant, so a sequence decoded among seven others, resumed from another conversation's
+ * blocks, or recomputed after an eviction gives the bytes it gives alone on a cold engine.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "forward.h"
+#include "kvpool.h"
+#include "model.h"
+#include "prefix.h"
+
+#define DEFAULT_BLOCK_ROWS 64
+#define DEFAULT_MAX_BATCH 8
+#define DEFAULT_PREFILL_ROWS 64
+
+struct fkv_engine {
+    const fkv_model *m;
+    fkv_engine_params p;
+    kvpool *pool;
+    prefix_tree *tree;
+    forward *fw;
+    uint32_t *pos;        /* [max rows] */
+    const kv_map **maps;  /* [max rows] */
+};
+
+struct fkv_eseq {
+    prefix_seq ps;
+    uint32_t *blocks; /* the flat block table kv_map reads */
+    uint32_t cap_blocks;
+    kv_map map;
+    int32_t *ids; /* the prompt, then decoded ids; [0, ps.n_pos) are fed */
+    uint32_t n_ids, cap_ids;
+    uint32_t n_prompt;
+};
+
+int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err) {
+    memset(p, 0, sizeof *p);
+    return fkv_seq_default_params(&p->seq, err);
+}
+
+fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, fkv_error *err) {
+    fkv_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        err_set(err, "out of memory for an engine");
+        return NULL;
+    }
+    const model_hparams *hp = &m->hp;
+    e->m = m;
+    if (params)
+        e->p = *params;
+    else if (fkv_engine_default_params(&e->p, err))
+        goto fail;
+    fkv_ctx_params *cp = &e->p.seq.ctx;
+    if (!cp->n_ctx) cp->n_ctx = hp->n_ctx_train;
+    if (!cp->prefill_rows) cp->prefill_rows = DEFAULT_PREFILL_ROWS;
+    if (!e->p.kv_block) e->p.kv_block = DEFAULT_BLOCK_ROWS;
+    if (!e->p.max_batch) e->p.max_batch = DEFAULT_MAX_BATCH;
+    uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;
+    size_t bytes_per_pos = (size_t)2 * hp->n_layers * kv_dim * (cp->kv_type == FKV_KV_F16 ? 2 : 4);
+    if (!e->p.kv_mem) {
+        size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+        size_t want = bytes_per_pos * cp->n_ctx * 16;
+        e->p.kv_mem = want < ram / 4 ? want : ram / 4;
+    }
+    uint32_t rows = cp->prefill_rows > e->p.max_batch ? cp->prefill_rows : e->p.max_batch;
+    if (!(e->pool = kvpool_new(hp->n_layers, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)) ||
+        !(e->tree = prefix_new(e->pool, err)) || !(e->fw = forward_new(m, rows, cp->n_threads, err)))
+        goto fail;
+    e->pos = malloc(sizeof *e->pos * rows);
+    e->maps = malloc(sizeof *e->maps * rows);
+    if (!e->pos || !e->maps) {
+        err_set(err, "out of memory for the engine's scratch");
+        goto fail;
+    }
+    return e;
+fail:
+    fkv_engine_free(e);
+    return NULL;
+}
+
+void fkv_engine_free(fkv_engine *e) {
+    if (!e) return;
+    prefix_free(e->tree);
+    kvpool_free(e->pool);
+    forward_free(e->fw);
+    free(e->pos);
+    free(e->maps);
+    free(e);
+}
+
+uint32_t fkv_engine_n_ctx(const fkv_engine *e) { return e->p.seq.ctx.n_ctx; }
+
+uint32_t fkv_engine_max_batch(const fkv_engine *e) { return e->p.max_batch; }
+
+/* Blocks for positions [n_pos, n_pos + n), and the flat table kv_map reads brought up to date. */
+static int reserve(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
+    if (prefix_reserve(e->tree, &s->ps, n, err)) return -1;
+    uint32_t n_blocks = s->ps.n_nodes;
+    if (n_blocks > s->cap_blocks) {
+        uint32_t cap = n_blocks * 2;
+        uint32_t *grown = realloc(s->blocks, sizeof *grown * cap);
+        if (!grown) return err_set(err, "out of memory for a block table");
+        s->blocks = grown;
+        s->cap_blocks = cap;
+        s->map.blocks = grown;
+    }
+    for (uint32_t i = 0; i < n_blocks; i++) s->blocks[i] = prefix_block(e->tree, &s->ps, i * e->p.kv_block);
+    return 0;
+}
+
+static void eseq_free(fkv_eseq *s) {
+    free(s->blocks);
+    free(s->ids);
+    free(s);
+}
+
+fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, uint32_t *cached,
+                           fkv_error *err) {
+    const uint32_t n_ctx = e->p.seq.ctx.n_ctx, n_vocab = e->m->hp.n_vocab;
+    if (n == 0 || n > n_ctx) {
+        err_set(err, "the prompt has %u tokens; it must have 1 to %u (the context)", n, n_ctx);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= n_vocab) {
+            err_set(err, "token id %d at position %u is outside the vocabulary (0..%u)", ids[i], i, n_vocab - 1);
+            return NULL;
+        }
+    fkv_eseq *s = calloc(1, sizeof *s);
+    if (!s || !(s->ids = malloc(sizeof(int32_t) * n))) {
+        free(s);
+        err_set(err, "out of memory for a sequence");
+        return NULL;
+    }
+    memcpy(s->ids, ids, sizeof(int32_t) * n);
+    s->n_ids = s->cap_ids = s->n_prompt = n;
+    s->map = kvpool_map(e->pool, NULL);
+    kvrec_policy policy = {.min_reuse = e->p.seq.cache_min, .bound_to_frontier = e->p.seq.bound_to_frontier};
+    int64_t reused = prefix_start(e->tree, salt, ids, n, &policy, e->p.seq.prefix_cache, &s->ps, err);
+    if (reused < 0 || reserve(e, s, 0, err)) {
+        if (reused >= 0) prefix_finish(e->tree, &s->ps);
+        eseq_free(s);
+        return NULL;
+    }
+    if (cached) *cached = (uint32_t)reused;
+    return s;
+}
+
+/* Compute rows [n_pos, n_pos + n) of s from ids[n_pos..]; logits of the last row when logits. */
+static int compute(fkv_engine *e, fkv_eseq *s, uint32_t n, float *logits, fkv_error *err) {
+    uint32_t from = s->ps.n_pos;
+    if (reserve(e, s, n, err)) return -1;
+    for (uint32_t r = 0; r < n; r++) {
+        e->pos[r] = from + r;
+        e->maps[r] = &s->map;
+    }
+    forward_rows(e->fw, s->ids + from, NULL, n, e->pos, e->maps, logits ? n - 1 : n, logits);
+    prefix_commit(e->tree, &s->ps, s->ids + from, n, true);
+    return 0;
+}
+
+int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err) {
+    const uint32_t grid = e->p.seq.ctx.prefill_rows, p = s->ps.n_pos;
+    if (p >= s->n_prompt) return err_set(err, "the prompt is already computed");
+    uint32_t end = (p / grid + 1) * grid;
+    if (end > s->n_prompt) end = s->n_prompt;
+    bool last = end == s->n_prompt;
+    if (compute(e, s, end - p, last ? logits : NULL, err)) return -1;
+    return last ? 1 : 0;
+}
+
+int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, uint32_t n, float *logits,
+                      uint32_t *failed, fkv_error *err) {
+    const uint32_t n_ctx = e->p.seq.ctx.n_ctx;
+    if (n > e->p.max_batch) return err_set(err, "a decode batch of %u exceeds the engine's %u", n, e->p.max_batch);
+    for (uint32_t i = 0; i < n; i++) {
+        fkv_eseq *s = seqs[i];
+        int rc = 0;
+        if (s->ps.n_pos < s->n_prompt)
+            rc = err_set(err, "sequence %u: its prompt is not computed yet", i);
+        else if (s->ps.n_pos >= n_ctx)
+            rc = err_set(err, "sequence %u: the context of %u positions is full", i, n_ctx);
+        else if (ids[i] < 0 || (uint32_t)ids[i] >= e->m->hp.n_vocab)
+            rc = err_set(err, "sequence %u: token id %d is outside the vocabulary", i, ids[i]);
+        else if (s->n_ids == s->cap_ids) {
+            uint32_t cap = s->cap_ids * 2 + 16;
+            int32_t *grown = realloc(s->ids, sizeof *grown * cap);
+            if (grown) s->ids = grown, s->cap_ids = cap;
+            else rc = err_set(err, "sequence %u: out of memory", i);
+        }
+        if (!rc) rc = reserve(e, s, 1, err);
+        if (rc) {
+            if (failed) *failed = i;
+            return -1;
+        }
+        e->pos[i] = s->ps.n_pos;
+        e->maps[i] = &s->map;
+    }
+    forward_rows(e->fw, ids, NULL, n, e->pos, e->maps, 0, logits);
+    for (uint32_t i = 0; i < n; i++) {
+        fkv_eseq *s = seqs[i];
+        s->ids[s->n_ids++] = ids[i];
+        prefix_commit(e->tree, &s->ps, &ids[i], 1, false);
+    }
+    return 0;
+}
+
+void fkv_engine_finish(fkv_engine *e, fkv_eseq *s) {
+    if (!s) return;
+    prefix_finish(e->tree, &s->ps);
+    eseq_free(s);
+}
+
+const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n) {
+    *n = s->ps.n_pos;
+    return s->ids;
+}
+
+uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos) {
+    return kv_map_digest(&s->map, e->m->hp.n_layers, n_pos < s->ps.n_pos ? n_pos : s->ps.n_pos);
+}
+
+fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e) {
+    prefix_stats ps = prefix_get_stats(e->tree);
+    return (fkv_engine_stats){.block_rows = e->pool->block_rows, .block_bytes = e->pool->block_bytes,
+                              .blocks_total = e->pool->n_blocks, .blocks_in_use = ps.blocks_in_use,
+                              .blocks_free = ps.blocks_free, .blocks_shared = ps.blocks_shared, .hits = ps.hits,
+                              .misses = ps.misses, .evictions = ps.evictions, .reused_tokens = ps.reused_tokens};
+}
