@@ -11,27 +11,35 @@ static const char HELP[] =
     "                    [--chat-template chatml|llama2|plain] [engine options]\n"
     "\n"
     "Serve the OpenAI API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
-    "GET /metrics (Prometheus). One cached conversation: a request reuses the KV as far as its prompt ids\n"
-    "agree with the ids that built it. SIGINT/SIGTERM stop it cleanly.\n"
+    "GET /metrics (Prometheus). Many conversations stay cached at once: a request reuses the rows of any\n"
+    "cached sequence as far as its prompt ids (and cache_salt) agree with theirs. SIGINT/SIGTERM stop it.\n"
     "  -m, --model PATH       GGUF model\n"
     "      --host ADDR        IPv4 address to listen on (default 127.0.0.1)\n"
     "      --port N           port (default 8080; 0 picks a free one, printed at start)\n"
     "      --api-key KEY      require 'Authorization: Bearer KEY'\n"
     "      --max-body BYTES   largest request body (default 16 MiB)\n"
-    "      --chat-template T  override the model's template family\n" CLI_ENGINE_HELP;
+    "      --chat-template T  override the model's template family\n"
+    "      --parallel N       requests run at once, their decode steps batched (default 4)\n"
+    "      --kv-block N       KV block size in positions, a multiple of 32 (default 64)\n"
+    "      --kv-mem BYTES     memory for K/V blocks (default: a quarter of RAM, at most 16 contexts)\n"
+    CLI_ENGINE_HELP;
 
 int cli_serve(int argc, char **argv) {
-    enum { O_HOST = 256, O_PORT, O_KEY, O_MAX_BODY, O_TEMPLATE };
+    enum { O_HOST = 256, O_PORT, O_KEY, O_MAX_BODY, O_TEMPLATE, O_PARALLEL, O_KV_BLOCK, O_KV_MEM };
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},  {"host", required_argument, 0, O_HOST},
                                          {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
                                          {"max-body", required_argument, 0, O_MAX_BODY},
                                          {"chat-template", required_argument, 0, O_TEMPLATE},
+                                         {"parallel", required_argument, 0, O_PARALLEL},
+                                         {"kv-block", required_argument, 0, O_KV_BLOCK},
+                                         {"kv-mem", required_argument, 0, O_KV_MEM},
                                          {"help", no_argument, 0, 'h'},         CLI_ENGINE_OPTIONS,
                                          {0, 0, 0, 0}};
     const char *sub = "serve", *model_path = NULL, *template_name = NULL;
-    server_params p = {.host = "127.0.0.1", .port = 8080, .max_body = 16u << 20};
+    server_params p = {.host = "127.0.0.1", .port = 8080, .max_body = 16u << 20, .parallel = 4};
     fkv_error err = {{0}};
-    if (fkv_seq_default_params(&p.engine, &err)) return cli_usage_error(sub, "%s", err.msg);
+    if (fkv_engine_default_params(&p.engine, &err)) return cli_usage_error(sub, "%s", err.msg);
+    uint64_t u64;
     int c;
     uint32_t u;
     opterr = 0;
@@ -51,9 +59,18 @@ int cli_serve(int argc, char **argv) {
             p.max_body = u;
             break;
         case O_TEMPLATE: template_name = optarg; break;
+        case O_PARALLEL: bad = cli_parse_u32(sub, "--parallel", optarg, 1, 256, &p.parallel); break;
+        case O_KV_BLOCK:
+            bad = cli_parse_u32(sub, "--kv-block", optarg, 32, 1u << 16, &p.engine.kv_block);
+            if (!bad && p.engine.kv_block % 32) bad = cli_usage_error(sub, "--kv-block must be a multiple of 32");
+            break;
+        case O_KV_MEM:
+            bad = cli_parse_u64(sub, "--kv-mem", optarg, &u64);
+            p.engine.kv_mem = (size_t)u64;
+            break;
         case 'h': fputs(HELP, stdout); return 0;
         default:
-            bad = cli_engine_option(sub, c, optarg, &p.engine);
+            bad = cli_run_option(sub, c, optarg, &p.engine.seq, NULL);
             if (bad == 0) return cli_bad_option(sub, argv);
             bad = bad < 0;
         }

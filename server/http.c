@@ -242,7 +242,8 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
                                    (int)sched_n_ctx(srv->sched), "n_vocab", (int)info.n_vocab));
     }
     case 2: {
-        char *text = metrics_render(srv->metrics, sched_kv_bytes(srv->sched));
+        fkv_engine_stats kv = sched_stats(srv->sched);
+        char *text = metrics_render(srv->metrics, &kv);
         return send_text(c, st, 200, "text/plain; version=0.0.4", text ? text : strdup(""));
     }
     case 3: return run_completion(c, st, OAI_CHAT);
@@ -332,7 +333,7 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
         return -1;
     }
     server srv = {.model = m, .p = p, .metrics = metrics_new()};
-    if (!(srv.sched = sched_new(m, &p->engine, err))) {
+    if (!(srv.sched = sched_new(m, &p->engine, p->parallel, err))) {
         metrics_free(srv.metrics);
         return -1;
     }

@@ -42,7 +42,7 @@ void metrics_count_completion(metrics *m, uint32_t prompt, uint32_t cached, uint
     pthread_mutex_unlock(&m->mu);
 }
 
-char *metrics_render(metrics *m, size_t kv_bytes) {
+char *metrics_render(metrics *m, const fkv_engine_stats *kv) {
     char *buf = NULL;
     size_t size = 0;
     FILE *out = open_memstream(&buf, &size);
@@ -65,10 +65,25 @@ char *metrics_render(metrics *m, size_t kv_bytes) {
             "# TYPE flatkv_decode_seconds_total counter\nflatkv_decode_seconds_total %.6f\n"
             "# HELP flatkv_cache_hit_ratio Cached prompt tokens / prompt tokens.\n"
             "# TYPE flatkv_cache_hit_ratio gauge\nflatkv_cache_hit_ratio %.6f\n"
-            "# HELP flatkv_kv_bytes K/V bytes the cached sequence holds.\n"
-            "# TYPE flatkv_kv_bytes gauge\nflatkv_kv_bytes %zu\n",
+            "# HELP flatkv_kv_bytes K/V bytes in blocks that hold rows (running or cached sequences).\n"
+            "# TYPE flatkv_kv_bytes gauge\nflatkv_kv_bytes %zu\n"
+            "# HELP flatkv_kv_blocks_in_use KV blocks holding rows.\n"
+            "# TYPE flatkv_kv_blocks_in_use gauge\nflatkv_kv_blocks_in_use %u\n"
+            "# HELP flatkv_kv_blocks_free KV blocks free.\n"
+            "# TYPE flatkv_kv_blocks_free gauge\nflatkv_kv_blocks_free %u\n"
+            "# HELP flatkv_kv_bytes_shared K/V bytes in blocks that two or more running sequences share.\n"
+            "# TYPE flatkv_kv_bytes_shared gauge\nflatkv_kv_bytes_shared %zu\n"
+            "# HELP flatkv_cache_hits_total Requests that reused cached rows.\n"
+            "# TYPE flatkv_cache_hits_total counter\nflatkv_cache_hits_total %llu\n"
+            "# HELP flatkv_cache_misses_total Requests computed from position 0.\n"
+            "# TYPE flatkv_cache_misses_total counter\nflatkv_cache_misses_total %llu\n"
+            "# HELP flatkv_kv_evictions_total KV blocks evicted (least recently used first).\n"
+            "# TYPE flatkv_kv_evictions_total counter\nflatkv_kv_evictions_total %llu\n",
             (unsigned long long)m->prompt, (unsigned long long)m->cached, (unsigned long long)m->generated,
-            m->prefill_s, m->decode_s, m->prompt ? (double)m->cached / (double)m->prompt : 0.0, kv_bytes);
+            m->prefill_s, m->decode_s, m->prompt ? (double)m->cached / (double)m->prompt : 0.0,
+            (size_t)kv->blocks_in_use * kv->block_bytes, kv->blocks_in_use, kv->blocks_free,
+            (size_t)kv->blocks_shared * kv->block_bytes, (unsigned long long)kv->hits, (unsigned long long)kv->misses,
+            (unsigned long long)kv->evictions);
     pthread_mutex_unlock(&m->mu);
     fclose(out);
     return buf;

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flatkv.h"
+
 typedef struct metrics metrics;
 
 metrics *metrics_new(void);
@@ -17,7 +19,7 @@ void metrics_free(metrics *m);
 void metrics_count_request(metrics *m, int status);
 void metrics_count_completion(metrics *m, uint32_t prompt, uint32_t cached, uint32_t generated, double prefill_ms,
                               double decode_ms);
-/* The Prometheus text exposition, malloc'd. */
-char *metrics_render(metrics *m, size_t kv_bytes);
+/* The Prometheus text exposition with the engine's block and cache counters, malloc'd. */
+char *metrics_render(metrics *m, const fkv_engine_stats *kv);
 
 #endif

@@ -222,6 +222,14 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
         job->sampling.seed = (uint64_t)json_integer_value(seed);
     }
     if (get_stop(root, job, e)) goto out;
+    json_t *salt = json_object_get(root, "cache_salt");
+    if (salt && !json_is_null(salt)) {
+        if (!json_is_string(salt) || json_string_length(salt) == 0) {
+            BAD("cache_salt", "'cache_salt' must be a non-empty string");
+            goto out;
+        }
+        job->salt = strdup(json_string_value(salt));
+    }
 
     if (kind == OAI_CHAT) {
         if (parse_messages(ctx, json_object_get(root, "messages"), job, e)) goto out;

@@ -8,17 +8,34 @@
 
 #include "utf8.h"
 
+/* A running job, as the engine thread sees it. */
+typedef struct sched_run {
+    fkv_eseq *seq;
+    fkv_sampler *sampler;
+    fkv_gen *gen;
+    int32_t *out;   /* generated ids */
+    float *logits;  /* the row the next token is sampled from */
+    bool prefilled; /* the prompt is computed; generating */
+    int32_t next;   /* the token to feed in the next decode step */
+    double t_start, t_prefilled;
+} sched_run;
+
 struct sched {
     const fkv_model *model;
-    fkv_seq *seq;
-    float *logits;
-    int32_t *out;
+    fkv_engine *engine;
+    uint32_t parallel, n_vocab;
+    sched_job **running; /* [parallel] */
+    uint32_t n_running;
+    uint32_t prefill_turn; /* round robin over running prompts */
+    fkv_eseq **batch;      /* [max_batch] scratch for a decode step */
+    int32_t *batch_ids;
+    sched_job **batch_jobs;
+    float *batch_logits;
     pthread_t thread;
-    pthread_mutex_t mu; /* the queue, shutdown, refs, and seq for sched_kv_bytes */
+    pthread_mutex_t mu; /* the queue, shutdown, refs, stats */
     pthread_cond_t cv;
     sched_job *head, *tail;
-    sched_job *running;
-    size_t kv_bytes; /* after the last job */
+    fkv_engine_stats stats; /* after the last step */
     bool shutdown;
     bool stopped; /* the engine thread was joined */
 };
@@ -40,6 +57,7 @@ sched_job *sched_job_new(void) {
 
 static void job_free(sched_job *j) {
     free(j->ids);
+    free(j->salt);
     for (size_t i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->stop);
     free(j->text);
@@ -150,85 +168,215 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
     return go_on;
 }
 
-static void run_job(sched *s, sched_job *j) {
-    fkv_error err = {{0}};
+/* The job ends (engine thread): results published, the sequence released (its rows stay cached). */
+static void end_job(sched *s, sched_job *j, int error_status, const char *error) {
+    sched_run *r = j->run;
+    double t = now_ms();
+    fkv_gen_result res = r && r->gen ? fkv_gen_result_get(r->gen) : (fkv_gen_result){0};
     pthread_mutex_lock(&j->mu);
-    bool cancelled = j->cancelled;
+    if (r) {
+        j->prefill_ms = (r->prefilled ? r->t_prefilled : t) - r->t_start;
+        j->decode_ms = r->prefilled ? t - r->t_prefilled : 0;
+    }
+    if (error_status) {
+        j->error_status = error_status;
+        snprintf(j->error, sizeof j->error, "%s", error);
+    }
+    finish_locked(j, j->finish_reason ? j->finish_reason : res.eog || res.cancelled ? "stop" : "length");
     pthread_mutex_unlock(&j->mu);
-    if (cancelled) {
-        pthread_mutex_lock(&j->mu);
-        finish_locked(j, "stop");
-        pthread_mutex_unlock(&j->mu);
-        return;
+    if (r) {
+        fkv_engine_finish(s->engine, r->seq);
+        fkv_gen_free(r->gen);
+        fkv_sampler_free(r->sampler);
+        free(r->out);
+        free(r->logits);
+        free(r);
+        j->run = NULL;
     }
-    uint32_t n_vocab = fkv_model_get_info(s->model).n_vocab;
-    fkv_sampler *smp = fkv_sampler_new(&j->sampling, (int32_t)n_vocab);
-    double t0 = now_ms();
+    for (uint32_t i = 0; i < s->n_running; i++)
+        if (s->running[i] == j) {
+            s->running[i] = s->running[--s->n_running];
+            break;
+        }
+    sched_job_release(s, j);
+}
+
+static bool job_cancelled(sched_job *j) {
+    pthread_mutex_lock(&j->mu);
+    bool c = j->cancelled;
+    pthread_mutex_unlock(&j->mu);
+    return c;
+}
+
+/* Start a queued job on the engine: 0, or -1 when the KV memory cannot take it now (it stays queued). */
+static int admit(sched *s, sched_job *j) {
+    fkv_error err = {{0}};
+    if (job_cancelled(j)) {
+        s->running[s->n_running++] = j;
+        end_job(s, j, 0, NULL);
+        return 0;
+    }
+    sched_run *r = calloc(1, sizeof *r);
+    j->run = r;
+    s->running[s->n_running++] = j;
+    if (!r || !(r->logits = malloc(sizeof(float) * s->n_vocab)) ||
+        !(r->out = malloc(sizeof(int32_t) * (j->max_tokens ? j->max_tokens : 1))) ||
+        !(r->sampler = fkv_sampler_new(&j->sampling, (int32_t)s->n_vocab))) {
+        end_job(s, j, 500, "out of memory");
+        return 0;
+    }
+    fkv_gen_params gp = {.max_tokens = j->max_tokens, .sampler = r->sampler, .on_token = on_token, .user = j};
+    if (!(r->gen = fkv_gen_new(s->model, &gp, r->out))) {
+        end_job(s, j, 500, "out of memory");
+        return 0;
+    }
+    r->t_start = now_ms();
     uint32_t cached = 0;
-    int rc = smp ? fkv_seq_prefill(s->seq, j->ids, j->n_ids, s->logits, &cached, &err) : -1;
-    double t1 = now_ms();
-    fkv_gen_result res = {0};
-    if (!rc && j->max_tokens) {
-        fkv_gen_params gp = {.max_tokens = j->max_tokens, .sampler = smp, .on_token = on_token, .user = j};
-        rc = fkv_seq_generate(s->seq, s->logits, &gp, s->out, &res, &err);
+    r->seq = fkv_engine_start(s->engine, j->salt, j->ids, j->n_ids, &cached, &err);
+    if (!r->seq) {
+        if (s->n_running > 1 && strstr(err.msg, "KV memory is full")) {
+            /* Others hold the memory: wait for them (the job goes back to the queue's front). */
+            fkv_gen_free(r->gen);
+            fkv_sampler_free(r->sampler);
+            free(r->out);
+            free(r->logits);
+            free(r);
+            j->run = NULL;
+            s->n_running--;
+            return -1;
+        }
+        end_job(s, j, strstr(err.msg, "KV memory is full") ? 503 : 400, err.msg);
+        return 0;
     }
-    double t2 = now_ms();
-    fkv_sampler_free(smp);
     pthread_mutex_lock(&j->mu);
     j->cached = cached;
-    j->prefill_ms = t1 - t0;
-    j->decode_ms = t2 - t1;
-    if (rc) {
-        j->error_status = 500;
-        snprintf(j->error, sizeof j->error, "%s", smp ? err.msg : "out of memory");
-    }
-    finish_locked(j, j->finish_reason ? j->finish_reason : res.eog ? "stop" : "length");
     pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+/* After a row of logits: sample; the job goes on with r->next, or ends. */
+static void after_logits(sched *s, sched_job *j) {
+    sched_run *r = j->run;
+    uint32_t n_hist;
+    const int32_t *hist = fkv_eseq_ids(r->seq, &n_hist);
+    r->next = fkv_gen_next(r->gen, r->logits, hist, (int)n_hist, n_hist, fkv_engine_n_ctx(s->engine));
+    if (r->next < 0) end_job(s, j, 0, NULL);
+}
+
+/* One prompt chunk for the running job whose turn it is. */
+static void prefill_step(sched *s) {
+    for (uint32_t k = 0; k < s->n_running; k++) {
+        sched_job *j = s->running[(s->prefill_turn + k) % s->n_running];
+        sched_run *r = j->run;
+        if (r->prefilled) continue;
+        s->prefill_turn = (s->prefill_turn + k + 1) % (s->n_running ? s->n_running : 1);
+        if (job_cancelled(j)) {
+            end_job(s, j, 0, NULL);
+            return;
+        }
+        fkv_error err = {{0}};
+        int rc = fkv_engine_prefill(s->engine, r->seq, r->logits, &err);
+        if (rc < 0) {
+            end_job(s, j, 500, err.msg);
+        } else if (rc == 1) {
+            r->prefilled = true;
+            r->t_prefilled = now_ms();
+            if (j->max_tokens == 0)
+                end_job(s, j, 0, NULL);
+            else
+                after_logits(s, j);
+        }
+        return;
+    }
+}
+
+/* One decode step for every generating job, as one forward (at most max_batch of them). */
+static void decode_step(sched *s) {
+    uint32_t n = 0, max_batch = fkv_engine_max_batch(s->engine);
+    for (uint32_t i = 0; i < s->n_running && n < max_batch; i++) {
+        sched_job *j = s->running[i];
+        if (!j->run->prefilled) continue;
+        s->batch[n] = j->run->seq;
+        s->batch_ids[n] = j->run->next;
+        s->batch_jobs[n++] = j;
+    }
+    if (!n) return;
+    fkv_error err = {{0}};
+    uint32_t failed = 0;
+    if (fkv_engine_decode(s->engine, s->batch, s->batch_ids, n, s->batch_logits, &failed, &err)) {
+        end_job(s, s->batch_jobs[failed], strstr(err.msg, "memory") ? 503 : 500, err.msg);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        sched_job *j = s->batch_jobs[i];
+        memcpy(j->run->logits, s->batch_logits + (size_t)i * s->n_vocab, sizeof(float) * s->n_vocab);
+        after_logits(s, j);
+    }
 }
 
 static void *engine_thread(void *arg) {
     sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->head && !s->shutdown) pthread_cond_wait(&s->cv, &s->mu);
-        sched_job *j = s->head;
-        if (j) {
+        while (!s->head && !s->n_running && !s->shutdown) pthread_cond_wait(&s->cv, &s->mu);
+        if (s->shutdown) {
+            for (sched_job *j = s->head; j; j = j->next) sched_job_cancel(j);
+            for (uint32_t i = 0; i < s->n_running; i++) sched_job_cancel(s->running[i]);
+        }
+        bool idle = !s->head && !s->n_running;
+        /* Admit in arrival order while there is room. */
+        while (s->head && s->n_running < s->parallel) {
+            sched_job *j = s->head;
             s->head = j->next;
             if (!s->head) s->tail = NULL;
+            pthread_mutex_unlock(&s->mu);
+            int rc = admit(s, j);
+            pthread_mutex_lock(&s->mu);
+            if (rc < 0) {
+                j->next = s->head;
+                s->head = j;
+                if (!s->tail) s->tail = j;
+                break;
+            }
         }
-        bool stop = s->shutdown;
-        s->running = j;
         pthread_mutex_unlock(&s->mu);
-        if (!j) break;
-        if (stop) sched_job_cancel(j);
-        run_job(s, j);
+        if (idle && s->shutdown) break;
+        prefill_step(s);
+        decode_step(s);
+        fkv_engine_stats st = fkv_engine_get_stats(s->engine);
         pthread_mutex_lock(&s->mu);
-        s->running = NULL;
-        s->kv_bytes = fkv_seq_kv_bytes(s->seq);
+        s->stats = st;
         pthread_mutex_unlock(&s->mu);
-        sched_job_release(s, j);
     }
     return NULL;
 }
 
-sched *sched_new(const fkv_model *m, const fkv_seq_params *p, fkv_error *err) {
+sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parallel, fkv_error *err) {
     sched *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->model = m;
-    if (!(s->seq = fkv_seq_new(m, p, err))) {
+    s->parallel = parallel ? parallel : 1;
+    s->n_vocab = fkv_model_get_info(m).n_vocab;
+    fkv_engine_params ep = *p;
+    if (ep.max_batch < s->parallel) ep.max_batch = s->parallel;
+    if (!(s->engine = fkv_engine_new(m, &ep, err))) {
         free(s);
         return NULL;
     }
-    s->logits = malloc(sizeof(float) * fkv_model_get_info(m).n_vocab);
-    s->out = malloc(sizeof(int32_t) * fkv_seq_n_ctx(s->seq));
+    uint32_t mb = fkv_engine_max_batch(s->engine);
+    s->running = calloc(s->parallel, sizeof *s->running);
+    s->batch = calloc(mb, sizeof *s->batch);
+    s->batch_ids = calloc(mb, sizeof *s->batch_ids);
+    s->batch_jobs = calloc(mb, sizeof *s->batch_jobs);
+    s->batch_logits = malloc(sizeof(float) * s->n_vocab * mb);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (!s->logits || !s->out || pthread_create(&s->thread, NULL, engine_thread, s)) {
+    s->stats = fkv_engine_get_stats(s->engine);
+    if (!s->running || !s->batch || !s->batch_ids || !s->batch_jobs || !s->batch_logits ||
+        pthread_create(&s->thread, NULL, engine_thread, s)) {
         snprintf(err->msg, sizeof err->msg, "cannot start the engine thread");
-        free(s->logits);
-        free(s->out);
-        fkv_seq_free(s->seq);
-        free(s);
+        s->stopped = true;
+        sched_free(s);
         return NULL;
     }
     return s;
@@ -241,8 +389,6 @@ void sched_stop(sched *s) {
         return;
     }
     s->shutdown = true;
-    for (sched_job *j = s->head; j; j = j->next) sched_job_cancel(j);
-    if (s->running) sched_job_cancel(s->running);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
@@ -254,17 +400,20 @@ void sched_free(sched *s) {
     sched_stop(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
-    free(s->logits);
-    free(s->out);
-    fkv_seq_free(s->seq);
+    free(s->running);
+    free(s->batch);
+    free(s->batch_ids);
+    free(s->batch_jobs);
+    free(s->batch_logits);
+    fkv_engine_free(s->engine);
     free(s);
 }
 
-uint32_t sched_n_ctx(const sched *s) { return fkv_seq_n_ctx(s->seq); }
+uint32_t sched_n_ctx(const sched *s) { return fkv_engine_n_ctx(s->engine); }
 
-size_t sched_kv_bytes(sched *s) {
+fkv_engine_stats sched_stats(sched *s) {
     pthread_mutex_lock(&s->mu);
-    size_t bytes = s->kv_bytes;
+    fkv_engine_stats st = s->stats;
     pthread_mutex_unlock(&s->mu);
-    return bytes;
+    return st;
 }

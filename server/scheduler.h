@@ -1,10 +1,12 @@
-/* scheduler.h — the server's engine side: requests wait in one fair queue; one engine thread serves them, in
- * arrival order, on one cached sequence.
+/* scheduler.h — the server's engine side: requests wait in one fair queue; one engine thread runs up to
+ * `parallel` of them at once on a multi-sequence engine (fkv_engine).
  *
- * WHY one sequence: this is the single-conversation server (many conversations are a later step). Reuse
- * between requests is decided by the sequence's record alone (src/kvrec.h): a request is answered from
- * what the KV holds only as far as its own token ids agree with the ids that built it, so one client's
- * request is never answered from another conversation's rows — at worst it reuses nothing.
+ * Each step computes one prompt chunk (of the running request that waited longest for one) and then one
+ * decode step for every running request that is generating, as a single batched forward — so a long
+ * prompt never stalls the others for more than a chunk. Reuse is decided by the engine's prefix tree with
+ * the record's rules: a request is answered from cached rows only as far as its own token ids (and cache
+ * salt) agree with the ids that built them, so one client is never answered from another conversation's
+ * rows. Rows are invariant, so batching never changes an answer.
  *
  * A job is shared by the connection that submitted it and the engine thread: reference-counted, its
  * progress guarded by its mutex. The engine appends generated text; the connection reads the part that
@@ -32,6 +34,7 @@ typedef struct sched_job {
     fkv_sampler_params sampling;
     char **stop; /* stop strings (not in the output) */
     size_t n_stop;
+    char *salt;  /* cache_salt: requests under different salts never share rows; NULL: the default */
 
     /* progress, guarded by mu; cv is signalled on every change */
     pthread_mutex_t mu;
@@ -50,20 +53,21 @@ typedef struct sched_job {
 
     int refs; /* guarded by the scheduler's lock */
     struct sched_job *next;
+    struct sched_run *run; /* the engine thread's state while the job runs */
 } sched_job;
 
 typedef struct sched sched;
 
-/* Start the engine thread on a new sequence of model m. NULL with err on failure. */
-sched *sched_new(const fkv_model *m, const fkv_seq_params *p, fkv_error *err);
+/* Start the engine thread on a new engine for model m, running up to `parallel` requests at once. */
+sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parallel, fkv_error *err);
 /* Cancel what runs and what waits and stop the engine thread; jobs still referenced stay valid. */
 void sched_stop(sched *s);
 /* sched_stop if needed, then free (no job may still be referenced). */
 void sched_free(sched *s);
 
 uint32_t sched_n_ctx(const sched *s);
-/* Bytes of K/V the sequence holds now (for metrics). */
-size_t sched_kv_bytes(sched *s);
+/* The engine's block and cache counters after the last step (for metrics). */
+fkv_engine_stats sched_stats(sched *s);
 
 /* A new job with one reference (the caller's); fill the request fields, then sched_submit. */
 sched_job *sched_job_new(void);

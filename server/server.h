@@ -19,7 +19,8 @@ typedef struct {
     uint16_t port;
     const char *api_key; /* NULL: no authentication */
     size_t max_body;
-    fkv_seq_params engine;
+    fkv_engine_params engine;
+    uint32_t parallel; /* requests run at once */
     chat_template tmpl;
 } server_params;
 
