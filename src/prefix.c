@@ -162,6 +162,41 @@ static uint32_t node_agreement(const prefix_node *n, const int32_t *ids, uint32_
     return m;
 }
 
+/* The deepest agreement found so far and the path to it. */
+typedef struct {
+    prefix_node **path; /* scratch: the full nodes of the current branch */
+    prefix_node **best; /* the full nodes of the best branch */
+    uint32_t best_depth, best_len, partial_rows;
+    prefix_node *partial; /* where the best agreement ends inside a node, if it does */
+} match;
+
+/* Depth-first over the children of node (at block depth `depth`): full agreements descend, partial ones end. */
+static void search(const prefix_tree *t, prefix_node *node, const int32_t *ids, uint32_t n, uint32_t depth, bool bound,
+                   match *m) {
+    const uint32_t B = t->B, pos = depth * B;
+    if (pos > m->best_len || (pos == m->best_len && depth > m->best_depth)) {
+        m->best_len = pos;
+        m->best_depth = depth;
+        m->partial = NULL;
+        m->partial_rows = 0;
+        memcpy(m->best, m->path, sizeof *m->path * depth);
+    }
+    if (pos >= n) return;
+    for (prefix_node *c = node->child; c; c = c->sibling) {
+        uint32_t agree = node_agreement(c, ids + pos, n - pos, bound);
+        if (agree == B) {
+            m->path[depth] = c;
+            search(t, c, ids, n, depth + 1, bound, m);
+        } else if (agree && pos + agree > m->best_len) {
+            m->best_len = pos + agree;
+            m->best_depth = depth;
+            m->partial = c;
+            m->partial_rows = agree;
+            memcpy(m->best, m->path, sizeof *m->path * depth);
+        }
+    }
+}
+
 int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint32_t n, const kvrec_policy *policy,
                      bool cache, prefix_seq *seq, fkv_error *err) {
     memset(seq, 0, sizeof *seq);
@@ -169,27 +204,14 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
     if (!root) return err_set(err, "out of memory for a cache salt");
     const uint32_t B = t->B;
 
-    /* Walk the best path: descend through full nodes that agree entirely, stop inside the first that
-     * agrees partly (or is not full). */
-    prefix_node **walked = malloc(sizeof *walked * (n / B + 1)), *partial = NULL;
+    /* The best path: the deepest agreement over every branch (siblings may hold the same ids: two
+     * sequences that wrote the same positions at once each made their own block). */
+    prefix_node **walked = malloc(sizeof *walked * (n / B + 1) * 2), *partial = NULL;
     if (!walked) return err_set(err, "out of memory matching a prompt");
-    uint32_t n_walked = 0, partial_rows = 0;
-    prefix_node *node = root;
-    while (cache && n_walked * B < n) {
-        prefix_node *best = NULL;
-        uint32_t best_m = 0, pos = n_walked * B;
-        for (prefix_node *c = node->child; c; c = c->sibling) {
-            uint32_t m = node_agreement(c, ids + pos, n - pos, policy->bound_to_frontier);
-            if (m > best_m) best = c, best_m = m;
-        }
-        if (!best) break;
-        if (best_m < B) {
-            partial = best;
-            partial_rows = best_m;
-            break;
-        }
-        walked[n_walked++] = node = best;
-    }
+    match m = {.path = walked + n / B + 1, .best = walked};
+    if (cache) search(t, root, ids, n, 0, policy->bound_to_frontier, &m);
+    uint32_t n_walked = m.best_depth, partial_rows = m.partial_rows;
+    partial = m.partial;
     uint32_t reusable = n_walked * B + partial_rows;
     if (reusable > n - 1) reusable = n ? n - 1 : 0;
     if (reusable < policy->min_reuse) reusable = 0;

@@ -1,0 +1,77 @@
+/* flatkv_bench.c — one prefill or decode case of flatkv through include/flatkv.h, timed (bench/compare).
+ *
+ * usage: flatkv_bench MODEL info
+ *        flatkv_bench MODEL IDS THREADS prefill N
+ *        flatkv_bench MODEL IDS THREADS decode N_PROMPT N_GEN
+ * `info` prints the model's shape as JSON (the script derives ids and the roofline from it); the cases
+ * print harness.h's JSON line. The context holds exactly the positions the case needs.
+ */
+#include "flatkv.h"
+#include "harness.h"
+
+static int print_info(const char *path) {
+    fkv_error err;
+    fkv_model *m = fkv_model_load(path, &err);
+    if (!m) {
+        fprintf(stderr, "flatkv_bench: %s\n", err.msg);
+        return 1;
+    }
+    fkv_model_info mi = fkv_model_get_info(m);
+    printf("{\"n_vocab\":%u,\"dim\":%u,\"hidden\":%u,\"n_layers\":%u,\"n_heads\":%u,\"n_kv_heads\":%u,"
+           "\"head_dim\":%u}\n",
+           mi.n_vocab, mi.dim, mi.hidden, mi.n_layers, mi.n_heads, mi.n_kv_heads, mi.head_dim);
+    fkv_model_free(m);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[2], "info") == 0) return print_info(argv[1]);
+    harness_args a;
+    if (harness_parse(argc, argv, &a) != 0) return 2;
+
+    fkv_error err;
+    fkv_model *m = fkv_model_load(a.model, &err);
+    if (!m) {
+        fprintf(stderr, "flatkv_bench: %s\n", err.msg);
+        return 1;
+    }
+    int32_t n_vocab = (int32_t)fkv_model_get_info(m).n_vocab;
+    int32_t *ids = harness_read_ids(a.ids_path, a.n_prompt, n_vocab);
+    int32_t *gen = calloc((size_t)a.n_gen + 1, sizeof *gen);
+    float *logits = malloc((size_t)n_vocab * sizeof *logits);
+    fkv_ctx_params cp = fkv_ctx_default_params();
+    cp.n_ctx = (uint32_t)(a.n_prompt + a.n_gen);
+    cp.n_threads = a.threads;
+    fkv_ctx *c = NULL;
+    int rc = -1;
+    if (!ids || !gen || !logits || !(c = fkv_ctx_new(m, &cp, &err))) goto done;
+
+    rc = fkv_eval(c, ids, HARNESS_WARMUP_IDS, 0, 1, logits, &err);
+    double seconds = 0.0, cpu_seconds = 0.0;
+    if (rc == 0 && !a.decode) {
+        double t0 = harness_now(), c0 = harness_cpu();
+        rc = fkv_eval(c, ids, (uint32_t)a.n_prompt, 0, 1, logits, &err);
+        seconds = harness_now() - t0;
+        cpu_seconds = harness_cpu() - c0;
+    } else if (rc == 0) {
+        rc = fkv_eval(c, ids, (uint32_t)a.n_prompt, 0, 1, logits, &err);
+        double t0 = harness_now(), c0 = harness_cpu();
+        for (int i = 0; rc == 0 && i < a.n_gen; i++) {
+            gen[i] = harness_argmax(logits, n_vocab);
+            rc = fkv_eval(c, &gen[i], 1, (uint32_t)(a.n_prompt + i), 1, logits, &err);
+        }
+        seconds = harness_now() - t0;
+        cpu_seconds = harness_cpu() - c0;
+    }
+    if (rc == 0) harness_print("flatkv", &a, seconds, cpu_seconds, gen);
+
+done:
+    /* harness_read_ids explains its own failures; fkv_ctx_new and fkv_eval leave theirs in err. */
+    if (rc != 0 && ids && gen && logits) fprintf(stderr, "flatkv_bench: %s\n", err.msg);
+    fkv_ctx_free(c);
+    fkv_model_free(m);
+    free(logits);
+    free(gen);
+    free(ids);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,93 @@
+/* llama_bench.c — one prefill or decode case of llama.cpp through its C API, timed (bench/compare).
+ *
+ * usage: llama_bench MODEL IDS THREADS prefill N
+ *        llama_bench MODEL IDS THREADS decode N_PROMPT N_GEN
+ * Compiled against llama.h from the source bundle node-llama-cpp ships and linked to its prebuilt CPU
+ * libraries; LLAMA_LIB_DIR (set by bench/compare) is where ggml's CPU backend variants are loaded from
+ * (the prebuilt ggml loads backends at run time and picks the best one for this CPU).
+ * Same cases, ids, argmax and timing as flatkv_bench.c (harness.h). The prompt goes in one llama_decode
+ * (n_batch = n_ubatch = n_prompt); the context holds exactly the positions the case needs.
+ */
+#include "ggml-backend.h"
+#include "harness.h"
+#include "llama.h"
+
+#ifndef LLAMA_LIB_DIR
+#error "compile with -DLLAMA_LIB_DIR='\"<dir of libggml-cpu-*.so>\"'"
+#endif
+
+/* Keep llama.cpp's warnings and errors (a refused model says why), drop its progress chatter. */
+static void log_errors(enum ggml_log_level level, const char *text, void *user) {
+    static enum ggml_log_level last = GGML_LOG_LEVEL_NONE; /* what a CONT line continues */
+    (void)user;
+    if (level != GGML_LOG_LEVEL_CONT) last = level;
+    if (last == GGML_LOG_LEVEL_ERROR || last == GGML_LOG_LEVEL_WARN) fputs(text, stderr);
+}
+
+static int decode(struct llama_context *ctx, llama_token *ids, int n) {
+    int rc = llama_decode(ctx, llama_batch_get_one(ids, n));
+    if (rc != 0) fprintf(stderr, "llama_bench: llama_decode of %d ids returned %d\n", n, rc);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    harness_args a;
+    if (harness_parse(argc, argv, &a) != 0) return 2;
+
+    llama_log_set(log_errors, NULL);
+    ggml_backend_load_all_from_path(LLAMA_LIB_DIR);
+    llama_backend_init();
+
+    struct llama_model *model = llama_model_load_from_file(a.model, llama_model_default_params());
+    if (!model) {
+        fprintf(stderr, "llama_bench: llama.cpp could not load %s\n", a.model);
+        return 1;
+    }
+    int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    int32_t *ids = harness_read_ids(a.ids_path, a.n_prompt, n_vocab);
+    int32_t *gen = calloc((size_t)a.n_gen + 1, sizeof *gen);
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)(a.n_prompt + a.n_gen);
+    cp.n_batch = (uint32_t)a.n_prompt;
+    cp.n_ubatch = (uint32_t)a.n_prompt;
+    cp.n_threads = a.threads;
+    cp.n_threads_batch = a.threads;
+    cp.no_perf = true;
+    struct llama_context *ctx = NULL;
+    int rc = -1;
+    if (!ids || !gen) goto done;
+    if (!(ctx = llama_init_from_model(model, cp))) {
+        fprintf(stderr, "llama_bench: llama.cpp could not create a context for %s\n", a.model);
+        goto done;
+    }
+
+    rc = decode(ctx, ids, HARNESS_WARMUP_IDS);
+    llama_memory_clear(llama_get_memory(ctx), true);
+    double seconds = 0.0, cpu_seconds = 0.0;
+    if (rc == 0 && !a.decode) {
+        double t0 = harness_now(), c0 = harness_cpu();
+        rc = decode(ctx, ids, a.n_prompt);
+        llama_synchronize(ctx);
+        seconds = harness_now() - t0;
+        cpu_seconds = harness_cpu() - c0;
+    } else if (rc == 0) {
+        rc = decode(ctx, ids, a.n_prompt);
+        double t0 = harness_now(), c0 = harness_cpu();
+        for (int i = 0; rc == 0 && i < a.n_gen; i++) {
+            gen[i] = harness_argmax(llama_get_logits_ith(ctx, -1), n_vocab);
+            rc = decode(ctx, &gen[i], 1);
+        }
+        llama_synchronize(ctx);
+        seconds = harness_now() - t0;
+        cpu_seconds = harness_cpu() - c0;
+    }
+    if (rc == 0) harness_print("llama.cpp", &a, seconds, cpu_seconds, gen);
+
+done:
+    if (ctx) llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    free(gen);
+    free(ids);
+    return rc == 0 ? 0 : 1;
+}
