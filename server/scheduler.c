@@ -16,6 +16,7 @@ typedef struct sched_run {
     int32_t *out;   /* generated ids */
     float *logits;  /* the row the next token is sampled from */
     bool prefilled; /* the prompt is computed; generating */
+    bool admitted_once;
     int32_t next;   /* the token to feed in the next decode step */
     double t_start, t_prefilled;
 } sched_run;
@@ -36,6 +37,7 @@ struct sched {
     pthread_cond_t cv;
     sched_job *head, *tail;
     fkv_engine_stats stats; /* after the last step */
+    bool admission_held; /* a job was preempted: admit nothing until a running job ends */
     bool shutdown;
     bool stopped; /* the engine thread was joined */
 };
@@ -198,7 +200,45 @@ static void end_job(sched *s, sched_job *j, int error_status, const char *error)
             s->running[i] = s->running[--s->n_running];
             break;
         }
+    s->admission_held = false; /* memory came free */
     sched_job_release(s, j);
+}
+
+static bool memory_full(const fkv_error *err) { return strstr(err->msg, "KV memory is full") != NULL; }
+
+/* Out of KV memory while others run: give j's blocks back (its rows stay cached) and requeue it at the
+ * front. When it runs again it recomputes — or reuses, if still cached — the ids it was fed, plus the
+ * token it was about to feed, and goes on from there: the rows are the same bytes, so is the answer. */
+static void preempt(sched *s, sched_job *j) {
+    sched_run *r = j->run;
+    if (r->prefilled) {
+        uint32_t n_fed;
+        const int32_t *fed = fkv_eseq_ids(r->seq, &n_fed);
+        int32_t *ids = malloc(sizeof(int32_t) * (n_fed + 1));
+        if (!ids) {
+            end_job(s, j, 500, "out of memory");
+            return;
+        }
+        memcpy(ids, fed, sizeof(int32_t) * n_fed);
+        ids[n_fed] = r->next;
+        free(j->ids);
+        j->ids = ids; /* only the engine thread reads a submitted job's ids */
+        j->n_ids = n_fed + 1;
+    }
+    fkv_engine_finish(s->engine, r->seq);
+    r->seq = NULL;
+    r->prefilled = false;
+    for (uint32_t i = 0; i < s->n_running; i++)
+        if (s->running[i] == j) {
+            s->running[i] = s->running[--s->n_running];
+            break;
+        }
+    pthread_mutex_lock(&s->mu);
+    j->next = s->head;
+    s->head = j;
+    if (!s->tail) s->tail = j;
+    s->admission_held = true;
+    pthread_mutex_unlock(&s->mu);
 }
 
 static bool job_cancelled(sched_job *j) {
@@ -211,46 +251,40 @@ static bool job_cancelled(sched_job *j) {
 /* Start a queued job on the engine: 0, or -1 when the KV memory cannot take it now (it stays queued). */
 static int admit(sched *s, sched_job *j) {
     fkv_error err = {{0}};
+    s->running[s->n_running++] = j;
     if (job_cancelled(j)) {
-        s->running[s->n_running++] = j;
         end_job(s, j, 0, NULL);
         return 0;
     }
-    sched_run *r = calloc(1, sizeof *r);
-    j->run = r;
-    s->running[s->n_running++] = j;
-    if (!r || !(r->logits = malloc(sizeof(float) * s->n_vocab)) ||
-        !(r->out = malloc(sizeof(int32_t) * (j->max_tokens ? j->max_tokens : 1))) ||
-        !(r->sampler = fkv_sampler_new(&j->sampling, (int32_t)s->n_vocab))) {
-        end_job(s, j, 500, "out of memory");
-        return 0;
+    sched_run *r = j->run;
+    if (!r) {
+        r = j->run = calloc(1, sizeof *r);
+        fkv_gen_params gp = {.max_tokens = j->max_tokens, .on_token = on_token, .user = j};
+        if (!r || !(r->logits = malloc(sizeof(float) * s->n_vocab)) ||
+            !(r->out = malloc(sizeof(int32_t) * (j->max_tokens ? j->max_tokens : 1))) ||
+            !(gp.sampler = r->sampler = fkv_sampler_new(&j->sampling, (int32_t)s->n_vocab)) ||
+            !(r->gen = fkv_gen_new(s->model, &gp, r->out))) {
+            end_job(s, j, 500, "out of memory");
+            return 0;
+        }
+        r->t_start = now_ms();
     }
-    fkv_gen_params gp = {.max_tokens = j->max_tokens, .sampler = r->sampler, .on_token = on_token, .user = j};
-    if (!(r->gen = fkv_gen_new(s->model, &gp, r->out))) {
-        end_job(s, j, 500, "out of memory");
-        return 0;
-    }
-    r->t_start = now_ms();
     uint32_t cached = 0;
     r->seq = fkv_engine_start(s->engine, j->salt, j->ids, j->n_ids, &cached, &err);
     if (!r->seq) {
-        if (s->n_running > 1 && strstr(err.msg, "KV memory is full")) {
-            /* Others hold the memory: wait for them (the job goes back to the queue's front). */
-            fkv_gen_free(r->gen);
-            fkv_sampler_free(r->sampler);
-            free(r->out);
-            free(r->logits);
-            free(r);
-            j->run = NULL;
-            s->n_running--;
+        if (s->n_running > 1 && memory_full(&err)) {
+            s->n_running--; /* others hold the memory: wait for them */
             return -1;
         }
-        end_job(s, j, strstr(err.msg, "KV memory is full") ? 503 : 400, err.msg);
+        end_job(s, j, memory_full(&err) ? 503 : 400, err.msg);
         return 0;
     }
-    pthread_mutex_lock(&j->mu);
-    j->cached = cached;
-    pthread_mutex_unlock(&j->mu);
+    if (!r->admitted_once) {
+        r->admitted_once = true;
+        pthread_mutex_lock(&j->mu);
+        j->cached = cached;
+        pthread_mutex_unlock(&j->mu);
+    }
     return 0;
 }
 
@@ -276,8 +310,10 @@ static void prefill_step(sched *s) {
         }
         fkv_error err = {{0}};
         int rc = fkv_engine_prefill(s->engine, r->seq, r->logits, &err);
-        if (rc < 0) {
-            end_job(s, j, 500, err.msg);
+        if (rc < 0 && memory_full(&err) && s->n_running > 1) {
+            preempt(s, j);
+        } else if (rc < 0) {
+            end_job(s, j, memory_full(&err) ? 503 : 500, err.msg);
         } else if (rc == 1) {
             r->prefilled = true;
             r->t_prefilled = now_ms();
@@ -304,7 +340,10 @@ static void decode_step(sched *s) {
     fkv_error err = {{0}};
     uint32_t failed = 0;
     if (fkv_engine_decode(s->engine, s->batch, s->batch_ids, n, s->batch_logits, &failed, &err)) {
-        end_job(s, s->batch_jobs[failed], strstr(err.msg, "memory") ? 503 : 500, err.msg);
+        if (memory_full(&err) && s->n_running > 1)
+            preempt(s, s->batch_jobs[failed]);
+        else
+            end_job(s, s->batch_jobs[failed], memory_full(&err) ? 503 : 500, err.msg);
         return;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -325,7 +364,7 @@ static void *engine_thread(void *arg) {
         }
         bool idle = !s->head && !s->n_running;
         /* Admit in arrival order while there is room. */
-        while (s->head && s->n_running < s->parallel) {
+        while (s->head && s->n_running < s->parallel && !(s->admission_held && s->n_running)) {
             sched_job *j = s->head;
             s->head = j->next;
             if (!s->head) s->tail = NULL;

@@ -8,6 +8,11 @@
  * salt) agree with the ids that built them, so one client is never answered from another conversation's
  * rows. Rows are invariant, so batching never changes an answer.
  *
+ * Memory: when the KV pool is full of running requests' blocks, the request that needs one more is
+ * preempted — its blocks released (still cached), requeued at the front, and resumed later by recomputing
+ * (or reusing) exactly the ids it was fed plus the token it was about to feed. Nothing new is admitted until
+ * a running request ends. Alone and still too big, a request fails with 503.
+ *
  * A job is shared by the connection that submitted it and the engine thread: reference-counted, its
  * progress guarded by its mutex. The engine appends generated text; the connection reads the part that
  * can no longer change (`stable`: complete UTF-8, and no stop string can still begin in it) and may cancel
