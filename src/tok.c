@@ -480,55 +480,49 @@ typedef struct {
     int32_t prev, next;
 } tok_sym;
 
-typedef struct {
-    float score;
-    int32_t left, right;
-    size_t size; /* byte length of the pair when queued: detects stale entries */
-} tok_bigram;
 
 /* Scratch for one SPM run, reused across fragments. */
 typedef struct {
     char *esc;
     tok_sym *syms;
-    tok_bigram *heap;
-    size_t heap_n, heap_cap;
+    tok_merge_queue queue;
 } tok_work;
 
-static bool tok_bigram_before(const tok_bigram *a, const tok_bigram *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
+static bool tok_merge_before(const tok_merge *a, const tok_merge *b) {
+    return a->key < b->key || (a->key == b->key && a->left < b->left);
 }
 
-static int tok_heap_push(tok_work *w, tok_bigram b) {
-    if (w->heap_n == w->heap_cap) {
-        size_t cap = w->heap_cap ? 2 * w->heap_cap : 64;
-        tok_bigram *h = realloc(w->heap, cap * sizeof *h);
+int tok_merge_push(tok_merge_queue *q, tok_merge m) {
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? 2 * q->cap : 64;
+        tok_merge *h = realloc(q->heap, cap * sizeof *h);
         if (!h) return -1;
-        w->heap = h;
-        w->heap_cap = cap;
+        q->heap = h;
+        q->cap = cap;
     }
-    size_t i = w->heap_n++;
+    size_t i = q->n++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
-        if (!tok_bigram_before(&b, &w->heap[parent])) break;
-        w->heap[i] = w->heap[parent];
+        if (!tok_merge_before(&m, &q->heap[parent])) break;
+        q->heap[i] = q->heap[parent];
         i = parent;
     }
-    w->heap[i] = b;
+    q->heap[i] = m;
     return 0;
 }
 
-static tok_bigram tok_heap_pop(tok_work *w) {
-    tok_bigram top = w->heap[0], last = w->heap[--w->heap_n];
-    size_t i = 0, n = w->heap_n;
+tok_merge tok_merge_pop(tok_merge_queue *q) {
+    tok_merge top = q->heap[0], last = q->heap[--q->n];
+    size_t i = 0, n = q->n;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && tok_bigram_before(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!tok_bigram_before(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
+        if (c + 1 < n && tok_merge_before(&q->heap[c + 1], &q->heap[c])) c++;
+        if (!tok_merge_before(&q->heap[c], &last)) break;
+        q->heap[i] = q->heap[c];
         i = c;
     }
-    if (n) w->heap[i] = last;
+    if (n) q->heap[i] = last;
     return top;
 }
 
@@ -537,7 +531,7 @@ static int tok_try_bigram(const tok_vocab *v, tok_work *w, int32_t left, int32_t
     size_t size = w->syms[left].n + w->syms[right].n;
     int32_t id = tok_lookup(v, w->syms[left].text, size);
     if (id < 0) return 0;
-    return tok_heap_push(w, (tok_bigram){v->score[id], left, right, size});
+    return tok_merge_push(&w->queue, (tok_merge){-v->score[id], left, right, size});
 }
 
 /* Unicode-free UTF-8 length from the lead byte, as llama.cpp's unicode_len_utf8. */
@@ -573,11 +567,11 @@ static int tok_spm(const tok_vocab *v, tok_work *w, const char *frag, size_t fra
         off += n;
     }
 
-    w->heap_n = 0;
+    w->queue.n = 0;
     for (int32_t i = 1; i < n_sym; i++)
         if (tok_try_bigram(v, w, i - 1, i)) return -1;
-    while (w->heap_n) {
-        tok_bigram b = tok_heap_pop(w);
+    while (w->queue.n) {
+        tok_merge b = tok_merge_pop(&w->queue);
         tok_sym *l = &w->syms[b.left], *r = &w->syms[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;
         l->n += r->n;
@@ -655,7 +649,7 @@ done:
     free(scratch.items);
     free(w.esc);
     free(w.syms);
-    free(w.heap);
+    free(w.queue.heap);
     tok_bpe_work_free(bw);
     return rc;
 }

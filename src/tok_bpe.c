@@ -112,11 +112,6 @@ typedef struct {
 } tok_bpe_sym;
 
 typedef struct {
-    int32_t rank, left, right;
-    size_t size; /* byte length of the pair when queued: detects stale entries */
-} tok_bpe_bigram;
-
-typedef struct {
     size_t off, len;
 } tok_bpe_span;
 
@@ -127,8 +122,7 @@ struct tok_bpe_work {
     char *enc;
     tok_bpe_sym *syms;
     size_t word_cap; /* bytes of input word the enc/syms buffers hold */
-    tok_bpe_bigram *heap;
-    size_t heap_n, heap_cap;
+    tok_merge_queue queue;
 };
 
 /* --- the byte-level alphabet --- */
@@ -341,7 +335,7 @@ void tok_bpe_work_free(tok_bpe_work *w) {
     free(w->spans[1]);
     free(w->enc);
     free(w->syms);
-    free(w->heap);
+    free(w->queue.heap);
     free(w);
 }
 
@@ -357,50 +351,12 @@ static int tok_bpe_span_push(tok_bpe_work *w, int k, size_t *n, size_t off, size
     return 0;
 }
 
-static bool tok_bpe_bigram_before(const tok_bpe_bigram *a, const tok_bpe_bigram *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static int tok_bpe_heap_push(tok_bpe_work *w, tok_bpe_bigram g) {
-    if (w->heap_n == w->heap_cap) {
-        size_t cap = w->heap_cap ? 2 * w->heap_cap : 64;
-        tok_bpe_bigram *h = realloc(w->heap, cap * sizeof *h);
-        if (!h) return -1;
-        w->heap = h;
-        w->heap_cap = cap;
-    }
-    size_t i = w->heap_n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!tok_bpe_bigram_before(&g, &w->heap[parent])) break;
-        w->heap[i] = w->heap[parent];
-        i = parent;
-    }
-    w->heap[i] = g;
-    return 0;
-}
-
-static tok_bpe_bigram tok_bpe_heap_pop(tok_bpe_work *w) {
-    tok_bpe_bigram top = w->heap[0], last = w->heap[--w->heap_n];
-    size_t i = 0, n = w->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && tok_bpe_bigram_before(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!tok_bpe_bigram_before(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n) w->heap[i] = last;
-    return top;
-}
-
 static int tok_bpe_try_pair(const tok_bpe *b, tok_bpe_work *w, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return 0;
     const tok_bpe_sym *l = &w->syms[left], *r = &w->syms[right];
     int32_t rank = tok_bpe_rank(b, l->text, l->n, r->text, r->n);
     if (rank < 0) return 0;
-    return tok_bpe_heap_push(w, (tok_bpe_bigram){rank, left, right, l->n + r->n});
+    return tok_merge_push(&w->queue, (tok_merge){(float)rank, left, right, l->n + r->n});
 }
 
 /* Steps 2 and 3 on one pre-tokenized piece. */
@@ -431,11 +387,11 @@ static int tok_bpe_word(const tok_bpe *b, const tok_vocab *v, tok_bpe_work *w, c
         }
     }
 
-    w->heap_n = 0;
+    w->queue.n = 0;
     for (int32_t i = 1; i < (int32_t)len; i++)
         if (tok_bpe_try_pair(b, w, i - 1, i)) return -1;
-    while (w->heap_n) {
-        tok_bpe_bigram g = tok_bpe_heap_pop(w);
+    while (w->queue.n) {
+        tok_merge g = tok_merge_pop(&w->queue);
         tok_bpe_sym *l = &w->syms[g.left], *r = &w->syms[g.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != g.size) continue;
         l->n += r->n;

@@ -29,6 +29,25 @@ static inline void tok_emit(tok_sink *s, int32_t id) {
     s->n++;
 }
 
+/* A candidate merge of adjacent symbols left and right, whose concatenation is `size` bytes when queued
+ * (a different size when popped means the entry is stale). Both tokenizers merge the smallest key first,
+ * the leftmost among equals: SPM keys by −score (highest score first), BPE by merge rank. */
+typedef struct {
+    float key;
+    int32_t left, right;
+    size_t size;
+} tok_merge;
+
+typedef struct {
+    tok_merge *heap;
+    size_t n, cap;
+} tok_merge_queue;
+
+/* 0, or -1 when out of memory. */
+int tok_merge_push(tok_merge_queue *q, tok_merge m);
+/* The first merge (q->n > 0). */
+tok_merge tok_merge_pop(tok_merge_queue *q);
+
 /* The id of the piece s[0..len), or -1 (tok.c's hash table). */
 int32_t tok_lookup(const tok_vocab *v, const char *s, size_t len);
 
