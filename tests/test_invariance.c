@@ -12,7 +12,7 @@
 #include <xxhash.h>
 
 #include "flatkv.h"
-#include "genmodel.h"
+#include "gguf.h"
 #include "testutil.h"
 
 #define N_PROMPT 150 /* crosses the 32-key attention tiles and the 64-row grid several times */
@@ -51,16 +51,9 @@ static int setup_stories(void **state) { return setup_model(state, tu_shared("mo
 
 /* A generated GQA model with quantized weights, so the Q8_0 activation path is covered too. */
 static int setup_generated(void **state, ggml_type type) {
-    const char *path = tu_tmp_path(".gguf");
-    genmodel_params p = {.dim = 128, .hidden = 352, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = type, .seed = 7};
-    fkv_error err = {{0}};
-    if (genmodel_write(&p, path, &err)) {
-        print_error("%s\n", err.msg);
-        return -1;
-    }
-    int rc = setup_model(state, path);
-    remove(path); /* the mapping stays valid */
+    const char *path = tu_small_model(type, 7);
+    int rc = path ? setup_model(state, path) : -1;
+    if (path) remove(path); /* the mapping stays valid */
     return rc;
 }
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "flatkv.h"
-#include "genmodel.h"
+#include "gguf.h"
 #include "testutil.h"
 
 #define GRID 16
@@ -67,13 +67,9 @@ static int setup_path(void **state, const char *path) {
 static int setup_stories(void **state) { return setup_path(state, tu_shared("models/stories260K.gguf")); }
 
 static int setup_q8(void **state) {
-    const char *path = tu_tmp_path(".gguf");
-    genmodel_params p = {.dim = 128, .hidden = 352, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_Q8_0, .seed = 11};
-    fkv_error err = {{0}};
-    if (genmodel_write(&p, path, &err)) return -1;
-    int rc = setup_path(state, path);
-    remove(path);
+    const char *path = tu_small_model(GGML_TYPE_Q8_0, 11);
+    int rc = path ? setup_path(state, path) : -1;
+    if (path) remove(path);
     return rc;
 }
 

@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "genmodel.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -43,4 +45,12 @@ int tu_write_file(const char *path, const void *data, size_t size) {
     if (!fp) return -1;
     int ok = fwrite(data, 1, size, fp) == size;
     return (fclose(fp) == 0 && ok) ? 0 : -1;
+}
+
+const char *tu_small_model(int type, uint64_t seed) {
+    const char *path = tu_tmp_path(".gguf");
+    genmodel_params p = {.dim = 128, .hidden = 352, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
+                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = (ggml_type)type, .seed = seed};
+    fkv_error err = {{0}};
+    return genmodel_write(&p, path, &err) ? NULL : path;
 }

@@ -3,6 +3,7 @@
 #define FKV_TESTUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* FKV_SHARED_DIR "/" rel, in a static buffer (one at a time). */
 const char *tu_shared(const char *rel);
@@ -12,5 +13,10 @@ const char *tu_tmp_path(const char *suffix);
 char *tu_read_file(const char *path, size_t *size);
 /* Write size bytes to path; 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t size);
+
+/* A small generated GQA model (dim 128, hidden 352, 2 layers, 4 heads, 2 KV heads, context 512, stories260K's
+ * vocabulary) of ggml type `type` (a ggml_type) with `seed`, written to a fresh temp path; NULL on failure. The
+ * caller loads it and removes the file (a loaded model keeps its mapping). */
+const char *tu_small_model(int type, uint64_t seed);
 
 #endif
