@@ -224,6 +224,10 @@ int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
 /* Release s: its rows stay cached (matchable by later prompts) until evicted. */
 void fkv_engine_finish(fkv_engine *e, fkv_eseq *s);
 
+/* Where s's prompt parted, at start, from the cached sequence it agreed with longest: the position, and the
+ * ids the cache holds there (up to 8). false when it did not part (the cache ended, or held nothing). */
+bool fkv_eseq_divergence(const fkv_eseq *s, uint32_t *at, int32_t *cached, uint32_t *n_cached);
+
 /* The ids fed to s so far (prompt rows computed, then decoded tokens), and their count. */
 const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n);
 uint32_t fkv_engine_n_ctx(const fkv_engine *e);

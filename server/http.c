@@ -293,6 +293,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     conn *st = *con_cls;
     if (!st) return;
     uint32_t prompt = 0, cached = 0, generated = 0;
+    char diverged[48] = "";
     if (st->job) {
         sched_job *j = st->job;
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) sched_job_cancel(j);
@@ -302,6 +303,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
             sched_job_wait_locked(j, SIZE_MAX, LIVENESS_MS);
         if (j->done && !j->error_status) {
             prompt = j->n_ids, cached = j->cached, generated = j->n_gen;
+            if (j->diverged) snprintf(diverged, sizeof diverged, " diverged_at=%u", j->diverged_at);
             metrics_count_completion(srv->metrics, prompt, cached, generated, j->prefill_ms, j->decode_ms);
         }
         pthread_mutex_unlock(&j->mu);
@@ -309,8 +311,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         sched_job_release(srv->sched, j);
     }
     if (st->status) metrics_count_request(srv->metrics, st->status);
-    fprintf(stderr, "%s %s %d prompt=%u cached=%u generated=%u %.1fms\n", st->method, st->path, st->status, prompt,
-            cached, generated, now_ms() - st->t0);
+    fprintf(stderr, "%s %s %d prompt=%u cached=%u generated=%u%s %.1fms\n", st->method, st->path, st->status, prompt,
+            cached, generated, diverged, now_ms() - st->t0);
     free(st->body);
     free(st->pending);
     free(st);

@@ -279,10 +279,15 @@ static json_t *usage_json(const sched_job *job) {
 /* llama.cpp's timings object: prompt_n counts the prompt tokens actually computed. */
 static json_t *timings_json(const sched_job *job) {
     double pn = job->n_ids - job->cached;
-    return json_pack("{s:i,s:f,s:f,s:i,s:f,s:f,s:i}", "prompt_n", (int)pn, "prompt_ms", job->prefill_ms,
+    json_t *t = json_pack("{s:i,s:f,s:f,s:i,s:f,s:f,s:i}", "prompt_n", (int)pn, "prompt_ms", job->prefill_ms,
                      "prompt_per_second", job->prefill_ms > 0 ? pn / (job->prefill_ms / 1e3) : 0.0, "predicted_n",
                      (int)job->n_gen, "predicted_ms", job->decode_ms, "predicted_per_second",
                      job->decode_ms > 0 ? job->n_gen / (job->decode_ms / 1e3) : 0.0, "cache_n", (int)job->cached);
+    /* Why the cache missed: where this prompt parted from the closest cached one, and what each holds there. */
+    if (job->diverged)
+        json_object_set_new(t, "divergence", json_pack("{s:i,s:s,s:s}", "at", (int)job->diverged_at, "cached",
+                                                       job->cached_text, "prompt", job->prompt_text));
+    return t;
 }
 
 static json_t *envelope(const oai_request *req, bool chunk) {

@@ -248,6 +248,35 @@ static bool job_cancelled(sched_job *j) {
     return c;
 }
 
+/* The ids ids[0..n) as text into buf (cap bytes, NUL-terminated, cut at cap). */
+static void ids_text(const fkv_model *m, int32_t prev, const int32_t *ids, uint32_t n, char *buf, size_t cap) {
+    size_t len = 0;
+    for (uint32_t i = 0; i < n && len + 1 < cap; i++) {
+        char piece[64];
+        int k = fkv_token_piece(m, i ? ids[i - 1] : prev, ids[i], piece, sizeof piece);
+        if (k < 0) continue;
+        if ((size_t)k > sizeof piece) k = (int)sizeof piece;
+        if (len + (size_t)k + 1 > cap) k = (int)(cap - 1 - len);
+        memcpy(buf + len, piece, (size_t)k);
+        len += (size_t)k;
+    }
+    buf[len] = 0;
+}
+
+/* Why the cache missed, if it did (j->mu held): where the prompt parted from the cached sequence it agreed
+ * with longest, and the next ids on each side, so a user can see what changed. */
+static void note_divergence(sched *s, sched_job *j, const fkv_eseq *seq) {
+    int32_t cached_ids[8];
+    uint32_t at, n_cached;
+    j->diverged = fkv_eseq_divergence(seq, &at, cached_ids, &n_cached) && at < j->n_ids;
+    if (!j->diverged) return;
+    j->diverged_at = at;
+    int32_t prev = at ? j->ids[at - 1] : -1;
+    uint32_t n_prompt = j->n_ids - at < 8 ? j->n_ids - at : 8;
+    ids_text(s->model, prev, cached_ids, n_cached, j->cached_text, sizeof j->cached_text);
+    ids_text(s->model, prev, j->ids + at, n_prompt, j->prompt_text, sizeof j->prompt_text);
+}
+
 /* Start a queued job on the engine: 0, or -1 when the KV memory cannot take it now (it stays queued). */
 static int admit(sched *s, sched_job *j) {
     fkv_error err = {{0}};
@@ -283,6 +312,7 @@ static int admit(sched *s, sched_job *j) {
         r->admitted_once = true;
         pthread_mutex_lock(&j->mu);
         j->cached = cached;
+        note_divergence(s, j, r->seq);
         pthread_mutex_unlock(&j->mu);
     }
     return 0;

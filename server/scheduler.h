@@ -55,6 +55,10 @@ typedef struct sched_job {
     char error[512];
     uint32_t cached;
     double prefill_ms, decode_ms;
+    /* where the prompt parted from the cached sequence it agreed with longest (diverged: see openai.h) */
+    bool diverged;
+    uint32_t diverged_at;
+    char cached_text[96], prompt_text[96]; /* the next ids on each side, as text */
 
     int refs; /* guarded by the scheduler's lock */
     struct sched_job *next;

@@ -217,6 +217,14 @@ void fkv_engine_finish(fkv_engine *e, fkv_eseq *s) {
     eseq_free(s);
 }
 
+bool fkv_eseq_divergence(const fkv_eseq *s, uint32_t *at, int32_t *cached, uint32_t *n_cached) {
+    const prefix_divergence *d = &s->ps.divergence;
+    *at = d->at;
+    *n_cached = d->n_cached;
+    memcpy(cached, d->cached, sizeof(int32_t) * d->n_cached);
+    return d->n_cached > 0;
+}
+
 const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n) {
     *n = s->ps.n_pos;
     return s->ids;

@@ -197,6 +197,23 @@ static void search(const prefix_tree *t, prefix_node *node, const int32_t *ids, 
     }
 }
 
+/* What the cache holds where the prompt (n ids) parted from the best match of length `agreed`. */
+static void note_divergence(const prefix_node *last_full, const prefix_node *partial, uint32_t partial_rows,
+                            uint32_t agreed, uint32_t n, prefix_seq *seq) {
+    prefix_divergence *d = &seq->divergence;
+    d->at = agreed;
+    d->n_cached = 0;
+    if (agreed >= n) return;
+    const prefix_node *node = partial;
+    uint32_t from = partial_rows;
+    if (!node) /* the match ended at a block boundary: what any child holds there differs */
+        for (node = last_full->child; node && !node->n_tokens; node = node->sibling) {}
+    if (!node) return;
+    if (!partial) from = 0;
+    while (from < node->n_tokens && d->n_cached < sizeof d->cached / sizeof *d->cached)
+        d->cached[d->n_cached++] = node->tokens[from++];
+}
+
 int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint32_t n, const kvrec_policy *policy,
                      bool cache, prefix_seq *seq, fkv_error *err) {
     memset(seq, 0, sizeof *seq);
@@ -213,6 +230,7 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
     uint32_t n_walked = m.best_depth, partial_rows = m.partial_rows;
     partial = m.partial;
     uint32_t reusable = n_walked * B + partial_rows;
+    note_divergence(n_walked ? walked[n_walked - 1] : root, partial, partial_rows, reusable, n, seq);
     if (reusable > n - 1) reusable = n ? n - 1 : 0;
     if (reusable < policy->min_reuse) reusable = 0;
 

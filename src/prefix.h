@@ -37,8 +37,18 @@
 
 typedef struct prefix_node prefix_node;
 
+/* Where a prompt parted from the cached sequence it agreed with longest: at position `at`, the cache
+ * continues with cached[0..n_cached) where the prompt has other ids (n_cached 0: it did not part — the
+ * cache simply ended, or nothing agreed at all). */
+typedef struct {
+    uint32_t at;
+    uint32_t n_cached;
+    int32_t cached[8];
+} prefix_divergence;
+
 /* One sequence's path: nodes[i] holds positions [i·B, (i+1)·B). */
 typedef struct {
+    prefix_divergence divergence; /* set by prefix_start */
     prefix_node *root; /* of its salt */
     prefix_node **nodes;
     uint32_t n_nodes, cap;

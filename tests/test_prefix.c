@@ -103,6 +103,36 @@ static void test_divergence_inside_a_block_copies_the_rows_it_keeps(void **state
     prefix_finish(f->tree, &s2);
 }
 
+static void test_where_a_prompt_parts_from_the_cache_is_reported(void **state) {
+    fixture *f = *state;
+    int32_t a[100], b[100];
+    ids_from(a, 100, 1);
+    ids_from(b, 100, 500);
+    memcpy(b, a, sizeof(int32_t) * 70);
+    prefix_seq s1, s2;
+    start(f, &s1, NULL, a, 100);
+    feed(f, &s1, a, 100, true);
+    prefix_finish(f->tree, &s1);
+    assert_int_equal(start(f, &s2, NULL, b, 100), 70);
+    assert_int_equal(s2.divergence.at, 70);
+    assert_true(s2.divergence.n_cached > 0);
+    assert_int_equal(s2.divergence.cached[0], a[70]);
+    prefix_finish(f->tree, &s2);
+    /* Parting exactly at a block boundary (64): the cache's next block is reported. */
+    memcpy(b, a, sizeof(int32_t) * 64);
+    b[64] = -5;
+    assert_int_equal(start(f, &s2, NULL, b, 100), 64);
+    assert_int_equal(s2.divergence.at, 64);
+    assert_int_equal(s2.divergence.cached[0], a[64]);
+    prefix_finish(f->tree, &s2);
+    /* A prompt that extends the cache does not part from it. */
+    int32_t c[120];
+    ids_from(c, 120, 1);
+    start(f, &s2, NULL, c, 120);
+    assert_int_equal(s2.divergence.n_cached, 0);
+    prefix_finish(f->tree, &s2);
+}
+
 static void test_the_records_rules_hold_in_the_tree(void **state) {
     fixture *f = *state;
     int32_t a[80];
@@ -215,6 +245,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_a_cached_prefix_is_shared_block_for_block, setup, teardown),
         cmocka_unit_test_setup_teardown(test_divergence_inside_a_block_copies_the_rows_it_keeps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_records_rules_hold_in_the_tree, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_where_a_prompt_parts_from_the_cache_is_reported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_frontier_bound_skips_rows_decode_wrote, setup, teardown),
         cmocka_unit_test_setup_teardown(test_different_salts_never_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_is_lru_and_spares_referenced_blocks, setup_small, teardown),

@@ -97,6 +97,25 @@ await runSections([
     check('blocks were evicted', evictions > 0, `${evictions} evictions`);
     await s.stop();
   }],
+  ['a cache miss says where the prompt parted from the cache', async () => {
+    const s = await startServer(['--cache-min', '1']);
+    const post = async (prompt) =>
+      (await fetch(`${s.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ prompt, max_tokens: 4, temperature: 0 }),
+      })).json();
+    await post('Once upon a time, there was a little dog named Max. He liked to run.');
+    const r = await post('Once upon a time, there was a little cat named Tom. He liked to sleep.');
+    const d = r.timings?.divergence;
+    check('timings.divergence is reported', d !== undefined, JSON.stringify(r.timings));
+    checkEqual('it parts where the reuse ends', d?.at, r.usage.prompt_tokens_details.cached_tokens);
+    check('each side names what it holds', d?.cached?.includes('dog') && d?.prompt?.includes('cat'), JSON.stringify(d));
+    const again = await post('Once upon a time, there was a little cat named Tom. He liked to sleep.');
+    check('a repeated prompt reports no divergence', again.timings?.divergence === undefined,
+      JSON.stringify(again.timings?.divergence));
+    await s.stop();
+  }],
   ['different cache_salt values never reuse each other\'s rows', async () => {
     const s = await startServer(['--cache-min', '1']);
     const c = client(s);
