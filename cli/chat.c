@@ -96,7 +96,7 @@ static int transcript_push(transcript *t, const char *role, const char *content,
     }
     char *copy = strndup(content, len);
     if (!copy) return -1;
-    t->msgs[t->n++] = (chat_message){role, copy};
+    t->msgs[t->n++] = (chat_message){.role = role, .content = copy};
     return 0;
 }
 
@@ -131,7 +131,7 @@ static int chat_turn(chat_session *cs, int turn) {
     fkv_error err = {{0}};
     int32_t *prompt = NULL;
     uint32_t n_prompt = 0;
-    if (chat_prompt_ids(cs->m, &cs->tmpl, cs->conv.msgs, cs->conv.n, &prompt, &n_prompt, &err)) {
+    if (chat_prompt_ids(cs->m, &cs->tmpl, cs->conv.msgs, cs->conv.n, NULL, &prompt, &n_prompt, &err)) {
         fprintf(stderr, "flatkv chat: %s\n", err.msg);
         return -1;
     }

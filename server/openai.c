@@ -85,11 +85,11 @@ static int parse_messages(const oai_context *ctx, const json_t *messages, sched_
         } else if (!(texts[i] = content_text(content, param, e))) {
             goto out;
         }
-        msgs[i] = (chat_message){r, texts[i]};
+        msgs[i] = (chat_message){.role = r, .content = texts[i]};
     }
     fkv_error err = {{0}};
     uint32_t n_ids;
-    if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, n, &job->ids, &n_ids, &err)) {
+    if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, n, NULL, &job->ids, &n_ids, &err)) {
         BAD("messages", "%s", err.msg);
         goto out;
     }

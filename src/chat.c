@@ -118,8 +118,42 @@ static bool chat_role_is(const chat_message *m, const char *role) { return !strc
 
 /* --- the families --- */
 
-static void chat_render_chatml(const chat_template *t, const chat_message *msgs, size_t n, chat_buf *b) {
-    if (n > 0 && chat_role_is(&msgs[0], "system")) {
+/* A value as Python's json.dumps writes it (", " and ": " separators; indent > 0: one item a line). */
+static void chat_put_json(chat_buf *b, const json_t *v, int indent) {
+    char *text = json_dumps(v, JSON_ENCODE_ANY | (indent ? JSON_INDENT(indent) : 0));
+    if (!text) {
+        b->oom = true;
+        return;
+    }
+    chat_put(b, text);
+    free(text);
+}
+
+/* A tool call's arguments as the templates' `tojson` writes them: the parsed object re-serialized, or the
+ * text as a JSON string when it is not JSON. */
+static void chat_put_arguments(chat_buf *b, const char *arguments) {
+    json_t *parsed = json_loads(arguments ? arguments : "", JSON_DECODE_ANY, NULL);
+    json_t *v = parsed ? parsed : json_string(arguments ? arguments : "");
+    chat_put_json(b, v, 0);
+    json_decref(v);
+}
+
+static void chat_render_chatml(const chat_template *t, const chat_message *msgs, size_t n, const json_t *tools,
+                               chat_buf *b) {
+    const bool lead_system = n > 0 && chat_role_is(&msgs[0], "system");
+    if (tools) { /* Qwen2.5's "# Tools" system block */
+        chat_put(b, "<|im_start|>system\n");
+        chat_put(b, lead_system ? msgs[0].content : t->default_system ? t->default_system : "");
+        chat_put(b, "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+                    "provided with function signatures within <tools></tools> XML tags:\n<tools>");
+        for (size_t i = 0; i < json_array_size(tools); i++) {
+            chat_put(b, "\n");
+            chat_put_json(b, json_array_get(tools, i), 0);
+        }
+        chat_put(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+                    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+                    "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+    } else if (lead_system) {
         chat_put(b, "<|im_start|>system\n");
         chat_put(b, msgs[0].content);
         chat_put(b, "<|im_end|>\n");
@@ -136,6 +170,20 @@ static void chat_render_chatml(const chat_template *t, const chat_message *msgs,
             chat_put(b, m->content);
             chat_put(b, "\n</tool_response>");
             if (i + 1 == n || !chat_role_is(&msgs[i + 1], "tool")) chat_put(b, "<|im_end|>\n");
+        } else if (chat_role_is(m, "assistant") && m->n_tool_calls) {
+            chat_put(b, "<|im_start|>assistant");
+            if (*m->content) {
+                chat_put(b, "\n");
+                chat_put(b, m->content);
+            }
+            for (size_t c = 0; c < m->n_tool_calls; c++) {
+                chat_put(b, "\n<tool_call>\n{\"name\": \"");
+                chat_put(b, m->tool_calls[c].name);
+                chat_put(b, "\", \"arguments\": ");
+                chat_put_arguments(b, m->tool_calls[c].arguments);
+                chat_put(b, "}\n</tool_call>");
+            }
+            chat_put(b, "<|im_end|>\n");
         } else if (i > 0 || !chat_role_is(m, "system")) { /* a leading system message went first */
             chat_put(b, "<|im_start|>");
             chat_put(b, m->role);
@@ -216,11 +264,12 @@ static void chat_put_header(chat_buf *b, const char *role) {
     chat_put(b, "<|end_header_id|>\n\n");
 }
 
-static void chat_render_llama3(const chat_template *t, const chat_message *msgs, size_t n, const char *bos,
-                               chat_buf *b) {
+static int chat_render_llama3(const chat_template *t, const chat_message *msgs, size_t n, const json_t *tools,
+                              const char *bos, chat_buf *b, fkv_error *err) {
     if (t->date_string) {
         chat_put(b, bos);
         chat_put_header(b, "system");
+        if (tools) chat_put(b, "Environment: ipython\n");
         chat_put(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
         chat_put(b, t->date_string);
         chat_put(b, "\n\n");
@@ -232,16 +281,42 @@ static void chat_render_llama3(const chat_template *t, const chat_message *msgs,
     } else if (n > 0) {
         chat_put(b, bos); /* Llama-3.0 writes it with the first message */
     }
+    if (tools) { /* the function list goes in the first user message */
+        if (n == 0 || !chat_role_is(&msgs[0], "user"))
+            return err_set(err, "chat_render: with tools, the Llama-3 template needs a user message first");
+        chat_put_header(b, "user");
+        chat_put(b, "Given the following functions, please respond with a JSON for a function call with its proper "
+                    "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function "
+                    "name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n");
+        for (size_t i = 0; i < json_array_size(tools); i++) {
+            chat_put_json(b, json_array_get(tools, i), 4);
+            chat_put(b, "\n\n");
+        }
+        chat_put_stripped(b, msgs[0].content);
+        chat_put(b, "<|eot_id|>");
+        msgs++, n--;
+    }
     for (size_t i = 0; i < n; i++) {
-        if (t->date_string && chat_role_is(&msgs[i], "tool")) {
+        const chat_message *m = &msgs[i];
+        if (t->date_string && chat_role_is(m, "tool")) {
             chat_put_header(b, "ipython");
-            chat_put(b, msgs[i].content);
+            chat_put(b, m->content);
+        } else if (t->date_string && chat_role_is(m, "assistant") && m->n_tool_calls) {
+            if (m->n_tool_calls != 1)
+                return err_set(err, "chat_render: message %zu: the Llama-3 template takes one tool call at a time", i);
+            chat_put_header(b, "assistant");
+            chat_put(b, "{\"name\": \"");
+            chat_put(b, m->tool_calls[0].name);
+            chat_put(b, "\", \"parameters\": ");
+            chat_put_arguments(b, m->tool_calls[0].arguments);
+            chat_put(b, "}");
         } else {
-            chat_put_header(b, msgs[i].role);
-            chat_put_stripped(b, msgs[i].content);
+            chat_put_header(b, m->role);
+            chat_put_stripped(b, m->content);
         }
         chat_put(b, "<|eot_id|>");
     }
+    return 0;
 }
 
 static int chat_render_mistral(const chat_template *t, const chat_message *msgs, size_t n, const char *bos,
@@ -390,8 +465,9 @@ static void chat_render_deepseek(const chat_message *msgs, size_t n, bool add_ge
     else if (add_generation_prompt) chat_put(b, "<｜Assistant｜><think>\n");
 }
 
-int chat_render(const chat_template *t, const chat_message *messages, size_t n, bool add_generation_prompt,
-                const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err) {
+int chat_render(const chat_template *t, const chat_message *messages, size_t n, const json_t *tools,
+                bool add_generation_prompt, const char *bos_text, const char *eos_text, char **out, size_t *len,
+                fkv_error *err) {
     static const char *const roles[] = {"system", "user", "assistant", "tool"};
     for (size_t i = 0; i < n; i++) {
         size_t r = 0;
@@ -404,18 +480,22 @@ int chat_render(const chat_template *t, const chat_message *messages, size_t n, 
     size_t f = chat_family_index(t->family);
     const char *bos = bos_text ? bos_text : chat_families[f].bos ? chat_families[f].bos : "";
     const char *eos = eos_text ? eos_text : chat_families[f].eos ? chat_families[f].eos : "";
+    bool with_tools = tools && json_array_size(tools) > 0;
+    if (with_tools && t->family != CHAT_CHATML && !(t->family == CHAT_LLAMA3 && t->date_string))
+        return err_set(err, "chat_render: the %s template has no tool form in flatkv (tools work with ChatML/Qwen "
+                       "and Llama-3.1+)", chat_families[chat_family_index(t->family)].name);
     chat_buf b = {0};
     chat_put(&b, ""); /* an empty conversation still gives a string */
     int rc = 0;
     switch (t->family) {
     case CHAT_CHATML:
-        chat_render_chatml(t, messages, n, &b);
+        chat_render_chatml(t, messages, n, with_tools ? tools : NULL, &b);
         if (add_generation_prompt) chat_put(&b, "<|im_start|>assistant\n");
         break;
     case CHAT_LLAMA2: rc = chat_render_llama2(messages, n, bos, eos, &b, err); break;
     case CHAT_PLAIN: chat_render_plain(messages, n, add_generation_prompt, &b); break;
     case CHAT_LLAMA3:
-        chat_render_llama3(t, messages, n, bos, &b);
+        rc = chat_render_llama3(t, messages, n, with_tools ? tools : NULL, bos, &b, err);
         if (add_generation_prompt) chat_put_header(&b, "assistant");
         break;
     case CHAT_MISTRAL: rc = chat_render_mistral(t, messages, n, bos, eos, &b, err); break;
@@ -450,13 +530,13 @@ static const char *chat_vocab_text(const fkv_model *m, const char *text, bool is
 }
 
 int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_message *messages, size_t n,
-                    int32_t **ids, uint32_t *n_ids, fkv_error *err) {
+                    const json_t *tools, int32_t **ids, uint32_t *n_ids, fkv_error *err) {
     size_t f = chat_family_index(t->family);
     const char *bos = chat_vocab_text(m, chat_families[f].bos, true);
     const char *eos = chat_vocab_text(m, chat_families[f].eos, false);
     char *text = NULL;
     size_t len = 0;
-    if (chat_render(t, messages, n, true, bos, eos, &text, &len, err)) return -1;
+    if (chat_render(t, messages, n, tools, true, bos, eos, &text, &len, err)) return -1;
     bool add_bos = !(*bos && !strncmp(text, bos, strlen(bos)));
     int count = fkv_tokenize(m, text, len, add_bos, true, NULL, 0, err);
     *ids = count >= 0 ? malloc(sizeof(int32_t) * (size_t)(count ? count : 1)) : NULL;

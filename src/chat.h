@@ -116,6 +116,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "flatkv.h"
 
 typedef enum {
@@ -132,9 +134,17 @@ typedef enum {
 
 typedef enum { CHAT_MISTRAL_V3 = 0, CHAT_MISTRAL_TEKKEN = 1, CHAT_MISTRAL_V1 = 2 } chat_mistral_variant;
 
+/* A function call an assistant message made (OpenAI's tool_calls[i].function). */
+typedef struct {
+    const char *name;
+    const char *arguments; /* JSON text: an object, as the model wrote it */
+} chat_tool_call;
+
 typedef struct {
     const char *role; /* "system", "user", "assistant" or "tool" */
     const char *content;
+    const chat_tool_call *tool_calls; /* assistant: calls it made (content may then be "") */
+    size_t n_tool_calls;
 } chat_message;
 
 typedef struct {
@@ -163,12 +173,19 @@ chat_template chat_template_detect(const char *jinja_source);
  * naming the unknown name. */
 int chat_template_by_name(const char *name, chat_template *out, fkv_error *err);
 
-/* Render messages[0..n) as the family's template does, with the generation prompt when
+/* Tools (tools: the request's OpenAI `tools` array, or NULL/empty for none) are rendered as the family's
+ * template does — CHATML as Qwen2.5's "# Tools" system block (each tool as json.dumps writes it), LLAMA3
+ * (3.1+) as the "Environment: ipython" header and the function list in the first user message (indent 4) —
+ * and assistant tool calls as <tool_call> JSON (CHATML) or {"name", "parameters"} (LLAMA3). Other families
+ * have no tool form here: rendering tools for them fails with err.
+ *
+ * Render messages[0..n) as the family's template does, with the generation prompt when
  * add_generation_prompt. bos_text/eos_text: the vocabulary's BOS/EOS texts for the families that write
  * them; NULL: the family's usual text (see BOS/EOS above). *out: a malloc'd NUL-terminated string, its
  * length in *len (may be NULL). 0, or -1 with err naming the message at fault (an unknown role, NULL
  * content, a role order or role the family's template raises on) or out of memory. */
-int chat_render(const chat_template *t, const chat_message *messages, size_t n, bool add_generation_prompt,
+int chat_render(const chat_template *t, const chat_message *messages, size_t n, const json_t *tools,
+                bool add_generation_prompt,
                 const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err);
 
 /* The prompt ids of messages[0..n) for model m: rendered with the generation prompt and the family's
@@ -176,6 +193,6 @@ int chat_render(const chat_template *t, const chat_message *messages, size_t n, 
  * the rendering begins with it.
  * *ids malloc'd. 0, or -1 with err. */
 int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_message *messages, size_t n,
-                    int32_t **ids, uint32_t *n_ids, fkv_error *err);
+                    const json_t *tools, int32_t **ids, uint32_t *n_ids, fkv_error *err);
 
 #endif

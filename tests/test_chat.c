@@ -21,7 +21,7 @@ static char *render(const chat_template *t, const chat_message *msgs, size_t n, 
     fkv_error err = {{0}};
     char *out = NULL;
     size_t len = 0;
-    if (chat_render(t, msgs, n, gen, NULL, NULL, &out, &len, &err)) fail_msg("chat_render: %s", err.msg);
+    if (chat_render(t, msgs, n, NULL, gen, NULL, NULL, &out, &len, &err)) fail_msg("chat_render: %s", err.msg);
     assert_int_equal(len, strlen(out));
     return out;
 }
@@ -45,7 +45,7 @@ static chat_template named(const char *name) {
 static void expect_refusal(const chat_template *t, const chat_message *msgs, size_t n, const char *needle) {
     fkv_error err = {{0}};
     char *out = NULL;
-    assert_int_equal(chat_render(t, msgs, n, true, NULL, NULL, &out, NULL, &err), -1);
+    assert_int_equal(chat_render(t, msgs, n, NULL, true, NULL, NULL, &out, NULL, &err), -1);
     assert_null(out);
     if (!strstr(err.msg, needle)) fail_msg("error '%s' does not name '%s'", err.msg, needle);
 }
@@ -65,7 +65,7 @@ static chat_template detect_file(const char *name) {
 static void test_chatml_renders_system_user_assistant_turns_like_qwen(void **state) {
     (void)state;
     chat_template qwen = detect_file("Qwen-Qwen2.5-7B-Instruct.jinja");
-    const chat_message msgs[] = {{"system", "You are terse."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
+    const chat_message msgs[] = {{.role = "system", .content = "You are terse."}, {.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello!"}, {.role = "user", .content = "Bye"}};
     expect_render(&qwen, msgs, N_OF(msgs), true,
                   "<|im_start|>system\nYou are terse.<|im_end|>\n"
                   "<|im_start|>user\nHi<|im_end|>\n"
@@ -82,14 +82,14 @@ static void test_chatml_renders_system_user_assistant_turns_like_qwen(void **sta
 static void test_chatml_inserts_qwens_default_system_only_when_the_template_has_one(void **state) {
     (void)state;
     chat_template qwen = detect_file("Qwen-Qwen2.5-7B-Instruct.jinja");
-    const chat_message msgs[] = {{"user", "Hi"}};
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"}};
     expect_render(&qwen, msgs, 1, true,
                   "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
                   "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     chat_template plain_chatml = family(CHAT_CHATML);
     expect_render(&plain_chatml, msgs, 1, true, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     /* A system message after the first is an ordinary turn. */
-    const chat_message late[] = {{"user", "Hi"}, {"system", "Be brief."}};
+    const chat_message late[] = {{.role = "user", .content = "Hi"}, {.role = "system", .content = "Be brief."}};
     expect_render(&plain_chatml, late, 2, false,
                   "<|im_start|>user\nHi<|im_end|>\n<|im_start|>system\nBe brief.<|im_end|>\n");
 }
@@ -97,7 +97,7 @@ static void test_chatml_inserts_qwens_default_system_only_when_the_template_has_
 static void test_chatml_wraps_a_run_of_tool_messages_in_one_user_turn(void **state) {
     (void)state;
     chat_template t = family(CHAT_CHATML);
-    const chat_message msgs[] = {{"user", "Weather?"}, {"assistant", "Checking."}, {"tool", "sunny"}, {"tool", "warm"}};
+    const chat_message msgs[] = {{.role = "user", .content = "Weather?"}, {.role = "assistant", .content = "Checking."}, {.role = "tool", .content = "sunny"}, {.role = "tool", .content = "warm"}};
     expect_render(&t, msgs, N_OF(msgs), true,
                   "<|im_start|>user\nWeather?<|im_end|>\n"
                   "<|im_start|>assistant\nChecking.<|im_end|>\n"
@@ -113,10 +113,10 @@ static void test_llama2_folds_the_system_prompt_into_the_first_instruction(void 
     chat_template t = family(CHAT_LLAMA2);
     /* The expected string is the one transformers' own chat-template tests give for this template. */
     const chat_message msgs[] = {
-        {"system", "You are a friendly chatbot who always responds in the style of a pirate"},
-        {"user", "Hello, how are you?"},
-        {"assistant", "I'm doing great. How can I help you today?"},
-        {"user", "I'd like to show off how chat templating works!"}};
+        {.role = "system", .content = "You are a friendly chatbot who always responds in the style of a pirate"},
+        {.role = "user", .content = "Hello, how are you?"},
+        {.role = "assistant", .content = "I'm doing great. How can I help you today?"},
+        {.role = "user", .content = "I'd like to show off how chat templating works!"}};
     expect_render(&t, msgs, N_OF(msgs), true,
                   "<s>[INST] <<SYS>>\nYou are a friendly chatbot who always responds in the style of a pirate\n"
                   "<</SYS>>\n\nHello, how are you? [/INST] I'm doing great. How can I help you today? </s>"
@@ -126,25 +126,25 @@ static void test_llama2_folds_the_system_prompt_into_the_first_instruction(void 
 static void test_llama2_strips_contents_and_has_no_generation_prompt(void **state) {
     (void)state;
     chat_template t = family(CHAT_LLAMA2);
-    const chat_message msgs[] = {{"user", "  hi\n"}, {"assistant", " hello \n"}, {"user", "\tbye "}};
+    const chat_message msgs[] = {{.role = "user", .content = "  hi\n"}, {.role = "assistant", .content = " hello \n"}, {.role = "user", .content = "\tbye "}};
     const char *want = "<s>[INST] hi [/INST] hello </s><s>[INST] bye [/INST]";
     expect_render(&t, msgs, N_OF(msgs), true, want);
     expect_render(&t, msgs, N_OF(msgs), false, want);
     /* The strip applies to the system block and the user text joined: only their outer ends. */
-    const chat_message sys[] = {{"system", " S "}, {"user", " u "}};
+    const chat_message sys[] = {{.role = "system", .content = " S "}, {.role = "user", .content = " u "}};
     expect_render(&t, sys, 2, true, "<s>[INST] <<SYS>>\n S \n<</SYS>>\n\n u [/INST]");
 }
 
 static void test_llama2_refuses_roles_that_do_not_alternate(void **state) {
     (void)state;
     chat_template t = family(CHAT_LLAMA2);
-    const chat_message two_users[] = {{"user", "a"}, {"user", "b"}};
-    const chat_message starts_with_assistant[] = {{"system", "s"}, {"assistant", "a"}};
+    const chat_message two_users[] = {{.role = "user", .content = "a"}, {.role = "user", .content = "b"}};
+    const chat_message starts_with_assistant[] = {{.role = "system", .content = "s"}, {.role = "assistant", .content = "a"}};
     fkv_error err = {{0}};
     char *out = NULL;
-    assert_int_equal(chat_render(&t, two_users, 2, true, "<s>", "</s>", &out, NULL, &err), -1);
+    assert_int_equal(chat_render(&t, two_users, 2, NULL, true, "<s>", "</s>", &out, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "message 1"));
-    assert_int_equal(chat_render(&t, starts_with_assistant, 2, true, "<s>", "</s>", &out, NULL, &err), -1);
+    assert_int_equal(chat_render(&t, starts_with_assistant, 2, NULL, true, "<s>", "</s>", &out, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "message 1 is 'assistant'"));
     assert_null(out);
 }
@@ -154,8 +154,8 @@ static void test_llama2_refuses_roles_that_do_not_alternate(void **state) {
 static void test_llama3_writes_the_dated_system_header_and_ipython_tool_turns(void **state) {
     (void)state;
     chat_template t = detect_file("meta-llama-Llama-3.1-8B-Instruct.jinja");
-    const chat_message msgs[] = {{"system", " You are terse.\n"}, {"user", "Weather?"}, {"assistant", "Checking. "},
-                                 {"tool", " sunny\n"}, {"user", " Thanks \n"}};
+    const chat_message msgs[] = {{.role = "system", .content = " You are terse.\n"}, {.role = "user", .content = "Weather?"}, {.role = "assistant", .content = "Checking. "},
+                                 {.role = "tool", .content = " sunny\n"}, {.role = "user", .content = " Thanks \n"}};
     expect_render(&t, msgs, N_OF(msgs), true,
                   "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
                   "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\nYou are terse.<|eot_id|>"
@@ -166,7 +166,7 @@ static void test_llama3_writes_the_dated_system_header_and_ipython_tool_turns(vo
                   "<|start_header_id|>assistant<|end_header_id|>\n\n");
     /* Without a system message the header is still written, with an empty system text; a later system
      * message is an ordinary turn. */
-    const chat_message late[] = {{"user", "Hi"}, {"system", "Be brief."}};
+    const chat_message late[] = {{.role = "user", .content = "Hi"}, {.role = "system", .content = "Be brief."}};
     expect_render(&t, late, 2, false,
                   "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
                   "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
@@ -184,7 +184,7 @@ static void test_llama3_0_has_no_system_header_and_no_ipython_role(void **state)
         "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}");
     assert_int_equal(t.family, CHAT_LLAMA3);
     assert_null(t.date_string);
-    const chat_message msgs[] = {{"system", "S "}, {"user", "U"}, {"tool", " T "}};
+    const chat_message msgs[] = {{.role = "system", .content = "S "}, {.role = "user", .content = "U"}, {.role = "tool", .content = " T "}};
     expect_render(&t, msgs, N_OF(msgs), true,
                   "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
                   "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
@@ -198,7 +198,7 @@ static void test_llama3_0_has_no_system_header_and_no_ipython_role(void **state)
 static void test_mistral_nemo_puts_the_system_text_in_the_last_user_message(void **state) {
     (void)state;
     chat_template t = detect_file("mistralai-Mistral-Nemo-Instruct-2407.jinja");
-    const chat_message msgs[] = {{"system", "Be terse."}, {"user", " Hi"}, {"assistant", " Hello! "}, {"user", "Bye "}};
+    const chat_message msgs[] = {{.role = "system", .content = "Be terse."}, {.role = "user", .content = " Hi"}, {.role = "assistant", .content = " Hello! "}, {.role = "user", .content = "Bye "}};
     expect_render(&t, msgs, N_OF(msgs), true, "<s>[INST] Hi[/INST] Hello! </s>[INST]Be terse.\n\nBye [/INST]");
     /* Ending with a reply, the conversation has no last user message: the system text is written nowhere. */
     expect_render(&t, msgs, 3, false, "<s>[INST] Hi[/INST] Hello! </s>");
@@ -213,7 +213,7 @@ static void test_mistral_v3_spaces_the_instruction_and_strips_the_reply(void **s
         "{%- elif message[\"role\"] == \"assistant\" %}{{- \" \" + message[\"content\"]|trim + eos_token}}");
     assert_int_equal(t.family, CHAT_MISTRAL);
     assert_int_equal(t.mistral, CHAT_MISTRAL_V3);
-    const chat_message msgs[] = {{"system", "Be terse."}, {"user", "Hi"}, {"assistant", "Hello!\n"}, {"user", "Bye"}};
+    const chat_message msgs[] = {{.role = "system", .content = "Be terse."}, {.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello!\n"}, {.role = "user", .content = "Bye"}};
     expect_render(&t, msgs, N_OF(msgs), true, "<s>[INST] Hi[/INST] Hello!</s>[INST] Be terse.\n\nBye[/INST]");
     chat_template by_name = named("mistral");
     expect_render(&by_name, msgs, N_OF(msgs), false, "<s>[INST] Hi[/INST] Hello!</s>[INST] Be terse.\n\nBye[/INST]");
@@ -230,20 +230,20 @@ static void test_mistral_v1_closes_with_a_space_and_refuses_a_system_message(voi
         "roles are supported!') }}{% endif %}{% endfor %}");
     assert_int_equal(t.family, CHAT_MISTRAL);
     assert_int_equal(t.mistral, CHAT_MISTRAL_V1);
-    const chat_message msgs[] = {{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello!"}, {.role = "user", .content = "Bye"}};
     expect_render(&t, msgs, N_OF(msgs), true, "<s>[INST] Hi [/INST]Hello!</s>[INST] Bye [/INST]");
-    const chat_message sys[] = {{"system", "S"}, {"user", "Hi"}};
+    const chat_message sys[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "Hi"}};
     expect_refusal(&t, sys, 2, "message 0 is 'system'");
 }
 
 static void test_mistral_refuses_tool_results_and_broken_alternation(void **state) {
     (void)state;
     chat_template t = named("mistral");
-    const chat_message tool[] = {{"user", "Weather?"}, {"assistant", "Checking."}, {"tool", "sunny"}};
+    const chat_message tool[] = {{.role = "user", .content = "Weather?"}, {.role = "assistant", .content = "Checking."}, {.role = "tool", .content = "sunny"}};
     expect_refusal(&t, tool, N_OF(tool), "message 2 is a tool result");
-    const chat_message two_users[] = {{"system", "S"}, {"user", "a"}, {"user", "b"}};
+    const chat_message two_users[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "a"}, {.role = "user", .content = "b"}};
     expect_refusal(&t, two_users, N_OF(two_users), "message 2 is 'user'");
-    const chat_message late_system[] = {{"user", "a"}, {"system", "b"}};
+    const chat_message late_system[] = {{.role = "user", .content = "a"}, {.role = "system", .content = "b"}};
     expect_refusal(&t, late_system, N_OF(late_system), "message 1 is 'system'");
 }
 
@@ -252,12 +252,12 @@ static void test_mistral_refuses_tool_results_and_broken_alternation(void **stat
 static void test_phi3_tags_each_turn_and_drops_tool_and_empty_system_messages(void **state) {
     (void)state;
     chat_template t = detect_file("microsoft-Phi-3.5-mini-instruct.jinja");
-    const chat_message msgs[] = {{"system", "Be terse."}, {"user", "Hi "}, {"assistant", "Hello!"}, {"tool", "t"},
-                                 {"user", "Bye"}};
+    const chat_message msgs[] = {{.role = "system", .content = "Be terse."}, {.role = "user", .content = "Hi "}, {.role = "assistant", .content = "Hello!"}, {.role = "tool", .content = "t"},
+                                 {.role = "user", .content = "Bye"}};
     expect_render(&t, msgs, N_OF(msgs), true,
                   "<|system|>\nBe terse.<|end|>\n<|user|>\nHi <|end|>\n<|assistant|>\nHello!<|end|>\n"
                   "<|user|>\nBye<|end|>\n<|assistant|>\n");
-    const chat_message empty_system[] = {{"system", ""}, {"user", "Hi"}};
+    const chat_message empty_system[] = {{.role = "system", .content = ""}, {.role = "user", .content = "Hi"}};
     expect_render(&t, empty_system, 2, false, "<|user|>\nHi<|end|>\n<|endoftext|>");
 }
 
@@ -266,7 +266,7 @@ static void test_phi3_tags_each_turn_and_drops_tool_and_empty_system_messages(vo
 static void test_gemma_names_the_assistant_model_and_strips_contents(void **state) {
     (void)state;
     chat_template t = detect_file("google-gemma-2-2b-it.jinja");
-    const chat_message msgs[] = {{"user", " Hi\n"}, {"assistant", "Hello! "}, {"user", "Bye"}, {"tool", "t"}};
+    const chat_message msgs[] = {{.role = "user", .content = " Hi\n"}, {.role = "assistant", .content = "Hello! "}, {.role = "user", .content = "Bye"}, {.role = "tool", .content = "t"}};
     expect_render(&t, msgs, N_OF(msgs), true,
                   "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
                   "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>tool\nt<end_of_turn>\n<start_of_turn>model\n");
@@ -277,9 +277,9 @@ static void test_gemma2_refuses_a_system_message_and_gemma3_folds_it_into_the_fi
     (void)state;
     chat_template gemma2 = detect_file("google-gemma-2-2b-it.jinja");
     assert_false(gemma2.fold_system);
-    const chat_message msgs[] = {{"system", "Be terse. "}, {"user", " Hi"}, {"assistant", "Hello!"}};
+    const chat_message msgs[] = {{.role = "system", .content = "Be terse. "}, {.role = "user", .content = " Hi"}, {.role = "assistant", .content = "Hello!"}};
     expect_refusal(&gemma2, msgs, N_OF(msgs), "System role not supported");
-    const chat_message two_users[] = {{"user", "a"}, {"user", "b"}};
+    const chat_message two_users[] = {{.role = "user", .content = "a"}, {.role = "user", .content = "b"}};
     expect_refusal(&gemma2, two_users, 2, "message 1 is 'user'");
     /* Gemma-3's template prefixes the first turn with the system text and a blank line. */
     chat_template gemma3 = chat_template_detect(
@@ -298,15 +298,15 @@ static void test_zephyr_ends_each_turn_with_eos_and_a_newline(void **state) {
     chat_template t = named("zephyr");
     /* The expected string is the one transformers' own chat-template tests give for this template. */
     const chat_message msgs[] = {
-        {"system", "You are a friendly chatbot who always responds in the style of a pirate"},
-        {"user", "Hello, how are you?"},
-        {"assistant", "I'm doing great. How can I help you today?"},
-        {"user", "I'd like to show off how chat templating works!"}};
+        {.role = "system", .content = "You are a friendly chatbot who always responds in the style of a pirate"},
+        {.role = "user", .content = "Hello, how are you?"},
+        {.role = "assistant", .content = "I'm doing great. How can I help you today?"},
+        {.role = "user", .content = "I'd like to show off how chat templating works!"}};
     expect_render(&t, msgs, N_OF(msgs), false,
                   "<|system|>\nYou are a friendly chatbot who always responds in the style of a pirate</s>\n"
                   "<|user|>\nHello, how are you?</s>\n<|assistant|>\nI'm doing great. How can I help you today?</s>\n"
                   "<|user|>\nI'd like to show off how chat templating works!</s>\n");
-    const chat_message tool[] = {{"user", "Hi"}, {"tool", "t"}};
+    const chat_message tool[] = {{.role = "user", .content = "Hi"}, {.role = "tool", .content = "t"}};
     expect_render(&t, tool, 2, true, "<|user|>\nHi</s>\n<|assistant|>\n");
     expect_render(&t, tool, 0, true, "");
 }
@@ -316,8 +316,8 @@ static void test_zephyr_ends_each_turn_with_eos_and_a_newline(void **state) {
 static void test_deepseek_drops_past_reasoning_and_writes_the_last_system_text_first(void **state) {
     (void)state;
     chat_template t = detect_file("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja");
-    const chat_message msgs[] = {{"system", "Old."}, {"user", "2+2?"}, {"assistant", "Hmm.</think>a</think>\n\n4"},
-                                 {"system", "New."}, {"user", "3+3?"}};
+    const chat_message msgs[] = {{.role = "system", .content = "Old."}, {.role = "user", .content = "2+2?"}, {.role = "assistant", .content = "Hmm.</think>a</think>\n\n4"},
+                                 {.role = "system", .content = "New."}, {.role = "user", .content = "3+3?"}};
     expect_render(&t, msgs, N_OF(msgs), true,
                   "<｜begin▁of▁sentence｜>New.<｜User｜>2+2?<｜Assistant｜>\n\n4<｜end▁of▁sentence｜><｜User｜>3+3?"
                   "<｜Assistant｜><think>\n");
@@ -326,8 +326,8 @@ static void test_deepseek_drops_past_reasoning_and_writes_the_last_system_text_f
 static void test_deepseek_wraps_tool_outputs_and_has_no_generation_prompt_after_them(void **state) {
     (void)state;
     chat_template t = detect_file("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
-    const chat_message msgs[] = {{"user", "Weather?"}, {"tool", "sunny"}, {"tool", "warm"}, {"assistant", "Nice</think>."},
-                                 {"user", "More?"}, {"tool", "dry"}};
+    const chat_message msgs[] = {{.role = "user", .content = "Weather?"}, {.role = "tool", .content = "sunny"}, {.role = "tool", .content = "warm"}, {.role = "assistant", .content = "Nice</think>."},
+                                 {.role = "user", .content = "More?"}, {.role = "tool", .content = "dry"}};
     expect_render(&t, msgs, N_OF(msgs), true,
                   "<｜begin▁of▁sentence｜><｜User｜>Weather?<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>sunny"
                   "<｜tool▁output▁end｜>\n<｜tool▁output▁begin｜>warm<｜tool▁output▁end｜><｜tool▁outputs▁end｜>Nice</think>."
@@ -340,7 +340,7 @@ static void test_deepseek_wraps_tool_outputs_and_has_no_generation_prompt_after_
 static void test_plain_labels_turns_and_ends_with_the_assistant_label(void **state) {
     (void)state;
     chat_template t = family(CHAT_PLAIN);
-    const chat_message msgs[] = {{"system", "A story."}, {"user", "a"}, {"assistant", " b"}, {"tool", "t"}, {"user", "c"}};
+    const chat_message msgs[] = {{.role = "system", .content = "A story."}, {.role = "user", .content = "a"}, {.role = "assistant", .content = " b"}, {.role = "tool", .content = "t"}, {.role = "user", .content = "c"}};
     expect_render(&t, msgs, N_OF(msgs), true, "A story.\n\nUser: a\nAssistant: b\nTool: t\nUser: c\nAssistant:");
     expect_render(&t, msgs, N_OF(msgs), false, "A story.\n\nUser: a\nAssistant: b\nTool: t\nUser: c\n");
     expect_render(&t, msgs, 0, true, "Assistant:");
@@ -351,13 +351,13 @@ static void test_plain_labels_turns_and_ends_with_the_assistant_label(void **sta
 static void expect_prefix_stable(chat_template t, const char *system, const char *const *replies) {
     chat_message msgs[16];
     size_t n = 0;
-    if (system) msgs[n++] = (chat_message){"system", system};
+    if (system) msgs[n++] = (chat_message){.role = "system", .content = system};
     static const char *const users[] = {"Tell me a story.", "Make it shorter.", "Now a poem?", "Thanks!"};
     for (size_t k = 0; k + 1 < N_OF(users); k++) {
-        msgs[n++] = (chat_message){"user", users[k]};
+        msgs[n++] = (chat_message){.role = "user", .content = users[k]};
         char *asked = render(&t, msgs, n, true);
-        msgs[n++] = (chat_message){"assistant", replies[k]};
-        msgs[n++] = (chat_message){"user", users[k + 1]};
+        msgs[n++] = (chat_message){.role = "assistant", .content = replies[k]};
+        msgs[n++] = (chat_message){.role = "user", .content = users[k + 1]};
         char *next = render(&t, msgs, n, true);
         n--; /* the next user message is added again at the top of the loop */
         size_t la = strlen(asked), lr = strlen(replies[k]);
@@ -433,7 +433,7 @@ static void test_mistral_rewrites_history_when_there_is_a_system_message(void **
     (void)state;
     /* The system text moves to the newest user message: reuse breaks inside the first instruction. */
     chat_template t = detect_file("mistralai-Mistral-Nemo-Instruct-2407.jinja");
-    const chat_message msgs[] = {{"system", "Be terse."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
+    const chat_message msgs[] = {{.role = "system", .content = "Be terse."}, {.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello!"}, {.role = "user", .content = "Bye"}};
     assert_int_equal(divergence(&t, msgs, 2, "Hello!", 4), strlen("<s>[INST]"));
 }
 
@@ -442,7 +442,7 @@ static void test_deepseek_rewrites_history_at_past_replies_with_reasoning(void *
     /* The prompt ends in "<think>\n"; the same reply in history keeps only what follows "</think>". */
     chat_template t = detect_file("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
     const char reply[] = "The user greets me.\n</think>\n\nHello!";
-    const chat_message msgs[] = {{"user", "Hi"}, {"assistant", reply}, {"user", "Bye"}};
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = reply}, {.role = "user", .content = "Bye"}};
     assert_int_equal(divergence(&t, msgs, 1, reply, 3),
                      strlen("<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜>"));
     expect_render(&t, msgs, 3, true,
@@ -545,10 +545,10 @@ static void test_a_template_can_be_chosen_by_name(void **state) {
 static void test_explicit_bos_and_eos_texts_replace_the_familys_own(void **state) {
     (void)state;
     chat_template t = named("mistral");
-    const chat_message msgs[] = {{"user", "Hi"}, {"assistant", "Hello!"}};
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello!"}};
     fkv_error err = {{0}};
     char *out = NULL;
-    assert_int_equal(chat_render(&t, msgs, 2, true, "[BOS]", "[EOS]", &out, NULL, &err), 0);
+    assert_int_equal(chat_render(&t, msgs, 2, NULL, true, "[BOS]", "[EOS]", &out, NULL, &err), 0);
     assert_string_equal(out, "[BOS][INST] Hi[/INST] Hello![EOS]");
     free(out);
 }
@@ -558,11 +558,11 @@ static void test_render_refuses_unknown_roles_and_missing_content(void **state) 
     chat_template t = family(CHAT_CHATML);
     fkv_error err = {{0}};
     char *out = NULL;
-    const chat_message bad_role[] = {{"user", "a"}, {"narrator", "b"}};
-    assert_int_equal(chat_render(&t, bad_role, 2, true, NULL, NULL, &out, NULL, &err), -1);
+    const chat_message bad_role[] = {{.role = "user", .content = "a"}, {.role = "narrator", .content = "b"}};
+    assert_int_equal(chat_render(&t, bad_role, 2, NULL, true, NULL, NULL, &out, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "message 1 has role 'narrator'"));
-    const chat_message no_content[] = {{"user", NULL}};
-    assert_int_equal(chat_render(&t, no_content, 1, true, NULL, NULL, &out, NULL, &err), -1);
+    const chat_message no_content[] = {{.role = "user", .content = NULL}};
+    assert_int_equal(chat_render(&t, no_content, 1, NULL, true, NULL, NULL, &out, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "message 0"));
     assert_null(out);
 }
@@ -571,11 +571,11 @@ static void test_render_refuses_unknown_roles_and_missing_content(void **state) 
 /* --- prompt ids: BOS exactly once --- */
 
 static void expect_one_bos(const fkv_model *m, chat_template t, bool with_system, int n_bos_want) {
-    const chat_message msgs[] = {{"system", "Be kind."}, {"user", "Hi"}, {"assistant", " Hello."}, {"user", "<s>Bye"}};
+    const chat_message msgs[] = {{.role = "system", .content = "Be kind."}, {.role = "user", .content = "Hi"}, {.role = "assistant", .content = " Hello."}, {.role = "user", .content = "<s>Bye"}};
     fkv_error err = {{0}};
     int32_t *ids = NULL;
     uint32_t n = 0;
-    if (chat_prompt_ids(m, &t, msgs + !with_system, N_OF(msgs) - !with_system, &ids, &n, &err))
+    if (chat_prompt_ids(m, &t, msgs + !with_system, N_OF(msgs) - !with_system, NULL, &ids, &n, &err))
         fail_msg("chat_prompt_ids: %s", err.msg);
     const int32_t bos = fkv_token_bos(m);
     assert_true(n > 2);
@@ -612,12 +612,12 @@ static void test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them(v
     fkv_error err = {{0}};
     fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
-    const chat_message msgs[] = {{"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello."}, {.role = "user", .content = "Bye"}};
     /* Mistral's "</s>" is this vocabulary's EOS: one EOS id after the reply. */
     chat_template t = named("mistral");
     int32_t *ids = NULL;
     uint32_t n = 0;
-    if (chat_prompt_ids(m, &t, msgs, N_OF(msgs), &ids, &n, &err)) fail_msg("%s", err.msg);
+    if (chat_prompt_ids(m, &t, msgs, N_OF(msgs), NULL, &ids, &n, &err)) fail_msg("%s", err.msg);
     int n_eog = 0;
     for (uint32_t i = 0; i < n; i++) n_eog += fkv_token_is_eog(m, ids[i]);
     assert_int_equal(n_eog, 1);
@@ -625,8 +625,87 @@ static void test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them(v
     fkv_model_free(m);
 }
 
+/* Tools: the request's `tools` as Qwen2.5's and Llama-3.1's templates render them, and an assistant's tool
+ * call and the tool's answer. Expected strings follow the templates' source (tools as json.dumps writes
+ * them: ", "/": " separators, indent 4 for Llama-3.1). */
+#define WEATHER_TOOL                                                                                          \
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the weather\", " \
+    "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": "  \
+    "[\"city\"]}}}"
+
+static char *render_tools(const chat_template *t, const chat_message *msgs, size_t n) {
+    json_t *tools = json_pack("[o]", json_loads(WEATHER_TOOL, 0, NULL));
+    fkv_error err = {{0}};
+    char *out = NULL;
+    if (chat_render(t, msgs, n, tools, true, NULL, NULL, &out, NULL, &err)) fail_msg("%s", err.msg);
+    json_decref(tools);
+    return out;
+}
+
+static const chat_tool_call PARIS = {"get_weather", "{\"city\":\"Paris\"}"};
+
+static void test_qwen_renders_tools_calls_and_results_as_its_template(void **state) {
+    (void)state;
+    chat_template t = chat_template_detect("<|im_start|>You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+    const chat_message msgs[] = {{.role = "user", .content = "Weather in Paris?"},
+                                 {.role = "assistant", .content = "", .tool_calls = &PARIS, .n_tool_calls = 1},
+                                 {.role = "tool", .content = "sunny"}};
+    char *got = render_tools(&t, msgs, N_OF(msgs));
+    assert_string_equal(got,
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools\n\n"
+        "You may call one or more functions to assist with the user query.\n\nYou are provided with function "
+        "signatures within <tools></tools> XML tags:\n<tools>\n" WEATHER_TOOL "\n</tools>\n\nFor each function "
+        "call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
+        "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+        "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+        "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n");
+    free(got);
+}
+
+static void test_llama31_renders_tools_in_the_first_user_message(void **state) {
+    (void)state;
+    chat_template t;
+    fkv_error err = {{0}};
+    assert_int_equal(chat_template_by_name("llama3", &t, &err), 0);
+    const chat_message msgs[] = {{.role = "user", .content = "Weather in Paris?"},
+                                 {.role = "assistant", .content = "", .tool_calls = &PARIS, .n_tool_calls = 1},
+                                 {.role = "tool", .content = "sunny"}};
+    char *got = render_tools(&t, msgs, N_OF(msgs));
+    assert_string_equal(got,
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge "
+        "Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+        "Given the following functions, please respond with a JSON for a function call with its proper arguments "
+        "that best answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": "
+        "dictionary of argument name and its value}.Do not use variables.\n\n"
+        "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n        "
+        "\"description\": \"Get the weather\",\n        \"parameters\": {\n            \"type\": \"object\",\n   "
+        "         \"properties\": {\n                \"city\": {\n                    \"type\": \"string\"\n     "
+        "           }\n            },\n            \"required\": [\n                \"city\"\n            ]\n      "
+        "  }\n    }\n}\n\nWeather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+        "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eot_id|>"
+        "<|start_header_id|>ipython<|end_header_id|>\n\nsunny<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(got);
+}
+
+static void test_tools_with_a_family_without_a_tool_form_are_refused(void **state) {
+    (void)state;
+    chat_template t = family(CHAT_GEMMA);
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"}};
+    json_t *tools = json_pack("[o]", json_loads(WEATHER_TOOL, 0, NULL));
+    fkv_error err = {{0}};
+    char *out = NULL;
+    assert_int_equal(chat_render(&t, msgs, 1, tools, true, NULL, NULL, &out, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "gemma"));
+    json_decref(tools);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qwen_renders_tools_calls_and_results_as_its_template),
+        cmocka_unit_test(test_llama31_renders_tools_in_the_first_user_message),
+        cmocka_unit_test(test_tools_with_a_family_without_a_tool_form_are_refused),
         cmocka_unit_test(test_chatml_renders_system_user_assistant_turns_like_qwen),
         cmocka_unit_test(test_chatml_inserts_qwens_default_system_only_when_the_template_has_one),
         cmocka_unit_test(test_chatml_wraps_a_run_of_tool_messages_in_one_user_turn),
