@@ -118,7 +118,8 @@ static bool produce_events(conn *st) {
         push_event(st, oai_stream_chunk(&st->req, j->text + st->sent, j->stable - st->sent, NULL, false), NULL);
         st->sent = j->stable;
     }
-    if (j->done && st->sent == j->len) {
+    if (j->done && st->sent == j->stable) {
+        if (j->tool_calls) push_event(st, oai_tool_calls_chunk(&st->req, j), NULL);
         if (j->error_status) {
             oai_error e;
             oai_fail(&e, j->error_status, "server_error", NULL, NULL, "%s", j->error);

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "toolcall.h"
+
 #define MAX_STOP 16
 
 int oai_fail(oai_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...) {
@@ -53,13 +55,68 @@ static char *content_text(const json_t *content, const char *param, oai_error *e
     return out;
 }
 
+/* An assistant message's tool_calls ([{id, type, function: {name, arguments}}]) as chat_tool_calls whose strings
+ * point into the request (which outlives the rendering). */
+static int parse_tool_calls(const json_t *calls, const char *param, chat_tool_call **out, size_t *n, oai_error *e) {
+    *out = NULL;
+    *n = 0;
+    if (!calls || json_is_null(calls)) return 0;
+    if (!json_is_array(calls)) return BAD(param, "'%s.tool_calls' must be an array", param);
+    *out = calloc(json_array_size(calls) + 1, sizeof **out);
+    size_t i;
+    json_t *call;
+    json_array_foreach(calls, i, call) {
+        json_t *fn = json_object_get(call, "function");
+        json_t *name = json_object_get(fn, "name"), *args = json_object_get(fn, "arguments");
+        if (!json_is_string(name) || (args && !json_is_string(args)))
+            return BAD(param, "'%s.tool_calls[%zu]' needs function.name and function.arguments as strings", param, i);
+        (*out)[i] = (chat_tool_call){json_string_value(name), args ? json_string_value(args) : "{}"};
+    }
+    *n = json_array_size(calls);
+    return 0;
+}
+
+/* tools and tool_choice: the tools to render (borrowed from the request), or NULL when there are none or the
+ * choice is "none". "auto", "required" and a named function all offer every tool: flatkv does not constrain
+ * decoding, so "required" and a named function are requests the model may decline. */
+static int parse_tools(const oai_context *ctx, const json_t *root, const json_t **tools, sched_job *job, oai_error *e) {
+    const json_t *t = json_object_get(root, "tools"), *choice = json_object_get(root, "tool_choice");
+    *tools = NULL;
+    if (!t || json_is_null(t)) return 0;
+    if (!json_is_array(t)) return BAD("tools", "'tools' must be an array");
+    size_t i;
+    json_t *tool;
+    json_array_foreach(t, i, tool) {
+        json_t *fn = json_object_get(tool, "function");
+        if (!json_is_object(tool) || !json_is_string(json_object_get(tool, "type")) ||
+            strcmp(json_string_value(json_object_get(tool, "type")), "function") || !json_is_object(fn) ||
+            !json_is_string(json_object_get(fn, "name")))
+            return BAD("tools", "'tools[%zu]' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i);
+    }
+    if (choice && !json_is_null(choice)) {
+        bool named = json_is_object(choice) && json_is_string(json_object_get(json_object_get(choice, "function"), "name"));
+        if (!named && !(json_is_string(choice) && (!strcmp(json_string_value(choice), "none") ||
+                                                    !strcmp(json_string_value(choice), "auto") ||
+                                                    !strcmp(json_string_value(choice), "required"))))
+            return BAD("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
+                       "\"function\", \"function\": {\"name\": ...}}");
+        if (json_is_string(choice) && !strcmp(json_string_value(choice), "none")) return 0;
+    }
+    if (json_array_size(t) == 0) return 0;
+    *tools = t;
+    job->tool_format = ctx->tmpl->family == CHAT_LLAMA3 ? TOOLCALL_LLAMA3 : TOOLCALL_HERMES;
+    return 0;
+}
+
 /* messages → prompt ids through the chat template. */
-static int parse_messages(const oai_context *ctx, const json_t *messages, sched_job *job, oai_error *e) {
+static int parse_messages(const oai_context *ctx, const json_t *messages, const json_t *tools, sched_job *job,
+                          oai_error *e) {
     if (!json_is_array(messages) || json_array_size(messages) == 0)
         return BAD("messages", "'messages' must be a non-empty array");
     size_t n = json_array_size(messages), i;
     chat_message *msgs = calloc(n, sizeof *msgs);
     char **texts = calloc(n, sizeof *texts);
+    chat_tool_call **calls = calloc(n, sizeof *calls);
     int rc = -1;
     json_t *msg;
     char param[64];
@@ -86,18 +143,23 @@ static int parse_messages(const oai_context *ctx, const json_t *messages, sched_
             goto out;
         }
         msgs[i] = (chat_message){.role = r, .content = texts[i]};
+        if (!strcmp(r, "assistant") &&
+            parse_tool_calls(json_object_get(msg, "tool_calls"), param, &calls[i], &msgs[i].n_tool_calls, e))
+            goto out;
+        msgs[i].tool_calls = calls[i];
     }
     fkv_error err = {{0}};
     uint32_t n_ids;
-    if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, n, NULL, &job->ids, &n_ids, &err)) {
+    if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, n, tools, &job->ids, &n_ids, &err)) {
         BAD("messages", "%s", err.msg);
         goto out;
     }
     job->n_ids = n_ids;
     rc = 0;
 out:
-    for (i = 0; i < n; i++) free(texts[i]);
+    for (i = 0; i < n; i++) free(texts[i]), free(calls[i]);
     free(texts);
+    free(calls);
     free(msgs);
     return rc;
 }
@@ -231,8 +293,12 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
         job->salt = strdup(json_string_value(salt));
     }
 
+    snprintf(job->id, sizeof job->id, "%s", req->id);
     if (kind == OAI_CHAT) {
-        if (parse_messages(ctx, json_object_get(root, "messages"), job, e)) goto out;
+        const json_t *tools;
+        if (parse_tools(ctx, root, &tools, job, e) ||
+            parse_messages(ctx, json_object_get(root, "messages"), tools, job, e))
+            goto out;
     } else {
         json_t *prompt = json_object_get(root, "prompt");
         if (!prompt) {
@@ -298,9 +364,16 @@ static json_t *envelope(const oai_request *req, bool chunk) {
 
 json_t *oai_response(const oai_request *req, const sched_job *job) {
     json_t *r = envelope(req, false), *choice;
-    if (req->kind == OAI_CHAT)
-        choice = json_pack("{s:i,s:{s:s,s:s%},s:n,s:s}", "index", 0, "message", "role", "assistant", "content",
-                           job->text ? job->text : "", job->len, "logprobs", "finish_reason", job->finish_reason);
+    if (req->kind == OAI_CHAT) {
+        json_t *message = json_pack("{s:s}", "role", "assistant");
+        if (job->tool_calls && job->content_len == 0)
+            json_object_set_new(message, "content", json_null());
+        else
+            json_object_set_new(message, "content", json_stringn(job->text ? job->text : "", job->content_len));
+        if (job->tool_calls) json_object_set(message, "tool_calls", job->tool_calls);
+        choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "message", message, "logprobs", "finish_reason",
+                           job->finish_reason);
+    }
     else
         choice = json_pack("{s:i,s:s%,s:n,s:s}", "index", 0, "text", job->text ? job->text : "", job->len, "logprobs",
                            "finish_reason", job->finish_reason);
@@ -323,6 +396,20 @@ json_t *oai_stream_chunk(const oai_request *req, const char *text, size_t len, c
                            "finish_reason", finish);
     }
     json_object_set_new(r, "choices", json_pack("[o]", choice));
+    return r;
+}
+
+json_t *oai_tool_calls_chunk(const oai_request *req, const sched_job *job) {
+    json_t *calls = json_array(), *call;
+    size_t i;
+    json_array_foreach(job->tool_calls, i, call) {
+        json_t *c = json_deep_copy(call);
+        json_object_set_new(c, "index", json_integer((json_int_t)i));
+        json_array_append_new(calls, c);
+    }
+    json_t *r = envelope(req, true);
+    json_object_set_new(r, "choices", json_pack("[{s:i,s:{s:o},s:n,s:n}]", "index", 0, "delta", "tool_calls", calls,
+                                                "logprobs", "finish_reason"));
     return r;
 }
 

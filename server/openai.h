@@ -54,6 +54,8 @@ json_t *oai_response(const oai_request *req, const sched_job *job);
 /* One stream chunk carrying text (delta), or the final chunk (finish_reason set) when final. */
 json_t *oai_stream_chunk(const oai_request *req, const char *text, size_t len, const char *finish_reason,
                          bool first);
+/* The stream chunk carrying a finished job's tool calls (delta.tool_calls, with indexes). */
+json_t *oai_tool_calls_chunk(const oai_request *req, const sched_job *job);
 /* The usage-only chunk sent before [DONE] when stream_options.include_usage. */
 json_t *oai_usage_chunk(const oai_request *req, const sched_job *job);
 /* {"error": {message, type, param, code}} */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "toolcall.h"
 #include "utf8.h"
 
 /* A running job, as the engine thread sees it. */
@@ -63,6 +64,7 @@ static void job_free(sched_job *j) {
     for (size_t i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->stop);
     free(j->text);
+    json_decref(j->tool_calls);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -115,7 +117,11 @@ static void finish_locked(sched_job *j, const char *reason) {
         j->text = clean;
         j->len = j->cap = clean_len;
     }
-    j->stable = j->len;
+    j->content_len = j->len;
+    if (j->tool_format && !j->error_status &&
+        (j->tool_calls = toolcall_parse(j->tool_format, j->text, j->len, j->id, &j->content_len)))
+        reason = "tool_calls";
+    j->stable = j->content_len;
     j->finish_reason = reason;
     j->done = true;
     pthread_cond_broadcast(&j->cv);
@@ -159,6 +165,8 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
         }
         if (go_on) {
             size_t safe = j->len > (hold ? hold - 1 : 0) ? j->len - (hold ? hold - 1 : 0) : 0;
+            size_t call_free = toolcall_safe_prefix(j->tool_format, j->text, j->len);
+            if (safe > call_free) safe = call_free;
             safe = utf8_complete_prefix(j->text, safe);
             if (safe > j->stable) {
                 j->stable = safe;

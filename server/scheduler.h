@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "flatkv.h"
 
 typedef struct sched_job {
@@ -40,6 +42,8 @@ typedef struct sched_job {
     char **stop; /* stop strings (not in the output) */
     size_t n_stop;
     char *salt;  /* cache_salt: requests under different salts never share rows; NULL: the default */
+    int tool_format;  /* a toolcall_format: the request offered tools, calls may come back */
+    char id[48];      /* the request's id, for tool call ids */
 
     /* progress, guarded by mu; cv is signalled on every change */
     pthread_mutex_t mu;
@@ -50,7 +54,9 @@ typedef struct sched_job {
     uint32_t n_gen;
     bool done;
     bool cancelled;           /* asked to stop by the connection */
-    const char *finish_reason; /* "stop" or "length" once done */
+    const char *finish_reason; /* "stop", "length" or "tool_calls" once done */
+    json_t *tool_calls;        /* the calls the output made (OpenAI tool_calls), or NULL */
+    size_t content_len;        /* once done: text[0..content_len) is content (the rest were calls) */
     int error_status;          /* 0, or the HTTP status of a failure (error in `error`) */
     char error[512];
     uint32_t cached;

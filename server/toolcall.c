@@ -1,0 +1,90 @@
+#include "toolcall.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
+
+static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+/* One OpenAI call from {"name": string, key: object or string}. */
+static json_t *call_from(json_t *obj, const char *args_key, const char *id_base, size_t index) {
+    json_t *name = json_object_get(obj, "name"), *args = json_object_get(obj, args_key);
+    if (!json_is_object(obj) || !json_is_string(name) || (args && !json_is_object(args) && !json_is_string(args)))
+        return NULL;
+    char *args_text = !args ? strdup("{}") : json_is_string(args) ? strdup(json_string_value(args))
+                                                                   : json_dumps(args, JSON_COMPACT);
+    char id[96];
+    snprintf(id, sizeof id, "call_%s_%zu", id_base, index);
+    json_t *call = json_pack("{s:s,s:s,s:{s:O,s:s}}", "id", id, "type", "function", "function", "name", name,
+                             "arguments", args_text ? args_text : "{}");
+    free(args_text);
+    return call;
+}
+
+static json_t *parse_hermes(const char *text, size_t len, const char *id_base, size_t *content_len) {
+    const char *first = memmem(text, len, OPEN, sizeof OPEN - 1);
+    if (!first) return NULL;
+    json_t *calls = json_array();
+    const char *p = first, *end = text + len;
+    while (p < end) {
+        while (p < end && is_space(*p)) p++;
+        if (p == end) break;
+        if ((size_t)(end - p) < sizeof OPEN - 1 || memcmp(p, OPEN, sizeof OPEN - 1)) goto bad;
+        p += sizeof OPEN - 1;
+        const char *close = memmem(p, (size_t)(end - p), CLOSE, sizeof CLOSE - 1);
+        const char *body_end = close ? close : end; /* a final block may stop before its close tag */
+        json_t *obj = json_loadb(p, (size_t)(body_end - p), 0, NULL);
+        json_t *call = obj ? call_from(obj, "arguments", id_base, json_array_size(calls)) : NULL;
+        json_decref(obj);
+        if (!call) goto bad;
+        json_array_append_new(calls, call);
+        p = close ? close + sizeof CLOSE - 1 : end;
+    }
+    size_t n = (size_t)(first - text);
+    while (n && is_space(text[n - 1])) n--;
+    *content_len = n;
+    return calls;
+bad:
+    json_decref(calls);
+    return NULL;
+}
+
+static json_t *parse_llama3(const char *text, size_t len, const char *id_base, size_t *content_len) {
+    const char *p = text, *end = text + len;
+    while (p < end && is_space(*p)) p++;
+    static const char TAG[] = "<|python_tag|>";
+    if ((size_t)(end - p) >= sizeof TAG - 1 && !memcmp(p, TAG, sizeof TAG - 1)) p += sizeof TAG - 1;
+    if (p == end || *p != '{') return NULL;
+    json_t *obj = json_loadb(p, (size_t)(end - p), 0, NULL);
+    json_t *call = obj ? call_from(obj, json_object_get(obj, "parameters") ? "parameters" : "arguments", id_base, 0)
+                       : NULL;
+    json_decref(obj);
+    if (!call) return NULL;
+    *content_len = 0;
+    return json_pack("[o]", call);
+}
+
+json_t *toolcall_parse(toolcall_format f, const char *text, size_t len, const char *id_base, size_t *content_len) {
+    *content_len = len;
+    if (f == TOOLCALL_HERMES) return parse_hermes(text, len, id_base, content_len);
+    if (f == TOOLCALL_LLAMA3) return parse_llama3(text, len, id_base, content_len);
+    return NULL;
+}
+
+size_t toolcall_safe_prefix(toolcall_format f, const char *text, size_t len) {
+    if (f == TOOLCALL_LLAMA3) {
+        /* A reply that opens with "{" (or the python tag) may be a call: hold it all until the end. */
+        size_t i = 0;
+        while (i < len && is_space(text[i])) i++;
+        return i < len && (text[i] == '{' || text[i] == '<') ? 0 : i == len ? 0 : len;
+    }
+    if (f != TOOLCALL_HERMES) return len;
+    /* Stop before "<tool_call>" or before a trailing piece of it still arriving. */
+    const char *open = memmem(text, len, OPEN, sizeof OPEN - 1);
+    if (open) return (size_t)(open - text);
+    for (size_t k = sizeof OPEN - 2; k > 0; k--)
+        if (len >= k && !memcmp(text + len - k, OPEN, k)) return len - k;
+    return len;
+}

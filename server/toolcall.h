@@ -1,0 +1,27 @@
+/* toolcall.h — function calls in a model's output, as OpenAI `tool_calls`.
+ *
+ * WHY here: a model asked to use tools answers in its template family's own form — Qwen/Hermes (ChatML)
+ * write <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> blocks, Llama-3.1 writes one JSON object
+ * {"name": ..., "parameters": {...}} — and OpenAI clients expect `tool_calls` with the arguments as a JSON
+ * string. Output that is not a well-formed call stays text: a malformed call is never an error.
+ *
+ * Streaming: text that might still become a call is held back (toolcall_safe_prefix), so a client never
+ * receives the beginning of a call as content.
+ */
+#ifndef FKV_TOOLCALL_H
+#define FKV_TOOLCALL_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef enum { TOOLCALL_NONE = 0, TOOLCALL_HERMES = 1, TOOLCALL_LLAMA3 = 2 } toolcall_format;
+
+/* The calls in text[0..len): a JSON array of OpenAI tool calls ({id, type: "function", function: {name,
+ * arguments}}), ids "call_<id_base>_<i>"; NULL when there is none or the output is not well formed.
+ * *content_len: how much of the text before the calls is content. */
+json_t *toolcall_parse(toolcall_format f, const char *text, size_t len, const char *id_base, size_t *content_len);
+
+/* How much of text[0..len) can be streamed as content now: everything before where a call may begin. */
+size_t toolcall_safe_prefix(toolcall_format f, const char *text, size_t len);
+
+#endif
