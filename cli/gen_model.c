@@ -8,21 +8,25 @@
 static const char HELP[] =
     "usage: flatkv gen-model --dim D --hidden H --layers L --heads NH [--kv-heads NKV] [--ctx C]\n"
     "                        --vocab-from TOKENIZER.gguf [--type q8_0|q4_0|bf16|f16|f32] [--seed S] [--tied]\n"
+    "                        [--arch llama|qwen2] [--rope-freqs]\n"
     "                        -o OUT.gguf\n"
     "\n"
     "Write a llama-architecture GGUF with deterministic random weights (same arguments, same bytes) and\n"
     "the tokenizer of TOKENIZER.gguf. For benchmarks and tests: compute cost does not depend on weights.\n"
     "  --kv-heads defaults to --heads; --ctx to 2048; --type to q8_0; --seed to 1.\n"
-    "  --tied   no output matrix: logits use the token embedding (as some models do)\n";
+    "  --tied        no output matrix: logits use the token embedding (as some models do)\n"
+    "  --arch A      llama (default) or qwen2 (q/k/v biases, rotary pairs as halves)\n"
+    "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n";
 
 int cli_gen_model(int argc, char **argv) {
-    enum { O_DIM = 256, O_HIDDEN, O_LAYERS, O_HEADS, O_KVH, O_CTX, O_VOCAB, O_TYPE, O_SEED, O_TIED };
+    enum { O_DIM = 256, O_HIDDEN, O_LAYERS, O_HEADS, O_KVH, O_CTX, O_VOCAB, O_TYPE, O_SEED, O_TIED, O_ARCH, O_FREQS };
     static const struct option opts[] = {
         {"dim", required_argument, 0, O_DIM},      {"hidden", required_argument, 0, O_HIDDEN},
         {"layers", required_argument, 0, O_LAYERS}, {"heads", required_argument, 0, O_HEADS},
         {"kv-heads", required_argument, 0, O_KVH},  {"ctx", required_argument, 0, O_CTX},
         {"vocab-from", required_argument, 0, O_VOCAB}, {"type", required_argument, 0, O_TYPE},
         {"seed", required_argument, 0, O_SEED},    {"tied", no_argument, 0, O_TIED},
+        {"arch", required_argument, 0, O_ARCH},    {"rope-freqs", no_argument, 0, O_FREQS},
         {"output", required_argument, 0, 'o'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *sub = "gen-model", *out = NULL;
@@ -55,6 +59,8 @@ int cli_gen_model(int argc, char **argv) {
         }
         case O_SEED: bad = cli_parse_u64(sub, "--seed", optarg, &p.seed); break;
         case O_TIED: p.tied = true; break;
+        case O_ARCH: p.arch = optarg; break;
+        case O_FREQS: p.rope_freqs = true; break;
         case 'o': out = optarg; break;
         case 'h': fputs(HELP, stdout); return 0;
         default: return cli_bad_option(sub, argv);

@@ -73,74 +73,108 @@ uint32_t forward_max_rows(const forward *c) { return c->max_rows; }
 
 int forward_threads(const forward *c) { return c->n_threads; }
 
-/* y = x·W, quantizing x's rows first when W's type takes Q8_0 activations. */
-static void matmul(forward *c, const ops_matrix *w, const float *x, uint32_t n, float *y) {
-    if (ops_matrix_wants_q8(w)) ops_quantize_rows(x, n, w->n_in, c->xq, c->n_threads);
-    ops_matmul(w, x, c->xq, n, y, c->n_threads);
+/* Below this many multiply-adds per call the pass runs on one thread (and each op decides alone, see
+ * ops.h): waking a team costs more than it saves on a tiny model's decode step. */
+#define FORWARD_PARALLEL_MIN_WORK (1u << 22)
+
+/* This thread's rows of n in a team's row-wise steps: contiguous, [r0, r1). */
+static void own_rows(uint32_t n, uint32_t *r0, uint32_t *r1) {
+    uint32_t t = (uint32_t)omp_get_thread_num(), nt = (uint32_t)omp_get_num_threads();
+    *r0 = (uint32_t)((uint64_t)n * t / nt);
+    *r1 = (uint32_t)((uint64_t)n * (t + 1) / nt);
 }
 
-/* q, k and v share one input; quantize it once when all three take Q8_0. */
-static void matmul_qkv(forward *c, const model_layer *L, const float *x, uint32_t n) {
-    bool shared = ops_matrix_wants_q8(&L->wq) && ops_matrix_wants_q8(&L->wk) && ops_matrix_wants_q8(&L->wv);
-    if (!shared) {
-        matmul(c, &L->wq, x, n, c->q);
-        matmul(c, &L->wk, x, n, c->k);
-        matmul(c, &L->wv, x, n, c->v);
-        return;
+/* Rows [r0, r1) of x (n_in wide) quantized into xq for the matrices that take Q8_0 activations. */
+static void quantize_rows(const float *x, uint32_t r0, uint32_t r1, uint32_t n_in, block_q8_act *xq, bool wanted) {
+    if (!wanted) return;
+    for (uint32_t r = r0; r < r1; r++) {
+        quant_row_q8(x + (size_t)r * n_in, xq + (size_t)r * (n_in / QK), n_in);
+        quant_matmul_layout(xq + (size_t)r * (n_in / QK), 1, n_in);
     }
-    ops_quantize_rows(x, n, L->wq.n_in, c->xq, c->n_threads);
-    ops_matmul(&L->wq, x, c->xq, n, c->q, c->n_threads);
-    ops_matmul(&L->wk, x, c->xq, n, c->k, c->n_threads);
-    ops_matmul(&L->wv, x, c->xq, n, c->v, c->n_threads);
+}
+
+/* The whole pass, run by every thread of one team (or by one thread): row-wise steps on each thread's
+ * own rows, products and attention shared through ops.h, a barrier wherever a step reads rows another
+ * thread wrote. Which thread computes a value never changes its bits (ops.h). */
+static void forward_team(forward *c, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
+                         const kv_map *const *maps, uint32_t first_logit, float *logits) {
+    const fkv_model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    const uint32_t dim = hp->dim, hidden = hp->hidden;
+    const uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
+    const float attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    uint32_t r0, r1;
+    own_rows(n, &r0, &r1);
+
+    for (uint32_t r = r0; r < r1; r++) {
+        if (ids)
+            quant_dequantize_row(m->tok_embd.type, m->tok_embd.data + (size_t)ids[r] * m->tok_embd.row_bytes,
+                                 c->x + (size_t)r * dim, dim);
+        else
+            memcpy(c->x + (size_t)r * dim, embd + (size_t)r * dim, sizeof(float) * dim);
+    }
+    ops_rope_table(pos + r0, r1 - r0, hp->n_rot, hp->rope_base, hp->rope_scale, m->rope_freqs,
+                   c->rope_cs + (size_t)r0 * hp->n_rot);
+
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        const model_layer *L = &m->layers[l];
+        const bool qkv_q8 = ops_matrix_wants_q8(&L->wq) || ops_matrix_wants_q8(&L->wk) || ops_matrix_wants_q8(&L->wv);
+        ops_rmsnorm(c->x + (size_t)r0 * dim, L->attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
+        quantize_rows(c->xb, r0, r1, dim, c->xq, qkv_q8);
+#pragma omp barrier
+        ops_matmul(&L->wq, c->xb, c->xq, n, c->q, c->n_threads);
+        ops_matmul(&L->wk, c->xb, c->xq, n, c->k, c->n_threads);
+        ops_matmul(&L->wv, c->xb, c->xq, n, c->v, c->n_threads);
+        for (uint32_t r = r0; L->bq && r < r1; r++) { /* qwen2's biases */
+            ops_add(c->q + (size_t)r * q_dim, L->bq, q_dim);
+            ops_add(c->k + (size_t)r * kv_dim, L->bk, kv_dim);
+            ops_add(c->v + (size_t)r * kv_dim, L->bv, kv_dim);
+        }
+        ops_rope(c->q + (size_t)r0 * q_dim, r1 - r0, hp->n_heads, hp->head_dim, hp->n_rot, hp->rope_halves,
+                 c->rope_cs + (size_t)r0 * hp->n_rot);
+        ops_rope(c->k + (size_t)r0 * kv_dim, r1 - r0, hp->n_kv_heads, hp->head_dim, hp->n_rot, hp->rope_halves,
+                 c->rope_cs + (size_t)r0 * hp->n_rot);
+        for (uint32_t r = r0; r < r1; r++) {
+            kv_map_store(maps[r], l, pos[r], c->k + (size_t)r * kv_dim, c->v + (size_t)r * kv_dim, kv_dim);
+            c->views[r] = kv_map_view(maps[r], l);
+        }
+#pragma omp barrier
+        ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hp->head_dim, attn_scale, c->att,
+                      c->n_threads);
+        quantize_rows(c->att, r0, r1, q_dim, c->xq, ops_matrix_wants_q8(&L->wo));
+#pragma omp barrier
+        ops_matmul(&L->wo, c->att, c->xq, n, c->xb, c->n_threads);
+        ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
+
+        ops_rmsnorm(c->x + (size_t)r0 * dim, L->ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
+        quantize_rows(c->xb, r0, r1, dim, c->xq, ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up));
+#pragma omp barrier
+        ops_matmul(&L->w_gate, c->xb, c->xq, n, c->hb, c->n_threads);
+        ops_matmul(&L->w_up, c->xb, c->xq, n, c->hb2, c->n_threads);
+        ops_swiglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
+        quantize_rows(c->hb, r0, r1, hidden, c->xq, ops_matrix_wants_q8(&L->w_down));
+#pragma omp barrier
+        ops_matmul(&L->w_down, c->hb, c->xq, n, c->xb, c->n_threads);
+        ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
+    }
+
+    if (first_logit < n) {
+        /* rows [first_logit, n) become rows [0, n - first_logit) of xb */
+        uint32_t l0 = r0 > first_logit ? r0 - first_logit : 0, l1 = r1 > first_logit ? r1 - first_logit : 0;
+        ops_rmsnorm(c->x + (size_t)(first_logit + l0) * dim, m->output_norm, l1 - l0, dim, hp->rms_eps,
+                    c->xb + (size_t)l0 * dim);
+        quantize_rows(c->xb, l0, l1, dim, c->xq, ops_matrix_wants_q8(&m->output));
+#pragma omp barrier
+        ops_matmul(&m->output, c->xb, c->xq, n - first_logit, logits, c->n_threads);
+    }
 }
 
 void forward_rows(forward *c, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
                   const kv_map *const *maps, uint32_t first_logit, float *logits) {
-    const fkv_model *m = c->m;
-    const model_hparams *hp = &m->hp;
-    const uint32_t dim = hp->dim;
-    const float attn_scale = 1.0f / sqrtf((float)hp->head_dim);
-
-    if (!ids) memcpy(c->x, embd, sizeof(float) * n * dim);
-    for (uint32_t r = 0; ids && r < n; r++)
-        quant_dequantize_row(m->tok_embd.type, m->tok_embd.data + (size_t)ids[r] * m->tok_embd.row_bytes,
-                             c->x + (size_t)r * dim, dim);
-    ops_rope_table(pos, n, hp->n_rot, hp->rope_base, hp->rope_scale, c->rope_cs);
-    const uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;
-
-    for (uint32_t l = 0; l < hp->n_layers; l++) {
-        const model_layer *L = &m->layers[l];
-        ops_rmsnorm(c->x, L->attn_norm, n, dim, hp->rms_eps, c->xb);
-        matmul_qkv(c, L, c->xb, n);
-        ops_rope(c->q, n, hp->n_heads, hp->head_dim, hp->n_rot, c->rope_cs);
-        ops_rope(c->k, n, hp->n_kv_heads, hp->head_dim, hp->n_rot, c->rope_cs);
-        for (uint32_t r = 0; r < n; r++) {
-            kv_map_store(maps[r], l, pos[r], c->k + (size_t)r * kv_dim, c->v + (size_t)r * kv_dim, kv_dim);
-            c->views[r] = kv_map_view(maps[r], l);
-        }
-        ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hp->head_dim, attn_scale, c->att,
-                      c->n_threads);
-        matmul(c, &L->wo, c->att, n, c->xb);
-        ops_add(c->x, c->xb, (size_t)n * dim);
-
-        ops_rmsnorm(c->x, L->ffn_norm, n, dim, hp->rms_eps, c->xb);
-        if (ops_matrix_wants_q8(&L->w_gate) && ops_matrix_wants_q8(&L->w_up)) {
-            ops_quantize_rows(c->xb, n, dim, c->xq, c->n_threads);
-            ops_matmul(&L->w_gate, c->xb, c->xq, n, c->hb, c->n_threads);
-            ops_matmul(&L->w_up, c->xb, c->xq, n, c->hb2, c->n_threads);
-        } else {
-            matmul(c, &L->w_gate, c->xb, n, c->hb);
-            matmul(c, &L->w_up, c->xb, n, c->hb2);
-        }
-        ops_swiglu(c->hb, c->hb2, (size_t)n * hp->hidden);
-        matmul(c, &L->w_down, c->hb, n, c->xb);
-        ops_add(c->x, c->xb, (size_t)n * dim);
-    }
-
-    if (first_logit < n) {
-        uint32_t rows = n - first_logit;
-        ops_rmsnorm(c->x + (size_t)first_logit * dim, m->output_norm, rows, dim, hp->rms_eps, c->xb);
-        matmul(c, &m->output, c->xb, rows, logits);
-    }
+    const model_hparams *hp = &c->m->hp;
+    const uint64_t q_dim = (uint64_t)hp->n_heads * hp->head_dim, kv_dim = (uint64_t)hp->n_kv_heads * hp->head_dim;
+    const uint64_t layer_macs = hp->dim * (2 * q_dim + 2 * kv_dim) + 3ull * hp->dim * hp->hidden;
+    const bool wide = (uint64_t)n * layer_macs * hp->n_layers >= FORWARD_PARALLEL_MIN_WORK;
+#pragma omp parallel num_threads(c->n_threads) if (wide)
+    forward_team(c, ids, embd, n, pos, maps, first_logit, logits);
 }
-

@@ -46,6 +46,8 @@ out:
 }
 
 static int check_params(const genmodel_params *p, fkv_error *err) {
+    if (p->arch && strcmp(p->arch, "llama") && strcmp(p->arch, "qwen2"))
+        return err_set(err, "gen-model: --arch must be llama or qwen2, got '%s'", p->arch);
     if (!p->dim || !p->hidden || !p->n_layers || !p->n_heads || !p->n_kv_heads || !p->n_ctx)
         return err_set(err, "gen-model: dim, hidden, layers, heads, kv-heads and ctx must all be positive");
     if (p->dim % p->n_heads || (p->dim / p->n_heads) % 2)
@@ -79,25 +81,31 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
     gguf_close(vocab);
 
     char name[128];
-    snprintf(name, sizeof name, "flatkv-gen d%u h%u l%u %s", p->dim, p->hidden, p->n_layers,
+    const char *arch = p->arch ? p->arch : "llama";
+    snprintf(name, sizeof name, "flatkv-gen %s d%u h%u l%u %s", arch, p->dim, p->hidden, p->n_layers,
              ggml_type_name(p->type));
-    gguf_writer_set_str(w, "general.architecture", "llama");
+    gguf_writer_set_str(w, "general.architecture", arch);
     gguf_writer_set_str(w, "general.name", name);
-    gguf_writer_set_u32(w, "llama.context_length", p->n_ctx);
-    gguf_writer_set_u32(w, "llama.embedding_length", p->dim);
-    gguf_writer_set_u32(w, "llama.feed_forward_length", p->hidden);
-    gguf_writer_set_u32(w, "llama.block_count", p->n_layers);
-    gguf_writer_set_u32(w, "llama.attention.head_count", p->n_heads);
-    gguf_writer_set_u32(w, "llama.attention.head_count_kv", p->n_kv_heads);
-    gguf_writer_set_u32(w, "llama.rope.dimension_count", p->dim / p->n_heads);
-    gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f);
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, arch), key)
+    gguf_writer_set_u32(w, KEY("context_length"), p->n_ctx);
+    gguf_writer_set_u32(w, KEY("embedding_length"), p->dim);
+    gguf_writer_set_u32(w, KEY("feed_forward_length"), p->hidden);
+    gguf_writer_set_u32(w, KEY("block_count"), p->n_layers);
+    gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_heads);
+    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), p->dim / p->n_heads);
+    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freqs ? 500000.0f : 10000.0f);
+#undef KEY
 
     const uint32_t head_dim = p->dim / p->n_heads, kv_dim = p->n_kv_heads * head_dim;
     const float s_dim = sqrtf(3.0f / (float)p->dim), s_hidden = sqrtf(3.0f / (float)p->hidden);
     int rc = add_tensor(w, p, "token_embd.weight", p->type, p->dim, n_vocab, 0.0f, 1.0f, err) ||
              add_tensor(w, p, "output_norm.weight", GGML_TYPE_F32, p->dim, 0, 1.0f, 0.1f, err) ||
-             (!p->tied && add_tensor(w, p, "output.weight", p->type, p->dim, n_vocab, 0.0f, s_dim, err));
+             (!p->tied && add_tensor(w, p, "output.weight", p->type, p->dim, n_vocab, 0.0f, s_dim, err)) ||
+             (p->rope_freqs && add_tensor(w, p, "rope_freqs.weight", GGML_TYPE_F32, head_dim / 2, 0, 4.0f, 3.0f, err));
+    const bool bias = p->arch && !strcmp(p->arch, "qwen2");
     for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
         char t[64];
 #define T(suffix) (snprintf(t, sizeof t, "blk.%u." suffix, l), t)
@@ -109,7 +117,10 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
              add_tensor(w, p, T("ffn_norm.weight"), GGML_TYPE_F32, p->dim, 0, 1.0f, 0.1f, err) ||
              add_tensor(w, p, T("ffn_gate.weight"), p->type, p->dim, p->hidden, 0.0f, s_dim, err) ||
              add_tensor(w, p, T("ffn_up.weight"), p->type, p->dim, p->hidden, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("ffn_down.weight"), p->type, p->hidden, p->dim, 0.0f, s_hidden, err);
+             add_tensor(w, p, T("ffn_down.weight"), p->type, p->hidden, p->dim, 0.0f, s_hidden, err) ||
+             (bias && (add_tensor(w, p, T("attn_q.bias"), GGML_TYPE_F32, p->dim, 0, 0.0f, 0.5f, err) ||
+                       add_tensor(w, p, T("attn_k.bias"), GGML_TYPE_F32, kv_dim, 0, 0.0f, 0.5f, err) ||
+                       add_tensor(w, p, T("attn_v.bias"), GGML_TYPE_F32, kv_dim, 0, 0.0f, 0.5f, err)));
 #undef T
     }
     if (!rc) rc = gguf_writer_write(w, path, err);

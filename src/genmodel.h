@@ -28,6 +28,8 @@ typedef struct {
     const char *vocab_from; /* a GGUF holding tokenizer.* metadata */
     ggml_type type;         /* of the matrices (F32, F16, BF16, Q8_0, Q4_0); norms are always F32 */
     bool tied;              /* no output.weight: the output matrix is token_embd */
+    const char *arch;       /* "llama" (NULL) or "qwen2" (q/k/v biases, rotary pairs as halves) */
+    bool rope_freqs;        /* write rope_freqs.weight (Llama-3.1-style per-dimension frequency divisors) */
     uint64_t seed;
 } genmodel_params;
 

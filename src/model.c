@@ -73,55 +73,68 @@ static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_
     return v;
 }
 
+/* The architectures flatkv computes, and how they differ: llama rotates adjacent pairs; qwen2 rotates
+ * halves (GGUF's "neox" order) and adds biases to q, k and v. Everything else comes from metadata. */
+static const struct {
+    const char *name;
+    bool rope_halves;
+    bool qkv_bias;
+} archs[] = {{"llama", false, false}, {"qwen2", true, true}};
+
 static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     gguf_str arch;
     if (gguf_get_str(f, "general.architecture", &arch, err)) return -1;
-    if (!gguf_str_eq(arch, "llama"))
-        return err_set(err, "%s: general.architecture is '%.*s'; flatkv computes 'llama'", f->path,
+    size_t a = 0;
+    while (a < sizeof archs / sizeof *archs && !gguf_str_eq(arch, archs[a].name)) a++;
+    if (a == sizeof archs / sizeof *archs)
+        return err_set(err, "%s: general.architecture is '%.*s'; flatkv computes 'llama' and 'qwen2'", f->path,
                        (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
-    if (gguf_get_u32(f, "llama.context_length", &hp->n_ctx_train, err) ||
-        gguf_get_u32(f, "llama.embedding_length", &hp->dim, err) ||
-        gguf_get_u32(f, "llama.block_count", &hp->n_layers, err) ||
-        gguf_get_u32(f, "llama.feed_forward_length", &hp->hidden, err) ||
-        gguf_get_u32(f, "llama.attention.head_count", &hp->n_heads, err) ||
-        gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps, err))
+    const char *A = archs[a].name;
+    snprintf(hp->arch, sizeof hp->arch, "%s", A);
+    hp->rope_halves = archs[a].rope_halves;
+    hp->qkv_bias = archs[a].qkv_bias;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    if (gguf_get_u32(f, KEY("context_length"), &hp->n_ctx_train, err) ||
+        gguf_get_u32(f, KEY("embedding_length"), &hp->dim, err) ||
+        gguf_get_u32(f, KEY("block_count"), &hp->n_layers, err) ||
+        gguf_get_u32(f, KEY("feed_forward_length"), &hp->hidden, err) ||
+        gguf_get_u32(f, KEY("attention.head_count"), &hp->n_heads, err) ||
+        gguf_get_f32(f, KEY("attention.layer_norm_rms_epsilon"), &hp->rms_eps, err))
         return -1;
     hp->n_kv_heads = hp->n_heads;
-    if (gguf_find(f, "llama.attention.head_count_kv") &&
-        gguf_get_u32(f, "llama.attention.head_count_kv", &hp->n_kv_heads, err))
-        return -1;
+    if (gguf_find(f, KEY("attention.head_count_kv")) && gguf_get_u32(f, key, &hp->n_kv_heads, err)) return -1;
     if (hp->dim == 0 || hp->n_layers == 0 || hp->hidden == 0 || hp->n_heads == 0 || hp->n_kv_heads == 0 ||
         hp->n_ctx_train == 0)
-        return err_set(err, "%s: a llama.* shape key is zero (dim %u, layers %u, hidden %u, heads %u, kv heads "
-                       "%u, context %u)", f->path, hp->dim, hp->n_layers, hp->hidden, hp->n_heads,
+        return err_set(err, "%s: a %s.* shape key is zero (dim %u, layers %u, hidden %u, heads %u, kv heads "
+                       "%u, context %u)", f->path, A, hp->dim, hp->n_layers, hp->hidden, hp->n_heads,
                        hp->n_kv_heads, hp->n_ctx_train);
     if (hp->n_heads % hp->n_kv_heads)
-        return err_set(err, "%s: llama.attention.head_count (%u) is not a multiple of head_count_kv (%u)",
-                       f->path, hp->n_heads, hp->n_kv_heads);
+        return err_set(err, "%s: %s.attention.head_count (%u) is not a multiple of head_count_kv (%u)", f->path, A,
+                       hp->n_heads, hp->n_kv_heads);
     hp->head_dim = hp->dim / hp->n_heads;
-    if (gguf_find(f, "llama.attention.key_length") &&
-        gguf_get_u32(f, "llama.attention.key_length", &hp->head_dim, err))
-        return -1;
+    if (gguf_find(f, KEY("attention.key_length")) && gguf_get_u32(f, key, &hp->head_dim, err)) return -1;
     if (hp->head_dim == 0 || hp->head_dim % 2)
         return err_set(err, "%s: head dimension %u must be even and nonzero", f->path, hp->head_dim);
     hp->n_rot = hp->head_dim;
-    if (gguf_find(f, "llama.rope.dimension_count") &&
-        gguf_get_u32(f, "llama.rope.dimension_count", &hp->n_rot, err))
-        return -1;
+    if (gguf_find(f, KEY("rope.dimension_count")) && gguf_get_u32(f, key, &hp->n_rot, err)) return -1;
     if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
-        return err_set(err, "%s: llama.rope.dimension_count %u must be even and at most the head dimension %u",
-                       f->path, hp->n_rot, hp->head_dim);
+        return err_set(err, "%s: %s.rope.dimension_count %u must be even and at most the head dimension %u", f->path,
+                       A, hp->n_rot, hp->head_dim);
     hp->rope_base = 10000.0f;
-    if (gguf_find(f, "llama.rope.freq_base") && gguf_get_f32(f, "llama.rope.freq_base", &hp->rope_base, err))
-        return -1;
+    if (gguf_find(f, KEY("rope.freq_base")) && gguf_get_f32(f, key, &hp->rope_base, err)) return -1;
     hp->rope_scale = 1.0f;
-    const gguf_value *scaling = gguf_find(f, "llama.rope.scaling.type");
+    const gguf_value *scaling = gguf_find(f, KEY("rope.scaling.type"));
     if (scaling && scaling->type == GGUF_TYPE_STRING && !gguf_str_eq(scaling->str, "none")) {
-        if (!gguf_str_eq(scaling->str, "linear"))
-            return err_set(err, "%s: llama.rope.scaling.type '%.*s' is not supported (none, linear)", f->path,
+        /* llama3-type scaling arrives as the rope_freqs.weight tensor (read with the weights). */
+        if (gguf_str_eq(scaling->str, "linear")) {
+            if (gguf_get_f32(f, KEY("rope.scaling.factor"), &hp->rope_scale, err)) return -1;
+        } else if (!gguf_str_eq(scaling->str, "llama3")) {
+            return err_set(err, "%s: %s.rope.scaling.type '%.*s' is not supported (none, linear, llama3)", f->path, A,
                            (int)(scaling->str.len > 32 ? 32 : scaling->str.len), scaling->str.ptr);
-        if (gguf_get_f32(f, "llama.rope.scaling.factor", &hp->rope_scale, err)) return -1;
+        }
     }
+#undef KEY
     if (!(hp->rope_scale > 0.0f) || !(hp->rope_base > 0.0f) || !(hp->rms_eps >= 0.0f))
         return err_set(err, "%s: rope base %g, rope scale %g and rms epsilon %g must be positive", f->path,
                        (double)hp->rope_base, (double)hp->rope_scale, (double)hp->rms_eps);
@@ -143,6 +156,9 @@ static int load_weights(fkv_model *m, fkv_error *err) {
         m->output = m->tok_embd;
     }
     if (!(m->output_norm = load_vector(f, "output_norm.weight", hp->dim, err))) return -1;
+    /* Per-dimension rotary frequency divisors (Llama-3.1's rope scaling), when the file has them. */
+    if (gguf_find_tensor(f, "rope_freqs.weight") && !(m->rope_freqs = load_vector(f, "rope_freqs.weight", hp->n_rot / 2, err)))
+        return -1;
 
     uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     m->layers = calloc(hp->n_layers, sizeof *m->layers);
@@ -160,6 +176,12 @@ static int load_weights(fkv_model *m, fkv_error *err) {
             load_matrix(f, NAME("ffn_gate.weight"), hp->dim, hp->hidden, &L->w_gate, err) ||
             load_matrix(f, NAME("ffn_up.weight"), hp->dim, hp->hidden, &L->w_up, err) ||
             load_matrix(f, NAME("ffn_down.weight"), hp->hidden, hp->dim, &L->w_down, err))
+            return -1;
+        /* Biases: required by the architectures that have them, taken where a llama file carries them. */
+        bool want = hp->qkv_bias || gguf_find_tensor(f, NAME("attn_q.bias"));
+        if (want && (!(L->bq = load_vector(f, NAME("attn_q.bias"), q_dim, err)) ||
+                     !(L->bk = load_vector(f, NAME("attn_k.bias"), kv_dim, err)) ||
+                     !(L->bv = load_vector(f, NAME("attn_v.bias"), kv_dim, err))))
             return -1;
 #undef NAME
     }
@@ -204,10 +226,14 @@ void fkv_model_free(fkv_model *m) {
         for (uint32_t l = 0; l < m->hp.n_layers; l++) {
             free(m->layers[l].attn_norm);
             free(m->layers[l].ffn_norm);
+            free(m->layers[l].bq);
+            free(m->layers[l].bk);
+            free(m->layers[l].bv);
         }
         free(m->layers);
     }
     free(m->output_norm);
+    free(m->rope_freqs);
     free(m->name);
     free(m->chat_template);
     tok_free(m->vocab);

@@ -1,6 +1,7 @@
 /* model.h — a llama-architecture model: hyperparameters and weights, read from a GGUF file.
  *
- * WHY: everything GGUF labels `llama` (Llama 1/2, TinyLlama, Mistral-style GQA models, the llama2.c
+ * WHY: everything GGUF labels `llama` (and `qwen2`, the same computation with q/k/v biases and rotary
+ * pairs taken as halves) (Llama 1/2, TinyLlama, Mistral-style GQA models, the llama2.c
  * TinyStories models) shares one computation whose shapes and constants all come from metadata. This
  * module turns the file into that description and refuses, with the key or tensor named, anything the
  * forward pass could not compute correctly — so the forward pass itself never checks shapes.
@@ -33,11 +34,15 @@
 typedef struct {
     float *attn_norm; /* [dim] */
     ops_matrix wq, wk, wv, wo;
+    float *bq, *bk, *bv; /* [q_dim], [kv_dim], [kv_dim] biases added after the products, or NULL */
     float *ffn_norm; /* [dim] */
     ops_matrix w_gate, w_up, w_down;
 } model_layer;
 
 typedef struct {
+    char arch[16];    /* "llama" or "qwen2" */
+    bool rope_halves; /* rotate (x[i], x[i + n_rot/2]) — GGUF's "neox" order — instead of adjacent pairs */
+    bool qkv_bias;    /* the architecture has q, k, v biases */
     uint32_t n_vocab;
     uint32_t n_ctx_train;
     uint32_t dim;
@@ -59,6 +64,7 @@ struct fkv_model {
     ops_matrix tok_embd;
     ops_matrix output; /* aliases tok_embd when tied */
     float *output_norm;
+    float *rope_freqs; /* [n_rot/2] divisors of the rotary frequencies (rope_freqs.weight), or NULL */
     model_layer *layers;
     tok_vocab *vocab;
     char *chat_template; /* tokenizer.chat_template, or NULL */

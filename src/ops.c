@@ -14,21 +14,42 @@ bool ops_matrix_wants_q8(const ops_matrix *w) { return w->type == GGML_TYPE_Q8_0
  * part of the weights once per call. */
 static uint32_t split(uint32_t n, int t, int nt) { return (uint32_t)((uint64_t)n * (uint32_t)t / (uint32_t)nt); }
 
+/* This thread's share of a matmul: output rows [split(t), split(t+1)). */
+static void matmul_share(const ops_matrix *w, const float *x, const block_q8_act *xq, uint32_t n_rows, float *y) {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    uint32_t o0 = split(w->n_out, t, nt), o1 = split(w->n_out, t + 1, nt);
+    quant_matmul(w->type, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, n_rows, w->n_in, y + o0,
+                 w->n_out);
+}
+
 void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, uint32_t n_rows, float *y,
                 int n_threads) {
+    if (omp_in_parallel()) {
+        matmul_share(w, x, xq, n_rows, y);
+#pragma omp barrier
+        return;
+    }
     const bool wide = (uint64_t)n_rows * w->n_out * w->n_in >= PARALLEL_MIN_WORK;
 #pragma omp parallel num_threads(n_threads) if (wide)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        uint32_t o0 = split(w->n_out, t, nt), o1 = split(w->n_out, t + 1, nt);
-        quant_matmul(w->type, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, n_rows, w->n_in,
-                     y + o0, w->n_out);
+    matmul_share(w, x, xq, n_rows, y);
+}
+
+/* Rows of a quantization, shared by the team running it (a work-sharing loop). */
+static void quantize_items(const float *x, uint32_t n_rows, uint32_t n, block_q8_act *xq) {
+#pragma omp for schedule(static)
+    for (uint32_t r = 0; r < n_rows; r++) {
+        quant_row_q8(x + (size_t)r * n, xq + (size_t)r * (n / QK), n);
+        quant_matmul_layout(xq + (size_t)r * (n / QK), 1, n);
     }
 }
 
 void ops_quantize_rows(const float *x, uint32_t n_rows, uint32_t n, block_q8_act *xq, int n_threads) {
-#pragma omp parallel for num_threads(n_threads) schedule(static) if ((uint64_t)n_rows * n >= PARALLEL_MIN_WORK / 16)
-    for (uint32_t r = 0; r < n_rows; r++) quant_row_q8(x + (size_t)r * n, xq + (size_t)r * (n / QK), n);
+    if (omp_in_parallel()) {
+        quantize_items(x, n_rows, n, xq);
+        return;
+    }
+#pragma omp parallel num_threads(n_threads) if ((uint64_t)n_rows * n >= PARALLEL_MIN_WORK / 16)
+    quantize_items(x, n_rows, n, xq);
 }
 
 void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n, float eps, float *out) {
@@ -41,26 +62,33 @@ void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n,
     }
 }
 
-void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale, float *cs) {
+void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale,
+                    const float *freq_divisors, float *cs) {
     for (uint32_t r = 0; r < n_rows; r++) {
         float p = (float)pos[r] / scale;
         for (uint32_t i = 0; i < n_rot / 2; i++) {
-            float theta = p * (1.0f / powf(base, (float)(2 * i) / (float)n_rot));
+            float freq = 1.0f / powf(base, (float)(2 * i) / (float)n_rot);
+            if (freq_divisors) freq /= freq_divisors[i];
+            float theta = p * freq;
             cs[(size_t)r * n_rot + 2 * i] = cosf(theta);
             cs[(size_t)r * n_rot + 2 * i + 1] = sinf(theta);
         }
     }
 }
 
-void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, const float *cs) {
+void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool halves,
+              const float *cs) {
+    const uint32_t half = n_rot / 2;
     for (uint32_t r = 0; r < n_rows; r++) {
         const float *c = cs + (size_t)r * n_rot;
         for (uint32_t h = 0; h < n_heads; h++) {
             float *v = x + ((size_t)r * n_heads + h) * head_dim;
-            for (uint32_t i = 0; i < n_rot; i += 2) {
-                float x0 = v[i], x1 = v[i + 1], cos_t = c[i], sin_t = c[i + 1];
-                v[i] = x0 * cos_t - x1 * sin_t;
-                v[i + 1] = x0 * sin_t + x1 * cos_t;
+            for (uint32_t i = 0; i < half; i++) {
+                /* pair i: (2i, 2i+1), or (i, i + n_rot/2) in the "neox" order */
+                uint32_t a = halves ? i : 2 * i, b = halves ? i + half : 2 * i + 1;
+                float x0 = v[a], x1 = v[b], cos_t = c[2 * i], sin_t = c[2 * i + 1];
+                v[a] = x0 * cos_t - x1 * sin_t;
+                v[b] = x0 * sin_t + x1 * cos_t;
             }
         }
     }
@@ -111,19 +139,31 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p) {
     return view->blocks[p / view->block_rows] * view->block_stride + (size_t)(p % view->block_rows) * view->row_bytes;
 }
 
-void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
-                   uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out, int n_threads) {
+/* The (row, head) items of an attention call, shared by the team running it (a work-sharing loop, so
+ * also correct for a team of one). */
+static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views,
+                            uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out) {
     const uint32_t group = n_heads / n_kv_heads, q_dim = n_heads * head_dim;
     const uint32_t n_items = n_rows * n_heads;
-    uint64_t keys = 0;
-    for (uint32_t r = 0; r < n_rows; r++) keys += pos[r] + 1;
-    const bool wide = keys * n_heads * head_dim * 2 >= PARALLEL_MIN_WORK;
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1) if (wide)
+#pragma omp for schedule(dynamic, 1)
     for (uint32_t item = 0; item < n_items; item++) {
         uint32_t r = item / n_heads, h = item % n_heads;
         attend_one(q + (size_t)r * q_dim + (size_t)h * head_dim, pos[r], &views[r], (size_t)(h / group) * head_dim,
                    head_dim, scale, out + (size_t)r * q_dim + (size_t)h * head_dim);
     }
+}
+
+void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
+                   uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out, int n_threads) {
+    if (omp_in_parallel()) {
+        attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, out);
+        return;
+    }
+    uint64_t keys = 0;
+    for (uint32_t r = 0; r < n_rows; r++) keys += pos[r] + 1;
+    const bool wide = keys * n_heads * head_dim * 2 >= PARALLEL_MIN_WORK;
+#pragma omp parallel num_threads(n_threads) if (wide)
+    attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, out);
 }
 
 void ops_swiglu(float *gate, const float *up, size_t n) {

@@ -11,7 +11,13 @@
  *
  * Kernels know nothing of sequences: they see matrices, rows, positions and a view of K/V rows.
  *
- * Thread-safety: pure functions of their arguments; n_threads OpenMP threads inside each call.
+ * Threads: called outside a parallel region, ops_matmul, ops_quantize_rows and ops_attention open one of
+ * n_threads OpenMP threads (one thread for small work). Called inside an active parallel region, by every
+ * thread of the team with the same arguments, they share the work among that team instead and return
+ * after a barrier — so a caller can run a whole forward pass in one region (forward.c). The other
+ * functions are serial.
+ *
+ * Thread-safety: pure functions of their arguments.
  */
 #ifndef FKV_OPS_H
 #define FKV_OPS_H
@@ -37,11 +43,12 @@ typedef struct {
 bool ops_matrix_wants_q8(const ops_matrix *w);
 
 /* y[r][o] = W[o] · x[r] for r < n_rows, o < n_out. x: [n_rows][n_in] f32; xq: the same rows as Q8_0
- * blocks [n_rows][n_in/QK] (required when ops_matrix_wants_q8, else ignored). */
+ * blocks [n_rows][n_in/QK] as ops_quantize_rows leaves them (required when ops_matrix_wants_q8, else
+ * ignored). */
 void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, uint32_t n_rows, float *y,
                 int n_threads);
 
-/* Rows of x quantized for ops_matmul: xq[r] = quant_row_q8(x[r]). */
+/* Rows of x quantized for ops_matmul: xq[r] = quant_row_q8(x[r]), in quant_matmul_layout. */
 void ops_quantize_rows(const float *x, uint32_t n_rows, uint32_t n, block_q8_act *xq, int n_threads);
 
 /* Row r of a matrix of rows: row_r = gain ⊙ x_r / sqrt(mean(x_r²) + eps). out may equal x. */
@@ -49,11 +56,13 @@ void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n,
 
 /* Rotary table for row positions pos[0..n_rows): cs[r][i] = (cos θ, sin θ), θ = (pos[r]/scale) · base^(-2i/n_rot),
  * i < n_rot/2. cs has n_rows × n_rot floats. */
-void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale, float *cs);
+void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale,
+                    const float *freq_divisors, float *cs);
 
 /* Rotate adjacent pairs (x[2i], x[2i+1]), i < n_rot/2, of each of n_heads heads of head_dim in each row
  * (GGUF's `llama` convention). x: [n_rows][n_heads*head_dim]. */
-void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, const float *cs);
+void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool halves,
+              const float *cs);
 
 /* The K/V rows of one layer of one sequence (kv_dim elements each, f32 or f16). Contiguous (blocks NULL):
  * position p's K row at k + p·row_bytes. Paged: at k + blocks[p / block_rows]·block_stride +

@@ -415,25 +415,25 @@ static inline __attribute__((always_inline)) float dot_widened(widen_kind kind, 
 /* Exact Σ w·x of one Q8_0 block as 8 partial int32 sums. maddubs takes |w| (0..128, unsigned) against
  * x carrying w's sign; x is in [-127, 127] (quant.h), so each 16-bit pair sum is at most 2·128·127 and
  * never saturates, and negating x never overflows. */
-static inline __m256i block_sums_q8_0(const block_q8_0 *w, const block_q8_act *x) {
-    __m256i wq = _mm256_loadu_si256((const __m256i *)w->qs);
-    __m256i xq = _mm256_loadu_si256((const __m256i *)x->qs);
+static inline __m256i block_sums_q8_0(__m256i wq, __m256i xq) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq)),
                              _mm256_set1_epi16(1));
 }
 
-/* Σ nibble·x of one Q4_0 block as 8 partial int32 sums (nibbles 0..15 unsigned, so maddubs cannot
- * saturate: |15·x + 15·x'| <= 3840). The -8 offset is applied per group, from Σx (group_xsum8). */
-static inline __m256i block_nibble_sums_q4_0(const block_q4_0 *w, const block_q8_act *x) {
+/* The 32 quants of one Q4_0 block as unsigned bytes 0..15 in element order: bytes 0..15 the low
+ * nibbles (elements 0..15), bytes 16..31 the high nibbles (elements 16..31). */
+static inline __m256i block_nibbles_q4_0(const block_q4_0 *w) {
     __m128i packed = _mm_loadu_si128((const __m128i *)w->qs);
-    /* bytes 0..15: low nibbles (elements 0..15); bytes 16..31: high nibbles (elements 16..31) */
-    __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(15));
-    __m256i xq = _mm256_loadu_si256((const __m256i *)x->qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(15));
+}
+
+/* Σ nibble·x of one Q4_0 block as 8 partial int32 sums (nibbles 0..15 unsigned, so maddubs cannot
+ * saturate: |15·x + 15·x'| <= 3840). The -8 offset is applied per group, from Σx. */
+static inline __m256i block_nibble_sums_q4_0(__m256i nib, __m256i xq) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(nib, xq), _mm256_set1_epi16(1));
 }
 
-static inline __m256i block_xsums(const block_q8_act *x) {
-    __m256i xq = _mm256_loadu_si256((const __m256i *)x->qs);
+static inline __m256i block_xsums(__m256i xq) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq), _mm256_set1_epi16(1));
 }
 
@@ -451,27 +451,64 @@ static inline int32_t hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(w);
 }
 
-/* Element k: 8·Σx over block k of x[0..8) — the Q4_0 offset correction, shared by every weight row. */
-static inline __m256i group_xsum8(const block_q8_act *x) {
-    __m256i s[BLOCK_LANES];
-    for (int k = 0; k < BLOCK_LANES; k++) s[k] = block_xsums(x + k);
-    return _mm256_slli_epi32(hsum8_epi32x8(s), 3);
+/* r[j] element k ← r[k] element j (32-bit elements): an involution. On the 32 quants of 8 blocks it
+ * turns "register k = block k" into "register j = quants 4j..4j+3 of every block, block k in element k",
+ * the layout in which a vertical integer sum of 8 registers is 8 block sums, no horizontal step. */
+static inline void transpose8_epi32(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+    }
 }
 
-/* Element k: the exact integer sum of weight block k against activation block k, k < 8 (for Q4_0
- * before the offset correction). */
-static inline __m256i group_sums(ggml_type type, const uint8_t *w, const block_q8_act *x) {
+/* The quants of activation blocks x[0..8), stored in quant_matmul's layout, as registers in natural
+ * order: block k in register k. */
+static inline void load_group_x(const block_q8_act *x, __m256i r[8]) {
+    for (int k = 0; k < BLOCK_LANES; k++) r[k] = _mm256_loadu_si256((const __m256i *)x[k].qs);
+    transpose8_epi32(r);
+}
+
+/* Element k: the exact integer sum of weight block k against activation block k, k < 8 (for Q4_0 before
+ * the offset correction). Activation block k: x[k] when in natural order (loads the compiler folds into
+ * the multiplies), else the registers xr[k]. */
+static inline __m256i group_sums(ggml_type type, const uint8_t *w, const block_q8_act *x, bool interleaved,
+                                 const __m256i xr[8]) {
     __m256i s[BLOCK_LANES];
-    for (int k = 0; k < BLOCK_LANES; k++)
-        s[k] = type == GGML_TYPE_Q4_0 ? block_nibble_sums_q4_0((const block_q4_0 *)w + k, x + k)
-                                      : block_sums_q8_0((const block_q8_0 *)w + k, x + k);
+    for (int k = 0; k < BLOCK_LANES; k++) {
+        __m256i xk = interleaved ? xr[k] : _mm256_loadu_si256((const __m256i *)x[k].qs);
+        s[k] = type == GGML_TYPE_Q4_0
+                   ? block_nibble_sums_q4_0(block_nibbles_q4_0((const block_q4_0 *)w + k), xk)
+                   : block_sums_q8_0(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)w + k)->qs), xk);
+    }
     return hsum8_epi32x8(s);
 }
 
+/* Element k: 8·Σx over block k — the Q4_0 offset correction, shared by every weight row. Blocks as in
+ * group_sums. */
+static inline __m256i group_xsum8(const block_q8_act *x, bool interleaved, const __m256i xr[8]) {
+    __m256i s[BLOCK_LANES];
+    for (int k = 0; k < BLOCK_LANES; k++)
+        s[k] = block_xsums(interleaved ? xr[k] : _mm256_loadu_si256((const __m256i *)x[k].qs));
+    return _mm256_slli_epi32(hsum8_epi32x8(s), 3);
+}
+
 static inline int32_t block_sum(ggml_type type, const uint8_t *w, const block_q8_act *x) {
+    __m256i xq = _mm256_loadu_si256((const __m256i *)x->qs);
     if (type == GGML_TYPE_Q4_0)
-        return hsum_epi32(block_nibble_sums_q4_0((const block_q4_0 *)w, x)) - 8 * hsum_epi32(block_xsums(x));
-    return hsum_epi32(block_sums_q8_0((const block_q8_0 *)w, x));
+        return hsum_epi32(block_nibble_sums_q4_0(block_nibbles_q4_0((const block_q4_0 *)w), xq)) -
+               8 * hsum_epi32(block_xsums(xq));
+    return hsum_epi32(block_sums_q8_0(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)w)->qs), xq));
 }
 
 static inline size_t block_bytes(ggml_type type) {
@@ -494,8 +531,23 @@ static inline __m256 group_xscales(const block_q8_act *x) {
     return _mm256_setr_ps(x[0].d, x[1].d, x[2].d, x[3].d, x[4].d, x[5].d, x[6].d, x[7].d);
 }
 
-/* 2 × 4 measured best of 1..4 × 1..4 on the 110M shapes (64 rows, 768 → 2048): Q8_0 3.1 → 1.55 ns and
- * Q4_0 1.8 → 1.25 ns per block of 32 multiply-adds, one thread, against one quant_dot per output. */
+/* Blocks nb - nb % 8 .. nb of one output, after the full groups in acc: the spilled lanes get the
+ * scalar twin's fmaf, and the output its combine. Tail blocks are never interleaved. */
+static inline float finish_tail(ggml_type type, __m256 acc, const uint8_t *wr, const block_q8_act *xr, size_t b,
+                                size_t nb) {
+    if (b < nb) {
+        const size_t bb = block_bytes(type);
+        float lane[BLOCK_LANES];
+        _mm256_storeu_ps(lane, acc);
+        for (size_t t = b; t < nb; t++)
+            lane[t % BLOCK_LANES] = fmaf(quant_f16_to_f32(block_scale(type, wr, t)) * xr[t].d,
+                                         (float)block_sum(type, wr + t * bb, xr + t), lane[t % BLOCK_LANES]);
+        acc = _mm256_loadu_ps(lane);
+    }
+    return hsum8(acc);
+}
+
+/* Direct tiles, for few rows (decode): 2 × 4 measured best of 1..4 × 1..4 on the 110M shapes. */
 #define TILE_ROWS 2 /* activation rows of a register tile */
 #define TILE_COLS 4 /* weight rows of a register tile */
 
@@ -503,10 +555,11 @@ static inline __m256 group_xscales(const block_q8_act *x) {
  * own 8-lane accumulator holding exactly the lanes of quant.h's block order — block b of every output
  * goes to lane b % 8, through the same multiply and fused multiply-add as the scalar twin — so the tile
  * shape changes which loads are shared, never an output's bits. Groups of 8 blocks run in registers;
- * the tail blocks go to the spilled lanes with the scalar twin's fmaf. x rows are nb blocks apart. */
+ * the tail blocks go to the spilled lanes with the scalar twin's fmaf. x rows are nb blocks apart, their
+ * full groups in quant_matmul's layout when `interleaved`. */
 static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes,
-                                                               const block_q8_act *x, size_t nb, int R, int C,
-                                                               float *y, size_t ldy) {
+                                                               const block_q8_act *x, bool interleaved, size_t nb,
+                                                               int R, int C, float *y, size_t ldy) {
     const size_t bb = block_bytes(type);
     __m256 acc[TILE_ROWS][TILE_COLS];
     for (int r = 0; r < R; r++)
@@ -514,51 +567,44 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
     size_t b = 0;
     for (; b + BLOCK_LANES <= nb; b += BLOCK_LANES) {
         __m256 dw[TILE_COLS], dx[TILE_ROWS];
-        __m256i corr[TILE_ROWS];
+        __m256i corr[TILE_ROWS], xr[TILE_ROWS][BLOCK_LANES];
         for (int c = 0; c < C; c++) dw[c] = group_wscales(type, w + c * w_row_bytes + b * bb);
         for (int r = 0; r < R; r++) {
             dx[r] = group_xscales(x + r * nb + b);
-            if (type == GGML_TYPE_Q4_0) corr[r] = group_xsum8(x + r * nb + b);
+            if (interleaved) load_group_x(x + r * nb + b, xr[r]);
+            if (type == GGML_TYPE_Q4_0) corr[r] = group_xsum8(x + r * nb + b, interleaved, xr[r]);
         }
         for (int c = 0; c < C; c++)
             for (int r = 0; r < R; r++) {
-                __m256i s = group_sums(type, w + c * w_row_bytes + b * bb, x + r * nb + b);
+                __m256i s = group_sums(type, w + c * w_row_bytes + b * bb, x + r * nb + b, interleaved, xr[r]);
                 if (type == GGML_TYPE_Q4_0) s = _mm256_sub_epi32(s, corr[r]);
                 acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], dx[r]), _mm256_cvtepi32_ps(s), acc[r][c]);
             }
     }
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) {
-            if (b < nb) {
-                const uint8_t *wr = w + c * w_row_bytes;
-                const block_q8_act *xr = x + r * nb;
-                float lane[BLOCK_LANES];
-                _mm256_storeu_ps(lane, acc[r][c]);
-                for (size_t t = b; t < nb; t++)
-                    lane[t % BLOCK_LANES] = fmaf(quant_f16_to_f32(block_scale(type, wr, t)) * xr[t].d,
-                                                 (float)block_sum(type, wr + t * bb, xr + t), lane[t % BLOCK_LANES]);
-                acc[r][c] = _mm256_loadu_ps(lane);
-            }
-            y[r * ldy + c] = hsum8(acc[r][c]);
-        }
+        for (int c = 0; c < C; c++)
+            y[r * ldy + c] = finish_tail(type, acc[r][c], w + c * w_row_bytes, x + r * nb, b, nb);
 }
 
 static inline float dot_blocks(ggml_type type, const void *w, const block_q8_act *x, size_t nb) {
     float y;
-    tile_blocks(type, w, 0, x, nb, 1, 1, &y, 1);
+    tile_blocks(type, w, 0, x, false, nb, 1, 1, &y, 1);
     return y;
 }
 
 #define TILE_CASE(T, R, C)                                                                                     \
     case (R) * 8 + (C):                                                                                        \
-        tile_blocks(T, w, w_row_bytes, x, nb, R, C, y, ldy);                                                   \
+        if (interleaved)                                                                                       \
+            tile_blocks(T, w, w_row_bytes, x, true, nb, R, C, y, ldy);                                         \
+        else                                                                                                   \
+            tile_blocks(T, w, w_row_bytes, x, false, nb, R, C, y, ldy);                                        \
         return;
 #define TILE_CASES_C(T, C) TILE_CASE(T, 1, C) TILE_CASE(T, 2, C)
 #define TILE_CASES(T) TILE_CASES_C(T, 1) TILE_CASES_C(T, 2) TILE_CASES_C(T, 3) TILE_CASES_C(T, 4)
 
 /* One tile with R <= TILE_ROWS, C <= TILE_COLS known at compile time, so acc stays in registers. */
-static void tile_dispatch(ggml_type type, const uint8_t *w, size_t w_row_bytes, const block_q8_act *x, size_t nb,
-                          int R, int C, float *y, size_t ldy) {
+static void tile_dispatch(ggml_type type, const uint8_t *w, size_t w_row_bytes, const block_q8_act *x,
+                          bool interleaved, size_t nb, int R, int C, float *y, size_t ldy) {
     if (type == GGML_TYPE_Q4_0) {
         switch (R * 8 + C) {
             TILE_CASES(GGML_TYPE_Q4_0)
@@ -570,6 +616,149 @@ static void tile_dispatch(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
         TILE_CASES(GGML_TYPE_Q8_0)
     default:
         return;
+    }
+}
+
+/* Packed tiles, for many rows (prefill). The PACK_COLS weight rows of a tile are rearranged once into
+ * quant_matmul's layout (Q4_0 nibbles widened to bytes, scales to f32) and then serve every activation
+ * row, so a group of 8 blocks costs one multiply chain per register and a vertical add — the horizontal
+ * reduction of the direct tiles is gone. Same integer block sums, same float operations per lane: the
+ * same bits as the direct tiles and the scalar twin. */
+#define PACK_COLS 4
+#define PACK_ROWS 2
+#define PACK_MIN_ROWS 4      /* below, packing costs more than it saves */
+#define PACK_MAX_GROUPS 32   /* the packed tile lives on the stack: n <= 8192; wider rows take direct tiles */
+#define DIRECT_COPY_MAX_BLOCKS 256 /* direct tiles copy rows up to this wide to natural order on the stack */
+
+typedef struct {
+    __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7 (Q4_0: nibbles as bytes) */
+    __m256 d;               /* weight scales of blocks 0..7 */
+} packed_group;
+
+static void pack_cols(ggml_type type, const uint8_t *w, size_t w_row_bytes, int C, size_t n_groups,
+                      packed_group *pk) {
+    const size_t bb = block_bytes(type);
+    for (size_t g = 0; g < n_groups; g++)
+        for (int c = 0; c < C; c++) {
+            const uint8_t *wg = w + c * w_row_bytes + g * BLOCK_LANES * bb;
+            packed_group *p = &pk[g * PACK_COLS + c];
+            for (int k = 0; k < BLOCK_LANES; k++)
+                p->q[k] = type == GGML_TYPE_Q4_0
+                              ? block_nibbles_q4_0((const block_q4_0 *)wg + k)
+                              : _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wg + k)->qs);
+            transpose8_epi32(p->q);
+            p->d = group_wscales(type, wg);
+        }
+}
+
+static inline __attribute__((always_inline)) void packed_tile(ggml_type type, const packed_group *pk,
+                                                               const uint8_t *w, size_t w_row_bytes,
+                                                               const block_q8_act *x, size_t nb, int R, int C,
+                                                               float *y, size_t ldy) {
+    const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
+    __m256 acc[PACK_ROWS][PACK_COLS];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    size_t g = 0;
+    for (; (g + 1) * BLOCK_LANES <= nb; g++) {
+        const block_q8_act *xg[PACK_ROWS];
+        __m256 dx[PACK_ROWS];
+        __m256i corr[PACK_ROWS];
+        for (int r = 0; r < R; r++) {
+            xg[r] = x + r * nb + g * BLOCK_LANES;
+            dx[r] = group_xscales(xg[r]);
+            if (type == GGML_TYPE_Q4_0) { /* Σx per block, 16-bit: at most 8 · 2 · 127 */
+                __m256i s16 = _mm256_setzero_si256();
+                for (int j = 0; j < BLOCK_LANES; j++)
+                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)xg[r][j].qs)));
+                corr[r] = _mm256_slli_epi32(_mm256_madd_epi16(s16, ones16), 3);
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            const packed_group *p = &pk[g * PACK_COLS + c];
+            __m256i s[PACK_ROWS];
+            for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
+            if (type == GGML_TYPE_Q4_0) {
+                /* 8 nibble products in 16 bits before widening: at most 8 · 2 · 15 · 127 = 30480 */
+                for (int j = 0; j < BLOCK_LANES; j++)
+                    for (int r = 0; r < R; r++)
+                        s[r] = _mm256_add_epi16(
+                            s[r], _mm256_maddubs_epi16(p->q[j], _mm256_loadu_si256((const __m256i *)xg[r][j].qs)));
+                for (int r = 0; r < R; r++) s[r] = _mm256_sub_epi32(_mm256_madd_epi16(s[r], ones16), corr[r]);
+            } else {
+                for (int j = 0; j < BLOCK_LANES; j++) {
+                    const __m256i wj = p->q[j], aw = _mm256_abs_epi8(wj);
+                    for (int r = 0; r < R; r++) {
+                        __m256i xj = _mm256_loadu_si256((const __m256i *)xg[r][j].qs);
+                        s[r] = _mm256_add_epi32(
+                            s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xj, wj)), ones16));
+                    }
+                }
+            }
+            for (int r = 0; r < R; r++)
+                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(p->d, dx[r]), _mm256_cvtepi32_ps(s[r]), acc[r][c]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            y[r * ldy + c] = finish_tail(type, acc[r][c], w + c * w_row_bytes, x + r * nb, g * BLOCK_LANES, nb);
+}
+
+#define PACKED_CASE(T, R, C)                                                                                   \
+    case (R) * 8 + (C):                                                                                        \
+        packed_tile(T, pk, w, w_row_bytes, x, nb, R, C, y, ldy);                                               \
+        return;
+#define PACKED_CASES_C(T, C) PACKED_CASE(T, 1, C) PACKED_CASE(T, 2, C)
+#define PACKED_CASES(T) PACKED_CASES_C(T, 1) PACKED_CASES_C(T, 2) PACKED_CASES_C(T, 3) PACKED_CASES_C(T, 4)
+
+static void packed_dispatch(ggml_type type, const packed_group *pk, const uint8_t *w, size_t w_row_bytes,
+                            const block_q8_act *x, size_t nb, int R, int C, float *y, size_t ldy) {
+    if (type == GGML_TYPE_Q4_0) {
+        switch (R * 8 + C) {
+            PACKED_CASES(GGML_TYPE_Q4_0)
+        default:
+            return;
+        }
+    }
+    switch (R * 8 + C) {
+        PACKED_CASES(GGML_TYPE_Q8_0)
+    default:
+        return;
+    }
+}
+
+static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
+                          const block_q8_act *xq, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
+    const size_t n_groups = nb / BLOCK_LANES;
+    if (n_rows >= PACK_MIN_ROWS && n_groups > 0 && n_groups <= PACK_MAX_GROUPS) {
+        packed_group pk[PACK_MAX_GROUPS * PACK_COLS];
+        for (uint32_t o = 0; o < n_out; o += PACK_COLS) {
+            int C = n_out - o < PACK_COLS ? (int)(n_out - o) : PACK_COLS;
+            pack_cols(type, w + o * w_row_bytes, w_row_bytes, C, n_groups, pk);
+            for (uint32_t r = 0; r < n_rows; r += PACK_ROWS) {
+                int R = n_rows - r < PACK_ROWS ? (int)(n_rows - r) : PACK_ROWS;
+                packed_dispatch(type, pk, w + o * w_row_bytes, w_row_bytes, xq + r * nb, nb, R, C, y + r * ldy + o,
+                                ldy);
+            }
+        }
+        return;
+    }
+    /* Few rows: put them back in natural order once (a copy on the stack when small) rather than per
+     * tile of weight rows. */
+    block_q8_act natural[(PACK_MIN_ROWS - 1) * DIRECT_COPY_MAX_BLOCKS];
+    const bool copy = n_rows < PACK_MIN_ROWS && nb <= DIRECT_COPY_MAX_BLOCKS;
+    if (copy) {
+        memcpy(natural, xq, n_rows * nb * sizeof *xq);
+        quant_matmul_layout(natural, n_rows, nb * QK);
+        xq = natural;
+    }
+    for (uint32_t o = 0; o < n_out; o += TILE_COLS) {
+        int C = n_out - o < TILE_COLS ? (int)(n_out - o) : TILE_COLS;
+        for (uint32_t r = 0; r < n_rows; r += TILE_ROWS) {
+            int R = n_rows - r < TILE_ROWS ? (int)(n_rows - r) : TILE_ROWS;
+            tile_dispatch(type, w + o * w_row_bytes, w_row_bytes, xq + r * nb, !copy, nb, R, C, y + r * ldy + o,
+                          ldy);
+        }
     }
 }
 
@@ -614,19 +803,27 @@ float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_a
 #endif
 }
 
+void quant_matmul_layout(block_q8_act *xq, size_t n_rows, size_t n) {
+#if QUANT_AVX2
+    const size_t nb = n / QK;
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t b = 0; b + BLOCK_LANES <= nb; b += BLOCK_LANES) {
+            block_q8_act *g = xq + r * nb + b;
+            __m256i q[BLOCK_LANES];
+            for (int k = 0; k < BLOCK_LANES; k++) q[k] = _mm256_loadu_si256((const __m256i *)g[k].qs);
+            transpose8_epi32(q);
+            for (int k = 0; k < BLOCK_LANES; k++) _mm256_storeu_si256((__m256i *)g[k].qs, q[k]);
+        }
+#else
+    (void)xq, (void)n_rows, (void)n;
+#endif
+}
+
 void quant_matmul(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                   const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy) {
 #if QUANT_AVX2
     if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) {
-        const size_t nb = n / QK;
-        for (uint32_t o = 0; o < n_out; o += TILE_COLS) {
-            int C = n_out - o < TILE_COLS ? (int)(n_out - o) : TILE_COLS;
-            for (uint32_t r = 0; r < n_rows; r += TILE_ROWS) {
-                int R = n_rows - r < TILE_ROWS ? (int)(n_rows - r) : TILE_ROWS;
-                tile_dispatch(type, (const uint8_t *)w + o * w_row_bytes, w_row_bytes, xq + r * nb, nb, R, C,
-                              y + r * ldy + o, ldy);
-            }
-        }
+        matmul_blocks(type, w, w_row_bytes, n_out, xq, n_rows, n / QK, y, ldy);
         return;
     }
 #endif
