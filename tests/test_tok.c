@@ -20,7 +20,6 @@
 #include "testutil.h"
 #include "tok.h"
 
-#define VOCAB_SEP "\n__ggml_vocab_test__\n"
 
 static tok_vocab *load_vocab(const char *path) {
     fkv_error err = {{0}};
@@ -93,51 +92,21 @@ static void assert_ids(const tok_vocab *v, const char *text, size_t len, bool ad
     free(got);
 }
 
-/* Every text of name.inp (separated by VOCAB_SEP) encodes to the matching line of name.out. llama.cpp's
+/* Every text of name.inp encodes to the matching line of name.out. llama.cpp's
  * test-tokenizer-0 encodes without BOS and with special parsing; the texts hold no special tokens, so
  * the vectors must also hold with parse_special off — both are checked. */
+static void check_one_vector(const char *text, size_t len, const int32_t *want, int n_want, void *user) {
+    assert_ids(user, text, len, false, true, want, n_want);
+    assert_ids(user, text, len, false, false, want, n_want);
+}
+
 static void check_vocab_vectors(const char *name) {
     char rel[256];
     snprintf(rel, sizeof rel, "tokenizers/%s", name);
     tok_vocab *v = load_shared(rel);
-    snprintf(rel, sizeof rel, "tokenizers/%s.inp", name);
-    size_t inp_len;
-    char *inp = tu_read_file(tu_shared(rel), &inp_len);
-    assert_non_null(inp);
-    snprintf(rel, sizeof rel, "tokenizers/%s.out", name);
-    char *out = tu_read_file(tu_shared(rel), NULL);
-    assert_non_null(out);
-
-    int n_cases = 0;
-    size_t pos = 0;
-    char *line = out;
-    const char *sep;
-    while ((sep = memmem(inp + pos, inp_len - pos, VOCAB_SEP, strlen(VOCAB_SEP))) != NULL) {
-        const char *text = inp + pos;
-        size_t len = (size_t)(sep - text);
-        pos = (size_t)(sep - inp) + strlen(VOCAB_SEP);
-
-        char *eol = strchr(line, '\n');
-        assert_non_null(eol);
-        *eol = 0;
-        int32_t want[1024];
-        int n_want = 0;
-        for (char *p = line, *end; (want[n_want] = (int32_t)strtol(p, &end, 10)), end != p; p = end) {
-            n_want++;
-            assert_true(n_want < 1024);
-        }
-        line = eol + 1;
-
-        assert_ids(v, text, len, false, true, want, n_want);
-        assert_ids(v, text, len, false, false, want, n_want);
-        n_cases++;
-    }
-    assert_int_equal(pos, inp_len); /* the file ends with a separator: nothing unread */
-    assert_int_equal(*line, 0);     /* and one .out line per text */
-    assert_true(n_cases >= 40);
-
-    free(inp);
-    free(out);
+    size_t base = strlen(name) - strlen(".gguf");
+    snprintf(rel, sizeof rel, "%.*s.gguf", (int)base, name);
+    assert_true(tu_for_each_vocab_vector(rel, check_one_vector, v) >= 40);
     tok_free(v);
 }
 
@@ -181,6 +150,18 @@ static void test_stories260k_prompts_encode_to_the_reference_ids(void **state) {
     tok_free(v);
 }
 
+typedef struct {
+    const tok_vocab *v, *stories;
+} round_trip_vocabs;
+
+static void round_trip_vector(const char *text, size_t len, const int32_t *want, int n_want, void *user) {
+    (void)want, (void)n_want;
+    const round_trip_vocabs *r = user;
+    assert_round_trip(r->v, text, len, false);
+    assert_round_trip(r->v, text, len, true);
+    assert_round_trip(r->stories, text, len, true); /* 512 pieces: mostly byte fallback */
+}
+
 static void test_vector_texts_round_trip_through_decode(void **state) {
     (void)state;
     const char *names[] = {"ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"};
@@ -188,21 +169,9 @@ static void test_vector_texts_round_trip_through_decode(void **state) {
     for (int k = 0; k < 2; k++) {
         char rel[256];
         snprintf(rel, sizeof rel, "tokenizers/%s", names[k]);
-        tok_vocab *v = load_shared(rel);
-        snprintf(rel, sizeof rel, "tokenizers/%s.inp", names[k]);
-        size_t inp_len, pos = 0;
-        char *inp = tu_read_file(tu_shared(rel), &inp_len);
-        assert_non_null(inp);
-        const char *sep;
-        while ((sep = memmem(inp + pos, inp_len - pos, VOCAB_SEP, strlen(VOCAB_SEP))) != NULL) {
-            size_t len = (size_t)(sep - (inp + pos));
-            assert_round_trip(v, inp + pos, len, false);
-            assert_round_trip(v, inp + pos, len, true);
-            assert_round_trip(stories, inp + pos, len, true); /* 512 pieces: mostly byte fallback */
-            pos += len + strlen(VOCAB_SEP);
-        }
-        free(inp);
-        tok_free(v);
+        round_trip_vocabs r = {load_shared(rel), stories};
+        tu_for_each_vocab_vector(names[k], round_trip_vector, &r);
+        tok_free((tok_vocab *)r.v);
     }
     tok_free(stories);
 }

@@ -20,7 +20,6 @@
 #include "testutil.h"
 #include "tok.h"
 
-#define VOCAB_SEP "\n__ggml_vocab_test__\n"
 
 /* The BPE vocabularies with .inp/.out vectors. */
 static const char *const vector_vocabs[] = {"gpt-2", "deepseek-coder", "deepseek-llm", "falcon",
@@ -107,47 +106,24 @@ static void assert_ids(const tok_vocab *v, const char *text, size_t len, bool ad
     free(got);
 }
 
-/* Calls fn on every text of <name>.inp (texts separated by VOCAB_SEP, the file ending with one) with the
- * matching line of <name>.out; returns the number of texts. */
 typedef void (*vector_fn)(const tok_vocab *v, const char *text, size_t len, const int32_t *want, int n_want);
 
+typedef struct {
+    const tok_vocab *v;
+    vector_fn fn;
+} vector_call;
+
+static void call_vector(const char *text, size_t len, const int32_t *want, int n_want, void *user) {
+    const vector_call *c = user;
+    c->fn(c->v, text, len, want, n_want);
+}
+
+/* Calls fn on every vector of ggml-vocab-<name>.gguf; returns the number of texts. */
 static int for_each_vector(const char *name, const tok_vocab *v, vector_fn fn) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "tokenizers/ggml-vocab-%s.gguf.inp", name);
-    size_t inp_len;
-    char *inp = tu_read_file(tu_shared(rel), &inp_len);
-    assert_non_null(inp);
-    snprintf(rel, sizeof rel, "tokenizers/ggml-vocab-%s.gguf.out", name);
-    char *out = tu_read_file(tu_shared(rel), NULL);
-    assert_non_null(out);
-
-    int n_cases = 0;
-    size_t pos = 0;
-    char *line = out;
-    const char *sep;
-    while ((sep = memmem(inp + pos, inp_len - pos, VOCAB_SEP, strlen(VOCAB_SEP))) != NULL) {
-        const char *text = inp + pos;
-        size_t len = (size_t)(sep - text);
-        pos = (size_t)(sep - inp) + strlen(VOCAB_SEP);
-
-        char *eol = strchr(line, '\n');
-        assert_non_null(eol);
-        *eol = 0;
-        int32_t want[1024];
-        int n_want = 0;
-        for (char *p = line, *end; (want[n_want] = (int32_t)strtol(p, &end, 10)), end != p; p = end) {
-            n_want++;
-            assert_true(n_want < 1024);
-        }
-        line = eol + 1;
-        fn(v, text, len, want, n_want);
-        n_cases++;
-    }
-    assert_int_equal(pos, inp_len); /* nothing unread */
-    assert_int_equal(*line, 0);     /* one .out line per text */
-    free(inp);
-    free(out);
-    return n_cases;
+    char vocab[256];
+    snprintf(vocab, sizeof vocab, "ggml-vocab-%s.gguf", name);
+    vector_call c = {v, fn};
+    return tu_for_each_vocab_vector(vocab, call_vector, &c);
 }
 
 /* llama.cpp's test-tokenizer-0 encodes without BOS and with special parsing; the texts hold no control

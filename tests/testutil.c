@@ -1,5 +1,10 @@
 #include "testutil.h"
 
+#include <stdarg.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <string.h>
+
 #include "genmodel.h"
 
 #include <stdio.h>
@@ -53,4 +58,42 @@ const char *tu_small_model(int type, uint64_t seed) {
                          .vocab_from = tu_shared("models/stories260K.gguf"), .type = (ggml_type)type, .seed = seed};
     fkv_error err = {{0}};
     return genmodel_write(&p, path, &err) ? NULL : path;
+}
+
+int tu_for_each_vocab_vector(const char *vocab, tu_vector_fn fn, void *user) {
+    static const char SEP[] = "\n__ggml_vocab_test__\n";
+    char rel[256];
+    snprintf(rel, sizeof rel, "tokenizers/%s.inp", vocab);
+    size_t inp_len;
+    char *inp = tu_read_file(tu_shared(rel), &inp_len);
+    assert_non_null(inp);
+    snprintf(rel, sizeof rel, "tokenizers/%s.out", vocab);
+    char *out = tu_read_file(tu_shared(rel), NULL);
+    assert_non_null(out);
+    int n_cases = 0;
+    size_t pos = 0;
+    char *line = out;
+    const char *sep;
+    while ((sep = memmem(inp + pos, inp_len - pos, SEP, strlen(SEP))) != NULL) {
+        const char *text = inp + pos;
+        size_t len = (size_t)(sep - text);
+        pos = (size_t)(sep - inp) + strlen(SEP);
+        char *eol = strchr(line, '\n');
+        assert_non_null(eol);
+        *eol = 0;
+        int32_t want[1024];
+        int n_want = 0;
+        for (char *p = line, *end; (want[n_want] = (int32_t)strtol(p, &end, 10)), end != p; p = end) {
+            n_want++;
+            assert_true(n_want < 1024);
+        }
+        line = eol + 1;
+        fn(text, len, want, n_want, user);
+        n_cases++;
+    }
+    assert_int_equal(pos, inp_len); /* the file ends with a separator: nothing unread */
+    assert_int_equal(*line, 0);     /* one .out line per text */
+    free(inp);
+    free(out);
+    return n_cases;
 }

@@ -14,6 +14,12 @@ char *tu_read_file(const char *path, size_t *size);
 /* Write size bytes to path; 0 on success. */
 int tu_write_file(const char *path, const void *data, size_t size);
 
+/* Calls fn(text, len, want, n_want, user) on every text of tokenizers/<vocab>.inp (llama.cpp's test-tokenizer
+ * vectors: texts separated by "\n__ggml_vocab_test__\n", the file ending with one) with the ids of the
+ * matching line of tokenizers/<vocab>.out; fails the test on a malformed pair; returns the number of texts. */
+typedef void (*tu_vector_fn)(const char *text, size_t len, const int32_t *want, int n_want, void *user);
+int tu_for_each_vocab_vector(const char *vocab, tu_vector_fn fn, void *user);
+
 /* A small generated GQA model (dim 128, hidden 352, 2 layers, 4 heads, 2 KV heads, context 512, stories260K's
  * vocabulary) of ggml type `type` (a ggml_type) with `seed`, written to a fresh temp path; NULL on failure. The
  * caller loads it and removes the file (a loaded model keeps its mapping). */
