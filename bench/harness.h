@@ -26,6 +26,8 @@
  * weights and one-time allocations are not what is measured). */
 #define HARNESS_WARMUP_IDS 16
 
+/* Functions are static inline: each harness uses only some of them. */
+
 typedef struct {
     const char *model;
     const char *ids_path;
@@ -36,7 +38,7 @@ typedef struct {
 } harness_args;
 
 /* Parse `MODEL IDS THREADS prefill N` or `MODEL IDS THREADS decode N_PROMPT N_GEN`; 0 or -1 (printed). */
-static int harness_parse(int argc, char **argv, harness_args *a) {
+static inline int harness_parse(int argc, char **argv, harness_args *a) {
     memset(a, 0, sizeof *a);
     if (argc < 6) goto usage;
     a->model = argv[1];
@@ -60,7 +62,7 @@ usage:
 }
 
 /* Read n whitespace-separated ids from path, each in [0, n_vocab). NULL (printed) on failure. */
-static int32_t *harness_read_ids(const char *path, int n, int32_t n_vocab) {
+static inline int32_t *harness_read_ids(const char *path, int n, int32_t n_vocab) {
     FILE *f = fopen(path, "r");
     if (!f) {
         fprintf(stderr, "cannot open ids file %s\n", path);
@@ -83,28 +85,28 @@ static int32_t *harness_read_ids(const char *path, int n, int32_t n_vocab) {
     return NULL;
 }
 
-static double harness_now(void) {
+static inline double harness_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* CPU seconds (user + system) of all the process's threads so far. */
-static double harness_cpu(void) {
+static inline double harness_cpu(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Greedy choice: the largest logit, ties to the lowest id (flatkv's greedy rule). */
-static int32_t harness_argmax(const float *logits, int32_t n_vocab) {
+static inline int32_t harness_argmax(const float *logits, int32_t n_vocab) {
     int32_t best = 0;
     for (int32_t i = 1; i < n_vocab; i++)
         if (logits[i] > logits[best]) best = i;
     return best;
 }
 
-static void harness_print(const char *engine, const harness_args *a, double seconds, double cpu_seconds,
+static inline void harness_print(const char *engine, const harness_args *a, double seconds, double cpu_seconds,
                           const int32_t *tokens) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -116,5 +118,158 @@ static void harness_print(const char *engine, const harness_args *a, double seco
     for (int i = 0; a->decode && i < a->n_gen; i++) printf("%s%d", i ? "," : "", (int)tokens[i]);
     printf("]}\n");
 }
+
+#ifdef HARNESS_MULTI
+/* bench/multi's conversations, shared by multi_flatkv.c and multi_llama.c (they define HARNESS_MULTI).
+ *
+ * K agent-like conversations over `turns` rounds. Every conversation starts with the same MULTI_SYSTEM ids (a
+ * system prompt with tool definitions); its turn t adds MULTI_USER ids of its own; the engine generates up to
+ * MULTI_GEN ids greedily; the next turn's prompt is the previous prompt, the ids generated, then the next
+ * MULTI_USER ids — what a client sends back. The ids file holds the system prompt, then the user messages in
+ * round order: conversation c's turn t at MULTI_SYSTEM + (t·K + c)·MULTI_USER.
+ *
+ * Each harness prints one JSON line: {"engine", "k", "turns", "threads", "seconds" (all rounds), "cpu_share",
+ * "max_rss_mb", "gen_tokens", "prompt_tokens" (computed, not reused), "cached_tokens", per turn t and
+ * conversation c at [t·K + c]: "prompt_len", "cached", "n_gen", "latency_ms" (from the round's start to that
+ * conversation's last generated id), "round_s" per round, and "kv" (the engine's own KV figures)}.
+ */
+#define MULTI_SYSTEM 1024
+#define MULTI_USER 200
+#define MULTI_GEN 32
+
+typedef struct {
+    const char *model;
+    const char *ids_path;
+    int threads;
+    int k;
+    int turns;
+} multi_args;
+
+/* Parse `MODEL IDS THREADS K TURNS`; 0 or -1 (printed). */
+static inline int multi_parse(int argc, char **argv, multi_args *a) {
+    if (argc != 6) goto usage;
+    a->model = argv[1];
+    a->ids_path = argv[2];
+    a->threads = atoi(argv[3]);
+    a->k = atoi(argv[4]);
+    a->turns = atoi(argv[5]);
+    if (a->threads < 1 || a->k < 1 || a->k > 64 || a->turns < 1) goto usage;
+    return 0;
+usage:
+    fprintf(stderr, "usage: %s MODEL IDS THREADS K TURNS   (K in 1..64)\n", argv[0]);
+    return -1;
+}
+
+static inline int multi_ids_needed(const multi_args *a) { return MULTI_SYSTEM + a->k * a->turns * MULTI_USER; }
+
+/* Most positions one conversation's KV reaches: its last prompt plus the ids fed while generating. */
+static inline int multi_max_len(const multi_args *a) {
+    return MULTI_SYSTEM + MULTI_USER + (a->turns - 1) * (MULTI_USER + MULTI_GEN) + MULTI_GEN;
+}
+
+/* Positions all K conversations hold at the end with the system prompt stored once. */
+static inline int multi_kv_positions(const multi_args *a) {
+    return MULTI_SYSTEM + a->k * (multi_max_len(a) - MULTI_SYSTEM);
+}
+
+/* Each conversation's ids so far (its next prompt is built here) and what each turn measured. */
+typedef struct {
+    const multi_args *a;
+    const int32_t *ids; /* the ids file */
+    int32_t **convo;    /* [k][multi_max_len] */
+    int *len;           /* [k] */
+    int *prompt_len, *cached, *n_gen; /* [turns * k] */
+    double *latency_ms;               /* [turns * k] */
+    double *round_s;                  /* [turns] */
+    int32_t **gen;                    /* [k][MULTI_GEN]: this turn's generated ids */
+} multi_run;
+
+static inline void multi_free(multi_run *r) {
+    for (int c = 0; r->convo && c < r->a->k; c++) free(r->convo[c]);
+    for (int c = 0; r->gen && c < r->a->k; c++) free(r->gen[c]);
+    free(r->convo);
+    free(r->gen);
+    free(r->len);
+    free(r->prompt_len);
+    free(r->cached);
+    free(r->n_gen);
+    free(r->latency_ms);
+    free(r->round_s);
+}
+
+/* 0, or -1 (printed) when out of memory. */
+static inline int multi_init(multi_run *r, const multi_args *a, const int32_t *ids) {
+    memset(r, 0, sizeof *r);
+    r->a = a;
+    r->ids = ids;
+    size_t cells = (size_t)a->turns * (size_t)a->k;
+    r->convo = calloc((size_t)a->k, sizeof *r->convo);
+    r->gen = calloc((size_t)a->k, sizeof *r->gen);
+    r->len = calloc((size_t)a->k, sizeof *r->len);
+    r->prompt_len = calloc(cells, sizeof *r->prompt_len);
+    r->cached = calloc(cells, sizeof *r->cached);
+    r->n_gen = calloc(cells, sizeof *r->n_gen);
+    r->latency_ms = calloc(cells, sizeof *r->latency_ms);
+    r->round_s = calloc((size_t)a->turns, sizeof *r->round_s);
+    int ok = r->convo && r->gen && r->len && r->prompt_len && r->cached && r->n_gen && r->latency_ms && r->round_s;
+    for (int c = 0; ok && c < a->k; c++) {
+        r->convo[c] = malloc(sizeof(int32_t) * (size_t)multi_max_len(a));
+        r->gen[c] = malloc(sizeof(int32_t) * MULTI_GEN);
+        ok = r->convo[c] && r->gen[c];
+    }
+    if (ok) return 0;
+    fprintf(stderr, "out of memory for %d conversations of %d turns\n", a->k, a->turns);
+    multi_free(r);
+    memset(r, 0, sizeof *r); /* multi_free may be called again */
+    return -1;
+}
+
+/* Conversation c's prompt for turn t in r->convo[c][0..r->len[c]): the system prompt and the first user
+ * message, or the last prompt, the ids generated at turn t-1 (r->n_gen) and the next user message. */
+static inline void multi_next_prompt(multi_run *r, int t, int c) {
+    const multi_args *a = r->a;
+    int32_t *p = r->convo[c];
+    if (t == 0) {
+        memcpy(p, r->ids, sizeof(int32_t) * MULTI_SYSTEM);
+        r->len[c] = MULTI_SYSTEM;
+    } else {
+        int n = r->n_gen[(t - 1) * a->k + c];
+        memcpy(p + r->len[c], r->gen[c], sizeof(int32_t) * (size_t)n);
+        r->len[c] += n;
+    }
+    memcpy(p + r->len[c], r->ids + MULTI_SYSTEM + (t * a->k + c) * MULTI_USER, sizeof(int32_t) * MULTI_USER);
+    r->len[c] += MULTI_USER;
+    r->prompt_len[t * a->k + c] = r->len[c];
+}
+
+static inline void multi_print_ints(const char *key, const int *v, int n) {
+    printf(",\"%s\":[", key);
+    for (int i = 0; i < n; i++) printf("%s%d", i ? "," : "", v[i]);
+    printf("]");
+}
+
+/* The JSON line; kv_json: the engine's KV figures as a JSON object. */
+static inline void multi_print(const char *engine, const multi_run *r, double seconds, double cpu_seconds,
+                        long prompt_tokens, const char *kv_json) {
+    const multi_args *a = r->a;
+    int cells = a->turns * a->k;
+    long gen_tokens = 0, cached_tokens = 0;
+    for (int i = 0; i < cells; i++) gen_tokens += r->n_gen[i], cached_tokens += r->cached[i];
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("{\"engine\":\"%s\",\"k\":%d,\"turns\":%d,\"threads\":%d,\"seconds\":%.6f,\"cpu_share\":%.3f,"
+           "\"max_rss_mb\":%.1f,\"gen_tokens\":%ld,\"prompt_tokens\":%ld,\"cached_tokens\":%ld",
+           engine, a->k, a->turns, a->threads, seconds, cpu_seconds / (seconds * a->threads),
+           (double)ru.ru_maxrss / 1024.0, gen_tokens, prompt_tokens, cached_tokens);
+    multi_print_ints("prompt_len", r->prompt_len, cells);
+    multi_print_ints("cached", r->cached, cells);
+    multi_print_ints("n_gen", r->n_gen, cells);
+    printf(",\"latency_ms\":[");
+    for (int i = 0; i < cells; i++) printf("%s%.3f", i ? "," : "", r->latency_ms[i]);
+    printf("],\"round_s\":[");
+    for (int t = 0; t < a->turns; t++) printf("%s%.6f", t ? "," : "", r->round_s[t]);
+    printf("],\"kv\":%s}\n", kv_json);
+}
+#endif
 
 #endif
