@@ -114,8 +114,9 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
                        hp->n_heads, hp->n_kv_heads);
     hp->head_dim = hp->dim / hp->n_heads;
     if (gguf_find(f, KEY("attention.key_length")) && gguf_get_u32(f, key, &hp->head_dim, err)) return -1;
-    if (hp->head_dim == 0 || hp->head_dim % 2)
-        return err_set(err, "%s: head dimension %u must be even and nonzero", f->path, hp->head_dim);
+    if (hp->head_dim == 0 || hp->head_dim % 2 || hp->head_dim > OPS_ATTN_MAX_HEAD_DIM)
+        return err_set(err, "%s: head dimension %u must be even, nonzero and at most %d", f->path, hp->head_dim,
+                       OPS_ATTN_MAX_HEAD_DIM);
     hp->n_rot = hp->head_dim;
     if (gguf_find(f, KEY("rope.dimension_count")) && gguf_get_u32(f, key, &hp->n_rot, err)) return -1;
     if (hp->n_rot > hp->head_dim || hp->n_rot % 2)

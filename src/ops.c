@@ -96,60 +96,108 @@ void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, ui
 
 /* One query head against keys 0..p: online softmax over tiles aligned to absolute positions. acc (the
  * output row, head_dim floats) accumulates Σ e_j v_j, rescaled when the running max grows. */
-static void attend_one(const float *q, uint32_t p, const ops_kv_view *kv, size_t head_off, uint32_t head_dim,
-                       float scale, float *acc) {
-    float scores[OPS_ATTN_TILE];
-    float running_max = -INFINITY, denom = 0.0f;
-    const size_t stride = kv->row_bytes / (kv->f16 ? sizeof(uint16_t) : sizeof(float));
-    memset(acc, 0, sizeof(float) * head_dim);
-    for (uint32_t t0 = 0; t0 <= p; t0 += OPS_ATTN_TILE) {
-        uint32_t t1 = t0 + OPS_ATTN_TILE <= p + 1 ? t0 + OPS_ATTN_TILE : p + 1;
-        const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles two blocks */
-        const uint8_t *krows = kv->k + off, *vrows = kv->v + off;
-        if (kv->f16)
-            quant_dot_rows_f16((const uint16_t *)krows + head_off, stride, t1 - t0, q, head_dim, scores);
-        else
-            quant_dot_rows_f32((const float *)krows + head_off, stride, t1 - t0, q, head_dim, scores);
-        float tile_max = -INFINITY;
-        for (uint32_t j = 0; j < t1 - t0; j++) {
-            scores[j] *= scale;
-            if (scores[j] > tile_max) tile_max = scores[j];
-        }
-        if (tile_max > running_max) {
-            float correction = expf(running_max - tile_max); /* expf(-inf) = 0 on the first tile */
-            for (uint32_t i = 0; i < head_dim; i++) acc[i] *= correction;
-            denom *= correction;
-            running_max = tile_max;
-        }
-        for (uint32_t j = 0; j < t1 - t0; j++) {
-            scores[j] = expf(scores[j] - running_max);
-            denom += scores[j];
-        }
-        if (kv->f16)
-            quant_axpy_rows_f16(acc, scores, (const uint16_t *)vrows + head_off, stride, t1 - t0, head_dim);
-        else
-            quant_axpy_rows_f32(acc, scores, (const float *)vrows + head_off, stride, t1 - t0, head_dim);
-    }
-    float inv = 1.0f / denom;
-    for (uint32_t i = 0; i < head_dim; i++) acc[i] *= inv;
-}
-
 size_t ops_kv_offset(const ops_kv_view *view, uint32_t p) {
     if (!view->blocks) return (size_t)p * view->row_bytes;
     return view->blocks[p / view->block_rows] * view->block_stride + (size_t)(p % view->block_rows) * view->row_bytes;
 }
 
-/* The (row, head) items of an attention call, shared by the team running it (a work-sharing loop, so
- * also correct for a team of one). */
+/* Query rows attended together: consecutive rows of one sequence share every key tile below their
+ * positions, so each tile is read (and widened from f16) once for all of them. */
+#define ATTN_BLOCK_ROWS 16
+
+/* Rows [r0, r0 + m) of one sequence at consecutive positions, one query head: online softmax over tiles
+ * aligned to absolute positions. Each row goes through exactly the steps it would alone — its tiles, its
+ * scores in the same order, its max, corrections and accumulation — so m never changes a bit; only the
+ * reading of K and V is shared. The tile's K and V are widened to f32 first (exactly), so f16 and f32
+ * storage take the same f32 kernels. acc: each row's output slice (head_dim floats, out_stride apart). */
+static void attend_block(const float *q, size_t q_stride, const uint32_t *pos, uint32_t m, const ops_kv_view *kv,
+                         size_t head_off, uint32_t head_dim, float scale, float *acc, size_t out_stride) {
+    float scores[OPS_ATTN_TILE], running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
+    float kt[OPS_ATTN_TILE * OPS_ATTN_MAX_HEAD_DIM], vt[OPS_ATTN_TILE * OPS_ATTN_MAX_HEAD_DIM];
+    const size_t stride = kv->row_bytes / (kv->f16 ? sizeof(uint16_t) : sizeof(float));
+    for (uint32_t i = 0; i < m; i++) {
+        running_max[i] = -INFINITY;
+        denom[i] = 0.0f;
+        memset(acc + i * out_stride, 0, sizeof(float) * head_dim);
+    }
+    const uint32_t last = pos[m - 1];
+    for (uint32_t t0 = 0; t0 <= last; t0 += OPS_ATTN_TILE) {
+        const uint32_t tile_rows = t0 + OPS_ATTN_TILE <= last + 1 ? OPS_ATTN_TILE : last + 1 - t0;
+        const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles two blocks */
+        const float *krows = NULL, *vrows = NULL;
+        size_t kv_stride = stride;
+        /* Widening f16 to f32 is exact, so the f32 kernels on widened rows give the f16 kernels' bits: a
+         * single row reads f16 directly, a run widens the tile once for all its rows. */
+        const bool widen = kv->f16 && m > 1;
+        if (widen) {
+            for (uint32_t j = 0; j < tile_rows; j++) {
+                quant_dequantize_row(GGML_TYPE_F16, (const uint16_t *)(kv->k + off) + j * stride + head_off,
+                                     kt + j * head_dim, head_dim);
+                quant_dequantize_row(GGML_TYPE_F16, (const uint16_t *)(kv->v + off) + j * stride + head_off,
+                                     vt + j * head_dim, head_dim);
+            }
+            krows = kt, vrows = vt, kv_stride = head_dim;
+        } else if (!kv->f16) {
+            krows = (const float *)(kv->k + off) + head_off;
+            vrows = (const float *)(kv->v + off) + head_off;
+        }
+        for (uint32_t i = 0; i < m; i++) {
+            if (pos[i] < t0) continue;
+            const uint32_t n = t0 + OPS_ATTN_TILE <= pos[i] + 1 ? OPS_ATTN_TILE : pos[i] + 1 - t0;
+            float *a = acc + i * out_stride;
+            if (kv->f16 && !widen)
+                quant_dot_rows_f16((const uint16_t *)(kv->k + off) + head_off, stride, n, q + i * q_stride, head_dim,
+                                   scores);
+            else
+                quant_dot_rows_f32(krows, kv_stride, n, q + i * q_stride, head_dim, scores);
+            float tile_max = -INFINITY;
+            for (uint32_t j = 0; j < n; j++) {
+                scores[j] *= scale;
+                if (scores[j] > tile_max) tile_max = scores[j];
+            }
+            if (tile_max > running_max[i]) {
+                float correction = expf(running_max[i] - tile_max); /* expf(-inf) = 0 on the first tile */
+                for (uint32_t d = 0; d < head_dim; d++) a[d] *= correction;
+                denom[i] *= correction;
+                running_max[i] = tile_max;
+            }
+            for (uint32_t j = 0; j < n; j++) {
+                scores[j] = expf(scores[j] - running_max[i]);
+                denom[i] += scores[j];
+            }
+            if (kv->f16 && !widen)
+                quant_axpy_rows_f16(a, scores, (const uint16_t *)(kv->v + off) + head_off, stride, n, head_dim);
+            else
+                quant_axpy_rows_f32(a, scores, vrows, kv_stride, n, head_dim);
+        }
+    }
+    for (uint32_t i = 0; i < m; i++) {
+        float inv = 1.0f / denom[i], *a = acc + i * out_stride;
+        for (uint32_t d = 0; d < head_dim; d++) a[d] *= inv;
+    }
+}
+
+/* Rows r and r+1 can share key tiles: the same sequence's K/V, consecutive positions. */
+static bool same_run(const ops_kv_view *a, const ops_kv_view *b, uint32_t pa, uint32_t pb) {
+    return a->k == b->k && a->v == b->v && a->blocks == b->blocks && pb == pa + 1;
+}
+
 static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views,
                             uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out) {
     const uint32_t group = n_heads / n_kv_heads, q_dim = n_heads * head_dim;
-    const uint32_t n_items = n_rows * n_heads;
+    /* An item is (a chunk of ATTN_BLOCK_ROWS rows, a head); inside the chunk, each run of rows that can share
+     * key tiles is attended together. */
+    const uint32_t n_chunks = (n_rows + ATTN_BLOCK_ROWS - 1) / ATTN_BLOCK_ROWS, n_items = n_chunks * n_heads;
 #pragma omp for schedule(dynamic, 1)
     for (uint32_t item = 0; item < n_items; item++) {
-        uint32_t r = item / n_heads, h = item % n_heads;
-        attend_one(q + (size_t)r * q_dim + (size_t)h * head_dim, pos[r], &views[r], (size_t)(h / group) * head_dim,
-                   head_dim, scale, out + (size_t)r * q_dim + (size_t)h * head_dim);
+        uint32_t c = item / n_heads, h = item % n_heads;
+        uint32_t end = (c + 1) * ATTN_BLOCK_ROWS < n_rows ? (c + 1) * ATTN_BLOCK_ROWS : n_rows;
+        for (uint32_t r = c * ATTN_BLOCK_ROWS, m; r < end; r += m) {
+            for (m = 1; r + m < end && same_run(&views[r + m - 1], &views[r + m], pos[r + m - 1], pos[r + m]); m++) {}
+            attend_block(q + (size_t)r * q_dim + (size_t)h * head_dim, q_dim, pos + r, m, &views[r],
+                         (size_t)(h / group) * head_dim, head_dim, scale,
+                         out + (size_t)r * q_dim + (size_t)h * head_dim, q_dim);
+        }
     }
 }
 

@@ -29,6 +29,7 @@
 #include "quant.h"
 
 #define OPS_ATTN_TILE 32
+#define OPS_ATTN_MAX_HEAD_DIM 256 /* attention widens a tile of keys on the stack */
 
 /* A weight matrix: n_out rows of n_in elements of `type`, row r at data + r * row_bytes. */
 typedef struct {
