@@ -177,6 +177,8 @@ int main(int argc, char **argv) {
      * twice over (a shared partial block is copied when extended); unreferenced blocks are evicted. */
     size_t bytes_per_pos = (size_t)2 * mi.n_layers * mi.n_kv_heads * mi.head_dim *
                            (ep.seq.ctx.kv_type == FKV_KV_F16 ? 2 : 4);
+    /* FKV_BENCH_KV_BLOCK: the block size, for measuring its effect (the server's --kv-block). */
+    if (getenv("FKV_BENCH_KV_BLOCK")) ep.kv_block = (uint32_t)atoi(getenv("FKV_BENCH_KV_BLOCK"));
     uint32_t block = ep.kv_block ? ep.kv_block : 64;
     ep.kv_mem = bytes_per_pos * ((size_t)multi_kv_positions(&a) + 256 + (size_t)2 * (size_t)a.k * block);
 
