@@ -7,7 +7,7 @@
 
 static const char HELP[] =
     "usage: flatkv gen-model --dim D --hidden H --layers L --heads NH [--kv-heads NKV] [--ctx C]\n"
-    "                        --vocab-from TOKENIZER.gguf [--type q8_0|q4_0|bf16|f16|f32] [--seed S] [--tied]\n"
+    "                        --vocab-from TOKENIZER.gguf [--type q8_0|q4_0|q4_k|q6_k|bf16|f16|f32] [--seed S] [--tied]\n"
     "                        [--arch llama|qwen2] [--rope-freqs]\n"
     "                        -o OUT.gguf\n"
     "\n"
@@ -47,14 +47,15 @@ int cli_gen_model(int argc, char **argv) {
         case O_TYPE: {
             static const struct { const char *name; ggml_type type; } types[] = {
                 {"f32", GGML_TYPE_F32}, {"f16", GGML_TYPE_F16}, {"bf16", GGML_TYPE_BF16},
-                {"q8_0", GGML_TYPE_Q8_0}, {"q4_0", GGML_TYPE_Q4_0}};
+                {"q8_0", GGML_TYPE_Q8_0}, {"q4_0", GGML_TYPE_Q4_0},
+                {"q4_k", GGML_TYPE_Q4_K}, {"q6_k", GGML_TYPE_Q6_K}};
             bad = 1;
             for (size_t i = 0; i < sizeof types / sizeof *types; i++)
                 if (!strcmp(optarg, types[i].name)) {
                     p.type = types[i].type;
                     bad = 0;
                 }
-            if (bad) cli_usage_error(sub, "--type must be q8_0, q4_0, bf16, f16 or f32, got '%s'", optarg);
+            if (bad) cli_usage_error(sub, "--type must be q8_0, q4_0, q4_k, q6_k, bf16, f16 or f32, got '%s'", optarg);
             break;
         }
         case O_SEED: bad = cli_parse_u64(sub, "--seed", optarg, &p.seed); break;

@@ -57,7 +57,8 @@ static int check_params(const genmodel_params *p, fkv_error *err) {
     uint32_t block, bytes;
     if (!ggml_type_geometry(p->type, &block, &bytes) ||
         !(p->type == GGML_TYPE_F32 || p->type == GGML_TYPE_F16 || p->type == GGML_TYPE_BF16 ||
-          p->type == GGML_TYPE_Q8_0 || p->type == GGML_TYPE_Q4_0))
+          p->type == GGML_TYPE_Q8_0 || p->type == GGML_TYPE_Q4_0 || p->type == GGML_TYPE_Q4_K ||
+          p->type == GGML_TYPE_Q6_K))
         return err_set(err, "gen-model: type %s is not one flatkv computes", ggml_type_name(p->type));
     if (p->dim % block || p->hidden % block)
         return err_set(err, "gen-model: dim %u and hidden %u must be multiples of %u for type %s", p->dim,

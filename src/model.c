@@ -9,7 +9,7 @@
 
 static bool type_is_computed(ggml_type t) {
     return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0 ||
-           t == GGML_TYPE_Q4_0;
+           t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
 }
 
 /* Find a tensor and check its dims exactly: ne[0] = n_in, ne[1] = n_out (n_out 0: a vector). */
@@ -38,7 +38,7 @@ static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uin
     }
     if (!type_is_computed(t->type)) {
         err_set(err, "%s: tensor '%s' has type %s, which flatkv does not compute (supported: f32, f16, bf16, "
-                "q8_0, q4_0)", f->path, name, ggml_type_name(t->type));
+                "q8_0, q4_0, q4_K, q6_K)", f->path, name, ggml_type_name(t->type));
         return NULL;
     }
     return t;
@@ -59,7 +59,7 @@ static int load_matrix(const gguf_file *f, const char *name, uint32_t n_in, uint
 static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_error *err) {
     const gguf_tensor *t = find_checked(f, name, n, 0, true, err);
     if (!t) return NULL;
-    if (t->type == GGML_TYPE_Q8_0 || t->type == GGML_TYPE_Q4_0) {
+    if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16) {
         err_set(err, "%s: norm tensor '%s' is quantized (%s); norms must be f32, f16 or bf16", f->path, name,
                 ggml_type_name(t->type));
         return NULL;

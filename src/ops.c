@@ -8,7 +8,10 @@
  * 260K-parameter model decodes 20x faster so). Safe for exactness: results do not depend on threads. */
 #define PARALLEL_MIN_WORK (1u << 20)
 
-bool ops_matrix_wants_q8(const ops_matrix *w) { return w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q4_0; }
+bool ops_matrix_wants_q8(const ops_matrix *w) {
+    return w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q4_K ||
+           w->type == GGML_TYPE_Q6_K;
+}
 
 /* Thread t of nt takes output rows [split(t), split(t+1)): contiguous, so each thread streams its own
  * part of the weights once per call. */

@@ -110,6 +110,63 @@ static void f16_to_f32_row(const uint16_t *src, float *dst, size_t n) {
     for (; i < n; i++) dst[i] = quant_f16_to_f32(src[i]);
 }
 
+/* ---- K-quant block layouts (quant.h) ------------------------------------------------------------- */
+
+/* The 6-bit scales and mins of the 8 sub-blocks of a Q4_K block. */
+static void q4_K_scales(const uint8_t s[12], int32_t sc[8], int32_t m[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        m[j] = s[j + 4] & 63;
+        sc[j + 4] = (s[j + 8] & 15) | (s[j] >> 6) << 4;
+        m[j + 4] = (s[j + 8] >> 4) | (s[j + 4] >> 6) << 4;
+    }
+}
+
+/* The 256 quants of a Q4_K block (0..15), in element order. */
+static void q4_K_unpack(const block_q4_K *w, uint8_t q[QK_K]) {
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            q[64 * c + l] = w->qs[32 * c + l] & 15;
+            q[64 * c + 32 + l] = w->qs[32 * c + l] >> 4;
+        }
+}
+
+/* The 256 quants of a Q6_K block, offset removed (-32..31), in element order. */
+static void q6_K_unpack(const block_q6_K *w, int8_t q[QK_K]) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t lo0 = w->ql[64 * h + l], lo1 = w->ql[64 * h + 32 + l], hi = w->qh[32 * h + l];
+            int8_t *qh = q + 128 * h;
+            qh[l] = (int8_t)(((lo0 & 15) | (hi & 3) << 4) - 32);
+            qh[32 + l] = (int8_t)(((lo1 & 15) | (hi >> 2 & 3) << 4) - 32);
+            qh[64 + l] = (int8_t)(((lo0 >> 4) | (hi >> 4 & 3) << 4) - 32);
+            qh[96 + l] = (int8_t)(((lo1 >> 4) | (hi >> 6 & 3) << 4) - 32);
+        }
+}
+
+static void dequantize_row_q4_K(const block_q4_K *blk, float *dst, size_t n) {
+    for (size_t b = 0; b < n / QK_K; b++) {
+        const float d = quant_f16_to_f32(blk[b].d), dmin = quant_f16_to_f32(blk[b].dmin);
+        int32_t sc[8], m[8];
+        uint8_t q[QK_K];
+        q4_K_scales(blk[b].scales, sc, m);
+        q4_K_unpack(&blk[b], q);
+        for (int j = 0; j < 8; j++) {
+            const float dj = d * (float)sc[j], mj = dmin * (float)m[j];
+            for (int i = 0; i < 32; i++) dst[b * QK_K + 32 * j + i] = dj * (float)q[32 * j + i] - mj;
+        }
+    }
+}
+
+static void dequantize_row_q6_K(const block_q6_K *blk, float *dst, size_t n) {
+    for (size_t b = 0; b < n / QK_K; b++) {
+        const float d = quant_f16_to_f32(blk[b].d);
+        int8_t q[QK_K];
+        q6_K_unpack(&blk[b], q);
+        for (int e = 0; e < QK_K; e++) dst[b * QK_K + e] = d * (float)blk[b].scales[e / 16] * (float)q[e];
+    }
+}
+
 void quant_dequantize_row(ggml_type type, const void *src, float *dst, size_t n) {
     switch (type) {
     case GGML_TYPE_F32:
@@ -142,6 +199,12 @@ void quant_dequantize_row(ggml_type type, const void *src, float *dst, size_t n)
         }
         return;
     }
+    case GGML_TYPE_Q4_K:
+        dequantize_row_q4_K(src, dst, n);
+        return;
+    case GGML_TYPE_Q6_K:
+        dequantize_row_q6_K(src, dst, n);
+        return;
     default: /* the model loader refuses every other type by name; make a slip visible, not silent */
         for (size_t i = 0; i < n; i++) dst[i] = NAN;
         return;
@@ -184,6 +247,94 @@ static void quantize_row_q4_0(const float *x, block_q4_0 *y, size_t n) {
     }
 }
 
+/* The smallest f16 at or above v >= 0 (finite), so that a scale derived from it never falls short. */
+static uint16_t f16_at_least(float v) {
+    uint16_t h = quant_f32_to_f16(v);
+    return quant_f16_to_f32(h) < v ? (uint16_t)(h + 1) : h;
+}
+
+/* Simple min/max scaling (quant.h): each sub-block's range [lo, hi] (lo <= 0) is covered by its grid. */
+static void quantize_row_q4_K(const float *x, block_q4_K *y, size_t n) {
+    for (size_t b = 0; b < n / QK_K; b++) {
+        const float *xb = x + b * QK_K;
+        float lo[8], hi[8], max_scale = 0.0f, max_min = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            lo[j] = 0.0f;
+            hi[j] = xb[32 * j];
+            for (int i = 0; i < 32; i++) {
+                lo[j] = fminf(lo[j], xb[32 * j + i]);
+                hi[j] = fmaxf(hi[j], xb[32 * j + i]);
+            }
+            max_scale = fmaxf(max_scale, (hi[j] - lo[j]) / 15.0f);
+            max_min = fmaxf(max_min, -lo[j]);
+        }
+        y[b].d = f16_at_least(max_scale / 63.0f);
+        y[b].dmin = f16_at_least(max_min / 63.0f);
+        const float d = quant_f16_to_f32(y[b].d), dmin = quant_f16_to_f32(y[b].dmin);
+        int32_t sc[8], m[8];
+        for (int j = 0; j < 8; j++) {
+            m[j] = dmin > 0.0f ? (int32_t)fminf(roundf(-lo[j] / dmin), 63.0f) : 0;
+            const float top = hi[j] + dmin * (float)m[j]; /* the grid must reach it from -dmin*m */
+            int32_t s = d > 0.0f && top > 0.0f ? (int32_t)fminf(ceilf(top / (15.0f * d)), 63.0f) : 0;
+            while (s < 63 && 15.0f * d * (float)s < top) s++;
+            while (s > 0 && 15.0f * d * (float)(s - 1) >= top) s--;
+            sc[j] = s;
+        }
+        for (int j = 0; j < 4; j++) {
+            y[b].scales[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+            y[b].scales[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+            y[b].scales[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+        }
+        uint8_t q[QK_K];
+        for (int j = 0; j < 8; j++) {
+            const float step = d * (float)sc[j], offset = dmin * (float)m[j];
+            for (int i = 0; i < 32; i++)
+                q[32 * j + i] =
+                    step > 0.0f ? (uint8_t)fminf(fmaxf(roundf((xb[32 * j + i] + offset) / step), 0.0f), 15.0f) : 0;
+        }
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) y[b].qs[32 * c + l] = (uint8_t)(q[64 * c + l] | q[64 * c + 32 + l] << 4);
+    }
+}
+
+/* Symmetric per sub-block of 16, the scale signed so that the largest magnitude lands on -32 (quant.h). */
+static void quantize_row_q6_K(const float *x, block_q6_K *y, size_t n) {
+    for (size_t b = 0; b < n / QK_K; b++) {
+        const float *xb = x + b * QK_K;
+        float scale[16], max_scale = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            float amax = 0.0f, max = 0.0f;
+            for (int i = 0; i < 16; i++)
+                if (amax < fabsf(xb[16 * j + i])) {
+                    amax = fabsf(xb[16 * j + i]);
+                    max = xb[16 * j + i];
+                }
+            scale[j] = max / -32.0f;
+            max_scale = fmaxf(max_scale, fabsf(scale[j]));
+        }
+        y[b].d = f16_at_least(max_scale / 127.0f);
+        const float d = quant_f16_to_f32(y[b].d);
+        uint8_t q[QK_K];
+        for (int j = 0; j < 16; j++) {
+            const float mag = d > 0.0f ? fminf(ceilf(fabsf(scale[j]) / d), 127.0f) : 0.0f;
+            y[b].scales[j] = (int8_t)(scale[j] < 0.0f ? -mag : mag);
+            const float step = d * (float)y[b].scales[j];
+            for (int i = 0; i < 16; i++)
+                q[16 * j + i] = (uint8_t)(
+                    (step != 0.0f ? (int)fminf(fmaxf(roundf(xb[16 * j + i] / step), -32.0f), 31.0f) : 0) + 32);
+        }
+        memset(y[b].qh, 0, sizeof y[b].qh);
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 32; l++) {
+                const uint8_t *qq = q + 128 * h;
+                y[b].ql[64 * h + l] = (uint8_t)((qq[l] & 15) | (qq[64 + l] & 15) << 4);
+                y[b].ql[64 * h + 32 + l] = (uint8_t)((qq[32 + l] & 15) | (qq[96 + l] & 15) << 4);
+                y[b].qh[32 * h + l] =
+                    (uint8_t)(qq[l] >> 4 | (qq[32 + l] >> 4) << 2 | (qq[64 + l] >> 4) << 4 | (qq[96 + l] >> 4) << 6);
+            }
+    }
+}
+
 void quant_quantize_row(ggml_type type, const float *src, void *dst, size_t n) {
     switch (type) {
     case GGML_TYPE_F32:
@@ -202,6 +353,12 @@ void quant_quantize_row(ggml_type type, const float *src, void *dst, size_t n) {
         return;
     case GGML_TYPE_Q4_0:
         quantize_row_q4_0(src, dst, n);
+        return;
+    case GGML_TYPE_Q4_K:
+        quantize_row_q4_K(src, dst, n);
+        return;
+    case GGML_TYPE_Q6_K:
+        quantize_row_q6_K(src, dst, n);
         return;
     default: /* not a type flatkv writes; the caller chose the type, so there is nothing to fill */
         return;
@@ -318,6 +475,49 @@ static float dot_q4_0_scalar(const block_q4_0 *w, const block_q8_act *x, size_t 
     return combine8(lane);
 }
 
+/* Super-block sb, sub-block k meets activation block 8*sb + k, lane k (quant.h). */
+static float dot_q4_K_scalar(const block_q4_K *w, const block_q8_act *x, size_t nsb) {
+    float lane[BLOCK_LANES] = {0};
+    for (size_t sb = 0; sb < nsb; sb++) {
+        const float d = quant_f16_to_f32(w[sb].d), dmin = quant_f16_to_f32(w[sb].dmin);
+        int32_t sc[8], m[8];
+        uint8_t q[QK_K];
+        q4_K_scales(w[sb].scales, sc, m);
+        q4_K_unpack(&w[sb], q);
+        for (int k = 0; k < BLOCK_LANES; k++) {
+            const block_q8_act *xb = &x[sb * BLOCK_LANES + k];
+            int32_t s = 0, t = 0;
+            for (int i = 0; i < QK; i++) {
+                s += q[QK * k + i] * xb->qs[i];
+                t += xb->qs[i];
+            }
+            lane[k] = fmaf(d * xb->d, (float)(sc[k] * s), lane[k]);
+            lane[k] = fmaf(-dmin * xb->d, (float)(m[k] * t), lane[k]);
+        }
+    }
+    return combine8(lane);
+}
+
+static float dot_q6_K_scalar(const block_q6_K *w, const block_q8_act *x, size_t nsb) {
+    float lane[BLOCK_LANES] = {0};
+    for (size_t sb = 0; sb < nsb; sb++) {
+        const float d = quant_f16_to_f32(w[sb].d);
+        int8_t q[QK_K];
+        q6_K_unpack(&w[sb], q);
+        for (int k = 0; k < BLOCK_LANES; k++) {
+            const block_q8_act *xb = &x[sb * BLOCK_LANES + k];
+            int32_t s0 = 0, s1 = 0;
+            for (int i = 0; i < QK / 2; i++) {
+                s0 += q[QK * k + i] * xb->qs[i];
+                s1 += q[QK * k + QK / 2 + i] * xb->qs[QK / 2 + i];
+            }
+            const int32_t s = w[sb].scales[2 * k] * s0 + w[sb].scales[2 * k + 1] * s1;
+            lane[k] = fmaf(d * xb->d, (float)s, lane[k]);
+        }
+    }
+    return combine8(lane);
+}
+
 float quant_dot_scalar(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n) {
     switch (type) {
     case GGML_TYPE_F32:
@@ -330,6 +530,10 @@ float quant_dot_scalar(ggml_type type, const void *w, const float *xf, const blo
         return dot_q8_0_scalar(w, xq, n / QK);
     case GGML_TYPE_Q4_0:
         return dot_q4_0_scalar(w, xq, n / QK);
+    case GGML_TYPE_Q4_K:
+        return dot_q4_K_scalar(w, xq, n / QK_K);
+    case GGML_TYPE_Q6_K:
+        return dot_q6_K_scalar(w, xq, n / QK_K);
     default: /* the model loader refuses every other type by name; make a slip visible, not silent */
         return NAN;
     }
@@ -762,6 +966,70 @@ static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
     }
 }
 
+/* K-quants: a super-block is one group of 8 activation blocks, sub-block k in lane k; no tail. */
+
+/* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with scales dx: both fused
+ * steps of quant.h on all 8 lanes at once. */
+static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], __m256 dx, __m256 acc) {
+    const __m256i ones16 = _mm256_set1_epi16(1), nibble = _mm256_set1_epi8(15);
+    __m256i s[BLOCK_LANES], t[BLOCK_LANES];
+    for (int c = 0; c < 4; c++) { /* nibbles 0..15 unsigned: pair sums at most 2 · 15 · 127, no saturation */
+        const __m256i packed = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
+        s[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(packed, nibble), xr[2 * c]), ones16);
+        s[2 * c + 1] = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble), xr[2 * c + 1]), ones16);
+    }
+    for (int k = 0; k < BLOCK_LANES; k++) t[k] = block_xsums(xr[k]);
+    int32_t sc[8], m[8];
+    q4_K_scales(w->scales, sc, m);
+    const __m256i si = _mm256_mullo_epi32(hsum8_epi32x8(s), _mm256_loadu_si256((const __m256i *)sc));
+    const __m256i ti = _mm256_mullo_epi32(hsum8_epi32x8(t), _mm256_loadu_si256((const __m256i *)m));
+    const float d = quant_f16_to_f32(w->d), dmin = quant_f16_to_f32(w->dmin);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), dx), _mm256_cvtepi32_ps(si), acc);
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-dmin), dx), _mm256_cvtepi32_ps(ti), acc);
+}
+
+/* Super-block of Q6_K, as superblock_q4_K. The two 16-element scales of a sub-block weight the lower and
+ * upper 128-bit halves of its pair sums (at most 2 · 32 · 127), so madd yields scaled sums directly. */
+static inline __m256 superblock_q6_K(const block_q6_K *w, const __m256i xr[8], __m256 dx, __m256 acc) {
+    const __m256i low4 = _mm256_set1_epi8(15), bits45 = _mm256_set1_epi8(0x30), offset = _mm256_set1_epi8(32);
+    __m256i q[BLOCK_LANES], s[BLOCK_LANES];
+    for (int h = 0; h < 2; h++) { /* 16-bit shifts: the masks drop the bits that cross a byte */
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), bits45));
+        q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), bits45));
+        q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, bits45));
+        q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                       _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
+    }
+    for (int k = 0; k < BLOCK_LANES; k++) {
+        const __m256i wk = _mm256_sub_epi8(q[k], offset);
+        const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(w->scales[2 * k + 1]), _mm_set1_epi16(w->scales[2 * k]));
+        s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wk), _mm256_sign_epi8(xr[k], wk)), sc);
+    }
+    const float d = quant_f16_to_f32(w->d);
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), dx), _mm256_cvtepi32_ps(hsum8_epi32x8(s)), acc);
+}
+
+/* One K-quant weight row · one activation row of nsb super-blocks, x in quant_matmul's layout when
+ * `interleaved` (a super-block is exactly one group of 8, so each is restored by one transpose). */
+static float dot_kquant(ggml_type type, const void *w, const block_q8_act *x, bool interleaved, size_t nsb) {
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t sb = 0; sb < nsb; sb++) {
+        const block_q8_act *xg = x + sb * BLOCK_LANES;
+        __m256i xr[BLOCK_LANES];
+        if (interleaved)
+            load_group_x(xg, xr);
+        else
+            for (int k = 0; k < BLOCK_LANES; k++) xr[k] = _mm256_loadu_si256((const __m256i *)xg[k].qs);
+        acc = type == GGML_TYPE_Q4_K ? superblock_q4_K((const block_q4_K *)w + sb, xr, group_xscales(xg), acc)
+                                     : superblock_q6_K((const block_q6_K *)w + sb, xr, group_xscales(xg), acc);
+    }
+    return hsum8(acc);
+}
+
 #endif /* QUANT_AVX2 */
 
 /* ---- dispatch ---------------------------------------------------------------------------------- */
@@ -795,6 +1063,9 @@ float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_a
         return dot_blocks(GGML_TYPE_Q8_0, w, xq, n / QK);
     case GGML_TYPE_Q4_0:
         return dot_blocks(GGML_TYPE_Q4_0, w, xq, n / QK);
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q6_K:
+        return dot_kquant(type, w, xq, false, n / QK_K);
     default:
         return quant_dot_scalar(type, w, xf, xq, n);
     }
@@ -826,8 +1097,16 @@ void quant_matmul(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_
         matmul_blocks(type, w, w_row_bytes, n_out, xq, n_rows, n / QK, y, ldy);
         return;
     }
+    if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) { /* one output at a time: correctness first */
+        for (uint32_t o = 0; o < n_out; o++)
+            for (uint32_t r = 0; r < n_rows; r++)
+                y[r * ldy + o] = dot_kquant(type, (const uint8_t *)w + o * w_row_bytes, xq + r * (n / QK), true,
+                                            n / QK_K);
+        return;
+    }
 #endif
-    const bool q8 = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0;
+    const bool q8 = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K ||
+                    type == GGML_TYPE_Q6_K;
     for (uint32_t o = 0; o < n_out; o++)
         for (uint32_t r = 0; r < n_rows; r++)
             y[r * ldy + o] = quant_dot(type, (const uint8_t *)w + o * w_row_bytes, q8 ? NULL : xf + r * n,

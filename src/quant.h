@@ -22,6 +22,15 @@
  *   sum s_b = Σ w_q[i] · x_q[i] is exact (any order). Blocks accumulate in 8 lanes: lane b % 8 gets
  *   fmaf(d_w[b] * d_x[b], (float)s_b, lane), lanes start at +0.0f, then combine
  *   ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)).
+ * - Q4_K / Q6_K weight dot with a Q8_0-quantized activation row: a 256-element super-block spans 8
+ *   activation blocks, and super-block s, sub-block k (elements 32k..32k+31) meets activation block
+ *   b = 8s + k, which goes to lane b % 8 = k, lanes starting at +0.0f and combining as for Q8_0.
+ *   Q4_K: with the exact integer sums s_b = Σ q[i] · x_q[i] (q in 0..15) and t_b = Σ x_q[i], and the
+ *   sub-block's 6-bit scale sc and min m, lane k = fmaf(d * d_x[b], (float)(sc * s_b), lane), then
+ *   lane k = fmaf(-dmin * d_x[b], (float)(m * t_b), lane) — the min term enters as a second fused step.
+ *   Q6_K: s_b = sc[2k] · Σ_{i<16} (q[i]-32) · x_q[i] + sc[2k+1] · Σ_{i>=16} (q[i]-32) · x_q[i], exact, and
+ *   lane k = fmaf(d * d_x[b], (float)s_b, lane). Every integer here stays below 2^24, so its conversion
+ *   to float is exact.
  * - Activation quantization to Q8_0 (quant_row_q8): per block of 32, amax = max |x|, d = amax / 127,
  *   q = nearbyintf(clamp(x * (1/d), -127, 127)) (round half to even), d = 0 and q = 0 when amax = 0.
  *   Scale kept as float. Activation quants are therefore in [-127, 127], never -128: the weight dots
@@ -31,6 +40,15 @@
  *   block_q8_0 { f16 d; int8 qs[32]; }            x[i] = d * qs[i]
  *   block_q4_0 { f16 d; uint8 qs[16]; }           x[i] = d * ((qs[i] & 15) - 8),
  *                                                 x[i+16] = d * ((qs[i] >> 4) - 8), i in 0..15
+ *   block_q4_K { f16 d; f16 dmin; uint8 scales[12]; uint8 qs[128]; }    256 elements, 8 sub-blocks of 32:
+ *     sub-block j has 6-bit scale sc_j and min m_j: for j < 4, sc_j = scales[j] & 63, m_j = scales[j+4] & 63;
+ *     for j >= 4, sc_j = (scales[j+4] & 15) | (scales[j-4] >> 6) << 4, m_j = (scales[j+4] >> 4) |
+ *     (scales[j] >> 6) << 4. Element 64c + l (l < 32) is the low nibble of qs[32c + l] (sub-block 2c),
+ *     element 64c + 32 + l its high nibble (sub-block 2c+1); x = (d * sc_j) * q - dmin * m_j.
+ *   block_q6_K { uint8 ql[128]; uint8 qh[64]; int8 scales[16]; f16 d; }  256 elements, 16 sub-blocks of 16:
+ *     in half h (elements 128h..), for l < 32: element +l is ql[64h+l] & 15 with bits 0-1 of qh[32h+l] as
+ *     bits 4-5; +32+l: ql[64h+32+l] & 15, qh bits 2-3; +64+l: ql[64h+l] >> 4, qh bits 4-5; +96+l:
+ *     ql[64h+32+l] >> 4, qh bits 6-7. x[e] = (d * scales[e / 16]) * (q - 32).
  *
  * Thread-safety: pure functions.
  */
@@ -54,6 +72,22 @@ typedef struct {
     uint8_t qs[QK / 2];
 } block_q4_0;
 
+#define QK_K 256 /* elements per Q4_K / Q6_K super-block */
+
+typedef struct {
+    uint16_t d;    /* f16, scale of the sub-block scales */
+    uint16_t dmin; /* f16, scale of the sub-block mins */
+    uint8_t scales[12];
+    uint8_t qs[QK_K / 2];
+} block_q4_K;
+
+typedef struct {
+    uint8_t ql[QK_K / 2];
+    uint8_t qh[QK_K / 4];
+    int8_t scales[QK_K / 16];
+    uint16_t d; /* f16 */
+} block_q6_K;
+
 /* An activation row quantized for integer dot products; the scale stays in f32. */
 typedef struct {
     float d;
@@ -67,10 +101,17 @@ uint16_t quant_f32_to_f16(float f);
 float quant_bf16_to_f32(uint16_t h);
 uint16_t quant_f32_to_bf16(float f);
 
-/* Row conversions. n is any length for F32/F16/BF16; a multiple of QK for Q8_0/Q4_0. */
+/* Row conversions. n is any length for F32/F16/BF16; a multiple of QK for Q8_0/Q4_0, of QK_K for Q4_K/Q6_K. */
 void quant_dequantize_row(ggml_type type, const void *src, float *dst, size_t n);
-/* Quantize n floats into a weight row of `type` (F32, F16, BF16, Q8_0, Q4_0) with ggml's reference
- * rounding (Q8_0: d = amax/127, q = roundf(x/d); Q4_0: d = signed max / -8, q = min(15, (int)(x/d + 8.5))). */
+/* Quantize n floats into a weight row of `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K) with ggml's reference
+ * rounding for Q8_0 (d = amax/127, q = roundf(x/d)) and Q4_0 (d = signed max / -8, q = min(15, (int)(x/d + 8.5))).
+ * The K-quants use a simple per-sub-block min/max scaling, not ggml's search, with roundf throughout:
+ * Q4_K: per sub-block lo = min(0, min x), hi = max x; m_j = roundf(-lo / dmin), sc_j the smallest integer
+ * with 15 * d * sc_j >= hi + dmin * m_j (at most 63), q = clamp(roundf((x + dmin*m_j) / (d*sc_j)), 0, 15);
+ * d and dmin are the f16 values at or just above max(scale)/63 and max(-lo)/63, so no scale clamps. Error
+ * per element <= d*sc_j/2 + dmin/2. Q6_K: per sub-block of 16, scale = signed max / -32; d is the f16 at
+ * or just above max|scale| / 127, sc_j = ±ceil(|scale| / d) (its sign), q = clamp(roundf(x / (d*sc_j)), -32, 31)
+ * + 32. Error per element <= d*|sc_j| (half of it except for values that clamp at the +31 end). */
 void quant_quantize_row(ggml_type type, const float *src, void *dst, size_t n);
 
 /* Activation row → Q8_0 blocks (n a multiple of QK). See the fixed order above. */
@@ -82,7 +123,7 @@ float quant_dot_f32(const float *a, const float *b, size_t n);
 float quant_dot_f32_scalar(const float *a, const float *b, size_t n);
 
 /* Weight row of `type` · activation row. For F32/F16/BF16 weights x is f32 (`xf`, n floats); for
- * Q8_0/Q4_0 weights x is the Q8_0-quantized row (`xq`, n/QK blocks). The unused one may be NULL. */
+ * Q8_0/Q4_0/Q4_K/Q6_K weights x is the Q8_0-quantized row (`xq`, n/QK blocks). The unused one may be NULL. */
 float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
 float quant_dot_scalar(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
 

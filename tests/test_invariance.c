@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "flatkv.h"
+#include "genmodel.h"
 #include "gguf.h"
 #include "testutil.h"
 
@@ -59,6 +60,21 @@ static int setup_generated(void **state, ggml_type type) {
 
 static int setup_q8(void **state) { return setup_generated(state, GGML_TYPE_Q8_0); }
 static int setup_q4(void **state) { return setup_generated(state, GGML_TYPE_Q4_0); }
+
+/* K-quant rows are whole 256-element super-blocks, wider than tu_small_model's; otherwise its shape. */
+static int setup_q4_k(void **state) {
+    const char *path = tu_tmp_path(".gguf");
+    genmodel_params p = {.dim = 256, .hidden = 512, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
+                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_Q4_K, .seed = 7};
+    fkv_error err = {{0}};
+    if (genmodel_write(&p, path, &err)) {
+        print_error("%s\n", err.msg);
+        return -1;
+    }
+    int rc = setup_model(state, path);
+    remove(path); /* the mapping stays valid */
+    return rc;
+}
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -155,6 +171,8 @@ int main(void) {
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q8),
         CASE(test_decode_rows_equal_prefill_rows, q8),
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4),
+        CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4_k),
+        CASE(test_decode_rows_equal_prefill_rows, q4_k),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,9 @@ static const size_t any_sizes[] = {0, 1, 7, 31, 32, 33, 63, 64, 100, 257, 4096};
 /* Multiples of QK: 3, 13 and 17 blocks leave tails after groups of 8 blocks; 128 and 152 do not. */
 static const size_t block_sizes[] = {32, 64, 96, 416, 544, 4096, 4864};
 #define N_BLOCK (sizeof block_sizes / sizeof block_sizes[0])
+/* Multiples of QK_K, the K-quant super-block: 1, 2, 8 and 19 super-blocks. */
+static const size_t kquant_sizes[] = {256, 512, 2048, 4864};
+#define N_KQUANT (sizeof kquant_sizes / sizeof kquant_sizes[0])
 
 /* ---- helpers ----------------------------------------------------------------------------------- */
 
@@ -76,6 +80,10 @@ static size_t row_bytes(ggml_type type, size_t n) {
         return n * sizeof(uint16_t);
     case GGML_TYPE_Q8_0:
         return n / QK * sizeof(block_q8_0);
+    case GGML_TYPE_Q4_K:
+        return n / QK_K * sizeof(block_q4_K);
+    case GGML_TYPE_Q6_K:
+        return n / QK_K * sizeof(block_q6_K);
     default:
         return n / QK * sizeof(block_q4_0);
     }
@@ -334,6 +342,191 @@ static void test_quantize_then_dequantize_stays_within_the_format_error_bound(vo
     }
 }
 
+/* ---- K-quants ---------------------------------------------------------------------------------- */
+
+/* ggml's K-quant formulas, written out here in the shape of ggml's own loops and independently of
+ * quant.c, so that a layout slip in either shows up as a mismatch. */
+static void ref_q4_K_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+static void ref_dequantize_q4_K(const block_q4_K *b, float *y) {
+    const float d = quant_f16_to_f32(b->d), dmin = quant_f16_to_f32(b->dmin);
+    const uint8_t *q = b->qs;
+    for (int j = 0, is = 0; j < QK_K; j += 64, is += 2, q += 32) {
+        int sc, m;
+        ref_q4_K_scale_min(b->scales, is, &sc, &m);
+        const float d1 = d * (float)sc, m1 = dmin * (float)m;
+        ref_q4_K_scale_min(b->scales, is + 1, &sc, &m);
+        const float d2 = d * (float)sc, m2 = dmin * (float)m;
+        for (int l = 0; l < 32; l++) y[j + l] = d1 * (float)(q[l] & 0xF) - m1;
+        for (int l = 0; l < 32; l++) y[j + 32 + l] = d2 * (float)(q[l] >> 4) - m2;
+    }
+}
+
+static void ref_dequantize_q6_K(const block_q6_K *b, float *y) {
+    const float d = quant_f16_to_f32(b->d);
+    const uint8_t *ql = b->ql, *qh = b->qh;
+    const int8_t *sc = b->scales;
+    for (int n = 0; n < QK_K; n += 128, ql += 64, qh += 32, sc += 8)
+        for (int l = 0; l < 32; l++) {
+            const int is = l / 16;
+            const int q1 = ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32;
+            const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[n + l] = d * (float)sc[is] * (float)q1;
+            y[n + l + 32] = d * (float)sc[is + 2] * (float)q2;
+            y[n + l + 64] = d * (float)sc[is + 4] * (float)q3;
+            y[n + l + 96] = d * (float)sc[is + 6] * (float)q4;
+        }
+}
+
+/* Random block bytes with a finite, moderate f16 scale. */
+static void random_bytes(uint64_t *s, void *dst, size_t n) {
+    uint8_t *p = dst;
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)rng_next(s);
+}
+
+static uint16_t random_scale(uint64_t *s) {
+    return quant_f32_to_f16((float)(rng_uniform(s) * 0.1));
+}
+
+static void test_dequantize_reads_ggml_k_quant_layouts(void **state) {
+    (void)state;
+    float y[QK_K], want[QK_K];
+    /* Hand-built Q4_K: d = 1, dmin = 0.5. Sub-block 0: sc = 0x41 & 63 = 1, m = 0x80 & 63 = 0; sub-block 1:
+     * sc = 2, m = 5; sub-block 4: sc = (0x21 & 15) | (0x41 >> 6) << 4 = 17, m = (0x21 >> 4) | (0x80 >> 6) << 4
+     * = 34; sub-block 5: sc = m = 0. */
+    block_q4_K k4 = {.d = 0x3c00, .dmin = 0x3800,
+                     .scales = {0x41, 0x02, 0x03, 0x04, 0x80, 0x05, 0x06, 0x07, 0x21, 0x00, 0x00, 0x00}};
+    k4.qs[0] = 0x07;  /* element 0: low nibble 7; element 32: high nibble 0 */
+    k4.qs[64] = 0x3c; /* element 128: low nibble 12; element 160: high nibble 3 */
+    quant_dequantize_row(GGML_TYPE_Q4_K, &k4, y, QK_K);
+    assert_true(y[0] == 7.0f);           /* 1·1·7 - 0.5·0 */
+    assert_true(y[32] == -2.5f);         /* 1·2·0 - 0.5·5 */
+    assert_true(y[128] == 187.0f);       /* 1·17·12 - 0.5·34 */
+    assert_true(y[160] == 0.0f);         /* 1·0·3 - 0.5·0 */
+    /* Hand-built Q6_K: d = 0.5. */
+    block_q6_K k6 = {.d = 0x3800, .scales = {-3, 2, 4, 0, 7, 0, -1, 0, 5}};
+    k6.ql[0] = 0x21;  /* element 0: low nibble 1; element 64: high nibble 2 */
+    k6.ql[32] = 0x0f; /* element 32: low nibble 15; element 96: high nibble 0 */
+    k6.qh[0] = 0xe4;  /* high bits: element 0 → 0, 32 → 1, 64 → 2, 96 → 3 */
+    k6.qh[32] = 0x03; /* element 128: high bits 3, low nibble 0 */
+    quant_dequantize_row(GGML_TYPE_Q6_K, &k6, y, QK_K);
+    assert_true(y[0] == 46.5f);    /* q = 1 - 32 = -31, scale[0] = -3: 0.5·-3·-31 */
+    assert_true(y[16] == -32.0f);  /* q = 0 - 32, scale[1] = 2 */
+    assert_true(y[32] == -2.0f);   /* q = 15 + 16 - 32 = -1, scale[2] = 4 */
+    assert_true(y[64] == 7.0f);    /* q = 2 + 32 - 32 = 2, scale[4] = 7 */
+    assert_true(y[96] == -8.0f);   /* q = 0 + 48 - 32 = 16, scale[6] = -1 */
+    assert_true(y[128] == 40.0f);  /* q = 48 - 32 = 16, scale[8] = 5 */
+    /* Random blocks, two per row, against the formulas above. */
+    uint64_t s = 21;
+    for (int trial = 0; trial < 50; trial++) {
+        block_q4_K b4[2];
+        block_q6_K b6[2];
+        float row[2 * QK_K];
+        random_bytes(&s, b4, sizeof b4);
+        random_bytes(&s, b6, sizeof b6);
+        for (int b = 0; b < 2; b++) {
+            b4[b].d = random_scale(&s);
+            b4[b].dmin = random_scale(&s);
+            b6[b].d = random_scale(&s);
+        }
+        quant_dequantize_row(GGML_TYPE_Q4_K, b4, row, 2 * QK_K);
+        for (int b = 0; b < 2; b++) {
+            ref_dequantize_q4_K(&b4[b], want);
+            for (int i = 0; i < QK_K; i++)
+                if (bits_of(row[b * QK_K + i]) != bits_of(want[i]))
+                    fail_msg("Q4_K block %d element %d: %g, ggml formula %g", b, i, (double)row[b * QK_K + i],
+                             (double)want[i]);
+        }
+        quant_dequantize_row(GGML_TYPE_Q6_K, b6, row, 2 * QK_K);
+        for (int b = 0; b < 2; b++) {
+            ref_dequantize_q6_K(&b6[b], want);
+            for (int i = 0; i < QK_K; i++)
+                if (bits_of(row[b * QK_K + i]) != bits_of(want[i]))
+                    fail_msg("Q6_K block %d element %d: %g, ggml formula %g", b, i, (double)row[b * QK_K + i],
+                             (double)want[i]);
+        }
+    }
+}
+
+/* The bounds of quant.h: Q4_K within d·sc_j/2 + dmin/2 of x, Q6_K within half a step (a whole one for
+ * values beyond +31.5 steps, which clamp to 31); plus 1e-5 of the super-block's largest magnitude for the
+ * f32 roundings of the division and of the dequantization. On the whole row, the error is also small
+ * against the data: rms below 12% (Q4_K, 16 levels) and 3% (Q6_K, 64 levels) of the row's rms. */
+static void test_k_quants_quantize_then_dequantize_within_the_stated_bound(void **state) {
+    (void)state;
+    uint64_t s = 13;
+    for (size_t k = 0; k < N_KQUANT; k++)
+        for (int shape = 0; shape < 3; shape++) {
+            const size_t n = kquant_sizes[k];
+            float *x = normal_row(&s, n, shape == 1 ? 0.02f : 3.0f);
+            if (shape == 2) /* all positive, most far from zero: the mins carry the offset */
+                for (size_t i = 0; i < n; i++) x[i] = 5.0f + fabsf(x[i]);
+            block_q4_K *q4 = malloc(n / QK_K * sizeof *q4);
+            block_q6_K *q6 = malloc(n / QK_K * sizeof *q6);
+            float *y4 = malloc(n * sizeof *y4), *y6 = malloc(n * sizeof *y6);
+            quant_quantize_row(GGML_TYPE_Q4_K, x, q4, n);
+            quant_quantize_row(GGML_TYPE_Q6_K, x, q6, n);
+            quant_dequantize_row(GGML_TYPE_Q4_K, q4, y4, n);
+            quant_dequantize_row(GGML_TYPE_Q6_K, q6, y6, n);
+            double e4 = 0, e6 = 0, xx = 0;
+            for (size_t b = 0; b < n / QK_K; b++) {
+                float amax = 0.0f;
+                for (int i = 0; i < QK_K; i++) amax = fmaxf(amax, fabsf(x[b * QK_K + i]));
+                const double d = quant_f16_to_f32(q4[b].d), dmin = quant_f16_to_f32(q4[b].dmin);
+                const double d6 = quant_f16_to_f32(q6[b].d);
+                for (int i = 0; i < QK_K; i++) {
+                    const size_t e = b * QK_K + i;
+                    int sc, m;
+                    ref_q4_K_scale_min(q4[b].scales, i / 32, &sc, &m);
+                    double bound = 0.5 * d * sc + 0.5 * dmin + 1e-5 * amax;
+                    if (fabs((double)y4[e] - x[e]) > bound)
+                        fail_msg("Q4_K n=%zu i=%zu: x=%g back=%g err %g > %g", n, e, (double)x[e], (double)y4[e],
+                                 fabs((double)y4[e] - x[e]), bound);
+                    const double step = d6 * q6[b].scales[i / 16];
+                    bound = (step != 0 && x[e] / step > 31.5 ? 1.0 : 0.5) * fabs(step) + 1e-5 * amax;
+                    if (fabs((double)y6[e] - x[e]) > bound)
+                        fail_msg("Q6_K n=%zu i=%zu: x=%g back=%g err %g > %g", n, e, (double)x[e], (double)y6[e],
+                                 fabs((double)y6[e] - x[e]), bound);
+                    e4 += ((double)y4[e] - x[e]) * ((double)y4[e] - x[e]);
+                    e6 += ((double)y6[e] - x[e]) * ((double)y6[e] - x[e]);
+                    xx += (double)x[e] * x[e];
+                }
+            }
+            print_message("n=%zu shape %d: rms error / rms x: q4_K %.4f, q6_K %.4f\n", n, shape, sqrt(e4 / xx),
+                          sqrt(e6 / xx));
+            assert_true(sqrt(e4 / xx) < 0.12);
+            assert_true(sqrt(e6 / xx) < 0.03);
+            free(x);
+            free(q4);
+            free(q6);
+            free(y4);
+            free(y6);
+        }
+}
+
+static void test_k_quants_of_zeros_are_zero(void **state) {
+    (void)state;
+    float x[QK_K] = {0}, y[QK_K];
+    block_q4_K q4;
+    block_q6_K q6;
+    quant_quantize_row(GGML_TYPE_Q4_K, x, &q4, QK_K);
+    quant_dequantize_row(GGML_TYPE_Q4_K, &q4, y, QK_K);
+    for (int i = 0; i < QK_K; i++) assert_true(y[i] == 0.0f);
+    quant_quantize_row(GGML_TYPE_Q6_K, x, &q6, QK_K);
+    quant_dequantize_row(GGML_TYPE_Q6_K, &q6, y, QK_K);
+    for (int i = 0; i < QK_K; i++) assert_true(y[i] == 0.0f);
+}
+
 static void test_quantizing_zeros_gives_zero_scale_and_zero_values(void **state) {
     (void)state;
     enum { N = 64 };
@@ -489,12 +682,34 @@ static void test_dot_of_every_weight_type_simd_matches_scalar(void **state) {
                              t == 0 ? "Q8_0 dot" : "Q4_0 dot", n);
             free_dot_case(&c);
         }
+    const ggml_type kquants[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t k = 0; k < N_KQUANT; k++) {
+            size_t n = kquant_sizes[k];
+            dot_case c = make_dot_case(&s, kquants[t], n);
+            assert_same_bits(quant_dot(kquants[t], c.w, NULL, c.xq, n), quant_dot_scalar(kquants[t], c.w, NULL, c.xq, n),
+                             t == 0 ? "Q4_K dot" : "Q6_K dot", n);
+            /* random bytes reach every scale, min and quant, which the quantizer may not */
+            random_bytes(&s, c.w, row_bytes(kquants[t], n));
+            for (size_t b = 0; b < n / QK_K; b++) {
+                if (t == 0) {
+                    ((block_q4_K *)c.w)[b].d = random_scale(&s);
+                    ((block_q4_K *)c.w)[b].dmin = random_scale(&s);
+                } else {
+                    ((block_q6_K *)c.w)[b].d = random_scale(&s);
+                }
+            }
+            assert_same_bits(quant_dot(kquants[t], c.w, NULL, c.xq, n), quant_dot_scalar(kquants[t], c.w, NULL, c.xq, n),
+                             t == 0 ? "Q4_K dot, random bytes" : "Q6_K dot, random bytes", n);
+            free_dot_case(&c);
+        }
 }
 
 static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_shapes(void **state) {
     (void)state;
     uint64_t s = 9;
-    const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_F16, GGML_TYPE_F32};
+    const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q4_K,
+                               GGML_TYPE_Q6_K};
     const uint32_t rows[] = {1, 2, 3, 5, 17};
     const uint32_t outs[] = {1, 3, 5, 9};
     /* 1, 3, 13, 17, 24 blocks: tails after groups of 8; 257 blocks: the widest rows packed, 264 the
@@ -503,7 +718,9 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
     enum { LDY_PAD = 3 };                       /* outputs land in rows wider than n_out */
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
-            const size_t n = ns[k], nb = n / QK, wrb = row_bytes(types[t], n);
+            const bool kquant = types[t] == GGML_TYPE_Q4_K || types[t] == GGML_TYPE_Q6_K;
+            if (kquant && k >= N_KQUANT) continue;
+            const size_t n = kquant ? kquant_sizes[k] : ns[k], nb = n / QK, wrb = row_bytes(types[t], n);
             const uint32_t max_rows = 17, max_out = 9;
             float *wf = normal_row(&s, (size_t)max_out * n, 0.05f), *x = normal_row(&s, (size_t)max_rows * n, 2.0f);
             uint8_t *w = malloc(max_out * wrb);
@@ -700,6 +917,47 @@ static void test_dots_agree_with_a_double_reference_on_dequantized_values(void *
         }
 }
 
+/* K-quant dots against double. Each activation block meets the weights through at most two fmaf into its
+ * lane per super-block (Q4_K: the scale term and the min term), each term's d·d_x product rounds once,
+ * and 3 combine additions follow: |dot - ref| <= depth·u·M, where M is the sum of the magnitudes of the
+ * terms — for Q4_K Σ|x|·(|d·sc·q| + |dmin·m|), which bounds the cancelling partial sums too. */
+static void test_k_quant_dots_agree_with_a_double_reference(void **state) {
+    (void)state;
+    uint64_t s = 17;
+    const ggml_type types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t k = 0; k < N_KQUANT; k++) {
+            const ggml_type type = types[t];
+            const size_t n = kquant_sizes[k];
+            dot_case c = make_dot_case(&s, type, n);
+            float *w = malloc(n * sizeof *w);
+            quant_dequantize_row(type, c.w, w, n);
+            double ref = 0.0, mag = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                const double xi = (double)c.xq[i / QK].d * c.xq[i / QK].qs[i % QK];
+                ref += (double)w[i] * xi;
+                if (type == GGML_TYPE_Q4_K) {
+                    const block_q4_K *b = (const block_q4_K *)c.w + i / QK_K;
+                    int sc, m;
+                    ref_q4_K_scale_min(b->scales, (int)(i % QK_K) / 32, &sc, &m);
+                    const double off = (double)quant_f16_to_f32(b->dmin) * m;
+                    mag += (fabs((double)w[i] + off) + off) * fabs(xi);
+                } else {
+                    mag += fabs((double)w[i] * xi);
+                }
+            }
+            const double steps = type == GGML_TYPE_Q4_K ? 2.0 : 1.0;
+            const double depth = steps * (double)(n / QK_K) + 1 + 3;
+            const double tol = 1.01 * depth * U24 * mag;
+            const float got = quant_dot(type, c.w, NULL, c.xq, n);
+            if (fabs((double)got - ref) > tol)
+                fail_msg("type %d n=%zu: dot %.9g vs reference %.9g, |diff| %g > %g", (int)type, n, (double)got, ref,
+                         fabs((double)got - ref), tol);
+            free(w);
+            free_dot_case(&c);
+        }
+}
+
 /* ---- axpy -------------------------------------------------------------------------------------- */
 
 static void test_axpy_simd_matches_an_fmaf_loop(void **state) {
@@ -801,6 +1059,9 @@ int main(void) {
         cmocka_unit_test(test_quantize_q8_0_rounds_half_away_from_zero_like_ggml),
         cmocka_unit_test(test_quantize_q4_0_takes_the_signed_max_to_minus_eight_like_ggml),
         cmocka_unit_test(test_quantize_then_dequantize_stays_within_the_format_error_bound),
+        cmocka_unit_test(test_dequantize_reads_ggml_k_quant_layouts),
+        cmocka_unit_test(test_k_quants_quantize_then_dequantize_within_the_stated_bound),
+        cmocka_unit_test(test_k_quants_of_zeros_are_zero),
         cmocka_unit_test(test_quantizing_zeros_gives_zero_scale_and_zero_values),
         cmocka_unit_test(test_activation_quantization_rounds_half_to_even),
         cmocka_unit_test(test_activation_quantization_simd_matches_scalar),
@@ -814,6 +1075,7 @@ int main(void) {
         cmocka_unit_test(test_integer_block_sums_are_exact_at_the_int8_extremes),
         cmocka_unit_test(test_dot_f16_f32_simd_matches_scalar),
         cmocka_unit_test(test_dots_agree_with_a_double_reference_on_dequantized_values),
+        cmocka_unit_test(test_k_quant_dots_agree_with_a_double_reference),
         cmocka_unit_test(test_axpy_simd_matches_an_fmaf_loop),
         cmocka_unit_test(test_dispatching_functions_from_two_threads_give_serial_bits),
         cmocka_unit_test(test_simd_path_is_reported_when_compiled_in),

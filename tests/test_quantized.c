@@ -1,4 +1,4 @@
-/* Quantized weights: a generated Q8_0 / Q4_0 model against the same model with its weights dequantized
+/* Quantized weights: a generated Q8_0 / Q4_0 / Q4_K / Q6_K model against the same model with its weights dequantized
  * to F32. The weights are then identical in value, so the logits differ only by the Q8_0 quantization of
  * activations that integer dot products need — a bounded, per-row error this test measures. */
 #include <stdarg.h>
@@ -66,9 +66,9 @@ static float *last_logits(const char *path, uint32_t *n_vocab) {
 }
 
 /* ||a - b|| / ||b|| over the logits. */
-static double relative_error(ggml_type type) {
+static double relative_error(ggml_type type, uint32_t hidden) {
     const char *quantized = tu_tmp_path(".gguf"), *dequantized = tu_tmp_path(".gguf");
-    genmodel_params p = {.dim = 256, .hidden = 640, .n_layers = 4, .n_heads = 8, .n_kv_heads = 4, .n_ctx = 256,
+    genmodel_params p = {.dim = 256, .hidden = hidden, .n_layers = 4, .n_heads = 8, .n_kv_heads = 4, .n_ctx = 256,
                          .vocab_from = tu_shared("tokenizers/ggml-vocab-llama-spm.gguf"), .type = type, .seed = 3};
     fkv_error err = {{0}};
     if (genmodel_write(&p, quantized, &err)) fail_msg("%s", err.msg);
@@ -94,15 +94,30 @@ static double relative_error(ggml_type type) {
  * and still fails on any real mistake (a wrong block layout or scale gives errors near 100%). */
 static void test_q8_0_logits_stay_within_3_percent_of_f32(void **state) {
     (void)state;
-    double e = relative_error(GGML_TYPE_Q8_0);
+    double e = relative_error(GGML_TYPE_Q8_0, 640);
     print_message("q8_0 relative logits error: %.5f\n", e);
     assert_true(e > 0 && e < 0.03);
 }
 
 static void test_q4_0_logits_stay_within_3_percent_of_f32(void **state) {
     (void)state;
-    double e = relative_error(GGML_TYPE_Q4_0);
+    double e = relative_error(GGML_TYPE_Q4_0, 640);
     print_message("q4_0 relative logits error: %.5f\n", e);
+    assert_true(e > 0 && e < 0.03);
+}
+
+/* K-quant rows are whole super-blocks of 256, so the hidden size is 768 here. */
+static void test_q4_k_logits_stay_within_3_percent_of_f32(void **state) {
+    (void)state;
+    double e = relative_error(GGML_TYPE_Q4_K, 768);
+    print_message("q4_K relative logits error: %.5f\n", e);
+    assert_true(e > 0 && e < 0.03);
+}
+
+static void test_q6_k_logits_stay_within_3_percent_of_f32(void **state) {
+    (void)state;
+    double e = relative_error(GGML_TYPE_Q6_K, 768);
+    print_message("q6_K relative logits error: %.5f\n", e);
     assert_true(e > 0 && e < 0.03);
 }
 
@@ -110,6 +125,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q8_0_logits_stay_within_3_percent_of_f32),
         cmocka_unit_test(test_q4_0_logits_stay_within_3_percent_of_f32),
+        cmocka_unit_test(test_q4_k_logits_stay_within_3_percent_of_f32),
+        cmocka_unit_test(test_q6_k_logits_stay_within_3_percent_of_f32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
