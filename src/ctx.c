@@ -90,8 +90,7 @@ static int eval_rows(fkv_ctx *c, const int32_t *ids, const float *embd, uint32_t
                            n_vocab - 1);
     const uint32_t want_from = n - n_logits;
     for (uint32_t done = 0; done < n;) {
-        uint32_t p = pos0 + done, len = (p / grid + 1) * grid - p;
-        if (len > n - done) len = n - done;
+        uint32_t p = pos0 + done, len = forward_grid_end(p, pos0 + n, grid) - p;
         uint32_t first = want_from > done ? want_from - done : 0;
         if (first > len) first = len;
         float *dst = first < len ? logits + (size_t)(done + first - want_from) * n_vocab : NULL;

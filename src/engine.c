@@ -171,8 +171,7 @@ static int compute(fkv_engine *e, fkv_eseq *s, uint32_t n, float *logits, fkv_er
 int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err) {
     const uint32_t grid = e->p.seq.ctx.prefill_rows, p = s->ps.n_pos;
     if (p >= s->n_prompt) return err_set(err, "the prompt is already computed");
-    uint32_t end = (p / grid + 1) * grid;
-    if (end > s->n_prompt) end = s->n_prompt;
+    uint32_t end = forward_grid_end(p, s->n_prompt, grid);
     bool last = end == s->n_prompt;
     if (compute(e, s, end - p, last ? logits : NULL, err)) return -1;
     return last ? 1 : 0;
