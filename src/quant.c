@@ -823,163 +823,45 @@ static void tile_dispatch(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
     }
 }
 
-/* Packed tiles, for many rows (prefill). The PACK_COLS weight rows of a tile are rearranged once into
- * quant_matmul's layout (Q4_0 nibbles widened to bytes, scales to f32) and then serve every activation
- * row, so a group of 8 blocks costs one multiply chain per register and a vertical add — the horizontal
- * reduction of the direct tiles is gone. Same integer block sums, same float operations per lane: the
- * same bits as the direct tiles and the scalar twin. */
-#define PACK_COLS 4
-#define PACK_ROWS 2
-#define PACK_MIN_ROWS 4      /* below, packing costs more than it saves */
-#define PACK_MAX_GROUPS 32   /* the packed tile lives on the stack: n <= 8192; wider rows take direct tiles */
-#define DIRECT_COPY_MAX_BLOCKS 256 /* direct tiles copy rows up to this wide to natural order on the stack */
-
-typedef struct {
-    __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7 (Q4_0: nibbles as bytes) */
-    __m256 d;               /* weight scales of blocks 0..7 */
-} packed_group;
-
-static void pack_cols(ggml_type type, const uint8_t *w, size_t w_row_bytes, int C, size_t n_groups,
-                      packed_group *pk) {
-    const size_t bb = block_bytes(type);
-    for (size_t g = 0; g < n_groups; g++)
-        for (int c = 0; c < C; c++) {
-            const uint8_t *wg = w + c * w_row_bytes + g * BLOCK_LANES * bb;
-            packed_group *p = &pk[g * PACK_COLS + c];
-            for (int k = 0; k < BLOCK_LANES; k++)
-                p->q[k] = type == GGML_TYPE_Q4_0
-                              ? block_nibbles_q4_0((const block_q4_0 *)wg + k)
-                              : _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wg + k)->qs);
-            transpose8_epi32(p->q);
-            p->d = group_wscales(type, wg);
-        }
-}
-
-static inline __attribute__((always_inline)) void packed_tile(ggml_type type, const packed_group *pk,
-                                                               const uint8_t *w, size_t w_row_bytes,
-                                                               const block_q8_act *x, size_t nb, int R, int C,
-                                                               float *y, size_t ldy) {
-    const __m256i ones16 = _mm256_set1_epi16(1), ones8 = _mm256_set1_epi8(1);
-    __m256 acc[PACK_ROWS][PACK_COLS];
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
-    size_t g = 0;
-    for (; (g + 1) * BLOCK_LANES <= nb; g++) {
-        const block_q8_act *xg[PACK_ROWS];
-        __m256 dx[PACK_ROWS];
-        __m256i corr[PACK_ROWS];
-        for (int r = 0; r < R; r++) {
-            xg[r] = x + r * nb + g * BLOCK_LANES;
-            dx[r] = group_xscales(xg[r]);
-            if (type == GGML_TYPE_Q4_0) { /* Σx per block, 16-bit: at most 8 · 2 · 127 */
-                __m256i s16 = _mm256_setzero_si256();
-                for (int j = 0; j < BLOCK_LANES; j++)
-                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(ones8, _mm256_loadu_si256((const __m256i *)xg[r][j].qs)));
-                corr[r] = _mm256_slli_epi32(_mm256_madd_epi16(s16, ones16), 3);
-            }
-        }
-        for (int c = 0; c < C; c++) {
-            const packed_group *p = &pk[g * PACK_COLS + c];
-            __m256i s[PACK_ROWS];
-            for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
-            if (type == GGML_TYPE_Q4_0) {
-                /* 8 nibble products in 16 bits before widening: at most 8 · 2 · 15 · 127 = 30480 */
-                for (int j = 0; j < BLOCK_LANES; j++)
-                    for (int r = 0; r < R; r++)
-                        s[r] = _mm256_add_epi16(
-                            s[r], _mm256_maddubs_epi16(p->q[j], _mm256_loadu_si256((const __m256i *)xg[r][j].qs)));
-                for (int r = 0; r < R; r++) s[r] = _mm256_sub_epi32(_mm256_madd_epi16(s[r], ones16), corr[r]);
-            } else {
-                for (int j = 0; j < BLOCK_LANES; j++) {
-                    const __m256i wj = p->q[j], aw = _mm256_abs_epi8(wj);
-                    for (int r = 0; r < R; r++) {
-                        __m256i xj = _mm256_loadu_si256((const __m256i *)xg[r][j].qs);
-                        s[r] = _mm256_add_epi32(
-                            s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xj, wj)), ones16));
-                    }
-                }
-            }
-            for (int r = 0; r < R; r++)
-                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(p->d, dx[r]), _mm256_cvtepi32_ps(s[r]), acc[r][c]);
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++)
-            y[r * ldy + c] = finish_tail(type, acc[r][c], w + c * w_row_bytes, x + r * nb, g * BLOCK_LANES, nb);
-}
-
-#define PACKED_CASE(T, R, C)                                                                                   \
-    case (R) * 8 + (C):                                                                                        \
-        packed_tile(T, pk, w, w_row_bytes, x, nb, R, C, y, ldy);                                               \
-        return;
-#define PACKED_CASES_C(T, C) PACKED_CASE(T, 1, C) PACKED_CASE(T, 2, C)
-#define PACKED_CASES(T) PACKED_CASES_C(T, 1) PACKED_CASES_C(T, 2) PACKED_CASES_C(T, 3) PACKED_CASES_C(T, 4)
-
-static void packed_dispatch(ggml_type type, const packed_group *pk, const uint8_t *w, size_t w_row_bytes,
-                            const block_q8_act *x, size_t nb, int R, int C, float *y, size_t ldy) {
-    if (type == GGML_TYPE_Q4_0) {
-        switch (R * 8 + C) {
-            PACKED_CASES(GGML_TYPE_Q4_0)
-        default:
-            return;
-        }
-    }
-    switch (R * 8 + C) {
-        PACKED_CASES(GGML_TYPE_Q8_0)
-    default:
-        return;
-    }
-}
-
-static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
-                          const block_q8_act *xq, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
-    const size_t n_groups = nb / BLOCK_LANES;
-    if (n_rows >= PACK_MIN_ROWS && n_groups > 0 && n_groups <= PACK_MAX_GROUPS) {
-        packed_group pk[PACK_MAX_GROUPS * PACK_COLS];
-        for (uint32_t o = 0; o < n_out; o += PACK_COLS) {
-            int C = n_out - o < PACK_COLS ? (int)(n_out - o) : PACK_COLS;
-            pack_cols(type, w + o * w_row_bytes, w_row_bytes, C, n_groups, pk);
-            for (uint32_t r = 0; r < n_rows; r += PACK_ROWS) {
-                int R = n_rows - r < PACK_ROWS ? (int)(n_rows - r) : PACK_ROWS;
-                packed_dispatch(type, pk, w + o * w_row_bytes, w_row_bytes, xq + r * nb, nb, R, C, y + r * ldy + o,
-                                ldy);
-            }
-        }
-        return;
-    }
-    /* Few rows: put them back in natural order once (a copy on the stack when small) rather than per
-     * tile of weight rows. */
-    block_q8_act natural[(PACK_MIN_ROWS - 1) * DIRECT_COPY_MAX_BLOCKS];
-    const bool copy = n_rows < PACK_MIN_ROWS && nb <= DIRECT_COPY_MAX_BLOCKS;
-    if (copy) {
-        memcpy(natural, xq, n_rows * nb * sizeof *xq);
-        quant_matmul_layout(natural, n_rows, nb * QK);
-        xq = natural;
-    }
-    for (uint32_t o = 0; o < n_out; o += TILE_COLS) {
-        int C = n_out - o < TILE_COLS ? (int)(n_out - o) : TILE_COLS;
-        for (uint32_t r = 0; r < n_rows; r += TILE_ROWS) {
-            int R = n_rows - r < TILE_ROWS ? (int)(n_rows - r) : TILE_ROWS;
-            tile_dispatch(type, w + o * w_row_bytes, w_row_bytes, xq + r * nb, !copy, nb, R, C, y + r * ldy + o,
-                          ldy);
-        }
-    }
-}
-
 /* K-quants: a super-block is one group of 8 activation blocks, sub-block k in lane k; no tail. */
+
+/* The quants of a K-quant super-block as unsigned bytes, sub-block k (elements 32k..32k+31) in register
+ * k in element order: Q4_K 0..15, Q6_K 0..63 (the offset 32 still in). */
+static inline void kquant_regs(ggml_type type, const uint8_t *w, __m256i q[BLOCK_LANES]) {
+    const __m256i low4 = _mm256_set1_epi8(15);
+    if (type == GGML_TYPE_Q4_K) {
+        const block_q4_K *b = (const block_q4_K *)w;
+        for (int c = 0; c < 4; c++) {
+            const __m256i packed = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+            q[2 * c] = _mm256_and_si256(packed, low4);
+            q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+        }
+        return;
+    }
+    const block_q6_K *b = (const block_q6_K *)w;
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) { /* 16-bit shifts: the masks drop the bits that cross a byte */
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), bits45));
+        q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), bits45));
+        q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, bits45));
+        q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                       _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
+    }
+}
 
 /* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with scales dx: both fused
  * steps of quant.h on all 8 lanes at once. */
 static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], __m256 dx, __m256 acc) {
-    const __m256i ones16 = _mm256_set1_epi16(1), nibble = _mm256_set1_epi8(15);
-    __m256i s[BLOCK_LANES], t[BLOCK_LANES];
-    for (int c = 0; c < 4; c++) { /* nibbles 0..15 unsigned: pair sums at most 2 · 15 · 127, no saturation */
-        const __m256i packed = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
-        s[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(packed, nibble), xr[2 * c]), ones16);
-        s[2 * c + 1] = _mm256_madd_epi16(
-            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble), xr[2 * c + 1]), ones16);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256i q[BLOCK_LANES], s[BLOCK_LANES], t[BLOCK_LANES];
+    kquant_regs(GGML_TYPE_Q4_K, (const uint8_t *)w, q);
+    for (int k = 0; k < BLOCK_LANES; k++) { /* nibbles 0..15: pair sums at most 2 · 15 · 127, no saturation */
+        s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xr[k]), ones16);
+        t[k] = block_xsums(xr[k]);
     }
-    for (int k = 0; k < BLOCK_LANES; k++) t[k] = block_xsums(xr[k]);
     int32_t sc[8], m[8];
     q4_K_scales(w->scales, sc, m);
     const __m256i si = _mm256_mullo_epi32(hsum8_epi32x8(s), _mm256_loadu_si256((const __m256i *)sc));
@@ -992,18 +874,9 @@ static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], _
 /* Super-block of Q6_K, as superblock_q4_K. The two 16-element scales of a sub-block weight the lower and
  * upper 128-bit halves of its pair sums (at most 2 · 32 · 127), so madd yields scaled sums directly. */
 static inline __m256 superblock_q6_K(const block_q6_K *w, const __m256i xr[8], __m256 dx, __m256 acc) {
-    const __m256i low4 = _mm256_set1_epi8(15), bits45 = _mm256_set1_epi8(0x30), offset = _mm256_set1_epi8(32);
+    const __m256i offset = _mm256_set1_epi8(32);
     __m256i q[BLOCK_LANES], s[BLOCK_LANES];
-    for (int h = 0; h < 2; h++) { /* 16-bit shifts: the masks drop the bits that cross a byte */
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
-        const __m256i hb = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
-        q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), bits45));
-        q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), bits45));
-        q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, bits45));
-        q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                       _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
-    }
+    kquant_regs(GGML_TYPE_Q6_K, (const uint8_t *)w, q);
     for (int k = 0; k < BLOCK_LANES; k++) {
         const __m256i wk = _mm256_sub_epi8(q[k], offset);
         const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(w->scales[2 * k + 1]), _mm_set1_epi16(w->scales[2 * k]));
@@ -1028,6 +901,307 @@ static float dot_kquant(ggml_type type, const void *w, const block_q8_act *x, bo
                                      : superblock_q6_K((const block_q6_K *)w + sb, xr, group_xscales(xg), acc);
     }
     return hsum8(acc);
+}
+
+
+static inline bool is_kquant(ggml_type type) { return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K; }
+
+/* Bytes of weights per group of 8 activation blocks. */
+static inline size_t group_bytes(ggml_type type) {
+    switch (type) {
+    case GGML_TYPE_Q4_K:
+        return sizeof(block_q4_K);
+    case GGML_TYPE_Q6_K:
+        return sizeof(block_q6_K);
+    default:
+        return BLOCK_LANES * block_bytes(type);
+    }
+}
+
+/* Panels, for many rows (prefill). The C weight rows of a panel are rearranged once into quant_matmul's
+ * layout — register j holds quants 4j..4j+3 of 8 blocks, Q4_0 nibbles and K-quant quants as unsigned
+ * bytes, scales as f32 — and then serve every activation row; the activation side's scales and the
+ * block sums Σx that offset corrections need are prepared once per call. A group of 8 blocks then
+ * costs, per (activation row, weight row), one multiply per register and vertical adds, no horizontal
+ * reduction, and unsigned quants sum in 16 bits before widening. Integer block sums are exact and each
+ * lane gets the scalar twin's float operations, so no tile shape changes a bit. A row whose block count
+ * is not a multiple of 8 ends in a group padded on both sides with zero blocks of scale 0:
+ * fmaf(+0, +0, lane) leaves a lane as it is, since a lane is never -0 (it starts at +0, and a rounded
+ * sum is -0 only when both terms are). */
+#define PANEL_ROWS 4        /* activation rows of a register tile */
+#define PANEL_COLS 2        /* weight rows of a panel (and of a register tile): 4 x 2 measured best */
+#define PANEL_MIN_ROWS 4    /* below, packing costs more than it saves: direct tiles */
+#define DIRECT_COPY_MAX_BLOCKS 256 /* direct tiles copy rows up to this wide to natural order on the stack */
+#define PANEL_X_BYTES (96 * 1024) /* activation side prepared at a time, on the stack */
+
+typedef struct {
+    __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7 */
+    __m256 d;               /* Q8_0, Q4_0: block scales; Q4_K, Q6_K: the super-block's d in every lane */
+    __m256 dmin_neg;        /* Q4_K: -dmin in every lane */
+    __m256i sc;             /* Q4_K: sub-block scales; Q6_K: scales of quants 0..15 of each block */
+    __m256i m;              /* Q4_K: sub-block mins; Q6_K: scales of quants 16..31 of each block */
+} wgroup;
+
+typedef struct {
+    __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7, aligned (no split loads) */
+    __m256 d;       /* activation scales of blocks 0..7 */
+    __m256i sum;    /* Σx per block (Q4_0, Q4_K); Q6_K: over quants 0..15 */
+    __m256i sum_hi; /* Q6_K: Σx over quants 16..31 */
+} xgroup;
+
+/* pk[g * C + c]: group g of weight row c, c < C. */
+static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int C, size_t nb, size_t ng,
+                       wgroup *pk) {
+    const size_t gb = group_bytes(type);
+    for (size_t g = 0; g < ng; g++)
+        for (int c = 0; c < C; c++) {
+            const uint8_t *wg = w + c * w_row_bytes + g * gb;
+            wgroup *p = &pk[g * C + c];
+            if (type == GGML_TYPE_Q4_K) {
+                const block_q4_K *b = (const block_q4_K *)wg;
+                int32_t sc[8], m[8];
+                q4_K_scales(b->scales, sc, m);
+                kquant_regs(type, wg, p->q);
+                p->d = _mm256_set1_ps(quant_f16_to_f32(b->d));
+                p->dmin_neg = _mm256_set1_ps(-quant_f16_to_f32(b->dmin));
+                p->sc = _mm256_loadu_si256((const __m256i *)sc);
+                p->m = _mm256_loadu_si256((const __m256i *)m);
+            } else if (type == GGML_TYPE_Q6_K) {
+                const block_q6_K *b = (const block_q6_K *)wg;
+                kquant_regs(type, wg, p->q);
+                p->d = _mm256_set1_ps(quant_f16_to_f32(b->d));
+                p->sc = _mm256_setr_epi32(b->scales[0], b->scales[2], b->scales[4], b->scales[6], b->scales[8],
+                                          b->scales[10], b->scales[12], b->scales[14]);
+                p->m = _mm256_setr_epi32(b->scales[1], b->scales[3], b->scales[5], b->scales[7], b->scales[9],
+                                         b->scales[11], b->scales[13], b->scales[15]);
+            } else {
+                const size_t t = nb - g * BLOCK_LANES < BLOCK_LANES ? nb - g * BLOCK_LANES : BLOCK_LANES;
+                uint16_t d[BLOCK_LANES] = {0};
+                for (size_t k = 0; k < BLOCK_LANES; k++) {
+                    if (k >= t) {
+                        p->q[k] = _mm256_setzero_si256();
+                        continue;
+                    }
+                    d[k] = block_scale(type, wg, k);
+                    p->q[k] = type == GGML_TYPE_Q4_0
+                                  ? block_nibbles_q4_0((const block_q4_0 *)wg + k)
+                                  : _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wg + k)->qs);
+                }
+                p->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+            }
+            transpose8_epi32(p->q);
+        }
+}
+
+/* The activation side of rows [0, n_rows) of xq: xp[r * ng + g], a partial last group padded. */
+static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, size_t ng, uint32_t n_rows,
+                            xgroup *xp) {
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (uint32_t r = 0; r < n_rows; r++)
+        for (size_t g = 0; g < ng; g++) {
+            const block_q8_act *xg = xq + r * nb + g * BLOCK_LANES;
+            const size_t t = nb - g * BLOCK_LANES < BLOCK_LANES ? nb - g * BLOCK_LANES : BLOCK_LANES;
+            xgroup *p = &xp[r * ng + g];
+            __m256i x[BLOCK_LANES];
+            float d[BLOCK_LANES] = {0};
+            for (size_t k = 0; k < t; k++) d[k] = xg[k].d;
+            p->d = _mm256_loadu_ps(d);
+            if (t == BLOCK_LANES) {
+                for (int j = 0; j < BLOCK_LANES; j++) x[j] = _mm256_loadu_si256((const __m256i *)xg[j].qs);
+            } else { /* tail blocks are stored in natural order (quant_matmul_layout) */
+                for (size_t k = 0; k < BLOCK_LANES; k++)
+                    x[k] = k < t ? _mm256_loadu_si256((const __m256i *)xg[k].qs) : _mm256_setzero_si256();
+                transpose8_epi32(x);
+            }
+            for (int j = 0; j < BLOCK_LANES; j++) p->q[j] = x[j];
+            if (type == GGML_TYPE_Q8_0) continue;
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256(); /* 16 bits: at most 4 · 2 · 127 */
+            for (int j = 0; j < BLOCK_LANES / 2; j++) {
+                lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(ones8, x[j]));
+                hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(ones8, x[j + BLOCK_LANES / 2]));
+            }
+            if (type == GGML_TYPE_Q6_K) {
+                p->sum = _mm256_madd_epi16(lo, ones16);
+                p->sum_hi = _mm256_madd_epi16(hi, ones16);
+            } else {
+                p->sum = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16);
+            }
+        }
+}
+
+/* Keeps v in a register: the compiler would otherwise fold its load into each of its C uses. */
+#define PIN(v) __asm__("" : "+x"(v))
+
+/* One register tile: y[r*ldy + c] for r < R, c < C over all ng groups (R, C known at compile time, so the
+ * accumulators stay in registers). xp: activation row r's groups at xp + r * ng. */
+static inline __attribute__((always_inline)) void panel_tile(ggml_type type, const wgroup *pk, size_t ng,
+                                                              const xgroup *xp, int R, int C, float *y, size_t ldy) {
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc[PANEL_ROWS][PANEL_COLS];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    for (size_t g = 0; g < ng; g++) {
+        const wgroup *pg = pk + g * C;
+        const xgroup *px[PANEL_ROWS];
+        for (int r = 0; r < R; r++) px[r] = &xp[r * ng + g];
+        __m256i s[PANEL_ROWS][PANEL_COLS], h[PANEL_ROWS][PANEL_COLS];
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) s[r][c] = h[r][c] = _mm256_setzero_si256();
+        if (type == GGML_TYPE_Q8_0) {
+            _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
+            for (int j = 0; j < BLOCK_LANES; j++) {
+                __m256i xr[PANEL_ROWS];
+                for (int r = 0; r < R; r++) {
+                    xr[r] = px[r]->q[j];
+                    PIN(xr[r]);
+                }
+                for (int c = 0; c < C; c++) {
+                    const __m256i wj = pg[c].q[j], aw = _mm256_abs_epi8(wj);
+                    for (int r = 0; r < R; r++)
+                        s[r][c] = _mm256_add_epi32(
+                            s[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xr[r], wj)), ones16));
+                }
+            }
+        } else if (type == GGML_TYPE_Q6_K) { /* quants 0..63: two pair sums (at most 2 · 63 · 127) per 16 bits */
+            _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
+            for (int j = 0; j < BLOCK_LANES; j += 2) {
+                __m256i xr[PANEL_ROWS], xr2[PANEL_ROWS];
+                for (int r = 0; r < R; r++) {
+                    xr[r] = px[r]->q[j];
+                    xr2[r] = px[r]->q[j + 1];
+                    PIN(xr[r]);
+                    PIN(xr2[r]);
+                }
+                for (int c = 0; c < C; c++) {
+                    const __m256i w0 = pg[c].q[j], w1 = pg[c].q[j + 1];
+                    for (int r = 0; r < R; r++) {
+                        const __m256i t = _mm256_madd_epi16(
+                            _mm256_add_epi16(_mm256_maddubs_epi16(w0, xr[r]), _mm256_maddubs_epi16(w1, xr2[r])), ones16);
+                        if (j < BLOCK_LANES / 2)
+                            s[r][c] = _mm256_add_epi32(s[r][c], t);
+                        else
+                            h[r][c] = _mm256_add_epi32(h[r][c], t);
+                    }
+                }
+            }
+        } else { /* Q4_0, Q4_K: quants 0..15, all 8 pair sums (at most 8 · 2 · 15 · 127) in 16 bits */
+            _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
+            for (int j = 0; j < BLOCK_LANES; j++) {
+                __m256i xr[PANEL_ROWS];
+                for (int r = 0; r < R; r++) {
+                    xr[r] = px[r]->q[j];
+                    PIN(xr[r]);
+                }
+                for (int c = 0; c < C; c++) {
+                    const __m256i wj = pg[c].q[j];
+                    for (int r = 0; r < R; r++) s[r][c] = _mm256_add_epi16(s[r][c], _mm256_maddubs_epi16(wj, xr[r]));
+                }
+            }
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < C; c++) s[r][c] = _mm256_madd_epi16(s[r][c], ones16);
+        }
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                const wgroup *pw = &pg[c];
+                __m256i si = s[r][c];
+                if (type == GGML_TYPE_Q4_0) si = _mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum, 3));
+                if (type == GGML_TYPE_Q4_K) si = _mm256_mullo_epi32(si, pw->sc);
+                if (type == GGML_TYPE_Q6_K)
+                    si = _mm256_add_epi32(
+                        _mm256_mullo_epi32(_mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum, 5)), pw->sc),
+                        _mm256_mullo_epi32(_mm256_sub_epi32(h[r][c], _mm256_slli_epi32(px[r]->sum_hi, 5)), pw->m));
+                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(pw->d, px[r]->d), _mm256_cvtepi32_ps(si), acc[r][c]);
+                if (type == GGML_TYPE_Q4_K)
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(pw->dmin_neg, px[r]->d),
+                                                _mm256_cvtepi32_ps(_mm256_mullo_epi32(px[r]->sum, pw->m)), acc[r][c]);
+            }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) y[r * ldy + c] = hsum8(acc[r][c]);
+}
+
+#define PANEL_CASE(T, R, C)                                                                                    \
+    case (R) * 8 + (C):                                                                                        \
+        panel_tile(T, pk, ng, xp, R, C, y, ldy);                                                               \
+        return;
+#define PANEL_CASES_R(T, R) PANEL_CASE(T, R, 1) PANEL_CASE(T, R, 2)
+#define PANEL_CASES(T) PANEL_CASES_R(T, 1) PANEL_CASES_R(T, 2) PANEL_CASES_R(T, 3) PANEL_CASES_R(T, 4)
+#define PANEL_TYPE(T)                                                                                          \
+    case T:                                                                                                    \
+        switch (R * 8 + C) {                                                                                   \
+            PANEL_CASES(T)                                                                                     \
+        default:                                                                                               \
+            return;                                                                                            \
+        }
+
+static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, const xgroup *xp, int R, int C, float *y,
+                           size_t ldy) {
+    switch (type) {
+        PANEL_TYPE(GGML_TYPE_Q8_0)
+        PANEL_TYPE(GGML_TYPE_Q4_0)
+        PANEL_TYPE(GGML_TYPE_Q4_K)
+        PANEL_TYPE(GGML_TYPE_Q6_K)
+    default:
+        return;
+    }
+}
+
+/* Groups of the widest row that takes panels (69, n <= 17664): one register tile of rows fits the buffer. */
+#define PANEL_MAX_GROUPS (PANEL_X_BYTES / (PANEL_ROWS * sizeof(xgroup)))
+
+static bool panel_fits(uint32_t n_rows, size_t ng) { return n_rows >= PANEL_MIN_ROWS && ng <= PANEL_MAX_GROUPS; }
+
+static void matmul_panels(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
+                          const block_q8_act *xq, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
+    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    wgroup pk[PANEL_MAX_GROUPS * PANEL_COLS];
+    xgroup xp[PANEL_X_BYTES / sizeof(xgroup)];
+    /* as many whole register tiles of rows as the activation buffer holds */
+    const uint32_t chunk = (uint32_t)(PANEL_X_BYTES / (ng * sizeof(xgroup))) / PANEL_ROWS * PANEL_ROWS;
+    for (uint32_t r0 = 0; r0 < n_rows; r0 += chunk) {
+        const uint32_t rows = n_rows - r0 < chunk ? n_rows - r0 : chunk;
+        prep_panel_rows(type, xq + (size_t)r0 * nb, nb, ng, rows, xp);
+        for (uint32_t o = 0; o < n_out; o += PANEL_COLS) {
+            const int C = n_out - o < PANEL_COLS ? (int)(n_out - o) : PANEL_COLS;
+            pack_panel(type, w + o * w_row_bytes, w_row_bytes, C, nb, ng, pk);
+            for (uint32_t r = 0; r < rows; r += PANEL_ROWS) {
+                const int R = rows - r < PANEL_ROWS ? (int)(rows - r) : PANEL_ROWS;
+                panel_dispatch(type, pk, ng, xp + (size_t)r * ng, R, C, y + (size_t)(r0 + r) * ldy + o, ldy);
+            }
+        }
+    }
+}
+
+/* Every quantized weight type: panels for many rows, else direct tiles (Q8_0, Q4_0) or one output at a
+ * time (K-quants), on rows put back in natural order once (a copy on the stack when small) rather than
+ * per tile of weight rows. */
+static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
+                          const block_q8_act *xq, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
+    if (panel_fits(n_rows, (nb + BLOCK_LANES - 1) / BLOCK_LANES)) {
+        matmul_panels(type, w, w_row_bytes, n_out, xq, n_rows, nb, y, ldy);
+        return;
+    }
+    block_q8_act natural[(PANEL_MIN_ROWS - 1) * DIRECT_COPY_MAX_BLOCKS];
+    const bool copy = n_rows < PANEL_MIN_ROWS && nb <= DIRECT_COPY_MAX_BLOCKS;
+    if (copy) {
+        memcpy(natural, xq, n_rows * nb * sizeof *xq);
+        quant_matmul_layout(natural, n_rows, nb * QK);
+        xq = natural;
+    }
+    if (is_kquant(type)) {
+        for (uint32_t o = 0; o < n_out; o++)
+            for (uint32_t r = 0; r < n_rows; r++)
+                y[r * ldy + o] = dot_kquant(type, w + o * w_row_bytes, xq + r * nb, !copy, nb / BLOCK_LANES);
+        return;
+    }
+    for (uint32_t o = 0; o < n_out; o += TILE_COLS) {
+        int C = n_out - o < TILE_COLS ? (int)(n_out - o) : TILE_COLS;
+        for (uint32_t r = 0; r < n_rows; r += TILE_ROWS) {
+            int R = n_rows - r < TILE_ROWS ? (int)(n_rows - r) : TILE_ROWS;
+            tile_dispatch(type, w + o * w_row_bytes, w_row_bytes, xq + r * nb, !copy, nb, R, C, y + r * ldy + o,
+                          ldy);
+        }
+    }
 }
 
 #endif /* QUANT_AVX2 */
@@ -1093,15 +1267,8 @@ void quant_matmul_layout(block_q8_act *xq, size_t n_rows, size_t n) {
 void quant_matmul(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                   const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy) {
 #if QUANT_AVX2
-    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) {
+    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || is_kquant(type)) {
         matmul_blocks(type, w, w_row_bytes, n_out, xq, n_rows, n / QK, y, ldy);
-        return;
-    }
-    if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) { /* one output at a time: correctness first */
-        for (uint32_t o = 0; o < n_out; o++)
-            for (uint32_t r = 0; r < n_rows; r++)
-                y[r * ldy + o] = dot_kquant(type, (const uint8_t *)w + o * w_row_bytes, xq + r * (n / QK), true,
-                                            n / QK_K);
         return;
     }
 #endif

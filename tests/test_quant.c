@@ -26,8 +26,9 @@ static const size_t any_sizes[] = {0, 1, 7, 31, 32, 33, 63, 64, 100, 257, 4096};
 /* Multiples of QK: 3, 13 and 17 blocks leave tails after groups of 8 blocks; 128 and 152 do not. */
 static const size_t block_sizes[] = {32, 64, 96, 416, 544, 4096, 4864};
 #define N_BLOCK (sizeof block_sizes / sizeof block_sizes[0])
-/* Multiples of QK_K, the K-quant super-block: 1, 2, 8 and 19 super-blocks. */
-static const size_t kquant_sizes[] = {256, 512, 2048, 4864};
+/* Multiples of QK_K, the K-quant super-block: 1, 2, 8, 19, 69 (the widest rows in panels) and 70 (the
+ * narrowest taking direct tiles) super-blocks. */
+static const size_t kquant_sizes[] = {256, 512, 2048, 4864, 69 * QK_K, 70 * QK_K};
 #define N_KQUANT (sizeof kquant_sizes / sizeof kquant_sizes[0])
 
 /* ---- helpers ----------------------------------------------------------------------------------- */
@@ -712,9 +713,9 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
                                GGML_TYPE_Q6_K};
     const uint32_t rows[] = {1, 2, 3, 5, 17};
     const uint32_t outs[] = {1, 3, 5, 9};
-    /* 1, 3, 13, 17, 24 blocks: tails after groups of 8; 257 blocks: the widest rows packed, 264 the
-     * narrowest taking direct tiles at every row count */
-    const size_t ns[] = {32, 96, 416, 544, 768, 257 * QK, 264 * QK};
+    /* 1, 3, 13, 17, 24 blocks: tails after groups of 8; 552 blocks: the widest rows in panels, 553 the
+     * narrowest taking direct tiles at every row count (quant.c's PANEL_MAX_GROUPS) */
+    const size_t ns[] = {32, 96, 416, 544, 768, 552 * QK, 553 * QK};
     enum { LDY_PAD = 3 };                       /* outputs land in rows wider than n_out */
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
