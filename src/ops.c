@@ -106,7 +106,7 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p) {
 
 /* Query rows attended together: consecutive rows of one sequence share every key tile below their
  * positions, so each tile is read (and widened from f16) once for all of them. */
-#define ATTN_BLOCK_ROWS 16
+#define ATTN_BLOCK_ROWS 64
 
 /* Rows [r0, r0 + m) of one sequence at consecutive positions, one query head: online softmax over tiles
  * aligned to absolute positions. Each row goes through exactly the steps it would alone — its tiles, its
@@ -159,15 +159,15 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *pos, u
                 if (scores[j] > tile_max) tile_max = scores[j];
             }
             if (tile_max > running_max[i]) {
-                float correction = expf(running_max[i] - tile_max); /* expf(-inf) = 0 on the first tile */
+                float correction = running_max[i] - tile_max;
+                quant_exp(&correction, 1); /* e^-inf = 0 on the first tile */
                 for (uint32_t d = 0; d < head_dim; d++) a[d] *= correction;
                 denom[i] *= correction;
                 running_max[i] = tile_max;
             }
-            for (uint32_t j = 0; j < n; j++) {
-                scores[j] = expf(scores[j] - running_max[i]);
-                denom[i] += scores[j];
-            }
+            for (uint32_t j = 0; j < n; j++) scores[j] -= running_max[i];
+            quant_exp(scores, n);
+            for (uint32_t j = 0; j < n; j++) denom[i] += scores[j];
             if (kv->f16 && !widen)
                 quant_axpy_rows_f16(a, scores, (const uint16_t *)(kv->v + off) + head_off, stride, n, head_dim);
             else

@@ -1280,6 +1280,52 @@ void quant_matmul(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_
                                        q8 ? xq + r * (n / QK) : NULL, n);
 }
 
+/* quant_exp's constants: the split of ln 2 (hi has 9 significant bits, so k·hi is exact), 1/i!. */
+#define EXP_LOG2E 1.44269504f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+#define EXP_MAX 88.0f
+#define EXP_MIN -87.33654f
+static const float exp_coef[7] = {1.0f, 1.0f, 0.5f, 0.166666672f, 0.0416666679f, 0.00833333377f, 0.00138888892f};
+
+static float exp1(float x) {
+    if (x != x) return x + 0.0f; /* quiet NaN, as the SIMD path's arithmetic leaves it */
+    if (x > EXP_MAX) return INFINITY;
+    if (x < EXP_MIN) return 0.0f;
+    const float k = nearbyintf(x * EXP_LOG2E);
+    float r = fmaf(k, -EXP_LN2_HI, x);
+    r = fmaf(k, -EXP_LN2_LO, r);
+    float p = exp_coef[6];
+    for (int i = 5; i >= 0; i--) p = fmaf(p, r, exp_coef[i]);
+    return p * f32_from_bits((uint32_t)((int32_t)k + 127) << 23);
+}
+
+void quant_exp_scalar(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = exp1(x[i]);
+}
+
+void quant_exp(float *x, size_t n) {
+    size_t i = 0;
+#if QUANT_AVX2
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 k =
+            _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-EXP_LN2_HI), v);
+        r = _mm256_fmadd_ps(k, _mm256_set1_ps(-EXP_LN2_LO), r);
+        __m256 p = _mm256_set1_ps(exp_coef[6]);
+        for (int c = 5; c >= 0; c--) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_coef[c]));
+        /* lanes out of range hold garbage scales here; the blends below replace them */
+        const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+        __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+        e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(v, _mm256_set1_ps(EXP_MIN), _CMP_LT_OQ));
+        e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(v, _mm256_set1_ps(EXP_MAX), _CMP_GT_OQ));
+        _mm256_storeu_ps(x + i, e);
+    }
+#endif
+    for (; i < n; i++) x[i] = exp1(x[i]);
+}
+
 void quant_axpy_f32(float *y, float a, const float *x, size_t n) {
     size_t i = 0;
 #if QUANT_AVX2

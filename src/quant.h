@@ -158,6 +158,14 @@ void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const f
 void quant_axpy_rows_f16(float *y, const float *a, const uint16_t *rows, size_t stride, size_t n_rows, size_t n);
 void quant_axpy_rows_f32(float *y, const float *a, const float *rows, size_t stride, size_t n_rows, size_t n);
 
+/* x[i] = e^x[i] for i < n, in place: one fixed sequence of IEEE operations, so the AVX2 path and the scalar
+ * twin give the same bits (libm's expf is neither vectorized nor pinned to a sequence). k = nearbyintf(x ·
+ * log2 e); r = x - k·ln2 in two fused steps (ln2 split hi + lo); p = Σ r^i/i! for i <= 6 by Horner with
+ * fused steps; result p · 2^k (2^k built from its bits). Relative error below 2^-22 (about 2 ulp). NaN
+ * comes back quiet; x > 88 gives +inf and x < -87.33654 gives +0 (e^x there is below FLT_MIN: flushed). */
+void quant_exp(float *x, size_t n);
+void quant_exp_scalar(float *x, size_t n);
+
 /* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits SIMD or scalar. */
 void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
 

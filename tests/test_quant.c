@@ -961,6 +961,38 @@ static void test_k_quant_dots_agree_with_a_double_reference(void **state) {
 
 /* ---- axpy -------------------------------------------------------------------------------------- */
 
+static void test_exp_simd_equals_scalar_and_is_within_2_ulp_of_libm(void **state) {
+    (void)state;
+    enum { N = 4099 }; /* not a multiple of 8: the scalar tail too */
+    uint64_t s = 21;
+    float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 88.0f, 88.5f, -87.33654f, -87.4f, -100.0f, INFINITY, -INFINITY,
+                             NAN, -NAN, 0.34657359f, -0.34657359f, 1e-8f, -1e-8f};
+    const size_t n_special = sizeof special / sizeof *special;
+    for (size_t i = 0; i < N; i++)
+        a[i] = i < n_special ? special[i] : (float)((rng_uniform(&s) - 0.75) * 200.0); /* mostly [-150, 50] */
+    memcpy(b, a, N * sizeof *b);
+    quant_exp(a, N);
+    quant_exp_scalar(b, N);
+    for (size_t i = 0; i < N; i++) assert_same_bits(a[i], b[i], "quant_exp", i);
+    assert_true(isnan(a[11]) && isnan(a[12]));                         /* NaN stays NaN */
+    assert_true(isinf(a[9]) && a[10] == 0.0f && a[8] == 0.0f && a[7] == 0.0f); /* +inf, -inf, below the range */
+    /* accuracy: a fresh grid against libm's double exp */
+    for (int k = -8733; k <= 8800; k++) {
+        float x = (float)k / 100.0f, e = x;
+        quant_exp(&e, 1);
+        double want = exp((double)x);
+        if (x > 88.0f) {
+            assert_true(isinf(e));
+            continue;
+        }
+        if (want < 1.1754944e-38) continue; /* flushed below FLT_MIN */
+        if (fabs(e - want) > want * 2.4e-7) fail_msg("quant_exp(%g) = %.9g, e^x = %.9g", (double)x, (double)e, want);
+    }
+    free(a);
+    free(b);
+}
+
 static void test_axpy_simd_matches_an_fmaf_loop(void **state) {
     (void)state;
     uint64_t s = 6;
@@ -1077,6 +1109,7 @@ int main(void) {
         cmocka_unit_test(test_dot_f16_f32_simd_matches_scalar),
         cmocka_unit_test(test_dots_agree_with_a_double_reference_on_dequantized_values),
         cmocka_unit_test(test_k_quant_dots_agree_with_a_double_reference),
+        cmocka_unit_test(test_exp_simd_equals_scalar_and_is_within_2_ulp_of_libm),
         cmocka_unit_test(test_axpy_simd_matches_an_fmaf_loop),
         cmocka_unit_test(test_dispatching_functions_from_two_threads_give_serial_bits),
         cmocka_unit_test(test_simd_path_is_reported_when_compiled_in),
