@@ -440,6 +440,27 @@ float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n) {
     return combine32(lane);
 }
 
+/* Attention score of row j (f16 or f32 elements, rows `stride` apart) with q (quant.h): 8 lanes, element i
+ * into lane i % 8. */
+static float score_scalar(const void *rows, bool f16, size_t j, size_t stride, const float *q, size_t n) {
+    float lane[BLOCK_LANES] = {0};
+    for (size_t i = 0; i < n; i++) {
+        const size_t e = j * stride + i;
+        const float k = f16 ? quant_f16_to_f32(((const uint16_t *)rows)[e]) : ((const float *)rows)[e];
+        lane[i % BLOCK_LANES] = fmaf(k, q[i], lane[i % BLOCK_LANES]);
+    }
+    return combine8(lane);
+}
+
+void quant_dot_rows_f16_scalar(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t n,
+                               float *out) {
+    for (size_t j = 0; j < n_rows; j++) out[j] = score_scalar(rows, true, j, stride, q, n);
+}
+
+void quant_dot_rows_f32_scalar(const float *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out) {
+    for (size_t j = 0; j < n_rows; j++) out[j] = score_scalar(rows, false, j, stride, q, n);
+}
+
 static float dot_bf16_f32_scalar(const uint16_t *a, const float *b, size_t n) {
     float lane[DOT_LANES] = {0};
     for (size_t i = 0; i < n; i++) lane[i % DOT_LANES] = fmaf(quant_bf16_to_f32(a[i]), b[i], lane[i % DOT_LANES]);
@@ -1347,24 +1368,71 @@ void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n) {
     for (; i < n; i++) y[i] = fmaf(a, quant_f16_to_f32(x[i]), y[i]);
 }
 
-void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out) {
-    for (size_t j = 0; j < n_rows; j++) {
 #if QUANT_AVX2
-        out[j] = dot_widened(WIDEN_F16, rows + j * stride, q, n);
-#else
-        out[j] = quant_dot_f16_f32_scalar(rows + j * stride, q, n);
-#endif
+/* out[k] = the combine of acc[k]'s 8 lanes, ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)), for 8 keys at once: every
+ * add is one of that tree's, only 8 at a time. */
+static inline __m256 combine8x8(const __m256 acc[8]) {
+    __m256 m[4]; /* key k | key k+4: (l0+l4, l1+l5, l2+l6, l3+l7) */
+    for (int k = 0; k < 4; k++)
+        m[k] = _mm256_add_ps(_mm256_permute2f128_ps(acc[k], acc[k + 4], 0x20),
+                             _mm256_permute2f128_ps(acc[k], acc[k + 4], 0x31));
+    __m256 w[2]; /* keys 2h, 2h+1 | 2h+4, 2h+5: ((l0+l4)+(l2+l6), (l1+l5)+(l3+l7)) each */
+    for (int h = 0; h < 2; h++)
+        w[h] = _mm256_add_ps(_mm256_shuffle_ps(m[2 * h], m[2 * h + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(m[2 * h], m[2 * h + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Scores of K keys (K <= 8, known at compile time) against q: the 8-element chunks of q are loaded once for
+ * all K keys, whose chains run side by side; elements past the last full chunk go to the spilled lanes. */
+static inline __attribute__((always_inline)) void score_keys(widen_kind kind, const void *rows, size_t stride,
+                                                              int K, const float *q, size_t n, float *out) {
+    __m256 acc[8];
+    for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 qi = _mm256_loadu_ps(q + i);
+        for (int k = 0; k < K; k++) acc[k] = _mm256_fmadd_ps(load8_widened(kind, rows, k * stride + i), qi, acc[k]);
     }
+    if (i < n)
+        for (int k = 0; k < K; k++) {
+            float lane[BLOCK_LANES];
+            _mm256_storeu_ps(lane, acc[k]);
+            for (size_t t = i; t < n; t++)
+                lane[t % BLOCK_LANES] = fmaf(load1_widened(kind, rows, k * stride + t), q[t], lane[t % BLOCK_LANES]);
+            acc[k] = _mm256_loadu_ps(lane);
+        }
+    if (K == 8) {
+        _mm256_storeu_ps(out, combine8x8(acc));
+        return;
+    }
+    for (int k = 0; k < K; k++) out[k] = hsum8(acc[k]);
+}
+
+static void score_rows(widen_kind kind, const void *rows, size_t stride, size_t n_rows, const float *q, size_t n,
+                       float *out) {
+    const size_t esize = kind == WIDEN_F32 ? sizeof(float) : sizeof(uint16_t);
+    size_t j = 0;
+    for (; j + 8 <= n_rows; j += 8) score_keys(kind, (const uint8_t *)rows + j * stride * esize, stride, 8, q, n, out + j);
+    for (; j < n_rows; j++) score_keys(kind, (const uint8_t *)rows + j * stride * esize, stride, 1, q, n, out + j);
+}
+#endif
+
+void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out) {
+#if QUANT_AVX2
+    score_rows(WIDEN_F16, rows, stride, n_rows, q, n, out);
+#else
+    quant_dot_rows_f16_scalar(rows, stride, n_rows, q, n, out);
+#endif
 }
 
 void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out) {
-    for (size_t j = 0; j < n_rows; j++) {
 #if QUANT_AVX2
-        out[j] = dot_widened(WIDEN_F32, rows + j * stride, q, n);
+    score_rows(WIDEN_F32, rows, stride, n_rows, q, n, out);
 #else
-        out[j] = quant_dot_f32_scalar(rows + j * stride, q, n);
+    quant_dot_rows_f32_scalar(rows, stride, n_rows, q, n, out);
 #endif
-    }
 }
 
 /* Each y[i] sees fmaf(a[j], row_j[i], y[i]) for j in order, as n_rows axpy calls would do; only the

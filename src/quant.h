@@ -31,6 +31,9 @@
  *   Q6_K: s_b = sc[2k] · Σ_{i<16} (q[i]-32) · x_q[i] + sc[2k+1] · Σ_{i>=16} (q[i]-32) · x_q[i], exact, and
  *   lane k = fmaf(d * d_x[b], (float)s_b, lane). Every integer here stays below 2^24, so its conversion
  *   to float is exact.
+ * - Attention scores (quant_dot_rows_*, key row k · query q): 8 lanes; element i is accumulated into lane i % 8
+ *   with a fused multiply-add, lanes start at +0.0f and combine as the Q8_0 lanes do. (Eight lanes rather than
+ *   32: with head_dim 64 this is 8 chains of 8, and 8 keys' chains run side by side with q loaded once.)
  * - Activation quantization to Q8_0 (quant_row_q8): per block of 32, amax = max |x|, d = amax / 127,
  *   q = nearbyintf(clamp(x * (1/d), -127, 127)) (round half to even), d = 0 and q = 0 when amax = 0.
  *   Scale kept as float. Activation quants are therefore in [-127, 127], never -128: the weight dots
@@ -150,11 +153,15 @@ float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n);
 void quant_axpy_f32(float *y, float a, const float *x, size_t n);
 void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n);
 
-/* Attention over a tile of keys, rows `stride` elements apart: out[j] = quant_dot_f16_f32 (resp. quant_dot_f32)
- * of row j with q, and quant_axpy_f16 (resp. _f32) of y with a[j] and row j applied for j = 0, 1, .. n_rows-1
- * in turn — the same bits as those calls, without a call per row and with y held in registers. */
+/* Attention over a tile of keys, rows `stride` elements apart: out[j] = the score of row j with q in the
+ * attention order (above); and quant_axpy_f16 (resp. _f32) of y with a[j] and row j applied for j = 0, 1, ..
+ * n_rows-1 in turn — the same bits as those calls, without a call per row and with y held in registers. An
+ * f16 row and its exact f32 widening score the same bits. */
 void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out);
 void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out);
+void quant_dot_rows_f16_scalar(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t n,
+                               float *out);
+void quant_dot_rows_f32_scalar(const float *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out);
 void quant_axpy_rows_f16(float *y, const float *a, const uint16_t *rows, size_t stride, size_t n_rows, size_t n);
 void quant_axpy_rows_f32(float *y, const float *a, const float *rows, size_t stride, size_t n_rows, size_t n);
 

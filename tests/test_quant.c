@@ -774,11 +774,11 @@ static void test_matmul_layout_applied_twice_restores_the_rows(void **state) {
     free(x);
 }
 
-static void test_attention_tile_functions_equal_one_call_per_key(void **state) {
+static void test_attention_tile_functions_follow_the_order_and_equal_their_twins(void **state) {
     (void)state;
     uint64_t s = 11;
     const size_t ns[] = {1, 7, 64, 72, 100, 128, 136};
-    const size_t key_counts[] = {1, 5, 32};
+    const size_t key_counts[] = {1, 5, 8, 13, 32};
     for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
         for (size_t c = 0; c < sizeof key_counts / sizeof *key_counts; c++) {
             const size_t n = ns[k], n_keys = key_counts[c], stride = n + 5; /* rows inside wider KV rows */
@@ -788,11 +788,22 @@ static void test_attention_tile_functions_equal_one_call_per_key(void **state) {
             quant_f32_to_f16_row(rows, rows16, n_keys * stride);
             float got[32], want[32];
             quant_dot_rows_f16(rows16, stride, n_keys, q, n, got);
-            for (size_t j = 0; j < n_keys; j++) want[j] = quant_dot_f16_f32(rows16 + j * stride, q, n);
+            quant_dot_rows_f16_scalar(rows16, stride, n_keys, q, n, want);
             assert_memory_equal(got, want, n_keys * sizeof *got);
+            float *wide = malloc(n_keys * stride * sizeof *wide); /* an f16 row and its widening score alike */
+            quant_dequantize_row(GGML_TYPE_F16, rows16, wide, n_keys * stride);
+            quant_dot_rows_f32(wide, stride, n_keys, q, n, got);
+            assert_memory_equal(got, want, n_keys * sizeof *got);
+            free(wide);
             quant_dot_rows_f32(rows, stride, n_keys, q, n, got);
-            for (size_t j = 0; j < n_keys; j++) want[j] = quant_dot_f32(rows + j * stride, q, n);
+            quant_dot_rows_f32_scalar(rows, stride, n_keys, q, n, want);
             assert_memory_equal(got, want, n_keys * sizeof *got);
+            for (size_t j = 0; j < n_keys; j++) { /* the order of quant.h, spelled out */
+                float lane[8] = {0};
+                for (size_t i = 0; i < n; i++) lane[i % 8] = fmaf(rows[j * stride + i], q[i], lane[i % 8]);
+                const float v = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+                assert_same_bits(got[j], v, "attention score", n);
+            }
             float *ya = malloc(n * sizeof *ya), *yb = malloc(n * sizeof *yb);
             memcpy(ya, y0, n * sizeof *ya);
             memcpy(yb, y0, n * sizeof *yb);
@@ -1103,7 +1114,7 @@ int main(void) {
         cmocka_unit_test(test_dot_of_every_weight_type_simd_matches_scalar),
         cmocka_unit_test(test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_shapes),
         cmocka_unit_test(test_matmul_layout_applied_twice_restores_the_rows),
-        cmocka_unit_test(test_attention_tile_functions_equal_one_call_per_key),
+        cmocka_unit_test(test_attention_tile_functions_follow_the_order_and_equal_their_twins),
         cmocka_unit_test(test_activation_quants_never_reach_minus_128),
         cmocka_unit_test(test_integer_block_sums_are_exact_at_the_int8_extremes),
         cmocka_unit_test(test_dot_f16_f32_simd_matches_scalar),
