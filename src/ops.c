@@ -218,7 +218,14 @@ void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const o
 }
 
 void ops_swiglu(float *gate, const float *up, size_t n) {
-    for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    enum { CHUNK = 256 }; /* e^-gate a chunk at a time, through quant_exp's vector path */
+    float e[CHUNK];
+    for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
+        const size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        for (size_t i = 0; i < m; i++) e[i] = -gate[i0 + i];
+        quant_exp(e, m);
+        for (size_t i = 0; i < m; i++) gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
+    }
 }
 
 void ops_add(float *y, const float *x, size_t n) {

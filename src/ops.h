@@ -89,7 +89,7 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p);
 void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
                    uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out, int n_threads);
 
-/* gate[i] = silu(gate[i]) * up[i] over n elements. */
+/* gate[i] = silu(gate[i]) * up[i] over n elements, silu(g) = g / (1 + e^-g) with e^x from quant_exp. */
 void ops_swiglu(float *gate, const float *up, size_t n);
 
 /* y[i] += x[i] over n elements. */

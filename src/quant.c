@@ -949,8 +949,8 @@ static inline size_t group_bytes(ggml_type type) {
  * is not a multiple of 8 ends in a group padded on both sides with zero blocks of scale 0:
  * fmaf(+0, +0, lane) leaves a lane as it is, since a lane is never -0 (it starts at +0, and a rounded
  * sum is -0 only when both terms are). */
-#define PANEL_ROWS 4        /* activation rows of a register tile */
-#define PANEL_COLS 2        /* weight rows of a panel (and of a register tile): 4 x 2 measured best */
+#define PANEL_ROWS 4 /* activation rows of a register tile, at most */
+#define PANEL_COLS 2 /* weight rows of a panel (and of a register tile), at most */
 #define PANEL_MIN_ROWS 4    /* below, packing costs more than it saves: direct tiles */
 #define DIRECT_COPY_MAX_BLOCKS 256 /* direct tiles copy rows up to this wide to natural order on the stack */
 #define PANEL_X_BYTES (96 * 1024) /* activation side prepared at a time, on the stack */
@@ -1167,6 +1167,19 @@ static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, const xg
     }
 }
 
+/* The register tile of each type, R rows x C weight rows: 4 x 2 measured best for Q8_0 and Q4_0; Q6_K keeps
+ * two sums per output, so 2 x 2 keeps them in the 16 registers. */
+static void panel_shape(ggml_type type, int *R, int *C) {
+    switch (type) {
+    case GGML_TYPE_Q6_K:
+        *R = 2, *C = 2;
+        return;
+    default:
+        *R = 4, *C = 2;
+        return;
+    }
+}
+
 /* Groups of the widest row that takes panels (69, n <= 17664): one register tile of rows fits the buffer. */
 #define PANEL_MAX_GROUPS (PANEL_X_BYTES / (PANEL_ROWS * sizeof(xgroup)))
 
@@ -1178,15 +1191,17 @@ static void matmul_panels(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
     wgroup pk[PANEL_MAX_GROUPS * PANEL_COLS];
     xgroup xp[PANEL_X_BYTES / sizeof(xgroup)];
     /* as many whole register tiles of rows as the activation buffer holds */
+    int TR, TC;
+    panel_shape(type, &TR, &TC);
     const uint32_t chunk = (uint32_t)(PANEL_X_BYTES / (ng * sizeof(xgroup))) / PANEL_ROWS * PANEL_ROWS;
     for (uint32_t r0 = 0; r0 < n_rows; r0 += chunk) {
         const uint32_t rows = n_rows - r0 < chunk ? n_rows - r0 : chunk;
         prep_panel_rows(type, xq + (size_t)r0 * nb, nb, ng, rows, xp);
-        for (uint32_t o = 0; o < n_out; o += PANEL_COLS) {
-            const int C = n_out - o < PANEL_COLS ? (int)(n_out - o) : PANEL_COLS;
+        for (uint32_t o = 0; o < n_out; o += (uint32_t)TC) {
+            const int C = n_out - o < (uint32_t)TC ? (int)(n_out - o) : TC;
             pack_panel(type, w + o * w_row_bytes, w_row_bytes, C, nb, ng, pk);
-            for (uint32_t r = 0; r < rows; r += PANEL_ROWS) {
-                const int R = rows - r < PANEL_ROWS ? (int)(rows - r) : PANEL_ROWS;
+            for (uint32_t r = 0; r < rows; r += (uint32_t)TR) {
+                const int R = rows - r < (uint32_t)TR ? (int)(rows - r) : TR;
                 panel_dispatch(type, pk, ng, xp + (size_t)r * ng, R, C, y + (size_t)(r0 + r) * ldy + o, ldy);
             }
         }
