@@ -3,11 +3,28 @@
  * usage: flatkv_bench MODEL info
  *        flatkv_bench MODEL IDS THREADS prefill N
  *        flatkv_bench MODEL IDS THREADS decode N_PROMPT N_GEN
- * `info` prints the model's shape as JSON (the script derives ids and the roofline from it); the cases
- * print harness.h's JSON line. The context holds exactly the positions the case needs.
+ * `info` prints the model's shape and weight_bytes as JSON (the script derives ids and the roofline from
+ * it); the cases print harness.h's JSON line. The context holds exactly the positions the case needs.
  */
 #include "flatkv.h"
+#include "gguf.h"
 #include "harness.h"
+
+/* Bytes of the matrices one token streams through: every 2-D tensor but token_embd (only its rows for
+ * the ids are gathered) unless it is also the output matrix. Read from the file, so that mixes of types
+ * (q4_k_m) count each matrix at its own type. */
+static uint64_t weight_bytes(const char *path, fkv_error *err) {
+    gguf_file *f = gguf_open(path, err);
+    if (!f) return 0;
+    bool tied = !gguf_find_tensor(f, "output.weight");
+    uint64_t bytes = 0;
+    for (uint64_t t = 0; t < f->n_tensors; t++) {
+        const gguf_tensor *ti = &f->tensors[t];
+        if (ti->n_dims == 2 && (tied || !gguf_str_eq(ti->name, "token_embd.weight"))) bytes += ti->nbytes;
+    }
+    gguf_close(f);
+    return bytes;
+}
 
 static int print_info(const char *path) {
     fkv_error err;
@@ -17,10 +34,16 @@ static int print_info(const char *path) {
         return 1;
     }
     fkv_model_info mi = fkv_model_get_info(m);
-    printf("{\"n_vocab\":%u,\"dim\":%u,\"hidden\":%u,\"n_layers\":%u,\"n_heads\":%u,\"n_kv_heads\":%u,"
-           "\"head_dim\":%u}\n",
-           mi.n_vocab, mi.dim, mi.hidden, mi.n_layers, mi.n_heads, mi.n_kv_heads, mi.head_dim);
     fkv_model_free(m);
+    uint64_t bytes = weight_bytes(path, &err);
+    if (!bytes) {
+        fprintf(stderr, "flatkv_bench: %s\n", err.msg);
+        return 1;
+    }
+    printf("{\"n_vocab\":%u,\"dim\":%u,\"hidden\":%u,\"n_layers\":%u,\"n_heads\":%u,\"n_kv_heads\":%u,"
+           "\"head_dim\":%u,\"weight_bytes\":%llu}\n",
+           mi.n_vocab, mi.dim, mi.hidden, mi.n_layers, mi.n_heads, mi.n_kv_heads, mi.head_dim,
+           (unsigned long long)bytes);
     return 0;
 }
 

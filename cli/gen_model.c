@@ -7,13 +7,17 @@
 
 static const char HELP[] =
     "usage: flatkv gen-model --dim D --hidden H --layers L --heads NH [--kv-heads NKV] [--ctx C]\n"
-    "                        --vocab-from TOKENIZER.gguf [--type q8_0|q4_0|q4_k|q6_k|bf16|f16|f32] [--seed S] [--tied]\n"
+    "                        --vocab-from TOKENIZER.gguf [--type q8_0|q4_0|q4_k|q6_k|q4_k_m|bf16|f16|f32] [--seed S]\n"
+    "                        [--tied]\n"
     "                        [--arch llama|qwen2] [--rope-freqs]\n"
     "                        -o OUT.gguf\n"
     "\n"
     "Write a llama-architecture GGUF with deterministic random weights (same arguments, same bytes) and\n"
     "the tokenizer of TOKENIZER.gguf. For benchmarks and tests: compute cost does not depend on weights.\n"
     "  --kv-heads defaults to --heads; --ctx to 2048; --type to q8_0; --seed to 1.\n"
+    "  --type q4_k_m llama.cpp's Q4_K_M mix: Q6_K for the output matrix (token_embd when --tied) and for\n"
+    "                attn_v and ffn_down in llama.cpp's use_more_bits layers (first and last eighth, every\n"
+    "                third between), Q4_K for the rest; dim and hidden must be multiples of 256 (K-quant rows)\n"
     "  --tied        no output matrix: logits use the token embedding (as some models do)\n"
     "  --arch A      llama (default) or qwen2 (q/k/v biases, rotary pairs as halves)\n"
     "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n";
@@ -45,17 +49,21 @@ int cli_gen_model(int argc, char **argv) {
         case O_CTX: bad = cli_parse_u32(sub, "--ctx", optarg, 1, 1u << 24, &p.n_ctx); break;
         case O_VOCAB: p.vocab_from = optarg; break;
         case O_TYPE: {
-            static const struct { const char *name; ggml_type type; } types[] = {
-                {"f32", GGML_TYPE_F32}, {"f16", GGML_TYPE_F16}, {"bf16", GGML_TYPE_BF16},
-                {"q8_0", GGML_TYPE_Q8_0}, {"q4_0", GGML_TYPE_Q4_0},
-                {"q4_k", GGML_TYPE_Q4_K}, {"q6_k", GGML_TYPE_Q6_K}};
+            static const struct { const char *name; ggml_type type; genmodel_mix mix; } types[] = {
+                {"f32", GGML_TYPE_F32, GENMODEL_UNIFORM}, {"f16", GGML_TYPE_F16, GENMODEL_UNIFORM},
+                {"bf16", GGML_TYPE_BF16, GENMODEL_UNIFORM}, {"q8_0", GGML_TYPE_Q8_0, GENMODEL_UNIFORM},
+                {"q4_0", GGML_TYPE_Q4_0, GENMODEL_UNIFORM}, {"q4_k", GGML_TYPE_Q4_K, GENMODEL_UNIFORM},
+                {"q6_k", GGML_TYPE_Q6_K, GENMODEL_UNIFORM}, {"q4_k_m", GGML_TYPE_Q4_K, GENMODEL_Q4_K_M}};
             bad = 1;
             for (size_t i = 0; i < sizeof types / sizeof *types; i++)
                 if (!strcmp(optarg, types[i].name)) {
                     p.type = types[i].type;
+                    p.mix = types[i].mix;
                     bad = 0;
                 }
-            if (bad) cli_usage_error(sub, "--type must be q8_0, q4_0, q4_k, q6_k, bf16, f16 or f32, got '%s'", optarg);
+            if (bad)
+                cli_usage_error(sub, "--type must be q8_0, q4_0, q4_k, q6_k, q4_k_m, bf16, f16 or f32, got '%s'",
+                                optarg);
             break;
         }
         case O_SEED: bad = cli_parse_u64(sub, "--seed", optarg, &p.seed); break;

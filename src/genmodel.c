@@ -21,9 +21,34 @@ static float uniform(uint64_t key, uint64_t i) {
     return (float)((double)(splitmix64(key ^ splitmix64(i)) >> 40) / (double)(1ull << 23) - 1.0);
 }
 
-/* Add tensor `name` of n_out rows × n_in: center ± spread, converted to type. */
-static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name, ggml_type type, uint32_t n_in,
-                      uint32_t n_out, float center, float spread, fkv_error *err) {
+/* llama.cpp's use_more_bits: the first and last eighth of the layers, and every third layer between,
+ * are the ones whose attn_v and ffn_down matter most to quality. */
+static bool use_more_bits(uint32_t i, uint32_t n) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The type of matrix `name` (the mix rule of genmodel.h), read from the name as llama.cpp does. */
+static ggml_type matrix_type(const genmodel_params *p, const char *name) {
+    if (p->mix == GENMODEL_UNIFORM) return p->type;
+    unsigned layer;
+    char role[32];
+    bool output = !strcmp(name, "output.weight") || (p->tied && !strcmp(name, "token_embd.weight"));
+    bool more_bits = sscanf(name, "blk.%u.%31s", &layer, role) == 2 &&
+                     (!strcmp(role, "attn_v.weight") || !strcmp(role, "ffn_down.weight")) &&
+                     use_more_bits(layer, p->n_layers);
+    return output || more_bits ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K;
+}
+
+/* Add tensor `name`: a matrix of n_out rows × n_in (type from matrix_type), or an F32 vector of n_in when
+ * n_out is 0; center ± spread. */
+static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name, uint32_t n_in, uint32_t n_out,
+                      float center, float spread, fkv_error *err) {
+    ggml_type type = n_out ? matrix_type(p, name) : GGML_TYPE_F32;
+    uint32_t block, block_bytes;
+    ggml_type_geometry(type, &block, &block_bytes);
+    if (n_in % block)
+        return err_set(err, "gen-model: tensor '%s' has rows of %u elements, not a multiple of %s's block of %u",
+                       name, n_in, ggml_type_name(type), block);
     uint64_t key = splitmix64(p->seed) ^ XXH3_64bits(name, strlen(name));
     size_t row_bytes = ggml_row_size(type, n_in);
     float *row = malloc(sizeof(float) * n_in);
@@ -54,15 +79,13 @@ static int check_params(const genmodel_params *p, fkv_error *err) {
         return err_set(err, "gen-model: dim %u must split into %u heads of an even size", p->dim, p->n_heads);
     if (p->n_heads % p->n_kv_heads)
         return err_set(err, "gen-model: heads %u must be a multiple of kv-heads %u", p->n_heads, p->n_kv_heads);
-    uint32_t block, bytes;
-    if (!ggml_type_geometry(p->type, &block, &bytes) ||
+    if (p->mix != GENMODEL_UNIFORM && p->mix != GENMODEL_Q4_K_M)
+        return err_set(err, "gen-model: unknown type mix %d", (int)p->mix);
+    if (p->mix == GENMODEL_UNIFORM &&
         !(p->type == GGML_TYPE_F32 || p->type == GGML_TYPE_F16 || p->type == GGML_TYPE_BF16 ||
           p->type == GGML_TYPE_Q8_0 || p->type == GGML_TYPE_Q4_0 || p->type == GGML_TYPE_Q4_K ||
           p->type == GGML_TYPE_Q6_K))
         return err_set(err, "gen-model: type %s is not one flatkv computes", ggml_type_name(p->type));
-    if (p->dim % block || p->hidden % block)
-        return err_set(err, "gen-model: dim %u and hidden %u must be multiples of %u for type %s", p->dim,
-                       p->hidden, block, ggml_type_name(p->type));
     return 0;
 }
 
@@ -84,7 +107,7 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
     char name[128];
     const char *arch = p->arch ? p->arch : "llama";
     snprintf(name, sizeof name, "flatkv-gen %s d%u h%u l%u %s", arch, p->dim, p->hidden, p->n_layers,
-             ggml_type_name(p->type));
+             p->mix == GENMODEL_Q4_K_M ? "q4_k_m" : ggml_type_name(p->type));
     gguf_writer_set_str(w, "general.architecture", arch);
     gguf_writer_set_str(w, "general.name", name);
     char key[96];
@@ -102,26 +125,26 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
 
     const uint32_t head_dim = p->dim / p->n_heads, kv_dim = p->n_kv_heads * head_dim;
     const float s_dim = sqrtf(3.0f / (float)p->dim), s_hidden = sqrtf(3.0f / (float)p->hidden);
-    int rc = add_tensor(w, p, "token_embd.weight", p->type, p->dim, n_vocab, 0.0f, 1.0f, err) ||
-             add_tensor(w, p, "output_norm.weight", GGML_TYPE_F32, p->dim, 0, 1.0f, 0.1f, err) ||
-             (!p->tied && add_tensor(w, p, "output.weight", p->type, p->dim, n_vocab, 0.0f, s_dim, err)) ||
-             (p->rope_freqs && add_tensor(w, p, "rope_freqs.weight", GGML_TYPE_F32, head_dim / 2, 0, 4.0f, 3.0f, err));
+    int rc = add_tensor(w, p, "token_embd.weight", p->dim, n_vocab, 0.0f, 1.0f, err) ||
+             add_tensor(w, p, "output_norm.weight", p->dim, 0, 1.0f, 0.1f, err) ||
+             (!p->tied && add_tensor(w, p, "output.weight", p->dim, n_vocab, 0.0f, s_dim, err)) ||
+             (p->rope_freqs && add_tensor(w, p, "rope_freqs.weight", head_dim / 2, 0, 4.0f, 3.0f, err));
     const bool bias = p->arch && !strcmp(p->arch, "qwen2");
     for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
         char t[64];
 #define T(suffix) (snprintf(t, sizeof t, "blk.%u." suffix, l), t)
-        rc = add_tensor(w, p, T("attn_norm.weight"), GGML_TYPE_F32, p->dim, 0, 1.0f, 0.1f, err) ||
-             add_tensor(w, p, T("attn_q.weight"), p->type, p->dim, p->dim, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("attn_k.weight"), p->type, p->dim, kv_dim, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("attn_v.weight"), p->type, p->dim, kv_dim, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("attn_output.weight"), p->type, p->dim, p->dim, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("ffn_norm.weight"), GGML_TYPE_F32, p->dim, 0, 1.0f, 0.1f, err) ||
-             add_tensor(w, p, T("ffn_gate.weight"), p->type, p->dim, p->hidden, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("ffn_up.weight"), p->type, p->dim, p->hidden, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("ffn_down.weight"), p->type, p->hidden, p->dim, 0.0f, s_hidden, err) ||
-             (bias && (add_tensor(w, p, T("attn_q.bias"), GGML_TYPE_F32, p->dim, 0, 0.0f, 0.5f, err) ||
-                       add_tensor(w, p, T("attn_k.bias"), GGML_TYPE_F32, kv_dim, 0, 0.0f, 0.5f, err) ||
-                       add_tensor(w, p, T("attn_v.bias"), GGML_TYPE_F32, kv_dim, 0, 0.0f, 0.5f, err)));
+        rc = add_tensor(w, p, T("attn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
+             add_tensor(w, p, T("attn_q.weight"), p->dim, p->dim, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("attn_k.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("attn_output.weight"), p->dim, p->dim, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("ffn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
+             add_tensor(w, p, T("ffn_gate.weight"), p->dim, p->hidden, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("ffn_up.weight"), p->dim, p->hidden, 0.0f, s_dim, err) ||
+             add_tensor(w, p, T("ffn_down.weight"), p->hidden, p->dim, 0.0f, s_hidden, err) ||
+             (bias && (add_tensor(w, p, T("attn_q.bias"), p->dim, 0, 0.0f, 0.5f, err) ||
+                       add_tensor(w, p, T("attn_k.bias"), kv_dim, 0, 0.0f, 0.5f, err) ||
+                       add_tensor(w, p, T("attn_v.bias"), kv_dim, 0, 0.0f, 0.5f, err)));
 #undef T
     }
     if (!rc) rc = gguf_writer_write(w, path, err);

@@ -9,6 +9,16 @@
  * a counter-based generator keyed by (seed, tensor name, element index), not from call order.
  * Scale: matrices are uniform in ±sqrt(3/n_in) (unit variance preserved through a product), norms are
  * 1 ± 0.1, so activations stay finite through any number of layers.
+ *
+ * Types: norms, biases and rope_freqs are F32. Matrices are all `type` (GENMODEL_UNIFORM), or follow
+ * llama.cpp's Q4_K_M mix (GENMODEL_Q4_K_M, as llama_tensor_get_type picks it for llama and qwen2):
+ *   - output.weight, and token_embd.weight when tied (it is then the output matrix): Q6_K;
+ *   - blk.i.attn_v.weight and blk.i.ffn_down.weight: Q6_K where use_more_bits(i, n_layers), else Q4_K,
+ *     with use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2 (integer division);
+ *   - every other matrix (token_embd when untied, attn_q/k/output, ffn_gate/up): Q4_K.
+ * Every matrix's row length must be a multiple of its type's block (256 for K-quants): otherwise the
+ * write fails naming the tensor and its row length (llama.cpp would fall back to Q5_0/Q8_0 there; flatkv
+ * refuses rather than change the mix).
  */
 #ifndef FKV_GENMODEL_H
 #define FKV_GENMODEL_H
@@ -18,6 +28,12 @@
 
 #include "gguf.h"
 
+/* Which type each matrix gets (see "Types" above). */
+typedef enum {
+    GENMODEL_UNIFORM, /* every matrix is `type` */
+    GENMODEL_Q4_K_M,  /* llama.cpp's Q4_K_M mix of Q4_K and Q6_K; `type` is not used */
+} genmodel_mix;
+
 typedef struct {
     uint32_t dim;
     uint32_t hidden;
@@ -26,7 +42,8 @@ typedef struct {
     uint32_t n_kv_heads;
     uint32_t n_ctx;
     const char *vocab_from; /* a GGUF holding tokenizer.* metadata */
-    ggml_type type;         /* of the matrices (F32, F16, BF16, Q8_0, Q4_0); norms are always F32 */
+    ggml_type type;         /* of the matrices under GENMODEL_UNIFORM (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K) */
+    genmodel_mix mix;       /* GENMODEL_UNIFORM (0) unless set */
     bool tied;              /* no output.weight: the output matrix is token_embd */
     const char *arch;       /* "llama" (NULL) or "qwen2" (q/k/v biases, rotary pairs as halves) */
     bool rope_freqs;        /* write rope_freqs.weight (Llama-3.1-style per-dimension frequency divisors) */

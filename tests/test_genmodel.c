@@ -1,0 +1,167 @@
+/* gen-model's Q4_K_M mix: each matrix gets the type llama.cpp's Q4_K_M would give it (genmodel.h), the
+ * file loads and runs, the same parameters give the same bytes, and a row length K-quants cannot hold
+ * is refused with the tensor named. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flatkv.h"
+#include "genmodel.h"
+#include "gguf.h"
+#include "testutil.h"
+
+#define N_LAYERS 8
+
+/* use_more_bits(i, 8) written out: i < 1, i >= 7, or (i - 1) % 3 == 2, i.e. layers 0, 3, 6, 7. Listed,
+ * not computed, so that the test does not share a formula with the code it checks. */
+static const bool MORE_BITS[N_LAYERS] = {true, false, false, true, false, false, true, true};
+
+static genmodel_params q4_k_m_params(void) {
+    return (genmodel_params){.dim = 256, .hidden = 512, .n_layers = N_LAYERS, .n_heads = 4, .n_kv_heads = 2,
+                             .n_ctx = 256, .vocab_from = tu_shared("tokenizers/ggml-vocab-llama-spm.gguf"),
+                             .mix = GENMODEL_Q4_K_M, .seed = 11};
+}
+
+static const char *write_model(const genmodel_params *p) {
+    const char *path = tu_tmp_path(".gguf");
+    fkv_error err = {{0}};
+    if (genmodel_write(p, path, &err)) fail_msg("%s", err.msg);
+    return path;
+}
+
+/* The type the rule of genmodel.h gives tensor `name`. */
+static ggml_type expected_type(const char *name, bool tied) {
+    unsigned layer;
+    char role[64];
+    if (!strcmp(name, "output.weight")) return GGML_TYPE_Q6_K;
+    if (!strcmp(name, "token_embd.weight")) return tied ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K;
+    assert_int_equal(sscanf(name, "blk.%u.%63s", &layer, role), 2);
+    assert_true(layer < N_LAYERS);
+    if (!strcmp(role, "attn_v.weight") || !strcmp(role, "ffn_down.weight"))
+        return MORE_BITS[layer] ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K;
+    return GGML_TYPE_Q4_K;
+}
+
+/* Checks every tensor of path against the rule; returns the number of matrices seen. */
+static int check_types(const char *path, bool tied) {
+    fkv_error err = {{0}};
+    gguf_file *f = gguf_open(path, &err);
+    if (!f) fail_msg("%s", err.msg);
+    int n_matrices = 0;
+    for (uint64_t t = 0; t < f->n_tensors; t++) {
+        const gguf_tensor *ti = &f->tensors[t];
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
+        ggml_type want = ti->n_dims == 1 ? GGML_TYPE_F32 : expected_type(name, tied);
+        if (ti->type != want)
+            fail_msg("%s: type %s, want %s", name, ggml_type_name(ti->type), ggml_type_name(want));
+        n_matrices += ti->n_dims == 2;
+    }
+    gguf_close(f);
+    return n_matrices;
+}
+
+static void test_q4_k_m_gives_q6_k_to_output_and_to_attn_v_and_ffn_down_of_use_more_bits_layers(void **state) {
+    (void)state;
+    genmodel_params p = q4_k_m_params();
+    const char *path = write_model(&p);
+    /* token_embd, output, and 7 matrices per layer. */
+    assert_int_equal(check_types(path, false), 2 + 7 * N_LAYERS);
+    remove(path);
+}
+
+/* A tied model's token_embd is its output matrix, so llama.cpp gives it the output's type. */
+static void test_q4_k_m_gives_q6_k_to_a_tied_token_embedding(void **state) {
+    (void)state;
+    genmodel_params p = q4_k_m_params();
+    p.tied = true;
+    const char *path = write_model(&p);
+    assert_int_equal(check_types(path, true), 1 + 7 * N_LAYERS);
+    remove(path);
+}
+
+static void test_a_q4_k_m_model_loads_and_gives_finite_logits(void **state) {
+    (void)state;
+    genmodel_params p = q4_k_m_params();
+    const char *path = write_model(&p);
+    fkv_error err = {{0}};
+    fkv_model *m = fkv_model_load(path, &err);
+    if (!m) fail_msg("%s", err.msg);
+    remove(path); /* the mapping stays valid */
+    uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
+    fkv_ctx_params cp = fkv_ctx_default_params();
+    cp.n_ctx = 64;
+    fkv_ctx *ctx = fkv_ctx_new(m, &cp, &err);
+    if (!ctx) fail_msg("%s", err.msg);
+    const char *text = "The quick brown fox jumps over the lazy dog.";
+    int32_t ids[64];
+    int n = fkv_tokenize(m, text, strlen(text), true, false, ids, 64, &err);
+    assert_true(n > 4 && n < 64);
+    float *logits = malloc(sizeof(float) * n_vocab * 2);
+    if (fkv_eval(ctx, ids, (uint32_t)n, 0, 2, logits, &err)) fail_msg("%s", err.msg);
+    double sum_sq = 0;
+    for (uint32_t i = 0; i < 2 * n_vocab; i++) {
+        assert_true(isfinite(logits[i]));
+        sum_sq += (double)logits[i] * logits[i];
+    }
+    assert_true(sum_sq > 0); /* not all zeros: the weights were read */
+    free(logits);
+    fkv_ctx_free(ctx);
+    fkv_model_free(m);
+}
+
+static void test_q4_k_m_files_are_byte_identical_for_the_same_parameters(void **state) {
+    (void)state;
+    genmodel_params p = q4_k_m_params();
+    char first[4096];
+    snprintf(first, sizeof first, "%s", write_model(&p));
+    const char *second = write_model(&p);
+    size_t n1, n2;
+    char *a = tu_read_file(first, &n1), *b = tu_read_file(second, &n2);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(a, b, n1);
+    free(a);
+    free(b);
+    remove(first);
+    remove(second);
+}
+
+/* llama.cpp would quietly fall back to Q5_0/Q8_0 for such a tensor; the generator refuses instead. */
+static void expect_refused(uint32_t dim, uint32_t hidden, const char *tensor, const char *row_length) {
+    genmodel_params p = q4_k_m_params();
+    p.dim = dim;
+    p.hidden = hidden;
+    const char *path = tu_tmp_path(".gguf");
+    fkv_error err = {{0}};
+    assert_int_equal(genmodel_write(&p, path, &err), -1);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, tensor));
+    assert_non_null(strstr(err.msg, row_length));
+    assert_null(tu_read_file(path, NULL)); /* nothing written */
+}
+
+static void test_q4_k_m_refuses_rows_that_are_not_whole_256_blocks_naming_the_tensor(void **state) {
+    (void)state;
+    expect_refused(384, 512, "'token_embd.weight'", "rows of 384 elements");
+    expect_refused(256, 640, "'blk.0.ffn_down.weight'", "rows of 640 elements");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_q4_k_m_gives_q6_k_to_output_and_to_attn_v_and_ffn_down_of_use_more_bits_layers),
+        cmocka_unit_test(test_q4_k_m_gives_q6_k_to_a_tied_token_embedding),
+        cmocka_unit_test(test_a_q4_k_m_model_loads_and_gives_finite_logits),
+        cmocka_unit_test(test_q4_k_m_files_are_byte_identical_for_the_same_parameters),
+        cmocka_unit_test(test_q4_k_m_refuses_rows_that_are_not_whole_256_blocks_naming_the_tensor),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
