@@ -122,9 +122,8 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         ops_rmsnorm(c->x + (size_t)r0 * dim, L->attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
         quantize_rows(c->xb, r0, r1, dim, c->xq, qkv_q8);
 #pragma omp barrier
-        ops_matmul(&L->wq, c->xb, c->xq, n, c->q, c->n_threads);
-        ops_matmul(&L->wk, c->xb, c->xq, n, c->k, c->n_threads);
-        ops_matmul(&L->wv, c->xb, c->xq, n, c->v, c->n_threads);
+        ops_matmuls((const ops_product[]){{&L->wq, c->q}, {&L->wk, c->k}, {&L->wv, c->v}}, 3, c->xb, c->xq, n,
+                    c->n_threads);
         for (uint32_t r = r0; L->bq && r < r1; r++) { /* qwen2's biases */
             ops_add(c->q + (size_t)r * q_dim, L->bq, q_dim);
             ops_add(c->k + (size_t)r * kv_dim, L->bk, kv_dim);
@@ -149,8 +148,7 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         ops_rmsnorm(c->x + (size_t)r0 * dim, L->ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
         quantize_rows(c->xb, r0, r1, dim, c->xq, ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up));
 #pragma omp barrier
-        ops_matmul(&L->w_gate, c->xb, c->xq, n, c->hb, c->n_threads);
-        ops_matmul(&L->w_up, c->xb, c->xq, n, c->hb2, c->n_threads);
+        ops_matmuls((const ops_product[]){{&L->w_gate, c->hb}, {&L->w_up, c->hb2}}, 2, c->xb, c->xq, n, c->n_threads);
         ops_swiglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
         quantize_rows(c->hb, r0, r1, hidden, c->xq, ops_matrix_wants_q8(&L->w_down));
 #pragma omp barrier

@@ -13,28 +13,53 @@ bool ops_matrix_wants_q8(const ops_matrix *w) {
            w->type == GGML_TYPE_Q6_K;
 }
 
-/* Thread t of nt takes output rows [split(t), split(t+1)): contiguous, so each thread streams its own
- * part of the weights once per call. */
-static uint32_t split(uint32_t n, int t, int nt) { return (uint32_t)((uint64_t)n * (uint32_t)t / (uint32_t)nt); }
+/* A product shared by a team is cut into items of whole multiples of 64 outputs, about 16 per matrix. Items
+ * are taken dynamically, so a thread that something else on its core slows down does less of the work
+ * instead of making the other wait at the barrier; 64 outputs at least keep the per-call preparation of the
+ * activation rows (quant_matmul) near 1% of an item's work. */
+#define MATMUL_ITEM_MIN 64
+#define MATMUL_ITEMS 16
 
-/* This thread's share of a matmul: output rows [split(t), split(t+1)). */
-static void matmul_share(const ops_matrix *w, const float *x, const block_q8_act *xq, uint32_t n_rows, float *y) {
-    int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    uint32_t o0 = split(w->n_out, t, nt), o1 = split(w->n_out, t + 1, nt);
-    quant_matmul(w->type, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, n_rows, w->n_in, y + o0,
-                 w->n_out);
+static uint32_t item_outputs(const ops_matrix *w) {
+    uint32_t per = (w->n_out + MATMUL_ITEMS - 1) / MATMUL_ITEMS;
+    return (per + MATMUL_ITEM_MIN - 1) / MATMUL_ITEM_MIN * MATMUL_ITEM_MIN;
+}
+
+static uint32_t items_of(const ops_matrix *w) { return (w->n_out + item_outputs(w) - 1) / item_outputs(w); }
+
+/* This thread's items of the products: a work-sharing loop over all their items, no barrier. */
+static void matmul_items(const ops_product *p, int n_products, const float *x, const block_q8_act *xq,
+                         uint32_t n_rows) {
+    uint32_t n_items = 0;
+    for (int i = 0; i < n_products; i++) n_items += items_of(p[i].w);
+#pragma omp for schedule(dynamic, 1) nowait
+    for (uint32_t item = 0; item < n_items; item++) {
+        int i = 0;
+        uint32_t k = item; /* the item's index within product i */
+        while (k >= items_of(p[i].w)) k -= items_of(p[i++].w);
+        const ops_matrix *w = p[i].w;
+        const uint32_t o0 = k * item_outputs(w), o1 = o0 + item_outputs(w) < w->n_out ? o0 + item_outputs(w) : w->n_out;
+        quant_matmul(w->type, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, n_rows, w->n_in,
+                     p[i].y + o0, w->n_out);
+    }
+}
+
+void ops_matmuls(const ops_product *p, int n_products, const float *x, const block_q8_act *xq, uint32_t n_rows,
+                 int n_threads) {
+    if (omp_in_parallel()) {
+        matmul_items(p, n_products, x, xq, n_rows);
+#pragma omp barrier
+        return;
+    }
+    uint64_t work = 0;
+    for (int i = 0; i < n_products; i++) work += (uint64_t)n_rows * p[i].w->n_out * p[i].w->n_in;
+#pragma omp parallel num_threads(n_threads) if (work >= PARALLEL_MIN_WORK)
+    matmul_items(p, n_products, x, xq, n_rows);
 }
 
 void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, uint32_t n_rows, float *y,
                 int n_threads) {
-    if (omp_in_parallel()) {
-        matmul_share(w, x, xq, n_rows, y);
-#pragma omp barrier
-        return;
-    }
-    const bool wide = (uint64_t)n_rows * w->n_out * w->n_in >= PARALLEL_MIN_WORK;
-#pragma omp parallel num_threads(n_threads) if (wide)
-    matmul_share(w, x, xq, n_rows, y);
+    ops_matmuls(&(ops_product){w, y}, 1, x, xq, n_rows, n_threads);
 }
 
 /* Rows of a quantization, shared by the team running it (a work-sharing loop). */

@@ -4,7 +4,7 @@
  * threads meet data, so they are where row invariance (DESIGN.md §1) is won or lost.
  *
  * INVARIANT: each output element is computed by exactly one thread, by one call of a quant.h kernel
- * whose reduction order is fixed; threads split output rows/columns, never a reduction. So a row's
+ * whose reduction order is fixed; threads split output rows/columns (taken dynamically), never a reduction. So a row's
  * result is the same whatever n_rows, n_threads, or the other rows in the call. Attention for the query
  * at absolute position p walks keys 0..p in tiles of OPS_ATTN_TILE aligned to absolute positions, with
  * one online-softmax schedule that depends on p alone — prefill and decode run the same code.
@@ -48,6 +48,17 @@ bool ops_matrix_wants_q8(const ops_matrix *w);
  * ignored). */
 void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, uint32_t n_rows, float *y,
                 int n_threads);
+
+/* One of several products of the same rows (q, k and v; gate and up): y = W · x as in ops_matmul. */
+typedef struct {
+    const ops_matrix *w;
+    float *y;
+} ops_product;
+
+/* The n_products products of x (and xq) computed as one piece of work: threads share all their outputs and
+ * meet once, at the end. The matrices must have the same n_in. */
+void ops_matmuls(const ops_product *p, int n_products, const float *x, const block_q8_act *xq, uint32_t n_rows,
+                 int n_threads);
 
 /* Rows of x quantized for ops_matmul: xq[r] = quant_row_q8(x[r]), in quant_matmul_layout. */
 void ops_quantize_rows(const float *x, uint32_t n_rows, uint32_t n, block_q8_act *xq, int n_threads);

@@ -669,13 +669,6 @@ static inline __m256i hsum8_epi32x8(const __m256i s[8]) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-static inline int32_t hsum_epi32(__m256i v) {
-    __m128i w = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    w = _mm_add_epi32(w, _mm_shuffle_epi32(w, _MM_SHUFFLE(1, 0, 3, 2)));
-    w = _mm_add_epi32(w, _mm_shuffle_epi32(w, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(w);
-}
-
 /* r[j] element k ← r[k] element j (32-bit elements): an involution. On the 32 quants of 8 blocks it
  * turns "register k = block k" into "register j = quants 4j..4j+3 of every block, block k in element k",
  * the layout in which a vertical integer sum of 8 registers is 8 block sums, no horizontal step. */
@@ -704,13 +697,18 @@ static inline void load_group_x(const block_q8_act *x, __m256i r[8]) {
     transpose8_epi32(r);
 }
 
-/* Element k: the exact integer sum of weight block k against activation block k, k < 8 (for Q4_0 before
- * the offset correction). Activation block k: x[k] when in natural order (loads the compiler folds into
- * the multiplies), else the registers xr[k]. */
+/* Element k: the exact integer sum of weight block k against activation block k, k < t <= 8 (for Q4_0 before
+ * the offset correction); 0 for k >= t (a row's last, partial group: nothing past its end is read).
+ * Activation block k: x[k] when in natural order (loads the compiler folds into the multiplies), else the
+ * registers xr[k]. */
 static inline __m256i group_sums(ggml_type type, const uint8_t *w, const block_q8_act *x, bool interleaved,
-                                 const __m256i xr[8]) {
+                                 const __m256i xr[8], int t) {
     __m256i s[BLOCK_LANES];
     for (int k = 0; k < BLOCK_LANES; k++) {
+        if (k >= t) {
+            s[k] = _mm256_setzero_si256();
+            continue;
+        }
         __m256i xk = interleaved ? xr[k] : _mm256_loadu_si256((const __m256i *)x[k].qs);
         s[k] = type == GGML_TYPE_Q4_0
                    ? block_nibble_sums_q4_0(block_nibbles_q4_0((const block_q4_0 *)w + k), xk)
@@ -721,19 +719,12 @@ static inline __m256i group_sums(ggml_type type, const uint8_t *w, const block_q
 
 /* Element k: 8·Σx over block k — the Q4_0 offset correction, shared by every weight row. Blocks as in
  * group_sums. */
-static inline __m256i group_xsum8(const block_q8_act *x, bool interleaved, const __m256i xr[8]) {
+static inline __m256i group_xsum8(const block_q8_act *x, bool interleaved, const __m256i xr[8], int t) {
     __m256i s[BLOCK_LANES];
     for (int k = 0; k < BLOCK_LANES; k++)
-        s[k] = block_xsums(interleaved ? xr[k] : _mm256_loadu_si256((const __m256i *)x[k].qs));
+        s[k] = k >= t ? _mm256_setzero_si256()
+                      : block_xsums(interleaved ? xr[k] : _mm256_loadu_si256((const __m256i *)x[k].qs));
     return _mm256_slli_epi32(hsum8_epi32x8(s), 3);
-}
-
-static inline int32_t block_sum(ggml_type type, const uint8_t *w, const block_q8_act *x) {
-    __m256i xq = _mm256_loadu_si256((const __m256i *)x->qs);
-    if (type == GGML_TYPE_Q4_0)
-        return hsum_epi32(block_nibble_sums_q4_0(block_nibbles_q4_0((const block_q4_0 *)w), xq)) -
-               8 * hsum_epi32(block_xsums(xq));
-    return hsum_epi32(block_sums_q8_0(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)w)->qs), xq));
 }
 
 static inline size_t block_bytes(ggml_type type) {
@@ -744,44 +735,55 @@ static inline uint16_t block_scale(ggml_type type, const uint8_t *w, size_t b) {
     return type == GGML_TYPE_Q4_0 ? ((const block_q4_0 *)w)[b].d : ((const block_q8_0 *)w)[b].d;
 }
 
-/* Scales of weight blocks 0..7 as f32. */
-static inline __m256 group_wscales(ggml_type type, const uint8_t *w) {
-    return _mm256_cvtph_ps(_mm_setr_epi16((short)block_scale(type, w, 0), (short)block_scale(type, w, 1),
-                                          (short)block_scale(type, w, 2), (short)block_scale(type, w, 3),
-                                          (short)block_scale(type, w, 4), (short)block_scale(type, w, 5),
-                                          (short)block_scale(type, w, 6), (short)block_scale(type, w, 7)));
+/* Scales of weight blocks 0..t-1 as f32, +0 for t..7 (built in registers: a store then a wide load would
+ * stall on forwarding). */
+#define WSCALE(k) (short)((k) < t ? block_scale(type, w, k) : 0)
+static inline __m256 group_wscales(ggml_type type, const uint8_t *w, int t) {
+    return _mm256_cvtph_ps(
+        _mm_setr_epi16(WSCALE(0), WSCALE(1), WSCALE(2), WSCALE(3), WSCALE(4), WSCALE(5), WSCALE(6), WSCALE(7)));
 }
+#undef WSCALE
 
-static inline __m256 group_xscales(const block_q8_act *x) {
-    return _mm256_setr_ps(x[0].d, x[1].d, x[2].d, x[3].d, x[4].d, x[5].d, x[6].d, x[7].d);
+/* Scales of activation blocks 0..t-1, +0 for t..7. */
+#define XSCALE(k) ((k) < t ? x[k].d : 0.0f)
+static inline __m256 group_xscales(const block_q8_act *x, int t) {
+    return _mm256_setr_ps(XSCALE(0), XSCALE(1), XSCALE(2), XSCALE(3), XSCALE(4), XSCALE(5), XSCALE(6), XSCALE(7));
 }
-
-/* Blocks nb - nb % 8 .. nb of one output, after the full groups in acc: the spilled lanes get the
- * scalar twin's fmaf, and the output its combine. Tail blocks are never interleaved. */
-static inline float finish_tail(ggml_type type, __m256 acc, const uint8_t *wr, const block_q8_act *xr, size_t b,
-                                size_t nb) {
-    if (b < nb) {
-        const size_t bb = block_bytes(type);
-        float lane[BLOCK_LANES];
-        _mm256_storeu_ps(lane, acc);
-        for (size_t t = b; t < nb; t++)
-            lane[t % BLOCK_LANES] = fmaf(quant_f16_to_f32(block_scale(type, wr, t)) * xr[t].d,
-                                         (float)block_sum(type, wr + t * bb, xr + t), lane[t % BLOCK_LANES]);
-        acc = _mm256_loadu_ps(lane);
-    }
-    return hsum8(acc);
-}
+#undef XSCALE
 
 /* Direct tiles, for few rows (decode): 2 × 4 measured best of 1..4 × 1..4 on the 110M shapes. */
 #define TILE_ROWS 2 /* activation rows of a register tile */
 #define TILE_COLS 4 /* weight rows of a register tile */
 
+/* One group of blocks of a register tile: acc[r][c] gets, in lane k < t, the fused step of block k of weight
+ * row c (rows w_row_bytes apart) against block k of activation row r (rows x_stride blocks apart, in
+ * quant_matmul's layout when `interleaved`). Lanes k >= t (a row's last, partial group) get fmaf(+0, +0, lane),
+ * which leaves a lane as it is: a lane is never -0 (it starts at +0, and a rounded sum is -0 only when both
+ * terms are). */
+static inline __attribute__((always_inline)) void tile_group(ggml_type type, const uint8_t *w, size_t w_row_bytes,
+                                                              const block_q8_act *x, size_t x_stride, bool interleaved,
+                                                              int t, int R, int C, __m256 acc[TILE_ROWS][TILE_COLS]) {
+    __m256 dw[TILE_COLS], dx[TILE_ROWS];
+    __m256i corr[TILE_ROWS], xr[TILE_ROWS][BLOCK_LANES];
+    for (int c = 0; c < C; c++) dw[c] = group_wscales(type, w + c * w_row_bytes, t);
+    for (int r = 0; r < R; r++) {
+        dx[r] = group_xscales(x + r * x_stride, t);
+        if (interleaved) load_group_x(x + r * x_stride, xr[r]);
+        if (type == GGML_TYPE_Q4_0) corr[r] = group_xsum8(x + r * x_stride, interleaved, interleaved ? xr[r] : NULL, t);
+    }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) {
+            __m256i s = group_sums(type, w + c * w_row_bytes, x + r * x_stride, interleaved, interleaved ? xr[r] : NULL, t);
+            if (type == GGML_TYPE_Q4_0) s = _mm256_sub_epi32(s, corr[r]);
+            acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], dx[r]), _mm256_cvtepi32_ps(s), acc[r][c]);
+        }
+}
+
 /* A register tile: y[r*ldy + c] = dot(weight row c, activation row r) for r < R, c < C, each with its
  * own 8-lane accumulator holding exactly the lanes of quant.h's block order — block b of every output
  * goes to lane b % 8, through the same multiply and fused multiply-add as the scalar twin — so the tile
- * shape changes which loads are shared, never an output's bits. Groups of 8 blocks run in registers;
- * the tail blocks go to the spilled lanes with the scalar twin's fmaf. x rows are nb blocks apart, their
- * full groups in quant_matmul's layout when `interleaved`. */
+ * shape changes which loads are shared, never an output's bits. x rows are nb blocks apart, their full
+ * groups in quant_matmul's layout when `interleaved` (tail blocks are always in natural order). */
 static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                                const block_q8_act *x, bool interleaved, size_t nb,
                                                                int R, int C, float *y, size_t ldy) {
@@ -789,26 +791,19 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
     __m256 acc[TILE_ROWS][TILE_COLS];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
-    size_t b = 0;
-    for (; b + BLOCK_LANES <= nb; b += BLOCK_LANES) {
-        __m256 dw[TILE_COLS], dx[TILE_ROWS];
-        __m256i corr[TILE_ROWS], xr[TILE_ROWS][BLOCK_LANES];
-        for (int c = 0; c < C; c++) dw[c] = group_wscales(type, w + c * w_row_bytes + b * bb);
-        for (int r = 0; r < R; r++) {
-            dx[r] = group_xscales(x + r * nb + b);
-            if (interleaved) load_group_x(x + r * nb + b, xr[r]);
-            if (type == GGML_TYPE_Q4_0) corr[r] = group_xsum8(x + r * nb + b, interleaved, xr[r]);
-        }
+    for (size_t b = 0; b < nb; b += BLOCK_LANES) {
+        const int t = nb - b < BLOCK_LANES ? (int)(nb - b) : BLOCK_LANES;
+        /* the same blocks of the next tile's rows (C rows on): their fetch from memory overlaps this work */
         for (int c = 0; c < C; c++)
-            for (int r = 0; r < R; r++) {
-                __m256i s = group_sums(type, w + c * w_row_bytes + b * bb, x + r * nb + b, interleaved, xr[r]);
-                if (type == GGML_TYPE_Q4_0) s = _mm256_sub_epi32(s, corr[r]);
-                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], dx[r]), _mm256_cvtepi32_ps(s), acc[r][c]);
-            }
+            for (size_t off = 0; off < (size_t)t * bb; off += 64)
+                _mm_prefetch((const char *)w + (size_t)(C + c) * w_row_bytes + b * bb + off, _MM_HINT_T0);
+        if (t == BLOCK_LANES)
+            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, interleaved, BLOCK_LANES, R, C, acc);
+        else /* tail blocks are in natural order */
+            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, false, t, R, C, acc);
     }
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++)
-            y[r * ldy + c] = finish_tail(type, acc[r][c], w + c * w_row_bytes, x + r * nb, b, nb);
+        for (int c = 0; c < C; c++) y[r * ldy + c] = hsum8(acc[r][c]);
 }
 
 static inline float dot_blocks(ggml_type type, const void *w, const block_q8_act *x, size_t nb) {
@@ -918,8 +913,8 @@ static float dot_kquant(ggml_type type, const void *w, const block_q8_act *x, bo
             load_group_x(xg, xr);
         else
             for (int k = 0; k < BLOCK_LANES; k++) xr[k] = _mm256_loadu_si256((const __m256i *)xg[k].qs);
-        acc = type == GGML_TYPE_Q4_K ? superblock_q4_K((const block_q4_K *)w + sb, xr, group_xscales(xg), acc)
-                                     : superblock_q6_K((const block_q6_K *)w + sb, xr, group_xscales(xg), acc);
+        acc = type == GGML_TYPE_Q4_K ? superblock_q4_K((const block_q4_K *)w + sb, xr, group_xscales(xg, BLOCK_LANES), acc)
+                                     : superblock_q6_K((const block_q6_K *)w + sb, xr, group_xscales(xg, BLOCK_LANES), acc);
     }
     return hsum8(acc);
 }
@@ -1225,9 +1220,12 @@ static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
         xq = natural;
     }
     if (is_kquant(type)) {
-        for (uint32_t o = 0; o < n_out; o++)
+        for (uint32_t o = 0; o < n_out; o++) {
+            for (size_t off = 0; off < w_row_bytes; off += 64) /* two rows ahead, as the direct tiles do */
+                _mm_prefetch((const char *)w + (o + 2) * w_row_bytes + off, _MM_HINT_T0);
             for (uint32_t r = 0; r < n_rows; r++)
                 y[r * ldy + o] = dot_kquant(type, w + o * w_row_bytes, xq + r * nb, !copy, nb / BLOCK_LANES);
+        }
         return;
     }
     for (uint32_t o = 0; o < n_out; o += TILE_COLS) {
