@@ -762,14 +762,17 @@ static inline __m256 group_xscales(const block_q8_act *x, int t) {
  * terms are). */
 static inline __attribute__((always_inline)) void tile_group(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                               const block_q8_act *x, size_t x_stride, bool interleaved,
-                                                              int t, int R, int C, __m256 acc[TILE_ROWS][TILE_COLS]) {
+                                                              int t, const __m256i *xsum8, size_t xsum8_stride, int R,
+                                                              int C, __m256 acc[TILE_ROWS][TILE_COLS]) {
     __m256 dw[TILE_COLS], dx[TILE_ROWS];
     __m256i corr[TILE_ROWS], xr[TILE_ROWS][BLOCK_LANES];
     for (int c = 0; c < C; c++) dw[c] = group_wscales(type, w + c * w_row_bytes, t);
     for (int r = 0; r < R; r++) {
         dx[r] = group_xscales(x + r * x_stride, t);
         if (interleaved) load_group_x(x + r * x_stride, xr[r]);
-        if (type == GGML_TYPE_Q4_0) corr[r] = group_xsum8(x + r * x_stride, interleaved, interleaved ? xr[r] : NULL, t);
+        if (type == GGML_TYPE_Q4_0)
+            corr[r] = xsum8 ? xsum8[r * xsum8_stride]
+                            : group_xsum8(x + r * x_stride, interleaved, interleaved ? xr[r] : NULL, t);
     }
     for (int c = 0; c < C; c++)
         for (int r = 0; r < R; r++) {
@@ -786,7 +789,9 @@ static inline __attribute__((always_inline)) void tile_group(ggml_type type, con
  * groups in quant_matmul's layout when `interleaved` (tail blocks are always in natural order). */
 static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                                const block_q8_act *x, bool interleaved, size_t nb,
-                                                               int R, int C, float *y, size_t ldy) {
+                                                               const __m256i *xsum8, int R, int C, float *y,
+                                                               size_t ldy) {
+    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
     const size_t bb = block_bytes(type);
     __m256 acc[TILE_ROWS][TILE_COLS];
     for (int r = 0; r < R; r++)
@@ -798,9 +803,11 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
             for (size_t off = 0; off < (size_t)t * bb; off += 64)
                 _mm_prefetch((const char *)w + (size_t)(C + c) * w_row_bytes + b * bb + off, _MM_HINT_T0);
         if (t == BLOCK_LANES)
-            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, interleaved, BLOCK_LANES, R, C, acc);
+            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, interleaved, BLOCK_LANES,
+                       xsum8 ? xsum8 + b / BLOCK_LANES : NULL, ng, R, C, acc);
         else /* tail blocks are in natural order */
-            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, false, t, R, C, acc);
+            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, false, t, xsum8 ? xsum8 + b / BLOCK_LANES : NULL, ng,
+                       R, C, acc);
     }
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) y[r * ldy + c] = hsum8(acc[r][c]);
@@ -808,23 +815,23 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
 
 static inline float dot_blocks(ggml_type type, const void *w, const block_q8_act *x, size_t nb) {
     float y;
-    tile_blocks(type, w, 0, x, false, nb, 1, 1, &y, 1);
+    tile_blocks(type, w, 0, x, false, nb, NULL, 1, 1, &y, 1);
     return y;
 }
 
 #define TILE_CASE(T, R, C)                                                                                     \
     case (R) * 8 + (C):                                                                                        \
         if (interleaved)                                                                                       \
-            tile_blocks(T, w, w_row_bytes, x, true, nb, R, C, y, ldy);                                         \
+            tile_blocks(T, w, w_row_bytes, x, true, nb, xsum8, R, C, y, ldy);                                  \
         else                                                                                                   \
-            tile_blocks(T, w, w_row_bytes, x, false, nb, R, C, y, ldy);                                        \
+            tile_blocks(T, w, w_row_bytes, x, false, nb, xsum8, R, C, y, ldy);                                 \
         return;
 #define TILE_CASES_C(T, C) TILE_CASE(T, 1, C) TILE_CASE(T, 2, C)
 #define TILE_CASES(T) TILE_CASES_C(T, 1) TILE_CASES_C(T, 2) TILE_CASES_C(T, 3) TILE_CASES_C(T, 4)
 
 /* One tile with R <= TILE_ROWS, C <= TILE_COLS known at compile time, so acc stays in registers. */
 static void tile_dispatch(ggml_type type, const uint8_t *w, size_t w_row_bytes, const block_q8_act *x,
-                          bool interleaved, size_t nb, int R, int C, float *y, size_t ldy) {
+                          bool interleaved, size_t nb, const __m256i *xsum8, int R, int C, float *y, size_t ldy) {
     if (type == GGML_TYPE_Q4_0) {
         switch (R * 8 + C) {
             TILE_CASES(GGML_TYPE_Q4_0)
@@ -1213,11 +1220,19 @@ static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
         return;
     }
     block_q8_act natural[(PANEL_MIN_ROWS - 1) * DIRECT_COPY_MAX_BLOCKS];
+    __m256i xsum8[(PANEL_MIN_ROWS - 1) * (DIRECT_COPY_MAX_BLOCKS / BLOCK_LANES)]; /* Q4_0's corrections, per group */
     const bool copy = n_rows < PANEL_MIN_ROWS && nb <= DIRECT_COPY_MAX_BLOCKS;
     if (copy) {
         memcpy(natural, xq, n_rows * nb * sizeof *xq);
         quant_matmul_layout(natural, n_rows, nb * QK);
         xq = natural;
+        const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+        for (uint32_t r = 0; type == GGML_TYPE_Q4_0 && r < n_rows; r++)
+            for (size_t g = 0; g < ng; g++) {
+                const size_t b = g * BLOCK_LANES;
+                xsum8[r * ng + g] =
+                    group_xsum8(xq + r * nb + b, false, NULL, nb - b < BLOCK_LANES ? (int)(nb - b) : BLOCK_LANES);
+            }
     }
     if (is_kquant(type)) {
         for (uint32_t o = 0; o < n_out; o++) {
@@ -1232,8 +1247,9 @@ static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
         int C = n_out - o < TILE_COLS ? (int)(n_out - o) : TILE_COLS;
         for (uint32_t r = 0; r < n_rows; r += TILE_ROWS) {
             int R = n_rows - r < TILE_ROWS ? (int)(n_rows - r) : TILE_ROWS;
-            tile_dispatch(type, w + o * w_row_bytes, w_row_bytes, xq + r * nb, !copy, nb, R, C, y + r * ldy + o,
-                          ldy);
+            tile_dispatch(type, w + o * w_row_bytes, w_row_bytes, xq + r * nb, !copy, nb,
+                          copy && type == GGML_TYPE_Q4_0 ? xsum8 + r * ((nb + BLOCK_LANES - 1) / BLOCK_LANES) : NULL, R,
+                          C, y + r * ldy + o, ldy);
         }
     }
 }
