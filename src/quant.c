@@ -980,6 +980,8 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
         for (int c = 0; c < C; c++) {
             const uint8_t *wg = w + c * w_row_bytes + g * gb;
             wgroup *p = &pk[g * C + c];
+            for (size_t off = 0; off < gb; off += 64) /* the next panel's group: its fetch overlaps this work */
+                _mm_prefetch((const char *)wg + (size_t)C * w_row_bytes + off, _MM_HINT_T0);
             if (type == GGML_TYPE_Q4_K) {
                 const block_q4_K *b = (const block_q4_K *)wg;
                 int32_t sc[8], m[8];
@@ -998,19 +1000,13 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
                 p->m = _mm256_setr_epi32(b->scales[1], b->scales[3], b->scales[5], b->scales[7], b->scales[9],
                                          b->scales[11], b->scales[13], b->scales[15]);
             } else {
-                const size_t t = nb - g * BLOCK_LANES < BLOCK_LANES ? nb - g * BLOCK_LANES : BLOCK_LANES;
-                uint16_t d[BLOCK_LANES] = {0};
-                for (size_t k = 0; k < BLOCK_LANES; k++) {
-                    if (k >= t) {
-                        p->q[k] = _mm256_setzero_si256();
-                        continue;
-                    }
-                    d[k] = block_scale(type, wg, k);
-                    p->q[k] = type == GGML_TYPE_Q4_0
+                const int t = nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
+                for (int k = 0; k < BLOCK_LANES; k++)
+                    p->q[k] = k >= t ? _mm256_setzero_si256()
+                              : type == GGML_TYPE_Q4_0
                                   ? block_nibbles_q4_0((const block_q4_0 *)wg + k)
                                   : _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wg + k)->qs);
-                }
-                p->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+                p->d = group_wscales(type, wg, t);
             }
             transpose8_epi32(p->q);
         }
@@ -1023,16 +1019,14 @@ static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, s
     for (uint32_t r = 0; r < n_rows; r++)
         for (size_t g = 0; g < ng; g++) {
             const block_q8_act *xg = xq + r * nb + g * BLOCK_LANES;
-            const size_t t = nb - g * BLOCK_LANES < BLOCK_LANES ? nb - g * BLOCK_LANES : BLOCK_LANES;
+            const int t = nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
             xgroup *p = &xp[r * ng + g];
             __m256i x[BLOCK_LANES];
-            float d[BLOCK_LANES] = {0};
-            for (size_t k = 0; k < t; k++) d[k] = xg[k].d;
-            p->d = _mm256_loadu_ps(d);
+            p->d = group_xscales(xg, t);
             if (t == BLOCK_LANES) {
                 for (int j = 0; j < BLOCK_LANES; j++) x[j] = _mm256_loadu_si256((const __m256i *)xg[j].qs);
             } else { /* tail blocks are stored in natural order (quant_matmul_layout) */
-                for (size_t k = 0; k < BLOCK_LANES; k++)
+                for (int k = 0; k < BLOCK_LANES; k++)
                     x[k] = k < t ? _mm256_loadu_si256((const __m256i *)xg[k].qs) : _mm256_setzero_si256();
                 transpose8_epi32(x);
             }
