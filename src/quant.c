@@ -690,6 +690,24 @@ static inline void transpose8_epi32(__m256i r[8]) {
     }
 }
 
+/* The half layout of a row's last group when it holds at most 4 blocks: from r[k] = block k (k < 4) in natural
+ * order, register j (j < 4) gets quants 4j..4j+3 of blocks 0..3 in its low 128 bits and quants 16+4j..16+4j+3 in
+ * its high 128 bits (a 4 × 4 transpose of 32-bit elements within each 128-bit lane), so 4 registers hold the
+ * group and an integer sum leaves block k's two halves in elements k and k+4 (half_fold joins them). */
+static inline void transpose4_epi32_lanes(__m256i r[4]) {
+    const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    r[0] = _mm256_unpacklo_epi64(t0, t2);
+    r[1] = _mm256_unpackhi_epi64(t0, t2);
+    r[2] = _mm256_unpacklo_epi64(t1, t3);
+    r[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* Elements k < 4: s[k] + s[k+4]; elements 4..7: 0. */
+static inline __m256i half_fold(__m256i s) {
+    return _mm256_add_epi32(_mm256_permute2x128_si256(s, s, 0x80), _mm256_permute2x128_si256(s, s, 0x81));
+}
+
 /* The quants of activation blocks x[0..8), stored in quant_matmul's layout, as registers in natural
  * order: block k in register k. */
 static inline void load_group_x(const block_q8_act *x, __m256i r[8]) {
@@ -950,7 +968,8 @@ static inline size_t group_bytes(ggml_type type) {
  * lane gets the scalar twin's float operations, so no tile shape changes a bit. A row whose block count
  * is not a multiple of 8 ends in a group padded on both sides with zero blocks of scale 0:
  * fmaf(+0, +0, lane) leaves a lane as it is, since a lane is never -0 (it starts at +0, and a rounded
- * sum is -0 only when both terms are). */
+ * sum is -0 only when both terms are). When that group holds at most 4 blocks (dim 896: 3 groups and 4
+ * blocks) it takes the half layout (transpose4_epi32_lanes): 4 registers instead of 8. */
 #define PANEL_ROWS 4 /* activation rows of a register tile, at most */
 #define PANEL_COLS 2 /* weight rows of a panel (and of a register tile), at most */
 #define PANEL_MIN_ROWS 4    /* below, packing costs more than it saves: direct tiles */
@@ -1007,6 +1026,10 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
                                   ? block_nibbles_q4_0((const block_q4_0 *)wg + k)
                                   : _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wg + k)->qs);
                 p->d = group_wscales(type, wg, t);
+                if (t <= BLOCK_LANES / 2) {
+                    transpose4_epi32_lanes(p->q);
+                    continue;
+                }
             }
             transpose8_epi32(p->q);
         }
@@ -1028,7 +1051,10 @@ static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, s
             } else { /* tail blocks are stored in natural order (quant_matmul_layout) */
                 for (int k = 0; k < BLOCK_LANES; k++)
                     x[k] = k < t ? _mm256_loadu_si256((const __m256i *)xg[k].qs) : _mm256_setzero_si256();
-                transpose8_epi32(x);
+                if (t <= BLOCK_LANES / 2)
+                    transpose4_epi32_lanes(x);
+                else
+                    transpose8_epi32(x);
             }
             for (int j = 0; j < BLOCK_LANES; j++) p->q[j] = x[j];
             if (type == GGML_TYPE_Q8_0) continue;
@@ -1042,6 +1068,7 @@ static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, s
                 p->sum_hi = _mm256_madd_epi16(hi, ones16);
             } else {
                 p->sum = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16);
+                if (t <= BLOCK_LANES / 2) p->sum = half_fold(p->sum);
             }
         }
 }
@@ -1052,7 +1079,8 @@ static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, s
 /* One register tile: y[r*ldy + c] for r < R, c < C over all ng groups (R, C known at compile time, so the
  * accumulators stay in registers). xp: activation row r's groups at xp + r * ng. */
 static inline __attribute__((always_inline)) void panel_tile(ggml_type type, const wgroup *pk, size_t ng,
-                                                              const xgroup *xp, int R, int C, float *y, size_t ldy) {
+                                                              bool half_last, const xgroup *xp, int R, int C, float *y,
+                                                              size_t ldy) {
     const __m256i ones16 = _mm256_set1_epi16(1);
     __m256 acc[PANEL_ROWS][PANEL_COLS];
     for (int r = 0; r < R; r++)
@@ -1061,12 +1089,14 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
         const wgroup *pg = pk + g * C;
         const xgroup *px[PANEL_ROWS];
         for (int r = 0; r < R; r++) px[r] = &xp[r * ng + g];
+        const bool half = half_last && g + 1 == ng; /* 4 registers: the half layout */
+        const int jn = half ? BLOCK_LANES / 2 : BLOCK_LANES;
         __m256i s[PANEL_ROWS][PANEL_COLS], h[PANEL_ROWS][PANEL_COLS];
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) s[r][c] = h[r][c] = _mm256_setzero_si256();
         if (type == GGML_TYPE_Q8_0) {
             _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
-            for (int j = 0; j < BLOCK_LANES; j++) {
+            for (int j = 0; j < jn; j++) {
                 __m256i xr[PANEL_ROWS];
                 for (int r = 0; r < R; r++) {
                     xr[r] = px[r]->q[j];
@@ -1103,7 +1133,7 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
             }
         } else { /* Q4_0, Q4_K: quants 0..15, all 8 pair sums (at most 8 · 2 · 15 · 127) in 16 bits */
             _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
-            for (int j = 0; j < BLOCK_LANES; j++) {
+            for (int j = 0; j < jn; j++) {
                 __m256i xr[PANEL_ROWS];
                 for (int r = 0; r < R; r++) {
                     xr[r] = px[r]->q[j];
@@ -1120,7 +1150,7 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
                 const wgroup *pw = &pg[c];
-                __m256i si = s[r][c];
+                __m256i si = half ? half_fold(s[r][c]) : s[r][c];
                 if (type == GGML_TYPE_Q4_0) si = _mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum, 3));
                 if (type == GGML_TYPE_Q4_K) si = _mm256_mullo_epi32(si, pw->sc);
                 if (type == GGML_TYPE_Q6_K)
@@ -1139,7 +1169,7 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
 
 #define PANEL_CASE(T, R, C)                                                                                    \
     case (R) * 8 + (C):                                                                                        \
-        panel_tile(T, pk, ng, xp, R, C, y, ldy);                                                               \
+        panel_tile(T, pk, ng, half_last, xp, R, C, y, ldy);                                                    \
         return;
 #define PANEL_CASES_R(T, R) PANEL_CASE(T, R, 1) PANEL_CASE(T, R, 2)
 #define PANEL_CASES(T) PANEL_CASES_R(T, 1) PANEL_CASES_R(T, 2) PANEL_CASES_R(T, 3) PANEL_CASES_R(T, 4)
@@ -1151,8 +1181,8 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
             return;                                                                                            \
         }
 
-static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, const xgroup *xp, int R, int C, float *y,
-                           size_t ldy) {
+static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, bool half_last, const xgroup *xp, int R, int C,
+                           float *y, size_t ldy) {
     switch (type) {
         PANEL_TYPE(GGML_TYPE_Q8_0)
         PANEL_TYPE(GGML_TYPE_Q4_0)
@@ -1198,7 +1228,8 @@ static void matmul_panels(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
             pack_panel(type, w + o * w_row_bytes, w_row_bytes, C, nb, ng, pk);
             for (uint32_t r = 0; r < rows; r += (uint32_t)TR) {
                 const int R = rows - r < (uint32_t)TR ? (int)(rows - r) : TR;
-                panel_dispatch(type, pk, ng, xp + (size_t)r * ng, R, C, y + (size_t)(r0 + r) * ldy + o, ldy);
+                panel_dispatch(type, pk, ng, nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2, xp + (size_t)r * ng, R,
+                               C, y + (size_t)(r0 + r) * ldy + o, ldy);
             }
         }
     }
