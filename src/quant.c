@@ -1094,22 +1094,7 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
         __m256i s[PANEL_ROWS][PANEL_COLS], h[PANEL_ROWS][PANEL_COLS];
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) s[r][c] = h[r][c] = _mm256_setzero_si256();
-        if (type == GGML_TYPE_Q8_0) {
-            _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
-            for (int j = 0; j < jn; j++) {
-                __m256i xr[PANEL_ROWS];
-                for (int r = 0; r < R; r++) {
-                    xr[r] = px[r]->q[j];
-                    PIN(xr[r]);
-                }
-                for (int c = 0; c < C; c++) {
-                    const __m256i wj = pg[c].q[j], aw = _mm256_abs_epi8(wj);
-                    for (int r = 0; r < R; r++)
-                        s[r][c] = _mm256_add_epi32(
-                            s[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xr[r], wj)), ones16));
-                }
-            }
-        } else if (type == GGML_TYPE_Q6_K) { /* quants 0..63: two pair sums (at most 2 · 63 · 127) per 16 bits */
+        if (type == GGML_TYPE_Q6_K) { /* quants 0..63: two pair sums (at most 2 · 63 · 127) per 16 bits */
             _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
             for (int j = 0; j < BLOCK_LANES; j += 2) {
                 __m256i xr[PANEL_ROWS], xr2[PANEL_ROWS];
@@ -1131,7 +1116,8 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
                     }
                 }
             }
-        } else { /* Q4_0, Q4_K: quants 0..15, all 8 pair sums (at most 8 · 2 · 15 · 127) in 16 bits */
+        } else { /* Q8_0: exact 32-bit sums; Q4_0, Q4_K: quants 0..15, all 8 pair sums (at most 8 · 2 · 15 · 127) in
+                  * 16 bits, widened once */
             _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
             for (int j = 0; j < jn; j++) {
                 __m256i xr[PANEL_ROWS];
@@ -1141,10 +1127,17 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
                 }
                 for (int c = 0; c < C; c++) {
                     const __m256i wj = pg[c].q[j];
-                    for (int r = 0; r < R; r++) s[r][c] = _mm256_add_epi16(s[r][c], _mm256_maddubs_epi16(wj, xr[r]));
+                    if (type == GGML_TYPE_Q8_0) {
+                        const __m256i aw = _mm256_abs_epi8(wj);
+                        for (int r = 0; r < R; r++)
+                            s[r][c] = _mm256_add_epi32(
+                                s[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xr[r], wj)), ones16));
+                    } else {
+                        for (int r = 0; r < R; r++) s[r][c] = _mm256_add_epi16(s[r][c], _mm256_maddubs_epi16(wj, xr[r]));
+                    }
                 }
             }
-            for (int r = 0; r < R; r++)
+            for (int r = 0; type != GGML_TYPE_Q8_0 && r < R; r++)
                 for (int c = 0; c < C; c++) s[r][c] = _mm256_madd_epi16(s[r][c], ones16);
         }
         for (int r = 0; r < R; r++)
