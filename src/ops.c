@@ -178,11 +178,7 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *pos, u
                                    scores);
             else
                 quant_dot_rows_f32(krows, kv_stride, n, q + i * q_stride, head_dim, scores);
-            float tile_max = -INFINITY;
-            for (uint32_t j = 0; j < n; j++) {
-                scores[j] *= scale;
-                if (scores[j] > tile_max) tile_max = scores[j];
-            }
+            const float tile_max = quant_scale_max(scores, n, scale);
             if (tile_max > running_max[i]) {
                 float correction = running_max[i] - tile_max;
                 quant_exp(&correction, 1); /* e^-inf = 0 on the first tile */
@@ -190,9 +186,7 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *pos, u
                 denom[i] *= correction;
                 running_max[i] = tile_max;
             }
-            for (uint32_t j = 0; j < n; j++) scores[j] -= running_max[i];
-            quant_exp(scores, n);
-            for (uint32_t j = 0; j < n; j++) denom[i] += scores[j];
+            denom[i] += quant_exp_sum(scores, n, running_max[i]);
             if (kv->f16 && !widen)
                 quant_axpy_rows_f16(a, scores, (const uint16_t *)(kv->v + off) + head_off, stride, n, head_dim);
             else

@@ -1394,6 +1394,70 @@ void quant_exp(float *x, size_t n) {
     for (; i < n; i++) x[i] = exp1(x[i]);
 }
 
+/* quant_scale_max: lane l keeps the running max of elements l, l+8, ..; "s > lane" picks, so a NaN never wins
+ * and ties keep the earlier element; the lanes meet in the combine tree's order. */
+static float max_pick(float a, float b) { return b > a ? b : a; }
+
+static float combine8_max(const float l[BLOCK_LANES]) {
+    return max_pick(max_pick(max_pick(l[0], l[4]), max_pick(l[2], l[6])), max_pick(max_pick(l[1], l[5]), max_pick(l[3], l[7])));
+}
+
+float quant_scale_max_scalar(float *s, size_t n, float scale) {
+    float lane[BLOCK_LANES];
+    for (int l = 0; l < BLOCK_LANES; l++) lane[l] = -INFINITY;
+    for (size_t j = 0; j < n; j++) {
+        s[j] *= scale;
+        lane[j % BLOCK_LANES] = max_pick(lane[j % BLOCK_LANES], s[j]);
+    }
+    return combine8_max(lane);
+}
+
+float quant_exp_sum_scalar(float *s, size_t n, float m) {
+    float lane[BLOCK_LANES] = {0};
+    for (size_t j = 0; j < n; j++) s[j] -= m;
+    quant_exp_scalar(s, n);
+    for (size_t j = 0; j < n; j++) lane[j % BLOCK_LANES] += s[j];
+    return combine8(lane);
+}
+
+float quant_scale_max(float *s, size_t n, float scale) {
+#if QUANT_AVX2
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(scale));
+        _mm256_storeu_ps(s + j, v);
+        mx = _mm256_blendv_ps(mx, v, _mm256_cmp_ps(v, mx, _CMP_GT_OQ)); /* max_pick per lane */
+    }
+    float lane[BLOCK_LANES];
+    _mm256_storeu_ps(lane, mx);
+    for (; j < n; j++) {
+        s[j] *= scale;
+        lane[j % BLOCK_LANES] = max_pick(lane[j % BLOCK_LANES], s[j]);
+    }
+    return combine8_max(lane);
+#else
+    return quant_scale_max_scalar(s, n, scale);
+#endif
+}
+
+float quant_exp_sum(float *s, size_t n, float m) {
+#if QUANT_AVX2
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, _mm256_sub_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(m)));
+    for (; j < n; j++) s[j] -= m;
+    quant_exp(s, n);
+    __m256 acc = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n; j += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(s + j));
+    float lane[BLOCK_LANES];
+    _mm256_storeu_ps(lane, acc);
+    for (; j < n; j++) lane[j % BLOCK_LANES] += s[j];
+    return combine8(lane);
+#else
+    return quant_exp_sum_scalar(s, n, m);
+#endif
+}
+
 void quant_axpy_f32(float *y, float a, const float *x, size_t n) {
     size_t i = 0;
 #if QUANT_AVX2

@@ -173,6 +173,15 @@ void quant_axpy_rows_f32(float *y, const float *a, const float *rows, size_t str
 void quant_exp(float *x, size_t n);
 void quant_exp_scalar(float *x, size_t n);
 
+/* One tile of attention's online softmax, in two steps with fixed orders (8 lanes: element j in lane j % 8, lanes
+ * combined as the quantized dots' lanes), SIMD and scalar twins alike:
+ * quant_scale_max: s[j] *= scale for j < n, returns the largest s[j] (-inf for n = 0; a NaN is never chosen);
+ * quant_exp_sum:   s[j] = e^(s[j] - m) by quant_exp, returns their sum. */
+float quant_scale_max(float *s, size_t n, float scale);
+float quant_scale_max_scalar(float *s, size_t n, float scale);
+float quant_exp_sum(float *s, size_t n, float m);
+float quant_exp_sum_scalar(float *s, size_t n, float m);
+
 /* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits SIMD or scalar. */
 void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
 

@@ -1004,6 +1004,34 @@ static void test_exp_simd_equals_scalar_and_is_within_2_ulp_of_libm(void **state
     free(b);
 }
 
+static void test_softmax_tile_steps_equal_their_twins_and_the_plain_max_and_sum(void **state) {
+    (void)state;
+    uint64_t s = 23;
+    for (size_t n = 0; n <= 40; n++) {
+        float *x = normal_row(&s, n + 1, 4.0f), *a = malloc((n + 1) * sizeof *a), *b = malloc((n + 1) * sizeof *b);
+        if (n > 3) x[3] = NAN; /* never the max */
+        memcpy(a, x, (n + 1) * sizeof *a);
+        memcpy(b, x, (n + 1) * sizeof *b);
+        const float ma = quant_scale_max(a, n, 0.125f), mb = quant_scale_max_scalar(b, n, 0.125f);
+        assert_same_bits(ma, mb, "quant_scale_max", n);
+        assert_memory_equal(a, b, n * sizeof *a);
+        float want = -INFINITY;
+        for (size_t j = 0; j < n; j++)
+            if (x[j] * 0.125f > want) want = x[j] * 0.125f;
+        assert_true(ma == want);
+        if (n > 3) a[3] = b[3] = 0.0f;
+        const float sa = quant_exp_sum(a, n, ma), sb = quant_exp_sum_scalar(b, n, mb);
+        assert_same_bits(sa, sb, "quant_exp_sum", n);
+        assert_memory_equal(a, b, n * sizeof *a);
+        double sum = 0;
+        for (size_t j = 0; j < n; j++) sum += a[j];
+        assert_true(fabs(sa - sum) <= 1e-5 * (sum + 1));
+        free(x);
+        free(a);
+        free(b);
+    }
+}
+
 static void test_axpy_simd_matches_an_fmaf_loop(void **state) {
     (void)state;
     uint64_t s = 6;
@@ -1121,6 +1149,7 @@ int main(void) {
         cmocka_unit_test(test_dots_agree_with_a_double_reference_on_dequantized_values),
         cmocka_unit_test(test_k_quant_dots_agree_with_a_double_reference),
         cmocka_unit_test(test_exp_simd_equals_scalar_and_is_within_2_ulp_of_libm),
+        cmocka_unit_test(test_softmax_tile_steps_equal_their_twins_and_the_plain_max_and_sum),
         cmocka_unit_test(test_axpy_simd_matches_an_fmaf_loop),
         cmocka_unit_test(test_dispatching_functions_from_two_threads_give_serial_bits),
         cmocka_unit_test(test_simd_path_is_reported_when_compiled_in),
