@@ -158,12 +158,8 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *pos, u
          * single row reads f16 directly, a run widens the tile once for all its rows. */
         const bool widen = kv->f16 && m > 1;
         if (widen) {
-            for (uint32_t j = 0; j < tile_rows; j++) {
-                quant_dequantize_row(GGML_TYPE_F16, (const uint16_t *)(kv->k + off) + j * stride + head_off,
-                                     kt + j * head_dim, head_dim);
-                quant_dequantize_row(GGML_TYPE_F16, (const uint16_t *)(kv->v + off) + j * stride + head_off,
-                                     vt + j * head_dim, head_dim);
-            }
+            quant_f16_to_f32_rows((const uint16_t *)(kv->k + off) + head_off, stride, tile_rows, head_dim, kt);
+            quant_f16_to_f32_rows((const uint16_t *)(kv->v + off) + head_off, stride, tile_rows, head_dim, vt);
             krows = kt, vrows = vt, kv_stride = head_dim;
         } else if (!kv->f16) {
             krows = (const float *)(kv->k + off) + head_off;

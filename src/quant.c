@@ -1458,6 +1458,10 @@ float quant_exp_sum(float *s, size_t n, float m) {
 #endif
 }
 
+void quant_f16_to_f32_rows(const uint16_t *src, size_t stride, size_t n_rows, size_t n, float *dst) {
+    for (size_t j = 0; j < n_rows; j++) f16_to_f32_row(src + j * stride, dst + j * n, n);
+}
+
 void quant_axpy_f32(float *y, float a, const float *x, size_t n) {
     size_t i = 0;
 #if QUANT_AVX2

@@ -182,6 +182,10 @@ float quant_scale_max_scalar(float *s, size_t n, float scale);
 float quant_exp_sum(float *s, size_t n, float m);
 float quant_exp_sum_scalar(float *s, size_t n, float m);
 
+/* dst[j*n + i] = f16 element i of row j (rows `stride` elements apart), exactly, for j < n_rows, i < n: a tile
+ * of KV rows widened for attention. */
+void quant_f16_to_f32_rows(const uint16_t *src, size_t stride, size_t n_rows, size_t n, float *dst);
+
 /* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits SIMD or scalar. */
 void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
 
