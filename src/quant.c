@@ -708,6 +708,12 @@ static inline __m256i half_fold(__m256i s) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(s, s, 0x80), _mm256_permute2x128_si256(s, s, 0x81));
 }
 
+/* Prefetch the cache line at p + off. The address may lie past the matrix (the tile after the last): a prefetch
+ * never faults, and the sum is formed as an integer, so no out-of-range pointer is ever made. */
+static inline void prefetch_at(const void *p, size_t off) {
+    _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + off), _MM_HINT_T0);
+}
+
 /* The quants of activation blocks x[0..8), stored in quant_matmul's layout, as registers in natural
  * order: block k in register k. */
 static inline void load_group_x(const block_q8_act *x, __m256i r[8]) {
@@ -819,7 +825,7 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
         /* the same blocks of the next tile's rows (C rows on): their fetch from memory overlaps this work */
         for (int c = 0; c < C; c++)
             for (size_t off = 0; off < (size_t)t * bb; off += 64)
-                _mm_prefetch((const char *)w + (size_t)(C + c) * w_row_bytes + b * bb + off, _MM_HINT_T0);
+                prefetch_at(w, (size_t)(C + c) * w_row_bytes + b * bb + off);
         if (t == BLOCK_LANES)
             tile_group(type, w + b * bb, w_row_bytes, x + b, nb, interleaved, BLOCK_LANES,
                        xsum8 ? xsum8 + b / BLOCK_LANES : NULL, ng, R, C, acc);
@@ -1000,7 +1006,7 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
             const uint8_t *wg = w + c * w_row_bytes + g * gb;
             wgroup *p = &pk[g * C + c];
             for (size_t off = 0; off < gb; off += 64) /* the next panel's group: its fetch overlaps this work */
-                _mm_prefetch((const char *)wg + (size_t)C * w_row_bytes + off, _MM_HINT_T0);
+                prefetch_at(wg, (size_t)C * w_row_bytes + off);
             if (type == GGML_TYPE_Q4_K) {
                 const block_q4_K *b = (const block_q4_K *)wg;
                 int32_t sc[8], m[8];
@@ -1255,7 +1261,7 @@ static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
     if (is_kquant(type)) {
         for (uint32_t o = 0; o < n_out; o++) {
             for (size_t off = 0; off < w_row_bytes; off += 64) /* two rows ahead, as the direct tiles do */
-                _mm_prefetch((const char *)w + (o + 2) * w_row_bytes + off, _MM_HINT_T0);
+                prefetch_at(w, (o + 2) * w_row_bytes + off);
             for (uint32_t r = 0; r < n_rows; r++)
                 y[r * ldy + o] = dot_kquant(type, w + o * w_row_bytes, xq + r * nb, !copy, nb / BLOCK_LANES);
         }
