@@ -710,7 +710,7 @@ static inline __m256i half_fold(__m256i s) {
 
 /* Prefetch the cache line at p + off. The address may lie past the matrix (the tile after the last): a prefetch
  * never faults, and the sum is formed as an integer, so no out-of-range pointer is ever made. */
-static inline void prefetch_at(const void *p, size_t off) {
+static inline __attribute__((always_inline)) void prefetch_at(const void *p, size_t off) {
     _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + off), _MM_HINT_T0);
 }
 
