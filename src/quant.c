@@ -986,8 +986,8 @@ typedef struct {
     __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7 */
     __m256 d;               /* Q8_0, Q4_0: block scales; Q4_K, Q6_K: the super-block's d in every lane */
     __m256 dmin_neg;        /* Q4_K: -dmin in every lane */
-    __m256i sc;             /* Q4_K: sub-block scales; Q6_K: scales of quants 0..15 of each block */
-    __m256i m;              /* Q4_K: sub-block mins; Q6_K: scales of quants 16..31 of each block */
+    __m256 sc;              /* Q4_K: sub-block scales; Q6_K: scales of quants 0..15 of each block (integers) */
+    __m256 m;               /* Q4_K: sub-block mins; Q6_K: scales of quants 16..31 of each block (integers) */
 } wgroup;
 
 typedef struct {
@@ -1014,16 +1014,16 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
                 kquant_regs(type, wg, p->q);
                 p->d = _mm256_set1_ps(quant_f16_to_f32(b->d));
                 p->dmin_neg = _mm256_set1_ps(-quant_f16_to_f32(b->dmin));
-                p->sc = _mm256_loadu_si256((const __m256i *)sc);
-                p->m = _mm256_loadu_si256((const __m256i *)m);
+                p->sc = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc));
+                p->m = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m));
             } else if (type == GGML_TYPE_Q6_K) {
                 const block_q6_K *b = (const block_q6_K *)wg;
                 kquant_regs(type, wg, p->q);
                 p->d = _mm256_set1_ps(quant_f16_to_f32(b->d));
-                p->sc = _mm256_setr_epi32(b->scales[0], b->scales[2], b->scales[4], b->scales[6], b->scales[8],
-                                          b->scales[10], b->scales[12], b->scales[14]);
-                p->m = _mm256_setr_epi32(b->scales[1], b->scales[3], b->scales[5], b->scales[7], b->scales[9],
-                                         b->scales[11], b->scales[13], b->scales[15]);
+                p->sc = _mm256_setr_ps(b->scales[0], b->scales[2], b->scales[4], b->scales[6], b->scales[8],
+                                       b->scales[10], b->scales[12], b->scales[14]);
+                p->m = _mm256_setr_ps(b->scales[1], b->scales[3], b->scales[5], b->scales[7], b->scales[9],
+                                      b->scales[11], b->scales[13], b->scales[15]);
             } else {
                 const int t = nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
                 for (int k = 0; k < BLOCK_LANES; k++)
@@ -1149,17 +1149,22 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
                 const wgroup *pw = &pg[c];
+                /* The K-quants' integer products (scale · sum) in f32: every factor and result is an integer
+                 * below 2^24 (quant.h), so the float multiply and add are exact and equal the integer ones,
+                 * without the slow 32-bit integer multiply. */
                 __m256i si = half ? half_fold(s[r][c]) : s[r][c];
                 if (type == GGML_TYPE_Q4_0) si = _mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum, 3));
-                if (type == GGML_TYPE_Q4_K) si = _mm256_mullo_epi32(si, pw->sc);
+                __m256 sf = _mm256_cvtepi32_ps(si);
+                if (type == GGML_TYPE_Q4_K) sf = _mm256_mul_ps(sf, pw->sc);
                 if (type == GGML_TYPE_Q6_K)
-                    si = _mm256_add_epi32(
-                        _mm256_mullo_epi32(_mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum, 5)), pw->sc),
-                        _mm256_mullo_epi32(_mm256_sub_epi32(h[r][c], _mm256_slli_epi32(px[r]->sum_hi, 5)), pw->m));
-                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(pw->d, px[r]->d), _mm256_cvtepi32_ps(si), acc[r][c]);
+                    sf = _mm256_add_ps(
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum, 5))), pw->sc),
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(h[r][c], _mm256_slli_epi32(px[r]->sum_hi, 5))),
+                                      pw->m));
+                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(pw->d, px[r]->d), sf, acc[r][c]);
                 if (type == GGML_TYPE_Q4_K)
                     acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(pw->dmin_neg, px[r]->d),
-                                                _mm256_cvtepi32_ps(_mm256_mullo_epi32(px[r]->sum, pw->m)), acc[r][c]);
+                                                _mm256_mul_ps(_mm256_cvtepi32_ps(px[r]->sum), pw->m), acc[r][c]);
             }
     }
     for (int r = 0; r < R; r++)
