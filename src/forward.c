@@ -89,7 +89,6 @@ static void quantize_rows(const float *x, uint32_t r0, uint32_t r1, uint32_t n_i
     if (!wanted) return;
     for (uint32_t r = r0; r < r1; r++) {
         quant_row_q8(x + (size_t)r * n_in, xq + (size_t)r * (n_in / QK), n_in);
-        quant_matmul_layout(xq + (size_t)r * (n_in / QK), 1, n_in);
     }
 }
 

@@ -67,7 +67,6 @@ static void quantize_items(const float *x, uint32_t n_rows, uint32_t n, block_q8
 #pragma omp for schedule(static)
     for (uint32_t r = 0; r < n_rows; r++) {
         quant_row_q8(x + (size_t)r * n, xq + (size_t)r * (n / QK), n);
-        quant_matmul_layout(xq + (size_t)r * (n / QK), 1, n);
     }
 }
 

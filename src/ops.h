@@ -60,7 +60,7 @@ typedef struct {
 void ops_matmuls(const ops_product *p, int n_products, const float *x, const block_q8_act *xq, uint32_t n_rows,
                  int n_threads);
 
-/* Rows of x quantized for ops_matmul: xq[r] = quant_row_q8(x[r]), in quant_matmul_layout. */
+/* Rows of x quantized for ops_matmul: xq[r] = quant_row_q8(x[r]). */
 void ops_quantize_rows(const float *x, uint32_t n_rows, uint32_t n, block_q8_act *xq, int n_threads);
 
 /* Row r of a matrix of rows: row_r = gain ⊙ x_r / sqrt(mean(x_r²) + eps). out may equal x. */

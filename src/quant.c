@@ -714,26 +714,16 @@ static inline __attribute__((always_inline)) void prefetch_at(const void *p, siz
     _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + off), _MM_HINT_T0);
 }
 
-/* The quants of activation blocks x[0..8), stored in quant_matmul's layout, as registers in natural
- * order: block k in register k. */
-static inline void load_group_x(const block_q8_act *x, __m256i r[8]) {
-    for (int k = 0; k < BLOCK_LANES; k++) r[k] = _mm256_loadu_si256((const __m256i *)x[k].qs);
-    transpose8_epi32(r);
-}
-
-/* Element k: the exact integer sum of weight block k against activation block k, k < t <= 8 (for Q4_0 before
- * the offset correction); 0 for k >= t (a row's last, partial group: nothing past its end is read).
- * Activation block k: x[k] when in natural order (loads the compiler folds into the multiplies), else the
- * registers xr[k]. */
-static inline __m256i group_sums(ggml_type type, const uint8_t *w, const block_q8_act *x, bool interleaved,
-                                 const __m256i xr[8], int t) {
+/* Element k: the exact integer sum of weight block k against activation block x[k], k < t <= 8 (for Q4_0
+ * before the offset correction); 0 for k >= t (a row's last, partial group: nothing past its end is read). */
+static inline __m256i group_sums(ggml_type type, const uint8_t *w, const block_q8_act *x, int t) {
     __m256i s[BLOCK_LANES];
     for (int k = 0; k < BLOCK_LANES; k++) {
         if (k >= t) {
             s[k] = _mm256_setzero_si256();
             continue;
         }
-        __m256i xk = interleaved ? xr[k] : _mm256_loadu_si256((const __m256i *)x[k].qs);
+        const __m256i xk = _mm256_loadu_si256((const __m256i *)x[k].qs);
         s[k] = type == GGML_TYPE_Q4_0
                    ? block_nibble_sums_q4_0(block_nibbles_q4_0((const block_q4_0 *)w + k), xk)
                    : block_sums_q8_0(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)w + k)->qs), xk);
@@ -742,12 +732,11 @@ static inline __m256i group_sums(ggml_type type, const uint8_t *w, const block_q
 }
 
 /* Element k: 8·Σx over block k — the Q4_0 offset correction, shared by every weight row. Blocks as in
- * group_sums. */
-static inline __m256i group_xsum8(const block_q8_act *x, bool interleaved, const __m256i xr[8], int t) {
+ * group_sums. Out of line: the direct tiles take it precomputed, and inlined into them it crowds their loop. */
+static __attribute__((noinline)) __m256i group_xsum8(const block_q8_act *x, int t) {
     __m256i s[BLOCK_LANES];
     for (int k = 0; k < BLOCK_LANES; k++)
-        s[k] = k >= t ? _mm256_setzero_si256()
-                      : block_xsums(interleaved ? xr[k] : _mm256_loadu_si256((const __m256i *)x[k].qs));
+        s[k] = k >= t ? _mm256_setzero_si256() : block_xsums(_mm256_loadu_si256((const __m256i *)x[k].qs));
     return _mm256_slli_epi32(hsum8_epi32x8(s), 3);
 }
 
@@ -780,27 +769,24 @@ static inline __m256 group_xscales(const block_q8_act *x, int t) {
 #define TILE_COLS 4 /* weight rows of a register tile */
 
 /* One group of blocks of a register tile: acc[r][c] gets, in lane k < t, the fused step of block k of weight
- * row c (rows w_row_bytes apart) against block k of activation row r (rows x_stride blocks apart, in
- * quant_matmul's layout when `interleaved`). Lanes k >= t (a row's last, partial group) get fmaf(+0, +0, lane),
+ * row c (rows w_row_bytes apart) against block k of activation row r (rows x_stride blocks apart). Q4_0's
+ * corrections come from xsum8 (row r's at xsum8[r * xsum8_stride]) when given. Lanes k >= t (a row's last, partial group) get fmaf(+0, +0, lane),
  * which leaves a lane as it is: a lane is never -0 (it starts at +0, and a rounded sum is -0 only when both
  * terms are). */
 static inline __attribute__((always_inline)) void tile_group(ggml_type type, const uint8_t *w, size_t w_row_bytes,
-                                                              const block_q8_act *x, size_t x_stride, bool interleaved,
-                                                              int t, const __m256i *xsum8, size_t xsum8_stride, int R,
-                                                              int C, __m256 acc[TILE_ROWS][TILE_COLS]) {
+                                                              const block_q8_act *x, size_t x_stride, int t,
+                                                              const __m256i *xsum8, size_t xsum8_stride, int R, int C,
+                                                              __m256 acc[TILE_ROWS][TILE_COLS]) {
     __m256 dw[TILE_COLS], dx[TILE_ROWS];
-    __m256i corr[TILE_ROWS], xr[TILE_ROWS][BLOCK_LANES];
+    __m256i corr[TILE_ROWS];
     for (int c = 0; c < C; c++) dw[c] = group_wscales(type, w + c * w_row_bytes, t);
     for (int r = 0; r < R; r++) {
         dx[r] = group_xscales(x + r * x_stride, t);
-        if (interleaved) load_group_x(x + r * x_stride, xr[r]);
-        if (type == GGML_TYPE_Q4_0)
-            corr[r] = xsum8 ? xsum8[r * xsum8_stride]
-                            : group_xsum8(x + r * x_stride, interleaved, interleaved ? xr[r] : NULL, t);
+        if (type == GGML_TYPE_Q4_0) corr[r] = xsum8 ? xsum8[r * xsum8_stride] : group_xsum8(x + r * x_stride, t);
     }
     for (int c = 0; c < C; c++)
         for (int r = 0; r < R; r++) {
-            __m256i s = group_sums(type, w + c * w_row_bytes, x + r * x_stride, interleaved, interleaved ? xr[r] : NULL, t);
+            __m256i s = group_sums(type, w + c * w_row_bytes, x + r * x_stride, t);
             if (type == GGML_TYPE_Q4_0) s = _mm256_sub_epi32(s, corr[r]);
             acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], dx[r]), _mm256_cvtepi32_ps(s), acc[r][c]);
         }
@@ -809,12 +795,11 @@ static inline __attribute__((always_inline)) void tile_group(ggml_type type, con
 /* A register tile: y[r*ldy + c] = dot(weight row c, activation row r) for r < R, c < C, each with its
  * own 8-lane accumulator holding exactly the lanes of quant.h's block order — block b of every output
  * goes to lane b % 8, through the same multiply and fused multiply-add as the scalar twin — so the tile
- * shape changes which loads are shared, never an output's bits. x rows are nb blocks apart, their full
- * groups in quant_matmul's layout when `interleaved` (tail blocks are always in natural order). */
+ * shape changes which loads are shared, never an output's bits. x rows are nb blocks apart; xsum8 as in
+ * tile_group, a row's groups consecutive. */
 static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes,
-                                                               const block_q8_act *x, bool interleaved, size_t nb,
-                                                               const __m256i *xsum8, int R, int C, float *y,
-                                                               size_t ldy) {
+                                                               const block_q8_act *x, size_t nb, const __m256i *xsum8,
+                                                               int R, int C, float *y, size_t ldy) {
     const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
     const size_t bb = block_bytes(type);
     __m256 acc[TILE_ROWS][TILE_COLS];
@@ -826,12 +811,11 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
         for (int c = 0; c < C; c++)
             for (size_t off = 0; off < (size_t)t * bb; off += 64)
                 prefetch_at(w, (size_t)(C + c) * w_row_bytes + b * bb + off);
-        if (t == BLOCK_LANES)
-            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, interleaved, BLOCK_LANES,
-                       xsum8 ? xsum8 + b / BLOCK_LANES : NULL, ng, R, C, acc);
-        else /* tail blocks are in natural order */
-            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, false, t, xsum8 ? xsum8 + b / BLOCK_LANES : NULL, ng,
-                       R, C, acc);
+        const __m256i *xs = xsum8 ? xsum8 + b / BLOCK_LANES : NULL;
+        if (t == BLOCK_LANES) /* a constant t: full groups take no masks */
+            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, BLOCK_LANES, xs, ng, R, C, acc);
+        else
+            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, t, xs, ng, R, C, acc);
     }
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) y[r * ldy + c] = hsum8(acc[r][c]);
@@ -839,23 +823,20 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
 
 static inline float dot_blocks(ggml_type type, const void *w, const block_q8_act *x, size_t nb) {
     float y;
-    tile_blocks(type, w, 0, x, false, nb, NULL, 1, 1, &y, 1);
+    tile_blocks(type, w, 0, x, nb, NULL, 1, 1, &y, 1);
     return y;
 }
 
 #define TILE_CASE(T, R, C)                                                                                     \
     case (R) * 8 + (C):                                                                                        \
-        if (interleaved)                                                                                       \
-            tile_blocks(T, w, w_row_bytes, x, true, nb, xsum8, R, C, y, ldy);                                  \
-        else                                                                                                   \
-            tile_blocks(T, w, w_row_bytes, x, false, nb, xsum8, R, C, y, ldy);                                 \
+        tile_blocks(T, w, w_row_bytes, x, nb, xsum8, R, C, y, ldy);                                           \
         return;
 #define TILE_CASES_C(T, C) TILE_CASE(T, 1, C) TILE_CASE(T, 2, C)
 #define TILE_CASES(T) TILE_CASES_C(T, 1) TILE_CASES_C(T, 2) TILE_CASES_C(T, 3) TILE_CASES_C(T, 4)
 
 /* One tile with R <= TILE_ROWS, C <= TILE_COLS known at compile time, so acc stays in registers. */
-static void tile_dispatch(ggml_type type, const uint8_t *w, size_t w_row_bytes, const block_q8_act *x,
-                          bool interleaved, size_t nb, const __m256i *xsum8, int R, int C, float *y, size_t ldy) {
+static void tile_dispatch(ggml_type type, const uint8_t *w, size_t w_row_bytes, const block_q8_act *x, size_t nb,
+                          const __m256i *xsum8, int R, int C, float *y, size_t ldy) {
     if (type == GGML_TYPE_Q4_0) {
         switch (R * 8 + C) {
             TILE_CASES(GGML_TYPE_Q4_0)
@@ -933,17 +914,13 @@ static inline __m256 superblock_q6_K(const block_q6_K *w, const __m256i xr[8], _
     return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), dx), _mm256_cvtepi32_ps(hsum8_epi32x8(s)), acc);
 }
 
-/* One K-quant weight row · one activation row of nsb super-blocks, x in quant_matmul's layout when
- * `interleaved` (a super-block is exactly one group of 8, so each is restored by one transpose). */
-static float dot_kquant(ggml_type type, const void *w, const block_q8_act *x, bool interleaved, size_t nsb) {
+/* One K-quant weight row · one activation row of nsb super-blocks. */
+static float dot_kquant(ggml_type type, const void *w, const block_q8_act *x, size_t nsb) {
     __m256 acc = _mm256_setzero_ps();
     for (size_t sb = 0; sb < nsb; sb++) {
         const block_q8_act *xg = x + sb * BLOCK_LANES;
         __m256i xr[BLOCK_LANES];
-        if (interleaved)
-            load_group_x(xg, xr);
-        else
-            for (int k = 0; k < BLOCK_LANES; k++) xr[k] = _mm256_loadu_si256((const __m256i *)xg[k].qs);
+        for (int k = 0; k < BLOCK_LANES; k++) xr[k] = _mm256_loadu_si256((const __m256i *)xg[k].qs);
         acc = type == GGML_TYPE_Q4_K ? superblock_q4_K((const block_q4_K *)w + sb, xr, group_xscales(xg, BLOCK_LANES), acc)
                                      : superblock_q6_K((const block_q6_K *)w + sb, xr, group_xscales(xg, BLOCK_LANES), acc);
     }
@@ -965,10 +942,10 @@ static inline size_t group_bytes(ggml_type type) {
     }
 }
 
-/* Panels, for many rows (prefill). The C weight rows of a panel are rearranged once into quant_matmul's
- * layout — register j holds quants 4j..4j+3 of 8 blocks, Q4_0 nibbles and K-quant quants as unsigned
- * bytes, scales as f32 — and then serve every activation row; the activation side's scales and the
- * block sums Σx that offset corrections need are prepared once per call. A group of 8 blocks then
+/* Panels, for many rows (prefill). The C weight rows of a panel are rearranged once into the interleaved
+ * layout of transpose8_epi32 — register j holds quants 4j..4j+3 of 8 blocks, Q4_0 nibbles and K-quant quants
+ * as unsigned bytes, scales as f32 — and then serve every activation row; the activation side is rearranged
+ * the same way once per call, with its scales and the block sums Σx that offset corrections need. A group of 8 blocks then
  * costs, per (activation row, weight row), one multiply per register and vertical adds, no horizontal
  * reduction, and unsigned quants sum in 16 bits before widening. Integer block sums are exact and each
  * lane gets the scalar twin's float operations, so no tile shape changes a bit. A row whose block count
@@ -979,7 +956,7 @@ static inline size_t group_bytes(ggml_type type) {
 #define PANEL_ROWS 4 /* activation rows of a register tile, at most */
 #define PANEL_COLS 2 /* weight rows of a panel (and of a register tile), at most */
 #define PANEL_MIN_ROWS 4    /* below, packing costs more than it saves: direct tiles */
-#define DIRECT_COPY_MAX_BLOCKS 256 /* direct tiles copy rows up to this wide to natural order on the stack */
+#define XSUM_MAX_GROUPS 32  /* direct tiles precompute Q4_0's corrections for rows up to 256 blocks */
 #define PANEL_X_BYTES (96 * 1024) /* activation side prepared at a time, on the stack */
 
 typedef struct {
@@ -1052,16 +1029,12 @@ static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, s
             xgroup *p = &xp[r * ng + g];
             __m256i x[BLOCK_LANES];
             p->d = group_xscales(xg, t);
-            if (t == BLOCK_LANES) {
-                for (int j = 0; j < BLOCK_LANES; j++) x[j] = _mm256_loadu_si256((const __m256i *)xg[j].qs);
-            } else { /* tail blocks are stored in natural order (quant_matmul_layout) */
-                for (int k = 0; k < BLOCK_LANES; k++)
-                    x[k] = k < t ? _mm256_loadu_si256((const __m256i *)xg[k].qs) : _mm256_setzero_si256();
-                if (t <= BLOCK_LANES / 2)
-                    transpose4_epi32_lanes(x);
-                else
-                    transpose8_epi32(x);
-            }
+            for (int k = 0; k < BLOCK_LANES; k++)
+                x[k] = k < t ? _mm256_loadu_si256((const __m256i *)xg[k].qs) : _mm256_setzero_si256();
+            if (t <= BLOCK_LANES / 2)
+                transpose4_epi32_lanes(x);
+            else
+                transpose8_epi32(x);
             for (int j = 0; j < BLOCK_LANES; j++) p->q[j] = x[j];
             if (type == GGML_TYPE_Q8_0) continue;
             __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256(); /* 16 bits: at most 4 · 2 · 127 */
@@ -1240,35 +1213,28 @@ static void matmul_panels(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
 }
 
 /* Every quantized weight type: panels for many rows, else direct tiles (Q8_0, Q4_0) or one output at a
- * time (K-quants), on rows put back in natural order once (a copy on the stack when small) rather than
- * per tile of weight rows. */
+ * time (K-quants). */
 static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                           const block_q8_act *xq, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
     if (panel_fits(n_rows, (nb + BLOCK_LANES - 1) / BLOCK_LANES)) {
         matmul_panels(type, w, w_row_bytes, n_out, xq, n_rows, nb, y, ldy);
         return;
     }
-    block_q8_act natural[(PANEL_MIN_ROWS - 1) * DIRECT_COPY_MAX_BLOCKS];
-    __m256i xsum8[(PANEL_MIN_ROWS - 1) * (DIRECT_COPY_MAX_BLOCKS / BLOCK_LANES)]; /* Q4_0's corrections, per group */
-    const bool copy = n_rows < PANEL_MIN_ROWS && nb <= DIRECT_COPY_MAX_BLOCKS;
-    if (copy) {
-        memcpy(natural, xq, n_rows * nb * sizeof *xq);
-        quant_matmul_layout(natural, n_rows, nb * QK);
-        xq = natural;
-        const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
-        for (uint32_t r = 0; type == GGML_TYPE_Q4_0 && r < n_rows; r++)
-            for (size_t g = 0; g < ng; g++) {
-                const size_t b = g * BLOCK_LANES;
-                xsum8[r * ng + g] =
-                    group_xsum8(xq + r * nb + b, false, NULL, nb - b < BLOCK_LANES ? (int)(nb - b) : BLOCK_LANES);
-            }
-    }
+    /* Q4_0's corrections, once per call rather than per tile of weight rows, when they fit on the stack */
+    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    __m256i xsum8[(PANEL_MIN_ROWS - 1) * XSUM_MAX_GROUPS];
+    const bool pre = type == GGML_TYPE_Q4_0 && n_rows < PANEL_MIN_ROWS && ng <= XSUM_MAX_GROUPS;
+    for (uint32_t r = 0; pre && r < n_rows; r++)
+        for (size_t g = 0; g < ng; g++) {
+            const size_t b = g * BLOCK_LANES;
+            xsum8[r * ng + g] = group_xsum8(xq + r * nb + b, nb - b < BLOCK_LANES ? (int)(nb - b) : BLOCK_LANES);
+        }
     if (is_kquant(type)) {
         for (uint32_t o = 0; o < n_out; o++) {
             for (size_t off = 0; off < w_row_bytes; off += 64) /* two rows ahead, as the direct tiles do */
                 prefetch_at(w, (o + 2) * w_row_bytes + off);
             for (uint32_t r = 0; r < n_rows; r++)
-                y[r * ldy + o] = dot_kquant(type, w + o * w_row_bytes, xq + r * nb, !copy, nb / BLOCK_LANES);
+                y[r * ldy + o] = dot_kquant(type, w + o * w_row_bytes, xq + r * nb, nb / BLOCK_LANES);
         }
         return;
     }
@@ -1276,9 +1242,8 @@ static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
         int C = n_out - o < TILE_COLS ? (int)(n_out - o) : TILE_COLS;
         for (uint32_t r = 0; r < n_rows; r += TILE_ROWS) {
             int R = n_rows - r < TILE_ROWS ? (int)(n_rows - r) : TILE_ROWS;
-            tile_dispatch(type, w + o * w_row_bytes, w_row_bytes, xq + r * nb, !copy, nb,
-                          copy && type == GGML_TYPE_Q4_0 ? xsum8 + r * ((nb + BLOCK_LANES - 1) / BLOCK_LANES) : NULL, R,
-                          C, y + r * ldy + o, ldy);
+            tile_dispatch(type, w + o * w_row_bytes, w_row_bytes, xq + r * nb, nb, pre ? xsum8 + r * ng : NULL, R, C,
+                          y + r * ldy + o, ldy);
         }
     }
 }
@@ -1292,14 +1257,6 @@ float quant_dot_f32(const float *a, const float *b, size_t n) {
     return dot_widened(WIDEN_F32, a, b, n);
 #else
     return quant_dot_f32_scalar(a, b, n);
-#endif
-}
-
-float quant_dot_f16_f32(const uint16_t *a, const float *b, size_t n) {
-#if QUANT_AVX2
-    return dot_widened(WIDEN_F16, a, b, n);
-#else
-    return quant_dot_f16_f32_scalar(a, b, n);
 #endif
 }
 
@@ -1318,28 +1275,12 @@ float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_a
         return dot_blocks(GGML_TYPE_Q4_0, w, xq, n / QK);
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q6_K:
-        return dot_kquant(type, w, xq, false, n / QK_K);
+        return dot_kquant(type, w, xq, n / QK_K);
     default:
         return quant_dot_scalar(type, w, xf, xq, n);
     }
 #else
     return quant_dot_scalar(type, w, xf, xq, n);
-#endif
-}
-
-void quant_matmul_layout(block_q8_act *xq, size_t n_rows, size_t n) {
-#if QUANT_AVX2
-    const size_t nb = n / QK;
-    for (size_t r = 0; r < n_rows; r++)
-        for (size_t b = 0; b + BLOCK_LANES <= nb; b += BLOCK_LANES) {
-            block_q8_act *g = xq + r * nb + b;
-            __m256i q[BLOCK_LANES];
-            for (int k = 0; k < BLOCK_LANES; k++) q[k] = _mm256_loadu_si256((const __m256i *)g[k].qs);
-            transpose8_epi32(q);
-            for (int k = 0; k < BLOCK_LANES; k++) _mm256_storeu_si256((__m256i *)g[k].qs, q[k]);
-        }
-#else
-    (void)xq, (void)n_rows, (void)n;
 #endif
 }
 

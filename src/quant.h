@@ -130,23 +130,15 @@ float quant_dot_f32_scalar(const float *a, const float *b, size_t n);
 float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
 float quant_dot_scalar(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
 
-/* Rearrange quantized activation rows (n_rows rows of n/QK blocks) in place into the layout quant_matmul
- * reads, which only it reads; applying it again restores the rows. (AVX2: within every full group of 8
- * blocks, block k's qs hold quants 4k..4k+3 of each of the 8 blocks, block j's in bytes 4j..4j+3, so that
- * one register holds a piece of 8 blocks and integer sums need no horizontal step; scales and tail blocks
- * stay put. Scalar builds: unchanged.) */
-void quant_matmul_layout(block_q8_act *xq, size_t n_rows, size_t n);
-
-/* y[r*ldy + o] = quant_dot(type, w + o*w_row_bytes, xf + r*n, xq' + r*(n/QK), n) for r < n_rows, o < n_out,
- * bit for bit, where xq' is xq before quant_matmul_layout: xq must be in that layout. Computed in tiles of
- * several rows × several weight rows, so each weight block loaded serves several activation rows while
- * every output keeps its own fixed-order lanes; with many rows each tile of weight rows is rearranged
- * once into the same layout as xq and then serves them all. */
+/* y[r*ldy + o] = quant_dot(type, w + o*w_row_bytes, xf + r*n, xq + r*(n/QK), n) for r < n_rows, o < n_out,
+ * bit for bit (xq: n_rows rows of n/QK blocks). Computed in tiles of several rows × several weight rows, so
+ * each weight block loaded serves several activation rows while every output keeps its own fixed-order
+ * lanes; with many rows each tile of weight rows is rearranged once into a register layout (and the
+ * activation rows once per call) and then serves them all. */
 void quant_matmul(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                   const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy);
 
-/* f16 row · f32 row (the KV cache's K rows in f16 storage), same order as quant_dot_f32. */
-float quant_dot_f16_f32(const uint16_t *a, const float *b, size_t n);
+/* f16 row · f32 row in quant_dot_f32's order: the scalar twin of quant_dot with F16 weights. */
 float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n);
 
 /* y[i] = fmaf(a, x[i], y[i]) for i < n, where x is f32 or f16 (the attention V accumulation). */

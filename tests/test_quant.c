@@ -728,15 +728,12 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
             block_q8_act *xq = malloc(max_rows * nb * sizeof *xq);
             for (uint32_t o = 0; o < max_out; o++) quant_quantize_row(types[t], wf + o * n, w + o * wrb, n);
             for (uint32_t r = 0; r < max_rows; r++) quant_row_q8(x + r * n, xq + r * nb, n);
-            block_q8_act *xm = malloc(max_rows * nb * sizeof *xm);
-            memcpy(xm, xq, max_rows * nb * sizeof *xm);
-            quant_matmul_layout(xm, max_rows, n);
             for (size_t a = 0; a < sizeof rows / sizeof *rows; a++)
                 for (size_t b = 0; b < sizeof outs / sizeof *outs; b++) {
                     const uint32_t n_rows = rows[a], n_out = outs[b];
                     const size_t ldy = n_out + LDY_PAD;
                     float *y = malloc(n_rows * ldy * sizeof *y);
-                    quant_matmul(types[t], w, wrb, n_out, x, xm, n_rows, n, y, ldy);
+                    quant_matmul(types[t], w, wrb, n_out, x, xq, n_rows, n, y, ldy);
                     for (uint32_t r = 0; r < n_rows; r++)
                         for (uint32_t o = 0; o < n_out; o++) {
                             float want = quant_dot_scalar(types[t], w + o * wrb, x + r * n, xq + r * nb, n);
@@ -751,27 +748,7 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
             free(x);
             free(w);
             free(xq);
-            free(xm);
         }
-}
-
-static void test_matmul_layout_applied_twice_restores_the_rows(void **state) {
-    (void)state;
-    enum { ROWS = 3, N = 21 * QK };
-    uint64_t s = 12;
-    float *x = normal_row(&s, (size_t)ROWS * N, 1.0f);
-    block_q8_act a[ROWS * N / QK], b[ROWS * N / QK];
-    for (int r = 0; r < ROWS; r++) quant_row_q8(x + (size_t)r * N, a + r * N / QK, N);
-    memcpy(b, a, sizeof a);
-    quant_matmul_layout(b, ROWS, N);
-    for (int i = 0; i < ROWS * N / QK; i++) assert_same_bits(a[i].d, b[i].d, "scales stay with their block", N);
-    if (quant_simd_enabled()) /* block 1's first quants are block 0's quants 4..7 */
-        assert_memory_equal(b[1].qs, a[0].qs + 4, 4);
-    /* blocks 16..20 of each row are a tail, never rearranged */
-    for (int r = 0; r < ROWS; r++) assert_memory_equal(&b[r * N / QK + 16], &a[r * N / QK + 16], 5 * sizeof *a);
-    quant_matmul_layout(b, ROWS, N);
-    assert_memory_equal(a, b, sizeof a);
-    free(x);
 }
 
 static void test_attention_tile_functions_follow_the_order_and_equal_their_twins(void **state) {
@@ -868,7 +845,6 @@ static void test_integer_block_sums_are_exact_at_the_int8_extremes(void **state)
     block_q8_act xr[ROWS * N / QK];
     float y8[ROWS], y4[ROWS];
     for (int r = 0; r < ROWS; r++) memcpy(xr + r * N / QK, x, sizeof x);
-    quant_matmul_layout(xr, ROWS, N);
     quant_matmul(GGML_TYPE_Q8_0, w8, sizeof w8, 1, NULL, xr, ROWS, N, y8, 1);
     quant_matmul(GGML_TYPE_Q4_0, w4, sizeof w4, 1, NULL, xr, ROWS, N, y4, 1);
     for (int r = 0; r < ROWS; r++) {
@@ -887,9 +863,8 @@ static void test_dot_f16_f32_simd_matches_scalar(void **state) {
         float *af = normal_row(&s, n, 1.0f), *b = normal_row(&s, n, 1.0f);
         uint16_t *a = malloc((n ? n : 1) * sizeof *a);
         quant_f32_to_f16_row(af, a, n);
-        float simd = quant_dot_f16_f32(a, b, n);
-        assert_same_bits(simd, quant_dot_f16_f32_scalar(a, b, n), "quant_dot_f16_f32", n);
-        assert_same_bits(simd, quant_dot(GGML_TYPE_F16, a, b, NULL, n), "F16 dot via quant_dot", n);
+        float simd = quant_dot(GGML_TYPE_F16, a, b, NULL, n);
+        assert_same_bits(simd, quant_dot_f16_f32_scalar(a, b, n), "F16 dot via quant_dot", n);
         free(af);
         free(a);
         free(b);
@@ -1141,7 +1116,6 @@ int main(void) {
         cmocka_unit_test(test_dot_f32_does_not_depend_on_alignment),
         cmocka_unit_test(test_dot_of_every_weight_type_simd_matches_scalar),
         cmocka_unit_test(test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_shapes),
-        cmocka_unit_test(test_matmul_layout_applied_twice_restores_the_rows),
         cmocka_unit_test(test_attention_tile_functions_follow_the_order_and_equal_their_twins),
         cmocka_unit_test(test_activation_quants_never_reach_minus_128),
         cmocka_unit_test(test_integer_block_sums_are_exact_at_the_int8_extremes),
