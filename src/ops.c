@@ -135,13 +135,12 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p) {
 /* Rows [r0, r0 + m) of one sequence at consecutive positions, one query head: online softmax over tiles
  * aligned to absolute positions. Each row goes through exactly the steps it would alone — its tiles, its
  * scores in the same order, its max, corrections and accumulation — so m never changes a bit; only the
- * reading of K and V is shared. The tile's K and V are widened to f32 first (exactly), so f16 and f32
- * storage take the same f32 kernels. acc: each row's output slice (head_dim floats, out_stride apart). */
+ * reading of K and V is shared: the rows that see the whole of a tile score it and accumulate it as one
+ * block (quant.h's query blocks). acc: each row's output slice (head_dim floats, out_stride apart). */
 static void attend_block(const float *q, size_t q_stride, const uint32_t *pos, uint32_t m, const ops_kv_view *kv,
                          size_t head_off, uint32_t head_dim, float scale, float *acc, size_t out_stride) {
-    float scores[OPS_ATTN_TILE], running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
-    float kt[OPS_ATTN_TILE * OPS_ATTN_MAX_HEAD_DIM], vt[OPS_ATTN_TILE * OPS_ATTN_MAX_HEAD_DIM];
-    const size_t stride = kv->row_bytes / (kv->f16 ? sizeof(uint16_t) : sizeof(float));
+    float scores[ATTN_BLOCK_ROWS * OPS_ATTN_TILE], running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
+    const size_t elem = kv->f16 ? sizeof(uint16_t) : sizeof(float), stride = kv->row_bytes / elem;
     for (uint32_t i = 0; i < m; i++) {
         running_max[i] = -INFINITY;
         denom[i] = 0.0f;
@@ -149,31 +148,34 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *pos, u
     }
     const uint32_t last = pos[m - 1];
     for (uint32_t t0 = 0; t0 <= last; t0 += OPS_ATTN_TILE) {
-        const uint32_t tile_rows = t0 + OPS_ATTN_TILE <= last + 1 ? OPS_ATTN_TILE : last + 1 - t0;
-        const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles two blocks */
-        const float *krows = NULL, *vrows = NULL;
-        size_t kv_stride = stride;
-        /* Widening f16 to f32 is exact, so the f32 kernels on widened rows give the f16 kernels' bits: a
-         * single row reads f16 directly, a run widens the tile once for all its rows. */
-        const bool widen = kv->f16 && m > 1;
-        if (widen) {
-            quant_f16_to_f32_rows((const uint16_t *)(kv->k + off) + head_off, stride, tile_rows, head_dim, kt);
-            quant_f16_to_f32_rows((const uint16_t *)(kv->v + off) + head_off, stride, tile_rows, head_dim, vt);
-            krows = kt, vrows = vt, kv_stride = head_dim;
-        } else if (!kv->f16) {
-            krows = (const float *)(kv->k + off) + head_off;
-            vrows = (const float *)(kv->v + off) + head_off;
+        const uint8_t *krows = kv->k + ops_kv_offset(kv, t0) + head_off * elem; /* a tile never straddles blocks */
+        const uint8_t *vrows = kv->v + ops_kv_offset(kv, t0) + head_off * elem;
+        if (t0 + OPS_ATTN_TILE <= last) { /* the next tile's rows are strided: fetch them while this one runs */
+            const size_t next = ops_kv_offset(kv, t0 + OPS_ATTN_TILE) + head_off * elem;
+            for (uint32_t j = 0; j < OPS_ATTN_TILE; j++)
+                for (size_t b = 0; b < head_dim * elem; b += 64) {
+                    __builtin_prefetch(kv->k + next + j * kv->row_bytes + b);
+                    __builtin_prefetch(kv->v + next + j * kv->row_bytes + b);
+                }
         }
-        for (uint32_t i = 0; i < m; i++) {
-            if (pos[i] < t0) continue;
-            const uint32_t n = t0 + OPS_ATTN_TILE <= pos[i] + 1 ? OPS_ATTN_TILE : pos[i] + 1 - t0;
-            float *a = acc + i * out_stride;
-            if (kv->f16 && !widen)
-                quant_dot_rows_f16((const uint16_t *)(kv->k + off) + head_off, stride, n, q + i * q_stride, head_dim,
-                                   scores);
+        /* Positions are consecutive: rows [first, m) reach this tile, rows [whole, m) see all of it. One call
+         * per row that sees part of the tile, one for all the rows that see the whole of it. */
+        const uint32_t first = t0 > pos[0] ? t0 - pos[0] : 0, end = t0 + OPS_ATTN_TILE - 1;
+        const uint32_t whole = end > pos[0] ? (end - pos[0] < m ? end - pos[0] : m) : 0;
+        for (uint32_t i = first, n_q; i < m; i += n_q) {
+            n_q = i < whole ? 1 : m - i;
+            const uint32_t n = i < whole ? pos[i] + 1 - t0 : OPS_ATTN_TILE;
+            if (kv->f16)
+                quant_dot_rows_f16((const uint16_t *)krows, stride, n, q + i * q_stride, q_stride, n_q, head_dim,
+                                   scores + i * OPS_ATTN_TILE, OPS_ATTN_TILE);
             else
-                quant_dot_rows_f32(krows, kv_stride, n, q + i * q_stride, head_dim, scores);
-            const float tile_max = quant_scale_max(scores, n, scale);
+                quant_dot_rows_f32((const float *)krows, stride, n, q + i * q_stride, q_stride, n_q, head_dim,
+                                   scores + i * OPS_ATTN_TILE, OPS_ATTN_TILE);
+        }
+        for (uint32_t i = first; i < m; i++) {
+            const uint32_t n = pos[i] + 1 - t0 < OPS_ATTN_TILE ? pos[i] + 1 - t0 : OPS_ATTN_TILE;
+            float *s = scores + i * OPS_ATTN_TILE, *a = acc + i * out_stride;
+            const float tile_max = quant_scale_max(s, n, scale);
             if (tile_max > running_max[i]) {
                 float correction = running_max[i] - tile_max;
                 quant_exp(&correction, 1); /* e^-inf = 0 on the first tile */
@@ -181,11 +183,17 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *pos, u
                 denom[i] *= correction;
                 running_max[i] = tile_max;
             }
-            denom[i] += quant_exp_sum(scores, n, running_max[i]);
-            if (kv->f16 && !widen)
-                quant_axpy_rows_f16(a, scores, (const uint16_t *)(kv->v + off) + head_off, stride, n, head_dim);
+            denom[i] += quant_exp_sum(s, n, running_max[i]);
+        }
+        for (uint32_t i = first, n_q; i < m; i += n_q) {
+            n_q = i < whole ? 1 : m - i;
+            const uint32_t n = i < whole ? pos[i] + 1 - t0 : OPS_ATTN_TILE;
+            if (kv->f16)
+                quant_axpy_rows_f16(acc + i * out_stride, out_stride, scores + i * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
+                                    (const uint16_t *)vrows, stride, n, head_dim);
             else
-                quant_axpy_rows_f32(a, scores, vrows, kv_stride, n, head_dim);
+                quant_axpy_rows_f32(acc + i * out_stride, out_stride, scores + i * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
+                                    (const float *)vrows, stride, n, head_dim);
         }
     }
     for (uint32_t i = 0; i < m; i++) {

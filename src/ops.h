@@ -29,7 +29,7 @@
 #include "quant.h"
 
 #define OPS_ATTN_TILE 32
-#define OPS_ATTN_MAX_HEAD_DIM 256 /* attention widens a tile of keys on the stack */
+#define OPS_ATTN_MAX_HEAD_DIM 256 /* the widest head accepted (real models: 64 to 256); a bound on corrupt files */
 
 /* A weight matrix: n_out rows of n_in elements of `type`, row r at data + r * row_bytes. */
 typedef struct {

@@ -452,13 +452,21 @@ static float score_scalar(const void *rows, bool f16, size_t j, size_t stride, c
     return combine8(lane);
 }
 
-void quant_dot_rows_f16_scalar(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t n,
-                               float *out) {
-    for (size_t j = 0; j < n_rows; j++) out[j] = score_scalar(rows, true, j, stride, q, n);
+static void score_rows_scalar(const void *rows, bool f16, size_t stride, size_t n_rows, const float *q,
+                              size_t q_stride, size_t n_q, size_t n, float *out, size_t out_stride) {
+    for (size_t r = 0; r < n_q; r++)
+        for (size_t j = 0; j < n_rows; j++)
+            out[r * out_stride + j] = score_scalar(rows, f16, j, stride, q + r * q_stride, n);
 }
 
-void quant_dot_rows_f32_scalar(const float *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out) {
-    for (size_t j = 0; j < n_rows; j++) out[j] = score_scalar(rows, false, j, stride, q, n);
+void quant_dot_rows_f16_scalar(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
+                               size_t n_q, size_t n, float *out, size_t out_stride) {
+    score_rows_scalar(rows, true, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
+}
+
+void quant_dot_rows_f32_scalar(const float *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
+                               size_t n_q, size_t n, float *out, size_t out_stride) {
+    score_rows_scalar(rows, false, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
 }
 
 static float dot_bf16_f32_scalar(const uint16_t *a, const float *b, size_t n) {
@@ -1410,10 +1418,6 @@ float quant_exp_sum(float *s, size_t n, float m) {
 #endif
 }
 
-void quant_f16_to_f32_rows(const uint16_t *src, size_t stride, size_t n_rows, size_t n, float *dst) {
-    for (size_t j = 0; j < n_rows; j++) f16_to_f32_row(src + j * stride, dst + j * n, n);
-}
-
 void quant_axpy_f32(float *y, float a, const float *x, size_t n) {
     size_t i = 0;
 #if QUANT_AVX2
@@ -1477,28 +1481,71 @@ static inline __attribute__((always_inline)) void score_keys(widen_kind kind, co
     for (int k = 0; k < K; k++) out[k] = hsum8(acc[k]);
 }
 
-static void score_rows(widen_kind kind, const void *rows, size_t stride, size_t n_rows, const float *q, size_t n,
-                       float *out) {
+/* Scores of 4 keys against two queries: the 8 chains run side by side (query 0's 4 keys, then query 1's), each
+ * key chunk loaded once for both queries, and one combine serves all 8. Each chain is score_keys' chain: the
+ * same bits. n % 8 == 0. */
+static inline __attribute__((always_inline)) void score_pair4(widen_kind kind, const void *rows, size_t stride,
+                                                               const float *q0, const float *q1, size_t n,
+                                                               float *out0, float *out1) {
+    __m256 acc[8];
+    for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+    for (size_t i = 0; i < n; i += 8) {
+        __m256 a = _mm256_loadu_ps(q0 + i), b = _mm256_loadu_ps(q1 + i);
+        PIN(a);
+        PIN(b);
+        for (int k = 0; k < 4; k++) {
+            __m256 key = load8_widened(kind, rows, k * stride + i);
+            PIN(key);
+            acc[k] = _mm256_fmadd_ps(key, a, acc[k]);
+            acc[k + 4] = _mm256_fmadd_ps(key, b, acc[k + 4]);
+        }
+    }
+    const __m256 s = combine8x8(acc);
+    _mm_storeu_ps(out0, _mm256_castps256_ps128(s));
+    _mm_storeu_ps(out1, _mm256_extractf128_ps(s, 1));
+}
+
+static void score_rows(widen_kind kind, const void *rows, size_t stride, size_t n_rows, const float *q,
+                       size_t q_stride, size_t n_q, size_t n, float *out, size_t out_stride) {
     const size_t esize = kind == WIDEN_F32 ? sizeof(float) : sizeof(uint16_t);
-    size_t j = 0;
-    for (; j + 8 <= n_rows; j += 8) score_keys(kind, (const uint8_t *)rows + j * stride * esize, stride, 8, q, n, out + j);
-    for (; j < n_rows; j++) score_keys(kind, (const uint8_t *)rows + j * stride * esize, stride, 1, q, n, out + j);
+    const uint8_t *base = rows;
+    size_t r = 0;
+    if (n % 8 == 0)
+        for (; r + 2 <= n_q; r += 2) {
+            const float *q0 = q + r * q_stride, *q1 = q0 + q_stride;
+            float *o0 = out + r * out_stride, *o1 = o0 + out_stride;
+            size_t j = 0;
+            for (; j + 4 <= n_rows; j += 4) score_pair4(kind, base + j * stride * esize, stride, q0, q1, n, o0 + j, o1 + j);
+            for (; j < n_rows; j++) {
+                score_keys(kind, base + j * stride * esize, stride, 1, q0, n, o0 + j);
+                score_keys(kind, base + j * stride * esize, stride, 1, q1, n, o1 + j);
+            }
+        }
+    for (; r < n_q; r++) {
+        const float *qr = q + r * q_stride;
+        float *o = out + r * out_stride;
+        size_t j = 0;
+        for (; j + 8 <= n_rows; j += 8) score_keys(kind, base + j * stride * esize, stride, 8, qr, n, o + j);
+        for (; j < n_rows; j++) score_keys(kind, base + j * stride * esize, stride, 1, qr, n, o + j);
+    }
 }
 #endif
 
-void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out) {
+void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
+                        size_t n_q, size_t n, float *out, size_t out_stride) {
 #if QUANT_AVX2
-    score_rows(WIDEN_F16, rows, stride, n_rows, q, n, out);
+    score_rows(WIDEN_F16, rows, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
 #else
-    quant_dot_rows_f16_scalar(rows, stride, n_rows, q, n, out);
+    quant_dot_rows_f16_scalar(rows, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
 #endif
 }
 
-void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out) {
+void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
+                        size_t n_q, size_t n, float *out, size_t out_stride) {
 #if QUANT_AVX2
-    score_rows(WIDEN_F32, rows, stride, n_rows, q, n, out);
+    score_rows(WIDEN_F32, rows, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
 #else
-    quant_dot_rows_f32_scalar(rows, stride, n_rows, q, n, out);
+    quant_dot_rows_f32_scalar(rows, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
 #endif
 }
 
@@ -1535,12 +1582,63 @@ static inline __attribute__((always_inline)) void axpy_rows(widen_kind kind, flo
                         y[i]);
 }
 
-void quant_axpy_rows_f16(float *y, const float *a, const uint16_t *rows, size_t stride, size_t n_rows, size_t n) {
-    axpy_rows(WIDEN_F16, y, a, rows, stride, n_rows, n);
+/* Two outputs at once, 32 elements of each in registers: every row chunk is loaded once for both, and each
+ * element sees axpy_rows' sequence of fused steps. */
+static inline __attribute__((always_inline)) void axpy_pair(widen_kind kind, float *y0, float *y1, const float *a0,
+                                                             const float *a1, const void *rows, size_t stride,
+                                                             size_t n_rows, size_t n) {
+    size_t i = 0;
+#if QUANT_AVX2
+    enum { W = 4 };
+    for (; i + 8 * W <= n; i += 8 * W) {
+        __m256 c0[W], c1[W];
+        for (int u = 0; u < W; u++) {
+            c0[u] = _mm256_loadu_ps(y0 + i + 8 * u);
+            c1[u] = _mm256_loadu_ps(y1 + i + 8 * u);
+        }
+        for (size_t j = 0; j < n_rows; j++) {
+            __m256 b0 = _mm256_set1_ps(a0[j]), b1 = _mm256_set1_ps(a1[j]);
+            PIN(b0);
+            PIN(b1);
+            for (int u = 0; u < W; u++) {
+                __m256 v = load8_widened(kind, rows, j * stride + i + 8 * u);
+                PIN(v);
+                c0[u] = _mm256_fmadd_ps(b0, v, c0[u]);
+                c1[u] = _mm256_fmadd_ps(b1, v, c1[u]);
+            }
+        }
+        for (int u = 0; u < W; u++) {
+            _mm256_storeu_ps(y0 + i + 8 * u, c0[u]);
+            _mm256_storeu_ps(y1 + i + 8 * u, c1[u]);
+        }
+    }
+#endif
+    if (i < n) {
+        const void *rest = (const uint8_t *)rows + i * (kind == WIDEN_F32 ? sizeof(float) : sizeof(uint16_t));
+        axpy_rows(kind, y0 + i, a0, rest, stride, n_rows, n - i);
+        axpy_rows(kind, y1 + i, a1, rest, stride, n_rows, n - i);
+    }
 }
 
-void quant_axpy_rows_f32(float *y, const float *a, const float *rows, size_t stride, size_t n_rows, size_t n) {
-    axpy_rows(WIDEN_F32, y, a, rows, stride, n_rows, n);
+static inline __attribute__((always_inline)) void axpy_block(widen_kind kind, float *y, size_t y_stride,
+                                                              const float *a, size_t a_stride, size_t n_y,
+                                                              const void *rows, size_t stride, size_t n_rows,
+                                                              size_t n) {
+    size_t r = 0;
+    for (; r + 2 <= n_y; r += 2)
+        axpy_pair(kind, y + r * y_stride, y + (r + 1) * y_stride, a + r * a_stride, a + (r + 1) * a_stride, rows,
+                  stride, n_rows, n);
+    if (r < n_y) axpy_rows(kind, y + r * y_stride, a + r * a_stride, rows, stride, n_rows, n);
+}
+
+void quant_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                         const uint16_t *rows, size_t stride, size_t n_rows, size_t n) {
+    axpy_block(WIDEN_F16, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}
+
+void quant_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
+                         size_t stride, size_t n_rows, size_t n) {
+    axpy_block(WIDEN_F32, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
 }
 
 int quant_simd_enabled(void) {

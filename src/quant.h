@@ -145,17 +145,24 @@ float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n);
 void quant_axpy_f32(float *y, float a, const float *x, size_t n);
 void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n);
 
-/* Attention over a tile of keys, rows `stride` elements apart: out[j] = the score of row j with q in the
- * attention order (above); and quant_axpy_f16 (resp. _f32) of y with a[j] and row j applied for j = 0, 1, ..
- * n_rows-1 in turn — the same bits as those calls, without a call per row and with y held in registers. An
- * f16 row and its exact f32 widening score the same bits. */
-void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out);
-void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out);
-void quant_dot_rows_f16_scalar(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t n,
-                               float *out);
-void quant_dot_rows_f32_scalar(const float *rows, size_t stride, size_t n_rows, const float *q, size_t n, float *out);
-void quant_axpy_rows_f16(float *y, const float *a, const uint16_t *rows, size_t stride, size_t n_rows, size_t n);
-void quant_axpy_rows_f32(float *y, const float *a, const float *rows, size_t stride, size_t n_rows, size_t n);
+/* Attention over a tile of keys (rows `stride` elements apart) for a block of queries at once; query r's vector
+ * is at q + r·q_stride, its scores at out + r·out_stride, its weights at a + r·a_stride and its output at
+ * y + r·y_stride. quant_dot_rows_*: out[j] = the score of key row j with q, in the attention order (above).
+ * quant_axpy_rows_*: quant_axpy_f16 (resp. _f32) of y with a[j] and row j, for j = 0, 1, .. n_rows-1 in turn.
+ * Each query gets the bits it would get alone from those steps: only the loop nest differs (a key row is
+ * loaded once for two queries, y is held in registers). An f16 row and its exact f32 widening score alike. */
+void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
+                        size_t n_q, size_t n, float *out, size_t out_stride);
+void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
+                        size_t n_q, size_t n, float *out, size_t out_stride);
+void quant_dot_rows_f16_scalar(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
+                               size_t n_q, size_t n, float *out, size_t out_stride);
+void quant_dot_rows_f32_scalar(const float *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
+                               size_t n_q, size_t n, float *out, size_t out_stride);
+void quant_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                         const uint16_t *rows, size_t stride, size_t n_rows, size_t n);
+void quant_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
+                         size_t stride, size_t n_rows, size_t n);
 
 /* x[i] = e^x[i] for i < n, in place: one fixed sequence of IEEE operations, so the AVX2 path and the scalar
  * twin give the same bits (libm's expf is neither vectorized nor pinned to a sequence). k = nearbyintf(x ·
@@ -173,10 +180,6 @@ float quant_scale_max(float *s, size_t n, float scale);
 float quant_scale_max_scalar(float *s, size_t n, float scale);
 float quant_exp_sum(float *s, size_t n, float m);
 float quant_exp_sum_scalar(float *s, size_t n, float m);
-
-/* dst[j*n + i] = f16 element i of row j (rows `stride` elements apart), exactly, for j < n_rows, i < n: a tile
- * of KV rows widened for attention. */
-void quant_f16_to_f32_rows(const uint16_t *src, size_t stride, size_t n_rows, size_t n, float *dst);
 
 /* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits SIMD or scalar. */
 void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);

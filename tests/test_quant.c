@@ -756,50 +756,64 @@ static void test_attention_tile_functions_follow_the_order_and_equal_their_twins
     uint64_t s = 11;
     const size_t ns[] = {1, 7, 64, 72, 100, 128, 136};
     const size_t key_counts[] = {1, 5, 8, 13, 32};
+    const size_t query_counts[] = {1, 2, 3, 5}; /* a block of queries gets each query's own bits */
+    enum { OUT = 33 };                          /* scores / weights of query r at r * OUT */
     for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
-        for (size_t c = 0; c < sizeof key_counts / sizeof *key_counts; c++) {
-            const size_t n = ns[k], n_keys = key_counts[c], stride = n + 5; /* rows inside wider KV rows */
-            float *rows = normal_row(&s, n_keys * stride, 1.0f), *q = normal_row(&s, n, 1.0f);
-            float *a = normal_row(&s, n_keys, 0.5f), *y0 = normal_row(&s, n, 1.0f);
-            uint16_t *rows16 = malloc(n_keys * stride * sizeof *rows16);
-            quant_f32_to_f16_row(rows, rows16, n_keys * stride);
-            float got[32], want[32];
-            quant_dot_rows_f16(rows16, stride, n_keys, q, n, got);
-            quant_dot_rows_f16_scalar(rows16, stride, n_keys, q, n, want);
-            assert_memory_equal(got, want, n_keys * sizeof *got);
-            float *wide = malloc(n_keys * stride * sizeof *wide); /* an f16 row and its widening score alike */
-            quant_dequantize_row(GGML_TYPE_F16, rows16, wide, n_keys * stride);
-            quant_dot_rows_f32(wide, stride, n_keys, q, n, got);
-            assert_memory_equal(got, want, n_keys * sizeof *got);
-            free(wide);
-            quant_dot_rows_f32(rows, stride, n_keys, q, n, got);
-            quant_dot_rows_f32_scalar(rows, stride, n_keys, q, n, want);
-            assert_memory_equal(got, want, n_keys * sizeof *got);
-            for (size_t j = 0; j < n_keys; j++) { /* the order of quant.h, spelled out */
-                float lane[8] = {0};
-                for (size_t i = 0; i < n; i++) lane[i % 8] = fmaf(rows[j * stride + i], q[i], lane[i % 8]);
-                const float v = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-                assert_same_bits(got[j], v, "attention score", n);
+        for (size_t c = 0; c < sizeof key_counts / sizeof *key_counts; c++)
+            for (size_t u = 0; u < sizeof query_counts / sizeof *query_counts; u++) {
+                const size_t n = ns[k], n_keys = key_counts[c], n_q = query_counts[u];
+                const size_t stride = n + 5, q_stride = n + 3; /* rows inside wider KV rows and query rows */
+                float *rows = normal_row(&s, n_keys * stride, 1.0f), *q = normal_row(&s, n_q * q_stride, 1.0f);
+                float *a = normal_row(&s, n_q * OUT, 0.5f), *y0 = normal_row(&s, n_q * q_stride, 1.0f);
+                uint16_t *rows16 = malloc(n_keys * stride * sizeof *rows16);
+                quant_f32_to_f16_row(rows, rows16, n_keys * stride);
+                float *wide = malloc(n_keys * stride * sizeof *wide); /* an f16 row and its widening score alike */
+                quant_dequantize_row(GGML_TYPE_F16, rows16, wide, n_keys * stride);
+                float got[5 * OUT], want[5 * OUT];
+                quant_dot_rows_f16(rows16, stride, n_keys, q, q_stride, n_q, n, got, OUT);
+                quant_dot_rows_f16_scalar(rows16, stride, n_keys, q, q_stride, n_q, n, want, OUT);
+                for (size_t r = 0; r < n_q; r++) assert_memory_equal(got + r * OUT, want + r * OUT, n_keys * sizeof *got);
+                quant_dot_rows_f32(wide, stride, n_keys, q, q_stride, n_q, n, got, OUT);
+                for (size_t r = 0; r < n_q; r++) assert_memory_equal(got + r * OUT, want + r * OUT, n_keys * sizeof *got);
+                quant_dot_rows_f32(rows, stride, n_keys, q, q_stride, n_q, n, got, OUT);
+                quant_dot_rows_f32_scalar(rows, stride, n_keys, q, q_stride, n_q, n, want, OUT);
+                for (size_t r = 0; r < n_q; r++) {
+                    assert_memory_equal(got + r * OUT, want + r * OUT, n_keys * sizeof *got);
+                    for (size_t j = 0; j < n_keys; j++) { /* the order of quant.h, spelled out */
+                        float lane[8] = {0};
+                        for (size_t i = 0; i < n; i++)
+                            lane[i % 8] = fmaf(rows[j * stride + i], q[r * q_stride + i], lane[i % 8]);
+                        const float v =
+                            ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+                        assert_same_bits(got[r * OUT + j], v, "attention score", n);
+                    }
+                }
+                float *ya = malloc(n_q * q_stride * sizeof *ya), *yb = malloc(n_q * q_stride * sizeof *yb);
+                for (int f16 = 0; f16 < 2; f16++) {
+                    memcpy(ya, y0, n_q * q_stride * sizeof *ya);
+                    memcpy(yb, y0, n_q * q_stride * sizeof *yb);
+                    if (f16)
+                        quant_axpy_rows_f16(ya, q_stride, a, OUT, n_q, rows16, stride, n_keys, n);
+                    else
+                        quant_axpy_rows_f32(ya, q_stride, a, OUT, n_q, rows, stride, n_keys, n);
+                    for (size_t r = 0; r < n_q; r++) {
+                        for (size_t j = 0; j < n_keys; j++)
+                            if (f16)
+                                quant_axpy_f16(yb + r * q_stride, a[r * OUT + j], rows16 + j * stride, n);
+                            else
+                                quant_axpy_f32(yb + r * q_stride, a[r * OUT + j], rows + j * stride, n);
+                        assert_memory_equal(ya + r * q_stride, yb + r * q_stride, n * sizeof *ya);
+                    }
+                }
+                free(rows);
+                free(q);
+                free(a);
+                free(y0);
+                free(rows16);
+                free(wide);
+                free(ya);
+                free(yb);
             }
-            float *ya = malloc(n * sizeof *ya), *yb = malloc(n * sizeof *yb);
-            memcpy(ya, y0, n * sizeof *ya);
-            memcpy(yb, y0, n * sizeof *yb);
-            quant_axpy_rows_f16(ya, a, rows16, stride, n_keys, n);
-            for (size_t j = 0; j < n_keys; j++) quant_axpy_f16(yb, a[j], rows16 + j * stride, n);
-            assert_memory_equal(ya, yb, n * sizeof *ya);
-            memcpy(ya, y0, n * sizeof *ya);
-            memcpy(yb, y0, n * sizeof *yb);
-            quant_axpy_rows_f32(ya, a, rows, stride, n_keys, n);
-            for (size_t j = 0; j < n_keys; j++) quant_axpy_f32(yb, a[j], rows + j * stride, n);
-            assert_memory_equal(ya, yb, n * sizeof *ya);
-            free(rows);
-            free(q);
-            free(a);
-            free(y0);
-            free(rows16);
-            free(ya);
-            free(yb);
-        }
 }
 
 static void test_activation_quants_never_reach_minus_128(void **state) {
