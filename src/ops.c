@@ -132,21 +132,28 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p) {
  * positions, so each tile is read (and widened from f16) once for all of them. */
 #define ATTN_BLOCK_ROWS 64
 
-/* Rows [r0, r0 + m) of one sequence at consecutive positions, one query head: online softmax over tiles
- * aligned to absolute positions. Each row goes through exactly the steps it would alone — its tiles, its
- * scores in the same order, its max, corrections and accumulation — so m never changes a bit; only the
- * reading of K and V is shared: the rows that see the whole of a tile score it and accumulate it as one
- * block (quant.h's query blocks). acc: each row's output slice (head_dim floats, out_stride apart). */
-static void attend_block(const float *q, size_t q_stride, const uint32_t *pos, uint32_t m, const ops_kv_view *kv,
+/* Keys of the tile at t0 that a query at position p sees. */
+static uint32_t keys_in_tile(uint32_t p, uint32_t t0) {
+    return p + 1 - t0 < OPS_ATTN_TILE ? p + 1 - t0 : OPS_ATTN_TILE;
+}
+
+/* A block of m queries of one sequence against one KV head, positions qpos[] ascending: the consecutive rows
+ * of a query head (prefill), or the query heads of one row that share the KV head (decode). Query u's vector
+ * is at q + u·q_stride, its output (head_dim floats) at acc + u·out_stride. Online softmax over tiles aligned
+ * to absolute positions. Each query goes through exactly the steps it would alone — its tiles, its scores in
+ * the same order, its max, corrections and accumulation — so the block never changes a bit; only the reading
+ * of K and V is shared: queries that see the same keys of a tile score and accumulate them in one call
+ * (quant.h's query blocks). */
+static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const ops_kv_view *kv,
                          size_t head_off, uint32_t head_dim, float scale, float *acc, size_t out_stride) {
     float scores[ATTN_BLOCK_ROWS * OPS_ATTN_TILE], running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
     const size_t elem = kv->f16 ? sizeof(uint16_t) : sizeof(float), stride = kv->row_bytes / elem;
-    for (uint32_t i = 0; i < m; i++) {
-        running_max[i] = -INFINITY;
-        denom[i] = 0.0f;
-        memset(acc + i * out_stride, 0, sizeof(float) * head_dim);
+    for (uint32_t u = 0; u < m; u++) {
+        running_max[u] = -INFINITY;
+        denom[u] = 0.0f;
+        memset(acc + u * out_stride, 0, sizeof(float) * head_dim);
     }
-    const uint32_t last = pos[m - 1];
+    const uint32_t last = qpos[m - 1];
     for (uint32_t t0 = 0; t0 <= last; t0 += OPS_ATTN_TILE) {
         const uint8_t *krows = kv->k + ops_kv_offset(kv, t0) + head_off * elem; /* a tile never straddles blocks */
         const uint8_t *vrows = kv->v + ops_kv_offset(kv, t0) + head_off * elem;
@@ -158,46 +165,44 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *pos, u
                     __builtin_prefetch(kv->v + next + j * kv->row_bytes + b);
                 }
         }
-        /* Positions are consecutive: rows [first, m) reach this tile, rows [whole, m) see all of it. One call
-         * per row that sees part of the tile, one for all the rows that see the whole of it. */
-        const uint32_t first = t0 > pos[0] ? t0 - pos[0] : 0, end = t0 + OPS_ATTN_TILE - 1;
-        const uint32_t whole = end > pos[0] ? (end - pos[0] < m ? end - pos[0] : m) : 0;
-        for (uint32_t i = first, n_q; i < m; i += n_q) {
-            n_q = i < whole ? 1 : m - i;
-            const uint32_t n = i < whole ? pos[i] + 1 - t0 : OPS_ATTN_TILE;
+        uint32_t first = 0; /* queries [first, m) reach this tile */
+        while (qpos[first] < t0) first++;
+        for (uint32_t u = first, n_q; u < m; u += n_q) {
+            const uint32_t n = keys_in_tile(qpos[u], t0);
+            for (n_q = 1; u + n_q < m && keys_in_tile(qpos[u + n_q], t0) == n; n_q++) {}
             if (kv->f16)
-                quant_dot_rows_f16((const uint16_t *)krows, stride, n, q + i * q_stride, q_stride, n_q, head_dim,
-                                   scores + i * OPS_ATTN_TILE, OPS_ATTN_TILE);
+                quant_dot_rows_f16((const uint16_t *)krows, stride, n, q + u * q_stride, q_stride, n_q, head_dim,
+                                   scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE);
             else
-                quant_dot_rows_f32((const float *)krows, stride, n, q + i * q_stride, q_stride, n_q, head_dim,
-                                   scores + i * OPS_ATTN_TILE, OPS_ATTN_TILE);
+                quant_dot_rows_f32((const float *)krows, stride, n, q + u * q_stride, q_stride, n_q, head_dim,
+                                   scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE);
         }
-        for (uint32_t i = first; i < m; i++) {
-            const uint32_t n = pos[i] + 1 - t0 < OPS_ATTN_TILE ? pos[i] + 1 - t0 : OPS_ATTN_TILE;
-            float *s = scores + i * OPS_ATTN_TILE, *a = acc + i * out_stride;
+        for (uint32_t u = first; u < m; u++) {
+            const uint32_t n = keys_in_tile(qpos[u], t0);
+            float *s = scores + u * OPS_ATTN_TILE, *a = acc + u * out_stride;
             const float tile_max = quant_scale_max(s, n, scale);
-            if (tile_max > running_max[i]) {
-                float correction = running_max[i] - tile_max;
+            if (tile_max > running_max[u]) {
+                float correction = running_max[u] - tile_max;
                 quant_exp(&correction, 1); /* e^-inf = 0 on the first tile */
                 for (uint32_t d = 0; d < head_dim; d++) a[d] *= correction;
-                denom[i] *= correction;
-                running_max[i] = tile_max;
+                denom[u] *= correction;
+                running_max[u] = tile_max;
             }
-            denom[i] += quant_exp_sum(s, n, running_max[i]);
+            denom[u] += quant_exp_sum(s, n, running_max[u]);
         }
-        for (uint32_t i = first, n_q; i < m; i += n_q) {
-            n_q = i < whole ? 1 : m - i;
-            const uint32_t n = i < whole ? pos[i] + 1 - t0 : OPS_ATTN_TILE;
+        for (uint32_t u = first, n_q; u < m; u += n_q) {
+            const uint32_t n = keys_in_tile(qpos[u], t0);
+            for (n_q = 1; u + n_q < m && keys_in_tile(qpos[u + n_q], t0) == n; n_q++) {}
             if (kv->f16)
-                quant_axpy_rows_f16(acc + i * out_stride, out_stride, scores + i * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
+                quant_axpy_rows_f16(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
                                     (const uint16_t *)vrows, stride, n, head_dim);
             else
-                quant_axpy_rows_f32(acc + i * out_stride, out_stride, scores + i * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
+                quant_axpy_rows_f32(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
                                     (const float *)vrows, stride, n, head_dim);
         }
     }
-    for (uint32_t i = 0; i < m; i++) {
-        float inv = 1.0f / denom[i], *a = acc + i * out_stride;
+    for (uint32_t u = 0; u < m; u++) {
+        float inv = 1.0f / denom[u], *a = acc + u * out_stride;
         for (uint32_t d = 0; d < head_dim; d++) a[d] *= inv;
     }
 }
@@ -210,18 +215,29 @@ static bool same_run(const ops_kv_view *a, const ops_kv_view *b, uint32_t pa, ui
 static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views,
                             uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out) {
     const uint32_t group = n_heads / n_kv_heads, q_dim = n_heads * head_dim;
-    /* An item is (a chunk of ATTN_BLOCK_ROWS rows, a head); inside the chunk, each run of rows that can share
-     * key tiles is attended together. */
-    const uint32_t n_chunks = (n_rows + ATTN_BLOCK_ROWS - 1) / ATTN_BLOCK_ROWS, n_items = n_chunks * n_heads;
+    /* When no two rows share key tiles (decode steps), the query heads of a row that share a KV head form
+     * the block instead: an item is then (a chunk, a KV head's heads), else (a chunk, a head). Inside the
+     * chunk, each run of rows that can share key tiles is attended together. */
+    bool by_kv_head = group > 1 && group <= ATTN_BLOCK_ROWS;
+    for (uint32_t r = 1; by_kv_head && r < n_rows; r++)
+        by_kv_head = !same_run(&views[r - 1], &views[r], pos[r - 1], pos[r]);
+    const uint32_t heads = by_kv_head ? group : 1, units = n_heads / heads;
+    const uint32_t n_chunks = (n_rows + ATTN_BLOCK_ROWS - 1) / ATTN_BLOCK_ROWS, n_items = n_chunks * units;
 #pragma omp for schedule(dynamic, 1)
     for (uint32_t item = 0; item < n_items; item++) {
-        uint32_t c = item / n_heads, h = item % n_heads;
-        uint32_t end = (c + 1) * ATTN_BLOCK_ROWS < n_rows ? (c + 1) * ATTN_BLOCK_ROWS : n_rows;
+        const uint32_t c = item / units, h = item % units * heads;
+        const uint32_t end = (c + 1) * ATTN_BLOCK_ROWS < n_rows ? (c + 1) * ATTN_BLOCK_ROWS : n_rows;
+        const size_t kv_off = (size_t)(h / group) * head_dim;
         for (uint32_t r = c * ATTN_BLOCK_ROWS, m; r < end; r += m) {
             for (m = 1; r + m < end && same_run(&views[r + m - 1], &views[r + m], pos[r + m - 1], pos[r + m]); m++) {}
-            attend_block(q + (size_t)r * q_dim + (size_t)h * head_dim, q_dim, pos + r, m, &views[r],
-                         (size_t)(h / group) * head_dim, head_dim, scale,
-                         out + (size_t)r * q_dim + (size_t)h * head_dim, q_dim);
+            const size_t at = (size_t)r * q_dim + (size_t)h * head_dim;
+            if (by_kv_head) {
+                uint32_t qpos[ATTN_BLOCK_ROWS];
+                for (uint32_t k = 0; k < heads; k++) qpos[k] = pos[r];
+                attend_block(q + at, head_dim, qpos, heads, &views[r], kv_off, head_dim, scale, out + at, head_dim);
+            } else {
+                attend_block(q + at, q_dim, pos + r, m, &views[r], kv_off, head_dim, scale, out + at, q_dim);
+            }
         }
     }
 }
