@@ -1066,6 +1066,68 @@ static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, s
 /* Keeps v in a register: the compiler would otherwise fold its load into each of its C uses. */
 #define PIN(v) __asm__("" : "+x"(v))
 
+/* The integer sums of one group for a whole register tile: s[r][c] += the products of activation row r's
+ * registers x[r][j] and weight row c's registers w_c[j], j < jn. Q8_0 (q8): 32-bit sums of
+ * madd(maddubs(|w|, sign(x, w)), 1); Q4_0, Q4_K: 16-bit sums of maddubs(w, x). Written in assembly because GCC,
+ * at the 16 registers this needs (8 sums, both weight registers and their magnitudes, a row, two products and
+ * the ones), spilled two sums to the stack and re-read a weight register from memory at every use: the
+ * tile then ran at 0.64 ns per block product for Q8_0 and 0.56 for Q4_0. The sums and the ones are operands;
+ * the weight registers (ymm9, ymm10), their magnitudes (ymm11, ymm12), the row (ymm13) and the products (ymm14,
+ * ymm15) are fixed scratch registers. */
+#define TILE_ROW_Q8(x, a, b)                                                                                   \
+    "vmovdqa (%[" #x "],%[off]), %%ymm13\n\t"                                                                    \
+    "vpsignb %%ymm9, %%ymm13, %%ymm14\n\t"                                                                          \
+    "vpsignb %%ymm10, %%ymm13, %%ymm15\n\t"                                                                          \
+    "vpmaddubsw %%ymm14, %%ymm11, %%ymm14\n\t"                                                                        \
+    "vpmaddubsw %%ymm15, %%ymm12, %%ymm15\n\t"                                                                        \
+    "vpmaddwd %[ones], %%ymm14, %%ymm14\n\t"                                                                        \
+    "vpmaddwd %[ones], %%ymm15, %%ymm15\n\t"                                                                        \
+    "vpaddd %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                    \
+    "vpaddd %%ymm15, %[" #b "], %[" #b "]\n\t"
+#define TILE_ROW_Q4(x, a, b)                                                                                   \
+    "vmovdqa (%[" #x "],%[off]), %%ymm13\n\t"                                                                    \
+    "vpmaddubsw %%ymm13, %%ymm9, %%ymm14\n\t"                                                                       \
+    "vpmaddubsw %%ymm13, %%ymm10, %%ymm15\n\t"                                                                       \
+    "vpaddw %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                    \
+    "vpaddw %%ymm15, %[" #b "], %[" #b "]\n\t"
+
+static inline __attribute__((always_inline)) void tile_sums(bool q8, const __m256i *w0, const __m256i *w1,
+                                                             const __m256i *const x[PANEL_ROWS], int jn,
+                                                             __m256i s[PANEL_ROWS][PANEL_COLS]) {
+    __m256i s00 = s[0][0], s01 = s[0][1], s10 = s[1][0], s11 = s[1][1];
+    __m256i s20 = s[2][0], s21 = s[2][1], s30 = s[3][0], s31 = s[3][1];
+    const __m256i ones = _mm256_set1_epi16(1);
+    size_t off = 0;
+    const size_t end = (size_t)jn * sizeof(__m256i);
+#define TILE_OPERANDS                                                                                          \
+    : [s00] "+x"(s00), [s01] "+x"(s01), [s10] "+x"(s10), [s11] "+x"(s11), [s20] "+x"(s20), [s21] "+x"(s21),      \
+      [s30] "+x"(s30), [s31] "+x"(s31), [off] "+r"(off)                                                        \
+    : [w0] "r"(w0), [w1] "r"(w1), [x0] "r"(x[0]), [x1] "r"(x[1]), [x2] "r"(x[2]), [x3] "r"(x[3]), [end] "r"(end), \
+      [ones] "x"(ones)                                                                                         \
+    : "cc", "memory", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
+    if (q8)
+        __asm__("1:\n\t"
+                "vmovdqa (%[w0],%[off]), %%ymm9\n\t"
+                "vmovdqa (%[w1],%[off]), %%ymm10\n\t"
+                "vpabsb %%ymm9, %%ymm11\n\t"
+                "vpabsb %%ymm10, %%ymm12\n\t"
+                TILE_ROW_Q8(x0, s00, s01) TILE_ROW_Q8(x1, s10, s11) TILE_ROW_Q8(x2, s20, s21) TILE_ROW_Q8(x3, s30, s31)
+                "add $32, %[off]\n\t"
+                "cmp %[end], %[off]\n\t"
+                "jb 1b\n\t" TILE_OPERANDS);
+    else
+        __asm__("1:\n\t"
+                "vmovdqa (%[w0],%[off]), %%ymm9\n\t"
+                "vmovdqa (%[w1],%[off]), %%ymm10\n\t"
+                TILE_ROW_Q4(x0, s00, s01) TILE_ROW_Q4(x1, s10, s11) TILE_ROW_Q4(x2, s20, s21) TILE_ROW_Q4(x3, s30, s31)
+                "add $32, %[off]\n\t"
+                "cmp %[end], %[off]\n\t"
+                "jb 1b\n\t" TILE_OPERANDS);
+#undef TILE_OPERANDS
+    s[0][0] = s00, s[0][1] = s01, s[1][0] = s10, s[1][1] = s11;
+    s[2][0] = s20, s[2][1] = s21, s[3][0] = s30, s[3][1] = s31;
+}
+
 /* One register tile: y[r*ldy + c] for r < R, c < C over all ng groups (R, C known at compile time, so the
  * accumulators stay in registers). xp: activation row r's groups at xp + r * ng. */
 static inline __attribute__((always_inline)) void panel_tile(ggml_type type, const wgroup *pk, size_t ng,
@@ -1082,8 +1144,8 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
         const bool half = half_last && g + 1 == ng; /* 4 registers: the half layout */
         const int jn = half ? BLOCK_LANES / 2 : BLOCK_LANES;
         __m256i s[PANEL_ROWS][PANEL_COLS], h[PANEL_ROWS][PANEL_COLS];
-        for (int r = 0; r < R; r++)
-            for (int c = 0; c < C; c++) s[r][c] = h[r][c] = _mm256_setzero_si256();
+        for (int r = 0; r < PANEL_ROWS; r++) /* the whole tile: tile_sums fills it all */
+            for (int c = 0; c < PANEL_COLS; c++) s[r][c] = h[r][c] = _mm256_setzero_si256();
         if (type == GGML_TYPE_Q6_K) { /* quants 0..63: two pair sums (at most 2 · 63 · 127) per 16 bits */
             _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
             for (int j = 0; j < BLOCK_LANES; j += 2) {
@@ -1107,26 +1169,10 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
                 }
             }
         } else { /* Q8_0: exact 32-bit sums; Q4_0, Q4_K: quants 0..15, all 8 pair sums (at most 8 · 2 · 15 · 127) in
-                  * 16 bits, widened once */
-            _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
-            for (int j = 0; j < jn; j++) {
-                __m256i xr[PANEL_ROWS];
-                for (int r = 0; r < R; r++) {
-                    xr[r] = px[r]->q[j];
-                    PIN(xr[r]);
-                }
-                for (int c = 0; c < C; c++) {
-                    const __m256i wj = pg[c].q[j];
-                    if (type == GGML_TYPE_Q8_0) {
-                        const __m256i aw = _mm256_abs_epi8(wj);
-                        for (int r = 0; r < R; r++)
-                            s[r][c] = _mm256_add_epi32(
-                                s[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xr[r], wj)), ones16));
-                    } else {
-                        for (int r = 0; r < R; r++) s[r][c] = _mm256_add_epi16(s[r][c], _mm256_maddubs_epi16(wj, xr[r]));
-                    }
-                }
-            }
+                  * 16 bits, widened once. A smaller tile repeats its last row and column (sums it then drops). */
+            const __m256i *xrow[PANEL_ROWS];
+            for (int r = 0; r < PANEL_ROWS; r++) xrow[r] = px[r < R ? r : R - 1]->q;
+            tile_sums(type == GGML_TYPE_Q8_0, pg[0].q, pg[C - 1].q, xrow, jn, s);
             for (int r = 0; type != GGML_TYPE_Q8_0 && r < R; r++)
                 for (int c = 0; c < C; c++) s[r][c] = _mm256_madd_epi16(s[r][c], ones16);
         }
