@@ -1066,46 +1066,60 @@ static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, s
 /* Keeps v in a register: the compiler would otherwise fold its load into each of its C uses. */
 #define PIN(v) __asm__("" : "+x"(v))
 
-/* The integer sums of one group for a whole register tile: s[r][c] += the products of activation row r's
- * registers x[r][j] and weight row c's registers w_c[j], j < jn. Q8_0 (q8): 32-bit sums of
- * madd(maddubs(|w|, sign(x, w)), 1); Q4_0, Q4_K: 16-bit sums of maddubs(w, x). Written in assembly because GCC,
- * at the 16 registers this needs (8 sums, both weight registers and their magnitudes, a row, two products and
- * the ones), spilled two sums to the stack and re-read a weight register from memory at every use: the
- * tile then ran at 0.64 ns per block product for Q8_0 and 0.56 for Q4_0. The sums and the ones are operands;
- * the weight registers (ymm9, ymm10), their magnitudes (ymm11, ymm12), the row (ymm13) and the products (ymm14,
- * ymm15) are fixed scratch registers. */
+/* The integer sums of one group for a whole register tile: s[r][c] = the sum over registers j0 <= j < j1 of the
+ * products of activation row r's register x[r][j] and weight row c's register w_c[j]. TILE_Q8 (Q8_0): 32-bit
+ * sums of madd(maddubs(|w|, sign(x, w)), 1). TILE_Q4 (Q4_0, Q4_K; quants 0..15): 16-bit sums of maddubs(w, x).
+ * TILE_Q6 (Q6_K; quants 0..63): registers j and j+1 summed in 16 bits (at most 2 · 2 · 63 · 127), then 32-bit
+ * sums of their madd with 1; j0 and j1 even. Written in assembly because GCC, at the 16 registers this needs,
+ * spilled two sums to the stack and re-read a weight register from memory at every use: the tile then ran
+ * at 0.64 ns per block product for Q8_0 and 0.56 for Q4_0. The sums and the ones are operands; ymm9 to ymm15
+ * are fixed scratch: the weight registers, their magnitudes (Q8_0), the row and the products. */
+typedef enum { TILE_Q8, TILE_Q4, TILE_Q6 } tile_kind;
+
 #define TILE_ROW_Q8(x, a, b)                                                                                   \
-    "vmovdqa (%[" #x "],%[off]), %%ymm13\n\t"                                                                    \
-    "vpsignb %%ymm9, %%ymm13, %%ymm14\n\t"                                                                          \
-    "vpsignb %%ymm10, %%ymm13, %%ymm15\n\t"                                                                          \
-    "vpmaddubsw %%ymm14, %%ymm11, %%ymm14\n\t"                                                                        \
-    "vpmaddubsw %%ymm15, %%ymm12, %%ymm15\n\t"                                                                        \
-    "vpmaddwd %[ones], %%ymm14, %%ymm14\n\t"                                                                        \
-    "vpmaddwd %[ones], %%ymm15, %%ymm15\n\t"                                                                        \
-    "vpaddd %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                    \
+    "vmovdqa (%[" #x "],%[off]), %%ymm13\n\t"                                                                  \
+    "vpsignb %%ymm9, %%ymm13, %%ymm14\n\t"                                                                     \
+    "vpsignb %%ymm10, %%ymm13, %%ymm15\n\t"                                                                    \
+    "vpmaddubsw %%ymm14, %%ymm11, %%ymm14\n\t"                                                                 \
+    "vpmaddubsw %%ymm15, %%ymm12, %%ymm15\n\t"                                                                 \
+    "vpmaddwd %[ones], %%ymm14, %%ymm14\n\t"                                                                   \
+    "vpmaddwd %[ones], %%ymm15, %%ymm15\n\t"                                                                   \
+    "vpaddd %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                 \
     "vpaddd %%ymm15, %[" #b "], %[" #b "]\n\t"
 #define TILE_ROW_Q4(x, a, b)                                                                                   \
-    "vmovdqa (%[" #x "],%[off]), %%ymm13\n\t"                                                                    \
-    "vpmaddubsw %%ymm13, %%ymm9, %%ymm14\n\t"                                                                       \
-    "vpmaddubsw %%ymm13, %%ymm10, %%ymm15\n\t"                                                                       \
-    "vpaddw %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                    \
+    "vmovdqa (%[" #x "],%[off]), %%ymm13\n\t"                                                                  \
+    "vpmaddubsw %%ymm13, %%ymm9, %%ymm14\n\t"                                                                  \
+    "vpmaddubsw %%ymm13, %%ymm10, %%ymm15\n\t"                                                                 \
+    "vpaddw %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                 \
     "vpaddw %%ymm15, %[" #b "], %[" #b "]\n\t"
+/* Weight rows' registers j, j+1 in ymm9, ymm10 (row 0) and ymm11, ymm12 (row 1); the row's from memory. */
+#define TILE_ROW_Q6(x, a, b)                                                                                   \
+    "vpmaddubsw (%[" #x "],%[off]), %%ymm9, %%ymm14\n\t"                                                       \
+    "vpmaddubsw 32(%[" #x "],%[off]), %%ymm10, %%ymm15\n\t"                                                    \
+    "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                                                                     \
+    "vpmaddwd %[ones], %%ymm14, %%ymm14\n\t"                                                                   \
+    "vpaddd %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                 \
+    "vpmaddubsw (%[" #x "],%[off]), %%ymm11, %%ymm14\n\t"                                                      \
+    "vpmaddubsw 32(%[" #x "],%[off]), %%ymm12, %%ymm15\n\t"                                                    \
+    "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                                                                     \
+    "vpmaddwd %[ones], %%ymm14, %%ymm14\n\t"                                                                   \
+    "vpaddd %%ymm14, %[" #b "], %[" #b "]\n\t"
 
-static inline __attribute__((always_inline)) void tile_sums(bool q8, const __m256i *w0, const __m256i *w1,
-                                                             const __m256i *const x[PANEL_ROWS], int jn,
+static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, const __m256i *w0, const __m256i *w1,
+                                                             const __m256i *const x[PANEL_ROWS], int j0, int j1,
                                                              __m256i s[PANEL_ROWS][PANEL_COLS]) {
-    __m256i s00 = s[0][0], s01 = s[0][1], s10 = s[1][0], s11 = s[1][1];
-    __m256i s20 = s[2][0], s21 = s[2][1], s30 = s[3][0], s31 = s[3][1];
+    __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00;
     const __m256i ones = _mm256_set1_epi16(1);
-    size_t off = 0;
-    const size_t end = (size_t)jn * sizeof(__m256i);
+    size_t off = (size_t)j0 * sizeof(__m256i);
+    const size_t end = (size_t)j1 * sizeof(__m256i);
 #define TILE_OPERANDS                                                                                          \
     : [s00] "+x"(s00), [s01] "+x"(s01), [s10] "+x"(s10), [s11] "+x"(s11), [s20] "+x"(s20), [s21] "+x"(s21),      \
       [s30] "+x"(s30), [s31] "+x"(s31), [off] "+r"(off)                                                        \
     : [w0] "r"(w0), [w1] "r"(w1), [x0] "r"(x[0]), [x1] "r"(x[1]), [x2] "r"(x[2]), [x3] "r"(x[3]), [end] "r"(end), \
       [ones] "x"(ones)                                                                                         \
     : "cc", "memory", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
-    if (q8)
+    switch (kind) {
+    case TILE_Q8:
         __asm__("1:\n\t"
                 "vmovdqa (%[w0],%[off]), %%ymm9\n\t"
                 "vmovdqa (%[w1],%[off]), %%ymm10\n\t"
@@ -1115,7 +1129,8 @@ static inline __attribute__((always_inline)) void tile_sums(bool q8, const __m25
                 "add $32, %[off]\n\t"
                 "cmp %[end], %[off]\n\t"
                 "jb 1b\n\t" TILE_OPERANDS);
-    else
+        break;
+    case TILE_Q4:
         __asm__("1:\n\t"
                 "vmovdqa (%[w0],%[off]), %%ymm9\n\t"
                 "vmovdqa (%[w1],%[off]), %%ymm10\n\t"
@@ -1123,6 +1138,19 @@ static inline __attribute__((always_inline)) void tile_sums(bool q8, const __m25
                 "add $32, %[off]\n\t"
                 "cmp %[end], %[off]\n\t"
                 "jb 1b\n\t" TILE_OPERANDS);
+        break;
+    case TILE_Q6:
+        __asm__("1:\n\t"
+                "vmovdqa (%[w0],%[off]), %%ymm9\n\t"
+                "vmovdqa 32(%[w0],%[off]), %%ymm10\n\t"
+                "vmovdqa (%[w1],%[off]), %%ymm11\n\t"
+                "vmovdqa 32(%[w1],%[off]), %%ymm12\n\t"
+                TILE_ROW_Q6(x0, s00, s01) TILE_ROW_Q6(x1, s10, s11) TILE_ROW_Q6(x2, s20, s21) TILE_ROW_Q6(x3, s30, s31)
+                "add $64, %[off]\n\t"
+                "cmp %[end], %[off]\n\t"
+                "jb 1b\n\t" TILE_OPERANDS);
+        break;
+    }
 #undef TILE_OPERANDS
     s[0][0] = s00, s[0][1] = s01, s[1][0] = s10, s[1][1] = s11;
     s[2][0] = s20, s[2][1] = s21, s[3][0] = s30, s[3][1] = s31;
@@ -1143,36 +1171,16 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
         for (int r = 0; r < R; r++) px[r] = &xp[r * ng + g];
         const bool half = half_last && g + 1 == ng; /* 4 registers: the half layout */
         const int jn = half ? BLOCK_LANES / 2 : BLOCK_LANES;
+        /* A smaller tile repeats its last row and column (sums it then drops). */
+        const __m256i *xrow[PANEL_ROWS];
+        for (int r = 0; r < PANEL_ROWS; r++) xrow[r] = px[r < R ? r : R - 1]->q;
         __m256i s[PANEL_ROWS][PANEL_COLS], h[PANEL_ROWS][PANEL_COLS];
-        for (int r = 0; r < PANEL_ROWS; r++) /* the whole tile: tile_sums fills it all */
-            for (int c = 0; c < PANEL_COLS; c++) s[r][c] = h[r][c] = _mm256_setzero_si256();
-        if (type == GGML_TYPE_Q6_K) { /* quants 0..63: two pair sums (at most 2 · 63 · 127) per 16 bits */
-            _Pragma("GCC unroll 1") /* unrolled, GCC spills the products */
-            for (int j = 0; j < BLOCK_LANES; j += 2) {
-                __m256i xr[PANEL_ROWS], xr2[PANEL_ROWS];
-                for (int r = 0; r < R; r++) {
-                    xr[r] = px[r]->q[j];
-                    xr2[r] = px[r]->q[j + 1];
-                    PIN(xr[r]);
-                    PIN(xr2[r]);
-                }
-                for (int c = 0; c < C; c++) {
-                    const __m256i w0 = pg[c].q[j], w1 = pg[c].q[j + 1];
-                    for (int r = 0; r < R; r++) {
-                        const __m256i t = _mm256_madd_epi16(
-                            _mm256_add_epi16(_mm256_maddubs_epi16(w0, xr[r]), _mm256_maddubs_epi16(w1, xr2[r])), ones16);
-                        if (j < BLOCK_LANES / 2)
-                            s[r][c] = _mm256_add_epi32(s[r][c], t);
-                        else
-                            h[r][c] = _mm256_add_epi32(h[r][c], t);
-                    }
-                }
-            }
+        if (type == GGML_TYPE_Q6_K) { /* quants 0..15 and 16..31 of each block have their own scales */
+            tile_sums(TILE_Q6, pg[0].q, pg[C - 1].q, xrow, 0, BLOCK_LANES / 2, s);
+            tile_sums(TILE_Q6, pg[0].q, pg[C - 1].q, xrow, BLOCK_LANES / 2, BLOCK_LANES, h);
         } else { /* Q8_0: exact 32-bit sums; Q4_0, Q4_K: quants 0..15, all 8 pair sums (at most 8 · 2 · 15 · 127) in
-                  * 16 bits, widened once. A smaller tile repeats its last row and column (sums it then drops). */
-            const __m256i *xrow[PANEL_ROWS];
-            for (int r = 0; r < PANEL_ROWS; r++) xrow[r] = px[r < R ? r : R - 1]->q;
-            tile_sums(type == GGML_TYPE_Q8_0, pg[0].q, pg[C - 1].q, xrow, jn, s);
+                  * 16 bits, widened once */
+            tile_sums(type == GGML_TYPE_Q8_0 ? TILE_Q8 : TILE_Q4, pg[0].q, pg[C - 1].q, xrow, 0, jn, s);
             for (int r = 0; type != GGML_TYPE_Q8_0 && r < R; r++)
                 for (int c = 0; c < C; c++) s[r][c] = _mm256_madd_epi16(s[r][c], ones16);
         }
@@ -1227,19 +1235,6 @@ static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, bool hal
     }
 }
 
-/* The register tile of each type, R rows x C weight rows: 4 x 2 measured best for Q8_0 and Q4_0; Q6_K keeps
- * two sums per output, so 2 x 2 keeps them in the 16 registers. */
-static void panel_shape(ggml_type type, int *R, int *C) {
-    switch (type) {
-    case GGML_TYPE_Q6_K:
-        *R = 2, *C = 2;
-        return;
-    default:
-        *R = 4, *C = 2;
-        return;
-    }
-}
-
 /* Groups of the widest row that takes panels (n <= 17664): its packed panel (pk, 53 KB) is on the stack. */
 #define PANEL_MAX_GROUPS 69
 
@@ -1251,17 +1246,15 @@ static void matmul_panels(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
     wgroup pk[PANEL_MAX_GROUPS * PANEL_COLS];
     xgroup xp[PANEL_X_BYTES / sizeof(xgroup)];
     /* as many whole register tiles of rows as the activation buffer holds */
-    int TR, TC;
-    panel_shape(type, &TR, &TC);
     const uint32_t chunk = (uint32_t)(PANEL_X_BYTES / (ng * sizeof(xgroup))) / PANEL_ROWS * PANEL_ROWS;
     for (uint32_t r0 = 0; r0 < n_rows; r0 += chunk) {
         const uint32_t rows = n_rows - r0 < chunk ? n_rows - r0 : chunk;
         prep_panel_rows(type, xq + (size_t)r0 * nb, nb, ng, rows, xp);
-        for (uint32_t o = 0; o < n_out; o += (uint32_t)TC) {
-            const int C = n_out - o < (uint32_t)TC ? (int)(n_out - o) : TC;
+        for (uint32_t o = 0; o < n_out; o += PANEL_COLS) {
+            const int C = n_out - o < PANEL_COLS ? (int)(n_out - o) : PANEL_COLS;
             pack_panel(type, w + o * w_row_bytes, w_row_bytes, C, nb, ng, pk);
-            for (uint32_t r = 0; r < rows; r += (uint32_t)TR) {
-                const int R = rows - r < (uint32_t)TR ? (int)(rows - r) : TR;
+            for (uint32_t r = 0; r < rows; r += PANEL_ROWS) {
+                const int R = rows - r < PANEL_ROWS ? (int)(rows - r) : PANEL_ROWS;
                 panel_dispatch(type, pk, ng, nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2, xp + (size_t)r * ng, R,
                                C, y + (size_t)(r0 + r) * ldy + o, ldy);
             }
