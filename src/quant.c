@@ -1118,39 +1118,34 @@ static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, cons
     : [w0] "r"(w0), [w1] "r"(w1), [x0] "r"(x[0]), [x1] "r"(x[1]), [x2] "r"(x[2]), [x3] "r"(x[3]), [end] "r"(end), \
       [ones] "x"(ones)                                                                                         \
     : "cc", "memory", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
+/* One loop over the registers: `head` loads the weight registers of a step, ROW does one activation row. */
+#define TILE_LOOP(head, ROW, step)                                                                              \
+    __asm__("1:\n\t" head ROW(x0, s00, s01) ROW(x1, s10, s11) ROW(x2, s20, s21) ROW(x3, s30, s31)              \
+            "add $" #step ", %[off]\n\t"                                                                      \
+            "cmp %[end], %[off]\n\t"                                                                          \
+            "jb 1b\n\t" TILE_OPERANDS)
     switch (kind) {
     case TILE_Q8:
-        __asm__("1:\n\t"
-                "vmovdqa (%[w0],%[off]), %%ymm9\n\t"
-                "vmovdqa (%[w1],%[off]), %%ymm10\n\t"
-                "vpabsb %%ymm9, %%ymm11\n\t"
-                "vpabsb %%ymm10, %%ymm12\n\t"
-                TILE_ROW_Q8(x0, s00, s01) TILE_ROW_Q8(x1, s10, s11) TILE_ROW_Q8(x2, s20, s21) TILE_ROW_Q8(x3, s30, s31)
-                "add $32, %[off]\n\t"
-                "cmp %[end], %[off]\n\t"
-                "jb 1b\n\t" TILE_OPERANDS);
+        TILE_LOOP("vmovdqa (%[w0],%[off]), %%ymm9\n\t"
+                  "vmovdqa (%[w1],%[off]), %%ymm10\n\t"
+                  "vpabsb %%ymm9, %%ymm11\n\t"
+                  "vpabsb %%ymm10, %%ymm12\n\t",
+                  TILE_ROW_Q8, 32);
         break;
     case TILE_Q4:
-        __asm__("1:\n\t"
-                "vmovdqa (%[w0],%[off]), %%ymm9\n\t"
-                "vmovdqa (%[w1],%[off]), %%ymm10\n\t"
-                TILE_ROW_Q4(x0, s00, s01) TILE_ROW_Q4(x1, s10, s11) TILE_ROW_Q4(x2, s20, s21) TILE_ROW_Q4(x3, s30, s31)
-                "add $32, %[off]\n\t"
-                "cmp %[end], %[off]\n\t"
-                "jb 1b\n\t" TILE_OPERANDS);
+        TILE_LOOP("vmovdqa (%[w0],%[off]), %%ymm9\n\t"
+                  "vmovdqa (%[w1],%[off]), %%ymm10\n\t",
+                  TILE_ROW_Q4, 32);
         break;
     case TILE_Q6:
-        __asm__("1:\n\t"
-                "vmovdqa (%[w0],%[off]), %%ymm9\n\t"
-                "vmovdqa 32(%[w0],%[off]), %%ymm10\n\t"
-                "vmovdqa (%[w1],%[off]), %%ymm11\n\t"
-                "vmovdqa 32(%[w1],%[off]), %%ymm12\n\t"
-                TILE_ROW_Q6(x0, s00, s01) TILE_ROW_Q6(x1, s10, s11) TILE_ROW_Q6(x2, s20, s21) TILE_ROW_Q6(x3, s30, s31)
-                "add $64, %[off]\n\t"
-                "cmp %[end], %[off]\n\t"
-                "jb 1b\n\t" TILE_OPERANDS);
+        TILE_LOOP("vmovdqa (%[w0],%[off]), %%ymm9\n\t"
+                  "vmovdqa 32(%[w0],%[off]), %%ymm10\n\t"
+                  "vmovdqa (%[w1],%[off]), %%ymm11\n\t"
+                  "vmovdqa 32(%[w1],%[off]), %%ymm12\n\t",
+                  TILE_ROW_Q6, 64);
         break;
     }
+#undef TILE_LOOP
 #undef TILE_OPERANDS
     s[0][0] = s00, s[0][1] = s01, s[1][0] = s10, s[1][1] = s11;
     s[2][0] = s20, s[2][1] = s21, s[3][0] = s30, s[3][1] = s31;
