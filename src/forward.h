@@ -23,10 +23,6 @@ void forward_free(forward *f);
 uint32_t forward_max_rows(const forward *f);
 int forward_threads(const forward *f);
 
-/* Rows r < n (n <= max_rows): token ids[r] — or, ids NULL, embedding row embd[r] ([n][dim]) — at position
- * pos[r], whose K/V row is stored into maps[r] and whose attention reads maps[r] positions 0..pos[r] (all
- * already stored, or stored by this call). The logits of rows [first_logit, n) go to logits
- * ([n - first_logit][n_vocab]). The caller validated ids and positions. */
 /* The end of the prefill chunk that starts at position p: the next multiple of grid (DESIGN.md §3), or end
  * if that comes first. Chunk boundaries depend on absolute positions only, never on a prompt's length. */
 static inline uint32_t forward_grid_end(uint32_t p, uint32_t end, uint32_t grid) {
@@ -34,6 +30,10 @@ static inline uint32_t forward_grid_end(uint32_t p, uint32_t end, uint32_t grid)
     return next < end ? next : end;
 }
 
+/* Rows r < n (n <= max_rows): token ids[r] — or, ids NULL, embedding row embd[r] ([n][dim]) — at position
+ * pos[r], whose K/V row is stored into maps[r] and whose attention reads maps[r] positions 0..pos[r] (all
+ * already stored, or stored by this call). The logits of rows [first_logit, n) go to logits
+ * ([n - first_logit][n_vocab]). The caller validated ids and positions. */
 void forward_rows(forward *f, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
                   const kv_map *const *maps, uint32_t first_logit, float *logits);
 

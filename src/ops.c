@@ -129,12 +129,19 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p) {
 }
 
 /* Query rows attended together: consecutive rows of one sequence share every key tile below their
- * positions, so each tile is read (and widened from f16) once for all of them. */
+ * positions, so each tile is read once for all of them. */
 #define ATTN_BLOCK_ROWS 64
 
 /* Keys of the tile at t0 that a query at position p sees. */
 static uint32_t keys_in_tile(uint32_t p, uint32_t t0) {
     return p + 1 - t0 < OPS_ATTN_TILE ? p + 1 - t0 : OPS_ATTN_TILE;
+}
+
+/* How many queries from u on (positions ascending, u < m) see the same keys of the tile at t0 as query u. */
+static uint32_t same_keys(const uint32_t *qpos, uint32_t u, uint32_t m, uint32_t t0) {
+    uint32_t n_q = 1;
+    while (u + n_q < m && keys_in_tile(qpos[u + n_q], t0) == keys_in_tile(qpos[u], t0)) n_q++;
+    return n_q;
 }
 
 /* A block of m queries of one sequence against one KV head, positions qpos[] ascending: the consecutive rows
@@ -155,8 +162,7 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
     }
     const uint32_t last = qpos[m - 1];
     for (uint32_t t0 = 0; t0 <= last; t0 += OPS_ATTN_TILE) {
-        const uint8_t *krows = kv->k + ops_kv_offset(kv, t0) + head_off * elem; /* a tile never straddles blocks */
-        const uint8_t *vrows = kv->v + ops_kv_offset(kv, t0) + head_off * elem;
+        const size_t off = ops_kv_offset(kv, t0) + head_off * elem; /* a tile never straddles blocks */
         if (t0 + OPS_ATTN_TILE <= last) { /* the next tile's rows are strided: fetch them while this one runs */
             const size_t next = ops_kv_offset(kv, t0 + OPS_ATTN_TILE) + head_off * elem;
             for (uint32_t j = 0; j < OPS_ATTN_TILE; j++)
@@ -168,14 +174,13 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         uint32_t first = 0; /* queries [first, m) reach this tile */
         while (qpos[first] < t0) first++;
         for (uint32_t u = first, n_q; u < m; u += n_q) {
-            const uint32_t n = keys_in_tile(qpos[u], t0);
-            for (n_q = 1; u + n_q < m && keys_in_tile(qpos[u + n_q], t0) == n; n_q++) {}
+            n_q = same_keys(qpos, u, m, t0);
             if (kv->f16)
-                quant_dot_rows_f16((const uint16_t *)krows, stride, n, q + u * q_stride, q_stride, n_q, head_dim,
-                                   scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE);
+                quant_dot_rows_f16((const uint16_t *)(kv->k + off), stride, keys_in_tile(qpos[u], t0), q + u * q_stride,
+                                   q_stride, n_q, head_dim, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE);
             else
-                quant_dot_rows_f32((const float *)krows, stride, n, q + u * q_stride, q_stride, n_q, head_dim,
-                                   scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE);
+                quant_dot_rows_f32((const float *)(kv->k + off), stride, keys_in_tile(qpos[u], t0), q + u * q_stride,
+                                   q_stride, n_q, head_dim, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE);
         }
         for (uint32_t u = first; u < m; u++) {
             const uint32_t n = keys_in_tile(qpos[u], t0);
@@ -191,14 +196,13 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
             denom[u] += quant_exp_sum(s, n, running_max[u]);
         }
         for (uint32_t u = first, n_q; u < m; u += n_q) {
-            const uint32_t n = keys_in_tile(qpos[u], t0);
-            for (n_q = 1; u + n_q < m && keys_in_tile(qpos[u + n_q], t0) == n; n_q++) {}
+            n_q = same_keys(qpos, u, m, t0);
             if (kv->f16)
                 quant_axpy_rows_f16(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
-                                    (const uint16_t *)vrows, stride, n, head_dim);
+                                    (const uint16_t *)(kv->v + off), stride, keys_in_tile(qpos[u], t0), head_dim);
             else
                 quant_axpy_rows_f32(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
-                                    (const float *)vrows, stride, n, head_dim);
+                                    (const float *)(kv->v + off), stride, keys_in_tile(qpos[u], t0), head_dim);
         }
     }
     for (uint32_t u = 0; u < m; u++) {

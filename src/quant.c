@@ -1150,6 +1150,9 @@ static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, cons
     }
 #undef TILE_LOOP
 #undef TILE_OPERANDS
+#undef TILE_ROW_Q8
+#undef TILE_ROW_Q4
+#undef TILE_ROW_Q6
     s[0][0] = s00, s[0][1] = s01, s[1][0] = s10, s[1][1] = s11;
     s[2][0] = s20, s[2][1] = s21, s[3][0] = s30, s[3][1] = s31;
 }
@@ -1495,79 +1498,69 @@ static inline __m256 combine8x8(const __m256 acc[8]) {
                          _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* Scores of K keys (K <= 8, known at compile time) against q: the 8-element chunks of q are loaded once for
- * all K keys, whose chains run side by side; elements past the last full chunk go to the spilled lanes. */
+/* Scores of K keys against Q queries (K·Q <= 8, both known at compile time): the K·Q chains run side by side
+ * (query 0's K keys, then query 1's), each 8-element chunk of a key row loaded once for all Q queries and each
+ * chunk of a query once for all K keys; elements past the last full chunk go to the spilled lanes; with 8
+ * chains one vector combine serves them all. Query r's scores go to out + r·out_stride. */
 static inline __attribute__((always_inline)) void score_keys(widen_kind kind, const void *rows, size_t stride,
-                                                              int K, const float *q, size_t n, float *out) {
+                                                              int K, int Q, const float *q, size_t q_stride,
+                                                              size_t n, float *out, size_t out_stride) {
     __m256 acc[8];
-    for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
+    for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m256 qi = _mm256_loadu_ps(q + i);
-        for (int k = 0; k < K; k++) acc[k] = _mm256_fmadd_ps(load8_widened(kind, rows, k * stride + i), qi, acc[k]);
+        __m256 qi[2];
+        for (int r = 0; r < Q; r++) {
+            qi[r] = _mm256_loadu_ps(q + r * q_stride + i);
+            if (Q > 1) PIN(qi[r]); /* shared chunks in registers: GCC would reload them as memory operands */
+        }
+        for (int k = 0; k < K; k++) {
+            __m256 key = load8_widened(kind, rows, k * stride + i);
+            if (Q > 1) PIN(key);
+            for (int r = 0; r < Q; r++) acc[r * K + k] = _mm256_fmadd_ps(key, qi[r], acc[r * K + k]);
+        }
     }
     if (i < n)
-        for (int k = 0; k < K; k++) {
+        for (int c = 0; c < K * Q; c++) {
+            const int r = c / K, k = c % K;
             float lane[BLOCK_LANES];
-            _mm256_storeu_ps(lane, acc[k]);
+            _mm256_storeu_ps(lane, acc[c]);
             for (size_t t = i; t < n; t++)
-                lane[t % BLOCK_LANES] = fmaf(load1_widened(kind, rows, k * stride + t), q[t], lane[t % BLOCK_LANES]);
-            acc[k] = _mm256_loadu_ps(lane);
+                lane[t % BLOCK_LANES] =
+                    fmaf(load1_widened(kind, rows, k * stride + t), q[r * q_stride + t], lane[t % BLOCK_LANES]);
+            acc[c] = _mm256_loadu_ps(lane);
         }
-    if (K == 8) {
-        _mm256_storeu_ps(out, combine8x8(acc));
+    if (K * Q == 8) {
+        const __m256 sc = combine8x8(acc);
+        if (Q == 1) {
+            _mm256_storeu_ps(out, sc);
+        } else {
+            _mm_storeu_ps(out, _mm256_castps256_ps128(sc));
+            _mm_storeu_ps(out + out_stride, _mm256_extractf128_ps(sc, 1));
+        }
         return;
     }
-    for (int k = 0; k < K; k++) out[k] = hsum8(acc[k]);
+    for (int c = 0; c < K * Q; c++) out[c / K * out_stride + c % K] = hsum8(acc[c]);
 }
 
-/* Scores of 4 keys against two queries: the 8 chains run side by side (query 0's 4 keys, then query 1's), each
- * key chunk loaded once for both queries, and one combine serves all 8. Each chain is score_keys' chain: the
- * same bits. n % 8 == 0. */
-static inline __attribute__((always_inline)) void score_pair4(widen_kind kind, const void *rows, size_t stride,
-                                                               const float *q0, const float *q1, size_t n,
-                                                               float *out0, float *out1) {
-    __m256 acc[8];
-    for (int k = 0; k < 8; k++) acc[k] = _mm256_setzero_ps();
-    for (size_t i = 0; i < n; i += 8) {
-        __m256 a = _mm256_loadu_ps(q0 + i), b = _mm256_loadu_ps(q1 + i);
-        PIN(a);
-        PIN(b);
-        for (int k = 0; k < 4; k++) {
-            __m256 key = load8_widened(kind, rows, k * stride + i);
-            PIN(key);
-            acc[k] = _mm256_fmadd_ps(key, a, acc[k]);
-            acc[k + 4] = _mm256_fmadd_ps(key, b, acc[k + 4]);
-        }
-    }
-    const __m256 s = combine8x8(acc);
-    _mm_storeu_ps(out0, _mm256_castps256_ps128(s));
-    _mm_storeu_ps(out1, _mm256_extractf128_ps(s, 1));
+/* All n_rows keys against Q queries: 8 chains at a time, then one key at a time. */
+static inline __attribute__((always_inline)) void score_queries(widen_kind kind, const uint8_t *rows, size_t stride,
+                                                                 size_t n_rows, int Q, const float *q,
+                                                                 size_t q_stride, size_t n, float *out,
+                                                                 size_t out_stride) {
+    const size_t esize = kind == WIDEN_F32 ? sizeof(float) : sizeof(uint16_t);
+    size_t j = 0;
+    for (; j + (size_t)(8 / Q) <= n_rows; j += (size_t)(8 / Q))
+        score_keys(kind, rows + j * stride * esize, stride, 8 / Q, Q, q, q_stride, n, out + j, out_stride);
+    for (; j < n_rows; j++) score_keys(kind, rows + j * stride * esize, stride, 1, Q, q, q_stride, n, out + j, out_stride);
 }
 
 static void score_rows(widen_kind kind, const void *rows, size_t stride, size_t n_rows, const float *q,
                        size_t q_stride, size_t n_q, size_t n, float *out, size_t out_stride) {
-    const size_t esize = kind == WIDEN_F32 ? sizeof(float) : sizeof(uint16_t);
-    const uint8_t *base = rows;
     size_t r = 0;
-    if (n % 8 == 0)
-        for (; r + 2 <= n_q; r += 2) {
-            const float *q0 = q + r * q_stride, *q1 = q0 + q_stride;
-            float *o0 = out + r * out_stride, *o1 = o0 + out_stride;
-            size_t j = 0;
-            for (; j + 4 <= n_rows; j += 4) score_pair4(kind, base + j * stride * esize, stride, q0, q1, n, o0 + j, o1 + j);
-            for (; j < n_rows; j++) {
-                score_keys(kind, base + j * stride * esize, stride, 1, q0, n, o0 + j);
-                score_keys(kind, base + j * stride * esize, stride, 1, q1, n, o1 + j);
-            }
-        }
-    for (; r < n_q; r++) {
-        const float *qr = q + r * q_stride;
-        float *o = out + r * out_stride;
-        size_t j = 0;
-        for (; j + 8 <= n_rows; j += 8) score_keys(kind, base + j * stride * esize, stride, 8, qr, n, o + j);
-        for (; j < n_rows; j++) score_keys(kind, base + j * stride * esize, stride, 1, qr, n, o + j);
-    }
+    for (; r + 2 <= n_q; r += 2)
+        score_queries(kind, rows, stride, n_rows, 2, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
+    if (r < n_q) score_queries(kind, rows, stride, n_rows, 1, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
 }
 #endif
 
@@ -1589,74 +1582,54 @@ void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const f
 #endif
 }
 
-/* Each y[i] sees fmaf(a[j], row_j[i], y[i]) for j in order, as n_rows axpy calls would do; only the
- * loop nest differs: 64 elements of y stay in eight registers while every row passes over them. */
-static inline __attribute__((always_inline)) void axpy_rows(widen_kind kind, float *y, const float *a,
-                                                             const void *rows, size_t stride, size_t n_rows,
-                                                             size_t n) {
+/* Q outputs at once (1 or 2, known at compile time; output r at y + r·y_stride with weights a + r·a_stride):
+ * each y[i] sees fmaf(a[j], row_j[i], y[i]) for j in order, as n_rows axpy calls would do; only the loop nest
+ * differs: 64 elements in all (64/Q of each output) stay in eight registers while every row passes over them,
+ * each row chunk loaded once for the Q outputs. */
+static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, int Q, float *y, size_t y_stride,
+                                                                const float *a, size_t a_stride, const void *rows,
+                                                                size_t stride, size_t n_rows, size_t n) {
     size_t i = 0;
 #if QUANT_AVX2
-    enum { W = 8 };
-    for (; i + 8 * W <= n; i += 8 * W) {
-        __m256 acc[W];
-        for (int u = 0; u < W; u++) acc[u] = _mm256_loadu_ps(y + i + 8 * u);
+    const int W = 8 / Q; /* registers per output */
+    for (; i + 8 * (size_t)W <= n; i += 8 * (size_t)W) {
+        __m256 acc[8];
+        for (int r = 0; r < Q; r++)
+            for (int u = 0; u < W; u++) acc[r * W + u] = _mm256_loadu_ps(y + r * y_stride + i + 8 * u);
         for (size_t j = 0; j < n_rows; j++) {
-            const __m256 aj = _mm256_set1_ps(a[j]);
-            for (int u = 0; u < W; u++)
-                acc[u] = _mm256_fmadd_ps(aj, load8_widened(kind, rows, j * stride + i + 8 * u), acc[u]);
-        }
-        for (int u = 0; u < W; u++) _mm256_storeu_ps(y + i + 8 * u, acc[u]);
-    }
-    for (; i + 8 <= n; i += 8) {
-        __m256 acc = _mm256_loadu_ps(y + i);
-        for (size_t j = 0; j < n_rows; j++)
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(a[j]), load8_widened(kind, rows, j * stride + i), acc);
-        _mm256_storeu_ps(y + i, acc);
-    }
-#endif
-    for (; i < n; i++)
-        for (size_t j = 0; j < n_rows; j++)
-            y[i] = fmaf(a[j],
-                        kind == WIDEN_F16 ? quant_f16_to_f32(((const uint16_t *)rows)[j * stride + i])
-                                          : ((const float *)rows)[j * stride + i],
-                        y[i]);
-}
-
-/* Two outputs at once, 32 elements of each in registers: every row chunk is loaded once for both, and each
- * element sees axpy_rows' sequence of fused steps. */
-static inline __attribute__((always_inline)) void axpy_pair(widen_kind kind, float *y0, float *y1, const float *a0,
-                                                             const float *a1, const void *rows, size_t stride,
-                                                             size_t n_rows, size_t n) {
-    size_t i = 0;
-#if QUANT_AVX2
-    enum { W = 4 };
-    for (; i + 8 * W <= n; i += 8 * W) {
-        __m256 c0[W], c1[W];
-        for (int u = 0; u < W; u++) {
-            c0[u] = _mm256_loadu_ps(y0 + i + 8 * u);
-            c1[u] = _mm256_loadu_ps(y1 + i + 8 * u);
-        }
-        for (size_t j = 0; j < n_rows; j++) {
-            __m256 b0 = _mm256_set1_ps(a0[j]), b1 = _mm256_set1_ps(a1[j]);
-            PIN(b0);
-            PIN(b1);
+            __m256 aj[2];
+            for (int r = 0; r < Q; r++) {
+                aj[r] = _mm256_set1_ps(a[r * a_stride + j]);
+                if (Q > 1) PIN(aj[r]);
+            }
             for (int u = 0; u < W; u++) {
                 __m256 v = load8_widened(kind, rows, j * stride + i + 8 * u);
-                PIN(v);
-                c0[u] = _mm256_fmadd_ps(b0, v, c0[u]);
-                c1[u] = _mm256_fmadd_ps(b1, v, c1[u]);
+                if (Q > 1) PIN(v);
+                for (int r = 0; r < Q; r++) acc[r * W + u] = _mm256_fmadd_ps(aj[r], v, acc[r * W + u]);
             }
         }
-        for (int u = 0; u < W; u++) {
-            _mm256_storeu_ps(y0 + i + 8 * u, c0[u]);
-            _mm256_storeu_ps(y1 + i + 8 * u, c1[u]);
-        }
+        for (int r = 0; r < Q; r++)
+            for (int u = 0; u < W; u++) _mm256_storeu_ps(y + r * y_stride + i + 8 * u, acc[r * W + u]);
     }
 #endif
-    if (i < n) {
-        const void *rest = (const uint8_t *)rows + i * (kind == WIDEN_F32 ? sizeof(float) : sizeof(uint16_t));
-        axpy_rows(kind, y0 + i, a0, rest, stride, n_rows, n - i);
-        axpy_rows(kind, y1 + i, a1, rest, stride, n_rows, n - i);
+    for (int r = 0; r < Q; r++) {
+        float *yr = y + r * y_stride;
+        const float *ar = a + r * a_stride;
+        size_t t = i;
+#if QUANT_AVX2
+        for (; t + 8 <= n; t += 8) {
+            __m256 acc = _mm256_loadu_ps(yr + t);
+            for (size_t j = 0; j < n_rows; j++)
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(ar[j]), load8_widened(kind, rows, j * stride + t), acc);
+            _mm256_storeu_ps(yr + t, acc);
+        }
+#endif
+        for (; t < n; t++)
+            for (size_t j = 0; j < n_rows; j++)
+                yr[t] = fmaf(ar[j],
+                             kind == WIDEN_F16 ? quant_f16_to_f32(((const uint16_t *)rows)[j * stride + t])
+                                               : ((const float *)rows)[j * stride + t],
+                             yr[t]);
     }
 }
 
@@ -1666,9 +1639,8 @@ static inline __attribute__((always_inline)) void axpy_block(widen_kind kind, fl
                                                               size_t n) {
     size_t r = 0;
     for (; r + 2 <= n_y; r += 2)
-        axpy_pair(kind, y + r * y_stride, y + (r + 1) * y_stride, a + r * a_stride, a + (r + 1) * a_stride, rows,
-                  stride, n_rows, n);
-    if (r < n_y) axpy_rows(kind, y + r * y_stride, a + r * a_stride, rows, stride, n_rows, n);
+        axpy_queries(kind, 2, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
+    if (r < n_y) axpy_queries(kind, 1, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
 }
 
 void quant_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,

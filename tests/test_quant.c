@@ -885,6 +885,15 @@ static void test_dot_f16_f32_simd_matches_scalar(void **state) {
     }
 }
 
+/* |got - ref| <= depth·u·mag, with 1% slack for the second-order term (u = 2^-24): the bound of a sum whose
+ * terms, of magnitudes summing to mag, each pass through at most `depth` f32 roundings. */
+static void expect_dot_near(ggml_type type, size_t n, float got, double ref, double depth, double mag) {
+    const double tol = 1.01 * depth * U24 * mag;
+    if (fabs((double)got - ref) > tol)
+        fail_msg("type %d n=%zu: dot %.9g vs reference %.9g, |diff| %g > %g", (int)type, n, (double)got, ref,
+                 fabs((double)got - ref), tol);
+}
+
 static void test_dots_agree_with_a_double_reference_on_dequantized_values(void **state) {
     (void)state;
     uint64_t s = 9;
@@ -908,11 +917,7 @@ static void test_dots_agree_with_a_double_reference_on_dequantized_values(void *
              * additions; so |dot - ref| <= depth·u·Σ|w·x| (u = 2^-24), with 1% slack for the second-order
              * term. The double reference itself is exact to far below that. */
             double depth = quantized ? (double)(n / QK / 8 + 1) + 1 + 3 : (double)(n / 32 + 1) + 5;
-            double tol = 1.01 * depth * U24 * mag;
-            float got = quant_dot(type, c.w, c.xf, c.xq, n);
-            if (fabs((double)got - ref) > tol)
-                fail_msg("type %d n=%zu: dot %.9g vs reference %.9g, |diff| %g > %g", (int)type, n, (double)got, ref,
-                         fabs((double)got - ref), tol);
+            expect_dot_near(type, n, quant_dot(type, c.w, c.xf, c.xq, n), ref, depth, mag);
             free(w);
             free_dot_case(&c);
         }
@@ -949,11 +954,7 @@ static void test_k_quant_dots_agree_with_a_double_reference(void **state) {
             }
             const double steps = type == GGML_TYPE_Q4_K ? 2.0 : 1.0;
             const double depth = steps * (double)(n / QK_K) + 1 + 3;
-            const double tol = 1.01 * depth * U24 * mag;
-            const float got = quant_dot(type, c.w, NULL, c.xq, n);
-            if (fabs((double)got - ref) > tol)
-                fail_msg("type %d n=%zu: dot %.9g vs reference %.9g, |diff| %g > %g", (int)type, n, (double)got, ref,
-                         fabs((double)got - ref), tol);
+            expect_dot_near(type, n, quant_dot(type, c.w, NULL, c.xq, n), ref, depth, mag);
             free(w);
             free_dot_case(&c);
         }

@@ -92,33 +92,31 @@ static double relative_error(ggml_type type, uint32_t hidden) {
 /* Bound: Q8_0 activations carry a relative rounding error of about 1/(2*127*sqrt(3)) ≈ 0.2% per element;
  * through 4 layers of random weights it compounds to ~1% of the logits. 3% leaves room for the seed,
  * and still fails on any real mistake (a wrong block layout or scale gives errors near 100%). */
+static void expect_logits_within_3_percent(ggml_type type, uint32_t hidden) {
+    double e = relative_error(type, hidden);
+    print_message("%s relative logits error: %.5f\n", ggml_type_name(type), e);
+    assert_true(e > 0 && e < 0.03);
+}
+
 static void test_q8_0_logits_stay_within_3_percent_of_f32(void **state) {
     (void)state;
-    double e = relative_error(GGML_TYPE_Q8_0, 640);
-    print_message("q8_0 relative logits error: %.5f\n", e);
-    assert_true(e > 0 && e < 0.03);
+    expect_logits_within_3_percent(GGML_TYPE_Q8_0, 640);
 }
 
 static void test_q4_0_logits_stay_within_3_percent_of_f32(void **state) {
     (void)state;
-    double e = relative_error(GGML_TYPE_Q4_0, 640);
-    print_message("q4_0 relative logits error: %.5f\n", e);
-    assert_true(e > 0 && e < 0.03);
+    expect_logits_within_3_percent(GGML_TYPE_Q4_0, 640);
 }
 
 /* K-quant rows are whole super-blocks of 256, so the hidden size is 768 here. */
 static void test_q4_k_logits_stay_within_3_percent_of_f32(void **state) {
     (void)state;
-    double e = relative_error(GGML_TYPE_Q4_K, 768);
-    print_message("q4_K relative logits error: %.5f\n", e);
-    assert_true(e > 0 && e < 0.03);
+    expect_logits_within_3_percent(GGML_TYPE_Q4_K, 768);
 }
 
 static void test_q6_k_logits_stay_within_3_percent_of_f32(void **state) {
     (void)state;
-    double e = relative_error(GGML_TYPE_Q6_K, 768);
-    print_message("q6_K relative logits error: %.5f\n", e);
-    assert_true(e > 0 && e < 0.03);
+    expect_logits_within_3_percent(GGML_TYPE_Q6_K, 768);
 }
 
 int main(void) {
