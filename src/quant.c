@@ -1069,18 +1069,20 @@ static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, s
 /* Keeps v in a register: the compiler would otherwise fold its load into each of its C uses. */
 #define PIN(v) __asm__("" : "+x"(v))
 
-/* The integer sums of one group for a whole register tile: s[r][c] = the sum over registers j0 <= j < j1 of the
+/* The integer sums of one group for a whole register tile: s[r][c] = the sum over registers j0 <= j < j0 + n of the
  * products of activation row r's register x[r][j] and weight row c's register w_c[j]. TILE_Q8 (Q8_0): 32-bit
- * sums of madd(maddubs(|w|, sign(x, w)), 1). TILE_Q4 (Q4_0, Q4_K; quants 0..15): 16-bit sums of maddubs(w, x).
+ * sums of madd(maddubs(|w|, sign(x, w)), 1). TILE_Q4 (Q4_0, Q4_K; quants 0..15): 16-bit sums of maddubs(w, x),
+ * widened to 32 bits (madd with 1) after the last register.
  * TILE_Q6 (Q6_K; quants 0..63): registers j and j+1 summed in 16 bits (at most 2 · 2 · 63 · 127), then 32-bit
- * sums of their madd with 1; j0 and j1 even. Written in assembly because GCC, at the 16 registers this needs,
+ * sums of their madd with 1; j0 and n even. Written in assembly because GCC, at the 16 registers this needs,
  * spilled two sums to the stack and re-read a weight register from memory at every use: the tile then ran
  * at 0.64 ns per block product for Q8_0 and 0.56 for Q4_0. The sums and the ones are operands; ymm9 to ymm15
  * are fixed scratch: the weight registers, their magnitudes (Q8_0), the row and the products. */
 typedef enum { TILE_Q8, TILE_Q4, TILE_Q6 } tile_kind;
 
-#define TILE_ROW_Q8(x, a, b)                                                                                   \
-    "vmovdqa (%[" #x "],%[off]), %%ymm13\n\t"                                                                  \
+/* One register step at byte offset o of the weight rows' and the activation rows' registers. */
+#define TILE_ROW_Q8(o, x, a, b)                                                                                \
+    "vmovdqa " o "(%[" #x "]), %%ymm13\n\t"                                                                    \
     "vpsignb %%ymm9, %%ymm13, %%ymm14\n\t"                                                                     \
     "vpsignb %%ymm10, %%ymm13, %%ymm15\n\t"                                                                    \
     "vpmaddubsw %%ymm14, %%ymm11, %%ymm14\n\t"                                                                 \
@@ -1089,70 +1091,76 @@ typedef enum { TILE_Q8, TILE_Q4, TILE_Q6 } tile_kind;
     "vpmaddwd %[ones], %%ymm15, %%ymm15\n\t"                                                                   \
     "vpaddd %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                 \
     "vpaddd %%ymm15, %[" #b "], %[" #b "]\n\t"
-#define TILE_ROW_Q4(x, a, b)                                                                                   \
-    "vmovdqa (%[" #x "],%[off]), %%ymm13\n\t"                                                                  \
+#define TILE_STEP_Q8(o)                                                                                        \
+    "vmovdqa " o "(%[w0]), %%ymm9\n\t"                                                                         \
+    "vmovdqa " o "(%[w1]), %%ymm10\n\t"                                                                        \
+    "vpabsb %%ymm9, %%ymm11\n\t"                                                                               \
+    "vpabsb %%ymm10, %%ymm12\n\t" TILE_ROWS_AT(TILE_ROW_Q8, o)
+#define TILE_ROW_Q4(o, x, a, b)                                                                                \
+    "vmovdqa " o "(%[" #x "]), %%ymm13\n\t"                                                                    \
     "vpmaddubsw %%ymm13, %%ymm9, %%ymm14\n\t"                                                                  \
     "vpmaddubsw %%ymm13, %%ymm10, %%ymm15\n\t"                                                                 \
     "vpaddw %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                 \
     "vpaddw %%ymm15, %[" #b "], %[" #b "]\n\t"
-/* Weight rows' registers j, j+1 in ymm9, ymm10 (row 0) and ymm11, ymm12 (row 1); the row's from memory. */
-#define TILE_ROW_Q6(x, a, b)                                                                                   \
-    "vpmaddubsw (%[" #x "],%[off]), %%ymm9, %%ymm14\n\t"                                                       \
-    "vpmaddubsw 32(%[" #x "],%[off]), %%ymm10, %%ymm15\n\t"                                                    \
+#define TILE_STEP_Q4(o)                                                                                        \
+    "vmovdqa " o "(%[w0]), %%ymm9\n\t"                                                                         \
+    "vmovdqa " o "(%[w1]), %%ymm10\n\t" TILE_ROWS_AT(TILE_ROW_Q4, o)
+/* Registers j, j+1 (offsets o, o + 32): the weight rows' in ymm9, ymm10 (row 0) and ymm11, ymm12 (row 1); the
+ * activation row's from memory. */
+#define TILE_ROW_Q6(o, x, a, b)                                                                                \
+    "vpmaddubsw " o "(%[" #x "]), %%ymm9, %%ymm14\n\t"                                                         \
+    "vpmaddubsw 32+" o "(%[" #x "]), %%ymm10, %%ymm15\n\t"                                                     \
     "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                                                                     \
     "vpmaddwd %[ones], %%ymm14, %%ymm14\n\t"                                                                   \
     "vpaddd %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                 \
-    "vpmaddubsw (%[" #x "],%[off]), %%ymm11, %%ymm14\n\t"                                                      \
-    "vpmaddubsw 32(%[" #x "],%[off]), %%ymm12, %%ymm15\n\t"                                                    \
+    "vpmaddubsw " o "(%[" #x "]), %%ymm11, %%ymm14\n\t"                                                        \
+    "vpmaddubsw 32+" o "(%[" #x "]), %%ymm12, %%ymm15\n\t"                                                     \
     "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                                                                     \
     "vpmaddwd %[ones], %%ymm14, %%ymm14\n\t"                                                                   \
     "vpaddd %%ymm14, %[" #b "], %[" #b "]\n\t"
+#define TILE_STEP_Q6(o)                                                                                        \
+    "vmovdqa " o "(%[w0]), %%ymm9\n\t"                                                                         \
+    "vmovdqa 32+" o "(%[w0]), %%ymm10\n\t"                                                                     \
+    "vmovdqa " o "(%[w1]), %%ymm11\n\t"                                                                        \
+    "vmovdqa 32+" o "(%[w1]), %%ymm12\n\t" TILE_ROWS_AT(TILE_ROW_Q6, o)
+#define TILE_ROWS_AT(ROW, o) ROW(o, x0, s00, s01) ROW(o, x1, s10, s11) ROW(o, x2, s20, s21) ROW(o, x3, s30, s31)
+#define WIDEN(a) "vpmaddwd %[ones], %[" #a "], %[" #a "]\n\t"
+#define WIDEN_ALL WIDEN(s00) WIDEN(s01) WIDEN(s10) WIDEN(s11) WIDEN(s20) WIDEN(s21) WIDEN(s30) WIDEN(s31)
 
+/* n registers (4 or 8; Q6: 4) from register j0, unrolled: a loop's exit, mispredicted once per group, cost more
+ * than its instructions. */
 static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, const __m256i *w0, const __m256i *w1,
-                                                             const __m256i *const x[PANEL_ROWS], int j0, int j1,
+                                                             const __m256i *const xr[PANEL_ROWS], int j0, int n,
                                                              __m256i s[PANEL_ROWS][PANEL_COLS]) {
     __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00;
     const __m256i ones = _mm256_set1_epi16(1);
-    size_t off = (size_t)j0 * sizeof(__m256i);
-    const size_t end = (size_t)j1 * sizeof(__m256i);
-#define TILE_OPERANDS                                                                                          \
-    : [s00] "+x"(s00), [s01] "+x"(s01), [s10] "+x"(s10), [s11] "+x"(s11), [s20] "+x"(s20), [s21] "+x"(s21),      \
-      [s30] "+x"(s30), [s31] "+x"(s31), [off] "+r"(off)                                                        \
-    : [w0] "r"(w0), [w1] "r"(w1), [x0] "r"(x[0]), [x1] "r"(x[1]), [x2] "r"(x[2]), [x3] "r"(x[3]), [end] "r"(end), \
-      [ones] "x"(ones)                                                                                         \
-    : "cc", "memory", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
-/* One loop over the registers: `head` loads the weight registers of a step, ROW does one activation row. */
-#define TILE_LOOP(head, ROW, step)                                                                              \
-    __asm__("1:\n\t" head ROW(x0, s00, s01) ROW(x1, s10, s11) ROW(x2, s20, s21) ROW(x3, s30, s31)              \
-            "add $" #step ", %[off]\n\t"                                                                      \
-            "cmp %[end], %[off]\n\t"                                                                          \
-            "jb 1b\n\t" TILE_OPERANDS)
-    switch (kind) {
-    case TILE_Q8:
-        TILE_LOOP("vmovdqa (%[w0],%[off]), %%ymm9\n\t"
-                  "vmovdqa (%[w1],%[off]), %%ymm10\n\t"
-                  "vpabsb %%ymm9, %%ymm11\n\t"
-                  "vpabsb %%ymm10, %%ymm12\n\t",
-                  TILE_ROW_Q8, 32);
-        break;
-    case TILE_Q4:
-        TILE_LOOP("vmovdqa (%[w0],%[off]), %%ymm9\n\t"
-                  "vmovdqa (%[w1],%[off]), %%ymm10\n\t",
-                  TILE_ROW_Q4, 32);
-        break;
-    case TILE_Q6:
-        TILE_LOOP("vmovdqa (%[w0],%[off]), %%ymm9\n\t"
-                  "vmovdqa 32(%[w0],%[off]), %%ymm10\n\t"
-                  "vmovdqa (%[w1],%[off]), %%ymm11\n\t"
-                  "vmovdqa 32(%[w1],%[off]), %%ymm12\n\t",
-                  TILE_ROW_Q6, 64);
-        break;
-    }
-#undef TILE_LOOP
-#undef TILE_OPERANDS
-#undef TILE_ROW_Q8
-#undef TILE_ROW_Q4
+    w0 += j0, w1 += j0;
+    const __m256i *x0 = xr[0] + j0, *x1 = xr[1] + j0, *x2 = xr[2] + j0, *x3 = xr[3] + j0;
+#define TILE_ASM(body)                                                                                          \
+    __asm__(body                                                                                               \
+            : [s00] "+x"(s00), [s01] "+x"(s01), [s10] "+x"(s10), [s11] "+x"(s11), [s20] "+x"(s20),             \
+              [s21] "+x"(s21), [s30] "+x"(s30), [s31] "+x"(s31)                                                \
+            : [w0] "r"(w0), [w1] "r"(w1), [x0] "r"(x0), [x1] "r"(x1), [x2] "r"(x2), [x3] "r"(x3), [ones] "x"(ones) \
+            : "memory", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15")
+#define STEPS4(STEP) STEP("0") STEP("32") STEP("64") STEP("96")
+#define STEPS8(STEP) STEPS4(STEP) STEP("128") STEP("160") STEP("192") STEP("224")
+    if (kind == TILE_Q8 && n == 8) TILE_ASM(STEPS8(TILE_STEP_Q8));
+    if (kind == TILE_Q8 && n == 4) TILE_ASM(STEPS4(TILE_STEP_Q8));
+    if (kind == TILE_Q4 && n == 8) TILE_ASM(STEPS8(TILE_STEP_Q4) WIDEN_ALL);
+    if (kind == TILE_Q4 && n == 4) TILE_ASM(STEPS4(TILE_STEP_Q4) WIDEN_ALL);
+    if (kind == TILE_Q6) TILE_ASM(TILE_STEP_Q6("0") TILE_STEP_Q6("64"));
+#undef STEPS8
+#undef STEPS4
+#undef TILE_ASM
+#undef WIDEN_ALL
+#undef WIDEN
+#undef TILE_ROWS_AT
+#undef TILE_STEP_Q6
 #undef TILE_ROW_Q6
+#undef TILE_STEP_Q4
+#undef TILE_ROW_Q4
+#undef TILE_STEP_Q8
+#undef TILE_ROW_Q8
     s[0][0] = s00, s[0][1] = s01, s[1][0] = s10, s[1][1] = s11;
     s[2][0] = s20, s[2][1] = s21, s[3][0] = s30, s[3][1] = s31;
 }
@@ -1162,7 +1170,6 @@ static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, cons
 static inline __attribute__((always_inline)) void panel_tile(ggml_type type, const wgroup *pk, size_t ng,
                                                               bool half_last, const xgroup *xp, int R, int C, float *y,
                                                               size_t ldy) {
-    const __m256i ones16 = _mm256_set1_epi16(1);
     __m256 acc[PANEL_ROWS][PANEL_COLS];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
@@ -1171,19 +1178,20 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
         const xgroup *px[PANEL_ROWS];
         for (int r = 0; r < R; r++) px[r] = &xp[r * ng + g];
         const bool half = half_last && g + 1 == ng; /* 4 registers: the half layout */
-        const int jn = half ? BLOCK_LANES / 2 : BLOCK_LANES;
         /* A smaller tile repeats its last row and column (sums it then drops). */
         const __m256i *xrow[PANEL_ROWS];
         for (int r = 0; r < PANEL_ROWS; r++) xrow[r] = px[r < R ? r : R - 1]->q;
         __m256i s[PANEL_ROWS][PANEL_COLS], h[PANEL_ROWS][PANEL_COLS];
         if (type == GGML_TYPE_Q6_K) { /* quants 0..15 and 16..31 of each block have their own scales */
             tile_sums(TILE_Q6, pg[0].q, pg[C - 1].q, xrow, 0, BLOCK_LANES / 2, s);
-            tile_sums(TILE_Q6, pg[0].q, pg[C - 1].q, xrow, BLOCK_LANES / 2, BLOCK_LANES, h);
+            tile_sums(TILE_Q6, pg[0].q, pg[C - 1].q, xrow, BLOCK_LANES / 2, BLOCK_LANES / 2, h);
         } else { /* Q8_0: exact 32-bit sums; Q4_0, Q4_K: quants 0..15, all 8 pair sums (at most 8 · 2 · 15 · 127) in
                   * 16 bits, widened once */
-            tile_sums(type == GGML_TYPE_Q8_0 ? TILE_Q8 : TILE_Q4, pg[0].q, pg[C - 1].q, xrow, 0, jn, s);
-            for (int r = 0; type != GGML_TYPE_Q8_0 && r < R; r++)
-                for (int c = 0; c < C; c++) s[r][c] = _mm256_madd_epi16(s[r][c], ones16);
+            const tile_kind kind = type == GGML_TYPE_Q8_0 ? TILE_Q8 : TILE_Q4;
+            if (half)
+                tile_sums(kind, pg[0].q, pg[C - 1].q, xrow, 0, BLOCK_LANES / 2, s);
+            else
+                tile_sums(kind, pg[0].q, pg[C - 1].q, xrow, 0, BLOCK_LANES, s);
         }
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
@@ -1210,22 +1218,39 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
         for (int c = 0; c < C; c++) y[r * ldy + c] = hsum8(acc[r][c]);
 }
 
-#define PANEL_CASE(T, R, C)                                                                                    \
-    case (R) * 8 + (C):                                                                                        \
-        panel_tile(T, pk, ng, half_last, xp, R, C, y, ldy);                                                    \
+/* All register tiles of a panel: rows of xp (groups at xp + r * ng) against its C weight rows, 4 rows at a time and
+ * a smaller tile for the last 1 to 3 (R and C known at compile time in each). */
+static inline __attribute__((always_inline)) void panel_rows(ggml_type type, const wgroup *pk, size_t ng,
+                                                              bool half_last, const xgroup *xp, uint32_t rows, int C,
+                                                              float *y, size_t ldy) {
+    uint32_t r = 0;
+    for (; r + PANEL_ROWS <= rows; r += PANEL_ROWS)
+        panel_tile(type, pk, ng, half_last, xp + (size_t)r * ng, PANEL_ROWS, C, y + (size_t)r * ldy, ldy);
+    switch (rows - r) {
+    case 1:
+        panel_tile(type, pk, ng, half_last, xp + (size_t)r * ng, 1, C, y + (size_t)r * ldy, ldy);
         return;
-#define PANEL_CASES_R(T, R) PANEL_CASE(T, R, 1) PANEL_CASE(T, R, 2)
-#define PANEL_CASES(T) PANEL_CASES_R(T, 1) PANEL_CASES_R(T, 2) PANEL_CASES_R(T, 3) PANEL_CASES_R(T, 4)
+    case 2:
+        panel_tile(type, pk, ng, half_last, xp + (size_t)r * ng, 2, C, y + (size_t)r * ldy, ldy);
+        return;
+    case 3:
+        panel_tile(type, pk, ng, half_last, xp + (size_t)r * ng, 3, C, y + (size_t)r * ldy, ldy);
+        return;
+    default:
+        return;
+    }
+}
+
 #define PANEL_TYPE(T)                                                                                          \
     case T:                                                                                                    \
-        switch (R * 8 + C) {                                                                                   \
-            PANEL_CASES(T)                                                                                     \
-        default:                                                                                               \
-            return;                                                                                            \
-        }
+        if (C == PANEL_COLS)                                                                                   \
+            panel_rows(T, pk, ng, half_last, xp, rows, PANEL_COLS, y, ldy);                                    \
+        else                                                                                                   \
+            panel_rows(T, pk, ng, half_last, xp, rows, 1, y, ldy);                                             \
+        return;
 
-static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, bool half_last, const xgroup *xp, int R, int C,
-                           float *y, size_t ldy) {
+static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, bool half_last, const xgroup *xp,
+                           uint32_t rows, int C, float *y, size_t ldy) {
     switch (type) {
         PANEL_TYPE(GGML_TYPE_Q8_0)
         PANEL_TYPE(GGML_TYPE_Q4_0)
@@ -1235,6 +1260,7 @@ static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, bool hal
         return;
     }
 }
+#undef PANEL_TYPE
 
 /* Groups of the widest row that takes panels (n <= 17664): its packed panel (pk, 53 KB) is on the stack. */
 #define PANEL_MAX_GROUPS 69
@@ -1254,11 +1280,8 @@ static void matmul_panels(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
         for (uint32_t o = 0; o < n_out; o += PANEL_COLS) {
             const int C = n_out - o < PANEL_COLS ? (int)(n_out - o) : PANEL_COLS;
             pack_panel(type, w + o * w_row_bytes, w_row_bytes, C, nb, ng, pk);
-            for (uint32_t r = 0; r < rows; r += PANEL_ROWS) {
-                const int R = rows - r < PANEL_ROWS ? (int)(rows - r) : PANEL_ROWS;
-                panel_dispatch(type, pk, ng, nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2, xp + (size_t)r * ng, R,
-                               C, y + (size_t)(r0 + r) * ldy + o, ldy);
-            }
+            panel_dispatch(type, pk, ng, nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2, xp, rows, C,
+                           y + (size_t)r0 * ldy + o, ldy);
         }
     }
 }
