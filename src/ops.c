@@ -29,7 +29,7 @@ static uint32_t items_of(const ops_matrix *w) { return (w->n_out + item_outputs(
 
 /* This thread's items of the products: a work-sharing loop over all their items, no barrier. */
 static void matmul_items(const ops_product *p, int n_products, const float *x, const block_q8_act *xq,
-                         uint32_t n_rows) {
+                         const void *xp, uint32_t n_rows) {
     uint32_t n_items = 0;
     for (int i = 0; i < n_products; i++) n_items += items_of(p[i].w);
 #pragma omp for schedule(dynamic, 1) nowait
@@ -39,27 +39,27 @@ static void matmul_items(const ops_product *p, int n_products, const float *x, c
         while (k >= items_of(p[i].w)) k -= items_of(p[i++].w);
         const ops_matrix *w = p[i].w;
         const uint32_t o0 = k * item_outputs(w), o1 = o0 + item_outputs(w) < w->n_out ? o0 + item_outputs(w) : w->n_out;
-        quant_matmul(w->type, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, n_rows, w->n_in,
+        quant_matmul(w->type, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, xp, n_rows, w->n_in,
                      p[i].y + o0, w->n_out);
     }
 }
 
-void ops_matmuls(const ops_product *p, int n_products, const float *x, const block_q8_act *xq, uint32_t n_rows,
-                 int n_threads) {
+void ops_matmuls(const ops_product *p, int n_products, const float *x, const block_q8_act *xq, const void *xp,
+                 uint32_t n_rows, int n_threads) {
     if (omp_in_parallel()) {
-        matmul_items(p, n_products, x, xq, n_rows);
+        matmul_items(p, n_products, x, xq, xp, n_rows);
 #pragma omp barrier
         return;
     }
     uint64_t work = 0;
     for (int i = 0; i < n_products; i++) work += (uint64_t)n_rows * p[i].w->n_out * p[i].w->n_in;
 #pragma omp parallel num_threads(n_threads) if (work >= PARALLEL_MIN_WORK)
-    matmul_items(p, n_products, x, xq, n_rows);
+    matmul_items(p, n_products, x, xq, xp, n_rows);
 }
 
-void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, uint32_t n_rows, float *y,
+void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, const void *xp, uint32_t n_rows, float *y,
                 int n_threads) {
-    ops_matmuls(&(ops_product){w, y}, 1, x, xq, n_rows, n_threads);
+    ops_matmuls(&(ops_product){w, y}, 1, x, xq, xp, n_rows, n_threads);
 }
 
 /* Rows of a quantization, shared by the team running it (a work-sharing loop). */

@@ -45,8 +45,8 @@ bool ops_matrix_wants_q8(const ops_matrix *w);
 
 /* y[r][o] = W[o] · x[r] for r < n_rows, o < n_out. x: [n_rows][n_in] f32; xq: the same rows as Q8_0
  * blocks [n_rows][n_in/QK] as ops_quantize_rows leaves them (required when ops_matrix_wants_q8, else
- * ignored). */
-void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, uint32_t n_rows, float *y,
+ * ignored); xp: NULL, or those rows as quant_panel_rows prepares them (quant.h), made once for every product. */
+void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, const void *xp, uint32_t n_rows, float *y,
                 int n_threads);
 
 /* One of several products of the same rows (q, k and v; gate and up): y = W · x as in ops_matmul. */
@@ -57,8 +57,8 @@ typedef struct {
 
 /* The n_products products of x (and xq) computed as one piece of work: threads share all their outputs and
  * meet once, at the end. The matrices must have the same n_in. */
-void ops_matmuls(const ops_product *p, int n_products, const float *x, const block_q8_act *xq, uint32_t n_rows,
-                 int n_threads);
+void ops_matmuls(const ops_product *p, int n_products, const float *x, const block_q8_act *xq, const void *xp,
+                 uint32_t n_rows, int n_threads);
 
 /* Rows of x quantized for ops_matmul: xq[r] = quant_row_q8(x[r]). */
 void ops_quantize_rows(const float *x, uint32_t n_rows, uint32_t n, block_q8_act *xq, int n_threads);

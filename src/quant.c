@@ -984,8 +984,8 @@ typedef struct {
 typedef struct {
     __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7, aligned (no split loads) */
     __m256 d;       /* activation scales of blocks 0..7 */
-    __m256i sum;    /* Σx per block (Q4_0, Q4_K); Q6_K: over quants 0..15 */
-    __m256i sum_hi; /* Q6_K: Σx over quants 16..31 */
+    __m256i sum_lo; /* Σx over registers 0..3: quants 0..15 of each block (the half layout: both halves, see below) */
+    __m256i sum_hi; /* Σx over registers 4..7: quants 16..31 of each block (the half layout: 0) */
 } xgroup;
 
 /* pk[g * C + c]: group g of weight row c, c < C. */
@@ -1032,9 +1032,9 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
         }
 }
 
-/* The activation side of rows [0, n_rows) of xq: xp[r * ng + g], a partial last group padded. */
-static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, size_t ng, uint32_t n_rows,
-                            xgroup *xp) {
+/* The activation side of rows [0, n_rows) of xq: xp[r * ng + g], a partial last group padded. The same for every
+ * weight type, so one preparation serves every product of the rows. */
+static void prep_panel_rows(const block_q8_act *xq, size_t nb, size_t ng, uint32_t n_rows, xgroup *xp) {
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     for (uint32_t r = 0; r < n_rows; r++)
         for (size_t g = 0; g < ng; g++) {
@@ -1050,19 +1050,13 @@ static void prep_panel_rows(ggml_type type, const block_q8_act *xq, size_t nb, s
             else
                 transpose8_epi32(x);
             for (int j = 0; j < BLOCK_LANES; j++) p->q[j] = x[j];
-            if (type == GGML_TYPE_Q8_0) continue;
             __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256(); /* 16 bits: at most 4 · 2 · 127 */
             for (int j = 0; j < BLOCK_LANES / 2; j++) {
                 lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(ones8, x[j]));
                 hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(ones8, x[j + BLOCK_LANES / 2]));
             }
-            if (type == GGML_TYPE_Q6_K) {
-                p->sum = _mm256_madd_epi16(lo, ones16);
-                p->sum_hi = _mm256_madd_epi16(hi, ones16);
-            } else {
-                p->sum = _mm256_madd_epi16(_mm256_add_epi16(lo, hi), ones16);
-                if (t <= BLOCK_LANES / 2) p->sum = half_fold(p->sum);
-            }
+            p->sum_lo = _mm256_madd_epi16(lo, ones16);
+            p->sum_hi = _mm256_madd_epi16(hi, ones16);
         }
 }
 
@@ -1193,6 +1187,11 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
             else
                 tile_sums(kind, pg[0].q, pg[C - 1].q, xrow, 0, BLOCK_LANES, s);
         }
+        __m256i xsum[PANEL_ROWS]; /* Q4_0, Q4_K: Σx per block */
+        for (int r = 0; type != GGML_TYPE_Q8_0 && type != GGML_TYPE_Q6_K && r < R; r++) {
+            xsum[r] = _mm256_add_epi32(px[r]->sum_lo, px[r]->sum_hi);
+            if (half) xsum[r] = half_fold(xsum[r]);
+        }
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
                 const wgroup *pw = &pg[c];
@@ -1200,18 +1199,18 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
                  * below 2^24 (quant.h), so the float multiply and add are exact and equal the integer ones,
                  * without the slow 32-bit integer multiply. */
                 __m256i si = half ? half_fold(s[r][c]) : s[r][c];
-                if (type == GGML_TYPE_Q4_0) si = _mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum, 3));
+                if (type == GGML_TYPE_Q4_0) si = _mm256_sub_epi32(si, _mm256_slli_epi32(xsum[r], 3));
                 __m256 sf = _mm256_cvtepi32_ps(si);
                 if (type == GGML_TYPE_Q4_K) sf = _mm256_mul_ps(sf, pw->sc);
                 if (type == GGML_TYPE_Q6_K)
                     sf = _mm256_add_ps(
-                        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum, 5))), pw->sc),
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum_lo, 5))), pw->sc),
                         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(h[r][c], _mm256_slli_epi32(px[r]->sum_hi, 5))),
                                       pw->m));
                 acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(pw->d, px[r]->d), sf, acc[r][c]);
                 if (type == GGML_TYPE_Q4_K)
                     acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(pw->dmin_neg, px[r]->d),
-                                                _mm256_mul_ps(_mm256_cvtepi32_ps(px[r]->sum), pw->m), acc[r][c]);
+                                                _mm256_mul_ps(_mm256_cvtepi32_ps(xsum[r]), pw->m), acc[r][c]);
             }
     }
     for (int r = 0; r < R; r++)
@@ -1267,31 +1266,42 @@ static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, bool hal
 
 static bool panel_fits(uint32_t n_rows, size_t ng) { return n_rows >= PANEL_MIN_ROWS && ng <= PANEL_MAX_GROUPS; }
 
-static void matmul_panels(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
-                          const block_q8_act *xq, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
+/* Prepared rows xp (rows of them) against every panel of the n_out weight rows, each packed once. */
+static void panels_over(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out, const xgroup *xp,
+                        uint32_t rows, size_t nb, float *y, size_t ldy) {
     const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
     wgroup pk[PANEL_MAX_GROUPS * PANEL_COLS];
-    xgroup xp[PANEL_X_BYTES / sizeof(xgroup)];
-    /* as many whole register tiles of rows as the activation buffer holds */
+    for (uint32_t o = 0; o < n_out; o += PANEL_COLS) {
+        const int C = n_out - o < PANEL_COLS ? (int)(n_out - o) : PANEL_COLS;
+        pack_panel(type, w + o * w_row_bytes, w_row_bytes, C, nb, ng, pk);
+        panel_dispatch(type, pk, ng, nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2, xp, rows, C, y + o, ldy);
+    }
+}
+
+/* With the rows prepared by the caller (xp), all at once; else prepared here, as many whole register tiles of rows
+ * at a time as the stack buffer holds. */
+static void matmul_panels(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
+                          const block_q8_act *xq, const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
+    if (xp) {
+        panels_over(type, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
+        return;
+    }
+    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    xgroup buf[PANEL_X_BYTES / sizeof(xgroup)];
     const uint32_t chunk = (uint32_t)(PANEL_X_BYTES / (ng * sizeof(xgroup))) / PANEL_ROWS * PANEL_ROWS;
     for (uint32_t r0 = 0; r0 < n_rows; r0 += chunk) {
         const uint32_t rows = n_rows - r0 < chunk ? n_rows - r0 : chunk;
-        prep_panel_rows(type, xq + (size_t)r0 * nb, nb, ng, rows, xp);
-        for (uint32_t o = 0; o < n_out; o += PANEL_COLS) {
-            const int C = n_out - o < PANEL_COLS ? (int)(n_out - o) : PANEL_COLS;
-            pack_panel(type, w + o * w_row_bytes, w_row_bytes, C, nb, ng, pk);
-            panel_dispatch(type, pk, ng, nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2, xp, rows, C,
-                           y + (size_t)r0 * ldy + o, ldy);
-        }
+        prep_panel_rows(xq + (size_t)r0 * nb, nb, ng, rows, buf);
+        panels_over(type, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
     }
 }
 
 /* Every quantized weight type: panels for many rows, else direct tiles (Q8_0, Q4_0) or one output at a
  * time (K-quants). */
 static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
-                          const block_q8_act *xq, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
+                          const block_q8_act *xq, const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
     if (panel_fits(n_rows, (nb + BLOCK_LANES - 1) / BLOCK_LANES)) {
-        matmul_panels(type, w, w_row_bytes, n_out, xq, n_rows, nb, y, ldy);
+        matmul_panels(type, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
     }
     /* Q4_0's corrections, once per call rather than per tile of weight rows, when they fit on the stack */
@@ -1358,13 +1368,42 @@ float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_a
 #endif
 }
 
+size_t quant_panel_row_bytes(size_t n) {
+#if QUANT_AVX2
+    return (n / QK + BLOCK_LANES - 1) / BLOCK_LANES * sizeof(xgroup);
+#else
+    (void)n;
+    return 0;
+#endif
+}
+
+bool quant_panels_apply(uint32_t n_rows, size_t n) {
+#if QUANT_AVX2
+    return panel_fits(n_rows, (n / QK + BLOCK_LANES - 1) / BLOCK_LANES);
+#else
+    (void)n_rows, (void)n;
+    return false;
+#endif
+}
+
+void quant_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp) {
+#if QUANT_AVX2
+    const size_t nb = n / QK, ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    prep_panel_rows(xq + (size_t)r0 * nb, nb, ng, r1 - r0, (xgroup *)xp + (size_t)r0 * ng);
+#else
+    (void)xq, (void)n, (void)r0, (void)r1, (void)xp;
+#endif
+}
+
 void quant_matmul(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
-                  const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy) {
+                  const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy) {
 #if QUANT_AVX2
     if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || is_kquant(type)) {
-        matmul_blocks(type, w, w_row_bytes, n_out, xq, n_rows, n / QK, y, ldy);
+        matmul_blocks(type, w, w_row_bytes, n_out, xq, xp, n_rows, n / QK, y, ldy);
         return;
     }
+#else
+    (void)xp;
 #endif
     const bool q8 = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K ||
                     type == GGML_TYPE_Q6_K;

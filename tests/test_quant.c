@@ -733,15 +733,27 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
                     const uint32_t n_rows = rows[a], n_out = outs[b];
                     const size_t ldy = n_out + LDY_PAD;
                     float *y = malloc(n_rows * ldy * sizeof *y);
-                    quant_matmul(types[t], w, wrb, n_out, x, xq, n_rows, n, y, ldy);
-                    for (uint32_t r = 0; r < n_rows; r++)
-                        for (uint32_t o = 0; o < n_out; o++) {
-                            float want = quant_dot_scalar(types[t], w + o * wrb, x + r * n, xq + r * nb, n);
-                            if (bits_of(y[r * ldy + o]) != bits_of(want) ||
-                                bits_of(quant_dot(types[t], w + o * wrb, x + r * n, xq + r * nb, n)) != bits_of(want))
-                                fail_msg("type %d, n=%zu, %u rows x %u outputs: element (%u, %u) is %.9g, scalar %.9g",
-                                         (int)types[t], n, n_rows, n_out, r, o, (double)y[r * ldy + o], (double)want);
-                        }
+                    /* the activation side prepared by quant_matmul itself, then by the caller in two parts of
+                     * rows (as two threads do) */
+                    const size_t xp_bytes = n_rows * quant_panel_row_bytes(n);
+                    void *xp = quant_panels_apply(n_rows, n) && xp_bytes ? aligned_alloc(32, xp_bytes) : NULL;
+                    if (xp) {
+                        quant_panel_rows(xq, n, 0, n_rows / 2, xp);
+                        quant_panel_rows(xq, n, n_rows / 2, n_rows, xp);
+                    }
+                    for (int prepared = 0; prepared <= (xp != NULL); prepared++) {
+                        quant_matmul(types[t], w, wrb, n_out, x, xq, prepared ? xp : NULL, n_rows, n, y, ldy);
+                        for (uint32_t r = 0; r < n_rows; r++)
+                            for (uint32_t o = 0; o < n_out; o++) {
+                                float want = quant_dot_scalar(types[t], w + o * wrb, x + r * n, xq + r * nb, n);
+                                if (bits_of(y[r * ldy + o]) != bits_of(want) ||
+                                    bits_of(quant_dot(types[t], w + o * wrb, x + r * n, xq + r * nb, n)) != bits_of(want))
+                                    fail_msg("type %d, n=%zu, %u rows x %u outputs%s: element (%u, %u) is %.9g, scalar %.9g",
+                                             (int)types[t], n, n_rows, n_out, prepared ? ", rows prepared" : "", r, o,
+                                             (double)y[r * ldy + o], (double)want);
+                            }
+                    }
+                    free(xp);
                     free(y);
                 }
             free(wf);
@@ -859,8 +871,8 @@ static void test_integer_block_sums_are_exact_at_the_int8_extremes(void **state)
     block_q8_act xr[ROWS * N / QK];
     float y8[ROWS], y4[ROWS];
     for (int r = 0; r < ROWS; r++) memcpy(xr + r * N / QK, x, sizeof x);
-    quant_matmul(GGML_TYPE_Q8_0, w8, sizeof w8, 1, NULL, xr, ROWS, N, y8, 1);
-    quant_matmul(GGML_TYPE_Q4_0, w4, sizeof w4, 1, NULL, xr, ROWS, N, y4, 1);
+    quant_matmul(GGML_TYPE_Q8_0, w8, sizeof w8, 1, NULL, xr, NULL, ROWS, N, y8, 1);
+    quant_matmul(GGML_TYPE_Q4_0, w4, sizeof w4, 1, NULL, xr, NULL, ROWS, N, y4, 1);
     for (int r = 0; r < ROWS; r++) {
         assert_same_bits(y8[r], q8, "Q8_0 extremes, packed", N);
         assert_same_bits(y4[r], q4, "Q4_0 extremes, packed", N);
