@@ -20,7 +20,7 @@
  * tree nodes of 32. */
 #define DEFAULT_BLOCK_ROWS 64
 #define DEFAULT_MAX_BATCH 8
-#define DEFAULT_PREFILL_ROWS 64
+#define DEFAULT_PREFILL_ROWS 128 /* as ctx.c, which says why */
 
 struct fkv_engine {
     const fkv_model *m;
