@@ -1571,7 +1571,7 @@ static inline __attribute__((always_inline)) void score_keys(widen_kind kind, co
     for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 qi[2];
+        __m256 qi[4];
         for (int r = 0; r < Q; r++) {
             qi[r] = _mm256_loadu_ps(q + r * q_stride + i);
             if (Q > 1) PIN(qi[r]); /* shared chunks in registers: GCC would reload them as memory operands */
@@ -1593,12 +1593,18 @@ static inline __attribute__((always_inline)) void score_keys(widen_kind kind, co
             acc[c] = _mm256_loadu_ps(lane);
         }
     if (K * Q == 8) {
-        const __m256 sc = combine8x8(acc);
+        const __m256 sc = combine8x8(acc); /* element c: chain c */
+        const __m128 lo = _mm256_castps256_ps128(sc), hi = _mm256_extractf128_ps(sc, 1);
         if (Q == 1) {
             _mm256_storeu_ps(out, sc);
+        } else if (Q == 2) {
+            _mm_storeu_ps(out, lo);
+            _mm_storeu_ps(out + out_stride, hi);
         } else {
-            _mm_storeu_ps(out, _mm256_castps256_ps128(sc));
-            _mm_storeu_ps(out + out_stride, _mm256_extractf128_ps(sc, 1));
+            _mm_storel_pi((__m64 *)(void *)out, lo);
+            _mm_storeh_pi((__m64 *)(void *)(out + out_stride), lo);
+            _mm_storel_pi((__m64 *)(void *)(out + 2 * out_stride), hi);
+            _mm_storeh_pi((__m64 *)(void *)(out + 3 * out_stride), hi);
         }
         return;
     }
@@ -1620,6 +1626,8 @@ static inline __attribute__((always_inline)) void score_queries(widen_kind kind,
 static void score_rows(widen_kind kind, const void *rows, size_t stride, size_t n_rows, const float *q,
                        size_t q_stride, size_t n_q, size_t n, float *out, size_t out_stride) {
     size_t r = 0;
+    for (; r + 4 <= n_q; r += 4)
+        score_queries(kind, rows, stride, n_rows, 4, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
     for (; r + 2 <= n_q; r += 2)
         score_queries(kind, rows, stride, n_rows, 2, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
     if (r < n_q) score_queries(kind, rows, stride, n_rows, 1, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
@@ -1644,7 +1652,7 @@ void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const f
 #endif
 }
 
-/* Q outputs at once (1 or 2, known at compile time; output r at y + r·y_stride with weights a + r·a_stride):
+/* Q outputs at once (1, 2 or 4, known at compile time; output r at y + r·y_stride with weights a + r·a_stride):
  * each y[i] sees fmaf(a[j], row_j[i], y[i]) for j in order, as n_rows axpy calls would do; only the loop nest
  * differs: 64 elements in all (64/Q of each output) stay in eight registers while every row passes over them,
  * each row chunk loaded once for the Q outputs. */
@@ -1659,7 +1667,7 @@ static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, 
         for (int r = 0; r < Q; r++)
             for (int u = 0; u < W; u++) acc[r * W + u] = _mm256_loadu_ps(y + r * y_stride + i + 8 * u);
         for (size_t j = 0; j < n_rows; j++) {
-            __m256 aj[2];
+            __m256 aj[4];
             for (int r = 0; r < Q; r++) {
                 aj[r] = _mm256_set1_ps(a[r * a_stride + j]);
                 if (Q > 1) PIN(aj[r]);
@@ -1700,6 +1708,8 @@ static inline __attribute__((always_inline)) void axpy_block(widen_kind kind, fl
                                                               const void *rows, size_t stride, size_t n_rows,
                                                               size_t n) {
     size_t r = 0;
+    for (; r + 4 <= n_y; r += 4)
+        axpy_queries(kind, 4, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
     for (; r + 2 <= n_y; r += 2)
         axpy_queries(kind, 2, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
     if (r < n_y) axpy_queries(kind, 1, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);

@@ -160,7 +160,7 @@ void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n);
  * y + r·y_stride. quant_dot_rows_*: out[j] = the score of key row j with q, in the attention order (above).
  * quant_axpy_rows_*: quant_axpy_f16 (resp. _f32) of y with a[j] and row j, for j = 0, 1, .. n_rows-1 in turn.
  * Each query gets the bits it would get alone from those steps: only the loop nest differs (a key row is
- * loaded once for two queries, y is held in registers). An f16 row and its exact f32 widening score alike. */
+ * loaded once for up to four queries, y is held in registers). An f16 row and its exact f32 widening score alike. */
 void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
                         size_t n_q, size_t n, float *out, size_t out_stride);
 void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
