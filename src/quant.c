@@ -788,19 +788,20 @@ static inline __attribute__((always_inline)) void tile_group(ggml_type type, con
                                                               const block_q8_act *x, size_t x_stride, int t,
                                                               const __m256i *xsum8, size_t xsum8_stride, int R, int C,
                                                               __m256 acc[TILE_ROWS][TILE_COLS]) {
-    __m256 dw[TILE_COLS], dx[TILE_ROWS];
+    __m256 dx[TILE_ROWS];
     __m256i corr[TILE_ROWS];
-    for (int c = 0; c < C; c++) dw[c] = group_wscales(type, w + c * w_row_bytes, t);
     for (int r = 0; r < R; r++) {
         dx[r] = group_xscales(x + r * x_stride, t);
         if (type == GGML_TYPE_Q4_0) corr[r] = xsum8 ? xsum8[r * xsum8_stride] : group_xsum8(x + r * x_stride, t);
     }
-    for (int c = 0; c < C; c++)
+    for (int c = 0; c < C; c++) {
+        const __m256 dw = group_wscales(type, w + c * w_row_bytes, t);
         for (int r = 0; r < R; r++) {
             __m256i s = group_sums(type, w + c * w_row_bytes, x + r * x_stride, t);
             if (type == GGML_TYPE_Q4_0) s = _mm256_sub_epi32(s, corr[r]);
-            acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], dx[r]), _mm256_cvtepi32_ps(s), acc[r][c]);
+            acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx[r]), _mm256_cvtepi32_ps(s), acc[r][c]);
         }
+    }
 }
 
 /* A register tile: y[r*ldy + c] = dot(weight row c, activation row r) for r < R, c < C, each with its
@@ -825,6 +826,8 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
         const __m256i *xs = xsum8 ? xsum8 + b / BLOCK_LANES : NULL;
         if (t == BLOCK_LANES) /* a constant t: full groups take no masks */
             tile_group(type, w + b * bb, w_row_bytes, x + b, nb, BLOCK_LANES, xs, ng, R, C, acc);
+        else if (t == BLOCK_LANES / 2) /* the half group of rows of 128k + 4 blocks (dim 896): no blocks past 4 */
+            tile_group(type, w + b * bb, w_row_bytes, x + b, nb, BLOCK_LANES / 2, xs, ng, R, C, acc);
         else
             tile_group(type, w + b * bb, w_row_bytes, x + b, nb, t, xs, ng, R, C, acc);
     }
