@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "quant.h"
@@ -189,6 +191,43 @@ static int load_weights(fkv_model *m, fkv_error *err) {
     return 0;
 }
 
+/* Rows packed per task of the load's team. */
+#define PACK_ROWS 64
+
+/* w packed for the kernels (quant_pack_rows) when they take its type so, into memory the model owns; the mapped
+ * rows' pages are then dropped from the process (the page cache keeps them), so the copy does not double the
+ * resident size. The tied output matrix stays as token_embd is: embeddings read its rows one by one. */
+static int pack_matrix(fkv_model *m, ops_matrix *w, fkv_error *err) {
+    if (!quant_packs(w->type, w->n_in)) return 0;
+    const size_t rb = quant_packed_row_bytes(w->n_in), bytes = rb * w->n_out;
+    uint8_t *dst = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!dst) return err_set(err, "%s: out of memory packing a %u x %u matrix", m->file->path, w->n_out, w->n_in);
+    m->packed[m->n_packed++] = dst;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (uint32_t r0 = 0; r0 < w->n_out; r0 += PACK_ROWS)
+        quant_pack_rows(w->data, w->row_bytes, r0, w->n_out - r0 < PACK_ROWS ? w->n_out : r0 + PACK_ROWS, w->n_in, dst);
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)w->data + page - 1) / page * page,
+                    hi = ((uintptr_t)w->data + w->row_bytes * w->n_out) / page * page;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* only whole pages of this matrix; a hint */
+    w->data = dst;
+    w->row_bytes = rb;
+    w->packed = true;
+    return 0;
+}
+
+static int pack_weights(fkv_model *m, fkv_error *err) {
+    m->packed = calloc((size_t)7 * m->hp.n_layers + 1, sizeof *m->packed);
+    if (!m->packed) return err_set(err, "%s: out of memory", m->file->path);
+    if (m->output.data != m->tok_embd.data && pack_matrix(m, &m->output, err)) return -1;
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        model_layer *L = &m->layers[l];
+        ops_matrix *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof *ws; i++)
+            if (pack_matrix(m, ws[i], err)) return -1;
+    }
+    return 0;
+}
+
 fkv_model *fkv_model_load(const char *path, fkv_error *err) {
     fkv_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -196,7 +235,7 @@ fkv_model *fkv_model_load(const char *path, fkv_error *err) {
         return NULL;
     }
     if (!(m->file = gguf_open(path, err)) || read_hparams(m->file, &m->hp, err) || load_weights(m, err) ||
-        !(m->vocab = tok_load(m->file, err))) {
+        pack_weights(m, err) || !(m->vocab = tok_load(m->file, err))) {
         fkv_model_free(m);
         return NULL;
     }
@@ -233,6 +272,8 @@ void fkv_model_free(fkv_model *m) {
         }
         free(m->layers);
     }
+    for (size_t i = 0; i < m->n_packed; i++) free(m->packed[i]);
+    free(m->packed);
     free(m->output_norm);
     free(m->rope_freqs);
     free(m->name);

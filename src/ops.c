@@ -15,8 +15,8 @@ bool ops_matrix_wants_q8(const ops_matrix *w) {
 
 /* A product shared by a team is cut into items of whole multiples of 64 outputs, about 16 per matrix. Items
  * are taken dynamically, so a thread that something else on its core slows down does less of the work
- * instead of making the other wait at the barrier; 64 outputs at least keep the per-call preparation of the
- * activation rows (quant_matmul) near 1% of an item's work. */
+ * instead of making the other wait at the barrier; 64 outputs at least keep what a call prepares itself (a decode
+ * row for packed weights, quant_matmul) near 1% of an item's work. */
 #define MATMUL_ITEM_MIN 64
 #define MATMUL_ITEMS 16
 
@@ -39,8 +39,8 @@ static void matmul_items(const ops_product *p, int n_products, const float *x, c
         while (k >= items_of(p[i].w)) k -= items_of(p[i++].w);
         const ops_matrix *w = p[i].w;
         const uint32_t o0 = k * item_outputs(w), o1 = o0 + item_outputs(w) < w->n_out ? o0 + item_outputs(w) : w->n_out;
-        quant_matmul(w->type, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, xp, n_rows, w->n_in,
-                     p[i].y + o0, w->n_out);
+        quant_matmul(w->type, w->packed, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, xp,
+                     n_rows, w->n_in, p[i].y + o0, w->n_out);
     }
 }
 

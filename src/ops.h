@@ -31,9 +31,11 @@
 #define OPS_ATTN_TILE 32
 #define OPS_ATTN_MAX_HEAD_DIM 256 /* the widest head accepted (real models: 64 to 256); a bound on corrupt files */
 
-/* A weight matrix: n_out rows of n_in elements of `type`, row r at data + r * row_bytes. */
+/* A weight matrix: n_out rows of n_in elements of `type`, row r at data + r * row_bytes; packed: the rows are
+ * quant_pack_rows' (quant.h). */
 typedef struct {
     ggml_type type;
+    bool packed;
     uint32_t n_in;
     uint32_t n_out;
     size_t row_bytes;

@@ -991,6 +991,33 @@ typedef struct {
     __m256i sum_hi; /* Σx over registers 4..7: quants 16..31 of each block (the half layout: 0) */
 } xgroup;
 
+/* The quants of a Q8_0 / Q4_0 group of t blocks (t <= 8) in the register layout: transpose8_epi32's, or the half
+ * layout when t <= 4; blocks past t are zero. */
+static inline void group_regs(ggml_type type, const uint8_t *wg, int t, __m256i q[BLOCK_LANES]) {
+    for (int k = 0; k < BLOCK_LANES; k++)
+        q[k] = k >= t                      ? _mm256_setzero_si256()
+               : type == GGML_TYPE_Q4_0 ? block_nibbles_q4_0((const block_q4_0 *)wg + k)
+                                        : _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wg + k)->qs);
+    if (t <= BLOCK_LANES / 2)
+        transpose4_epi32_lanes(q);
+    else
+        transpose8_epi32(q);
+}
+
+/* Packed Q8_0 rows (quant_pack_rows): group g's registers at g · 256 bytes (a last group of at most 4 blocks in the
+ * half layout, 128 bytes), then every group's 8 scales as f16 (+0 past the row's end), the row padded to 32 bytes. */
+#define PACKED_GROUP_BYTES (BLOCK_LANES * sizeof(__m256i))
+static inline size_t packed_scales_at(size_t nb) {
+    const size_t rem = nb % BLOCK_LANES;
+    const size_t last = rem == 0 ? 0 : rem <= BLOCK_LANES / 2 ? PACKED_GROUP_BYTES / 2 : PACKED_GROUP_BYTES;
+    return nb / BLOCK_LANES * PACKED_GROUP_BYTES + last;
+}
+
+static inline size_t packed_row_bytes(size_t nb) {
+    const size_t bytes = packed_scales_at(nb) + (nb + BLOCK_LANES - 1) / BLOCK_LANES * BLOCK_LANES * sizeof(uint16_t);
+    return (bytes + sizeof(__m256i) - 1) / sizeof(__m256i) * sizeof(__m256i);
+}
+
 /* pk[g * C + c]: group g of weight row c, c < C. */
 static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int C, size_t nb, size_t ng,
                        wgroup *pk) {
@@ -1020,16 +1047,9 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
                                       b->scales[11], b->scales[13], b->scales[15]);
             } else {
                 const int t = nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
-                for (int k = 0; k < BLOCK_LANES; k++)
-                    p->q[k] = k >= t ? _mm256_setzero_si256()
-                              : type == GGML_TYPE_Q4_0
-                                  ? block_nibbles_q4_0((const block_q4_0 *)wg + k)
-                                  : _mm256_loadu_si256((const __m256i *)((const block_q8_0 *)wg + k)->qs);
+                group_regs(type, wg, t, p->q);
                 p->d = group_wscales(type, wg, t);
-                if (t <= BLOCK_LANES / 2) {
-                    transpose4_epi32_lanes(p->q);
-                    continue;
-                }
+                continue;
             }
             transpose8_epi32(p->q);
         }
@@ -1162,16 +1182,39 @@ static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, cons
     s[2][0] = s20, s[2][1] = s21, s[3][0] = s30, s[3][1] = s31;
 }
 
-/* One register tile: y[r*ldy + c] for r < R, c < C over all ng groups (R, C known at compile time, so the
- * accumulators stay in registers). xp: activation row r's groups at xp + r * ng. */
-static inline __attribute__((always_inline)) void panel_tile(ggml_type type, const wgroup *pk, size_t ng,
+/* The weight side of a panel of C rows: rearranged per call (pk: group g of row c at pk[g * C + c]) or packed at
+ * load (rows: Q8_0 rows as quant_pack_rows leaves them, row c at rows + c * row_bytes, scales at scales_at). */
+typedef struct {
+    const wgroup *pk;
+    const uint8_t *rows;
+    size_t row_bytes, scales_at;
+} wpanel;
+
+static inline const __m256i *panel_regs(const wpanel *wp, bool packed, int C, size_t g, int c) {
+    return packed ? (const __m256i *)(wp->rows + c * wp->row_bytes + g * PACKED_GROUP_BYTES) : wp->pk[g * C + c].q;
+}
+
+/* Group g's 8 scales of a packed row (quant_pack_rows) as f32. */
+static inline __m256 packed_scales(const uint8_t *row, size_t scales_at, size_t g) {
+    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(row + scales_at + g * BLOCK_LANES * sizeof(uint16_t))));
+}
+
+static inline __m256 panel_scales(const wpanel *wp, bool packed, int C, size_t g, int c) {
+    return packed ? packed_scales(wp->rows + c * wp->row_bytes, wp->scales_at, g) : wp->pk[g * C + c].d;
+}
+
+/* One register tile: y[r*ldy + c] for r < R, c < C over all ng groups (packed, R and C known at compile time, so
+ * the accumulators stay in registers). xp: activation row r's groups at xp + r * ng. */
+static inline __attribute__((always_inline)) void panel_tile(ggml_type type, bool packed, const wpanel *wp, size_t ng,
                                                               bool half_last, const xgroup *xp, int R, int C, float *y,
                                                               size_t ldy) {
     __m256 acc[PANEL_ROWS][PANEL_COLS];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
     for (size_t g = 0; g < ng; g++) {
-        const wgroup *pg = pk + g * C;
+        const __m256i *w0 = panel_regs(wp, packed, C, g, 0), *w1 = panel_regs(wp, packed, C, g, C - 1);
+        __m256 dw[PANEL_COLS];
+        for (int c = 0; c < C; c++) dw[c] = panel_scales(wp, packed, C, g, c);
         const xgroup *px[PANEL_ROWS];
         for (int r = 0; r < R; r++) px[r] = &xp[r * ng + g];
         const bool half = half_last && g + 1 == ng; /* 4 registers: the half layout */
@@ -1180,15 +1223,15 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
         for (int r = 0; r < PANEL_ROWS; r++) xrow[r] = px[r < R ? r : R - 1]->q;
         __m256i s[PANEL_ROWS][PANEL_COLS], h[PANEL_ROWS][PANEL_COLS];
         if (type == GGML_TYPE_Q6_K) { /* quants 0..15 and 16..31 of each block have their own scales */
-            tile_sums(TILE_Q6, pg[0].q, pg[C - 1].q, xrow, 0, BLOCK_LANES / 2, s);
-            tile_sums(TILE_Q6, pg[0].q, pg[C - 1].q, xrow, BLOCK_LANES / 2, BLOCK_LANES / 2, h);
+            tile_sums(TILE_Q6, w0, w1, xrow, 0, BLOCK_LANES / 2, s);
+            tile_sums(TILE_Q6, w0, w1, xrow, BLOCK_LANES / 2, BLOCK_LANES / 2, h);
         } else { /* Q8_0: exact 32-bit sums; Q4_0, Q4_K: quants 0..15, all 8 pair sums (at most 8 · 2 · 15 · 127) in
                   * 16 bits, widened once */
             const tile_kind kind = type == GGML_TYPE_Q8_0 ? TILE_Q8 : TILE_Q4;
             if (half)
-                tile_sums(kind, pg[0].q, pg[C - 1].q, xrow, 0, BLOCK_LANES / 2, s);
+                tile_sums(kind, w0, w1, xrow, 0, BLOCK_LANES / 2, s);
             else
-                tile_sums(kind, pg[0].q, pg[C - 1].q, xrow, 0, BLOCK_LANES, s);
+                tile_sums(kind, w0, w1, xrow, 0, BLOCK_LANES, s);
         }
         __m256i xsum[PANEL_ROWS]; /* Q4_0, Q4_K: Σx per block */
         for (int r = 0; type != GGML_TYPE_Q8_0 && type != GGML_TYPE_Q6_K && r < R; r++) {
@@ -1197,7 +1240,7 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
         }
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
-                const wgroup *pw = &pg[c];
+                const wgroup *pw = packed ? NULL : &wp->pk[g * C + c]; /* K-quants: their scales and mins */
                 /* The K-quants' integer products (scale · sum) in f32: every factor and result is an integer
                  * below 2^24 (quant.h), so the float multiply and add are exact and equal the integer ones,
                  * without the slow 32-bit integer multiply. */
@@ -1210,7 +1253,7 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
                         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum_lo, 5))), pw->sc),
                         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(h[r][c], _mm256_slli_epi32(px[r]->sum_hi, 5))),
                                       pw->m));
-                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(pw->d, px[r]->d), sf, acc[r][c]);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], px[r]->d), sf, acc[r][c]);
                 if (type == GGML_TYPE_Q4_K)
                     acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(pw->dmin_neg, px[r]->d),
                                                 _mm256_mul_ps(_mm256_cvtepi32_ps(xsum[r]), pw->m), acc[r][c]);
@@ -1222,39 +1265,46 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, con
 
 /* All register tiles of a panel: rows of xp (groups at xp + r * ng) against its C weight rows, 4 rows at a time and
  * a smaller tile for the last 1 to 3 (R and C known at compile time in each). */
-static inline __attribute__((always_inline)) void panel_rows(ggml_type type, const wgroup *pk, size_t ng,
+static inline __attribute__((always_inline)) void panel_rows(ggml_type type, bool packed, const wpanel *wp, size_t ng,
                                                               bool half_last, const xgroup *xp, uint32_t rows, int C,
                                                               float *y, size_t ldy) {
     uint32_t r = 0;
     for (; r + PANEL_ROWS <= rows; r += PANEL_ROWS)
-        panel_tile(type, pk, ng, half_last, xp + (size_t)r * ng, PANEL_ROWS, C, y + (size_t)r * ldy, ldy);
+        panel_tile(type, packed, wp, ng, half_last, xp + (size_t)r * ng, PANEL_ROWS, C, y + (size_t)r * ldy, ldy);
     switch (rows - r) {
     case 1:
-        panel_tile(type, pk, ng, half_last, xp + (size_t)r * ng, 1, C, y + (size_t)r * ldy, ldy);
+        panel_tile(type, packed, wp, ng, half_last, xp + (size_t)r * ng, 1, C, y + (size_t)r * ldy, ldy);
         return;
     case 2:
-        panel_tile(type, pk, ng, half_last, xp + (size_t)r * ng, 2, C, y + (size_t)r * ldy, ldy);
+        panel_tile(type, packed, wp, ng, half_last, xp + (size_t)r * ng, 2, C, y + (size_t)r * ldy, ldy);
         return;
     case 3:
-        panel_tile(type, pk, ng, half_last, xp + (size_t)r * ng, 3, C, y + (size_t)r * ldy, ldy);
+        panel_tile(type, packed, wp, ng, half_last, xp + (size_t)r * ng, 3, C, y + (size_t)r * ldy, ldy);
         return;
     default:
         return;
     }
 }
 
+#define PANEL_SHAPES(T, packed)                                                                                \
+    if (C == PANEL_COLS)                                                                                       \
+        panel_rows(T, packed, wp, ng, half_last, xp, rows, PANEL_COLS, y, ldy);                                \
+    else                                                                                                       \
+        panel_rows(T, packed, wp, ng, half_last, xp, rows, 1, y, ldy);                                         \
+    return;
 #define PANEL_TYPE(T)                                                                                          \
     case T:                                                                                                    \
-        if (C == PANEL_COLS)                                                                                   \
-            panel_rows(T, pk, ng, half_last, xp, rows, PANEL_COLS, y, ldy);                                    \
-        else                                                                                                   \
-            panel_rows(T, pk, ng, half_last, xp, rows, 1, y, ldy);                                             \
-        return;
+        PANEL_SHAPES(T, false)
 
-static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, bool half_last, const xgroup *xp,
+/* Packed at load: Q8_0 only (quant_packs). */
+static void panel_dispatch(ggml_type type, bool packed, const wpanel *wp, size_t ng, bool half_last, const xgroup *xp,
                            uint32_t rows, int C, float *y, size_t ldy) {
     switch (type) {
-        PANEL_TYPE(GGML_TYPE_Q8_0)
+    case GGML_TYPE_Q8_0:
+        if (packed) {
+            PANEL_SHAPES(GGML_TYPE_Q8_0, true)
+        }
+        PANEL_SHAPES(GGML_TYPE_Q8_0, false)
         PANEL_TYPE(GGML_TYPE_Q4_0)
         PANEL_TYPE(GGML_TYPE_Q4_K)
         PANEL_TYPE(GGML_TYPE_Q6_K)
@@ -1263,30 +1313,38 @@ static void panel_dispatch(ggml_type type, const wgroup *pk, size_t ng, bool hal
     }
 }
 #undef PANEL_TYPE
+#undef PANEL_SHAPES
 
 /* Groups of the widest row that takes panels (n <= 17664): its packed panel (pk, 53 KB) is on the stack. */
 #define PANEL_MAX_GROUPS 69
 
 static bool panel_fits(uint32_t n_rows, size_t ng) { return n_rows >= PANEL_MIN_ROWS && ng <= PANEL_MAX_GROUPS; }
 
-/* Prepared rows xp (rows of them) against every panel of the n_out weight rows, each packed once. */
-static void panels_over(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out, const xgroup *xp,
-                        uint32_t rows, size_t nb, float *y, size_t ldy) {
+/* Prepared rows xp (rows of them) against every panel of the n_out weight rows: rearranged here, once each, or
+ * packed at load (then the next panel's rows are fetched while this one is computed). */
+static void panels_over(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
+                        const xgroup *xp, uint32_t rows, size_t nb, float *y, size_t ldy) {
     const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    const bool half_last = nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2;
     wgroup pk[PANEL_MAX_GROUPS * PANEL_COLS];
     for (uint32_t o = 0; o < n_out; o += PANEL_COLS) {
         const int C = n_out - o < PANEL_COLS ? (int)(n_out - o) : PANEL_COLS;
-        pack_panel(type, w + o * w_row_bytes, w_row_bytes, C, nb, ng, pk);
-        panel_dispatch(type, pk, ng, nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2, xp, rows, C, y + o, ldy);
+        wpanel wp = {pk, w + o * w_row_bytes, w_row_bytes, packed_scales_at(nb)};
+        if (packed)
+            for (size_t off = 0; off < (size_t)C * w_row_bytes; off += 64)
+                prefetch_at(wp.rows, (size_t)C * w_row_bytes + off);
+        else
+            pack_panel(type, wp.rows, w_row_bytes, C, nb, ng, pk);
+        panel_dispatch(type, packed, &wp, ng, half_last, xp, rows, C, y + o, ldy);
     }
 }
 
 /* With the rows prepared by the caller (xp), all at once; else prepared here, as many whole register tiles of rows
  * at a time as the stack buffer holds. */
-static void matmul_panels(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
+static void matmul_panels(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                           const block_q8_act *xq, const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
     if (xp) {
-        panels_over(type, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
+        panels_over(type, packed, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
         return;
     }
     const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
@@ -1295,16 +1353,91 @@ static void matmul_panels(ggml_type type, const uint8_t *w, size_t w_row_bytes, 
     for (uint32_t r0 = 0; r0 < n_rows; r0 += chunk) {
         const uint32_t rows = n_rows - r0 < chunk ? n_rows - r0 : chunk;
         prep_panel_rows(xq + (size_t)r0 * nb, nb, ng, rows, buf);
-        panels_over(type, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
+        panels_over(type, packed, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
+    }
+}
+
+/* One group of a packed direct tile: J registers (8, or 4 for a half group), each weight register loaded once for
+ * the tile's one activation row; element k of s[c] ends as block k's exact sum (as in the panel tiles). */
+static inline __attribute__((always_inline)) void packed_group(const uint8_t *w, size_t w_row_bytes, const xgroup *xg,
+                                                                int J, int C, __m256i s[TILE_COLS]) {
+    for (int c = 0; c < C; c++) s[c] = _mm256_setzero_si256();
+    for (int j = 0; j < J; j++) {
+        const __m256i x = _mm256_load_si256(&xg->q[j]);
+        for (int c = 0; c < C; c++) {
+            const __m256i wv = _mm256_load_si256((const __m256i *)(w + c * w_row_bytes) + j);
+            s[c] = _mm256_add_epi32(s[c], block_sums_q8_0(wv, x));
+        }
+    }
+}
+
+/* Direct tile on packed Q8_0 rows, for few rows (decode): one prepared activation row (groups xg) against C <= 4
+ * packed weight rows, each output with its 8 lanes in quant.h's block order, as the panel tiles; the next tile's
+ * rows (C rows on) are fetched meanwhile. */
+static inline __attribute__((always_inline)) void packed_tile(const uint8_t *w, size_t w_row_bytes, size_t nb,
+                                                               const xgroup *xg, int C, float *y) {
+    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES, scales_at = packed_scales_at(nb);
+    __m256 acc[TILE_COLS];
+    for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
+    for (size_t g = 0; g < ng; g++) {
+        const bool half = g + 1 == ng && nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2;
+        const uint8_t *wg = w + g * PACKED_GROUP_BYTES;
+        for (int c = 0; c < C; c++)
+            for (size_t off = 0; off < PACKED_GROUP_BYTES; off += 64)
+                prefetch_at(wg, (size_t)(C + c) * w_row_bytes + off);
+        __m256i s[TILE_COLS];
+        if (half)
+            packed_group(wg, w_row_bytes, &xg[g], BLOCK_LANES / 2, C, s);
+        else
+            packed_group(wg, w_row_bytes, &xg[g], BLOCK_LANES, C, s);
+        for (int c = 0; c < C; c++) {
+            const __m256 dw = packed_scales(w + c * w_row_bytes, scales_at, g);
+            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xg[g].d), _mm256_cvtepi32_ps(half ? half_fold(s[c]) : s[c]),
+                                     acc[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) y[c] = hsum8(acc[c]);
+}
+
+/* Few rows against packed rows: each row prepared (here, on the stack, unless the caller did) and taken alone. */
+static void packed_rows(const uint8_t *w, size_t w_row_bytes, uint32_t n_out, const block_q8_act *xq,
+                        const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
+    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    xgroup buf[PANEL_MAX_GROUPS];
+    for (uint32_t r = 0; r < n_rows; r++) {
+        const xgroup *xg = xp ? xp + (size_t)r * ng : buf;
+        if (!xp) prep_panel_rows(xq + (size_t)r * nb, nb, ng, 1, buf);
+        float *yr = y + (size_t)r * ldy;
+        for (uint32_t o = 0; o < n_out; o += TILE_COLS) {
+            const uint8_t *wo = w + o * w_row_bytes;
+            switch (n_out - o < TILE_COLS ? n_out - o : TILE_COLS) {
+            case 1:
+                packed_tile(wo, w_row_bytes, nb, xg, 1, yr + o);
+                break;
+            case 2:
+                packed_tile(wo, w_row_bytes, nb, xg, 2, yr + o);
+                break;
+            case 3:
+                packed_tile(wo, w_row_bytes, nb, xg, 3, yr + o);
+                break;
+            default:
+                packed_tile(wo, w_row_bytes, nb, xg, TILE_COLS, yr + o);
+                break;
+            }
+        }
     }
 }
 
 /* Every quantized weight type: panels for many rows, else direct tiles (Q8_0, Q4_0) or one output at a
  * time (K-quants). */
-static void matmul_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
+static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                           const block_q8_act *xq, const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
     if (panel_fits(n_rows, (nb + BLOCK_LANES - 1) / BLOCK_LANES)) {
-        matmul_panels(type, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
+        matmul_panels(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
+        return;
+    }
+    if (packed) {
+        packed_rows(w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
     }
     /* Q4_0's corrections, once per call rather than per tile of weight rows, when they fit on the stack */
@@ -1371,6 +1504,47 @@ float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_a
 #endif
 }
 
+bool quant_packs(ggml_type type, size_t n) {
+#if QUANT_AVX2
+    return type == GGML_TYPE_Q8_0 && n % QK == 0 && (n / QK + BLOCK_LANES - 1) / BLOCK_LANES <= PANEL_MAX_GROUPS;
+#else
+    (void)type, (void)n;
+    return false;
+#endif
+}
+
+size_t quant_packed_row_bytes(size_t n) {
+#if QUANT_AVX2
+    return packed_row_bytes(n / QK);
+#else
+    (void)n;
+    return 0;
+#endif
+}
+
+void quant_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst) {
+#if QUANT_AVX2
+    const size_t nb = n / QK, ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES, rb = packed_row_bytes(nb);
+    for (uint32_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * w_row_bytes;
+        uint8_t *out = (uint8_t *)dst + (size_t)r * rb;
+        memset(out, 0, rb);
+        for (size_t g = 0; g < ng; g++) {
+            const uint8_t *wg = row + g * BLOCK_LANES * sizeof(block_q8_0);
+            const int t = nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
+            __m256i q[BLOCK_LANES];
+            group_regs(GGML_TYPE_Q8_0, wg, t, q);
+            for (int j = 0; j < (t <= BLOCK_LANES / 2 ? BLOCK_LANES / 2 : BLOCK_LANES); j++)
+                _mm256_store_si256((__m256i *)(out + g * PACKED_GROUP_BYTES) + j, q[j]);
+            uint16_t *d = (uint16_t *)(out + packed_scales_at(nb)) + g * BLOCK_LANES;
+            for (int k = 0; k < t; k++) d[k] = ((const block_q8_0 *)wg)[k].d;
+        }
+    }
+#else
+    (void)w, (void)w_row_bytes, (void)r0, (void)r1, (void)n, (void)dst;
+#endif
+}
+
 size_t quant_panel_row_bytes(size_t n) {
 #if QUANT_AVX2
     return (n / QK + BLOCK_LANES - 1) / BLOCK_LANES * sizeof(xgroup);
@@ -1398,15 +1572,15 @@ void quant_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1
 #endif
 }
 
-void quant_matmul(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
+void quant_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                   const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy) {
 #if QUANT_AVX2
     if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || is_kquant(type)) {
-        matmul_blocks(type, w, w_row_bytes, n_out, xq, xp, n_rows, n / QK, y, ldy);
+        matmul_blocks(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, n / QK, y, ldy);
         return;
     }
 #else
-    (void)xp;
+    (void)xp, (void)packed; /* nothing is packed without SIMD (quant_packs) */
 #endif
     const bool q8 = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K ||
                     type == GGML_TYPE_Q6_K;

@@ -136,9 +136,20 @@ float quant_dot_scalar(ggml_type type, const void *w, const float *xf, const blo
  * each weight block loaded serves several activation rows while every output keeps its own fixed-order
  * lanes; with many rows (quant_panels_apply) each tile of weight rows is rearranged once per call into a
  * register layout ("panels") and then serves them all, and so are the activation rows: xp holds them so
- * rearranged by quant_panel_rows, or is NULL and quant_matmul rearranges them itself. */
-void quant_matmul(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
+ * rearranged by quant_panel_rows, or is NULL and quant_matmul rearranges them itself. packed: the rows of w
+ * are packed rows (quant_pack_rows, w_row_bytes = quant_packed_row_bytes(n)), with the same results. */
+void quant_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                   const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
+
+/* Weights packed once, at load, into the kernels' register layout: no call rearranges them again, and a
+ * decode step's row products need no horizontal sums per block nor a gather of scattered scales (the
+ * natural Q8_0 block keeps its scale between its quants). Q8_0 only, rows of up to 69 groups of 8 blocks
+ * (n <= 17664), in builds with SIMD: quant_packs says when. The same bytes as the natural rows, to a
+ * 32-byte pad per row. quant_pack_rows packs rows [r0, r1) of w (rows w_row_bytes apart) into dst, row r
+ * at dst + r · quant_packed_row_bytes(n); dst is aligned to 32 bytes. */
+bool quant_packs(ggml_type type, size_t n);
+size_t quant_packed_row_bytes(size_t n);
+void quant_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
 
 /* The activation side of panels, made once for all the products of the same rows (q, k and v; every thread's
  * share of them) instead of once per quant_matmul call; the same for every weight type. quant_panel_rows

@@ -728,6 +728,14 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
             block_q8_act *xq = malloc(max_rows * nb * sizeof *xq);
             for (uint32_t o = 0; o < max_out; o++) quant_quantize_row(types[t], wf + o * n, w + o * wrb, n);
             for (uint32_t r = 0; r < max_rows; r++) quant_row_q8(x + r * n, xq + r * nb, n);
+            /* the same rows packed, as the model loader packs them (in two parts, as its threads do) */
+            const bool packs = quant_packs(types[t], n);
+            const size_t prb = packs ? quant_packed_row_bytes(n) : 0;
+            uint8_t *wp = packs ? aligned_alloc(32, max_out * prb) : NULL;
+            if (packs) {
+                quant_pack_rows(w, wrb, 0, max_out / 2, n, wp);
+                quant_pack_rows(w, wrb, max_out / 2, max_out, n, wp);
+            }
             for (size_t a = 0; a < sizeof rows / sizeof *rows; a++)
                 for (size_t b = 0; b < sizeof outs / sizeof *outs; b++) {
                     const uint32_t n_rows = rows[a], n_out = outs[b];
@@ -741,16 +749,20 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
                         quant_panel_rows(xq, n, 0, n_rows / 2, xp);
                         quant_panel_rows(xq, n, n_rows / 2, n_rows, xp);
                     }
-                    for (int prepared = 0; prepared <= (xp != NULL); prepared++) {
-                        quant_matmul(types[t], w, wrb, n_out, x, xq, prepared ? xp : NULL, n_rows, n, y, ldy);
+                    for (int variant = 0; variant < 4; variant++) {
+                        const bool prepared = variant & 1, packed = variant & 2;
+                        if ((prepared && !xp) || (packed && !packs)) continue;
+                        quant_matmul(types[t], packed, packed ? wp : w, packed ? prb : wrb, n_out, x, xq,
+                                     prepared ? xp : NULL, n_rows, n, y, ldy);
                         for (uint32_t r = 0; r < n_rows; r++)
                             for (uint32_t o = 0; o < n_out; o++) {
                                 float want = quant_dot_scalar(types[t], w + o * wrb, x + r * n, xq + r * nb, n);
                                 if (bits_of(y[r * ldy + o]) != bits_of(want) ||
                                     bits_of(quant_dot(types[t], w + o * wrb, x + r * n, xq + r * nb, n)) != bits_of(want))
-                                    fail_msg("type %d, n=%zu, %u rows x %u outputs%s: element (%u, %u) is %.9g, scalar %.9g",
-                                             (int)types[t], n, n_rows, n_out, prepared ? ", rows prepared" : "", r, o,
-                                             (double)y[r * ldy + o], (double)want);
+                                    fail_msg("type %d, n=%zu, %u rows x %u outputs%s%s: element (%u, %u) is %.9g, scalar "
+                                             "%.9g",
+                                             (int)types[t], n, n_rows, n_out, prepared ? ", rows prepared" : "",
+                                             packed ? ", weights packed" : "", r, o, (double)y[r * ldy + o], (double)want);
                             }
                     }
                     free(xp);
@@ -759,6 +771,7 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
             free(wf);
             free(x);
             free(w);
+            free(wp);
             free(xq);
         }
 }
@@ -871,8 +884,8 @@ static void test_integer_block_sums_are_exact_at_the_int8_extremes(void **state)
     block_q8_act xr[ROWS * N / QK];
     float y8[ROWS], y4[ROWS];
     for (int r = 0; r < ROWS; r++) memcpy(xr + r * N / QK, x, sizeof x);
-    quant_matmul(GGML_TYPE_Q8_0, w8, sizeof w8, 1, NULL, xr, NULL, ROWS, N, y8, 1);
-    quant_matmul(GGML_TYPE_Q4_0, w4, sizeof w4, 1, NULL, xr, NULL, ROWS, N, y4, 1);
+    quant_matmul(GGML_TYPE_Q8_0, false, w8, sizeof w8, 1, NULL, xr, NULL, ROWS, N, y8, 1);
+    quant_matmul(GGML_TYPE_Q4_0, false, w4, sizeof w4, 1, NULL, xr, NULL, ROWS, N, y4, 1);
     for (int r = 0; r < ROWS; r++) {
         assert_same_bits(y8[r], q8, "Q8_0 extremes, packed", N);
         assert_same_bits(y4[r], q4, "Q4_0 extremes, packed", N);
