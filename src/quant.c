@@ -520,8 +520,8 @@ static float dot_q4_K_scalar(const block_q4_K *w, const block_q8_act *x, size_t 
                 s += q[QK * k + i] * xb->qs[i];
                 t += xb->qs[i];
             }
-            lane[k] = fmaf(d * xb->d, (float)(sc[k] * s), lane[k]);
-            lane[k] = fmaf(-dmin * xb->d, (float)(m[k] * t), lane[k]);
+            const float dm = -dmin * (float)m[k];
+            lane[k] = fmaf(xb->d, fmaf(d, (float)(sc[k] * s), dm * (float)t), lane[k]);
         }
     }
     return combine8(lane);
@@ -894,8 +894,8 @@ static inline void kquant_regs(ggml_type type, const uint8_t *w, __m256i q[BLOCK
     }
 }
 
-/* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with scales dx: both fused
- * steps of quant.h on all 8 lanes at once. */
+/* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with scales dx: quant.h's steps on all 8
+ * lanes at once. */
 static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], __m256 dx, __m256 acc) {
     const __m256i ones16 = _mm256_set1_epi16(1);
     __m256i q[BLOCK_LANES], s[BLOCK_LANES], t[BLOCK_LANES];
@@ -907,10 +907,11 @@ static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], _
     int32_t sc[8], m[8];
     q4_K_scales(w->scales, sc, m);
     const __m256i si = _mm256_mullo_epi32(hsum8_epi32x8(s), _mm256_loadu_si256((const __m256i *)sc));
-    const __m256i ti = _mm256_mullo_epi32(hsum8_epi32x8(t), _mm256_loadu_si256((const __m256i *)m));
     const float d = quant_f16_to_f32(w->d), dmin = quant_f16_to_f32(w->dmin);
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), dx), _mm256_cvtepi32_ps(si), acc);
-    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-dmin), dx), _mm256_cvtepi32_ps(ti), acc);
+    const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m)));
+    const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(si),
+                                         _mm256_mul_ps(dm, _mm256_cvtepi32_ps(hsum8_epi32x8(t))));
+    return _mm256_fmadd_ps(dx, inner, acc);
 }
 
 /* Super-block of Q6_K, as superblock_q4_K. The two 16-element scales of a sub-block weight the lower and
@@ -979,9 +980,9 @@ static inline size_t group_bytes(ggml_type type) {
 typedef struct {
     __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7 */
     __m256 d;               /* Q8_0, Q4_0: block scales; Q4_K, Q6_K: the super-block's d in every lane */
-    __m256 dmin_neg;        /* Q4_K: -dmin in every lane */
-    __m256 sc;              /* Q4_K: sub-block scales; Q6_K: scales of quants 0..15 of each block (integers) */
-    __m256 m;               /* Q4_K: sub-block mins; Q6_K: scales of quants 16..31 of each block (integers) */
+    __m256 sc;              /* Q6_K: scales of quants 0..15 of each block (integers) */
+    __m256 m;               /* Q4_K: -dmin · m per sub-block (rounded once); Q6_K: scales of quants 16..31 */
+    __m256i sc16;           /* Q4_K: sub-block k's scale in both 16-bit halves of element k (the widening madd's) */
 } wgroup;
 
 typedef struct {
@@ -1034,9 +1035,10 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
                 q4_K_scales(b->scales, sc, m);
                 kquant_regs(type, wg, p->q);
                 p->d = _mm256_set1_ps(quant_f16_to_f32(b->d));
-                p->dmin_neg = _mm256_set1_ps(-quant_f16_to_f32(b->dmin));
-                p->sc = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc));
-                p->m = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m));
+                const __m256i sci = _mm256_loadu_si256((const __m256i *)sc);
+                p->sc16 = _mm256_or_si256(sci, _mm256_slli_epi32(sci, 16));
+                p->m = _mm256_mul_ps(_mm256_set1_ps(-quant_f16_to_f32(b->dmin)),
+                                     _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m)));
             } else if (type == GGML_TYPE_Q6_K) {
                 const block_q6_K *b = (const block_q6_K *)wg;
                 kquant_regs(type, wg, p->q);
@@ -1089,13 +1091,15 @@ static void prep_panel_rows(const block_q8_act *xq, size_t nb, size_t ng, uint32
 /* The integer sums of one group for a whole register tile: s[r][c] = the sum over registers j0 <= j < j0 + n of the
  * products of activation row r's register x[r][j] and weight row c's register w_c[j]. TILE_Q8 (Q8_0): 32-bit
  * sums of madd(maddubs(|w|, sign(x, w)), 1). TILE_Q4 (Q4_0, Q4_K; quants 0..15): 16-bit sums of maddubs(w, x),
- * widened to 32 bits (madd with 1) after the last register.
+ * widened to 32 bits (madd with 1) after the last register. TILE_Q4K (Q4_K): as TILE_Q4, but widened by a madd with
+ * each weight row's sub-block scales (m0, m1: block k's in both 16-bit halves of element k), so the sums come out as
+ * sc · s, exact (at most 63 · 8 · 4 · 15 · 127 < 2^24) and with no multiply of their own.
  * TILE_Q6 (Q6_K; quants 0..63): registers j and j+1 summed in 16 bits (at most 2 · 2 · 63 · 127), then 32-bit
  * sums of their madd with 1; j0 and n even. Written in assembly because GCC, at the 16 registers this needs,
  * spilled two sums to the stack and re-read a weight register from memory at every use: the tile then ran
  * at 0.64 ns per block product for Q8_0 and 0.56 for Q4_0. The sums and the ones are operands; ymm9 to ymm15
  * are fixed scratch: the weight registers, their magnitudes (Q8_0), the row and the products. */
-typedef enum { TILE_Q8, TILE_Q4, TILE_Q6 } tile_kind;
+typedef enum { TILE_Q8, TILE_Q4, TILE_Q4K, TILE_Q6 } tile_kind;
 
 /* One register step at byte offset o of the weight rows' and the activation rows' registers. */
 #define TILE_ROW_Q8(o, x, a, b)                                                                                \
@@ -1143,10 +1147,15 @@ typedef enum { TILE_Q8, TILE_Q4, TILE_Q6 } tile_kind;
 #define TILE_ROWS_AT(ROW, o) ROW(o, x0, s00, s01) ROW(o, x1, s10, s11) ROW(o, x2, s20, s21) ROW(o, x3, s30, s31)
 #define WIDEN(a) "vpmaddwd %[ones], %[" #a "], %[" #a "]\n\t"
 #define WIDEN_ALL WIDEN(s00) WIDEN(s01) WIDEN(s10) WIDEN(s11) WIDEN(s20) WIDEN(s21) WIDEN(s30) WIDEN(s31)
+#define WIDEN_BY(a, m) "vpmaddwd (%[" #m "]), %[" #a "], %[" #a "]\n\t"
+#define WIDEN_SCALED                                                                                           \
+    WIDEN_BY(s00, m0) WIDEN_BY(s01, m1) WIDEN_BY(s10, m0) WIDEN_BY(s11, m1) WIDEN_BY(s20, m0) WIDEN_BY(s21, m1)     \
+        WIDEN_BY(s30, m0) WIDEN_BY(s31, m1)
 
 /* n registers (4 or 8; Q6: 4) from register j0, unrolled: a loop's exit, mispredicted once per group, cost more
  * than its instructions. */
 static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, const __m256i *w0, const __m256i *w1,
+                                                             const __m256i *m0, const __m256i *m1,
                                                              const __m256i *const xr[PANEL_ROWS], int j0, int n,
                                                              __m256i s[PANEL_ROWS][PANEL_COLS]) {
     __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00, s31 = s00;
@@ -1157,7 +1166,8 @@ static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, cons
     __asm__(body                                                                                               \
             : [s00] "+x"(s00), [s01] "+x"(s01), [s10] "+x"(s10), [s11] "+x"(s11), [s20] "+x"(s20),             \
               [s21] "+x"(s21), [s30] "+x"(s30), [s31] "+x"(s31)                                                \
-            : [w0] "r"(w0), [w1] "r"(w1), [x0] "r"(x0), [x1] "r"(x1), [x2] "r"(x2), [x3] "r"(x3), [ones] "x"(ones) \
+            : [w0] "r"(w0), [w1] "r"(w1), [m0] "r"(m0), [m1] "r"(m1), [x0] "r"(x0), [x1] "r"(x1), [x2] "r"(x2),      \
+              [x3] "r"(x3), [ones] "x"(ones)                                                                   \
             : "memory", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15")
 #define STEPS4(STEP) STEP("0") STEP("32") STEP("64") STEP("96")
 #define STEPS8(STEP) STEPS4(STEP) STEP("128") STEP("160") STEP("192") STEP("224")
@@ -1165,10 +1175,13 @@ static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, cons
     if (kind == TILE_Q8 && n == 4) TILE_ASM(STEPS4(TILE_STEP_Q8));
     if (kind == TILE_Q4 && n == 8) TILE_ASM(STEPS8(TILE_STEP_Q4) WIDEN_ALL);
     if (kind == TILE_Q4 && n == 4) TILE_ASM(STEPS4(TILE_STEP_Q4) WIDEN_ALL);
+    if (kind == TILE_Q4K) TILE_ASM(STEPS8(TILE_STEP_Q4) WIDEN_SCALED);
     if (kind == TILE_Q6) TILE_ASM(TILE_STEP_Q6("0") TILE_STEP_Q6("64"));
 #undef STEPS8
 #undef STEPS4
 #undef TILE_ASM
+#undef WIDEN_SCALED
+#undef WIDEN_BY
 #undef WIDEN_ALL
 #undef WIDEN
 #undef TILE_ROWS_AT
@@ -1223,20 +1236,23 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
         for (int r = 0; r < PANEL_ROWS; r++) xrow[r] = px[r < R ? r : R - 1]->q;
         __m256i s[PANEL_ROWS][PANEL_COLS], h[PANEL_ROWS][PANEL_COLS];
         if (type == GGML_TYPE_Q6_K) { /* quants 0..15 and 16..31 of each block have their own scales */
-            tile_sums(TILE_Q6, w0, w1, xrow, 0, BLOCK_LANES / 2, s);
-            tile_sums(TILE_Q6, w0, w1, xrow, BLOCK_LANES / 2, BLOCK_LANES / 2, h);
+            tile_sums(TILE_Q6, w0, w1, NULL, NULL, xrow, 0, BLOCK_LANES / 2, s);
+            tile_sums(TILE_Q6, w0, w1, NULL, NULL, xrow, BLOCK_LANES / 2, BLOCK_LANES / 2, h);
         } else { /* Q8_0: exact 32-bit sums; Q4_0, Q4_K: quants 0..15, all 8 pair sums (at most 8 · 2 · 15 · 127) in
                   * 16 bits, widened once */
-            const tile_kind kind = type == GGML_TYPE_Q8_0 ? TILE_Q8 : TILE_Q4;
+            const tile_kind kind = type == GGML_TYPE_Q8_0 ? TILE_Q8 : type == GGML_TYPE_Q4_K ? TILE_Q4K : TILE_Q4;
+            const __m256i *m0 = packed ? NULL : &wp->pk[g * C].sc16, *m1 = packed ? NULL : &wp->pk[g * C + C - 1].sc16;
             if (half)
-                tile_sums(kind, w0, w1, xrow, 0, BLOCK_LANES / 2, s);
+                tile_sums(kind, w0, w1, m0, m1, xrow, 0, BLOCK_LANES / 2, s);
             else
-                tile_sums(kind, w0, w1, xrow, 0, BLOCK_LANES, s);
+                tile_sums(kind, w0, w1, m0, m1, xrow, 0, BLOCK_LANES, s);
         }
         __m256i xsum[PANEL_ROWS]; /* Q4_0, Q4_K: Σx per block */
+        __m256 xsumf[PANEL_ROWS];
         for (int r = 0; type != GGML_TYPE_Q8_0 && type != GGML_TYPE_Q6_K && r < R; r++) {
             xsum[r] = _mm256_add_epi32(px[r]->sum_lo, px[r]->sum_hi);
             if (half) xsum[r] = half_fold(xsum[r]);
+            xsumf[r] = _mm256_cvtepi32_ps(xsum[r]);
         }
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
@@ -1246,17 +1262,16 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
                  * without the slow 32-bit integer multiply. */
                 __m256i si = half ? half_fold(s[r][c]) : s[r][c];
                 if (type == GGML_TYPE_Q4_0) si = _mm256_sub_epi32(si, _mm256_slli_epi32(xsum[r], 3));
-                __m256 sf = _mm256_cvtepi32_ps(si);
-                if (type == GGML_TYPE_Q4_K) sf = _mm256_mul_ps(sf, pw->sc);
+                __m256 sf = _mm256_cvtepi32_ps(si); /* Q4_K: sc · s, weighted by the widening madd */
+                if (type == GGML_TYPE_Q4_K) /* d · (sc · s) + (-dmin · m) · Σx, then the step below */
+                    sf = _mm256_fmadd_ps(dw[c], sf, _mm256_mul_ps(pw->m, xsumf[r]));
                 if (type == GGML_TYPE_Q6_K)
                     sf = _mm256_add_ps(
                         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum_lo, 5))), pw->sc),
                         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(h[r][c], _mm256_slli_epi32(px[r]->sum_hi, 5))),
                                       pw->m));
-                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw[c], px[r]->d), sf, acc[r][c]);
-                if (type == GGML_TYPE_Q4_K)
-                    acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(pw->dmin_neg, px[r]->d),
-                                                _mm256_mul_ps(_mm256_cvtepi32_ps(xsum[r]), pw->m), acc[r][c]);
+                acc[r][c] = type == GGML_TYPE_Q4_K ? _mm256_fmadd_ps(px[r]->d, sf, acc[r][c])
+                                                   : _mm256_fmadd_ps(_mm256_mul_ps(dw[c], px[r]->d), sf, acc[r][c]);
             }
     }
     for (int r = 0; r < R; r++)

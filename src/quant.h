@@ -26,8 +26,9 @@
  *   activation blocks, and super-block s, sub-block k (elements 32k..32k+31) meets activation block
  *   b = 8s + k, which goes to lane b % 8 = k, lanes starting at +0.0f and combining as for Q8_0.
  *   Q4_K: with the exact integer sums s_b = Σ q[i] · x_q[i] (q in 0..15) and t_b = Σ x_q[i], and the
- *   sub-block's 6-bit scale sc and min m, lane k = fmaf(d * d_x[b], (float)(sc * s_b), lane), then
- *   lane k = fmaf(-dmin * d_x[b], (float)(m * t_b), lane) — the min term enters as a second fused step.
+ *   sub-block's 6-bit scale sc and min m: dm = -dmin * (float)m, then
+ *   lane k = fmaf(d_x[b], fmaf(d, (float)(sc * s_b), dm * (float)t_b), lane) — the weight side's terms meet
+ *   first, in one fused step, so a product of many rows scales each block once.
  *   Q6_K: s_b = sc[2k] · Σ_{i<16} (q[i]-32) · x_q[i] + sc[2k+1] · Σ_{i>=16} (q[i]-32) · x_q[i], exact, and
  *   lane k = fmaf(d * d_x[b], (float)s_b, lane). Every integer here stays below 2^24, so its conversion
  *   to float is exact.

@@ -948,10 +948,11 @@ static void test_dots_agree_with_a_double_reference_on_dequantized_values(void *
         }
 }
 
-/* K-quant dots against double. Each activation block meets the weights through at most two fmaf into its
- * lane per super-block (Q4_K: the scale term and the min term), each term's d·d_x product rounds once,
- * and 3 combine additions follow: |dot - ref| <= depth·u·M, where M is the sum of the magnitudes of the
- * terms — for Q4_K Σ|x|·(|d·sc·q| + |dmin·m|), which bounds the cancelling partial sums too. */
+/* K-quant dots against double. Each activation block meets the weights through one fmaf into its lane per
+ * super-block; for Q6_K its d·d_x product rounds once before, for Q4_K the weight terms meet first in one fused
+ * step whose min term is two rounded products (-dmin·m, then ·Σx) — at most four roundings reach a term. 3
+ * combine additions follow: |dot - ref| <= depth·u·M, where M is the sum of the magnitudes of the terms — for
+ * Q4_K Σ|x|·(|d·sc·q| + |dmin·m|), which bounds the cancelling partial sums too. */
 static void test_k_quant_dots_agree_with_a_double_reference(void **state) {
     (void)state;
     uint64_t s = 17;
@@ -977,7 +978,7 @@ static void test_k_quant_dots_agree_with_a_double_reference(void **state) {
                     mag += fabs((double)w[i] * xi);
                 }
             }
-            const double steps = type == GGML_TYPE_Q4_K ? 2.0 : 1.0;
+            const double steps = type == GGML_TYPE_Q4_K ? 4.0 : 2.0;
             const double depth = steps * (double)(n / QK_K) + 1 + 3;
             expect_dot_near(type, n, quant_dot(type, c.w, NULL, c.xq, n), ref, depth, mag);
             free(w);
