@@ -980,9 +980,11 @@ static inline size_t group_bytes(ggml_type type) {
 typedef struct {
     __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7 */
     __m256 d;               /* Q8_0, Q4_0: block scales; Q4_K, Q6_K: the super-block's d in every lane */
-    __m256 sc;              /* Q6_K: scales of quants 0..15 of each block (integers) */
-    __m256 m;               /* Q4_K: -dmin · m per sub-block (rounded once); Q6_K: scales of quants 16..31 */
-    __m256i sc16;           /* Q4_K: sub-block k's scale in both 16-bit halves of element k (the widening madd's) */
+    __m256 m;               /* Q4_K: -dmin · m per sub-block (rounded once) */
+    /* The widening madd's multipliers, in both 16-bit halves of element k: Q4_K: [0] sub-block k's scale; Q6_K: [0]
+     * and [1] the scales of quants 0..15 and 16..31 of block k. */
+    __m256i sc16[2];
+    __m256i corr16; /* Q6_K: 32 · those two scales, the halves of element k: the offset's weights */
 } wgroup;
 
 typedef struct {
@@ -1036,17 +1038,19 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
                 kquant_regs(type, wg, p->q);
                 p->d = _mm256_set1_ps(quant_f16_to_f32(b->d));
                 const __m256i sci = _mm256_loadu_si256((const __m256i *)sc);
-                p->sc16 = _mm256_or_si256(sci, _mm256_slli_epi32(sci, 16));
+                p->sc16[0] = _mm256_or_si256(sci, _mm256_slli_epi32(sci, 16));
                 p->m = _mm256_mul_ps(_mm256_set1_ps(-quant_f16_to_f32(b->dmin)),
                                      _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m)));
             } else if (type == GGML_TYPE_Q6_K) {
                 const block_q6_K *b = (const block_q6_K *)wg;
                 kquant_regs(type, wg, p->q);
                 p->d = _mm256_set1_ps(quant_f16_to_f32(b->d));
-                p->sc = _mm256_setr_ps(b->scales[0], b->scales[2], b->scales[4], b->scales[6], b->scales[8],
-                                       b->scales[10], b->scales[12], b->scales[14]);
-                p->m = _mm256_setr_ps(b->scales[1], b->scales[3], b->scales[5], b->scales[7], b->scales[9],
-                                      b->scales[11], b->scales[13], b->scales[15]);
+                /* scales[2k], scales[2k+1] (int8) as the 16-bit halves of element k: sign-extended pairs */
+                const __m256i pairs = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+                const __m256i lo = _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 16), hi = _mm256_srai_epi32(pairs, 16);
+                p->sc16[0] = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(lo, 16));
+                p->sc16[1] = _mm256_or_si256(_mm256_and_si256(hi, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16));
+                p->corr16 = _mm256_slli_epi16(pairs, 5);
             } else {
                 const int t = nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
                 group_regs(type, wg, t, p->q);
@@ -1094,8 +1098,9 @@ static void prep_panel_rows(const block_q8_act *xq, size_t nb, size_t ng, uint32
  * widened to 32 bits (madd with 1) after the last register. TILE_Q4K (Q4_K): as TILE_Q4, but widened by a madd with
  * each weight row's sub-block scales (m0, m1: block k's in both 16-bit halves of element k), so the sums come out as
  * sc · s, exact (at most 63 · 8 · 4 · 15 · 127 < 2^24) and with no multiply of their own.
- * TILE_Q6 (Q6_K; quants 0..63): registers j and j+1 summed in 16 bits (at most 2 · 2 · 63 · 127), then 32-bit
- * sums of their madd with 1; j0 and n even. Written in assembly because GCC, at the 16 registers this needs,
+ * TILE_Q6 (Q6_K; quants 0..63; all 8 registers): registers j and j+1 summed in 16 bits (at most 2 · 2 · 63 · 127),
+ * then 32-bit sums of their madd with the weight row's scales of quants 0..15 (registers 0..3: m0, m1) or 16..31
+ * (registers 4..7: 32 bytes on): sc · Σq·x over the block, at most 2 · 128 · 16 · 63 · 127 in magnitude. Written in assembly because GCC, at the 16 registers this needs,
  * spilled two sums to the stack and re-read a weight register from memory at every use: the tile then ran
  * at 0.64 ns per block product for Q8_0 and 0.56 for Q4_0. The sums and the ones are operands; ymm9 to ymm15
  * are fixed scratch: the weight registers, their magnitudes (Q8_0), the row and the products. */
@@ -1128,22 +1133,26 @@ typedef enum { TILE_Q8, TILE_Q4, TILE_Q4K, TILE_Q6 } tile_kind;
     "vmovdqa " o "(%[w1]), %%ymm10\n\t" TILE_ROWS_AT(TILE_ROW_Q4, o)
 /* Registers j, j+1 (offsets o, o + 32): the weight rows' in ymm9, ymm10 (row 0) and ymm11, ymm12 (row 1); the
  * activation row's from memory. */
-#define TILE_ROW_Q6(o, x, a, b)                                                                                \
+/* ms: the byte offset of this step's scales at m0, m1 (quants 0..15 or 16..31 of each block). */
+#define TILE_ROW_Q6(o, ms, x, a, b)                                                                            \
     "vpmaddubsw " o "(%[" #x "]), %%ymm9, %%ymm14\n\t"                                                         \
     "vpmaddubsw 32+" o "(%[" #x "]), %%ymm10, %%ymm15\n\t"                                                     \
     "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                                                                     \
-    "vpmaddwd %[ones], %%ymm14, %%ymm14\n\t"                                                                   \
+    "vpmaddwd " ms "(%[m0]), %%ymm14, %%ymm14\n\t"                                                             \
     "vpaddd %%ymm14, %[" #a "], %[" #a "]\n\t"                                                                 \
     "vpmaddubsw " o "(%[" #x "]), %%ymm11, %%ymm14\n\t"                                                        \
     "vpmaddubsw 32+" o "(%[" #x "]), %%ymm12, %%ymm15\n\t"                                                     \
     "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                                                                     \
-    "vpmaddwd %[ones], %%ymm14, %%ymm14\n\t"                                                                   \
+    "vpmaddwd " ms "(%[m1]), %%ymm14, %%ymm14\n\t"                                                             \
     "vpaddd %%ymm14, %[" #b "], %[" #b "]\n\t"
-#define TILE_STEP_Q6(o)                                                                                        \
+#define TILE_ROWS_Q6(o, ms)                                                                                    \
+    TILE_ROW_Q6(o, ms, x0, s00, s01) TILE_ROW_Q6(o, ms, x1, s10, s11) TILE_ROW_Q6(o, ms, x2, s20, s21)            \
+        TILE_ROW_Q6(o, ms, x3, s30, s31)
+#define TILE_STEP_Q6(o, ms)                                                                                    \
     "vmovdqa " o "(%[w0]), %%ymm9\n\t"                                                                         \
     "vmovdqa 32+" o "(%[w0]), %%ymm10\n\t"                                                                     \
     "vmovdqa " o "(%[w1]), %%ymm11\n\t"                                                                        \
-    "vmovdqa 32+" o "(%[w1]), %%ymm12\n\t" TILE_ROWS_AT(TILE_ROW_Q6, o)
+    "vmovdqa 32+" o "(%[w1]), %%ymm12\n\t" TILE_ROWS_Q6(o, ms)
 #define TILE_ROWS_AT(ROW, o) ROW(o, x0, s00, s01) ROW(o, x1, s10, s11) ROW(o, x2, s20, s21) ROW(o, x3, s30, s31)
 #define WIDEN(a) "vpmaddwd %[ones], %[" #a "], %[" #a "]\n\t"
 #define WIDEN_ALL WIDEN(s00) WIDEN(s01) WIDEN(s10) WIDEN(s11) WIDEN(s20) WIDEN(s21) WIDEN(s30) WIDEN(s31)
@@ -1152,7 +1161,7 @@ typedef enum { TILE_Q8, TILE_Q4, TILE_Q4K, TILE_Q6 } tile_kind;
     WIDEN_BY(s00, m0) WIDEN_BY(s01, m1) WIDEN_BY(s10, m0) WIDEN_BY(s11, m1) WIDEN_BY(s20, m0) WIDEN_BY(s21, m1)     \
         WIDEN_BY(s30, m0) WIDEN_BY(s31, m1)
 
-/* n registers (4 or 8; Q6: 4) from register j0, unrolled: a loop's exit, mispredicted once per group, cost more
+/* n registers (4 or 8; Q6: 8) from register j0, unrolled: a loop's exit, mispredicted once per group, cost more
  * than its instructions. */
 static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, const __m256i *w0, const __m256i *w1,
                                                              const __m256i *m0, const __m256i *m1,
@@ -1176,7 +1185,7 @@ static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, cons
     if (kind == TILE_Q4 && n == 8) TILE_ASM(STEPS8(TILE_STEP_Q4) WIDEN_ALL);
     if (kind == TILE_Q4 && n == 4) TILE_ASM(STEPS4(TILE_STEP_Q4) WIDEN_ALL);
     if (kind == TILE_Q4K) TILE_ASM(STEPS8(TILE_STEP_Q4) WIDEN_SCALED);
-    if (kind == TILE_Q6) TILE_ASM(TILE_STEP_Q6("0") TILE_STEP_Q6("64"));
+    if (kind == TILE_Q6) TILE_ASM(TILE_STEP_Q6("0", "0") TILE_STEP_Q6("64", "0") TILE_STEP_Q6("128", "32") TILE_STEP_Q6("192", "32"));
 #undef STEPS8
 #undef STEPS4
 #undef TILE_ASM
@@ -1186,6 +1195,7 @@ static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, cons
 #undef WIDEN
 #undef TILE_ROWS_AT
 #undef TILE_STEP_Q6
+#undef TILE_ROWS_Q6
 #undef TILE_ROW_Q6
 #undef TILE_STEP_Q4
 #undef TILE_ROW_Q4
@@ -1234,22 +1244,27 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
         /* A smaller tile repeats its last row and column (sums it then drops). */
         const __m256i *xrow[PANEL_ROWS];
         for (int r = 0; r < PANEL_ROWS; r++) xrow[r] = px[r < R ? r : R - 1]->q;
-        __m256i s[PANEL_ROWS][PANEL_COLS], h[PANEL_ROWS][PANEL_COLS];
+        __m256i s[PANEL_ROWS][PANEL_COLS];
+        /* The widening multipliers (K-quants): both rows' scales, their halves 32 bytes apart (Q6_K). */
+        const __m256i *m0 = packed ? NULL : wp->pk[g * C].sc16, *m1 = packed ? NULL : wp->pk[g * C + C - 1].sc16;
         if (type == GGML_TYPE_Q6_K) { /* quants 0..15 and 16..31 of each block have their own scales */
-            tile_sums(TILE_Q6, w0, w1, NULL, NULL, xrow, 0, BLOCK_LANES / 2, s);
-            tile_sums(TILE_Q6, w0, w1, NULL, NULL, xrow, BLOCK_LANES / 2, BLOCK_LANES / 2, h);
+            tile_sums(TILE_Q6, w0, w1, m0, m1, xrow, 0, BLOCK_LANES, s);
         } else { /* Q8_0: exact 32-bit sums; Q4_0, Q4_K: quants 0..15, all 8 pair sums (at most 8 · 2 · 15 · 127) in
                   * 16 bits, widened once */
             const tile_kind kind = type == GGML_TYPE_Q8_0 ? TILE_Q8 : type == GGML_TYPE_Q4_K ? TILE_Q4K : TILE_Q4;
-            const __m256i *m0 = packed ? NULL : &wp->pk[g * C].sc16, *m1 = packed ? NULL : &wp->pk[g * C + C - 1].sc16;
             if (half)
                 tile_sums(kind, w0, w1, m0, m1, xrow, 0, BLOCK_LANES / 2, s);
             else
                 tile_sums(kind, w0, w1, m0, m1, xrow, 0, BLOCK_LANES, s);
         }
-        __m256i xsum[PANEL_ROWS]; /* Q4_0, Q4_K: Σx per block */
+        __m256i xsum[PANEL_ROWS]; /* Q4_0, Q4_K: Σx per block; Q6_K: Σx of its halves as the 16-bit halves */
         __m256 xsumf[PANEL_ROWS];
-        for (int r = 0; type != GGML_TYPE_Q8_0 && type != GGML_TYPE_Q6_K && r < R; r++) {
+        for (int r = 0; type != GGML_TYPE_Q8_0 && r < R; r++) {
+            if (type == GGML_TYPE_Q6_K) { /* each at most 16 · 127 in magnitude */
+                xsum[r] = _mm256_or_si256(_mm256_and_si256(px[r]->sum_lo, _mm256_set1_epi32(0xffff)),
+                                          _mm256_slli_epi32(px[r]->sum_hi, 16));
+                continue;
+            }
             xsum[r] = _mm256_add_epi32(px[r]->sum_lo, px[r]->sum_hi);
             if (half) xsum[r] = half_fold(xsum[r]);
             xsumf[r] = _mm256_cvtepi32_ps(xsum[r]);
@@ -1257,19 +1272,14 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
                 const wgroup *pw = packed ? NULL : &wp->pk[g * C + c]; /* K-quants: their scales and mins */
-                /* The K-quants' integer products (scale · sum) in f32: every factor and result is an integer
-                 * below 2^24 (quant.h), so the float multiply and add are exact and equal the integer ones,
-                 * without the slow 32-bit integer multiply. */
                 __m256i si = half ? half_fold(s[r][c]) : s[r][c];
                 if (type == GGML_TYPE_Q4_0) si = _mm256_sub_epi32(si, _mm256_slli_epi32(xsum[r], 3));
+                /* Q6_K: the sums are sc · Σq·x over both halves; less the offset's 32 · sc · Σx, an exact madd,
+                 * they are s_b of quant.h (below 2^24, so its conversion is exact) */
+                if (type == GGML_TYPE_Q6_K) si = _mm256_sub_epi32(si, _mm256_madd_epi16(xsum[r], pw->corr16));
                 __m256 sf = _mm256_cvtepi32_ps(si); /* Q4_K: sc · s, weighted by the widening madd */
                 if (type == GGML_TYPE_Q4_K) /* d · (sc · s) + (-dmin · m) · Σx, then the step below */
                     sf = _mm256_fmadd_ps(dw[c], sf, _mm256_mul_ps(pw->m, xsumf[r]));
-                if (type == GGML_TYPE_Q6_K)
-                    sf = _mm256_add_ps(
-                        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(si, _mm256_slli_epi32(px[r]->sum_lo, 5))), pw->sc),
-                        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(h[r][c], _mm256_slli_epi32(px[r]->sum_hi, 5))),
-                                      pw->m));
                 acc[r][c] = type == GGML_TYPE_Q4_K ? _mm256_fmadd_ps(px[r]->d, sf, acc[r][c])
                                                    : _mm256_fmadd_ps(_mm256_mul_ps(dw[c], px[r]->d), sf, acc[r][c]);
             }
