@@ -972,9 +972,9 @@ static inline size_t group_bytes(ggml_type type) {
 #define PANEL_COLS 2 /* weight rows of a panel (and of a register tile), at most */
 #define PANEL_MIN_ROWS 4    /* below, packing costs more than it saves: direct tiles */
 #define XSUM_MAX_GROUPS 32  /* direct tiles precompute Q4_0's corrections for rows up to 256 blocks */
-/* Activation side prepared at a time, on the stack: 64 rows (a prefill chunk) up to dim 5120 at once. A row
- * prepared in several parts makes every panel of weights be packed again per part; with 96 KB, the 0.5B
- * shape's ffn_down (4864) took 6 parts per 64 rows and ran 20% slower. */
+/* Activation side prepared at a time, on the stack, when the caller has not prepared it (quant_panel_rows): 64
+ * rows up to dim 5120 at once. A row prepared in several parts makes every panel of weights be packed again per
+ * part; with 96 KB, the 0.5B shape's ffn_down (4864) took 6 parts per 64 rows and ran 20% slower. */
 #define PANEL_X_BYTES (448 * 1024)
 
 typedef struct {
