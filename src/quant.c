@@ -112,13 +112,24 @@ static void f16_to_f32_row(const uint16_t *src, float *dst, size_t n) {
 
 /* ---- K-quant block layouts (quant.h) ------------------------------------------------------------- */
 
-/* The 6-bit scales and mins of the 8 sub-blocks of a Q4_K block. */
+/* The 6-bit scales and mins of the 8 sub-blocks of a Q4_K block as 8 bytes each (sub-block j in byte j, little
+ * endian): the 12 bytes taken as three 32-bit words a, b, c, four sub-blocks per operation — sc_j = a_j & 63,
+ * m_j = b_j & 63 and, for j + 4, the low (sc) or high (m) nibble of c_j with bits 6-7 of a_j (sc) or b_j (m) on top. */
+static void q4_K_scale_words(const uint8_t s[12], uint64_t *sc, uint64_t *m) {
+    uint32_t a, b, c;
+    memcpy(&a, s, 4);
+    memcpy(&b, s + 4, 4);
+    memcpy(&c, s + 8, 4);
+    *sc = (a & 0x3f3f3f3fu) | (uint64_t)((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)) << 32;
+    *m = (b & 0x3f3f3f3fu) | (uint64_t)(((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)) << 32;
+}
+
 static void q4_K_scales(const uint8_t s[12], int32_t sc[8], int32_t m[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        m[j] = s[j + 4] & 63;
-        sc[j + 4] = (s[j + 8] & 15) | (s[j] >> 6) << 4;
-        m[j + 4] = (s[j + 8] >> 4) | (s[j + 4] >> 6) << 4;
+    uint64_t scw, mw;
+    q4_K_scale_words(s, &scw, &mw);
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (int32_t)(scw >> 8 * j & 255);
+        m[j] = (int32_t)(mw >> 8 * j & 255);
     }
 }
 
@@ -896,48 +907,75 @@ static inline void kquant_regs(ggml_type type, const uint8_t *w, __m256i q[BLOCK
 
 /* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with scales dx: quant.h's steps on all 8
  * lanes at once. */
-static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], __m256 dx, __m256 acc) {
-    const __m256i ones16 = _mm256_set1_epi16(1);
-    __m256i q[BLOCK_LANES], s[BLOCK_LANES], t[BLOCK_LANES];
-    kquant_regs(GGML_TYPE_Q4_K, (const uint8_t *)w, q);
-    for (int k = 0; k < BLOCK_LANES; k++) { /* nibbles 0..15: pair sums at most 2 · 15 · 127, no saturation */
-        s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xr[k]), ones16);
-        t[k] = block_xsums(xr[k]);
-    }
-    int32_t sc[8], m[8];
-    q4_K_scales(w->scales, sc, m);
-    const __m256i si = _mm256_mullo_epi32(hsum8_epi32x8(s), _mm256_loadu_si256((const __m256i *)sc));
-    const float d = quant_f16_to_f32(w->d), dmin = quant_f16_to_f32(w->dmin);
-    const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m)));
-    const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(si),
-                                         _mm256_mul_ps(dm, _mm256_cvtepi32_ps(hsum8_epi32x8(t))));
-    return _mm256_fmadd_ps(dx, inner, acc);
+/* The activation side of a super-block, the same for every weight row: its 8 blocks' scales and (Q4_K) their Σx as
+ * f32 (exact: at most 32 · 127). */
+typedef struct {
+    __m256 d, sum;
+} kxside;
+
+static inline kxside kquant_xside(ggml_type type, const block_q8_act *xg) {
+    kxside xs = {group_xscales(xg, BLOCK_LANES), _mm256_setzero_ps()};
+    if (type != GGML_TYPE_Q4_K) return xs;
+    __m256i t[BLOCK_LANES];
+    for (int k = 0; k < BLOCK_LANES; k++) t[k] = block_xsums(_mm256_loadu_si256((const __m256i *)xg[k].qs));
+    xs.sum = _mm256_cvtepi32_ps(hsum8_epi32x8(t));
+    return xs;
 }
 
-/* Super-block of Q6_K, as superblock_q4_K. The two 16-element scales of a sub-block weight the lower and
- * upper 128-bit halves of its pair sums (at most 2 · 32 · 127), so madd yields scaled sums directly. */
+/* 8 bytes as the 8 elements of a vector of int32. */
+static inline __m256i bytes_epi32(uint64_t v) { return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)); }
+
+static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], kxside xs, __m256 acc) {
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256i q[BLOCK_LANES], s[BLOCK_LANES];
+    kquant_regs(GGML_TYPE_Q4_K, (const uint8_t *)w, q);
+    for (int k = 0; k < BLOCK_LANES; k++) /* nibbles 0..15: pair sums at most 2 · 15 · 127, no saturation */
+        s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xr[k]), ones16);
+    uint64_t sc, m;
+    q4_K_scale_words(w->scales, &sc, &m);
+    const __m256i si = _mm256_mullo_epi32(hsum8_epi32x8(s), bytes_epi32(sc));
+    const float d = quant_f16_to_f32(w->d), dmin = quant_f16_to_f32(w->dmin);
+    const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(bytes_epi32(m)));
+    const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(si), _mm256_mul_ps(dm, xs.sum));
+    return _mm256_fmadd_ps(xs.d, inner, acc);
+}
+
+/* Super-block of Q6_K, as superblock_q4_K. A sub-block's pair sums (at most 2 · 32 · 127) lie in the lower 128
+ * bits for its quants 0..15 and the upper for 16..31: summed within each half, then weighted by the two halves'
+ * scales in f32 — each product and their sum an integer below 2^24 (quant.h), so exact and equal to s_b. */
 static inline __m256 superblock_q6_K(const block_q6_K *w, const __m256i xr[8], __m256 dx, __m256 acc) {
-    const __m256i offset = _mm256_set1_epi8(32);
+    const __m256i offset = _mm256_set1_epi8(32), ones16 = _mm256_set1_epi16(1);
     __m256i q[BLOCK_LANES], s[BLOCK_LANES];
     kquant_regs(GGML_TYPE_Q6_K, (const uint8_t *)w, q);
     for (int k = 0; k < BLOCK_LANES; k++) {
         const __m256i wk = _mm256_sub_epi8(q[k], offset);
-        const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(w->scales[2 * k + 1]), _mm_set1_epi16(w->scales[2 * k]));
-        s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wk), _mm256_sign_epi8(xr[k], wk)), sc);
+        s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wk), _mm256_sign_epi8(xr[k], wk)), ones16);
     }
+    /* element k of lo / hi: sub-block k's sum over quants 0..15 / 16..31 */
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    const __m256i lo = _mm256_permute2x128_si256(a, b, 0x20), hi = _mm256_permute2x128_si256(a, b, 0x31);
+    /* scales[2k] and scales[2k + 1] as element k of two vectors */
+    const __m128i sc = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)w->scales),
+                                        _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+    const __m256 sc_lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)),
+                 sc_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc)));
+    const __m256 sb = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(lo), sc_lo), _mm256_mul_ps(_mm256_cvtepi32_ps(hi), sc_hi));
     const float d = quant_f16_to_f32(w->d);
-    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), dx), _mm256_cvtepi32_ps(hsum8_epi32x8(s)), acc);
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), dx), sb, acc);
 }
 
 /* One K-quant weight row · one activation row of nsb super-blocks. */
-static float dot_kquant(ggml_type type, const void *w, const block_q8_act *x, size_t nsb) {
+/* xs: the row's kquant_xside per super-block, made once for every weight row, or NULL (made here). */
+static float dot_kquant(ggml_type type, const void *w, const block_q8_act *x, const kxside *xs, size_t nsb) {
     __m256 acc = _mm256_setzero_ps();
     for (size_t sb = 0; sb < nsb; sb++) {
         const block_q8_act *xg = x + sb * BLOCK_LANES;
         __m256i xr[BLOCK_LANES];
         for (int k = 0; k < BLOCK_LANES; k++) xr[k] = _mm256_loadu_si256((const __m256i *)xg[k].qs);
-        acc = type == GGML_TYPE_Q4_K ? superblock_q4_K((const block_q4_K *)w + sb, xr, group_xscales(xg, BLOCK_LANES), acc)
-                                     : superblock_q6_K((const block_q6_K *)w + sb, xr, group_xscales(xg, BLOCK_LANES), acc);
+        const kxside x1 = xs ? xs[sb] : kquant_xside(type, xg);
+        acc = type == GGML_TYPE_Q4_K ? superblock_q4_K((const block_q4_K *)w + sb, xr, x1, acc)
+                                     : superblock_q6_K((const block_q6_K *)w + sb, xr, x1.d, acc);
     }
     return hsum8(acc);
 }
@@ -1479,12 +1517,17 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
             const size_t b = g * BLOCK_LANES;
             xsum8[r * ng + g] = group_xsum8(xq + r * nb + b, nb - b < BLOCK_LANES ? (int)(nb - b) : BLOCK_LANES);
         }
-    if (is_kquant(type)) {
+    if (is_kquant(type)) { /* the rows' activation side once for every weight row, when it fits on the stack */
+        const size_t nsb = nb / BLOCK_LANES;
+        kxside xs[(PANEL_MIN_ROWS - 1) * PANEL_MAX_GROUPS];
+        const bool made = n_rows < PANEL_MIN_ROWS && nsb <= PANEL_MAX_GROUPS;
+        for (uint32_t r = 0; made && r < n_rows; r++)
+            for (size_t sb = 0; sb < nsb; sb++) xs[r * nsb + sb] = kquant_xside(type, xq + r * nb + sb * BLOCK_LANES);
         for (uint32_t o = 0; o < n_out; o++) {
             for (size_t off = 0; off < w_row_bytes; off += 64) /* two rows ahead, as the direct tiles do */
                 prefetch_at(w, (o + 2) * w_row_bytes + off);
             for (uint32_t r = 0; r < n_rows; r++)
-                y[r * ldy + o] = dot_kquant(type, w + o * w_row_bytes, xq + r * nb, nb / BLOCK_LANES);
+                y[r * ldy + o] = dot_kquant(type, w + o * w_row_bytes, xq + r * nb, made ? xs + r * nsb : NULL, nsb);
         }
         return;
     }
@@ -1525,7 +1568,7 @@ float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_a
         return dot_blocks(GGML_TYPE_Q4_0, w, xq, n / QK);
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q6_K:
-        return dot_kquant(type, w, xq, n / QK_K);
+        return dot_kquant(type, w, xq, NULL, n / QK_K);
     default:
         return quant_dot_scalar(type, w, xf, xq, n);
     }
