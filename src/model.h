@@ -69,8 +69,7 @@ struct fkv_model {
     model_layer *layers;
     tok_vocab *vocab;
     char *chat_template; /* tokenizer.chat_template, or NULL */
-    void **packed;       /* the packed matrices' memory (n_packed of them) */
-    size_t n_packed;
+    void *packed;        /* the packed matrices' memory, one allocation */
 };
 
 /* Load and validate (see INVARIANT); NULL with err naming the file and the key or tensor at fault. */
