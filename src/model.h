@@ -9,8 +9,9 @@
  * INVARIANT: a loaded model's every matrix has exactly the shape the hyperparameters imply (checked
  * tensor by tensor at load), a type flatkv computes (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K), and its data inside
  * the mapped file. Norm vectors are copied to f32. The weights are borrowed from the mapping, which the
- * model keeps open until model_free, except the matrices the kernels take packed (quant_packs: Q8_0), which
- * are packed at load into memory the model owns.
+ * model keeps open until model_free; the layers' matrices and an untied output matrix are copied at load into
+ * memory the model owns (on huge pages where the system gives them), packed where the kernels take them so
+ * (quant_packs: Q8_0).
  *
  * Tensor names and shapes (ne[0] is the row length, i.e. the input dimension of a matrix):
  *   token_embd.weight [dim, n_vocab]      output_norm.weight [dim]     output.weight [dim, n_vocab]
@@ -69,7 +70,7 @@ struct fkv_model {
     model_layer *layers;
     tok_vocab *vocab;
     char *chat_template; /* tokenizer.chat_template, or NULL */
-    void *packed;        /* the packed matrices' memory, one allocation */
+    void *packed;        /* the matrices' memory, one allocation (pack_weights in model.c) */
 };
 
 /* Load and validate (see INVARIANT); NULL with err naming the file and the key or tensor at fault. */
