@@ -13,10 +13,6 @@
 #include "kv.h"
 #include "model.h"
 
-/* 128 rather than 64: each call packs every weight panel once for all its rows, so twice the rows halve that cost
- * (110M Q8_0 prefill, bench/: +3% at 512 and 2048 tokens; 0.5B: within noise). */
-#define DEFAULT_PREFILL_ROWS 128
-
 struct fkv_ctx {
     const fkv_model *m;
     fkv_ctx_params p;
@@ -52,7 +48,7 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
     c->m = m;
     c->p = params ? *params : fkv_ctx_default_params();
     if (c->p.n_ctx == 0) c->p.n_ctx = hp->n_ctx_train;
-    if (c->p.prefill_rows == 0) c->p.prefill_rows = DEFAULT_PREFILL_ROWS;
+    if (c->p.prefill_rows == 0) c->p.prefill_rows = FORWARD_DEFAULT_GRID;
     if (c->p.kv_type != FKV_KV_F32 && c->p.kv_type != FKV_KV_F16) {
         err_set(err, "unknown KV storage type %d", (int)c->p.kv_type);
         fkv_ctx_free(c);

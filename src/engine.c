@@ -20,7 +20,6 @@
  * tree nodes of 32. */
 #define DEFAULT_BLOCK_ROWS 64
 #define DEFAULT_MAX_BATCH 8
-#define DEFAULT_PREFILL_ROWS 128 /* as ctx.c, which says why */
 
 struct fkv_engine {
     const fkv_model *m;
@@ -61,7 +60,7 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
         goto fail;
     fkv_ctx_params *cp = &e->p.seq.ctx;
     if (!cp->n_ctx) cp->n_ctx = hp->n_ctx_train;
-    if (!cp->prefill_rows) cp->prefill_rows = DEFAULT_PREFILL_ROWS;
+    if (!cp->prefill_rows) cp->prefill_rows = FORWARD_DEFAULT_GRID;
     if (!e->p.kv_block) e->p.kv_block = DEFAULT_BLOCK_ROWS;
     if (!e->p.max_batch) e->p.max_batch = DEFAULT_MAX_BATCH;
     uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;

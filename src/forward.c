@@ -88,19 +88,15 @@ static void own_rows(uint32_t n, uint32_t *r0, uint32_t *r1) {
     *r1 = (uint32_t)((uint64_t)n * (t + 1) / nt);
 }
 
-/* The panel layout of the n rows of n_in when the products use it, else NULL. */
-static const void *panels(const forward *c, uint32_t n, uint32_t n_in) {
-    return quant_panels_apply(n, n_in) ? c->xp : NULL;
-}
-
-/* Rows [r0, r1) of the n rows of x (n_in wide) quantized into c->xq for the matrices that take Q8_0 activations,
- * and rearranged into c->xp when the products use panels: once for all of them. */
-static void quantize_rows(forward *c, const float *x, uint32_t r0, uint32_t r1, uint32_t n, uint32_t n_in, bool wanted) {
+/* Rows [r0, r1) of x (n_in wide) quantized into c->xq for the matrices that take Q8_0 activations, and rearranged
+ * into c->xp (quant_panel_rows), once for every product of them and every thread: a decode row as much as a prefill
+ * chunk (packed weights take it either way; a row costs a few hundred operations). */
+static void quantize_rows(forward *c, const float *x, uint32_t r0, uint32_t r1, uint32_t n_in, bool wanted) {
     if (!wanted) return;
     for (uint32_t r = r0; r < r1; r++) {
         quant_row_q8(x + (size_t)r * n_in, c->xq + (size_t)r * (n_in / QK), n_in);
     }
-    if (panels(c, n, n_in)) quant_panel_rows(c->xq, n_in, r0, r1, c->xp);
+    if (c->xp) quant_panel_rows(c->xq, n_in, r0, r1, c->xp);
 }
 
 /* The whole pass, run by every thread of one team (or by one thread): row-wise steps on each thread's
@@ -130,10 +126,10 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         const model_layer *L = &m->layers[l];
         const bool qkv_q8 = ops_matrix_wants_q8(&L->wq) || ops_matrix_wants_q8(&L->wk) || ops_matrix_wants_q8(&L->wv);
         ops_rmsnorm(c->x + (size_t)r0 * dim, L->attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
-        quantize_rows(c, c->xb, r0, r1, n, dim, qkv_q8);
+        quantize_rows(c, c->xb, r0, r1, dim, qkv_q8);
 #pragma omp barrier
-        ops_matmuls((const ops_product[]){{&L->wq, c->q}, {&L->wk, c->k}, {&L->wv, c->v}}, 3, c->xb, c->xq,
-                    panels(c, n, dim), n, c->n_threads);
+        ops_matmuls((const ops_product[]){{&L->wq, c->q}, {&L->wk, c->k}, {&L->wv, c->v}}, 3, c->xb, c->xq, c->xp, n,
+                    c->n_threads);
         for (uint32_t r = r0; L->bq && r < r1; r++) { /* qwen2's biases */
             ops_add(c->q + (size_t)r * q_dim, L->bq, q_dim);
             ops_add(c->k + (size_t)r * kv_dim, L->bk, kv_dim);
@@ -150,20 +146,20 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
 #pragma omp barrier
         ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hp->head_dim, attn_scale, c->att,
                       c->n_threads);
-        quantize_rows(c, c->att, r0, r1, n, q_dim, ops_matrix_wants_q8(&L->wo));
+        quantize_rows(c, c->att, r0, r1, q_dim, ops_matrix_wants_q8(&L->wo));
 #pragma omp barrier
-        ops_matmul(&L->wo, c->att, c->xq, panels(c, n, q_dim), n, c->xb, c->n_threads);
+        ops_matmul(&L->wo, c->att, c->xq, c->xp, n, c->xb, c->n_threads);
         ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
 
         ops_rmsnorm(c->x + (size_t)r0 * dim, L->ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
-        quantize_rows(c, c->xb, r0, r1, n, dim, ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up));
+        quantize_rows(c, c->xb, r0, r1, dim, ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up));
 #pragma omp barrier
-        ops_matmuls((const ops_product[]){{&L->w_gate, c->hb}, {&L->w_up, c->hb2}}, 2, c->xb, c->xq, panels(c, n, dim),
-                    n, c->n_threads);
+        ops_matmuls((const ops_product[]){{&L->w_gate, c->hb}, {&L->w_up, c->hb2}}, 2, c->xb, c->xq, c->xp, n,
+                    c->n_threads);
         ops_swiglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
-        quantize_rows(c, c->hb, r0, r1, n, hidden, ops_matrix_wants_q8(&L->w_down));
+        quantize_rows(c, c->hb, r0, r1, hidden, ops_matrix_wants_q8(&L->w_down));
 #pragma omp barrier
-        ops_matmul(&L->w_down, c->hb, c->xq, panels(c, n, hidden), n, c->xb, c->n_threads);
+        ops_matmul(&L->w_down, c->hb, c->xq, c->xp, n, c->xb, c->n_threads);
         ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
     }
 
@@ -172,9 +168,9 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         uint32_t l0 = r0 > first_logit ? r0 - first_logit : 0, l1 = r1 > first_logit ? r1 - first_logit : 0;
         ops_rmsnorm(c->x + (size_t)(first_logit + l0) * dim, m->output_norm, l1 - l0, dim, hp->rms_eps,
                     c->xb + (size_t)l0 * dim);
-        quantize_rows(c, c->xb, l0, l1, n - first_logit, dim, ops_matrix_wants_q8(&m->output));
+        quantize_rows(c, c->xb, l0, l1, dim, ops_matrix_wants_q8(&m->output));
 #pragma omp barrier
-        ops_matmul(&m->output, c->xb, c->xq, panels(c, n - first_logit, dim), n - first_logit, logits, c->n_threads);
+        ops_matmul(&m->output, c->xb, c->xq, c->xp, n - first_logit, logits, c->n_threads);
     }
 }
 

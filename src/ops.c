@@ -15,8 +15,8 @@ bool ops_matrix_wants_q8(const ops_matrix *w) {
 
 /* A product shared by a team is cut into items of whole multiples of 64 outputs, about 16 per matrix. Items
  * are taken dynamically, so a thread that something else on its core slows down does less of the work
- * instead of making the other wait at the barrier; 64 outputs at least keep what a call prepares itself (a decode
- * row for packed weights, quant_matmul) near 1% of an item's work. */
+ * instead of making the other wait at the barrier; 64 outputs at least keep a call's fixed costs (quant_matmul)
+ * near 1% of an item's work. */
 #define MATMUL_ITEM_MIN 64
 #define MATMUL_ITEMS 16
 

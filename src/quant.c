@@ -1028,7 +1028,7 @@ typedef struct {
 typedef struct {
     __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7, aligned (no split loads) */
     __m256 d;       /* activation scales of blocks 0..7 */
-    __m256i sum_lo; /* Σx over registers 0..3: quants 0..15 of each block (the half layout: both halves, see below) */
+    __m256i sum_lo; /* Σx over registers 0..3: quants 0..15 of each block (the half layout: both halves of blocks 0..3) */
     __m256i sum_hi; /* Σx over registers 4..7: quants 16..31 of each block (the half layout: 0) */
 } xgroup;
 
@@ -1183,15 +1183,15 @@ typedef enum { TILE_Q8, TILE_Q4, TILE_Q4K, TILE_Q6 } tile_kind;
     "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                                                                     \
     "vpmaddwd " ms "(%[m1]), %%ymm14, %%ymm14\n\t"                                                             \
     "vpaddd %%ymm14, %[" #b "], %[" #b "]\n\t"
-#define TILE_ROWS_Q6(o, ms)                                                                                    \
-    TILE_ROW_Q6(o, ms, x0, s00, s01) TILE_ROW_Q6(o, ms, x1, s10, s11) TILE_ROW_Q6(o, ms, x2, s20, s21)            \
-        TILE_ROW_Q6(o, ms, x3, s30, s31)
 #define TILE_STEP_Q6(o, ms)                                                                                    \
     "vmovdqa " o "(%[w0]), %%ymm9\n\t"                                                                         \
     "vmovdqa 32+" o "(%[w0]), %%ymm10\n\t"                                                                     \
     "vmovdqa " o "(%[w1]), %%ymm11\n\t"                                                                        \
-    "vmovdqa 32+" o "(%[w1]), %%ymm12\n\t" TILE_ROWS_Q6(o, ms)
-#define TILE_ROWS_AT(ROW, o) ROW(o, x0, s00, s01) ROW(o, x1, s10, s11) ROW(o, x2, s20, s21) ROW(o, x3, s30, s31)
+    "vmovdqa 32+" o "(%[w1]), %%ymm12\n\t" TILE_ROWS_AT(TILE_ROW_Q6, o, ms)
+/* ROW for the tile's four activation rows, each with its two sums; the step's arguments (offsets) first. */
+#define TILE_ROWS_AT(ROW, ...)                                                                                 \
+    ROW(__VA_ARGS__, x0, s00, s01) ROW(__VA_ARGS__, x1, s10, s11) ROW(__VA_ARGS__, x2, s20, s21)                   \
+        ROW(__VA_ARGS__, x3, s30, s31)
 #define WIDEN(a) "vpmaddwd %[ones], %[" #a "], %[" #a "]\n\t"
 #define WIDEN_ALL WIDEN(s00) WIDEN(s01) WIDEN(s10) WIDEN(s11) WIDEN(s20) WIDEN(s21) WIDEN(s30) WIDEN(s31)
 #define WIDEN_BY(a, m) "vpmaddwd (%[" #m "]), %[" #a "], %[" #a "]\n\t"
@@ -1233,7 +1233,6 @@ static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, cons
 #undef WIDEN
 #undef TILE_ROWS_AT
 #undef TILE_STEP_Q6
-#undef TILE_ROWS_Q6
 #undef TILE_ROW_Q6
 #undef TILE_STEP_Q4
 #undef TILE_ROW_Q4
@@ -1624,15 +1623,6 @@ size_t quant_panel_row_bytes(size_t n) {
 #else
     (void)n;
     return 0;
-#endif
-}
-
-bool quant_panels_apply(uint32_t n_rows, size_t n) {
-#if QUANT_AVX2
-    return panel_fits(n_rows, (n / QK + BLOCK_LANES - 1) / BLOCK_LANES);
-#else
-    (void)n_rows, (void)n;
-    return false;
 #endif
 }
 

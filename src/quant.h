@@ -135,9 +135,9 @@ float quant_dot_scalar(ggml_type type, const void *w, const float *xf, const blo
 /* y[r*ldy + o] = quant_dot(type, w + o*w_row_bytes, xf + r*n, xq + r*(n/QK), n) for r < n_rows, o < n_out,
  * bit for bit (xq: n_rows rows of n/QK blocks). Computed in tiles of several rows × several weight rows, so
  * each weight block loaded serves several activation rows while every output keeps its own fixed-order
- * lanes; with many rows (quant_panels_apply) each tile of weight rows is rearranged once per call into a
- * register layout ("panels") and then serves them all, and so are the activation rows: xp holds them so
- * rearranged by quant_panel_rows, or is NULL and quant_matmul rearranges them itself. packed: the rows of w
+ * lanes; with many rows each tile of weight rows is rearranged once per call into a register layout ("panels")
+ * and then serves them all, and so are the activation rows: xp holds them so rearranged by quant_panel_rows, or
+ * is NULL and quant_matmul rearranges them itself (packed weights take them so at any row count). packed: the rows of w
  * are packed rows (quant_pack_rows, w_row_bytes = quant_packed_row_bytes(n)), with the same results. */
 void quant_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                   const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
@@ -157,7 +157,6 @@ void quant_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1
  * rearranges rows [r0, r1) of xq (rows of n/QK blocks) into xp, row r at xp + r · quant_panel_row_bytes(n);
  * xp is aligned to 32 bytes. quant_panel_row_bytes is 0 when the build has no panels (no SIMD). */
 size_t quant_panel_row_bytes(size_t n);
-bool quant_panels_apply(uint32_t n_rows, size_t n);
 void quant_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 
 /* f16 row · f32 row in quant_dot_f32's order: the scalar twin of quant_dot with F16 weights. */

@@ -744,7 +744,7 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
                     /* the activation side prepared by quant_matmul itself, then by the caller in two parts of
                      * rows (as two threads do) */
                     const size_t xp_bytes = n_rows * quant_panel_row_bytes(n);
-                    void *xp = quant_panels_apply(n_rows, n) && xp_bytes ? aligned_alloc(32, xp_bytes) : NULL;
+                    void *xp = xp_bytes ? aligned_alloc(32, xp_bytes) : NULL;
                     if (xp) {
                         quant_panel_rows(xq, n, 0, n_rows / 2, xp);
                         quant_panel_rows(xq, n, n_rows / 2, n_rows, xp);
