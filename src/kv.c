@@ -48,26 +48,64 @@ ops_kv_view kv_map_view(const kv_map *m, uint32_t layer) {
                          .blocks = m->blocks, .block_rows = m->block_rows, .block_stride = m->block_stride};
 }
 
-static void store_row(const kv_map *m, uint8_t *dst, const float *src, uint32_t kv_dim) {
-    if (m->type == FKV_KV_F16)
-        quant_f32_to_f16_row(src, (uint16_t *)dst, kv_dim);
-    else
-        memcpy(dst, src, m->row_bytes);
+/* Where element e of position p's K row lies in the key-major tile that holds p (ops.h), in elements. */
+static size_t k_element(uint32_t p, uint32_t e) { return (size_t)e * OPS_ATTN_TILE + p % OPS_ATTN_TILE; }
+
+static uint8_t *k_tile(const ops_kv_view *view, uint32_t p) {
+    return (uint8_t *)view->k + ops_kv_offset(view, p - p % OPS_ATTN_TILE);
 }
 
 void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k, const float *v, uint32_t kv_dim) {
-    ops_kv_view view = kv_map_view(m, layer);
-    size_t off = ops_kv_offset(&view, pos);
-    store_row(m, (uint8_t *)view.k + off, k, kv_dim);
-    store_row(m, (uint8_t *)view.v + off, v, kv_dim);
+    const ops_kv_view view = kv_map_view(m, layer);
+    uint8_t *kt = k_tile(&view, pos), *vr = (uint8_t *)view.v + ops_kv_offset(&view, pos);
+    if (m->type == FKV_KV_F16) {
+        quant_f32_to_f16_row(v, (uint16_t *)vr, kv_dim);
+        enum { CHUNK = 64 };
+        uint16_t h[CHUNK];
+        for (uint32_t e0 = 0; e0 < kv_dim; e0 += CHUNK) {
+            const uint32_t n = kv_dim - e0 < CHUNK ? kv_dim - e0 : CHUNK;
+            quant_f32_to_f16_row(k + e0, h, n);
+            for (uint32_t e = 0; e < n; e++) ((uint16_t *)kt)[k_element(pos, e0 + e)] = h[e];
+        }
+    } else {
+        memcpy(vr, v, m->row_bytes);
+        for (uint32_t e = 0; e < kv_dim; e++) ((float *)kt)[k_element(pos, e)] = k[e];
+    }
 }
 
-/* Rows [0, n_pos) of one layer's K (or V), in position order, a block's run at a time. */
-static void digest_rows(XXH3_state_t *st, const ops_kv_view *view, const uint8_t *base, uint32_t n_pos) {
+/* Elements [e0, e0 + n) of position p's K row, as stored, into dst. */
+static void gather_k(const ops_kv_view *view, uint32_t p, uint32_t e0, uint32_t n, uint8_t *dst) {
+    const size_t elem = view->f16 ? sizeof(uint16_t) : sizeof(float);
+    const uint8_t *kt = k_tile(view, p);
+    for (uint32_t e = 0; e < n; e++) memcpy(dst + e * elem, kt + k_element(p, e0 + e) * elem, elem);
+}
+
+void kv_map_read(const kv_map *m, uint32_t layer, uint32_t pos, void *k, void *v) {
+    const ops_kv_view view = kv_map_view(m, layer);
+    gather_k(&view, pos, 0, (uint32_t)(m->row_bytes / (view.f16 ? sizeof(uint16_t) : sizeof(float))), k);
+    memcpy(v, view.v + ops_kv_offset(&view, pos), m->row_bytes);
+}
+
+/* K rows [0, n_pos) of one layer, in position order, gathered from their tiles a piece at a time. */
+static void digest_k_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t n_pos) {
+    const size_t elem = view->f16 ? sizeof(uint16_t) : sizeof(float);
+    const uint32_t kv_dim = (uint32_t)(view->row_bytes / elem);
+    enum { PIECE = 4096 };
+    uint8_t piece[PIECE];
+    for (uint32_t p = 0; p < n_pos; p++)
+        for (uint32_t e0 = 0; e0 < kv_dim; e0 += PIECE / sizeof(float)) {
+            const uint32_t n = kv_dim - e0 < PIECE / sizeof(float) ? kv_dim - e0 : PIECE / sizeof(float);
+            gather_k(view, p, e0, n, piece);
+            XXH3_64bits_update(st, piece, n * elem);
+        }
+}
+
+/* V rows [0, n_pos) of one layer, in position order, a block's run at a time. */
+static void digest_v_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t n_pos) {
     uint32_t run = view->blocks ? view->block_rows : n_pos;
     for (uint32_t p = 0; p < n_pos; p += run) {
         uint32_t n = n_pos - p < run ? n_pos - p : run;
-        XXH3_64bits_update(st, base + ops_kv_offset(view, p), (size_t)n * view->row_bytes);
+        XXH3_64bits_update(st, view->v + ops_kv_offset(view, p), (size_t)n * view->row_bytes);
     }
 }
 
@@ -76,8 +114,8 @@ uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, uint32_t n_pos) {
     XXH3_64bits_reset(&st);
     for (uint32_t l = 0; l < n_layers; l++) {
         ops_kv_view view = kv_map_view(m, l);
-        digest_rows(&st, &view, view.k, n_pos);
-        digest_rows(&st, &view, view.v, n_pos);
+        digest_k_rows(&st, &view, n_pos);
+        digest_v_rows(&st, &view, n_pos);
     }
     return XXH3_64bits_digest(&st);
 }

@@ -3,8 +3,10 @@
  * WHY: the KV is what the prefix cache keeps between turns, and what exactness is measured on (DESIGN.md
  * §6): a digest of rows [0, n) of every layer, as stored, compared between a cold and a resumed run.
  *
- * Layout: for each layer, K rows then (separately) V rows, position-major: row p of layer l holds
- * kv_dim = n_kv_heads × head_dim elements, f32 or f16 (rounded to nearest even on store).
+ * Layout: for each layer, K rows then (separately) V rows, kv_dim = n_kv_heads × head_dim elements each, f32 or
+ * f16 (rounded to nearest even on store), in tiles of OPS_ATTN_TILE positions: a V tile is its rows
+ * position-major, a K tile key-major (ops.h's ops_kv_view), so attention scores a tile of keys without
+ * transposing it. A row is the same values either way; digests and kv_map_read see rows.
  *
  * INVARIANT: a row's stored bytes are a function of the f32 values stored into it alone (conversion is
  * element-wise), so rows keep the row invariance of the kernels that computed them.
@@ -25,7 +27,7 @@ typedef struct {
     uint32_t n_ctx;
     uint32_t kv_dim;
     size_t row_bytes;
-    uint8_t *k; /* [n_layers][n_ctx][kv_dim] */
+    uint8_t *k; /* [n_layers][n_ctx rounded up to whole tiles][kv_dim] */
     uint8_t *v;
 } kv_buf;
 
@@ -50,6 +52,8 @@ kv_map kv_buf_map(const kv_buf *kv);
 ops_kv_view kv_map_view(const kv_map *m, uint32_t layer);
 /* Store the K and V row (f32, kv_dim values) of position pos in layer, converted to the storage type. */
 void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k, const float *v, uint32_t kv_dim);
+/* The stored bytes of position pos's K row and V row in layer (row_bytes each). */
+void kv_map_read(const kv_map *m, uint32_t layer, uint32_t pos, void *k, void *v);
 /* xxh3-64 over K rows [0, n_pos) then V rows [0, n_pos) of layer 0, then of layer 1, ... as stored — the same
  * bytes in the same order whatever the storage, so contiguous and paged sequences compare directly. */
 uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, uint32_t n_pos);

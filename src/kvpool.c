@@ -48,18 +48,18 @@ int64_t kvpool_alloc(kvpool *p) { return p->n_free ? (int64_t)p->free_list[--p->
 
 void kvpool_release(kvpool *p, uint32_t block) { p->free_list[p->n_free++] = block; }
 
-uint8_t *kvpool_k(const kvpool *p, uint32_t block, uint32_t layer, uint32_t row) {
-    return p->data + (size_t)block * p->block_bytes + ((size_t)2 * layer * p->block_rows + row) * p->row_bytes;
-}
-
-uint8_t *kvpool_v(const kvpool *p, uint32_t block, uint32_t layer, uint32_t row) {
-    return kvpool_k(p, block, layer, row) + (size_t)p->block_rows * p->row_bytes;
+/* Layer l's K area in a block; its V area follows block_rows rows on. */
+static uint8_t *layer_k(const kvpool *p, uint32_t block, uint32_t layer) {
+    return p->data + (size_t)block * p->block_bytes + (size_t)2 * layer * p->block_rows * p->row_bytes;
 }
 
 void kvpool_copy_rows(kvpool *p, uint32_t dst, uint32_t src, uint32_t n_rows) {
+    /* K is stored in key-major tiles (kv.h): whole tiles, which hold the rows and slots no one reads yet */
+    const size_t k_rows = ((size_t)n_rows + OPS_ATTN_TILE - 1) / OPS_ATTN_TILE * OPS_ATTN_TILE;
     for (uint32_t l = 0; l < p->n_layers; l++) {
-        memcpy(kvpool_k(p, dst, l, 0), kvpool_k(p, src, l, 0), n_rows * p->row_bytes);
-        memcpy(kvpool_v(p, dst, l, 0), kvpool_v(p, src, l, 0), n_rows * p->row_bytes);
+        const size_t v = (size_t)p->block_rows * p->row_bytes;
+        memcpy(layer_k(p, dst, l), layer_k(p, src, l), k_rows * p->row_bytes);
+        memcpy(layer_k(p, dst, l) + v, layer_k(p, src, l) + v, n_rows * p->row_bytes);
     }
 }
 

@@ -10,7 +10,7 @@
  * rows, exactly as from a contiguous buffer — paging changes where rows live, never their bits.
  *
  * Layout of block b: for each layer, block_rows K rows then block_rows V rows, kv_dim elements each
- * (f16 or f32, as stored by kv.h's conversion).
+ * (f16 or f32, as stored by kv.h's conversion; K in key-major tiles, kv.h).
  *
  * Thread-safety: one owner (the engine thread).
  */
@@ -45,10 +45,6 @@ void kvpool_free(kvpool *p);
 /* A free block, or -1 when none is left. */
 int64_t kvpool_alloc(kvpool *p);
 void kvpool_release(kvpool *p, uint32_t block);
-
-/* Row `row` (< block_rows) of K (or V) of layer in block. */
-uint8_t *kvpool_k(const kvpool *p, uint32_t block, uint32_t layer, uint32_t row);
-uint8_t *kvpool_v(const kvpool *p, uint32_t block, uint32_t layer, uint32_t row);
 
 /* The map of a sequence whose positions [i·block_rows, (i+1)·block_rows) are in blocks[i] (borrowed). */
 kv_map kvpool_map(const kvpool *p, const uint32_t *blocks);

@@ -149,8 +149,8 @@ static uint32_t same_keys(const uint32_t *qpos, uint32_t u, uint32_t m, uint32_t
  * is at q + u·q_stride, its output (head_dim floats) at acc + u·out_stride. Online softmax over tiles aligned
  * to absolute positions. Each query goes through exactly the steps it would alone — its tiles, its scores in
  * the same order, its max, corrections and accumulation — so the block never changes a bit; only the reading
- * of K and V is shared: queries that see the same keys of a tile score and accumulate them in one call
- * (quant.h's query blocks). */
+ * of K and V is shared: every query that reaches a tile scores its keys in one call, and queries that see the
+ * same keys of it accumulate them in one call (quant.h's query blocks). */
 static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const ops_kv_view *kv,
                          size_t head_off, uint32_t head_dim, float scale, float *acc, size_t out_stride) {
     float scores[ATTN_BLOCK_ROWS * OPS_ATTN_TILE], running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
@@ -161,27 +161,23 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         memset(acc + u * out_stride, 0, sizeof(float) * head_dim);
     }
     const uint32_t last = qpos[m - 1];
+    const size_t k_head = head_off * OPS_ATTN_TILE * elem, v_head = head_off * elem; /* K tiles are key-major */
     for (uint32_t t0 = 0; t0 <= last; t0 += OPS_ATTN_TILE) {
-        const size_t off = ops_kv_offset(kv, t0) + head_off * elem; /* a tile never straddles blocks */
-        if (t0 + OPS_ATTN_TILE <= last) { /* the next tile's rows are strided: fetch them while this one runs */
-            const size_t next = ops_kv_offset(kv, t0 + OPS_ATTN_TILE) + head_off * elem;
+        const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles blocks */
+        if (t0 + OPS_ATTN_TILE <= last) { /* fetch the next tile while this one runs: K's panel, V's strided rows */
+            const size_t next = ops_kv_offset(kv, t0 + OPS_ATTN_TILE);
+            for (size_t b = 0; b < head_dim * OPS_ATTN_TILE * elem; b += 64) __builtin_prefetch(kv->k + next + k_head + b);
             for (uint32_t j = 0; j < OPS_ATTN_TILE; j++)
-                for (size_t b = 0; b < head_dim * elem; b += 64) {
-                    __builtin_prefetch(kv->k + next + j * kv->row_bytes + b);
-                    __builtin_prefetch(kv->v + next + j * kv->row_bytes + b);
-                }
+                for (size_t b = 0; b < head_dim * elem; b += 64) __builtin_prefetch(kv->v + next + v_head + j * kv->row_bytes + b);
         }
-        uint32_t first = 0; /* queries [first, m) reach this tile */
+        uint32_t first = 0; /* queries [first, m) reach this tile; each scores all its keys, using those it sees */
         while (qpos[first] < t0) first++;
-        for (uint32_t u = first, n_q; u < m; u += n_q) {
-            n_q = same_keys(qpos, u, m, t0);
-            if (kv->f16)
-                quant_dot_rows_f16((const uint16_t *)(kv->k + off), stride, keys_in_tile(qpos[u], t0), q + u * q_stride,
-                                   q_stride, n_q, head_dim, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE);
-            else
-                quant_dot_rows_f32((const float *)(kv->k + off), stride, keys_in_tile(qpos[u], t0), q + u * q_stride,
-                                   q_stride, n_q, head_dim, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE);
-        }
+        if (kv->f16)
+            quant_score_tile_f16((const uint16_t *)(kv->k + off + k_head), q + first * q_stride, q_stride, m - first,
+                                 head_dim, scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE);
+        else
+            quant_score_tile_f32((const float *)(kv->k + off + k_head), q + first * q_stride, q_stride, m - first,
+                                 head_dim, scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE);
         for (uint32_t u = first; u < m; u++) {
             const uint32_t n = keys_in_tile(qpos[u], t0);
             float *s = scores + u * OPS_ATTN_TILE, *a = acc + u * out_stride;
@@ -199,10 +195,10 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
             n_q = same_keys(qpos, u, m, t0);
             if (kv->f16)
                 quant_axpy_rows_f16(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
-                                    (const uint16_t *)(kv->v + off), stride, keys_in_tile(qpos[u], t0), head_dim);
+                                    (const uint16_t *)(kv->v + off + v_head), stride, keys_in_tile(qpos[u], t0), head_dim);
             else
                 quant_axpy_rows_f32(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
-                                    (const float *)(kv->v + off), stride, keys_in_tile(qpos[u], t0), head_dim);
+                                    (const float *)(kv->v + off + v_head), stride, keys_in_tile(qpos[u], t0), head_dim);
         }
     }
     for (uint32_t u = 0; u < m; u++) {

@@ -28,7 +28,7 @@
 
 #include "quant.h"
 
-#define OPS_ATTN_TILE 32
+#define OPS_ATTN_TILE QUANT_KEY_TILE /* 32 */
 #define OPS_ATTN_MAX_HEAD_DIM 256 /* the widest head accepted (real models: 64 to 256); a bound on corrupt files */
 
 /* A weight matrix: n_out rows of n_in elements of `type`, row r at data + r * row_bytes; packed: the rows are
@@ -78,10 +78,13 @@ void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float 
 void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool halves,
               const float *cs);
 
-/* The K/V rows of one layer of one sequence (kv_dim elements each, f32 or f16). Contiguous (blocks NULL):
- * position p's K row at k + p·row_bytes. Paged: at k + blocks[p / block_rows]·block_stride +
- * (p % block_rows)·row_bytes, with block_rows a multiple of OPS_ATTN_TILE so that a tile of keys is always
- * one contiguous run of rows — the same reads, so the same bits, as contiguous storage. V likewise from v. */
+/* The K/V rows of one layer of one sequence (kv_dim elements each, f32 or f16), in tiles of OPS_ATTN_TILE
+ * positions aligned to absolute positions. Contiguous (blocks NULL): the tile of positions [t0, t0 + OPS_ATTN_TILE)
+ * starts at k + ops_kv_offset(t0) = k + t0·row_bytes. Paged: at k + blocks[t0 / block_rows]·block_stride +
+ * (t0 % block_rows)·row_bytes, with block_rows a multiple of OPS_ATTN_TILE so that a tile never straddles two
+ * blocks — the same reads, so the same bits, as contiguous storage. A tile of V is its OPS_ATTN_TILE rows, position
+ * t0 + j's at + j·row_bytes. A tile of K is key-major (quant.h's quant_score_tile_*): element e of position t0 + j
+ * at element index e·OPS_ATTN_TILE + j, so one head's keys are a contiguous [head_dim][OPS_ATTN_TILE] panel. */
 typedef struct {
     const uint8_t *k;
     const uint8_t *v;
@@ -92,7 +95,7 @@ typedef struct {
     size_t block_stride;
 } ops_kv_view;
 
-/* Byte offset of position p's row from view->k (or view->v). */
+/* Byte offset of position p's V row from view->v; for p a multiple of OPS_ATTN_TILE, of its K tile from view->k. */
 size_t ops_kv_offset(const ops_kv_view *view, uint32_t p);
 
 /* Causal attention for query rows r at positions pos[r], each over its own K/V (views[r]; rows of different

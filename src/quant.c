@@ -451,33 +451,28 @@ float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n) {
     return combine32(lane);
 }
 
-/* Attention score of row j (f16 or f32 elements, rows `stride` apart) with q (quant.h): 8 lanes, element i
- * into lane i % 8. */
-static float score_scalar(const void *rows, bool f16, size_t j, size_t stride, const float *q, size_t n) {
-    float lane[BLOCK_LANES] = {0};
-    for (size_t i = 0; i < n; i++) {
-        const size_t e = j * stride + i;
-        const float k = f16 ? quant_f16_to_f32(((const uint16_t *)rows)[e]) : ((const float *)rows)[e];
-        lane[i % BLOCK_LANES] = fmaf(k, q[i], lane[i % BLOCK_LANES]);
-    }
-    return combine8(lane);
-}
-
-static void score_rows_scalar(const void *rows, bool f16, size_t stride, size_t n_rows, const float *q,
-                              size_t q_stride, size_t n_q, size_t n, float *out, size_t out_stride) {
+/* Attention scores of a key-major tile (quant.h): key j's chain over the elements. */
+static void score_tile_scalar(const void *kt, bool f16, const float *q, size_t q_stride, size_t n_q, size_t n,
+                              float *out, size_t out_stride) {
     for (size_t r = 0; r < n_q; r++)
-        for (size_t j = 0; j < n_rows; j++)
-            out[r * out_stride + j] = score_scalar(rows, f16, j, stride, q + r * q_stride, n);
+        for (size_t j = 0; j < QUANT_KEY_TILE; j++) {
+            float s = 0.0f;
+            for (size_t d = 0; d < n; d++) {
+                const size_t e = d * QUANT_KEY_TILE + j;
+                s = fmaf(q[r * q_stride + d], f16 ? quant_f16_to_f32(((const uint16_t *)kt)[e]) : ((const float *)kt)[e], s);
+            }
+            out[r * out_stride + j] = s;
+        }
 }
 
-void quant_dot_rows_f16_scalar(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
-                               size_t n_q, size_t n, float *out, size_t out_stride) {
-    score_rows_scalar(rows, true, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
+void quant_score_tile_f16_scalar(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                                 size_t out_stride) {
+    score_tile_scalar(kt, true, q, q_stride, n_q, n, out, out_stride);
 }
 
-void quant_dot_rows_f32_scalar(const float *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
-                               size_t n_q, size_t n, float *out, size_t out_stride) {
-    score_rows_scalar(rows, false, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
+void quant_score_tile_f32_scalar(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                                 size_t out_stride) {
+    score_tile_scalar(kt, false, q, q_stride, n_q, n, out, out_stride);
 }
 
 static float dot_bf16_f32_scalar(const uint16_t *a, const float *b, size_t n) {
@@ -1785,110 +1780,76 @@ void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n) {
 }
 
 #if QUANT_AVX2
-/* out[k] = the combine of acc[k]'s 8 lanes, ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)), for 8 keys at once: every
- * add is one of that tree's, only 8 at a time. */
-static inline __m256 combine8x8(const __m256 acc[8]) {
-    __m256 m[4]; /* key k | key k+4: (l0+l4, l1+l5, l2+l6, l3+l7) */
-    for (int k = 0; k < 4; k++)
-        m[k] = _mm256_add_ps(_mm256_permute2f128_ps(acc[k], acc[k + 4], 0x20),
-                             _mm256_permute2f128_ps(acc[k], acc[k + 4], 0x31));
-    __m256 w[2]; /* keys 2h, 2h+1 | 2h+4, 2h+5: ((l0+l4)+(l2+l6), (l1+l5)+(l3+l7)) each */
-    for (int h = 0; h < 2; h++)
-        w[h] = _mm256_add_ps(_mm256_shuffle_ps(m[2 * h], m[2 * h + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm256_shuffle_ps(m[2 * h], m[2 * h + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
+/* Q queries (1..6) against 8·K8 keys of a key-major tile from key k0 (K8 = 2 or 4, Q·K8 <= 12): Q·K8 chains side by
+ * side, each element d of the keys loaded and widened once for the Q queries. One function per (Q, K8), so that the
+ * chains are an array of constant size, which GCC keeps in registers. */
+#define SCORE_TILE_KEYS(Q, K8)                                                                                      \
+    static inline __attribute__((always_inline)) void score_tile_keys_##Q##_##K8(                                  \
+        widen_kind kind, const void *kt, size_t k0, const float *q, size_t q_stride, size_t n, float *out,        \
+        size_t out_stride) {                                                                                        \
+        __m256 acc[Q * K8];                                                                                         \
+        for (int c = 0; c < Q * K8; c++) acc[c] = _mm256_setzero_ps();                                              \
+        for (size_t d = 0; d < n; d++) {                                                                            \
+            __m256 key[K8];                                                                                         \
+            for (int g = 0; g < K8; g++) {                                                                          \
+                key[g] = load8_widened(kind, kt, d * QUANT_KEY_TILE + k0 + 8 * (size_t)g);                         \
+                if (Q > 1) PIN(key[g]); /* shared by the Q queries in registers */                                  \
+            }                                                                                                       \
+            for (int r = 0; r < Q; r++) {                                                                           \
+                const __m256 qd = _mm256_broadcast_ss(q + r * q_stride + d);                                        \
+                for (int g = 0; g < K8; g++) acc[r * K8 + g] = _mm256_fmadd_ps(qd, key[g], acc[r * K8 + g]);       \
+            }                                                                                                       \
+        }                                                                                                           \
+        for (int r = 0; r < Q; r++)                                                                                 \
+            for (int g = 0; g < K8; g++) _mm256_storeu_ps(out + r * out_stride + k0 + 8 * (size_t)g, acc[r * K8 + g]); \
+    }
+SCORE_TILE_KEYS(1, 4)
+SCORE_TILE_KEYS(2, 4)
+SCORE_TILE_KEYS(3, 2)
+SCORE_TILE_KEYS(4, 2)
+SCORE_TILE_KEYS(5, 2)
+SCORE_TILE_KEYS(6, 2)
 
-/* Scores of K keys against Q queries (K·Q <= 8, both known at compile time): the K·Q chains run side by side
- * (query 0's K keys, then query 1's), each 8-element chunk of a key row loaded once for all Q queries and each
- * chunk of a query once for all K keys; elements past the last full chunk go to the spilled lanes; with 8
- * chains one vector combine serves them all. Query r's scores go to out + r·out_stride. */
-static inline __attribute__((always_inline)) void score_keys(widen_kind kind, const void *rows, size_t stride,
-                                                              int K, int Q, const float *q, size_t q_stride,
-                                                              size_t n, float *out, size_t out_stride) {
-    __m256 acc[8];
-    for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 qi[4];
-        for (int r = 0; r < Q; r++) {
-            qi[r] = _mm256_loadu_ps(q + r * q_stride + i);
-            if (Q > 1) PIN(qi[r]); /* shared chunks in registers: GCC would reload them as memory operands */
-        }
-        for (int k = 0; k < K; k++) {
-            __m256 key = load8_widened(kind, rows, k * stride + i);
-            if (Q > 1) PIN(key);
-            for (int r = 0; r < Q; r++) acc[r * K + k] = _mm256_fmadd_ps(key, qi[r], acc[r * K + k]);
+/* The queries of a tile in blocks of six, then the rest as one block: all 32 keys at once for one or two queries
+ * (4 chains each), else two halves of 16 keys — enough independent chains to cover the multiply-add latency, few
+ * enough to stay in registers. */
+static void score_tile(widen_kind kind, const void *kt, const float *q, size_t q_stride, size_t n_q, size_t n,
+                       float *out, size_t out_stride) {
+    for (size_t r = 0; r < n_q; r += 6) {
+        const float *qr = q + r * q_stride;
+        float *o = out + r * out_stride;
+        switch (n_q - r < 6 ? n_q - r : 6) {
+#define HALVES(Q)                                                                    \
+    score_tile_keys_##Q##_2(kind, kt, 0, qr, q_stride, n, o, out_stride);            \
+    score_tile_keys_##Q##_2(kind, kt, 16, qr, q_stride, n, o, out_stride);           \
+    break
+        case 6: HALVES(6);
+        case 5: HALVES(5);
+        case 4: HALVES(4);
+        case 3: HALVES(3);
+#undef HALVES
+        case 2: score_tile_keys_2_4(kind, kt, 0, qr, q_stride, n, o, out_stride); break;
+        default: score_tile_keys_1_4(kind, kt, 0, qr, q_stride, n, o, out_stride); break;
         }
     }
-    if (i < n)
-        for (int c = 0; c < K * Q; c++) {
-            const int r = c / K, k = c % K;
-            float lane[BLOCK_LANES];
-            _mm256_storeu_ps(lane, acc[c]);
-            for (size_t t = i; t < n; t++)
-                lane[t % BLOCK_LANES] =
-                    fmaf(load1_widened(kind, rows, k * stride + t), q[r * q_stride + t], lane[t % BLOCK_LANES]);
-            acc[c] = _mm256_loadu_ps(lane);
-        }
-    if (K * Q == 8) {
-        const __m256 sc = combine8x8(acc); /* element c: chain c */
-        const __m128 lo = _mm256_castps256_ps128(sc), hi = _mm256_extractf128_ps(sc, 1);
-        if (Q == 1) {
-            _mm256_storeu_ps(out, sc);
-        } else if (Q == 2) {
-            _mm_storeu_ps(out, lo);
-            _mm_storeu_ps(out + out_stride, hi);
-        } else {
-            _mm_storel_pi((__m64 *)(void *)out, lo);
-            _mm_storeh_pi((__m64 *)(void *)(out + out_stride), lo);
-            _mm_storel_pi((__m64 *)(void *)(out + 2 * out_stride), hi);
-            _mm_storeh_pi((__m64 *)(void *)(out + 3 * out_stride), hi);
-        }
-        return;
-    }
-    for (int c = 0; c < K * Q; c++) out[c / K * out_stride + c % K] = hsum8(acc[c]);
-}
-
-/* All n_rows keys against Q queries: 8 chains at a time, then one key at a time. */
-static inline __attribute__((always_inline)) void score_queries(widen_kind kind, const uint8_t *rows, size_t stride,
-                                                                 size_t n_rows, int Q, const float *q,
-                                                                 size_t q_stride, size_t n, float *out,
-                                                                 size_t out_stride) {
-    const size_t esize = kind == WIDEN_F32 ? sizeof(float) : sizeof(uint16_t);
-    size_t j = 0;
-    for (; j + (size_t)(8 / Q) <= n_rows; j += (size_t)(8 / Q))
-        score_keys(kind, rows + j * stride * esize, stride, 8 / Q, Q, q, q_stride, n, out + j, out_stride);
-    for (; j < n_rows; j++) score_keys(kind, rows + j * stride * esize, stride, 1, Q, q, q_stride, n, out + j, out_stride);
-}
-
-static void score_rows(widen_kind kind, const void *rows, size_t stride, size_t n_rows, const float *q,
-                       size_t q_stride, size_t n_q, size_t n, float *out, size_t out_stride) {
-    size_t r = 0;
-    for (; r + 4 <= n_q; r += 4)
-        score_queries(kind, rows, stride, n_rows, 4, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
-    for (; r + 2 <= n_q; r += 2)
-        score_queries(kind, rows, stride, n_rows, 2, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
-    if (r < n_q) score_queries(kind, rows, stride, n_rows, 1, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
 }
 #endif
 
-void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
-                        size_t n_q, size_t n, float *out, size_t out_stride) {
+void quant_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                          size_t out_stride) {
 #if QUANT_AVX2
-    score_rows(WIDEN_F16, rows, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
+    score_tile(WIDEN_F16, kt, q, q_stride, n_q, n, out, out_stride);
 #else
-    quant_dot_rows_f16_scalar(rows, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
+    quant_score_tile_f16_scalar(kt, q, q_stride, n_q, n, out, out_stride);
 #endif
 }
 
-void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
-                        size_t n_q, size_t n, float *out, size_t out_stride) {
+void quant_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                          size_t out_stride) {
 #if QUANT_AVX2
-    score_rows(WIDEN_F32, rows, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
+    score_tile(WIDEN_F32, kt, q, q_stride, n_q, n, out, out_stride);
 #else
-    quant_dot_rows_f32_scalar(rows, stride, n_rows, q, q_stride, n_q, n, out, out_stride);
+    quant_score_tile_f32_scalar(kt, q, q_stride, n_q, n, out, out_stride);
 #endif
 }
 

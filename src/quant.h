@@ -32,9 +32,9 @@
  *   Q6_K: s_b = sc[2k] · Σ_{i<16} (q[i]-32) · x_q[i] + sc[2k+1] · Σ_{i>=16} (q[i]-32) · x_q[i], exact, and
  *   lane k = fmaf(d * d_x[b], (float)s_b, lane). Every integer here stays below 2^24, so its conversion
  *   to float is exact.
- * - Attention scores (quant_dot_rows_*, key row k · query q): 8 lanes; element i is accumulated into lane i % 8
- *   with a fused multiply-add, lanes start at +0.0f and combine as the Q8_0 lanes do. (Eight lanes rather than
- *   32: with head_dim 64 this is 8 chains of 8, and 8 keys' chains run side by side with q loaded once.)
+ * - Attention scores (quant_score_tile_*, key j of a key-major tile · query q): one fused multiply-add chain
+ *   over the elements, s = fmaf(q[d], k_j[d], s) for d = 0, 1, .., n-1 from s = +0.0f. (Keys are stored key-major,
+ *   so eight keys fill a register, each lane is one key's whole chain, and a score needs no lane combine.)
  * - Activation quantization to Q8_0 (quant_row_q8): per block of 32, amax = max |x|, d = amax / 127,
  *   q = nearbyintf(clamp(x * (1/d), -127, 127)) (round half to even), d = 0 and q = 0 when amax = 0.
  *   Scale kept as float. Activation quants are therefore in [-127, 127], never -128: the weight dots
@@ -166,20 +166,23 @@ float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n);
 void quant_axpy_f32(float *y, float a, const float *x, size_t n);
 void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n);
 
-/* Attention over a tile of keys (rows `stride` elements apart) for a block of queries at once; query r's vector
- * is at q + r·q_stride, its scores at out + r·out_stride, its weights at a + r·a_stride and its output at
- * y + r·y_stride. quant_dot_rows_*: out[j] = the score of key row j with q, in the attention order (above).
- * quant_axpy_rows_*: quant_axpy_f16 (resp. _f32) of y with a[j] and row j, for j = 0, 1, .. n_rows-1 in turn.
- * Each query gets the bits it would get alone from those steps: only the loop nest differs (a key row is
- * loaded once for up to four queries, y is held in registers). An f16 row and its exact f32 widening score alike. */
-void quant_dot_rows_f16(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
-                        size_t n_q, size_t n, float *out, size_t out_stride);
-void quant_dot_rows_f32(const float *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
-                        size_t n_q, size_t n, float *out, size_t out_stride);
-void quant_dot_rows_f16_scalar(const uint16_t *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
-                               size_t n_q, size_t n, float *out, size_t out_stride);
-void quant_dot_rows_f32_scalar(const float *rows, size_t stride, size_t n_rows, const float *q, size_t q_stride,
-                               size_t n_q, size_t n, float *out, size_t out_stride);
+/* Attention over a tile of QUANT_KEY_TILE keys for a block of queries at once; query r's vector is at q + r·q_stride,
+ * its scores at out + r·out_stride, its weights at a + r·a_stride and its output at y + r·y_stride.
+ * quant_score_tile_*: kt holds the tile key-major, element d of key j at kt[d·QUANT_KEY_TILE + j] (d < n); out[j] =
+ * the score of key j with q, in the attention order (above), for every j < QUANT_KEY_TILE — slots the caller never
+ * filled give values it must ignore. quant_axpy_rows_*: V rows `stride` elements apart; quant_axpy_f16 (resp. _f32)
+ * of y with a[j] and row j, for j = 0, 1, .. n_rows-1 in turn. Each query gets the bits it would get alone from
+ * those steps: only the loop nest differs (a key's elements are loaded once for up to six queries, y is held in
+ * registers). An f16 tile and its exact f32 widening score alike. */
+#define QUANT_KEY_TILE 32
+void quant_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                          size_t out_stride);
+void quant_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                          size_t out_stride);
+void quant_score_tile_f16_scalar(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                                 size_t out_stride);
+void quant_score_tile_f32_scalar(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                                 size_t out_stride);
 void quant_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
                          const uint16_t *rows, size_t stride, size_t n_rows, size_t n);
 void quant_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,

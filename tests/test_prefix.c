@@ -46,14 +46,21 @@ static void feed(fixture *f, prefix_seq *s, const int32_t *ids, uint32_t n, bool
     uint32_t from = s->n_pos;
     assert_int_equal(prefix_reserve(f->tree, s, n - from, &err), 0);
     for (uint32_t p = from; p < n; p++) {
-        float *k = (float *)kvpool_k(f->pool, prefix_block(f->tree, s, p), 0, p % B);
-        k[0] = (float)ids[p];
+        const uint32_t block = prefix_block(f->tree, s, p);
+        const kv_map m = kvpool_map(f->pool, &block);
+        const float row[4] = {(float)ids[p]};
+        kv_map_store(&m, 0, p % B, row, row, 4);
     }
     prefix_commit(f->tree, s, ids + from, n - from, by_prefill);
 }
 
 static float row_stamp(fixture *f, const prefix_seq *s, uint32_t p) {
-    return ((float *)kvpool_k(f->pool, prefix_block(f->tree, s, p), 0, p % B))[0];
+    const uint32_t block = prefix_block(f->tree, s, p);
+    const kv_map m = kvpool_map(f->pool, &block);
+    float k[4], v[4];
+    kv_map_read(&m, 0, p % B, k, v);
+    assert_true(v[0] == k[0]);
+    return k[0];
 }
 
 static uint32_t start(fixture *f, prefix_seq *s, const char *salt, const int32_t *ids, uint32_t n) {

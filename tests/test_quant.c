@@ -776,43 +776,61 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
         }
 }
 
-static void test_attention_tile_functions_follow_the_order_and_equal_their_twins(void **state) {
+static void test_attention_scores_follow_the_order_and_equal_their_twins(void **state) {
+    (void)state;
+    uint64_t s = 12;
+    const size_t ns[] = {1, 7, 64, 72, 100, 128, 136};
+    const size_t query_counts[] = {1, 2, 3, 4, 5, 6, 7, 11, 13}; /* every register block, and blocks after blocks */
+    enum { T = QUANT_KEY_TILE, OUT = T + 3 };                    /* query r's scores at r * OUT */
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+        for (size_t u = 0; u < sizeof query_counts / sizeof *query_counts; u++) {
+            const size_t n = ns[k], n_q = query_counts[u], q_stride = n + 3;
+            float *kt = normal_row(&s, n * T, 1.0f), *q = normal_row(&s, n_q * q_stride, 1.0f);
+            uint16_t *kt16 = malloc(n * T * sizeof *kt16);
+            quant_f32_to_f16_row(kt, kt16, n * T);
+            float *wide = malloc(n * T * sizeof *wide); /* an f16 tile and its widening score alike */
+            quant_dequantize_row(GGML_TYPE_F16, kt16, wide, n * T);
+            float *got = malloc(n_q * OUT * sizeof *got), *want = malloc(n_q * OUT * sizeof *want);
+            quant_score_tile_f16(kt16, q, q_stride, n_q, n, got, OUT);
+            quant_score_tile_f16_scalar(kt16, q, q_stride, n_q, n, want, OUT);
+            for (size_t r = 0; r < n_q; r++) assert_memory_equal(got + r * OUT, want + r * OUT, T * sizeof *got);
+            quant_score_tile_f32(wide, q, q_stride, n_q, n, got, OUT);
+            for (size_t r = 0; r < n_q; r++) assert_memory_equal(got + r * OUT, want + r * OUT, T * sizeof *got);
+            quant_score_tile_f32(kt, q, q_stride, n_q, n, got, OUT);
+            quant_score_tile_f32_scalar(kt, q, q_stride, n_q, n, want, OUT);
+            for (size_t r = 0; r < n_q; r++) {
+                assert_memory_equal(got + r * OUT, want + r * OUT, T * sizeof *got);
+                for (size_t j = 0; j < T; j++) { /* the order of quant.h, spelled out */
+                    float v = 0.0f;
+                    for (size_t d = 0; d < n; d++) v = fmaf(q[r * q_stride + d], kt[d * T + j], v);
+                    assert_same_bits(got[r * OUT + j], v, "attention score", n);
+                }
+            }
+            free(kt);
+            free(q);
+            free(kt16);
+            free(wide);
+            free(got);
+            free(want);
+        }
+}
+
+static void test_attention_accumulation_equals_its_steps(void **state) {
     (void)state;
     uint64_t s = 11;
     const size_t ns[] = {1, 7, 64, 72, 100, 128, 136};
     const size_t key_counts[] = {1, 5, 8, 13, 32};
     const size_t query_counts[] = {1, 2, 3, 5}; /* a block of queries gets each query's own bits */
-    enum { OUT = 33 };                          /* scores / weights of query r at r * OUT */
+    enum { OUT = 33 };                          /* weights of query r at r * OUT */
     for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
         for (size_t c = 0; c < sizeof key_counts / sizeof *key_counts; c++)
             for (size_t u = 0; u < sizeof query_counts / sizeof *query_counts; u++) {
                 const size_t n = ns[k], n_keys = key_counts[c], n_q = query_counts[u];
-                const size_t stride = n + 5, q_stride = n + 3; /* rows inside wider KV rows and query rows */
-                float *rows = normal_row(&s, n_keys * stride, 1.0f), *q = normal_row(&s, n_q * q_stride, 1.0f);
+                const size_t stride = n + 5, q_stride = n + 3; /* rows inside wider KV rows and output rows */
+                float *rows = normal_row(&s, n_keys * stride, 1.0f);
                 float *a = normal_row(&s, n_q * OUT, 0.5f), *y0 = normal_row(&s, n_q * q_stride, 1.0f);
                 uint16_t *rows16 = malloc(n_keys * stride * sizeof *rows16);
                 quant_f32_to_f16_row(rows, rows16, n_keys * stride);
-                float *wide = malloc(n_keys * stride * sizeof *wide); /* an f16 row and its widening score alike */
-                quant_dequantize_row(GGML_TYPE_F16, rows16, wide, n_keys * stride);
-                float got[5 * OUT], want[5 * OUT];
-                quant_dot_rows_f16(rows16, stride, n_keys, q, q_stride, n_q, n, got, OUT);
-                quant_dot_rows_f16_scalar(rows16, stride, n_keys, q, q_stride, n_q, n, want, OUT);
-                for (size_t r = 0; r < n_q; r++) assert_memory_equal(got + r * OUT, want + r * OUT, n_keys * sizeof *got);
-                quant_dot_rows_f32(wide, stride, n_keys, q, q_stride, n_q, n, got, OUT);
-                for (size_t r = 0; r < n_q; r++) assert_memory_equal(got + r * OUT, want + r * OUT, n_keys * sizeof *got);
-                quant_dot_rows_f32(rows, stride, n_keys, q, q_stride, n_q, n, got, OUT);
-                quant_dot_rows_f32_scalar(rows, stride, n_keys, q, q_stride, n_q, n, want, OUT);
-                for (size_t r = 0; r < n_q; r++) {
-                    assert_memory_equal(got + r * OUT, want + r * OUT, n_keys * sizeof *got);
-                    for (size_t j = 0; j < n_keys; j++) { /* the order of quant.h, spelled out */
-                        float lane[8] = {0};
-                        for (size_t i = 0; i < n; i++)
-                            lane[i % 8] = fmaf(rows[j * stride + i], q[r * q_stride + i], lane[i % 8]);
-                        const float v =
-                            ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-                        assert_same_bits(got[r * OUT + j], v, "attention score", n);
-                    }
-                }
                 float *ya = malloc(n_q * q_stride * sizeof *ya), *yb = malloc(n_q * q_stride * sizeof *yb);
                 for (int f16 = 0; f16 < 2; f16++) {
                     memcpy(ya, y0, n_q * q_stride * sizeof *ya);
@@ -831,11 +849,9 @@ static void test_attention_tile_functions_follow_the_order_and_equal_their_twins
                     }
                 }
                 free(rows);
-                free(q);
                 free(a);
                 free(y0);
                 free(rows16);
-                free(wide);
                 free(ya);
                 free(yb);
             }
@@ -1157,7 +1173,8 @@ int main(void) {
         cmocka_unit_test(test_dot_f32_does_not_depend_on_alignment),
         cmocka_unit_test(test_dot_of_every_weight_type_simd_matches_scalar),
         cmocka_unit_test(test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_shapes),
-        cmocka_unit_test(test_attention_tile_functions_follow_the_order_and_equal_their_twins),
+        cmocka_unit_test(test_attention_scores_follow_the_order_and_equal_their_twins),
+        cmocka_unit_test(test_attention_accumulation_equals_its_steps),
         cmocka_unit_test(test_activation_quants_never_reach_minus_128),
         cmocka_unit_test(test_integer_block_sums_are_exact_at_the_int8_extremes),
         cmocka_unit_test(test_dot_f16_f32_simd_matches_scalar),
