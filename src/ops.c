@@ -154,6 +154,9 @@ static uint32_t same_keys(const uint32_t *qpos, uint32_t u, uint32_t m, uint32_t
 static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const ops_kv_view *kv,
                          size_t head_off, uint32_t head_dim, float scale, float *acc, size_t out_stride) {
     float scores[ATTN_BLOCK_ROWS * OPS_ATTN_TILE], running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
+    float correction[ATTN_BLOCK_ROWS], weight_sum[ATTN_BLOCK_ROWS];
+    uint32_t keys[ATTN_BLOCK_ROWS];
+    bool grew[ATTN_BLOCK_ROWS];
     const size_t elem = kv->f16 ? sizeof(uint16_t) : sizeof(float), stride = kv->row_bytes / elem;
     for (uint32_t u = 0; u < m; u++) {
         running_max[u] = -INFINITY;
@@ -178,19 +181,23 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         else
             quant_score_tile_f32((const float *)(kv->k + off + k_head), q + first * q_stride, q_stride, m - first,
                                  head_dim, scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE);
+        /* each query's softmax step, its exponentials (corrections, then weights) taken with the others' */
         for (uint32_t u = first; u < m; u++) {
-            const uint32_t n = keys_in_tile(qpos[u], t0);
-            float *s = scores + u * OPS_ATTN_TILE, *a = acc + u * out_stride;
-            const float tile_max = quant_scale_max(s, n, scale);
-            if (tile_max > running_max[u]) {
-                float correction = running_max[u] - tile_max;
-                quant_exp(&correction, 1); /* e^-inf = 0 on the first tile */
-                for (uint32_t d = 0; d < head_dim; d++) a[d] *= correction;
-                denom[u] *= correction;
-                running_max[u] = tile_max;
-            }
-            denom[u] += quant_exp_sum(s, n, running_max[u]);
+            keys[u] = keys_in_tile(qpos[u], t0);
+            const float tile_max = quant_scale_max(scores + u * OPS_ATTN_TILE, keys[u], scale);
+            grew[u] = tile_max > running_max[u];
+            correction[u] = grew[u] ? running_max[u] - tile_max : 0.0f; /* -inf on the first tile: e^-inf = 0 */
+            if (grew[u]) running_max[u] = tile_max;
         }
+        quant_exp(correction + first, m - first);
+        for (uint32_t u = first; u < m; u++) {
+            if (!grew[u]) continue;
+            for (uint32_t d = 0; d < head_dim; d++) acc[u * out_stride + d] *= correction[u];
+            denom[u] *= correction[u];
+        }
+        quant_exp_sum_rows(scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE, keys + first, running_max + first, m - first,
+                           weight_sum + first);
+        for (uint32_t u = first; u < m; u++) denom[u] += weight_sum[u];
         for (uint32_t u = first, n_q; u < m; u += n_q) {
             n_q = same_keys(qpos, u, m, t0);
             if (kv->f16)

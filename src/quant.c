@@ -1712,12 +1712,14 @@ float quant_scale_max_scalar(float *s, size_t n, float scale) {
     return combine8_max(lane);
 }
 
-float quant_exp_sum_scalar(float *s, size_t n, float m) {
-    float lane[BLOCK_LANES] = {0};
-    for (size_t j = 0; j < n; j++) s[j] -= m;
-    quant_exp_scalar(s, n);
-    for (size_t j = 0; j < n; j++) lane[j % BLOCK_LANES] += s[j];
-    return combine8(lane);
+void quant_exp_sum_rows_scalar(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum) {
+    for (size_t r = 0; r < n_rows; r++) {
+        float *sr = s + r * stride, lane[BLOCK_LANES] = {0};
+        for (size_t j = 0; j < n[r]; j++) sr[j] -= m[r];
+        quant_exp_scalar(sr, n[r]);
+        for (size_t j = 0; j < n[r]; j++) lane[j % BLOCK_LANES] += sr[j];
+        sum[r] = combine8(lane);
+    }
 }
 
 float quant_scale_max(float *s, size_t n, float scale) {
@@ -1741,20 +1743,24 @@ float quant_scale_max(float *s, size_t n, float scale) {
 #endif
 }
 
-float quant_exp_sum(float *s, size_t n, float m) {
+void quant_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum) {
 #if QUANT_AVX2
-    size_t j = 0;
-    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, _mm256_sub_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(m)));
-    for (; j < n; j++) s[j] -= m;
-    quant_exp(s, n);
-    __m256 acc = _mm256_setzero_ps();
-    for (j = 0; j + 8 <= n; j += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(s + j));
-    float lane[BLOCK_LANES];
-    _mm256_storeu_ps(lane, acc);
-    for (; j < n; j++) lane[j % BLOCK_LANES] += s[j];
-    return combine8(lane);
+    for (size_t r = 0; r < n_rows; r++) /* whole registers: the elements past n[r] are the caller's scratch */
+        for (size_t j = 0; j < n[r]; j += 8)
+            _mm256_storeu_ps(s + r * stride + j, _mm256_sub_ps(_mm256_loadu_ps(s + r * stride + j), _mm256_set1_ps(m[r])));
+    quant_exp(s, n_rows * stride);
+    for (size_t r = 0; r < n_rows; r++) {
+        const float *sr = s + r * stride;
+        __m256 acc = _mm256_setzero_ps();
+        size_t j = 0;
+        for (; j + 8 <= n[r]; j += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(sr + j));
+        float lane[BLOCK_LANES];
+        _mm256_storeu_ps(lane, acc);
+        for (; j < n[r]; j++) lane[j % BLOCK_LANES] += sr[j];
+        sum[r] = combine8(lane);
+    }
 #else
-    return quant_exp_sum_scalar(s, n, m);
+    quant_exp_sum_rows_scalar(s, stride, n, m, n_rows, sum);
 #endif
 }
 

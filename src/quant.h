@@ -198,12 +198,14 @@ void quant_exp_scalar(float *x, size_t n);
 
 /* One tile of attention's online softmax, in two steps with fixed orders (8 lanes: element j in lane j % 8, lanes
  * combined as the quantized dots' lanes), SIMD and scalar twins alike:
- * quant_scale_max: s[j] *= scale for j < n, returns the largest s[j] (-inf for n = 0; a NaN is never chosen);
- * quant_exp_sum:   s[j] = e^(s[j] - m) by quant_exp, returns their sum. */
+ * quant_scale_max:     s[j] *= scale for j < n, returns the largest s[j] (-inf for n = 0; a NaN is never chosen);
+ * quant_exp_sum_rows:  for each of n_rows rows s_r = s + r·stride (stride a multiple of 8, n[r] <= stride):
+ *                      s_r[j] = e^(s_r[j] - m[r]) by quant_exp for j < n[r], sum[r] = their sum; the row's other
+ *                      elements are left unspecified (the rows' exponentials are taken in one pass). */
 float quant_scale_max(float *s, size_t n, float scale);
 float quant_scale_max_scalar(float *s, size_t n, float scale);
-float quant_exp_sum(float *s, size_t n, float m);
-float quant_exp_sum_scalar(float *s, size_t n, float m);
+void quant_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
+void quant_exp_sum_rows_scalar(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
 
 /* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits SIMD or scalar. */
 void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);

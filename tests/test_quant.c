@@ -1052,16 +1052,39 @@ static void test_softmax_tile_steps_equal_their_twins_and_the_plain_max_and_sum(
             if (x[j] * 0.125f > want) want = x[j] * 0.125f;
         assert_true(ma == want);
         if (n > 3) a[3] = b[3] = 0.0f;
-        const float sa = quant_exp_sum(a, n, ma), sb = quant_exp_sum_scalar(b, n, mb);
-        assert_same_bits(sa, sb, "quant_exp_sum", n);
-        assert_memory_equal(a, b, n * sizeof *a);
+        float sa, sb;
+        const uint32_t n32 = (uint32_t)n;
+        float *wa = calloc(48, sizeof *wa), *wb = calloc(48, sizeof *wb); /* one row of a stride-48 block */
+        memcpy(wa, a, n * sizeof *a);
+        memcpy(wb, b, n * sizeof *b);
+        quant_exp_sum_rows(wa, 48, &n32, &ma, 1, &sa);
+        quant_exp_sum_rows_scalar(wb, 48, &n32, &mb, 1, &sb);
+        assert_same_bits(sa, sb, "quant_exp_sum_rows", n);
+        assert_memory_equal(wa, wb, n * sizeof *wa);
         double sum = 0;
-        for (size_t j = 0; j < n; j++) sum += a[j];
+        for (size_t j = 0; j < n; j++) sum += wa[j];
         assert_true(fabs(sa - sum) <= 1e-5 * (sum + 1));
+        free(wa);
+        free(wb);
         free(x);
         free(a);
         free(b);
     }
+    /* a block of rows gets each row's own bits */
+    enum { ROWS = 5, STRIDE = 32 };
+    const uint32_t n[ROWS] = {0, 1, 9, 32, 17};
+    const float m[ROWS] = {0.5f, -1.0f, 2.0f, 3.5f, -INFINITY};
+    float *block = normal_row(&s, ROWS * STRIDE, 2.0f), *scalar = malloc(ROWS * STRIDE * sizeof *scalar);
+    memcpy(scalar, block, ROWS * STRIDE * sizeof *scalar);
+    float sum[ROWS], want[ROWS];
+    for (size_t r = 0; r < ROWS; r++) quant_exp_sum_rows_scalar(scalar + r * STRIDE, STRIDE, &n[r], &m[r], 1, &want[r]);
+    quant_exp_sum_rows(block, STRIDE, n, m, ROWS, sum);
+    for (size_t r = 0; r < ROWS; r++) {
+        assert_same_bits(sum[r], want[r], "quant_exp_sum_rows, a row of a block", n[r]);
+        assert_memory_equal(block + r * STRIDE, scalar + r * STRIDE, n[r] * sizeof *block);
+    }
+    free(block);
+    free(scalar);
 }
 
 static void test_axpy_simd_matches_an_fmaf_loop(void **state) {
