@@ -169,9 +169,11 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles blocks */
         if (t0 + OPS_ATTN_TILE <= last) { /* fetch the next tile while this one runs: K's panel, V's strided rows */
             const size_t next = ops_kv_offset(kv, t0 + OPS_ATTN_TILE);
-            for (size_t b = 0; b < head_dim * OPS_ATTN_TILE * elem; b += 64) __builtin_prefetch(kv->k + next + k_head + b);
+            for (size_t b = 0; b < head_dim * OPS_ATTN_TILE * elem; b += 64)
+                __builtin_prefetch(kv->k + next + k_head + b);
             for (uint32_t j = 0; j < OPS_ATTN_TILE; j++)
-                for (size_t b = 0; b < head_dim * elem; b += 64) __builtin_prefetch(kv->v + next + v_head + j * kv->row_bytes + b);
+                for (size_t b = 0; b < head_dim * elem; b += 64)
+                    __builtin_prefetch(kv->v + next + v_head + j * kv->row_bytes + b);
         }
         uint32_t first = 0; /* queries [first, m) reach this tile; each scores all its keys, using those it sees */
         while (qpos[first] < t0) first++;
@@ -198,14 +200,15 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         quant_exp_sum_rows(scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE, keys + first, running_max + first, m - first,
                            weight_sum + first);
         for (uint32_t u = first; u < m; u++) denom[u] += weight_sum[u];
+        const uint8_t *vt = kv->v + off + v_head;
         for (uint32_t u = first, n_q; u < m; u += n_q) {
             n_q = same_keys(qpos, u, m, t0);
             if (kv->f16)
                 quant_axpy_rows_f16(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
-                                    (const uint16_t *)(kv->v + off + v_head), stride, keys_in_tile(qpos[u], t0), head_dim);
+                                    (const uint16_t *)vt, stride, keys[u], head_dim);
             else
                 quant_axpy_rows_f32(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
-                                    (const float *)(kv->v + off + v_head), stride, keys_in_tile(qpos[u], t0), head_dim);
+                                    (const float *)vt, stride, keys[u], head_dim);
         }
     }
     for (uint32_t u = 0; u < m; u++) {

@@ -459,7 +459,8 @@ static void score_tile_scalar(const void *kt, bool f16, const float *q, size_t q
             float s = 0.0f;
             for (size_t d = 0; d < n; d++) {
                 const size_t e = d * QUANT_KEY_TILE + j;
-                s = fmaf(q[r * q_stride + d], f16 ? quant_f16_to_f32(((const uint16_t *)kt)[e]) : ((const float *)kt)[e], s);
+                const float k = f16 ? quant_f16_to_f32(((const uint16_t *)kt)[e]) : ((const float *)kt)[e];
+                s = fmaf(q[r * q_stride + d], k, s);
             }
             out[r * out_stride + j] = s;
         }
@@ -1746,8 +1747,8 @@ float quant_scale_max(float *s, size_t n, float scale) {
 void quant_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum) {
 #if QUANT_AVX2
     for (size_t r = 0; r < n_rows; r++) /* whole registers: the elements past n[r] are the caller's scratch */
-        for (size_t j = 0; j < n[r]; j += 8)
-            _mm256_storeu_ps(s + r * stride + j, _mm256_sub_ps(_mm256_loadu_ps(s + r * stride + j), _mm256_set1_ps(m[r])));
+        for (float *sr = s + r * stride, *end = sr + n[r]; sr < end; sr += 8)
+            _mm256_storeu_ps(sr, _mm256_sub_ps(_mm256_loadu_ps(sr), _mm256_set1_ps(m[r])));
     quant_exp(s, n_rows * stride);
     for (size_t r = 0; r < n_rows; r++) {
         const float *sr = s + r * stride;
@@ -1807,7 +1808,8 @@ void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n) {
             }                                                                                                       \
         }                                                                                                           \
         for (int r = 0; r < Q; r++)                                                                                 \
-            for (int g = 0; g < K8; g++) _mm256_storeu_ps(out + r * out_stride + k0 + 8 * (size_t)g, acc[r * K8 + g]); \
+            for (int g = 0; g < K8; g++)                                                                            \
+                _mm256_storeu_ps(out + r * out_stride + k0 + 8 * (size_t)g, acc[r * K8 + g]);                       \
     }
 SCORE_TILE_KEYS(1, 4)
 SCORE_TILE_KEYS(2, 4)
