@@ -16,16 +16,28 @@ bool ops_matrix_wants_q8(const ops_matrix *w) {
 /* A product shared by a team is cut into items of whole multiples of 64 outputs, about 16 per matrix. Items
  * are taken dynamically, so a thread that something else on its core slows down does less of the work
  * instead of making the other wait at the barrier; 64 outputs at least keep a call's fixed costs (quant_matmul)
- * near 1% of an item's work. */
+ * near 1% of an item's work. The last two items' worth of outputs go in items a quarter that size (16 outputs
+ * at least): the items taken last are short, so the thread that finishes first waits less for the other. */
 #define MATMUL_ITEM_MIN 64
 #define MATMUL_ITEMS 16
+#define MATMUL_TAIL_ITEMS 2
+#define MATMUL_TAIL_SPLIT 4
 
-static uint32_t item_outputs(const ops_matrix *w) {
-    uint32_t per = (w->n_out + MATMUL_ITEMS - 1) / MATMUL_ITEMS;
-    return (per + MATMUL_ITEM_MIN - 1) / MATMUL_ITEM_MIN * MATMUL_ITEM_MIN;
+typedef struct {
+    uint32_t big, n_big, small; /* outputs per big item, big items, outputs per tail item */
+} item_plan;
+
+static item_plan plan_of(const ops_matrix *w) {
+    const uint32_t per = (w->n_out + MATMUL_ITEMS - 1) / MATMUL_ITEMS;
+    const uint32_t big = (per + MATMUL_ITEM_MIN - 1) / MATMUL_ITEM_MIN * MATMUL_ITEM_MIN;
+    const uint32_t full = w->n_out / big;
+    return (item_plan){big, full > MATMUL_TAIL_ITEMS ? full - MATMUL_TAIL_ITEMS : 0, big / MATMUL_TAIL_SPLIT};
 }
 
-static uint32_t items_of(const ops_matrix *w) { return (w->n_out + item_outputs(w) - 1) / item_outputs(w); }
+static uint32_t items_of(const ops_matrix *w) {
+    const item_plan p = plan_of(w);
+    return p.n_big + (w->n_out - p.n_big * p.big + p.small - 1) / p.small;
+}
 
 /* This thread's items of the products: a work-sharing loop over all their items, no barrier. */
 static void matmul_items(const ops_product *p, int n_products, const float *x, const block_q8_act *xq,
@@ -38,7 +50,9 @@ static void matmul_items(const ops_product *p, int n_products, const float *x, c
         uint32_t k = item; /* the item's index within product i */
         while (k >= items_of(p[i].w)) k -= items_of(p[i++].w);
         const ops_matrix *w = p[i].w;
-        const uint32_t o0 = k * item_outputs(w), o1 = o0 + item_outputs(w) < w->n_out ? o0 + item_outputs(w) : w->n_out;
+        const item_plan plan = plan_of(w);
+        const uint32_t o0 = k < plan.n_big ? k * plan.big : plan.n_big * plan.big + (k - plan.n_big) * plan.small;
+        const uint32_t size = k < plan.n_big ? plan.big : plan.small, o1 = o0 + size < w->n_out ? o0 + size : w->n_out;
         quant_matmul(w->type, w->packed, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, xp,
                      n_rows, w->n_in, p[i].y + o0, w->n_out);
     }
