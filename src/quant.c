@@ -588,6 +588,41 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)));
 }
 
+/* out[k] = hsum8(acc[k]) for 8 vectors at once: every add is one of hsum8's tree, only 8 at a time. */
+static inline __m256 combine8x8(const __m256 acc[8]) {
+    __m256 m[4]; /* k | k+4: (l0+l4, l1+l5, l2+l6, l3+l7) */
+    for (int k = 0; k < 4; k++)
+        m[k] = _mm256_add_ps(_mm256_permute2f128_ps(acc[k], acc[k + 4], 0x20),
+                             _mm256_permute2f128_ps(acc[k], acc[k + 4], 0x31));
+    __m256 w[2]; /* 2h, 2h+1 | 2h+4, 2h+5: ((l0+l4)+(l2+l6), (l1+l5)+(l3+l7)) each */
+    for (int h = 0; h < 2; h++)
+        w[h] = _mm256_add_ps(_mm256_shuffle_ps(m[2 * h], m[2 * h + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(m[2 * h], m[2 * h + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* A register tile's outputs: y[r·ldy + c] = hsum8(acc[r·C + c]) for r < R, c < C; eight of them in rows of two or
+ * four at once (combine8x8), the same bits. */
+static inline __attribute__((always_inline)) void store_sums(const __m256 *acc, int R, int C, float *y, size_t ldy) {
+    if (R * C == 8 && (C == 2 || C == 4)) {
+        const __m256 v = combine8x8(acc);
+        const __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+        if (C == 4) {
+            _mm_storeu_ps(y, lo);
+            _mm_storeu_ps(y + ldy, hi);
+        } else {
+            _mm_storel_pi((__m64 *)(void *)y, lo);
+            _mm_storeh_pi((__m64 *)(void *)(y + ldy), lo);
+            _mm_storel_pi((__m64 *)(void *)(y + 2 * ldy), hi);
+            _mm_storeh_pi((__m64 *)(void *)(y + 3 * ldy), hi);
+        }
+        return;
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) y[r * ldy + c] = hsum8(acc[r * C + c]);
+}
+
 static inline __m256 load8_widened(widen_kind kind, const void *a, size_t i) {
     switch (kind) {
     case WIDEN_F16:
@@ -838,8 +873,10 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
         else
             tile_group(type, w + b * bb, w_row_bytes, x + b, nb, t, xs, ng, R, C, acc);
     }
+    __m256 sums[TILE_ROWS * TILE_COLS];
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) y[r * ldy + c] = hsum8(acc[r][c]);
+        for (int c = 0; c < C; c++) sums[r * C + c] = acc[r][c];
+    store_sums(sums, R, C, y, ldy);
 }
 
 static inline float dot_blocks(ggml_type type, const void *w, const block_q8_act *x, size_t nb) {
@@ -1317,8 +1354,10 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
                                                    : _mm256_fmadd_ps(_mm256_mul_ps(dw[c], px[r]->d), sf, acc[r][c]);
             }
     }
+    __m256 sums[PANEL_ROWS * PANEL_COLS];
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) y[r * ldy + c] = hsum8(acc[r][c]);
+        for (int c = 0; c < C; c++) sums[r * C + c] = acc[r][c];
+    store_sums(sums, R, C, y, ldy);
 }
 
 /* All register tiles of a panel: rows of xp (groups at xp + r * ng) against its C weight rows, 4 rows at a time and
