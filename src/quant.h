@@ -172,8 +172,8 @@ void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n);
  * the score of key j with q, in the attention order (above), for every j < QUANT_KEY_TILE — slots the caller never
  * filled give values it must ignore. quant_axpy_rows_*: V rows `stride` elements apart; quant_axpy_f16 (resp. _f32)
  * of y with a[j] and row j, for j = 0, 1, .. n_rows-1 in turn. Each query gets the bits it would get alone from
- * those steps: only the loop nest differs (a key's elements are loaded once for up to six queries, y is held in
- * registers). An f16 tile and its exact f32 widening score alike. */
+ * those steps: only the loop nest differs (a key tile's elements are loaded once for up to six queries, a V row's
+ * for up to four, y is held in registers). An f16 tile and its exact f32 widening score alike. */
 #define QUANT_KEY_TILE 32
 void quant_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
                           size_t out_stride);
