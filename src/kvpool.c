@@ -24,7 +24,9 @@ kvpool *kvpool_new(uint32_t n_layers, uint32_t kv_dim, fkv_kv_type type, uint32_
     p->block_bytes = (size_t)2 * n_layers * block_rows * p->row_bytes;
     size_t n = budget_bytes / p->block_bytes;
     p->n_blocks = n < 1 ? 1 : n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)n;
-    p->data = malloc(p->block_bytes * p->n_blocks);
+    /* zeroed: attention scores a K tile's slots past the positions stored so far too (and ignores them); they
+     * read as initialized memory, and calloc's fresh pages cost nothing until touched */
+    p->data = calloc(p->n_blocks, p->block_bytes);
     p->free_list = malloc(sizeof(uint32_t) * p->n_blocks);
     if (!p->data || !p->free_list) {
         err_set(err, "out of memory for a KV pool of %u blocks of %zu bytes", p->n_blocks, p->block_bytes);
