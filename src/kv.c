@@ -51,6 +51,8 @@ ops_kv_view kv_map_view(const kv_map *m, uint32_t layer) {
 /* Where element e of position p's K row lies in the key-major tile that holds p (ops.h), in elements. */
 static size_t k_element(uint32_t p, uint32_t e) { return (size_t)e * OPS_ATTN_TILE + p % OPS_ATTN_TILE; }
 
+static size_t elem_bytes(const ops_kv_view *view) { return view->f16 ? sizeof(uint16_t) : sizeof(float); }
+
 static uint8_t *k_tile(const ops_kv_view *view, uint32_t p) {
     return (uint8_t *)view->k + ops_kv_offset(view, p - p % OPS_ATTN_TILE);
 }
@@ -75,20 +77,20 @@ void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k,
 
 /* Elements [e0, e0 + n) of position p's K row, as stored, into dst. */
 static void gather_k(const ops_kv_view *view, uint32_t p, uint32_t e0, uint32_t n, uint8_t *dst) {
-    const size_t elem = view->f16 ? sizeof(uint16_t) : sizeof(float);
+    const size_t elem = elem_bytes(view);
     const uint8_t *kt = k_tile(view, p);
     for (uint32_t e = 0; e < n; e++) memcpy(dst + e * elem, kt + k_element(p, e0 + e) * elem, elem);
 }
 
 void kv_map_read(const kv_map *m, uint32_t layer, uint32_t pos, void *k, void *v) {
     const ops_kv_view view = kv_map_view(m, layer);
-    gather_k(&view, pos, 0, (uint32_t)(m->row_bytes / (view.f16 ? sizeof(uint16_t) : sizeof(float))), k);
+    gather_k(&view, pos, 0, (uint32_t)(m->row_bytes / elem_bytes(&view)), k);
     memcpy(v, view.v + ops_kv_offset(&view, pos), m->row_bytes);
 }
 
 /* K rows [0, n_pos) of one layer, in position order, gathered from their tiles a piece at a time. */
 static void digest_k_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t n_pos) {
-    const size_t elem = view->f16 ? sizeof(uint16_t) : sizeof(float);
+    const size_t elem = elem_bytes(view);
     const uint32_t kv_dim = (uint32_t)(view->row_bytes / elem);
     enum { PIECE = 4096 };
     uint8_t piece[PIECE];

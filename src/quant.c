@@ -26,6 +26,17 @@
 #define DOT_LANES 32    /* f32 dot: element i goes to lane i % 32 */
 #define BLOCK_LANES 8   /* quantized dot: block b goes to lane b % 8 */
 
+/* Groups of BLOCK_LANES blocks in a row of nb blocks, the last one partial when nb is not a multiple. */
+static inline size_t groups_of(size_t nb) { return (nb + BLOCK_LANES - 1) / BLOCK_LANES; }
+
+/* Blocks in group g of a row of nb blocks. */
+static inline int blocks_in_group(size_t nb, size_t g) {
+    return nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
+}
+
+/* The row's last group holds at most half a group's blocks (dim 896: 3 groups and 4 blocks): the half layout. */
+static inline bool half_last_group(size_t nb) { return nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2; }
+
 static uint32_t f32_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
@@ -854,7 +865,7 @@ static inline __attribute__((always_inline)) void tile_group(ggml_type type, con
 static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                                const block_q8_act *x, size_t nb, const __m256i *xsum8,
                                                                int R, int C, float *y, size_t ldy) {
-    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    const size_t ng = groups_of(nb);
     const size_t bb = block_bytes(type);
     __m256 acc[TILE_ROWS][TILE_COLS];
     for (int r = 0; r < R; r++)
@@ -938,8 +949,6 @@ static inline void kquant_regs(ggml_type type, const uint8_t *w, __m256i q[BLOCK
     }
 }
 
-/* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with scales dx: quant.h's steps on all 8
- * lanes at once. */
 /* The activation side of a super-block, the same for every weight row: its 8 blocks' scales and (Q4_K) their Σx as
  * f32 (exact: at most 32 · 127). */
 typedef struct {
@@ -958,6 +967,8 @@ static inline kxside kquant_xside(ggml_type type, const block_q8_act *xg) {
 /* 8 bytes as the 8 elements of a vector of int32. */
 static inline __m256i bytes_epi32(uint64_t v) { return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)); }
 
+/* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with their side xs: quant.h's steps on all
+ * 8 lanes at once. */
 static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], kxside xs, __m256 acc) {
     const __m256i ones16 = _mm256_set1_epi16(1);
     __m256i q[BLOCK_LANES], s[BLOCK_LANES];
@@ -998,8 +1009,8 @@ static inline __m256 superblock_q6_K(const block_q6_K *w, const __m256i xr[8], _
     return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), dx), sb, acc);
 }
 
-/* One K-quant weight row · one activation row of nsb super-blocks. */
-/* xs: the row's kquant_xside per super-block, made once for every weight row, or NULL (made here). */
+/* One K-quant weight row · one activation row of nsb super-blocks; xs: the row's kquant_xside per super-block, made
+ * once for every weight row, or NULL (made here). */
 static float dot_kquant(ggml_type type, const void *w, const block_q8_act *x, const kxside *xs, size_t nsb) {
     __m256 acc = _mm256_setzero_ps();
     for (size_t sb = 0; sb < nsb; sb++) {
@@ -1082,13 +1093,12 @@ static inline void group_regs(ggml_type type, const uint8_t *wg, int t, __m256i 
  * half layout, 128 bytes), then every group's 8 scales as f16 (+0 past the row's end), the row padded to 32 bytes. */
 #define PACKED_GROUP_BYTES (BLOCK_LANES * sizeof(__m256i))
 static inline size_t packed_scales_at(size_t nb) {
-    const size_t rem = nb % BLOCK_LANES;
-    const size_t last = rem == 0 ? 0 : rem <= BLOCK_LANES / 2 ? PACKED_GROUP_BYTES / 2 : PACKED_GROUP_BYTES;
+    const size_t last = nb % BLOCK_LANES == 0 ? 0 : half_last_group(nb) ? PACKED_GROUP_BYTES / 2 : PACKED_GROUP_BYTES;
     return nb / BLOCK_LANES * PACKED_GROUP_BYTES + last;
 }
 
 static inline size_t packed_row_bytes(size_t nb) {
-    const size_t bytes = packed_scales_at(nb) + (nb + BLOCK_LANES - 1) / BLOCK_LANES * BLOCK_LANES * sizeof(uint16_t);
+    const size_t bytes = packed_scales_at(nb) + groups_of(nb) * BLOCK_LANES * sizeof(uint16_t);
     return (bytes + sizeof(__m256i) - 1) / sizeof(__m256i) * sizeof(__m256i);
 }
 
@@ -1123,7 +1133,7 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
                 p->sc16[1] = _mm256_or_si256(_mm256_and_si256(hi, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16));
                 p->corr16 = _mm256_slli_epi16(pairs, 5);
             } else {
-                const int t = nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
+                const int t = blocks_in_group(nb, g);
                 group_regs(type, wg, t, p->q);
                 p->d = group_wscales(type, wg, t);
                 continue;
@@ -1139,7 +1149,7 @@ static void prep_panel_rows(const block_q8_act *xq, size_t nb, size_t ng, uint32
     for (uint32_t r = 0; r < n_rows; r++)
         for (size_t g = 0; g < ng; g++) {
             const block_q8_act *xg = xq + r * nb + g * BLOCK_LANES;
-            const int t = nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
+            const int t = blocks_in_group(nb, g);
             xgroup *p = &xp[r * ng + g];
             __m256i x[BLOCK_LANES];
             p->d = group_xscales(xg, t);
@@ -1425,8 +1435,8 @@ static bool panel_fits(uint32_t n_rows, size_t ng) { return n_rows >= PANEL_MIN_
  * packed at load (then a block of rows at a time). */
 static void panels_over(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                         const xgroup *xp, uint32_t rows, size_t nb, float *y, size_t ldy) {
-    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
-    const bool half_last = nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2;
+    const size_t ng = groups_of(nb);
+    const bool half_last = half_last_group(nb);
     wgroup pk[PANEL_MAX_GROUPS * PANEL_COLS];
     const uint32_t block = packed ? PANEL_ROW_BLOCK : rows;
     for (uint32_t r0 = 0; r0 < rows; r0 += block) {
@@ -1449,7 +1459,7 @@ static void matmul_panels(ggml_type type, bool packed, const uint8_t *w, size_t 
         panels_over(type, packed, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
         return;
     }
-    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    const size_t ng = groups_of(nb);
     xgroup buf[PANEL_X_BYTES / sizeof(xgroup)];
     const uint32_t chunk = (uint32_t)(PANEL_X_BYTES / (ng * sizeof(xgroup))) / PANEL_ROWS * PANEL_ROWS;
     for (uint32_t r0 = 0; r0 < n_rows; r0 += chunk) {
@@ -1478,11 +1488,11 @@ static inline __attribute__((always_inline)) void packed_group(const uint8_t *w,
  * rows (C rows on) are fetched meanwhile. */
 static inline __attribute__((always_inline)) void packed_tile(const uint8_t *w, size_t w_row_bytes, size_t nb,
                                                                const xgroup *xg, int C, float *y) {
-    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES, scales_at = packed_scales_at(nb);
+    const size_t ng = groups_of(nb), scales_at = packed_scales_at(nb);
     __m256 acc[TILE_COLS];
     for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
     for (size_t g = 0; g < ng; g++) {
-        const bool half = g + 1 == ng && nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2;
+        const bool half = g + 1 == ng && half_last_group(nb);
         const uint8_t *wg = w + g * PACKED_GROUP_BYTES;
         for (int c = 0; c < C; c++)
             for (size_t off = 0; off < PACKED_GROUP_BYTES; off += 64)
@@ -1504,7 +1514,7 @@ static inline __attribute__((always_inline)) void packed_tile(const uint8_t *w, 
 /* Few rows against packed rows: each row prepared (here, on the stack, unless the caller did) and taken alone. */
 static void packed_rows(const uint8_t *w, size_t w_row_bytes, uint32_t n_out, const block_q8_act *xq,
                         const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
-    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    const size_t ng = groups_of(nb);
     xgroup buf[PANEL_MAX_GROUPS];
     for (uint32_t r = 0; r < n_rows; r++) {
         const xgroup *xg = xp ? xp + (size_t)r * ng : buf;
@@ -1534,7 +1544,7 @@ static void packed_rows(const uint8_t *w, size_t w_row_bytes, uint32_t n_out, co
  * time (K-quants). */
 static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                           const block_q8_act *xq, const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
-    if (panel_fits(n_rows, (nb + BLOCK_LANES - 1) / BLOCK_LANES)) {
+    if (panel_fits(n_rows, groups_of(nb))) {
         matmul_panels(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
     }
@@ -1543,7 +1553,7 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
         return;
     }
     /* Q4_0's corrections, once per call rather than per tile of weight rows, when they fit on the stack */
-    const size_t ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    const size_t ng = groups_of(nb);
     __m256i xsum8[(PANEL_MIN_ROWS - 1) * XSUM_MAX_GROUPS];
     const bool pre = type == GGML_TYPE_Q4_0 && n_rows < PANEL_MIN_ROWS && ng <= XSUM_MAX_GROUPS;
     for (uint32_t r = 0; pre && r < n_rows; r++)
@@ -1613,7 +1623,7 @@ float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_a
 
 bool quant_packs(ggml_type type, size_t n) {
 #if QUANT_AVX2
-    return type == GGML_TYPE_Q8_0 && n % QK == 0 && (n / QK + BLOCK_LANES - 1) / BLOCK_LANES <= PANEL_MAX_GROUPS;
+    return type == GGML_TYPE_Q8_0 && n % QK == 0 && groups_of(n / QK) <= PANEL_MAX_GROUPS;
 #else
     (void)type, (void)n;
     return false;
@@ -1631,14 +1641,14 @@ size_t quant_packed_row_bytes(size_t n) {
 
 void quant_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst) {
 #if QUANT_AVX2
-    const size_t nb = n / QK, ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES, rb = packed_row_bytes(nb);
+    const size_t nb = n / QK, ng = groups_of(nb), rb = packed_row_bytes(nb);
     for (uint32_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w + (size_t)r * w_row_bytes;
         uint8_t *out = (uint8_t *)dst + (size_t)r * rb;
         memset(out, 0, rb);
         for (size_t g = 0; g < ng; g++) {
             const uint8_t *wg = row + g * BLOCK_LANES * sizeof(block_q8_0);
-            const int t = nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
+            const int t = blocks_in_group(nb, g);
             __m256i q[BLOCK_LANES];
             group_regs(GGML_TYPE_Q8_0, wg, t, q);
             for (int j = 0; j < (t <= BLOCK_LANES / 2 ? BLOCK_LANES / 2 : BLOCK_LANES); j++)
@@ -1654,7 +1664,7 @@ void quant_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1
 
 size_t quant_panel_row_bytes(size_t n) {
 #if QUANT_AVX2
-    return (n / QK + BLOCK_LANES - 1) / BLOCK_LANES * sizeof(xgroup);
+    return groups_of(n / QK) * sizeof(xgroup);
 #else
     (void)n;
     return 0;
@@ -1663,7 +1673,7 @@ size_t quant_panel_row_bytes(size_t n) {
 
 void quant_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp) {
 #if QUANT_AVX2
-    const size_t nb = n / QK, ng = (nb + BLOCK_LANES - 1) / BLOCK_LANES;
+    const size_t nb = n / QK, ng = groups_of(nb);
     prep_panel_rows(xq + (size_t)r0 * nb, nb, ng, r1 - r0, (xgroup *)xp + (size_t)r0 * ng);
 #else
     (void)xq, (void)n, (void)r0, (void)r1, (void)xp;
