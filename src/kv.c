@@ -7,6 +7,8 @@
 
 #include "err.h"
 
+size_t kv_tiled_rows(uint32_t n) { return ((size_t)n + OPS_ATTN_TILE - 1) / OPS_ATTN_TILE * OPS_ATTN_TILE; }
+
 kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type type, fkv_error *err) {
     kv_buf *kv = calloc(1, sizeof *kv);
     if (!kv) {
@@ -18,7 +20,7 @@ kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type t
     kv->n_ctx = n_ctx;
     kv->kv_dim = kv_dim;
     kv->row_bytes = (size_t)kv_dim * (type == FKV_KV_F16 ? sizeof(uint16_t) : sizeof(float));
-    size_t bytes = (size_t)n_layers * n_ctx * kv->row_bytes;
+    size_t bytes = (size_t)n_layers * kv_tiled_rows(n_ctx) * kv->row_bytes;
     kv->k = calloc(1, bytes);
     kv->v = calloc(1, bytes);
     if (!kv->k || !kv->v) {
@@ -38,7 +40,7 @@ void kv_free(kv_buf *kv) {
 }
 
 kv_map kv_buf_map(const kv_buf *kv) {
-    return (kv_map){.k = kv->k, .v = kv->v, .layer_stride = (size_t)kv->n_ctx * kv->row_bytes,
+    return (kv_map){.k = kv->k, .v = kv->v, .layer_stride = kv_tiled_rows(kv->n_ctx) * kv->row_bytes,
                     .row_bytes = kv->row_bytes, .type = kv->type};
 }
 

@@ -31,6 +31,10 @@ typedef struct {
     uint8_t *v;
 } kv_buf;
 
+/* Rows that hold n positions: whole attention tiles, since K is stored a tile at a time (a tile's last key
+ * reaches 32 rows past its start, whatever position was stored). */
+size_t kv_tiled_rows(uint32_t n);
+
 kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type type, fkv_error *err);
 void kv_free(kv_buf *kv);
 

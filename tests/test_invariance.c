@@ -163,11 +163,35 @@ static void test_decode_rows_equal_prefill_rows(void **state) {
     fkv_ctx_free(cold);
 }
 
+/* A context whose length is not a whole number of attention tiles (K is stored a tile of 32 positions at a time)
+ * fills every position it has, and its rows and logits equal a longer context's. */
+static void test_a_context_of_any_length_equals_a_longer_one(void **state) {
+    const fixture *f = *state;
+    enum { N = 100 }; /* 3 tiles and 4 positions */
+    fkv_ctx_params cp = {.n_ctx = N, .kv_type = FKV_KV_F16, .n_threads = 2, .prefill_rows = 64};
+    fkv_error err = {{0}};
+    fkv_ctx *exact = fkv_ctx_new(f->m, &cp, &err);
+    cp.n_ctx = 512;
+    fkv_ctx *longer = fkv_ctx_new(f->m, &cp, &err);
+    assert_non_null(exact);
+    assert_non_null(longer);
+    float *a = malloc(sizeof(float) * f->n_vocab * N), *b = malloc(sizeof(float) * f->n_vocab * N);
+    assert_int_equal(fkv_eval(exact, f->prompt, N, 0, N, a, &err), 0);
+    assert_int_equal(fkv_eval(longer, f->prompt, N, 0, N, b, &err), 0);
+    assert_true(fkv_kv_digest(exact, N) == fkv_kv_digest(longer, N));
+    assert_memory_equal(a, b, sizeof(float) * f->n_vocab * N);
+    free(a);
+    free(b);
+    fkv_ctx_free(exact);
+    fkv_ctx_free(longer);
+}
+
 int main(void) {
 #define CASE(fn, model) {#fn " (" #model ")", fn, setup_##model, teardown, NULL}
     const struct CMUnitTest tests[] = {
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, stories),
         CASE(test_decode_rows_equal_prefill_rows, stories),
+        CASE(test_a_context_of_any_length_equals_a_longer_one, stories),
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q8),
         CASE(test_decode_rows_equal_prefill_rows, q8),
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4),
