@@ -8,6 +8,7 @@
 
 #include "err.h"
 #include "quant.h"
+#include "traits.h"
 
 static uint64_t splitmix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
@@ -82,9 +83,7 @@ static int check_params(const genmodel_params *p, fkv_error *err) {
     if (p->mix != GENMODEL_UNIFORM && p->mix != GENMODEL_Q4_K_M)
         return err_set(err, "gen-model: unknown type mix %d", (int)p->mix);
     if (p->mix == GENMODEL_UNIFORM &&
-        !(p->type == GGML_TYPE_F32 || p->type == GGML_TYPE_F16 || p->type == GGML_TYPE_BF16 ||
-          p->type == GGML_TYPE_Q8_0 || p->type == GGML_TYPE_Q4_0 || p->type == GGML_TYPE_Q4_K ||
-          p->type == GGML_TYPE_Q6_K))
+        !kern_type_traits(p->type))
         return err_set(err, "gen-model: type %s is not one flatkv computes", ggml_type_name(p->type));
     return 0;
 }

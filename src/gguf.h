@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "types.h" /* ggml_type: the element type ids (kernels/) */
+
 #include "flatkv.h"
 
 /* Metadata value types, numbered as in the GGUF spec. */
@@ -47,43 +49,6 @@ typedef enum {
     GGUF_TYPE_COUNT
 } gguf_type;
 
-/* Tensor types, numbered as in ggml. flatkv computes F32, F16, BF16, Q8_0, Q4_0; the reader knows the
- * block geometry of every ggml type so that files holding others are still read (and refused by the
- * model loader by name, not by a size error). */
-typedef enum {
-    GGML_TYPE_F32 = 0,
-    GGML_TYPE_F16 = 1,
-    GGML_TYPE_Q4_0 = 2,
-    GGML_TYPE_Q4_1 = 3,
-    GGML_TYPE_Q5_0 = 6,
-    GGML_TYPE_Q5_1 = 7,
-    GGML_TYPE_Q8_0 = 8,
-    GGML_TYPE_Q8_1 = 9,
-    GGML_TYPE_Q2_K = 10,
-    GGML_TYPE_Q3_K = 11,
-    GGML_TYPE_Q4_K = 12,
-    GGML_TYPE_Q5_K = 13,
-    GGML_TYPE_Q6_K = 14,
-    GGML_TYPE_Q8_K = 15,
-    GGML_TYPE_IQ2_XXS = 16,
-    GGML_TYPE_IQ2_XS = 17,
-    GGML_TYPE_IQ3_XXS = 18,
-    GGML_TYPE_IQ1_S = 19,
-    GGML_TYPE_IQ4_NL = 20,
-    GGML_TYPE_IQ3_S = 21,
-    GGML_TYPE_IQ2_S = 22,
-    GGML_TYPE_IQ4_XS = 23,
-    GGML_TYPE_I8 = 24,
-    GGML_TYPE_I16 = 25,
-    GGML_TYPE_I32 = 26,
-    GGML_TYPE_I64 = 27,
-    GGML_TYPE_F64 = 28,
-    GGML_TYPE_IQ1_M = 29,
-    GGML_TYPE_BF16 = 30,
-    GGML_TYPE_TQ1_0 = 34,
-    GGML_TYPE_TQ2_0 = 35,
-    GGML_TYPE_COUNT = 39
-} ggml_type;
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32

@@ -8,11 +8,9 @@
 
 #include "err.h"
 #include "quant.h"
+#include "traits.h"
 
-static bool type_is_computed(ggml_type t) {
-    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16 || t == GGML_TYPE_Q8_0 ||
-           t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
-}
+static bool type_is_computed(ggml_type t) { return kern_type_traits(t) != NULL; }
 
 /* Find a tensor and check its dims exactly: ne[0] = n_in, ne[1] = n_out (n_out 0: a vector). */
 static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uint32_t n_in, uint32_t n_out,

@@ -4,14 +4,13 @@
 #include <omp.h>
 #include <string.h>
 
+#include "traits.h"
+
 /* Below this many multiply-adds a call runs on one thread: waking a team costs more than it saves (a
  * 260K-parameter model decodes 20x faster so). Safe for exactness: results do not depend on threads. */
 #define PARALLEL_MIN_WORK (1u << 20)
 
-bool ops_matrix_wants_q8(const ops_matrix *w) {
-    return w->type == GGML_TYPE_Q8_0 || w->type == GGML_TYPE_Q4_0 || w->type == GGML_TYPE_Q4_K ||
-           w->type == GGML_TYPE_Q6_K;
-}
+bool ops_matrix_wants_q8(const ops_matrix *w) { return kern_wants_q8(w->type); }
 
 /* A product shared by a team is cut into items of whole multiples of 64 outputs, about 16 per matrix. Items
  * are taken dynamically, so a thread that something else on its core slows down does less of the work

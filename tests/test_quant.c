@@ -1,7 +1,7 @@
 /* test_quant.c — element types, (de)quantization and the fixed-order dot products.
  *
- * The central claim under test: every SIMD function returns the bits of its scalar twin, on random
- * inputs of awkward sizes, at any alignment and from any thread. Conversions are checked exhaustively
+ * The central claim under test: every variant the CPU runs (each test group runs once per variant) returns the
+ * bits of the reference kernels, on random inputs of awkward sizes, at any alignment and from any thread. Conversions are checked exhaustively
  * (all 65536 f16/bf16 patterns) and on hand-computed rounding cases; quantizers on hand-computed ggml
  * blocks and on their error bounds; dots against a double-precision reference within a stated bound.
  */
@@ -17,7 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "quant.h"
+#include "testutil.h"
+
+/* The definition every variant is compared with. */
+static const kern_ops *ref;
 
 #define U24 (1.0 / 16777216.0) /* unit roundoff of f32 */
 
@@ -66,10 +71,10 @@ static float float_of(uint32_t u) {
     return f;
 }
 
-static void assert_same_bits(float simd, float scalar, const char *what, size_t n) {
-    if (bits_of(simd) != bits_of(scalar))
-        fail_msg("%s, n=%zu: SIMD %.9g (0x%08x) != scalar %.9g (0x%08x)", what, n, (double)simd, bits_of(simd),
-                 (double)scalar, bits_of(scalar));
+static void assert_same_bits(float got, float want, const char *what, size_t n) {
+    if (bits_of(got) != bits_of(want))
+        fail_msg("%s, n=%zu: variant %.9g (0x%08x) != reference %.9g (0x%08x)", what, n, (double)got, bits_of(got),
+                 (double)want, bits_of(want));
 }
 
 static size_t row_bytes(ggml_type type, size_t n) {
@@ -554,7 +559,7 @@ static void test_quantizing_zeros_gives_zero_scale_and_zero_values(void **state)
     }
     quant_dequantize_row(GGML_TYPE_Q4_0, q4, y, N);
     for (int i = 0; i < N; i++) assert_true(y[i] == 0.0f);
-    quant_row_q8_scalar(x, qa, N);
+    ref->row_q8(x, qa, N);
     assert_true(bits_of(qa[0].d) == 0 && qa[0].qs[7] == 0);
 }
 
@@ -565,14 +570,14 @@ static void test_activation_quantization_rounds_half_to_even(void **state) {
     float x[QK] = {127.0f, 2.5f, -2.5f, 3.5f, 0.5f, -1.5f, 126.5f};
     block_q8_act a, b;
     quant_row_q8(x, &a, QK);
-    quant_row_q8_scalar(x, &b, QK);
+    ref->row_q8(x, &b, QK);
     assert_true(a.d == 1.0f && b.d == 1.0f);
     int8_t want[7] = {127, 2, -2, 4, 0, -2, 126};
     assert_memory_equal(a.qs, want, sizeof want);
     assert_memory_equal(b.qs, want, sizeof want);
 }
 
-static void test_activation_quantization_simd_matches_scalar(void **state) {
+static void test_activation_quantization_variant_matches_the_reference(void **state) {
     (void)state;
     uint64_t s = 7;
     static const float scales[] = {1.0f, 1e-3f, 1e3f, 1e-20f};
@@ -588,7 +593,7 @@ static void test_activation_quantization_simd_matches_scalar(void **state) {
             }
             block_q8_act *a = malloc(n / QK * sizeof *a), *b = malloc(n / QK * sizeof *b);
             quant_row_q8(x, a, n);
-            quant_row_q8_scalar(x, b, n);
+            ref->row_q8(x, b, n);
             for (size_t blk = 0; blk < n / QK; blk++) {
                 assert_same_bits(a[blk].d, b[blk].d, "quant_row_q8 scale", n);
                 if (memcmp(a[blk].qs, b[blk].qs, QK)) fail_msg("quant_row_q8 n=%zu block %zu: quants differ", n, blk);
@@ -601,14 +606,14 @@ static void test_activation_quantization_simd_matches_scalar(void **state) {
 
 /* ---- dots -------------------------------------------------------------------------------------- */
 
-static void test_dot_f32_simd_matches_scalar_at_awkward_sizes(void **state) {
+static void test_dot_f32_variant_matches_the_reference_at_awkward_sizes(void **state) {
     (void)state;
     uint64_t s = 1;
     for (size_t k = 0; k < N_ANY; k++) {
         size_t n = any_sizes[k];
         for (int rep = 0; rep < 4; rep++) {
             float *a = normal_row(&s, n, 1.0f), *b = normal_row(&s, n, rep ? 0.1f : 1e4f);
-            assert_same_bits(quant_dot_f32(a, b, n), quant_dot_f32_scalar(a, b, n), "quant_dot_f32", n);
+            assert_same_bits(quant_dot_f32(a, b, n), ref->dot_f32(a, b, n), "quant_dot_f32", n);
             free(a);
             free(b);
         }
@@ -627,7 +632,7 @@ static void test_dot_f32_does_not_depend_on_alignment(void **state) {
             memcpy(abuf + off, a, n * sizeof *a);
             memcpy(bbuf + (8 - off) % 8, b, n * sizeof *b);
             assert_same_bits(quant_dot_f32(abuf + off, bbuf + (8 - off) % 8, n), want, "dot at an offset", n);
-            assert_same_bits(quant_dot_f32_scalar(abuf + off, bbuf + (8 - off) % 8, n), want, "scalar at an offset", n);
+            assert_same_bits(ref->dot_f32(abuf + off, bbuf + (8 - off) % 8, n), want, "scalar at an offset", n);
         }
         free(a);
         free(b);
@@ -661,7 +666,7 @@ static void free_dot_case(dot_case *c) {
     free(c->xq);
 }
 
-static void test_dot_of_every_weight_type_simd_matches_scalar(void **state) {
+static void test_dot_of_every_weight_type_variant_matches_the_reference(void **state) {
     (void)state;
     uint64_t s = 3;
     const ggml_type any_n[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
@@ -670,7 +675,7 @@ static void test_dot_of_every_weight_type_simd_matches_scalar(void **state) {
         for (size_t k = 0; k < N_ANY; k++) {
             size_t n = any_sizes[k];
             dot_case c = make_dot_case(&s, any_n[t], n);
-            assert_same_bits(quant_dot(any_n[t], c.w, c.xf, NULL, n), quant_dot_scalar(any_n[t], c.w, c.xf, NULL, n),
+            assert_same_bits(quant_dot(any_n[t], c.w, c.xf, NULL, n), ref->dot(any_n[t], c.w, c.xf, NULL, n),
                              any_n[t] == GGML_TYPE_F32 ? "F32 dot" : any_n[t] == GGML_TYPE_F16 ? "F16 dot" : "BF16 dot",
                              n);
             free_dot_case(&c);
@@ -679,7 +684,7 @@ static void test_dot_of_every_weight_type_simd_matches_scalar(void **state) {
         for (size_t k = 0; k < N_BLOCK; k++) {
             size_t n = block_sizes[k];
             dot_case c = make_dot_case(&s, blocked[t], n);
-            assert_same_bits(quant_dot(blocked[t], c.w, NULL, c.xq, n), quant_dot_scalar(blocked[t], c.w, NULL, c.xq, n),
+            assert_same_bits(quant_dot(blocked[t], c.w, NULL, c.xq, n), ref->dot(blocked[t], c.w, NULL, c.xq, n),
                              t == 0 ? "Q8_0 dot" : "Q4_0 dot", n);
             free_dot_case(&c);
         }
@@ -688,7 +693,7 @@ static void test_dot_of_every_weight_type_simd_matches_scalar(void **state) {
         for (size_t k = 0; k < N_KQUANT; k++) {
             size_t n = kquant_sizes[k];
             dot_case c = make_dot_case(&s, kquants[t], n);
-            assert_same_bits(quant_dot(kquants[t], c.w, NULL, c.xq, n), quant_dot_scalar(kquants[t], c.w, NULL, c.xq, n),
+            assert_same_bits(quant_dot(kquants[t], c.w, NULL, c.xq, n), ref->dot(kquants[t], c.w, NULL, c.xq, n),
                              t == 0 ? "Q4_K dot" : "Q6_K dot", n);
             /* random bytes reach every scale, min and quant, which the quantizer may not */
             random_bytes(&s, c.w, row_bytes(kquants[t], n));
@@ -700,7 +705,7 @@ static void test_dot_of_every_weight_type_simd_matches_scalar(void **state) {
                     ((block_q6_K *)c.w)[b].d = random_scale(&s);
                 }
             }
-            assert_same_bits(quant_dot(kquants[t], c.w, NULL, c.xq, n), quant_dot_scalar(kquants[t], c.w, NULL, c.xq, n),
+            assert_same_bits(quant_dot(kquants[t], c.w, NULL, c.xq, n), ref->dot(kquants[t], c.w, NULL, c.xq, n),
                              t == 0 ? "Q4_K dot, random bytes" : "Q6_K dot, random bytes", n);
             free_dot_case(&c);
         }
@@ -756,7 +761,7 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
                                      prepared ? xp : NULL, n_rows, n, y, ldy);
                         for (uint32_t r = 0; r < n_rows; r++)
                             for (uint32_t o = 0; o < n_out; o++) {
-                                float want = quant_dot_scalar(types[t], w + o * wrb, x + r * n, xq + r * nb, n);
+                                float want = ref->dot(types[t], w + o * wrb, x + r * n, xq + r * nb, n);
                                 if (bits_of(y[r * ldy + o]) != bits_of(want) ||
                                     bits_of(quant_dot(types[t], w + o * wrb, x + r * n, xq + r * nb, n)) != bits_of(want))
                                     fail_msg("type %d, n=%zu, %u rows x %u outputs%s%s: element (%u, %u) is %.9g, scalar "
@@ -792,12 +797,12 @@ static void test_attention_scores_follow_the_order_and_equal_their_twins(void **
             quant_dequantize_row(GGML_TYPE_F16, kt16, wide, n * T);
             float *got = malloc(n_q * OUT * sizeof *got), *want = malloc(n_q * OUT * sizeof *want);
             quant_score_tile_f16(kt16, q, q_stride, n_q, n, got, OUT);
-            quant_score_tile_f16_scalar(kt16, q, q_stride, n_q, n, want, OUT);
+            ref->score_tile_f16(kt16, q, q_stride, n_q, n, want, OUT);
             for (size_t r = 0; r < n_q; r++) assert_memory_equal(got + r * OUT, want + r * OUT, T * sizeof *got);
             quant_score_tile_f32(wide, q, q_stride, n_q, n, got, OUT);
             for (size_t r = 0; r < n_q; r++) assert_memory_equal(got + r * OUT, want + r * OUT, T * sizeof *got);
             quant_score_tile_f32(kt, q, q_stride, n_q, n, got, OUT);
-            quant_score_tile_f32_scalar(kt, q, q_stride, n_q, n, want, OUT);
+            ref->score_tile_f32(kt, q, q_stride, n_q, n, want, OUT);
             for (size_t r = 0; r < n_q; r++) {
                 assert_memory_equal(got + r * OUT, want + r * OUT, T * sizeof *got);
                 for (size_t j = 0; j < T; j++) { /* the order of quant.h, spelled out */
@@ -842,9 +847,12 @@ static void test_attention_accumulation_equals_its_steps(void **state) {
                     for (size_t r = 0; r < n_q; r++) {
                         for (size_t j = 0; j < n_keys; j++)
                             if (f16)
-                                quant_axpy_f16(yb + r * q_stride, a[r * OUT + j], rows16 + j * stride, n);
+                                for (size_t i = 0; i < n; i++)
+                                    yb[r * q_stride + i] = fmaf(a[r * OUT + j], quant_f16_to_f32(rows16[j * stride + i]),
+                                                                yb[r * q_stride + i]);
                             else
-                                quant_axpy_f32(yb + r * q_stride, a[r * OUT + j], rows + j * stride, n);
+                                for (size_t i = 0; i < n; i++)
+                                    yb[r * q_stride + i] = fmaf(a[r * OUT + j], rows[j * stride + i], yb[r * q_stride + i]);
                         assert_memory_equal(ya + r * q_stride, yb + r * q_stride, n * sizeof *ya);
                     }
                 }
@@ -868,7 +876,7 @@ static void test_activation_quants_never_reach_minus_128(void **state) {
     for (int i = 33; i < 64; i++) x[i] = i == 40 ? x[i] : -1e-41f;
     block_q8_act a[N / QK], b[N / QK];
     quant_row_q8(x, a, N);
-    quant_row_q8_scalar(x, b, N);
+    ref->row_q8(x, b, N);
     assert_memory_equal(a, b, sizeof a);
     for (int blk = 0; blk < N / QK; blk++)
         for (int j = 0; j < QK; j++)
@@ -892,8 +900,8 @@ static void test_integer_block_sums_are_exact_at_the_int8_extremes(void **state)
         memset(x[b].qs, 0x81, QK);
     }
     float q8 = quant_dot(GGML_TYPE_Q8_0, w8, NULL, x, N), q4 = quant_dot(GGML_TYPE_Q4_0, w4, NULL, x, N);
-    assert_same_bits(q8, quant_dot_scalar(GGML_TYPE_Q8_0, w8, NULL, x, N), "Q8_0 extremes", N);
-    assert_same_bits(q4, quant_dot_scalar(GGML_TYPE_Q4_0, w4, NULL, x, N), "Q4_0 extremes", N);
+    assert_same_bits(q8, ref->dot(GGML_TYPE_Q8_0, w8, NULL, x, N), "Q8_0 extremes", N);
+    assert_same_bits(q4, ref->dot(GGML_TYPE_Q4_0, w4, NULL, x, N), "Q4_0 extremes", N);
     assert_true(q8 == 9.0f * 32 * 16256);
     /* the packed tiles too: four rows of the same x */
     enum { ROWS = 4 };
@@ -910,7 +918,7 @@ static void test_integer_block_sums_are_exact_at_the_int8_extremes(void **state)
     assert_true(q4 == 5.0f * 32 * (7 * -127) + 4.0f * 32 * (-8 * -127));
 }
 
-static void test_dot_f16_f32_simd_matches_scalar(void **state) {
+static void test_dot_f16_f32_variant_matches_the_reference(void **state) {
     (void)state;
     uint64_t s = 4;
     for (size_t k = 0; k < N_ANY; k++) {
@@ -919,7 +927,7 @@ static void test_dot_f16_f32_simd_matches_scalar(void **state) {
         uint16_t *a = malloc((n ? n : 1) * sizeof *a);
         quant_f32_to_f16_row(af, a, n);
         float simd = quant_dot(GGML_TYPE_F16, a, b, NULL, n);
-        assert_same_bits(simd, quant_dot_f16_f32_scalar(a, b, n), "F16 dot via quant_dot", n);
+        assert_same_bits(simd, ref->dot(GGML_TYPE_F16, a, b, NULL, n), "F16 dot via quant_dot", n);
         free(af);
         free(a);
         free(b);
@@ -1004,7 +1012,7 @@ static void test_k_quant_dots_agree_with_a_double_reference(void **state) {
 
 /* ---- axpy -------------------------------------------------------------------------------------- */
 
-static void test_exp_simd_equals_scalar_and_is_within_2_ulp_of_libm(void **state) {
+static void test_exp_variant_equals_the_reference_and_is_within_2_ulp_of_libm(void **state) {
     (void)state;
     enum { N = 4099 }; /* not a multiple of 8: the scalar tail too */
     uint64_t s = 21;
@@ -1016,7 +1024,7 @@ static void test_exp_simd_equals_scalar_and_is_within_2_ulp_of_libm(void **state
         a[i] = i < n_special ? special[i] : (float)((rng_uniform(&s) - 0.75) * 200.0); /* mostly [-150, 50] */
     memcpy(b, a, N * sizeof *b);
     quant_exp(a, N);
-    quant_exp_scalar(b, N);
+    ref->exp(b, N);
     for (size_t i = 0; i < N; i++) assert_same_bits(a[i], b[i], "quant_exp", i);
     assert_true(isnan(a[11]) && isnan(a[12]));                         /* NaN stays NaN */
     assert_true(isinf(a[9]) && a[10] == 0.0f && a[8] == 0.0f && a[7] == 0.0f); /* +inf, -inf, below the range */
@@ -1044,7 +1052,7 @@ static void test_softmax_tile_steps_equal_their_twins_and_the_plain_max_and_sum(
         if (n > 3) x[3] = NAN; /* never the max */
         memcpy(a, x, (n + 1) * sizeof *a);
         memcpy(b, x, (n + 1) * sizeof *b);
-        const float ma = quant_scale_max(a, n, 0.125f), mb = quant_scale_max_scalar(b, n, 0.125f);
+        const float ma = quant_scale_max(a, n, 0.125f), mb = ref->scale_max(b, n, 0.125f);
         assert_same_bits(ma, mb, "quant_scale_max", n);
         assert_memory_equal(a, b, n * sizeof *a);
         float want = -INFINITY;
@@ -1058,7 +1066,7 @@ static void test_softmax_tile_steps_equal_their_twins_and_the_plain_max_and_sum(
         memcpy(wa, a, n * sizeof *a);
         memcpy(wb, b, n * sizeof *b);
         quant_exp_sum_rows(wa, 48, &n32, &ma, 1, &sa);
-        quant_exp_sum_rows_scalar(wb, 48, &n32, &mb, 1, &sb);
+        ref->exp_sum_rows(wb, 48, &n32, &mb, 1, &sb);
         assert_same_bits(sa, sb, "quant_exp_sum_rows", n);
         assert_memory_equal(wa, wb, n * sizeof *wa);
         double sum = 0;
@@ -1077,7 +1085,7 @@ static void test_softmax_tile_steps_equal_their_twins_and_the_plain_max_and_sum(
     float *block = normal_row(&s, ROWS * STRIDE, 2.0f), *scalar = malloc(ROWS * STRIDE * sizeof *scalar);
     memcpy(scalar, block, ROWS * STRIDE * sizeof *scalar);
     float sum[ROWS], want[ROWS];
-    for (size_t r = 0; r < ROWS; r++) quant_exp_sum_rows_scalar(scalar + r * STRIDE, STRIDE, &n[r], &m[r], 1, &want[r]);
+    for (size_t r = 0; r < ROWS; r++) ref->exp_sum_rows(scalar + r * STRIDE, STRIDE, &n[r], &m[r], 1, &want[r]);
     quant_exp_sum_rows(block, STRIDE, n, m, ROWS, sum);
     for (size_t r = 0; r < ROWS; r++) {
         assert_same_bits(sum[r], want[r], "quant_exp_sum_rows, a row of a block", n[r]);
@@ -1085,35 +1093,6 @@ static void test_softmax_tile_steps_equal_their_twins_and_the_plain_max_and_sum(
     }
     free(block);
     free(scalar);
-}
-
-static void test_axpy_simd_matches_an_fmaf_loop(void **state) {
-    (void)state;
-    uint64_t s = 6;
-    for (size_t k = 0; k < N_ANY; k++) {
-        size_t n = any_sizes[k];
-        float a = rng_normal(&s);
-        float *x = normal_row(&s, n, 1.0f), *y = normal_row(&s, n, 1.0f);
-        float *got = malloc((n ? n : 1) * sizeof *got), *want = malloc((n ? n : 1) * sizeof *want);
-        uint16_t *xh = malloc((n ? n : 1) * sizeof *xh);
-        quant_f32_to_f16_row(x, xh, n);
-
-        memcpy(got, y, n * sizeof *y);
-        quant_axpy_f32(got, a, x, n);
-        for (size_t i = 0; i < n; i++) want[i] = fmaf(a, x[i], y[i]);
-        if (n && memcmp(got, want, n * sizeof *got)) fail_msg("quant_axpy_f32 n=%zu differs from fmaf", n);
-
-        memcpy(got, y, n * sizeof *y);
-        quant_axpy_f16(got, a, xh, n);
-        for (size_t i = 0; i < n; i++) want[i] = fmaf(a, quant_f16_to_f32(xh[i]), y[i]);
-        if (n && memcmp(got, want, n * sizeof *got)) fail_msg("quant_axpy_f16 n=%zu differs from fmaf", n);
-
-        free(x);
-        free(y);
-        free(got);
-        free(want);
-        free(xh);
-    }
 }
 
 /* ---- threads ----------------------------------------------------------------------------------- */
@@ -1166,13 +1145,11 @@ static void test_dispatching_functions_from_two_threads_give_serial_bits(void **
     free(xq_par);
 }
 
-static void test_simd_path_is_reported_when_compiled_in(void **state) {
+static const char *variant_under_test;
+
+static void test_the_active_variant_is_the_one_under_test(void **state) {
     (void)state;
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-    assert_int_equal(quant_simd_enabled(), 1);
-#else
-    assert_int_equal(quant_simd_enabled(), 0);
-#endif
+    assert_string_equal(quant_kernels(), variant_under_test);
 }
 
 int main(void) {
@@ -1191,23 +1168,23 @@ int main(void) {
         cmocka_unit_test(test_k_quants_of_zeros_are_zero),
         cmocka_unit_test(test_quantizing_zeros_gives_zero_scale_and_zero_values),
         cmocka_unit_test(test_activation_quantization_rounds_half_to_even),
-        cmocka_unit_test(test_activation_quantization_simd_matches_scalar),
-        cmocka_unit_test(test_dot_f32_simd_matches_scalar_at_awkward_sizes),
+        cmocka_unit_test(test_activation_quantization_variant_matches_the_reference),
+        cmocka_unit_test(test_dot_f32_variant_matches_the_reference_at_awkward_sizes),
         cmocka_unit_test(test_dot_f32_does_not_depend_on_alignment),
-        cmocka_unit_test(test_dot_of_every_weight_type_simd_matches_scalar),
+        cmocka_unit_test(test_dot_of_every_weight_type_variant_matches_the_reference),
         cmocka_unit_test(test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_shapes),
         cmocka_unit_test(test_attention_scores_follow_the_order_and_equal_their_twins),
         cmocka_unit_test(test_attention_accumulation_equals_its_steps),
         cmocka_unit_test(test_activation_quants_never_reach_minus_128),
         cmocka_unit_test(test_integer_block_sums_are_exact_at_the_int8_extremes),
-        cmocka_unit_test(test_dot_f16_f32_simd_matches_scalar),
+        cmocka_unit_test(test_dot_f16_f32_variant_matches_the_reference),
         cmocka_unit_test(test_dots_agree_with_a_double_reference_on_dequantized_values),
         cmocka_unit_test(test_k_quant_dots_agree_with_a_double_reference),
-        cmocka_unit_test(test_exp_simd_equals_scalar_and_is_within_2_ulp_of_libm),
+        cmocka_unit_test(test_exp_variant_equals_the_reference_and_is_within_2_ulp_of_libm),
         cmocka_unit_test(test_softmax_tile_steps_equal_their_twins_and_the_plain_max_and_sum),
-        cmocka_unit_test(test_axpy_simd_matches_an_fmaf_loop),
         cmocka_unit_test(test_dispatching_functions_from_two_threads_give_serial_bits),
-        cmocka_unit_test(test_simd_path_is_reported_when_compiled_in),
+        cmocka_unit_test(test_the_active_variant_is_the_one_under_test),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    ref = kern_ref_table();
+    return tu_each_variant(tests, sizeof tests / sizeof *tests, &variant_under_test);
 }

@@ -5,6 +5,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "genmodel.h"
 
 #include <stdio.h>
@@ -96,4 +97,27 @@ int tu_for_each_vocab_vector(const char *vocab, tu_vector_fn fn, void *user) {
     free(inp);
     free(out);
     return n_cases;
+}
+
+int tu_each_variant(const struct CMUnitTest *tests, size_t n_tests, const char **variant) {
+    int failed = 0;
+    for (int id = 0; id < KERN_COUNT; id++) {
+        char why[160];
+        const char *name = kern_name_of((kern_id)id);
+        if (!kern_available((kern_id)id, why, sizeof why)) {
+            printf("[  SKIPPED ] kernels %s: %s\n", name, why);
+            continue;
+        }
+        if (kern_select(name, why, sizeof why) != 0) {
+            printf("[  FAILED  ] kernels %s: %s\n", name, why);
+            failed++;
+            continue;
+        }
+        if (variant) *variant = name;
+        printf("[----------] kernels %s\n", name);
+        char group[64];
+        snprintf(group, sizeof group, "kernels %s", name);
+        failed += _cmocka_run_group_tests(group, tests, n_tests, NULL, NULL);
+    }
+    return failed;
 }

@@ -25,4 +25,10 @@ int tu_for_each_vocab_vector(const char *vocab, tu_vector_fn fn, void *user);
  * caller loads it and removes the file (a loaded model keeps its mapping). */
 const char *tu_small_model(int type, uint64_t seed);
 
+/* Runs the cmocka group once per kernel variant this build holds and this CPU runs (kern_select'ed before each run,
+ * its name in *variant when variant is not NULL); a variant it cannot run is reported as skipped, by name and why.
+ * Include <cmocka.h> first. Returns the number of failures. */
+struct CMUnitTest;
+int tu_each_variant(const struct CMUnitTest *tests, size_t n_tests, const char **variant);
+
 #endif

@@ -1,665 +1,19 @@
-/* quant.c — element types, (de)quantization and the fixed-order dot products of quant.h.
+/* avx2/matmul.c — the AVX2 variant's dot products and matrix products: direct register tiles for few rows
+ * (decode), panels rearranged into a register layout for many rows (prefill), Q8_0 weights packed at load.
  *
- * Two implementations of every reduction live here: the scalar twins (`*_scalar`), which spell out
- * the lane layout of quant.h with arrays of lanes and one fmaf per multiply-add, and the AVX2 path,
- * which keeps the same lanes in __m256 registers. They are equal bit for bit because they perform the
- * same IEEE operations on the same operands in the same order; the build passes -ffp-contract=off so
- * that the compiler never fuses or reorders on its own, and every fused multiply-add is written out.
- *
- * Conversions to and from f16 reproduce F16C exactly, NaNs included (a NaN comes out quiet with its
- * top payload bits kept), so that a row converted by _mm256_cvtps_ph and one converted element by
- * element hold the same bytes.
+ * Every output keeps the reference's lanes (quant.h, ref/matmul.c): block b of a row goes to lane b % 8 through
+ * the same multiply and fused multiply-add, integer block sums are exact in any order, so no tile shape, row count
+ * or packing changes a bit. Compiled with -mavx2 -mfma -mf16c and -ffp-contract=off.
  */
-#include "quant.h"
+#include "avx2.h"
 
-#include <math.h>
-#include <stdbool.h>
-#include <string.h>
-
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define QUANT_AVX2 1
-#include <immintrin.h>
-#else
-#define QUANT_AVX2 0
-#endif
-
-#define DOT_LANES 32    /* f32 dot: element i goes to lane i % 32 */
-#define BLOCK_LANES 8   /* quantized dot: block b goes to lane b % 8 */
-
-/* Groups of BLOCK_LANES blocks in a row of nb blocks, the last one partial when nb is not a multiple. */
-static inline size_t groups_of(size_t nb) { return (nb + BLOCK_LANES - 1) / BLOCK_LANES; }
-
-/* Blocks in group g of a row of nb blocks. */
-static inline int blocks_in_group(size_t nb, size_t g) {
-    return nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
-}
-
-/* The row's last group holds at most half a group's blocks (dim 896: 3 groups and 4 blocks): the half layout. */
-static inline bool half_last_group(size_t nb) { return nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2; }
-
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float f32_from_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* ---- scalar conversions ------------------------------------------------------------------------ */
-
-float quant_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1f;
-    uint32_t mant = h & 0x3ff;
-    if (exp == 0x1f) /* inf, or NaN made quiet as F16C does */
-        return f32_from_bits(sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0));
-    if (exp != 0) return f32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
-    if (mant == 0) return f32_from_bits(sign);
-    /* subnormal f16: normalize, every one is a normal f32 */
-    uint32_t shift = 0;
-    while (!(mant & 0x400)) {
-        mant <<= 1;
-        shift++;
-    }
-    return f32_from_bits(sign | ((113 - shift) << 23) | ((mant & 0x3ff) << 13));
-}
-
-uint16_t quant_f32_to_f16(float f) {
-    uint32_t u = f32_bits(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff)); /* quiet NaN, as F16C */
-    if (a >= 0x47800000u) return (uint16_t)(sign | 0x7c00); /* >= 65536 (and inf): inf */
-    if (a >= 0x38800000u) { /* normal f16 range; a carry out of the mantissa correctly bumps the exponent */
-        uint32_t h = (a >> 13) - (112u << 10);
-        uint32_t rem = a & 0x1fff;
-        if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    if (a <= 0x33000000u) return sign; /* <= 2^-25: rounds to zero (2^-25 itself ties to even 0) */
-    /* subnormal f16: value in units of 2^-24 is mant >> shift */
-    uint32_t mant = (a & 0x7fffff) | 0x800000;
-    uint32_t shift = 126 - (a >> 23);
-    uint32_t h = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) h++;
-    return (uint16_t)(sign | h);
-}
-
-float quant_bf16_to_f32(uint16_t h) {
-    return f32_from_bits((uint32_t)h << 16);
-}
-
-uint16_t quant_f32_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* keep it a quiet NaN */
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
-/* ---- row conversions --------------------------------------------------------------------------- */
-
-void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n) {
-    size_t i = 0;
-#if QUANT_AVX2
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(dst + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#endif
-    for (; i < n; i++) dst[i] = quant_f32_to_f16(src[i]);
-}
-
-static void f16_to_f32_row(const uint16_t *src, float *dst, size_t n) {
-    size_t i = 0;
-#if QUANT_AVX2
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-#endif
-    for (; i < n; i++) dst[i] = quant_f16_to_f32(src[i]);
-}
-
-/* ---- K-quant block layouts (quant.h) ------------------------------------------------------------- */
-
-/* The 6-bit scales and mins of the 8 sub-blocks of a Q4_K block as 8 bytes each (sub-block j in byte j, little
- * endian): the 12 bytes taken as three 32-bit words a, b, c, four sub-blocks per operation — sc_j = a_j & 63,
- * m_j = b_j & 63 and, for j + 4, the low (sc) or high (m) nibble of c_j with bits 6-7 of a_j (sc) or b_j (m) on top. */
-static void q4_K_scale_words(const uint8_t s[12], uint64_t *sc, uint64_t *m) {
-    uint32_t a, b, c;
-    memcpy(&a, s, 4);
-    memcpy(&b, s + 4, 4);
-    memcpy(&c, s + 8, 4);
-    *sc = (a & 0x3f3f3f3fu) | (uint64_t)((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)) << 32;
-    *m = (b & 0x3f3f3f3fu) | (uint64_t)(((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)) << 32;
-}
-
-static void q4_K_scales(const uint8_t s[12], int32_t sc[8], int32_t m[8]) {
-    uint64_t scw, mw;
-    q4_K_scale_words(s, &scw, &mw);
-    for (int j = 0; j < 8; j++) {
-        sc[j] = (int32_t)(scw >> 8 * j & 255);
-        m[j] = (int32_t)(mw >> 8 * j & 255);
-    }
-}
-
-/* The 256 quants of a Q4_K block (0..15), in element order. */
-static void q4_K_unpack(const block_q4_K *w, uint8_t q[QK_K]) {
-    for (int c = 0; c < 4; c++)
-        for (int l = 0; l < 32; l++) {
-            q[64 * c + l] = w->qs[32 * c + l] & 15;
-            q[64 * c + 32 + l] = w->qs[32 * c + l] >> 4;
-        }
-}
-
-/* The 256 quants of a Q6_K block, offset removed (-32..31), in element order. */
-static void q6_K_unpack(const block_q6_K *w, int8_t q[QK_K]) {
-    for (int h = 0; h < 2; h++)
-        for (int l = 0; l < 32; l++) {
-            const uint8_t lo0 = w->ql[64 * h + l], lo1 = w->ql[64 * h + 32 + l], hi = w->qh[32 * h + l];
-            int8_t *qh = q + 128 * h;
-            qh[l] = (int8_t)(((lo0 & 15) | (hi & 3) << 4) - 32);
-            qh[32 + l] = (int8_t)(((lo1 & 15) | (hi >> 2 & 3) << 4) - 32);
-            qh[64 + l] = (int8_t)(((lo0 >> 4) | (hi >> 4 & 3) << 4) - 32);
-            qh[96 + l] = (int8_t)(((lo1 >> 4) | (hi >> 6 & 3) << 4) - 32);
-        }
-}
-
-static void dequantize_row_q4_K(const block_q4_K *blk, float *dst, size_t n) {
-    for (size_t b = 0; b < n / QK_K; b++) {
-        const float d = quant_f16_to_f32(blk[b].d), dmin = quant_f16_to_f32(blk[b].dmin);
-        int32_t sc[8], m[8];
-        uint8_t q[QK_K];
-        q4_K_scales(blk[b].scales, sc, m);
-        q4_K_unpack(&blk[b], q);
-        for (int j = 0; j < 8; j++) {
-            const float dj = d * (float)sc[j], mj = dmin * (float)m[j];
-            for (int i = 0; i < 32; i++) dst[b * QK_K + 32 * j + i] = dj * (float)q[32 * j + i] - mj;
-        }
-    }
-}
-
-static void dequantize_row_q6_K(const block_q6_K *blk, float *dst, size_t n) {
-    for (size_t b = 0; b < n / QK_K; b++) {
-        const float d = quant_f16_to_f32(blk[b].d);
-        int8_t q[QK_K];
-        q6_K_unpack(&blk[b], q);
-        for (int e = 0; e < QK_K; e++) dst[b * QK_K + e] = d * (float)blk[b].scales[e / 16] * (float)q[e];
-    }
-}
-
-void quant_dequantize_row(ggml_type type, const void *src, float *dst, size_t n) {
-    switch (type) {
-    case GGML_TYPE_F32:
-        memcpy(dst, src, n * sizeof(float));
-        return;
-    case GGML_TYPE_F16:
-        f16_to_f32_row(src, dst, n);
-        return;
-    case GGML_TYPE_BF16: {
-        const uint16_t *h = src;
-        for (size_t i = 0; i < n; i++) dst[i] = quant_bf16_to_f32(h[i]);
-        return;
-    }
-    case GGML_TYPE_Q8_0: {
-        const block_q8_0 *blk = src;
-        for (size_t b = 0; b < n / QK; b++) {
-            float d = quant_f16_to_f32(blk[b].d);
-            for (size_t j = 0; j < QK; j++) dst[b * QK + j] = (float)blk[b].qs[j] * d;
-        }
-        return;
-    }
-    case GGML_TYPE_Q4_0: {
-        const block_q4_0 *blk = src;
-        for (size_t b = 0; b < n / QK; b++) {
-            float d = quant_f16_to_f32(blk[b].d);
-            for (size_t j = 0; j < QK / 2; j++) {
-                dst[b * QK + j] = (float)((blk[b].qs[j] & 15) - 8) * d;
-                dst[b * QK + j + QK / 2] = (float)((blk[b].qs[j] >> 4) - 8) * d;
-            }
-        }
-        return;
-    }
-    case GGML_TYPE_Q4_K:
-        dequantize_row_q4_K(src, dst, n);
-        return;
-    case GGML_TYPE_Q6_K:
-        dequantize_row_q6_K(src, dst, n);
-        return;
-    default: /* the model loader refuses every other type by name; make a slip visible, not silent */
-        for (size_t i = 0; i < n; i++) dst[i] = NAN;
-        return;
-    }
-}
-
-/* ggml's quantize_row_q8_0_ref: round half away from zero, unlike the activation quantizer. */
-static void quantize_row_q8_0(const float *x, block_q8_0 *y, size_t n) {
-    for (size_t b = 0; b < n / QK; b++) {
-        float amax = 0.0f;
-        for (size_t j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[b * QK + j]));
-        float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = quant_f32_to_f16(d);
-        for (size_t j = 0; j < QK; j++) y[b].qs[j] = (int8_t)roundf(x[b * QK + j] * id);
-    }
-}
-
-/* ggml's quantize_row_q4_0_ref: the scale carries the sign of the largest-magnitude value so that it
- * lands exactly on -8, the end of the asymmetric range [-8, 7]. */
-static void quantize_row_q4_0(const float *x, block_q4_0 *y, size_t n) {
-    for (size_t b = 0; b < n / QK; b++) {
-        float amax = 0.0f, max = 0.0f;
-        for (size_t j = 0; j < QK; j++) {
-            float v = x[b * QK + j];
-            if (amax < fabsf(v)) {
-                amax = fabsf(v);
-                max = v;
-            }
-        }
-        float d = max / -8.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = quant_f32_to_f16(d);
-        for (size_t j = 0; j < QK / 2; j++) {
-            int8_t lo = (int8_t)(x[b * QK + j] * id + 8.5f);
-            int8_t hi = (int8_t)(x[b * QK + j + QK / 2] * id + 8.5f);
-            uint8_t qlo = (uint8_t)(lo < 15 ? lo : 15), qhi = (uint8_t)(hi < 15 ? hi : 15);
-            y[b].qs[j] = (uint8_t)(qlo | (uint8_t)(qhi << 4));
-        }
-    }
-}
-
-/* The smallest f16 at or above v >= 0 (finite), so that a scale derived from it never falls short. */
-static uint16_t f16_at_least(float v) {
-    uint16_t h = quant_f32_to_f16(v);
-    return quant_f16_to_f32(h) < v ? (uint16_t)(h + 1) : h;
-}
-
-/* Simple min/max scaling (quant.h): each sub-block's range [lo, hi] (lo <= 0) is covered by its grid. */
-static void quantize_row_q4_K(const float *x, block_q4_K *y, size_t n) {
-    for (size_t b = 0; b < n / QK_K; b++) {
-        const float *xb = x + b * QK_K;
-        float lo[8], hi[8], max_scale = 0.0f, max_min = 0.0f;
-        for (int j = 0; j < 8; j++) {
-            lo[j] = 0.0f;
-            hi[j] = xb[32 * j];
-            for (int i = 0; i < 32; i++) {
-                lo[j] = fminf(lo[j], xb[32 * j + i]);
-                hi[j] = fmaxf(hi[j], xb[32 * j + i]);
-            }
-            max_scale = fmaxf(max_scale, (hi[j] - lo[j]) / 15.0f);
-            max_min = fmaxf(max_min, -lo[j]);
-        }
-        y[b].d = f16_at_least(max_scale / 63.0f);
-        y[b].dmin = f16_at_least(max_min / 63.0f);
-        const float d = quant_f16_to_f32(y[b].d), dmin = quant_f16_to_f32(y[b].dmin);
-        int32_t sc[8], m[8];
-        for (int j = 0; j < 8; j++) {
-            m[j] = dmin > 0.0f ? (int32_t)fminf(roundf(-lo[j] / dmin), 63.0f) : 0;
-            const float top = hi[j] + dmin * (float)m[j]; /* the grid must reach it from -dmin*m */
-            int32_t s = d > 0.0f && top > 0.0f ? (int32_t)fminf(ceilf(top / (15.0f * d)), 63.0f) : 0;
-            while (s < 63 && 15.0f * d * (float)s < top) s++;
-            while (s > 0 && 15.0f * d * (float)(s - 1) >= top) s--;
-            sc[j] = s;
-        }
-        for (int j = 0; j < 4; j++) {
-            y[b].scales[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
-            y[b].scales[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
-            y[b].scales[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
-        }
-        uint8_t q[QK_K];
-        for (int j = 0; j < 8; j++) {
-            const float step = d * (float)sc[j], offset = dmin * (float)m[j];
-            for (int i = 0; i < 32; i++)
-                q[32 * j + i] =
-                    step > 0.0f ? (uint8_t)fminf(fmaxf(roundf((xb[32 * j + i] + offset) / step), 0.0f), 15.0f) : 0;
-        }
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) y[b].qs[32 * c + l] = (uint8_t)(q[64 * c + l] | q[64 * c + 32 + l] << 4);
-    }
-}
-
-/* Symmetric per sub-block of 16, the scale signed so that the largest magnitude lands on -32 (quant.h). */
-static void quantize_row_q6_K(const float *x, block_q6_K *y, size_t n) {
-    for (size_t b = 0; b < n / QK_K; b++) {
-        const float *xb = x + b * QK_K;
-        float scale[16], max_scale = 0.0f;
-        for (int j = 0; j < 16; j++) {
-            float amax = 0.0f, max = 0.0f;
-            for (int i = 0; i < 16; i++)
-                if (amax < fabsf(xb[16 * j + i])) {
-                    amax = fabsf(xb[16 * j + i]);
-                    max = xb[16 * j + i];
-                }
-            scale[j] = max / -32.0f;
-            max_scale = fmaxf(max_scale, fabsf(scale[j]));
-        }
-        y[b].d = f16_at_least(max_scale / 127.0f);
-        const float d = quant_f16_to_f32(y[b].d);
-        uint8_t q[QK_K];
-        for (int j = 0; j < 16; j++) {
-            const float mag = d > 0.0f ? fminf(ceilf(fabsf(scale[j]) / d), 127.0f) : 0.0f;
-            y[b].scales[j] = (int8_t)(scale[j] < 0.0f ? -mag : mag);
-            const float step = d * (float)y[b].scales[j];
-            for (int i = 0; i < 16; i++)
-                q[16 * j + i] = (uint8_t)(
-                    (step != 0.0f ? (int)fminf(fmaxf(roundf(xb[16 * j + i] / step), -32.0f), 31.0f) : 0) + 32);
-        }
-        memset(y[b].qh, 0, sizeof y[b].qh);
-        for (int h = 0; h < 2; h++)
-            for (int l = 0; l < 32; l++) {
-                const uint8_t *qq = q + 128 * h;
-                y[b].ql[64 * h + l] = (uint8_t)((qq[l] & 15) | (qq[64 + l] & 15) << 4);
-                y[b].ql[64 * h + 32 + l] = (uint8_t)((qq[32 + l] & 15) | (qq[96 + l] & 15) << 4);
-                y[b].qh[32 * h + l] =
-                    (uint8_t)(qq[l] >> 4 | (qq[32 + l] >> 4) << 2 | (qq[64 + l] >> 4) << 4 | (qq[96 + l] >> 4) << 6);
-            }
-    }
-}
-
-void quant_quantize_row(ggml_type type, const float *src, void *dst, size_t n) {
-    switch (type) {
-    case GGML_TYPE_F32:
-        memcpy(dst, src, n * sizeof(float));
-        return;
-    case GGML_TYPE_F16:
-        quant_f32_to_f16_row(src, dst, n);
-        return;
-    case GGML_TYPE_BF16: {
-        uint16_t *h = dst;
-        for (size_t i = 0; i < n; i++) h[i] = quant_f32_to_bf16(src[i]);
-        return;
-    }
-    case GGML_TYPE_Q8_0:
-        quantize_row_q8_0(src, dst, n);
-        return;
-    case GGML_TYPE_Q4_0:
-        quantize_row_q4_0(src, dst, n);
-        return;
-    case GGML_TYPE_Q4_K:
-        quantize_row_q4_K(src, dst, n);
-        return;
-    case GGML_TYPE_Q6_K:
-        quantize_row_q6_K(src, dst, n);
-        return;
-    default: /* not a type flatkv writes; the caller chose the type, so there is nothing to fill */
-        return;
-    }
-}
-
-/* ---- activation quantization ------------------------------------------------------------------- */
-
-void quant_row_q8_scalar(const float *x, block_q8_act *dst, size_t n) {
-    for (size_t b = 0; b < n / QK; b++) {
-        const float *xb = x + b * QK;
-        float amax = 0.0f;
-        for (size_t j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(xb[j]));
-        float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        dst[b].d = d;
-        for (size_t j = 0; j < QK; j++) dst[b].qs[j] = (int8_t)nearbyintf(fminf(fmaxf(xb[j] * id, -127.0f), 127.0f));
-    }
-}
-
-void quant_row_q8(const float *x, block_q8_act *dst, size_t n) {
-#if QUANT_AVX2
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    /* packs interleave 128-bit halves; this puts the four groups of 4 bytes back in element order */
-    const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const __m256 qmin = _mm256_set1_ps(-127.0f), qmax = _mm256_set1_ps(127.0f);
-    for (size_t b = 0; b < n / QK; b++) {
-        const float *xb = x + b * QK;
-        __m256 v[4];
-        __m256 m = _mm256_setzero_ps();
-        for (int k = 0; k < 4; k++) {
-            v[k] = _mm256_loadu_ps(xb + 8 * k);
-            m = _mm256_max_ps(_mm256_and_ps(v[k], abs_mask), m);
-        }
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        float amax = _mm_cvtss_f32(m4);
-        float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        dst[b].d = d;
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int k = 0; k < 4; k++)
-            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(
-                _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[k], vid), qmin), qmax),
-                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        __m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-        _mm256_storeu_si256((__m256i *)dst[b].qs, _mm256_permutevar8x32_epi32(q8, unshuffle));
-    }
-#else
-    quant_row_q8_scalar(x, dst, n);
-#endif
-}
-
-/* ---- fixed-order combines (quant.h) ------------------------------------------------------------ */
-
-static float combine8(const float l[BLOCK_LANES]) {
-    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-}
-
-static float combine32(const float lane[DOT_LANES]) {
-    float v[8];
-    for (int j = 0; j < 8; j++) v[j] = (lane[j] + lane[8 + j]) + (lane[16 + j] + lane[24 + j]);
-    return combine8(v);
-}
-
-/* ---- scalar dots ------------------------------------------------------------------------------- */
-
-float quant_dot_f32_scalar(const float *a, const float *b, size_t n) {
-    float lane[DOT_LANES] = {0};
-    for (size_t i = 0; i < n; i++) lane[i % DOT_LANES] = fmaf(a[i], b[i], lane[i % DOT_LANES]);
-    return combine32(lane);
-}
-
-float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n) {
-    float lane[DOT_LANES] = {0};
-    for (size_t i = 0; i < n; i++) lane[i % DOT_LANES] = fmaf(quant_f16_to_f32(a[i]), b[i], lane[i % DOT_LANES]);
-    return combine32(lane);
-}
-
-/* Attention scores of a key-major tile (quant.h): key j's chain over the elements. */
-static void score_tile_scalar(const void *kt, bool f16, const float *q, size_t q_stride, size_t n_q, size_t n,
-                              float *out, size_t out_stride) {
-    for (size_t r = 0; r < n_q; r++)
-        for (size_t j = 0; j < QUANT_KEY_TILE; j++) {
-            float s = 0.0f;
-            for (size_t d = 0; d < n; d++) {
-                const size_t e = d * QUANT_KEY_TILE + j;
-                const float k = f16 ? quant_f16_to_f32(((const uint16_t *)kt)[e]) : ((const float *)kt)[e];
-                s = fmaf(q[r * q_stride + d], k, s);
-            }
-            out[r * out_stride + j] = s;
-        }
-}
-
-void quant_score_tile_f16_scalar(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
-                                 size_t out_stride) {
-    score_tile_scalar(kt, true, q, q_stride, n_q, n, out, out_stride);
-}
-
-void quant_score_tile_f32_scalar(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
-                                 size_t out_stride) {
-    score_tile_scalar(kt, false, q, q_stride, n_q, n, out, out_stride);
-}
-
-static float dot_bf16_f32_scalar(const uint16_t *a, const float *b, size_t n) {
-    float lane[DOT_LANES] = {0};
-    for (size_t i = 0; i < n; i++) lane[i % DOT_LANES] = fmaf(quant_bf16_to_f32(a[i]), b[i], lane[i % DOT_LANES]);
-    return combine32(lane);
-}
-
-static int32_t block_sum_q8_0(const block_q8_0 *w, const block_q8_act *x) {
-    int32_t s = 0;
-    for (int j = 0; j < QK; j++) s += (int32_t)w->qs[j] * x->qs[j];
-    return s;
-}
-
-static int32_t block_sum_q4_0(const block_q4_0 *w, const block_q8_act *x) {
-    int32_t s = 0;
-    for (int j = 0; j < QK / 2; j++)
-        s += ((w->qs[j] & 15) - 8) * x->qs[j] + ((w->qs[j] >> 4) - 8) * x->qs[j + QK / 2];
-    return s;
-}
-
-static float dot_q8_0_scalar(const block_q8_0 *w, const block_q8_act *x, size_t nb) {
-    float lane[BLOCK_LANES] = {0};
-    for (size_t b = 0; b < nb; b++)
-        lane[b % BLOCK_LANES] = fmaf(quant_f16_to_f32(w[b].d) * x[b].d, (float)block_sum_q8_0(&w[b], &x[b]),
-                                     lane[b % BLOCK_LANES]);
-    return combine8(lane);
-}
-
-static float dot_q4_0_scalar(const block_q4_0 *w, const block_q8_act *x, size_t nb) {
-    float lane[BLOCK_LANES] = {0};
-    for (size_t b = 0; b < nb; b++)
-        lane[b % BLOCK_LANES] = fmaf(quant_f16_to_f32(w[b].d) * x[b].d, (float)block_sum_q4_0(&w[b], &x[b]),
-                                     lane[b % BLOCK_LANES]);
-    return combine8(lane);
-}
-
-/* Super-block sb, sub-block k meets activation block 8*sb + k, lane k (quant.h). */
-static float dot_q4_K_scalar(const block_q4_K *w, const block_q8_act *x, size_t nsb) {
-    float lane[BLOCK_LANES] = {0};
-    for (size_t sb = 0; sb < nsb; sb++) {
-        const float d = quant_f16_to_f32(w[sb].d), dmin = quant_f16_to_f32(w[sb].dmin);
-        int32_t sc[8], m[8];
-        uint8_t q[QK_K];
-        q4_K_scales(w[sb].scales, sc, m);
-        q4_K_unpack(&w[sb], q);
-        for (int k = 0; k < BLOCK_LANES; k++) {
-            const block_q8_act *xb = &x[sb * BLOCK_LANES + k];
-            int32_t s = 0, t = 0;
-            for (int i = 0; i < QK; i++) {
-                s += q[QK * k + i] * xb->qs[i];
-                t += xb->qs[i];
-            }
-            const float dm = -dmin * (float)m[k];
-            lane[k] = fmaf(xb->d, fmaf(d, (float)(sc[k] * s), dm * (float)t), lane[k]);
-        }
-    }
-    return combine8(lane);
-}
-
-static float dot_q6_K_scalar(const block_q6_K *w, const block_q8_act *x, size_t nsb) {
-    float lane[BLOCK_LANES] = {0};
-    for (size_t sb = 0; sb < nsb; sb++) {
-        const float d = quant_f16_to_f32(w[sb].d);
-        int8_t q[QK_K];
-        q6_K_unpack(&w[sb], q);
-        for (int k = 0; k < BLOCK_LANES; k++) {
-            const block_q8_act *xb = &x[sb * BLOCK_LANES + k];
-            int32_t s0 = 0, s1 = 0;
-            for (int i = 0; i < QK / 2; i++) {
-                s0 += q[QK * k + i] * xb->qs[i];
-                s1 += q[QK * k + QK / 2 + i] * xb->qs[QK / 2 + i];
-            }
-            const int32_t s = w[sb].scales[2 * k] * s0 + w[sb].scales[2 * k + 1] * s1;
-            lane[k] = fmaf(d * xb->d, (float)s, lane[k]);
-        }
-    }
-    return combine8(lane);
-}
-
-float quant_dot_scalar(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n) {
-    switch (type) {
-    case GGML_TYPE_F32:
-        return quant_dot_f32_scalar(w, xf, n);
-    case GGML_TYPE_F16:
-        return quant_dot_f16_f32_scalar(w, xf, n);
-    case GGML_TYPE_BF16:
-        return dot_bf16_f32_scalar(w, xf, n);
-    case GGML_TYPE_Q8_0:
-        return dot_q8_0_scalar(w, xq, n / QK);
-    case GGML_TYPE_Q4_0:
-        return dot_q4_0_scalar(w, xq, n / QK);
-    case GGML_TYPE_Q4_K:
-        return dot_q4_K_scalar(w, xq, n / QK_K);
-    case GGML_TYPE_Q6_K:
-        return dot_q6_K_scalar(w, xq, n / QK_K);
-    default: /* the model loader refuses every other type by name; make a slip visible, not silent */
-        return NAN;
-    }
-}
-
-typedef enum { WIDEN_F32, WIDEN_F16, WIDEN_BF16 } widen_kind;
-
-/* ---- AVX2 dots --------------------------------------------------------------------------------- */
-
-#if QUANT_AVX2
-
-/* ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)), as combine8. */
-static inline float hsum8(__m256 v) {
-    __m128 w = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* v0+v4 .. v3+v7 */
-    w = _mm_add_ps(w, _mm_movehl_ps(w, w));                                          /* (0+2), (1+3) */
-    return _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)));
-}
-
-/* out[k] = hsum8(acc[k]) for 8 vectors at once: every add is one of hsum8's tree, only 8 at a time. */
-static inline __m256 combine8x8(const __m256 acc[8]) {
-    __m256 m[4]; /* k | k+4: (l0+l4, l1+l5, l2+l6, l3+l7) */
-    for (int k = 0; k < 4; k++)
-        m[k] = _mm256_add_ps(_mm256_permute2f128_ps(acc[k], acc[k + 4], 0x20),
-                             _mm256_permute2f128_ps(acc[k], acc[k + 4], 0x31));
-    __m256 w[2]; /* 2h, 2h+1 | 2h+4, 2h+5: ((l0+l4)+(l2+l6), (l1+l5)+(l3+l7)) each */
-    for (int h = 0; h < 2; h++)
-        w[h] = _mm256_add_ps(_mm256_shuffle_ps(m[2 * h], m[2 * h + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm256_shuffle_ps(m[2 * h], m[2 * h + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-/* A register tile's outputs: y[r·ldy + c] = hsum8(acc[r·C + c]) for r < R, c < C; eight of them in rows of two or
- * four at once (combine8x8), the same bits. */
-static inline __attribute__((always_inline)) void store_sums(const __m256 *acc, int R, int C, float *y, size_t ldy) {
-    if (R * C == 8 && (C == 2 || C == 4)) {
-        const __m256 v = combine8x8(acc);
-        const __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-        if (C == 4) {
-            _mm_storeu_ps(y, lo);
-            _mm_storeu_ps(y + ldy, hi);
-        } else {
-            _mm_storel_pi((__m64 *)(void *)y, lo);
-            _mm_storeh_pi((__m64 *)(void *)(y + ldy), lo);
-            _mm_storel_pi((__m64 *)(void *)(y + 2 * ldy), hi);
-            _mm_storeh_pi((__m64 *)(void *)(y + 3 * ldy), hi);
-        }
-        return;
-    }
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) y[r * ldy + c] = hsum8(acc[r * C + c]);
-}
-
-static inline __m256 load8_widened(widen_kind kind, const void *a, size_t i) {
-    switch (kind) {
-    case WIDEN_F16:
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)a + i)));
-    case WIDEN_BF16:
-        return _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)a + i))), 16));
-    default:
-        return _mm256_loadu_ps((const float *)a + i);
-    }
-}
-
-static inline float load1_widened(widen_kind kind, const void *a, size_t i) {
-    switch (kind) {
-    case WIDEN_F16:
-        return quant_f16_to_f32(((const uint16_t *)a)[i]);
-    case WIDEN_BF16:
-        return quant_bf16_to_f32(((const uint16_t *)a)[i]);
-    default:
-        return ((const float *)a)[i];
-    }
-}
+#include "ref/ref.h"
+#include "simd.h"
+#include "traits.h"
 
 /* Lane i % 32 lives in acc(i / 8) % 4 at element i % 8. Whole groups of 8 run in registers (after the
  * last full 32, at most three groups remain, going to acc0, acc1, acc2 in turn); the last n % 8
- * elements are added to the spilled lanes with the same fmaf the scalar twin uses. */
+ * elements are added to the spilled lanes with the same fmaf the reference uses. */
 static inline __attribute__((always_inline)) float dot_widened(widen_kind kind, const void *a, const float *b,
                                                                 size_t n) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -769,11 +123,6 @@ static inline __m256i half_fold(__m256i s) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(s, s, 0x80), _mm256_permute2x128_si256(s, s, 0x81));
 }
 
-/* Prefetch the cache line at p + off. The address may lie past the matrix (the tile after the last): a prefetch
- * never faults, and the sum is formed as an integer, so no out-of-range pointer is ever made. */
-static inline __attribute__((always_inline)) void prefetch_at(const void *p, size_t off) {
-    _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + off), _MM_HINT_T0);
-}
 
 /* Element k: the exact integer sum of weight block k against activation block x[k], k < t <= 8 (for Q4_0
  * before the offset correction); 0 for k >= t (a row's last, partial group: nothing past its end is read). */
@@ -976,9 +325,9 @@ static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], k
     for (int k = 0; k < BLOCK_LANES; k++) /* nibbles 0..15: pair sums at most 2 · 15 · 127, no saturation */
         s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xr[k]), ones16);
     uint64_t sc, m;
-    q4_K_scale_words(w->scales, &sc, &m);
+    ord_q4_K_scale_words(w->scales, &sc, &m);
     const __m256i si = _mm256_mullo_epi32(hsum8_epi32x8(s), bytes_epi32(sc));
-    const float d = quant_f16_to_f32(w->d), dmin = quant_f16_to_f32(w->dmin);
+    const float d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
     const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(bytes_epi32(m)));
     const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(si), _mm256_mul_ps(dm, xs.sum));
     return _mm256_fmadd_ps(xs.d, inner, acc);
@@ -1005,7 +354,7 @@ static inline __m256 superblock_q6_K(const block_q6_K *w, const __m256i xr[8], _
     const __m256 sc_lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)),
                  sc_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc)));
     const __m256 sb = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(lo), sc_lo), _mm256_mul_ps(_mm256_cvtepi32_ps(hi), sc_hi));
-    const float d = quant_f16_to_f32(w->d);
+    const float d = _cvtsh_ss(w->d);
     return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), dx), sb, acc);
 }
 
@@ -1115,17 +464,17 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
             if (type == GGML_TYPE_Q4_K) {
                 const block_q4_K *b = (const block_q4_K *)wg;
                 int32_t sc[8], m[8];
-                q4_K_scales(b->scales, sc, m);
+                ord_q4_K_scales(b->scales, sc, m);
                 kquant_regs(type, wg, p->q);
-                p->d = _mm256_set1_ps(quant_f16_to_f32(b->d));
+                p->d = _mm256_set1_ps(_cvtsh_ss(b->d));
                 const __m256i sci = _mm256_loadu_si256((const __m256i *)sc);
                 p->sc16[0] = _mm256_or_si256(sci, _mm256_slli_epi32(sci, 16));
-                p->m = _mm256_mul_ps(_mm256_set1_ps(-quant_f16_to_f32(b->dmin)),
+                p->m = _mm256_mul_ps(_mm256_set1_ps(-_cvtsh_ss(b->dmin)),
                                      _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m)));
             } else if (type == GGML_TYPE_Q6_K) {
                 const block_q6_K *b = (const block_q6_K *)wg;
                 kquant_regs(type, wg, p->q);
-                p->d = _mm256_set1_ps(quant_f16_to_f32(b->d));
+                p->d = _mm256_set1_ps(_cvtsh_ss(b->d));
                 /* scales[2k], scales[2k+1] (int8) as the 16-bit halves of element k: sign-extended pairs */
                 const __m256i pairs = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
                 const __m256i lo = _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 16), hi = _mm256_srai_epi32(pairs, 16);
@@ -1170,8 +519,6 @@ static void prep_panel_rows(const block_q8_act *xq, size_t nb, size_t ng, uint32
         }
 }
 
-/* Keeps v in a register: the compiler would otherwise fold its load into each of its C uses. */
-#define PIN(v) __asm__("" : "+x"(v))
 
 /* The integer sums of one group for a whole register tile: s[r][c] = the sum over registers j0 <= j < j0 + n of the
  * products of activation row r's register x[r][j] and weight row c's register w_c[j]. TILE_Q8 (Q8_0): 32-bit
@@ -1585,20 +932,9 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
     }
 }
 
-#endif /* QUANT_AVX2 */
+float avx2_dot_f32(const float *a, const float *b, size_t n) { return dot_widened(WIDEN_F32, a, b, n); }
 
-/* ---- dispatch ---------------------------------------------------------------------------------- */
-
-float quant_dot_f32(const float *a, const float *b, size_t n) {
-#if QUANT_AVX2
-    return dot_widened(WIDEN_F32, a, b, n);
-#else
-    return quant_dot_f32_scalar(a, b, n);
-#endif
-}
-
-float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n) {
-#if QUANT_AVX2
+float avx2_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n) {
     switch (type) {
     case GGML_TYPE_F32:
         return dot_widened(WIDEN_F32, w, xf, n);
@@ -1614,33 +950,17 @@ float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_a
     case GGML_TYPE_Q6_K:
         return dot_kquant(type, w, xq, NULL, n / QK_K);
     default:
-        return quant_dot_scalar(type, w, xf, xq, n);
+        return ref_dot(type, w, xf, xq, n);
     }
-#else
-    return quant_dot_scalar(type, w, xf, xq, n);
-#endif
 }
 
-bool quant_packs(ggml_type type, size_t n) {
-#if QUANT_AVX2
+bool avx2_packs(ggml_type type, size_t n) {
     return type == GGML_TYPE_Q8_0 && n % QK == 0 && groups_of(n / QK) <= PANEL_MAX_GROUPS;
-#else
-    (void)type, (void)n;
-    return false;
-#endif
 }
 
-size_t quant_packed_row_bytes(size_t n) {
-#if QUANT_AVX2
-    return packed_row_bytes(n / QK);
-#else
-    (void)n;
-    return 0;
-#endif
-}
+size_t avx2_packed_row_bytes(size_t n) { return packed_row_bytes(n / QK); }
 
-void quant_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst) {
-#if QUANT_AVX2
+void avx2_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst) {
     const size_t nb = n / QK, ng = groups_of(nb), rb = packed_row_bytes(nb);
     for (uint32_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w + (size_t)r * w_row_bytes;
@@ -1657,332 +977,24 @@ void quant_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1
             for (int k = 0; k < t; k++) d[k] = ((const block_q8_0 *)wg)[k].d;
         }
     }
-#else
-    (void)w, (void)w_row_bytes, (void)r0, (void)r1, (void)n, (void)dst;
-#endif
 }
 
-size_t quant_panel_row_bytes(size_t n) {
-#if QUANT_AVX2
-    return groups_of(n / QK) * sizeof(xgroup);
-#else
-    (void)n;
-    return 0;
-#endif
-}
+size_t avx2_panel_row_bytes(size_t n) { return groups_of(n / QK) * sizeof(xgroup); }
 
-void quant_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp) {
-#if QUANT_AVX2
+void avx2_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp) {
     const size_t nb = n / QK, ng = groups_of(nb);
     prep_panel_rows(xq + (size_t)r0 * nb, nb, ng, r1 - r0, (xgroup *)xp + (size_t)r0 * ng);
-#else
-    (void)xq, (void)n, (void)r0, (void)r1, (void)xp;
-#endif
 }
 
-void quant_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
-                  const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy) {
-#if QUANT_AVX2
+void avx2_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
+                 const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy) {
     if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || is_kquant(type)) {
         matmul_blocks(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, n / QK, y, ldy);
         return;
     }
-#else
-    (void)xp, (void)packed; /* nothing is packed without SIMD (quant_packs) */
-#endif
-    const bool q8 = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K ||
-                    type == GGML_TYPE_Q6_K;
+    const bool q8 = kern_wants_q8(type);
     for (uint32_t o = 0; o < n_out; o++)
         for (uint32_t r = 0; r < n_rows; r++)
-            y[r * ldy + o] = quant_dot(type, (const uint8_t *)w + o * w_row_bytes, q8 ? NULL : xf + r * n,
-                                       q8 ? xq + r * (n / QK) : NULL, n);
-}
-
-/* quant_exp's constants: the split of ln 2 (hi has 9 significant bits, so k·hi is exact), 1/i!. */
-#define EXP_LOG2E 1.44269504f
-#define EXP_LN2_HI 0.693359375f
-#define EXP_LN2_LO -2.12194440e-4f
-#define EXP_MAX 88.0f
-#define EXP_MIN -87.33654f
-static const float exp_coef[7] = {1.0f, 1.0f, 0.5f, 0.166666672f, 0.0416666679f, 0.00833333377f, 0.00138888892f};
-
-static float exp1(float x) {
-    if (x != x) return x + 0.0f; /* quiet NaN, as the SIMD path's arithmetic leaves it */
-    if (x > EXP_MAX) return INFINITY;
-    if (x < EXP_MIN) return 0.0f;
-    const float k = nearbyintf(x * EXP_LOG2E);
-    float r = fmaf(k, -EXP_LN2_HI, x);
-    r = fmaf(k, -EXP_LN2_LO, r);
-    float p = exp_coef[6];
-    for (int i = 5; i >= 0; i--) p = fmaf(p, r, exp_coef[i]);
-    return p * f32_from_bits((uint32_t)((int32_t)k + 127) << 23);
-}
-
-void quant_exp_scalar(float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] = exp1(x[i]);
-}
-
-void quant_exp(float *x, size_t n) {
-    size_t i = 0;
-#if QUANT_AVX2
-    for (; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_loadu_ps(x + i);
-        const __m256 k =
-            _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-EXP_LN2_HI), v);
-        r = _mm256_fmadd_ps(k, _mm256_set1_ps(-EXP_LN2_LO), r);
-        __m256 p = _mm256_set1_ps(exp_coef[6]);
-        for (int c = 5; c >= 0; c--) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(exp_coef[c]));
-        /* lanes out of range hold garbage scales here; the blends below replace them */
-        const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-        __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-        e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(v, _mm256_set1_ps(EXP_MIN), _CMP_LT_OQ));
-        e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(v, _mm256_set1_ps(EXP_MAX), _CMP_GT_OQ));
-        _mm256_storeu_ps(x + i, e);
-    }
-#endif
-    for (; i < n; i++) x[i] = exp1(x[i]);
-}
-
-/* quant_scale_max: lane l keeps the running max of elements l, l+8, ..; "s > lane" picks, so a NaN never wins
- * and ties keep the earlier element; the lanes meet in the combine tree's order. */
-static float max_pick(float a, float b) { return b > a ? b : a; }
-
-static float combine8_max(const float l[BLOCK_LANES]) {
-    return max_pick(max_pick(max_pick(l[0], l[4]), max_pick(l[2], l[6])), max_pick(max_pick(l[1], l[5]), max_pick(l[3], l[7])));
-}
-
-float quant_scale_max_scalar(float *s, size_t n, float scale) {
-    float lane[BLOCK_LANES];
-    for (int l = 0; l < BLOCK_LANES; l++) lane[l] = -INFINITY;
-    for (size_t j = 0; j < n; j++) {
-        s[j] *= scale;
-        lane[j % BLOCK_LANES] = max_pick(lane[j % BLOCK_LANES], s[j]);
-    }
-    return combine8_max(lane);
-}
-
-void quant_exp_sum_rows_scalar(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum) {
-    for (size_t r = 0; r < n_rows; r++) {
-        float *sr = s + r * stride, lane[BLOCK_LANES] = {0};
-        for (size_t j = 0; j < n[r]; j++) sr[j] -= m[r];
-        quant_exp_scalar(sr, n[r]);
-        for (size_t j = 0; j < n[r]; j++) lane[j % BLOCK_LANES] += sr[j];
-        sum[r] = combine8(lane);
-    }
-}
-
-float quant_scale_max(float *s, size_t n, float scale) {
-#if QUANT_AVX2
-    __m256 mx = _mm256_set1_ps(-INFINITY);
-    size_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(scale));
-        _mm256_storeu_ps(s + j, v);
-        mx = _mm256_blendv_ps(mx, v, _mm256_cmp_ps(v, mx, _CMP_GT_OQ)); /* max_pick per lane */
-    }
-    float lane[BLOCK_LANES];
-    _mm256_storeu_ps(lane, mx);
-    for (; j < n; j++) {
-        s[j] *= scale;
-        lane[j % BLOCK_LANES] = max_pick(lane[j % BLOCK_LANES], s[j]);
-    }
-    return combine8_max(lane);
-#else
-    return quant_scale_max_scalar(s, n, scale);
-#endif
-}
-
-void quant_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum) {
-#if QUANT_AVX2
-    for (size_t r = 0; r < n_rows; r++) /* whole registers: the elements past n[r] are the caller's scratch */
-        for (float *sr = s + r * stride, *end = sr + n[r]; sr < end; sr += 8)
-            _mm256_storeu_ps(sr, _mm256_sub_ps(_mm256_loadu_ps(sr), _mm256_set1_ps(m[r])));
-    quant_exp(s, n_rows * stride);
-    for (size_t r = 0; r < n_rows; r++) {
-        const float *sr = s + r * stride;
-        __m256 acc = _mm256_setzero_ps();
-        size_t j = 0;
-        for (; j + 8 <= n[r]; j += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(sr + j));
-        float lane[BLOCK_LANES];
-        _mm256_storeu_ps(lane, acc);
-        for (; j < n[r]; j++) lane[j % BLOCK_LANES] += sr[j];
-        sum[r] = combine8(lane);
-    }
-#else
-    quant_exp_sum_rows_scalar(s, stride, n, m, n_rows, sum);
-#endif
-}
-
-void quant_axpy_f32(float *y, float a, const float *x, size_t n) {
-    size_t i = 0;
-#if QUANT_AVX2
-    const __m256 va = _mm256_set1_ps(a);
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-#endif
-    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
-}
-
-void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n) {
-    size_t i = 0;
-#if QUANT_AVX2
-    const __m256 va = _mm256_set1_ps(a);
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
-                                                _mm256_loadu_ps(y + i)));
-#endif
-    for (; i < n; i++) y[i] = fmaf(a, quant_f16_to_f32(x[i]), y[i]);
-}
-
-#if QUANT_AVX2
-/* Q queries (1..6) against 8·K8 keys of a key-major tile from key k0 (K8 = 2 or 4, Q·K8 <= 12): Q·K8 chains side by
- * side, each element d of the keys loaded and widened once for the Q queries. One function per (Q, K8), so that the
- * chains are an array of constant size, which GCC keeps in registers. */
-#define SCORE_TILE_KEYS(Q, K8)                                                                                      \
-    static inline __attribute__((always_inline)) void score_tile_keys_##Q##_##K8(                                  \
-        widen_kind kind, const void *kt, size_t k0, const float *q, size_t q_stride, size_t n, float *out,        \
-        size_t out_stride) {                                                                                        \
-        __m256 acc[Q * K8];                                                                                         \
-        for (int c = 0; c < Q * K8; c++) acc[c] = _mm256_setzero_ps();                                              \
-        for (size_t d = 0; d < n; d++) {                                                                            \
-            __m256 key[K8];                                                                                         \
-            for (int g = 0; g < K8; g++) {                                                                          \
-                key[g] = load8_widened(kind, kt, d * QUANT_KEY_TILE + k0 + 8 * (size_t)g);                         \
-                if (Q > 1) PIN(key[g]); /* shared by the Q queries in registers */                                  \
-            }                                                                                                       \
-            for (int r = 0; r < Q; r++) {                                                                           \
-                const __m256 qd = _mm256_broadcast_ss(q + r * q_stride + d);                                        \
-                for (int g = 0; g < K8; g++) acc[r * K8 + g] = _mm256_fmadd_ps(qd, key[g], acc[r * K8 + g]);       \
-            }                                                                                                       \
-        }                                                                                                           \
-        for (int r = 0; r < Q; r++)                                                                                 \
-            for (int g = 0; g < K8; g++)                                                                            \
-                _mm256_storeu_ps(out + r * out_stride + k0 + 8 * (size_t)g, acc[r * K8 + g]);                       \
-    }
-SCORE_TILE_KEYS(1, 4)
-SCORE_TILE_KEYS(2, 4)
-SCORE_TILE_KEYS(3, 2)
-SCORE_TILE_KEYS(4, 2)
-SCORE_TILE_KEYS(5, 2)
-SCORE_TILE_KEYS(6, 2)
-
-/* The queries of a tile in blocks of six, then the rest as one block: all 32 keys at once for one or two queries
- * (4 chains each), else two halves of 16 keys — enough independent chains to cover the multiply-add latency, few
- * enough to stay in registers. */
-static void score_tile(widen_kind kind, const void *kt, const float *q, size_t q_stride, size_t n_q, size_t n,
-                       float *out, size_t out_stride) {
-    for (size_t r = 0; r < n_q; r += 6) {
-        const float *qr = q + r * q_stride;
-        float *o = out + r * out_stride;
-        switch (n_q - r < 6 ? n_q - r : 6) {
-#define HALVES(Q)                                                                    \
-    score_tile_keys_##Q##_2(kind, kt, 0, qr, q_stride, n, o, out_stride);            \
-    score_tile_keys_##Q##_2(kind, kt, 16, qr, q_stride, n, o, out_stride);           \
-    break
-        case 6: HALVES(6);
-        case 5: HALVES(5);
-        case 4: HALVES(4);
-        case 3: HALVES(3);
-#undef HALVES
-        case 2: score_tile_keys_2_4(kind, kt, 0, qr, q_stride, n, o, out_stride); break;
-        default: score_tile_keys_1_4(kind, kt, 0, qr, q_stride, n, o, out_stride); break;
-        }
-    }
-}
-#endif
-
-void quant_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
-                          size_t out_stride) {
-#if QUANT_AVX2
-    score_tile(WIDEN_F16, kt, q, q_stride, n_q, n, out, out_stride);
-#else
-    quant_score_tile_f16_scalar(kt, q, q_stride, n_q, n, out, out_stride);
-#endif
-}
-
-void quant_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
-                          size_t out_stride) {
-#if QUANT_AVX2
-    score_tile(WIDEN_F32, kt, q, q_stride, n_q, n, out, out_stride);
-#else
-    quant_score_tile_f32_scalar(kt, q, q_stride, n_q, n, out, out_stride);
-#endif
-}
-
-/* Q outputs at once (1, 2 or 4, known at compile time; output r at y + r·y_stride with weights a + r·a_stride):
- * each y[i] sees fmaf(a[j], row_j[i], y[i]) for j in order, as n_rows axpy calls would do; only the loop nest
- * differs: 64 elements in all (64/Q of each output) stay in eight registers while every row passes over them,
- * each row chunk loaded once for the Q outputs. */
-static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, int Q, float *y, size_t y_stride,
-                                                                const float *a, size_t a_stride, const void *rows,
-                                                                size_t stride, size_t n_rows, size_t n) {
-    size_t i = 0;
-#if QUANT_AVX2
-    const int W = 8 / Q; /* registers per output */
-    for (; i + 8 * (size_t)W <= n; i += 8 * (size_t)W) {
-        __m256 acc[8];
-        for (int r = 0; r < Q; r++)
-            for (int u = 0; u < W; u++) acc[r * W + u] = _mm256_loadu_ps(y + r * y_stride + i + 8 * u);
-        for (size_t j = 0; j < n_rows; j++) {
-            __m256 aj[4];
-            for (int r = 0; r < Q; r++) {
-                aj[r] = _mm256_set1_ps(a[r * a_stride + j]);
-                if (Q > 1) PIN(aj[r]);
-            }
-            for (int u = 0; u < W; u++) {
-                __m256 v = load8_widened(kind, rows, j * stride + i + 8 * u);
-                if (Q > 1) PIN(v);
-                for (int r = 0; r < Q; r++) acc[r * W + u] = _mm256_fmadd_ps(aj[r], v, acc[r * W + u]);
-            }
-        }
-        for (int r = 0; r < Q; r++)
-            for (int u = 0; u < W; u++) _mm256_storeu_ps(y + r * y_stride + i + 8 * u, acc[r * W + u]);
-    }
-#endif
-    for (int r = 0; r < Q; r++) {
-        float *yr = y + r * y_stride;
-        const float *ar = a + r * a_stride;
-        size_t t = i;
-#if QUANT_AVX2
-        for (; t + 8 <= n; t += 8) {
-            __m256 acc = _mm256_loadu_ps(yr + t);
-            for (size_t j = 0; j < n_rows; j++)
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(ar[j]), load8_widened(kind, rows, j * stride + t), acc);
-            _mm256_storeu_ps(yr + t, acc);
-        }
-#endif
-        for (; t < n; t++)
-            for (size_t j = 0; j < n_rows; j++)
-                yr[t] = fmaf(ar[j],
-                             kind == WIDEN_F16 ? quant_f16_to_f32(((const uint16_t *)rows)[j * stride + t])
-                                               : ((const float *)rows)[j * stride + t],
-                             yr[t]);
-    }
-}
-
-static inline __attribute__((always_inline)) void axpy_block(widen_kind kind, float *y, size_t y_stride,
-                                                              const float *a, size_t a_stride, size_t n_y,
-                                                              const void *rows, size_t stride, size_t n_rows,
-                                                              size_t n) {
-    size_t r = 0;
-    for (; r + 4 <= n_y; r += 4)
-        axpy_queries(kind, 4, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
-    for (; r + 2 <= n_y; r += 2)
-        axpy_queries(kind, 2, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
-    if (r < n_y) axpy_queries(kind, 1, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
-}
-
-void quant_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
-                         const uint16_t *rows, size_t stride, size_t n_rows, size_t n) {
-    axpy_block(WIDEN_F16, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
-}
-
-void quant_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
-                         size_t stride, size_t n_rows, size_t n) {
-    axpy_block(WIDEN_F32, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
-}
-
-int quant_simd_enabled(void) {
-    return QUANT_AVX2;
+            y[r * ldy + o] = avx2_dot(type, (const uint8_t *)w + o * w_row_bytes, q8 ? NULL : xf + r * n,
+                                      q8 ? xq + r * (n / QK) : NULL, n);
 }

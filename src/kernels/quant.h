@@ -1,4 +1,4 @@
-/* quant.h — tensor element types: conversion, (de)quantization and dot products.
+/* quant.h — the kernel API: conversion, (de)quantization, dot products, matrix products and attention steps.
  *
  * WHY: every matrix product in the model reduces to dot products of one activation row with one weight
  * row. flatkv's central promise (DESIGN.md §1) is that a row's bits depend only on the tokens at and
@@ -6,10 +6,10 @@
  *
  * INVARIANT (row invariance by construction): every function here works on ONE row (or one block run)
  * and its result depends only on its inputs — never on how many rows the caller processes, which thread
- * runs it, or alignment. Each reduction has ONE fixed order, documented below, and the SIMD path
- * (AVX2/FMA/F16C, chosen at compile time) and the scalar twin (`*_scalar`, always compiled) implement
- * that same order, so they return identical bits. Tests compare the twins on random inputs of awkward
- * sizes.
+ * runs it, alignment, or which CPU. Each reduction has ONE fixed order, documented below and defined by the
+ * portable reference kernels (ref/); every variant (avx2/, avx512/, amx/: table.h, chosen at start-up by
+ * dispatch.h) implements that same order, so they return identical bits. Tests compare every variant the CPU
+ * runs with the reference on random inputs of awkward sizes.
  *
  * The fixed orders:
  * - f32 dot (quant_dot_f32, and the F16/BF16 weight dots, which widen each element to f32 exactly):
@@ -63,41 +63,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf.h"
-
-#define QK 32 /* elements per Q8_0 / Q4_0 block */
-
-typedef struct {
-    uint16_t d; /* f16 */
-    int8_t qs[QK];
-} block_q8_0;
-
-typedef struct {
-    uint16_t d; /* f16 */
-    uint8_t qs[QK / 2];
-} block_q4_0;
-
-#define QK_K 256 /* elements per Q4_K / Q6_K super-block */
-
-typedef struct {
-    uint16_t d;    /* f16, scale of the sub-block scales */
-    uint16_t dmin; /* f16, scale of the sub-block mins */
-    uint8_t scales[12];
-    uint8_t qs[QK_K / 2];
-} block_q4_K;
-
-typedef struct {
-    uint8_t ql[QK_K / 2];
-    uint8_t qh[QK_K / 4];
-    int8_t scales[QK_K / 16];
-    uint16_t d; /* f16 */
-} block_q6_K;
-
-/* An activation row quantized for integer dot products; the scale stays in f32. */
-typedef struct {
-    float d;
-    int8_t qs[QK];
-} block_q8_act;
+#include "types.h"
 
 /* Scalar conversions (exact where the format allows: f16/bf16 → f32 is exact; f32 → f16 rounds to
  * nearest even, f32 → bf16 rounds to nearest even, NaN stays NaN). */
@@ -121,16 +87,13 @@ void quant_quantize_row(ggml_type type, const float *src, void *dst, size_t n);
 
 /* Activation row → Q8_0 blocks (n a multiple of QK). See the fixed order above. */
 void quant_row_q8(const float *x, block_q8_act *dst, size_t n);
-void quant_row_q8_scalar(const float *x, block_q8_act *dst, size_t n);
 
 /* f32 · f32, any n. */
 float quant_dot_f32(const float *a, const float *b, size_t n);
-float quant_dot_f32_scalar(const float *a, const float *b, size_t n);
 
 /* Weight row of `type` · activation row. For F32/F16/BF16 weights x is f32 (`xf`, n floats); for
  * Q8_0/Q4_0/Q4_K/Q6_K weights x is the Q8_0-quantized row (`xq`, n/QK blocks). The unused one may be NULL. */
 float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
-float quant_dot_scalar(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
 
 /* y[r*ldy + o] = quant_dot(type, w + o*w_row_bytes, xf + r*n, xq + r*(n/QK), n) for r < n_rows, o < n_out,
  * bit for bit (xq: n_rows rows of n/QK blocks). Computed in tiles of several rows × several weight rows, so
@@ -145,7 +108,7 @@ void quant_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes
 /* Weights packed once, at load, into the kernels' register layout: no call rearranges them again, and a
  * decode step's row products need no horizontal sums per block nor a gather of scattered scales (the
  * natural Q8_0 block keeps its scale between its quants). Q8_0 only, rows of up to 69 groups of 8 blocks
- * (n <= 17664), in builds with SIMD: quant_packs says when. The same bytes as the natural rows, to a
+ * (n <= 17664), in variants that pack: quant_packs says when. The same bytes as the natural rows, to a
  * 32-byte pad per row. quant_pack_rows packs rows [r0, r1) of w (rows w_row_bytes apart) into dst, row r
  * at dst + r · quant_packed_row_bytes(n); dst is aligned to 32 bytes. */
 bool quant_packs(ggml_type type, size_t n);
@@ -155,23 +118,17 @@ void quant_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1
 /* The activation side of panels, made once for all the products of the same rows (q, k and v; every thread's
  * share of them) instead of once per quant_matmul call; the same for every weight type. quant_panel_rows
  * rearranges rows [r0, r1) of xq (rows of n/QK blocks) into xp, row r at xp + r · quant_panel_row_bytes(n);
- * xp is aligned to 32 bytes. quant_panel_row_bytes is 0 when the build has no panels (no SIMD). */
+ * xp is aligned to 32 bytes. quant_panel_row_bytes is 0 when the variant has no panels (the reference). */
 size_t quant_panel_row_bytes(size_t n);
 void quant_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 
-/* f16 row · f32 row in quant_dot_f32's order: the scalar twin of quant_dot with F16 weights. */
-float quant_dot_f16_f32_scalar(const uint16_t *a, const float *b, size_t n);
-
-/* y[i] = fmaf(a, x[i], y[i]) for i < n, where x is f32 or f16 (the attention V accumulation). */
-void quant_axpy_f32(float *y, float a, const float *x, size_t n);
-void quant_axpy_f16(float *y, float a, const uint16_t *x, size_t n);
 
 /* Attention over a tile of QUANT_KEY_TILE keys for a block of queries at once; query r's vector is at q + r·q_stride,
  * its scores at out + r·out_stride, its weights at a + r·a_stride and its output at y + r·y_stride.
  * quant_score_tile_*: kt holds the tile key-major, element d of key j at kt[d·QUANT_KEY_TILE + j] (d < n); out[j] =
  * the score of key j with q, in the attention order (above), for every j < QUANT_KEY_TILE — slots the caller never
- * filled give values it must ignore. quant_axpy_rows_*: V rows `stride` elements apart; quant_axpy_f16 (resp. _f32)
- * of y with a[j] and row j, for j = 0, 1, .. n_rows-1 in turn. Each query gets the bits it would get alone from
+ * filled give values it must ignore. quant_axpy_rows_*: V rows `stride` elements apart; y[i] = fmaf(a[j], row_j[i], y[i])
+ * for j = 0, 1, .. n_rows-1 in turn. Each query gets the bits it would get alone from
  * those steps: only the loop nest differs (a key tile's elements are loaded once for up to six queries, a V row's
  * for up to four, y is held in registers). An f16 tile and its exact f32 widening score alike. */
 #define QUANT_KEY_TILE 32
@@ -179,38 +136,31 @@ void quant_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, s
                           size_t out_stride);
 void quant_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
                           size_t out_stride);
-void quant_score_tile_f16_scalar(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
-                                 size_t out_stride);
-void quant_score_tile_f32_scalar(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
-                                 size_t out_stride);
 void quant_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
                          const uint16_t *rows, size_t stride, size_t n_rows, size_t n);
 void quant_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
                          size_t stride, size_t n_rows, size_t n);
 
-/* x[i] = e^x[i] for i < n, in place: one fixed sequence of IEEE operations, so the AVX2 path and the scalar
- * twin give the same bits (libm's expf is neither vectorized nor pinned to a sequence). k = nearbyintf(x ·
+/* x[i] = e^x[i] for i < n, in place: one fixed sequence of IEEE operations (order.h's ord_exp1), so every
+ * variant gives the same bits (libm's expf is neither vectorized nor pinned to a sequence). k = nearbyintf(x ·
  * log2 e); r = x - k·ln2 in two fused steps (ln2 split hi + lo); p = Σ r^i/i! for i <= 6 by Horner with
  * fused steps; result p · 2^k (2^k built from its bits). Relative error below 2^-22 (about 2 ulp). NaN
  * comes back quiet; x > 88 gives +inf and x < -87.33654 gives +0 (e^x there is below FLT_MIN: flushed). */
 void quant_exp(float *x, size_t n);
-void quant_exp_scalar(float *x, size_t n);
 
 /* One tile of attention's online softmax, in two steps with fixed orders (8 lanes: element j in lane j % 8, lanes
- * combined as the quantized dots' lanes), SIMD and scalar twins alike:
+ * combined as the quantized dots' lanes), in every variant:
  * quant_scale_max:     s[j] *= scale for j < n, returns the largest s[j] (-inf for n = 0; a NaN is never chosen);
  * quant_exp_sum_rows:  for each of n_rows rows s_r = s + r·stride (stride a multiple of 8, n[r] <= stride):
  *                      s_r[j] = e^(s_r[j] - m[r]) by quant_exp for j < n[r], sum[r] = their sum; the row's other
  *                      elements are left unspecified (the rows' exponentials are taken in one pass). */
 float quant_scale_max(float *s, size_t n, float scale);
-float quant_scale_max_scalar(float *s, size_t n, float scale);
 void quant_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
-void quant_exp_sum_rows_scalar(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
 
-/* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits SIMD or scalar. */
+/* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits in every variant. */
 void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
 
-/* True when this build uses the AVX2 path (for reports). */
-int quant_simd_enabled(void);
+/* The active kernel variant's name ("ref", "avx2", "avx512", "amx"; dispatch.h). */
+const char *quant_kernels(void);
 
 #endif

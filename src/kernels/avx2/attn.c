@@ -1,0 +1,197 @@
+/* avx2/attn.c — the AVX2 variant's attention steps: key tiles scored eight keys to a register, values accumulated in
+ * registers for blocks of queries, the softmax's exponentials eight at a time.
+ *
+ * Each query gets the bits the reference gives it (ref/attn.c): only the loop nests differ. Compiled with -mavx2
+ * -mfma -mf16c and -ffp-contract=off.
+ */
+#include "avx2.h"
+
+#include "simd.h"
+
+void avx2_exp(float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 k =
+            _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(EXP_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-EXP_LN2_HI), v);
+        r = _mm256_fmadd_ps(k, _mm256_set1_ps(-EXP_LN2_LO), r);
+        __m256 p = _mm256_set1_ps(ord_exp_coef[6]);
+        for (int c = 5; c >= 0; c--) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ord_exp_coef[c]));
+        /* lanes out of range hold garbage scales here; the blends below replace them */
+        const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+        __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+        e = _mm256_blendv_ps(e, _mm256_setzero_ps(), _mm256_cmp_ps(v, _mm256_set1_ps(EXP_MIN), _CMP_LT_OQ));
+        e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(v, _mm256_set1_ps(EXP_MAX), _CMP_GT_OQ));
+        _mm256_storeu_ps(x + i, e);
+    }
+    for (; i < n; i++) x[i] = ord_exp1(x[i]);
+}
+
+float avx2_scale_max(float *s, size_t n, float scale) {
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(scale));
+        _mm256_storeu_ps(s + j, v);
+        mx = _mm256_blendv_ps(mx, v, _mm256_cmp_ps(v, mx, _CMP_GT_OQ)); /* max_pick per lane */
+    }
+    float lane[BLOCK_LANES];
+    _mm256_storeu_ps(lane, mx);
+    for (; j < n; j++) {
+        s[j] *= scale;
+        lane[j % BLOCK_LANES] = ord_max_pick(lane[j % BLOCK_LANES], s[j]);
+    }
+    return ord_combine8_max(lane);
+}
+
+void avx2_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum) {
+    for (size_t r = 0; r < n_rows; r++) /* whole registers: the elements past n[r] are the caller's scratch */
+        for (float *sr = s + r * stride, *end = sr + n[r]; sr < end; sr += 8)
+            _mm256_storeu_ps(sr, _mm256_sub_ps(_mm256_loadu_ps(sr), _mm256_set1_ps(m[r])));
+    avx2_exp(s, n_rows * stride);
+    for (size_t r = 0; r < n_rows; r++) {
+        const float *sr = s + r * stride;
+        __m256 acc = _mm256_setzero_ps();
+        size_t j = 0;
+        for (; j + 8 <= n[r]; j += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(sr + j));
+        float lane[BLOCK_LANES];
+        _mm256_storeu_ps(lane, acc);
+        for (; j < n[r]; j++) lane[j % BLOCK_LANES] += sr[j];
+        sum[r] = ord_combine8(lane);
+    }
+}
+
+/* Q queries (1..6) against 8·K8 keys of a key-major tile from key k0 (K8 = 2 or 4, Q·K8 <= 12): Q·K8 chains side by
+ * side, each element d of the keys loaded and widened once for the Q queries. One function per (Q, K8), so that the
+ * chains are an array of constant size, which GCC keeps in registers. */
+#define SCORE_TILE_KEYS(Q, K8)                                                                                      \
+    static inline __attribute__((always_inline)) void score_tile_keys_##Q##_##K8(                                  \
+        widen_kind kind, const void *kt, size_t k0, const float *q, size_t q_stride, size_t n, float *out,        \
+        size_t out_stride) {                                                                                        \
+        __m256 acc[Q * K8];                                                                                         \
+        for (int c = 0; c < Q * K8; c++) acc[c] = _mm256_setzero_ps();                                              \
+        for (size_t d = 0; d < n; d++) {                                                                            \
+            __m256 key[K8];                                                                                         \
+            for (int g = 0; g < K8; g++) {                                                                          \
+                key[g] = load8_widened(kind, kt, d * QUANT_KEY_TILE + k0 + 8 * (size_t)g);                         \
+                if (Q > 1) PIN(key[g]); /* shared by the Q queries in registers */                                  \
+            }                                                                                                       \
+            for (int r = 0; r < Q; r++) {                                                                           \
+                const __m256 qd = _mm256_broadcast_ss(q + r * q_stride + d);                                        \
+                for (int g = 0; g < K8; g++) acc[r * K8 + g] = _mm256_fmadd_ps(qd, key[g], acc[r * K8 + g]);       \
+            }                                                                                                       \
+        }                                                                                                           \
+        for (int r = 0; r < Q; r++)                                                                                 \
+            for (int g = 0; g < K8; g++)                                                                            \
+                _mm256_storeu_ps(out + r * out_stride + k0 + 8 * (size_t)g, acc[r * K8 + g]);                       \
+    }
+SCORE_TILE_KEYS(1, 4)
+SCORE_TILE_KEYS(2, 4)
+SCORE_TILE_KEYS(3, 2)
+SCORE_TILE_KEYS(4, 2)
+SCORE_TILE_KEYS(5, 2)
+SCORE_TILE_KEYS(6, 2)
+
+/* The queries of a tile in blocks of six, then the rest as one block: all 32 keys at once for one or two queries
+ * (4 chains each), else two halves of 16 keys — enough independent chains to cover the multiply-add latency, few
+ * enough to stay in registers. */
+static void score_tile(widen_kind kind, const void *kt, const float *q, size_t q_stride, size_t n_q, size_t n,
+                       float *out, size_t out_stride) {
+    for (size_t r = 0; r < n_q; r += 6) {
+        const float *qr = q + r * q_stride;
+        float *o = out + r * out_stride;
+        switch (n_q - r < 6 ? n_q - r : 6) {
+#define HALVES(Q)                                                                    \
+    score_tile_keys_##Q##_2(kind, kt, 0, qr, q_stride, n, o, out_stride);            \
+    score_tile_keys_##Q##_2(kind, kt, 16, qr, q_stride, n, o, out_stride);           \
+    break
+        case 6: HALVES(6);
+        case 5: HALVES(5);
+        case 4: HALVES(4);
+        case 3: HALVES(3);
+#undef HALVES
+        case 2: score_tile_keys_2_4(kind, kt, 0, qr, q_stride, n, o, out_stride); break;
+        default: score_tile_keys_1_4(kind, kt, 0, qr, q_stride, n, o, out_stride); break;
+        }
+    }
+}
+
+void avx2_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                         size_t out_stride) {
+    score_tile(WIDEN_F16, kt, q, q_stride, n_q, n, out, out_stride);
+}
+
+void avx2_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                         size_t out_stride) {
+    score_tile(WIDEN_F32, kt, q, q_stride, n_q, n, out, out_stride);
+}
+
+/* Q outputs at once (1, 2 or 4, known at compile time; output r at y + r·y_stride with weights a + r·a_stride):
+ * each y[i] sees fmaf(a[j], row_j[i], y[i]) for j in order, as n_rows axpy calls would do; only the loop nest
+ * differs: 64 elements in all (64/Q of each output) stay in eight registers while every row passes over them,
+ * each row chunk loaded once for the Q outputs. */
+static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, int Q, float *y, size_t y_stride,
+                                                                const float *a, size_t a_stride, const void *rows,
+                                                                size_t stride, size_t n_rows, size_t n) {
+    size_t i = 0;
+    const int W = 8 / Q; /* registers per output */
+    for (; i + 8 * (size_t)W <= n; i += 8 * (size_t)W) {
+        __m256 acc[8];
+        for (int r = 0; r < Q; r++)
+            for (int u = 0; u < W; u++) acc[r * W + u] = _mm256_loadu_ps(y + r * y_stride + i + 8 * u);
+        for (size_t j = 0; j < n_rows; j++) {
+            __m256 aj[4];
+            for (int r = 0; r < Q; r++) {
+                aj[r] = _mm256_set1_ps(a[r * a_stride + j]);
+                if (Q > 1) PIN(aj[r]);
+            }
+            for (int u = 0; u < W; u++) {
+                __m256 v = load8_widened(kind, rows, j * stride + i + 8 * u);
+                if (Q > 1) PIN(v);
+                for (int r = 0; r < Q; r++) acc[r * W + u] = _mm256_fmadd_ps(aj[r], v, acc[r * W + u]);
+            }
+        }
+        for (int r = 0; r < Q; r++)
+            for (int u = 0; u < W; u++) _mm256_storeu_ps(y + r * y_stride + i + 8 * u, acc[r * W + u]);
+    }
+    for (int r = 0; r < Q; r++) {
+        float *yr = y + r * y_stride;
+        const float *ar = a + r * a_stride;
+        size_t t = i;
+        for (; t + 8 <= n; t += 8) {
+            __m256 acc = _mm256_loadu_ps(yr + t);
+            for (size_t j = 0; j < n_rows; j++)
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(ar[j]), load8_widened(kind, rows, j * stride + t), acc);
+            _mm256_storeu_ps(yr + t, acc);
+        }
+        for (; t < n; t++)
+            for (size_t j = 0; j < n_rows; j++)
+                yr[t] = fmaf(ar[j],
+                             kind == WIDEN_F16 ? _cvtsh_ss(((const uint16_t *)rows)[j * stride + t])
+                                               : ((const float *)rows)[j * stride + t],
+                             yr[t]);
+    }
+}
+
+static inline __attribute__((always_inline)) void axpy_block(widen_kind kind, float *y, size_t y_stride,
+                                                              const float *a, size_t a_stride, size_t n_y,
+                                                              const void *rows, size_t stride, size_t n_rows,
+                                                              size_t n) {
+    size_t r = 0;
+    for (; r + 4 <= n_y; r += 4)
+        axpy_queries(kind, 4, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
+    for (; r + 2 <= n_y; r += 2)
+        axpy_queries(kind, 2, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
+    if (r < n_y) axpy_queries(kind, 1, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
+}
+
+void avx2_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                         const uint16_t *rows, size_t stride, size_t n_rows, size_t n) {
+    axpy_block(WIDEN_F16, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}
+
+void avx2_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
+                         size_t stride, size_t n_rows, size_t n) {
+    axpy_block(WIDEN_F32, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}

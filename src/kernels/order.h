@@ -1,0 +1,171 @@
+/* order.h — the pieces of the fixed orders that every variant shares: lane layouts, combine trees, the scalar steps.
+ *
+ * WHY: a variant's tails (the last elements that fill no register) and the reference must run the very same
+ * operations, so they are written once, here, as static inline functions compiled into each variant with its own
+ * flags. Under -ffp-contract=off (every kernel file) the compiler fuses nothing on its own; each fmaf is written.
+ *
+ * INVARIANT: nothing here depends on the instruction set: the same IEEE operations in the same order on any build.
+ */
+#ifndef FKV_KERNELS_ORDER_H
+#define FKV_KERNELS_ORDER_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "types.h"
+
+#define DOT_LANES 32  /* f32 dot: element i goes to lane i % 32 */
+#define BLOCK_LANES 8 /* quantized dot: block b goes to lane b % 8 */
+
+/* Groups of BLOCK_LANES blocks in a row of nb blocks, the last one partial when nb is not a multiple. */
+static inline size_t groups_of(size_t nb) { return (nb + BLOCK_LANES - 1) / BLOCK_LANES; }
+
+/* Blocks in group g of a row of nb blocks. */
+static inline int blocks_in_group(size_t nb, size_t g) {
+    return nb - g * BLOCK_LANES < BLOCK_LANES ? (int)(nb - g * BLOCK_LANES) : BLOCK_LANES;
+}
+
+/* The row's last group holds at most half a group's blocks (dim 896: 3 groups and 4 blocks): the half layout. */
+static inline bool half_last_group(size_t nb) { return nb % BLOCK_LANES && nb % BLOCK_LANES <= BLOCK_LANES / 2; }
+
+static inline uint32_t ord_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float ord_f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* f16 → f32, exact; a NaN comes out quiet with its payload's top bits kept, as F16C's conversion does. */
+static inline float ord_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff;
+    if (exp == 0x1f) return ord_f32_from_bits(sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0));
+    if (exp != 0) return ord_f32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
+    if (mant == 0) return ord_f32_from_bits(sign);
+    uint32_t shift = 0; /* subnormal f16: normalize, every one is a normal f32 */
+    while (!(mant & 0x400)) {
+        mant <<= 1;
+        shift++;
+    }
+    return ord_f32_from_bits(sign | ((113 - shift) << 23) | ((mant & 0x3ff) << 13));
+}
+
+/* f32 → f16, round to nearest even, as F16C's conversion (NaN quiet, payload's top bits kept). */
+static inline uint16_t ord_f32_to_f16(float f) {
+    uint32_t u = ord_f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));
+    if (a >= 0x47800000u) return (uint16_t)(sign | 0x7c00); /* >= 65536 (and inf): inf */
+    if (a >= 0x38800000u) { /* normal f16 range; a carry out of the mantissa correctly bumps the exponent */
+        uint32_t h = (a >> 13) - (112u << 10);
+        uint32_t rem = a & 0x1fff;
+        if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+        return (uint16_t)(sign | h);
+    }
+    if (a <= 0x33000000u) return sign; /* <= 2^-25: rounds to zero (2^-25 itself ties to even 0) */
+    uint32_t mant = (a & 0x7fffff) | 0x800000; /* subnormal f16: value in units of 2^-24 is mant >> shift */
+    uint32_t shift = 126 - (a >> 23);
+    uint32_t h = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+
+static inline float ord_bf16_to_f32(uint16_t h) { return ord_f32_from_bits((uint32_t)h << 16); }
+
+/* ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)): how 8 lanes meet (four __m256 halves and a pairwise sum give it). */
+static inline float ord_combine8(const float l[BLOCK_LANES]) {
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+/* v[j] = (lane[j] + lane[8+j]) + (lane[16+j] + lane[24+j]), then ord_combine8(v). */
+static inline float ord_combine32(const float lane[DOT_LANES]) {
+    float v[8];
+    for (int j = 0; j < 8; j++) v[j] = (lane[j] + lane[8 + j]) + (lane[16 + j] + lane[24 + j]);
+    return ord_combine8(v);
+}
+
+/* The softmax max: "b > a" picks, so a NaN never wins and ties keep the earlier element. */
+static inline float ord_max_pick(float a, float b) { return b > a ? b : a; }
+
+static inline float ord_combine8_max(const float l[BLOCK_LANES]) {
+    return ord_max_pick(ord_max_pick(ord_max_pick(l[0], l[4]), ord_max_pick(l[2], l[6])),
+                        ord_max_pick(ord_max_pick(l[1], l[5]), ord_max_pick(l[3], l[7])));
+}
+
+/* quant_exp's constants: the split of ln 2 (hi has 9 significant bits, so k·hi is exact), 1/i!. */
+#define EXP_LOG2E 1.44269504f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+#define EXP_MAX 88.0f
+#define EXP_MIN -87.33654f
+static const float ord_exp_coef[7] = {1.0f, 1.0f, 0.5f, 0.166666672f, 0.0416666679f, 0.00833333377f, 0.00138888892f};
+
+/* quant_exp's sequence (quant.h) for one element. */
+static inline float ord_exp1(float x) {
+    if (x != x) return x + 0.0f; /* quiet NaN, as the SIMD paths' arithmetic leaves it */
+    if (x > EXP_MAX) return INFINITY;
+    if (x < EXP_MIN) return 0.0f;
+    const float k = nearbyintf(x * EXP_LOG2E);
+    float r = fmaf(k, -EXP_LN2_HI, x);
+    r = fmaf(k, -EXP_LN2_LO, r);
+    float p = ord_exp_coef[6];
+    for (int i = 5; i >= 0; i--) p = fmaf(p, r, ord_exp_coef[i]);
+    return p * ord_f32_from_bits((uint32_t)((int32_t)k + 127) << 23);
+}
+
+/* The 6-bit scales and mins of the 8 sub-blocks of a Q4_K block as 8 bytes each (sub-block j in byte j, little
+ * endian): the 12 bytes taken as three 32-bit words a, b, c, four sub-blocks per operation — sc_j = a_j & 63,
+ * m_j = b_j & 63 and, for j + 4, the low (sc) or high (m) nibble of c_j with bits 6-7 of a_j (sc) or b_j (m) on top. */
+static inline void ord_q4_K_scale_words(const uint8_t s[12], uint64_t *sc, uint64_t *m) {
+    uint32_t a, b, c;
+    memcpy(&a, s, 4);
+    memcpy(&b, s + 4, 4);
+    memcpy(&c, s + 8, 4);
+    *sc = (a & 0x3f3f3f3fu) | (uint64_t)((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)) << 32;
+    *m = (b & 0x3f3f3f3fu) | (uint64_t)(((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)) << 32;
+}
+
+static inline void ord_q4_K_scales(const uint8_t s[12], int32_t sc[8], int32_t m[8]) {
+    uint64_t scw, mw;
+    ord_q4_K_scale_words(s, &scw, &mw);
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (int32_t)(scw >> 8 * j & 255);
+        m[j] = (int32_t)(mw >> 8 * j & 255);
+    }
+}
+
+/* The 256 quants of a Q4_K block (0..15), in element order. */
+static inline void ord_q4_K_unpack(const block_q4_K *w, uint8_t q[QK_K]) {
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            q[64 * c + l] = w->qs[32 * c + l] & 15;
+            q[64 * c + 32 + l] = w->qs[32 * c + l] >> 4;
+        }
+}
+
+/* The 256 quants of a Q6_K block, offset removed (-32..31), in element order. */
+static inline void ord_q6_K_unpack(const block_q6_K *w, int8_t q[QK_K]) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t lo0 = w->ql[64 * h + l], lo1 = w->ql[64 * h + 32 + l], hi = w->qh[32 * h + l];
+            int8_t *qh = q + 128 * h;
+            qh[l] = (int8_t)(((lo0 & 15) | (hi & 3) << 4) - 32);
+            qh[32 + l] = (int8_t)(((lo1 & 15) | (hi >> 2 & 3) << 4) - 32);
+            qh[64 + l] = (int8_t)(((lo0 >> 4) | (hi >> 4 & 3) << 4) - 32);
+            qh[96 + l] = (int8_t)(((lo1 >> 4) | (hi >> 6 & 3) << 4) - 32);
+        }
+}
+
+#endif

@@ -1,0 +1,75 @@
+/* ref/attn.c — the reference attention steps: a key tile's scores, the softmax's max and exponentials, the value
+ * accumulation (quant.h). */
+#include "ref.h"
+
+#include "order.h"
+
+/* Key j's score: one chain over the elements of the key-major tile. */
+static void score_tile(const void *kt, bool f16, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                       size_t out_stride) {
+    for (size_t r = 0; r < n_q; r++)
+        for (size_t j = 0; j < QUANT_KEY_TILE; j++) {
+            float s = 0.0f;
+            for (size_t d = 0; d < n; d++) {
+                const size_t e = d * QUANT_KEY_TILE + j;
+                const float k = f16 ? ord_f16_to_f32(((const uint16_t *)kt)[e]) : ((const float *)kt)[e];
+                s = fmaf(q[r * q_stride + d], k, s);
+            }
+            out[r * out_stride + j] = s;
+        }
+}
+
+void ref_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                        size_t out_stride) {
+    score_tile(kt, true, q, q_stride, n_q, n, out, out_stride);
+}
+
+void ref_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                        size_t out_stride) {
+    score_tile(kt, false, q, q_stride, n_q, n, out, out_stride);
+}
+
+static void axpy_rows(bool f16, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                      const void *rows, size_t stride, size_t n_rows, size_t n) {
+    for (size_t r = 0; r < n_y; r++)
+        for (size_t j = 0; j < n_rows; j++)
+            for (size_t i = 0; i < n; i++) {
+                const size_t e = j * stride + i;
+                const float v = f16 ? ord_f16_to_f32(((const uint16_t *)rows)[e]) : ((const float *)rows)[e];
+                y[r * y_stride + i] = fmaf(a[r * a_stride + j], v, y[r * y_stride + i]);
+            }
+}
+
+void ref_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const uint16_t *rows,
+                       size_t stride, size_t n_rows, size_t n) {
+    axpy_rows(true, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}
+
+void ref_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
+                       size_t stride, size_t n_rows, size_t n) {
+    axpy_rows(false, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}
+
+void ref_exp(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = ord_exp1(x[i]);
+}
+
+float ref_scale_max(float *s, size_t n, float scale) {
+    float lane[BLOCK_LANES];
+    for (int l = 0; l < BLOCK_LANES; l++) lane[l] = -INFINITY;
+    for (size_t j = 0; j < n; j++) {
+        s[j] *= scale;
+        lane[j % BLOCK_LANES] = ord_max_pick(lane[j % BLOCK_LANES], s[j]);
+    }
+    return ord_combine8_max(lane);
+}
+
+void ref_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum) {
+    for (size_t r = 0; r < n_rows; r++) {
+        float *sr = s + r * stride, lane[BLOCK_LANES] = {0};
+        for (size_t j = 0; j < n[r]; j++) sr[j] -= m[r];
+        ref_exp(sr, n[r]);
+        for (size_t j = 0; j < n[r]; j++) lane[j % BLOCK_LANES] += sr[j];
+        sum[r] = ord_combine8(lane);
+    }
+}

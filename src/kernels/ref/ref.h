@@ -1,0 +1,62 @@
+/* ref.h — the reference kernels: portable C that defines every bit (quant.h documents the orders).
+ *
+ * Each variant folder (avx2/, avx512/, amx/) has the same files: convert.c, matmul.c, attn.c and table.c, its
+ * functions prefixed with its name. The reference's are the table entries of table.h plus the per-type rows of
+ * traits.h (dequantize, quantize, dot).
+ */
+#ifndef FKV_KERNELS_REF_H
+#define FKV_KERNELS_REF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant.h"
+#include "table.h"
+
+/* convert.c */
+void ref_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
+void ref_f16_to_f32_row(const uint16_t *src, float *dst, size_t n);
+void ref_row_q8(const float *x, block_q8_act *dst, size_t n);
+void ref_dequantize_f32(const void *src, float *dst, size_t n);
+void ref_dequantize_f16(const void *src, float *dst, size_t n);
+void ref_dequantize_bf16(const void *src, float *dst, size_t n);
+void ref_dequantize_q8_0(const void *src, float *dst, size_t n);
+void ref_dequantize_q4_0(const void *src, float *dst, size_t n);
+void ref_dequantize_q4_K(const void *src, float *dst, size_t n);
+void ref_dequantize_q6_K(const void *src, float *dst, size_t n);
+void ref_quantize_f32(const float *src, void *dst, size_t n);
+void ref_quantize_f16(const float *src, void *dst, size_t n);
+void ref_quantize_bf16(const float *src, void *dst, size_t n);
+void ref_quantize_q8_0(const float *src, void *dst, size_t n);
+void ref_quantize_q4_0(const float *src, void *dst, size_t n);
+void ref_quantize_q4_K(const float *src, void *dst, size_t n);
+void ref_quantize_q6_K(const float *src, void *dst, size_t n);
+
+/* matmul.c */
+float ref_dot_f32(const float *a, const float *b, size_t n);
+float ref_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
+float ref_dot_w_f32(const void *w, const float *xf, const block_q8_act *xq, size_t n);
+float ref_dot_w_f16(const void *w, const float *xf, const block_q8_act *xq, size_t n);
+float ref_dot_w_bf16(const void *w, const float *xf, const block_q8_act *xq, size_t n);
+float ref_dot_w_q8_0(const void *w, const float *xf, const block_q8_act *xq, size_t n);
+float ref_dot_w_q4_0(const void *w, const float *xf, const block_q8_act *xq, size_t n);
+float ref_dot_w_q4_K(const void *w, const float *xf, const block_q8_act *xq, size_t n);
+float ref_dot_w_q6_K(const void *w, const float *xf, const block_q8_act *xq, size_t n);
+void ref_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
+                const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
+
+/* attn.c */
+void ref_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                        size_t out_stride);
+void ref_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                        size_t out_stride);
+void ref_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const uint16_t *rows,
+                       size_t stride, size_t n_rows, size_t n);
+void ref_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
+                       size_t stride, size_t n_rows, size_t n);
+void ref_exp(float *x, size_t n);
+float ref_scale_max(float *s, size_t n, float scale);
+void ref_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
+
+#endif

@@ -1,0 +1,25 @@
+/* traits.c — the element types the kernels compute (traits.h). */
+#include "traits.h"
+
+#include "ref/ref.h"
+
+static const kern_traits traits[] = {
+    {GGML_TYPE_F32, "f32", 1, 4, false, ref_dequantize_f32, ref_quantize_f32, ref_dot_w_f32},
+    {GGML_TYPE_F16, "f16", 1, 2, false, ref_dequantize_f16, ref_quantize_f16, ref_dot_w_f16},
+    {GGML_TYPE_BF16, "bf16", 1, 2, false, ref_dequantize_bf16, ref_quantize_bf16, ref_dot_w_bf16},
+    {GGML_TYPE_Q8_0, "q8_0", QK, sizeof(block_q8_0), true, ref_dequantize_q8_0, ref_quantize_q8_0, ref_dot_w_q8_0},
+    {GGML_TYPE_Q4_0, "q4_0", QK, sizeof(block_q4_0), true, ref_dequantize_q4_0, ref_quantize_q4_0, ref_dot_w_q4_0},
+    {GGML_TYPE_Q4_K, "q4_K", QK_K, sizeof(block_q4_K), true, ref_dequantize_q4_K, ref_quantize_q4_K, ref_dot_w_q4_K},
+    {GGML_TYPE_Q6_K, "q6_K", QK_K, sizeof(block_q6_K), true, ref_dequantize_q6_K, ref_quantize_q6_K, ref_dot_w_q6_K},
+};
+
+const kern_traits *kern_type_traits(ggml_type type) {
+    for (size_t i = 0; i < sizeof traits / sizeof *traits; i++)
+        if (traits[i].type == type) return &traits[i];
+    return NULL;
+}
+
+bool kern_wants_q8(ggml_type type) {
+    const kern_traits *t = kern_type_traits(type);
+    return t && t->act_q8;
+}
