@@ -150,6 +150,11 @@ int cli_engine_option(const char *sub, int c, const char *arg, fkv_seq_params *p
     case CLI_O_PREFILL_ROWS:
         return cli_parse_u32(sub, "--prefill-rows", arg, 1, 1u << 16, &p->ctx.prefill_rows) ? -1 : 1;
     case CLI_O_CACHE_MIN: return cli_parse_u32(sub, "--cache-min", arg, 0, UINT32_MAX, &p->cache_min) ? -1 : 1;
+    case CLI_O_KERNELS: {
+        fkv_error err;
+        if (fkv_kernels_select(arg, &err)) return cli_usage_error(sub, "--kernels: %s", err.msg), -1;
+        return 1;
+    }
     default: return 0;
     }
 }

@@ -25,20 +25,23 @@ int cli_parse_float(const char *sub, const char *flag, const char *s, float min,
 int cli_bad_option(const char *sub, char *const argv[]);
 
 /* Options shared by every subcommand that runs the engine, for getopt_long tables:
- *   --threads N  --ctx N  --kv-type f16|f32  --no-prefix-cache  --prefill-rows R  --cache-min K */
-enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PREFILL_ROWS, CLI_O_CACHE_MIN };
+ *   --threads N  --ctx N  --kv-type f16|f32  --no-prefix-cache  --prefill-rows R  --cache-min K  --kernels NAME */
+enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PREFILL_ROWS, CLI_O_CACHE_MIN,
+       CLI_O_KERNELS };
 #define CLI_ENGINE_OPTIONS                                                                                      \
     {"threads", required_argument, 0, CLI_O_THREADS}, {"ctx", required_argument, 0, CLI_O_CTX},                \
         {"kv-type", required_argument, 0, CLI_O_KV_TYPE}, {"no-prefix-cache", no_argument, 0, CLI_O_NO_CACHE}, \
         {"prefill-rows", required_argument, 0, CLI_O_PREFILL_ROWS},                                            \
-        {"cache-min", required_argument, 0, CLI_O_CACHE_MIN}
+        {"cache-min", required_argument, 0, CLI_O_CACHE_MIN}, {"kernels", required_argument, 0, CLI_O_KERNELS}
 #define CLI_ENGINE_HELP                                                                                      \
     "      --threads N        threads (default: all cores)\n"                                                 \
     "      --ctx N            context positions (default: the model's)\n"                                     \
     "      --kv-type TYPE     K/V storage: f16 (default) or f32\n"                                            \
     "      --no-prefix-cache  prefill every prompt from position 0 (FLATKV_PREFIX_CACHE=0)\n"                 \
     "      --prefill-rows R   prefill chunk grid in positions (FLATKV_PREFILL_ROWS)\n"                        \
-    "      --cache-min K      smallest prefix reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64)\n"
+    "      --cache-min K      smallest prefix reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64)\n"      \
+    "      --kernels NAME     ref, avx2, avx512 or amx: force one kernel variant, same bits (FLATKV_KERNELS;\n"  \
+    "                         default: the best this CPU runs)\n"
 /* Sampling options for getopt_long tables: --temp --top-k --top-p --min-p --repeat-penalty --seed. */
 enum { CLI_O_TEMP = 1100, CLI_O_TOP_K, CLI_O_TOP_P, CLI_O_MIN_P, CLI_O_REPEAT_PENALTY, CLI_O_SEED };
 #define CLI_SAMPLING_OPTIONS                                                                                  \

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "utf8.h"
 
 static const char HELP[] =
     "usage: flatkv generate -m MODEL (-p TEXT | -f FILE) [options]\n"
@@ -17,7 +18,7 @@ static const char HELP[] =
     "  -n, --n-predict N      tokens to generate (default 128)\n"
     CLI_SAMPLING_HELP
     "      --json             print one JSON object: prompt_tokens, tokens, text, logits_digest,\n"
-    "                         prefill_ms, decode_ms\n" CLI_ENGINE_HELP;
+    "                         kernels, prefill_ms, decode_ms\n" CLI_ENGINE_HELP;
 
 typedef struct {
     const char *model_path, *text, *file;
@@ -125,12 +126,15 @@ int cli_generate(int argc, char **argv) {
     if (a.json) {
         char hex[17];
         json_t *tokens = json_array();
+        size_t clean_len; /* a model may emit bytes that are not UTF-8; JSON strings must be */
+        char *clean = utf8_sanitize(text.text ? text.text : "", text.len, &clean_len);
         for (uint32_t i = 0; i < res.n_tokens; i++) json_array_append_new(tokens, json_integer(out[i]));
-        json_t *obj = json_pack("{s:i,s:o,s:s%,s:s,s:f,s:f}", "prompt_tokens", n_prompt, "tokens", tokens, "text",
-                                text.text ? text.text : "", text.len, "logits_digest", cli_hex64(res.logits_digest, hex),
-                                "prefill_ms", t1 - t0, "decode_ms", t2 - t1);
-        char *s = json_dumps(obj, JSON_COMPACT);
-        puts(s);
+        json_t *obj = json_pack("{s:i,s:o,s:s%,s:s,s:s,s:f,s:f}", "prompt_tokens", n_prompt, "tokens", tokens, "text",
+                                clean ? clean : "", clean ? clean_len : 0, "logits_digest", cli_hex64(res.logits_digest, hex),
+                                "kernels", fkv_kernels_name(), "prefill_ms", t1 - t0, "decode_ms", t2 - t1);
+        free(clean);
+        char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+        puts(s ? s : "{\"error\": \"out of memory\"}");
         free(s);
         json_decref(obj);
     } else {

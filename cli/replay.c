@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "utf8.h"
 
 static const char HELP[] =
     "usage: flatkv replay -m MODEL --session FILE.jsonl [options]\n"
@@ -14,7 +15,7 @@ static const char HELP[] =
     "{\"prompt_ids\": [ids]} (used exactly), with optional \"n\" (tokens to generate, default 32) and \"temp\"\n"
     "(default 0). One sequence serves every turn, reusing what its KV holds. Per turn one JSON line: turn,\n"
     "prompt_tokens, cached_tokens, generated, text, logits_digest, kv_digest (xxh3-64 over the K and V rows\n"
-    "[0, prompt_tokens) of every layer, as stored), prefill_ms, decode_ms.\n"
+    "[0, prompt_tokens) of every layer, as stored), kernels, prefill_ms, decode_ms.\n"
     "  -m, --model PATH       GGUF model\n"
     "      --session FILE     the turns, one JSON object per line\n" CLI_ENGINE_HELP;
 
@@ -105,14 +106,18 @@ static int run_turn(fkv_seq *seq, const fkv_model *m, const turn *t, int turn_no
     } else {
         char kv_hex[17], logits_hex[17];
         json_t *gen = json_array();
+        size_t clean_len; /* a model may emit bytes that are not UTF-8; JSON strings must be */
+        char *clean = utf8_sanitize(text.text ? text.text : "", text.len, &clean_len);
         for (uint32_t i = 0; i < res.n_tokens; i++) json_array_append_new(gen, json_integer(out[i]));
-        json_t *line = json_pack("{s:i,s:i,s:i,s:o,s:s%,s:s,s:s,s:f,s:f}", "turn", turn_no, "prompt_tokens", (int)t->n,
-                                 "cached_tokens", (int)cached, "generated", gen, "text", text.text ? text.text : "",
-                                 text.len, "logits_digest", cli_hex64(res.logits_digest, logits_hex), "kv_digest",
-                                 cli_hex64(fkv_seq_kv_digest(seq, t->n), kv_hex), "prefill_ms", t1 - t0,
-                                 "decode_ms", t2 - t1);
-        char *s = json_dumps(line, JSON_COMPACT);
-        puts(s);
+        json_t *line = json_pack("{s:i,s:i,s:i,s:o,s:s%,s:s,s:s,s:s,s:f,s:f}", "turn", turn_no, "prompt_tokens",
+                                 (int)t->n, "cached_tokens", (int)cached, "generated", gen, "text", clean ? clean : "",
+                                 clean ? clean_len : 0, "logits_digest",
+                                 cli_hex64(res.logits_digest, logits_hex), "kv_digest",
+                                 cli_hex64(fkv_seq_kv_digest(seq, t->n), kv_hex), "kernels", fkv_kernels_name(),
+                                 "prefill_ms", t1 - t0, "decode_ms", t2 - t1);
+        free(clean);
+        char *s = line ? json_dumps(line, JSON_COMPACT) : NULL;
+        puts(s ? s : "{\"error\": \"out of memory\"}");
         fflush(stdout);
         free(s);
         json_decref(line);

@@ -83,8 +83,8 @@ int cli_serve(int argc, char **argv) {
     fkv_model *m = cli_load_model(sub, model_path);
     if (!m) return CLI_USAGE_EXIT;
     fkv_model_info info = fkv_model_get_info(m);
-    fprintf(stderr, "flatkv serve: loaded '%s' in %.0f ms (%u layers, dim %u, vocabulary %u, context %u)\n", info.name,
-            cli_now_ms() - t0, info.n_layers, info.dim, info.n_vocab, info.n_ctx_train);
+    fprintf(stderr, "flatkv serve: loaded '%s' in %.0f ms (%u layers, dim %u, vocabulary %u, context %u; %s kernels)\n",
+            info.name, cli_now_ms() - t0, info.n_layers, info.dim, info.n_vocab, info.n_ctx_train, fkv_kernels_name());
     if (!template_name) {
         p.tmpl = chat_template_detect(fkv_model_chat_template(m));
         if (p.tmpl.guessed) fprintf(stderr, "flatkv serve: unknown chat template; using ChatML\n");

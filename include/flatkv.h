@@ -24,6 +24,16 @@ typedef struct fkv_error {
     char msg[512];
 } fkv_error;
 
+/* ---- kernels: which instruction-set variant computes (every one gives the same bits) ---- */
+
+/* Make the kernels named `name` ("ref", "avx2", "avx512", "amx") the ones this process runs; NULL or "" means
+ * FLATKV_KERNELS when set, else the best this CPU and OS allow. Call it before loading a model (weights are laid
+ * out for the variant that loads them). 0, or -1 with err saying why the name is unknown or cannot run here.
+ * Without a call, the first model load makes the default choice (and fails on a bad FLATKV_KERNELS). */
+int fkv_kernels_select(const char *name, fkv_error *err);
+/* The variant in use (after a selection or a model load). */
+const char *fkv_kernels_name(void);
+
 /* ---- models ---- */
 
 typedef struct fkv_model fkv_model;

@@ -234,7 +234,7 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
         return fail(c, st, 413, "invalid_request_error", NULL, "request_too_large", msg);
     }
     switch (route) {
-    case 0: return send_json(c, st, 200, json_pack("{s:s}", "status", "ok"));
+    case 0: return send_json(c, st, 200, json_pack("{s:s,s:s}", "status", "ok", "kernels", fkv_kernels_name()));
     case 1: {
         fkv_model_info info = fkv_model_get_info(srv->model);
         return send_json(c, st, 200,

@@ -44,6 +44,12 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, int n_threads, fkv_e
         return NULL;
     }
     const model_hparams *hp = &m->hp;
+    if (m->kernels != quant_kernels()) {
+        err_set(err, "the model's weights are laid out for the %s kernels, but %s are in use", m->kernels,
+                quant_kernels());
+        free(c);
+        return NULL;
+    }
     c->m = m;
     c->max_rows = max_rows;
     c->n_threads = n_threads > 0 ? n_threads : omp_get_max_threads();

@@ -7,10 +7,19 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "dispatch.h"
 #include "quant.h"
 #include "traits.h"
 
 static bool type_is_computed(ggml_type t) { return kern_type_traits(t) != NULL; }
+
+int fkv_kernels_select(const char *name, fkv_error *err) {
+    char why[200];
+    if (kern_select(name, why, sizeof why)) return err_set(err, "%s", why);
+    return 0;
+}
+
+const char *fkv_kernels_name(void) { return kern_active()->name; }
 
 /* Find a tensor and check its dims exactly: ne[0] = n_in, ne[1] = n_out (n_out 0: a vector). */
 static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uint32_t n_in, uint32_t n_out,
@@ -263,6 +272,13 @@ fkv_model *fkv_model_load(const char *path, fkv_error *err) {
         err_set(err, "%s: out of memory", path);
         return NULL;
     }
+    char why[200];
+    if (kern_ensure(why, sizeof why)) {
+        err_set(err, "%s: %s (FLATKV_KERNELS)", path, why);
+        fkv_model_free(m);
+        return NULL;
+    }
+    m->kernels = quant_kernels();
     if (!(m->file = gguf_open(path, err)) || read_hparams(m->file, &m->hp, err) || load_weights(m, err) ||
         pack_weights(m, err) || !(m->vocab = tok_load(m->file, err))) {
         fkv_model_free(m);

@@ -71,6 +71,7 @@ struct fkv_model {
     tok_vocab *vocab;
     char *chat_template; /* tokenizer.chat_template, or NULL */
     void *packed;        /* the matrices' memory, one allocation (pack_weights in model.c) */
+    const char *kernels; /* the kernel variant the matrices are laid out for (quant_kernels() at load) */
 };
 
 /* Load and validate (see INVARIANT); NULL with err naming the file and the key or tensor at fault. */

@@ -102,16 +102,69 @@ void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n,
     }
 }
 
+/* The rotary table's transcendental functions, in double from plain IEEE operations in one fixed order, rounded
+ * to float once: libm's powf/sinf/cosf pick FMA or SSE2 code by CPU at run time, and those may differ in the last
+ * bit, which would make a KV row depend on the machine that wrote it (DESIGN.md §5). Accuracy: well below 1e-15
+ * relative before the rounding, so the float results are those of a correctly rounded libm but in rare ties. */
+
+/* e^y for |y| < 700: y = n·ln2 + r, |r| <= ln2/2 (ln2 split so that n·hi is exact), Taylor to r^14. */
+static double rope_exp(double y) {
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    const double n = nearbyint(y * 1.44269504088896338700);
+    const double r = (y - n * ln2_hi) - n * ln2_lo;
+    double p = 1.0;
+    for (int i = 14; i >= 1; i--) p = 1.0 + p * r / (double)i;
+    return ldexp(p, (int)n);
+}
+
+/* ln x for x > 0 finite: x = m·2^k, m in [sqrt(1/2), sqrt(2)); ln m = 2·atanh(s), s = (m-1)/(m+1), |s| < 0.172,
+ * by its series to s^25. */
+static double rope_log(double x) {
+    int k;
+    double m = frexp(x, &k); /* m in [0.5, 1) */
+    if (m < 0.70710678118654752440) m *= 2.0, k--;
+    const double s = (m - 1.0) / (m + 1.0), s2 = s * s;
+    double t = 0.0;
+    for (int i = 25; i >= 3; i -= 2) t = (t + 1.0 / (double)i) * s2;
+    return (double)k * 6.93147180559945309417e-01 + 2.0 * s * (1.0 + t);
+}
+
+/* sin and cos of x (|x| < 2^20 · pi/2): x = k·pi/2 + r by a three-part pi/2 (each part's product with k exact),
+ * |r| <= pi/4, Taylor to r^19 / r^18, then the quadrant. */
+static void rope_sincos(double x, double *sin_x, double *cos_x) {
+    const double pio2_1 = 1.57079632673412561417e+00, pio2_2 = 6.07710050630396597660e-11,
+                 pio2_3 = 2.02226624871116645580e-21;
+    const double k = nearbyint(x * 6.36619772367581382433e-01);
+    const double r = ((x - k * pio2_1) - k * pio2_2) - k * pio2_3, r2 = r * r;
+    /* 1 / (i (i - 1)) for i = 2..19, folded by the compiler (correctly rounded) */
+#define INV(i) (1.0 / ((double)(i) * (double)((i) - 1)))
+    static const double inv[20] = {0, 0, INV(2), INV(3), INV(4), INV(5), INV(6), INV(7), INV(8), INV(9), INV(10),
+                                   INV(11), INV(12), INV(13), INV(14), INV(15), INV(16), INV(17), INV(18), INV(19)};
+#undef INV
+    double s = 1.0, c = 1.0;
+    for (int i = 19; i >= 3; i -= 2) s = 1.0 - s * r2 * inv[i];
+    for (int i = 18; i >= 2; i -= 2) c = 1.0 - c * r2 * inv[i];
+    s *= r;
+    const long q = (long)k & 3;
+    *sin_x = q == 0 ? s : q == 1 ? c : q == 2 ? -s : -c;
+    *cos_x = q == 0 ? c : q == 1 ? -s : q == 2 ? -c : s;
+}
+
 void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale,
                     const float *freq_divisors, float *cs) {
+    const double log_base = rope_log((double)base);
+    float freq[OPS_ATTN_MAX_HEAD_DIM / 2]; /* n_rot <= head_dim, bounded at load */
+    for (uint32_t i = 0; i < n_rot / 2; i++) {
+        freq[i] = 1.0f / (float)rope_exp((double)((float)(2 * i) / (float)n_rot) * log_base);
+        if (freq_divisors) freq[i] /= freq_divisors[i];
+    }
     for (uint32_t r = 0; r < n_rows; r++) {
         float p = (float)pos[r] / scale;
         for (uint32_t i = 0; i < n_rot / 2; i++) {
-            float freq = 1.0f / powf(base, (float)(2 * i) / (float)n_rot);
-            if (freq_divisors) freq /= freq_divisors[i];
-            float theta = p * freq;
-            cs[(size_t)r * n_rot + 2 * i] = cosf(theta);
-            cs[(size_t)r * n_rot + 2 * i + 1] = sinf(theta);
+            double sin_t, cos_t;
+            rope_sincos((double)(p * freq[i]), &sin_t, &cos_t);
+            cs[(size_t)r * n_rot + 2 * i] = (float)cos_t;
+            cs[(size_t)r * n_rot + 2 * i + 1] = (float)sin_t;
         }
     }
 }

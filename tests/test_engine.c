@@ -316,5 +316,5 @@ int main(void) {
         CASE(test_batched_decode_never_changes_an_answer, q8),
         CASE(test_a_tiny_kv_budget_evicts_and_stays_exact, q8),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

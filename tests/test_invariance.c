@@ -198,5 +198,5 @@ int main(void) {
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4_k),
         CASE(test_decode_rows_equal_prefill_rows, q4_k),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

@@ -307,5 +307,5 @@ int main(void) {
         CASE(test_the_record_never_claims_a_row_the_kv_does_not_hold, q8),
         cmocka_unit_test(test_environment_switches_set_the_defaults),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

@@ -99,7 +99,7 @@ bool kern_available(kern_id id, char *why, size_t cap) {
         return false;
     }
     if (!table_of(id)) {
-        snprintf(why, cap, "this build holds only the portable reference kernels");
+        snprintf(why, cap, "this build does not hold the %s kernels", names[id]);
         return false;
     }
 #if HAVE_X86_VARIANTS

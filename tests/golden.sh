@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Golden digests: the bits of a few fixed prompts, checked against tests/golden/digests.txt.
+#
+# usage: golden.sh FLATKV_BIN SHARED_DIR [--write]
+#   Runs every case under each kernel variant this CPU runs (FLATKV_KERNELS; the others are reported skipped, by
+#   name and why), then — when qemu-x86_64 is installed — the same binary on emulated CPUs: Haswell-v4 (AVX2, no
+#   AVX-512), where it must choose avx2, and Nehalem-v2 (no AVX), where it must choose ref. Every run must print the
+#   committed digests. --write records the reference variant's digests instead.
+set -euo pipefail
+bin=$1 shared=$2 mode=${3:-check}
+here=$(cd "$(dirname "$0")" && pwd)
+golden=$here/golden/digests.txt
+work=$(mktemp -d)
+[ -n "${GOLDEN_KEEP:-}" ] && echo "work dir: $work"
+[ -n "${GOLDEN_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
+
+# The models: the real tiny llama, and generated ones of each quantized type (rows of 256: K-quant super-blocks).
+models=(stories260K=$shared/models/stories260K.gguf)
+for type in q8_0 q4_0 q4_k_m; do
+  "$bin" gen-model --dim 256 --hidden 768 --layers 2 --heads 4 --kv-heads 2 --ctx 512 --seed 7 \
+    --vocab-from "$shared/models/stories260K.gguf" --type $type -o "$work/$type.gguf" >/dev/null
+  models+=("$type=$work/$type.gguf")
+done
+# Two turns: a 150-token prompt (prefill chunks on the 128 grid, panels and direct tiles), then its extension (a
+# resumed prefill), each with 16 greedy tokens.
+story="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends."
+printf '{"prompt": "%s", "n": 16}\n{"prompt": "%s %s", "n": 16}\n' "$story $story $story $story" \
+  "$story $story $story $story" "She was happy." >"$work/session.jsonl"
+
+# run LABEL PREFIX...: every case's digests as "case logits kv" lines, and the kernels it used.
+run() {
+  local label=$1
+  shift
+  for m in "${models[@]}"; do
+    for kv in f32 f16; do
+      "$@" "$bin" replay -m "${m#*=}" --session "$work/session.jsonl" --kv-type $kv --threads 2 2> >(grep -v "TCG doesn.t support" >&2) |
+        sed -E 's/.*"turn":([0-9]+).*"logits_digest":"([0-9a-f]+)","kv_digest":"([0-9a-f]+)","kernels":"([a-z0-9]+)".*/\1 \2 \3 \4/' |
+        while read -r turn logits kvd kernels; do echo "${m%%=*}-$kv-turn$turn $logits $kvd $kernels"; done
+    done
+  done >"$work/$label.out"
+}
+
+if [ "$mode" = --write ]; then
+  FLATKV_KERNELS=ref run ref env
+  { grep '^#' "$golden"; cut -d' ' -f1-3 "$work/ref.out"; } >"$work/new" && mv "$work/new" "$golden"
+  echo "wrote $(grep -vc '^#' "$golden") digests to $golden"
+  exit 0
+fi
+
+want=$(grep -v '^#' "$golden")
+[ -n "$want" ] || { echo "FAIL: $golden holds no digests"; exit 1; }
+failed=0
+check() { # label expected-kernels
+  local got
+  got=$(cut -d' ' -f1-3 "$work/$1.out")
+  if [ "$got" != "$want" ]; then
+    echo "FAIL: $1: digests differ from $golden:"
+    diff <(echo "$want") <(echo "$got") || true
+    failed=1
+  elif [ -n "$2" ] && cut -d' ' -f4 "$work/$1.out" | grep -qv "^$2\$"; then
+    echo "FAIL: $1: chose kernels $(cut -d' ' -f4 "$work/$1.out" | sort -u | tr '\n' ' ')instead of $2"
+    failed=1
+  else
+    echo "ok: $1 ($(echo "$want" | wc -l) digests)"
+  fi
+}
+for kernels in ref avx2 avx512 amx; do
+  if ! why=$(FLATKV_KERNELS=$kernels "$bin" generate -m "$shared/models/stories260K.gguf" -p x -n 1 --json 2>&1 >/dev/null); then
+    echo "skipped: kernels $kernels: ${why#*: }"
+    continue
+  fi
+  FLATKV_KERNELS=$kernels run "$kernels" env
+  check "$kernels" "$kernels"
+done
+if [ -n "${GOLDEN_NO_QEMU:-}" ]; then
+  echo "skipped: emulated CPUs (GOLDEN_NO_QEMU set)"
+elif command -v qemu-x86_64 >/dev/null; then
+  for cpu in Haswell-v4:avx2 Nehalem-v2:ref; do
+    run "qemu-${cpu%%:*}" qemu-x86_64 -cpu "${cpu%%:*}"
+    check "qemu-${cpu%%:*}" "${cpu#*:}"
+  done
+else
+  echo "skipped: qemu-x86_64 is not installed (apt-get install qemu-user): no emulated-CPU runs"
+fi
+exit $failed
