@@ -151,7 +151,9 @@ async function badInput(base) {
 
 async function endpoints(base) {
   const health = await request(base, 'GET', '/health');
-  checkEqual('GET /health', [health.status, health.json], [200, { status: 'ok' }]);
+  checkEqual('GET /health', [health.status, health.json.status], [200, 'ok']);
+  check('GET /health names the kernel variant in use', ['ref', 'avx2', 'avx512', 'amx'].includes(health.json.kernels),
+        JSON.stringify(health.json));
   const models = await request(base, 'GET', '/v1/models');
   check('GET /v1/models lists the model', models.status === 200 && models.json?.object === 'list' &&
     models.json?.data?.[0]?.id === 'stories260K', models.text.slice(0, 160));
