@@ -9,7 +9,9 @@
  * runs it, alignment, or which CPU. Each reduction has ONE fixed order, documented below and defined by the
  * portable reference kernels (ref/); every variant (avx2/, avx512/, amx/: table.h, chosen at start-up by
  * dispatch.h) implements that same order, so they return identical bits. Tests compare every variant the CPU
- * runs with the reference on random inputs of awkward sizes.
+ * runs with the reference on random inputs of awkward sizes. One exception, outside any real computation: where two
+ * NaNs of different payloads meet in one addition or multiply-add, which payload survives is not pinned (compilers
+ * may swap a commutative operation's operands); a NaN stays a NaN everywhere.
  *
  * The fixed orders:
  * - f32 dot (quant_dot_f32, and the F16/BF16 weight dots, which widen each element to f32 exactly):

@@ -224,11 +224,18 @@ void ref_quantize_bf16(const float *src, void *dst, size_t n) {
 void ref_row_q8(const float *x, block_q8_act *dst, size_t n) {
     for (size_t b = 0; b < n / QK; b++) {
         const float *xb = x + b * QK;
+        /* "a > b ? a : b" rather than fmaxf: a NaN (quiet or signalling) never wins, as the vector max
+         * instructions' second operand does, and no libm behaviour enters */
         float amax = 0.0f;
-        for (size_t j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        for (size_t j = 0; j < QK; j++) amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
         float d = amax / 127.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         dst[b].d = d;
-        for (size_t j = 0; j < QK; j++) dst[b].qs[j] = (int8_t)nearbyintf(fminf(fmaxf(xb[j] * id, -127.0f), 127.0f));
+        for (size_t j = 0; j < QK; j++) {
+            float v = xb[j] * id;
+            v = v > -127.0f ? v : -127.0f;
+            v = v < 127.0f ? v : 127.0f;
+            dst[b].qs[j] = (int8_t)nearbyintf(v);
+        }
     }
 }

@@ -1,0 +1,271 @@
+/* attn.c — attention's kernels on AVX-512: key-tile scores, V accumulation, and the online softmax's steps.
+ *
+ * WHY: a zmm holds 16 lanes, so a 32-key tile's scores for one query are two registers and a 64-element
+ * head of y is four; more chains fit in the 32 registers, so more queries share each load of K or V.
+ *
+ * INVARIANT: every lane does what the reference (ref/) does to its element — the same IEEE operations on
+ * the same operands in the same order (quant.h's fixed orders). Only the loop nest differs: which queries run
+ * side by side, and how many registers of one row are held at once. Tails are masked lanes of the same
+ * operations, never a different sequence.
+ */
+#include "avx512.h"
+
+#include "simd.h"
+
+#include <math.h>
+
+/* The size of the next block when `left` queries remain to be cut into the fewest blocks of at most `max`, sizes
+ * differing by at most one (13 = 7 + 6, not 8 + 5): a small last block would run on too few chains. */
+static inline size_t next_block(size_t left, size_t max) {
+    const size_t blocks = (left + max - 1) / max;
+    return (left + blocks - 1) / blocks;
+}
+
+/* ---- scores of a key-major tile ---------------------------------------------------------------- */
+
+/* Queries side by side on one tile: 2 chains each plus the 2 key registers and the Q broadcasts stay within the
+ * 32 registers, and from four queries on there are enough chains to cover the multiply-add latency. */
+#define SCORE_MAX_Q 8
+
+/* Q queries (1..SCORE_MAX_Q, a constant after inlining) against the tile's 32 keys: keys 0..15 and 16..31 are
+ * two registers, so each lane is one key's chain s = fmaf(q[d], k[d], s) from +0; element d of the keys is
+ * loaded and widened once for the Q queries. */
+static inline __attribute__((always_inline)) void score_queries(avx512_elem elem, int Q, const void *kt,
+                                                                 const float *q, size_t q_stride, size_t n,
+                                                                 float *out, size_t out_stride) {
+    __m512 acc[2 * SCORE_MAX_Q];
+    for (int c = 0; c < 2 * Q; c++) acc[c] = _mm512_setzero_ps();
+    for (size_t d = 0; d < n; d++) {
+        __m512 k0 = avx512_load16(elem, kt, d * QUANT_KEY_TILE, 0xffff);
+        __m512 k1 = avx512_load16(elem, kt, d * QUANT_KEY_TILE + 16, 0xffff);
+        if (Q > 1) {
+            PIN(k0);
+            PIN(k1);
+        }
+        for (int r = 0; r < Q; r++) {
+            __m512 qd = _mm512_set1_ps(q[r * q_stride + d]);
+            PIN(qd);
+            acc[2 * r] = _mm512_fmadd_ps(qd, k0, acc[2 * r]);
+            acc[2 * r + 1] = _mm512_fmadd_ps(qd, k1, acc[2 * r + 1]);
+        }
+    }
+    for (int r = 0; r < Q; r++) {
+        _mm512_storeu_ps(out + r * out_stride, acc[2 * r]);
+        _mm512_storeu_ps(out + r * out_stride + 16, acc[2 * r + 1]);
+    }
+}
+
+static inline __attribute__((always_inline)) void score_tile(avx512_elem elem, const void *kt, const float *q,
+                                                              size_t q_stride, size_t n_q, size_t n, float *out,
+                                                              size_t out_stride) {
+    for (size_t r = 0, Q; r < n_q; r += Q) {
+        Q = next_block(n_q - r, SCORE_MAX_Q);
+        const float *qr = q + r * q_stride;
+        float *o = out + r * out_stride;
+        switch (Q) {
+        case 8: score_queries(elem, 8, kt, qr, q_stride, n, o, out_stride); break;
+        case 7: score_queries(elem, 7, kt, qr, q_stride, n, o, out_stride); break;
+        case 6: score_queries(elem, 6, kt, qr, q_stride, n, o, out_stride); break;
+        case 5: score_queries(elem, 5, kt, qr, q_stride, n, o, out_stride); break;
+        case 4: score_queries(elem, 4, kt, qr, q_stride, n, o, out_stride); break;
+        case 3: score_queries(elem, 3, kt, qr, q_stride, n, o, out_stride); break;
+        case 2: score_queries(elem, 2, kt, qr, q_stride, n, o, out_stride); break;
+        default: score_queries(elem, 1, kt, qr, q_stride, n, o, out_stride); break;
+        }
+    }
+}
+
+void avx512_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                           size_t out_stride) {
+    score_tile(AVX512_F16, kt, q, q_stride, n_q, n, out, out_stride);
+}
+
+void avx512_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                           size_t out_stride) {
+    score_tile(AVX512_F32, kt, q, q_stride, n_q, n, out, out_stride);
+}
+
+/* ---- V accumulation ---------------------------------------------------------------------------- */
+
+/* Q outputs side by side, W registers of each held across all of V's rows: Q·W <= 16 accumulators, with the W row
+ * registers and the Q broadcast weights, stay within the 32 registers. */
+#define AXPY_MAX_Q 8
+#define AXPY_MAX_ACC 16
+
+/* W for Q outputs: the largest power of two with Q·W <= AXPY_MAX_ACC. */
+static inline int axpy_width(int Q) { return Q == 1 ? 16 : Q == 2 ? 8 : Q <= 4 ? 4 : 2; }
+
+/* Elements i .. i + 16·W of Q outputs (lanes outside `live` untouched): y[i] = fmaf(a[j], row_j[i], y[i]) for
+ * j = 0 .. n_rows-1 in turn, each row's W registers loaded once for the Q outputs. */
+static inline __attribute__((always_inline)) void axpy_chunk(avx512_elem elem, int Q, int W, float *y,
+                                                              size_t y_stride, const float *a, size_t a_stride,
+                                                              const void *rows, size_t stride, size_t n_rows,
+                                                              size_t i, __mmask16 live) {
+    __m512 acc[AXPY_MAX_ACC];
+    for (int r = 0; r < Q; r++)
+        for (int u = 0; u < W; u++) acc[r * W + u] = _mm512_maskz_loadu_ps(live, y + r * y_stride + i + 16 * u);
+    for (size_t j = 0; j < n_rows; j++) {
+        __m512 aj[AXPY_MAX_Q];
+        for (int r = 0; r < Q; r++) {
+            aj[r] = _mm512_set1_ps(a[r * a_stride + j]);
+            if (W > 1) PIN(aj[r]);
+        }
+        for (int u = 0; u < W; u++) {
+            __m512 v = avx512_load16(elem, rows, j * stride + i + 16 * u, live);
+            if (Q > 1) PIN(v);
+            for (int r = 0; r < Q; r++) acc[r * W + u] = _mm512_fmadd_ps(aj[r], v, acc[r * W + u]);
+        }
+    }
+    for (int r = 0; r < Q; r++)
+        for (int u = 0; u < W; u++) _mm512_mask_storeu_ps(y + r * y_stride + i + 16 * u, live, acc[r * W + u]);
+}
+
+/* The chunks of w registers from element *i on while whole ones remain. */
+static inline __attribute__((always_inline)) void axpy_span(avx512_elem elem, int Q, int w, float *y,
+                                                             size_t y_stride, const float *a, size_t a_stride,
+                                                             const void *rows, size_t stride, size_t n_rows,
+                                                             size_t n, size_t *i) {
+    for (; *i + 16 * (size_t)w <= n; *i += 16 * (size_t)w)
+        axpy_chunk(elem, Q, w, y, y_stride, a, a_stride, rows, stride, n_rows, *i, 0xffff);
+}
+
+/* Q outputs over a whole row: chunks of W = axpy_width(Q) registers, then of W/2, .., 1, then the last n % 16
+ * lanes. */
+static inline __attribute__((always_inline)) void axpy_queries(avx512_elem elem, int Q, float *y, size_t y_stride,
+                                                                const float *a, size_t a_stride, const void *rows,
+                                                                size_t stride, size_t n_rows, size_t n) {
+    const int W = axpy_width(Q);
+    size_t i = 0;
+    axpy_span(elem, Q, W, y, y_stride, a, a_stride, rows, stride, n_rows, n, &i);
+    if (W >= 2) axpy_span(elem, Q, W / 2, y, y_stride, a, a_stride, rows, stride, n_rows, n, &i);
+    if (W >= 4) axpy_span(elem, Q, W / 4, y, y_stride, a, a_stride, rows, stride, n_rows, n, &i);
+    if (W >= 8) axpy_span(elem, Q, W / 8, y, y_stride, a, a_stride, rows, stride, n_rows, n, &i);
+    if (W >= 16) axpy_span(elem, Q, W / 16, y, y_stride, a, a_stride, rows, stride, n_rows, n, &i);
+    if (i < n) axpy_chunk(elem, Q, 1, y, y_stride, a, a_stride, rows, stride, n_rows, i, avx512_first(n - i));
+}
+
+static inline __attribute__((always_inline)) void axpy_rows(avx512_elem elem, float *y, size_t y_stride,
+                                                             const float *a, size_t a_stride, size_t n_y,
+                                                             const void *rows, size_t stride, size_t n_rows,
+                                                             size_t n) {
+    for (size_t r = 0, Q; r < n_y; r += Q) {
+        Q = next_block(n_y - r, AXPY_MAX_Q);
+        float *yr = y + r * y_stride;
+        const float *ar = a + r * a_stride;
+        switch (Q) {
+        case 8: axpy_queries(elem, 8, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 7: axpy_queries(elem, 7, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 6: axpy_queries(elem, 6, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 5: axpy_queries(elem, 5, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 4: axpy_queries(elem, 4, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 3: axpy_queries(elem, 3, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 2: axpy_queries(elem, 2, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        default: axpy_queries(elem, 1, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        }
+    }
+}
+
+void avx512_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                          const uint16_t *rows, size_t stride, size_t n_rows, size_t n) {
+    axpy_rows(AVX512_F16, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}
+
+void avx512_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
+                          size_t stride, size_t n_rows, size_t n) {
+    axpy_rows(AVX512_F32, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}
+
+/* ---- exponentials ------------------------------------------------------------------------------ */
+
+/* e^v per lane in exp1's sequence: k = nearbyint(v·log2e), r in two fused steps, Horner, times 2^k from its bits;
+ * then +0 below EXP_MIN and +inf above EXP_MAX. A NaN comes out as its quiet self: every step that sees it
+ * returns it (k, r and p all carry v's payload; the scale from k's integer-indefinite bits is 1.0), and the
+ * ordered compares leave it. */
+static inline __m512 exp_lanes(__m512 v) {
+    const __m512 vl = _mm512_mul_ps(v, _mm512_set1_ps(EXP_LOG2E));
+    const __m512 k = _mm512_roundscale_ps(vl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-EXP_LN2_HI), v);
+    r = _mm512_fmadd_ps(k, _mm512_set1_ps(-EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(ord_exp_coef[6]);
+    for (int c = 5; c >= 0; c--) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ord_exp_coef[c]));
+    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+    __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+    e = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(v, _mm512_set1_ps(EXP_MIN), _CMP_LT_OQ), _mm512_setzero_ps());
+    return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(v, _mm512_set1_ps(EXP_MAX), _CMP_GT_OQ),
+                              _mm512_set1_ps(INFINITY));
+}
+
+static inline __attribute__((always_inline)) void exp_at(float *x, __mmask16 live) {
+    _mm512_mask_storeu_ps(x, live, exp_lanes(_mm512_maskz_loadu_ps(live, x)));
+}
+
+/* Below this many elements, a tail goes to the reference: the callers write x with scalar stores just before
+ * (ops.c's corrections), and a masked load of elements still on their way to the cache waits about 80 cycles for
+ * them (Sapphire Rapids), longer than exp1 takes for a few elements (decode, 1 query: 1.06x -> 1.15x). */
+#define EXP_MIN_MASKED 8
+
+/* Whole registers, then the last n % 16 lanes masked (given the full mask, the compiler emits plain loads and
+ * stores); the loops below do the same. */
+void avx512_exp(float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) exp_at(x + i, 0xffff);
+    if (n - i >= EXP_MIN_MASKED)
+        exp_at(x + i, avx512_first(n - i));
+    else
+        for (; i < n; i++) x[i] = ord_exp1(x[i]);
+}
+
+/* ---- the online softmax's tile steps (8 lanes: element j in lane j % 8) --------------------------- */
+
+/* A zmm of elements 16t .. 16t+15 meets the 8 lanes as two registers in element order: 16t+l, then 16t+8+l. */
+static inline __m256 low8(__m512 v) { return _mm512_castps512_ps256(v); }
+static inline __m256 high8(__m512 v) { return _mm512_extractf32x8_ps(v, 1); }
+
+/* max_pick(lane, s) = s > lane ? s : lane, per lane: vmaxps returns its first operand when it is greater, else the
+ * second (NaN in either, or equal values such as -0 and +0, give the second). */
+static inline __m256 pick8(__m256 lane, __m256 s) { return _mm256_max_ps(s, lane); }
+
+/* combine8_max's tree: pick(pick(pick(l0,l4), pick(l2,l6)), pick(pick(l1,l5), pick(l3,l7))); lanes are never NaN. */
+static inline float combine8_max(__m256 l) {
+    __m128 w = _mm_max_ps(_mm256_extractf128_ps(l, 1), _mm256_castps256_ps128(l)); /* pick(l0,l4) .. pick(l3,l7) */
+    w = _mm_max_ps(_mm_movehl_ps(w, w), w);
+    return _mm_cvtss_f32(_mm_max_ss(_mm_movehdup_ps(w), w));
+}
+
+/* s[0..15] *= scale and the picks of those elements into the lanes; lanes outside `live` hold -inf, which no pick
+ * takes over a lane's value (lanes start at -inf and never become NaN). */
+static inline __attribute__((always_inline)) __m256 scale_max_16(float *s, __m512 scale, __m256 lane, __mmask16 live) {
+    const __m512 v = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), live, _mm512_maskz_loadu_ps(live, s), scale);
+    _mm512_mask_storeu_ps(s, live, v);
+    return pick8(pick8(lane, low8(v)), high8(v));
+}
+
+float avx512_scale_max(float *s, size_t n, float scale) {
+    const __m512 vscale = _mm512_set1_ps(scale);
+    __m256 lane = _mm256_set1_ps(-INFINITY);
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) lane = scale_max_16(s + j, vscale, lane, 0xffff);
+    if (j < n) lane = scale_max_16(s + j, vscale, lane, avx512_first(n - j));
+    return combine8_max(lane);
+}
+
+/* s[0..15] = e^(s - m) and their adds into the lanes. Lanes outside `live` add +0, which leaves a lane as it is (a
+ * lane starts at +0 and only adds values >= +0 or NaN, so it is never -0); s there is neither read nor written. */
+static inline __attribute__((always_inline)) __m256 exp_sum_16(float *s, __m512 m, __m256 lane, __mmask16 live) {
+    const __m512 e = _mm512_maskz_mov_ps(live, exp_lanes(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, s), m)));
+    _mm512_mask_storeu_ps(s, live, e);
+    return _mm256_add_ps(_mm256_add_ps(lane, low8(e)), high8(e));
+}
+
+/* Each row in one pass: subtract, exponentiate, add into the lanes. */
+void avx512_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum) {
+    for (size_t r = 0; r < n_rows; r++) {
+        float *sr = s + r * stride;
+        const __m512 mr = _mm512_set1_ps(m[r]);
+        __m256 lane = _mm256_setzero_ps();
+        size_t j = 0;
+        for (; j + 16 <= n[r]; j += 16) lane = exp_sum_16(sr + j, mr, lane, 0xffff);
+        if (j < n[r]) lane = exp_sum_16(sr + j, mr, lane, avx512_first(n[r] - j));
+        sum[r] = avx512_sum8(lane);
+    }
+}
