@@ -3,8 +3,9 @@
  * usage: flatkv_bench MODEL info
  *        flatkv_bench MODEL IDS THREADS prefill N
  *        flatkv_bench MODEL IDS THREADS decode N_PROMPT N_GEN
- * `info` prints the model's shape and weight_bytes as JSON (the script derives ids and the roofline from
- * it); the cases print harness.h's JSON line. The context holds exactly the positions the case needs.
+ * `info` prints the model's shape, weight_bytes and the kernel variant that loaded it (FLATKV_KERNELS or the
+ * best this CPU runs) as JSON (the script derives ids and the roofline from it); the cases print harness.h's
+ * JSON line. The context holds exactly the positions the case needs.
  */
 #include "flatkv.h"
 #include "gguf.h"
@@ -41,9 +42,9 @@ static int print_info(const char *path) {
         return 1;
     }
     printf("{\"n_vocab\":%u,\"dim\":%u,\"hidden\":%u,\"n_layers\":%u,\"n_heads\":%u,\"n_kv_heads\":%u,"
-           "\"head_dim\":%u,\"weight_bytes\":%llu}\n",
+           "\"head_dim\":%u,\"weight_bytes\":%llu,\"kernels\":\"%s\"}\n",
            mi.n_vocab, mi.dim, mi.hidden, mi.n_layers, mi.n_heads, mi.n_kv_heads, mi.head_dim,
-           (unsigned long long)bytes);
+           (unsigned long long)bytes, fkv_kernels_name());
     return 0;
 }
 
@@ -86,7 +87,7 @@ int main(int argc, char **argv) {
         seconds = harness_now() - t0;
         cpu_seconds = harness_cpu() - c0;
     }
-    if (rc == 0) harness_print("flatkv", &a, seconds, cpu_seconds, gen);
+    if (rc == 0) harness_print("flatkv", "kernels", fkv_kernels_name(), &a, seconds, cpu_seconds, gen);
 
 done:
     /* harness_read_ids explains its own failures; fkv_ctx_new and fkv_eval leave theirs in err. */

@@ -5,8 +5,9 @@
  * code makes it so.
  *
  * Each harness runs one case per process (so ru_maxrss is that case's peak) and prints one JSON line:
- *   {"engine", "case" ("prefill"|"decode"), "n_prompt", "n_gen", "threads", "seconds", "tok_per_s",
- *    "cpu_share", "max_rss_mb", "tokens" (the greedy ids of a decode case)}
+ *   {"engine", "kernels" (flatkv) or "ggml_cpu" (llama.cpp): the CPU code variant the engine ran, "case"
+ *    ("prefill"|"decode"), "n_prompt", "n_gen", "threads", "seconds", "tok_per_s", "cpu_share", "max_rss_mb",
+ *    "tokens" (the greedy ids of a decode case)}
  * cpu_share: CPU time the process got during the timed span over threads × wall time; well under 1 means
  * something else ran on these cores (or the engine left its threads idle), and the figure is suspect.
  * prefill: one call over n_prompt ids, timed. decode: n_prompt ids untimed, then n_gen single-token steps
@@ -106,14 +107,15 @@ static inline int32_t harness_argmax(const float *logits, int32_t n_vocab) {
     return best;
 }
 
-static inline void harness_print(const char *engine, const harness_args *a, double seconds, double cpu_seconds,
-                          const int32_t *tokens) {
+/* variant_key: "kernels" or "ggml_cpu" (above); variant: its value. */
+static inline void harness_print(const char *engine, const char *variant_key, const char *variant,
+                                 const harness_args *a, double seconds, double cpu_seconds, const int32_t *tokens) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     int n_timed = a->decode ? a->n_gen : a->n_prompt;
-    printf("{\"engine\":\"%s\",\"case\":\"%s\",\"n_prompt\":%d,\"n_gen\":%d,\"threads\":%d,\"seconds\":%.6f,"
-           "\"tok_per_s\":%.3f,\"cpu_share\":%.3f,\"max_rss_mb\":%.1f,\"tokens\":[",
-           engine, a->decode ? "decode" : "prefill", a->n_prompt, a->n_gen, a->threads, seconds,
+    printf("{\"engine\":\"%s\",\"%s\":\"%s\",\"case\":\"%s\",\"n_prompt\":%d,\"n_gen\":%d,\"threads\":%d,"
+           "\"seconds\":%.6f,\"tok_per_s\":%.3f,\"cpu_share\":%.3f,\"max_rss_mb\":%.1f,\"tokens\":[",
+           engine, variant_key, variant, a->decode ? "decode" : "prefill", a->n_prompt, a->n_gen, a->threads, seconds,
            (double)n_timed / seconds, cpu_seconds / (seconds * a->threads), (double)ru.ru_maxrss / 1024.0);
     for (int i = 0; a->decode && i < a->n_gen; i++) printf("%s%d", i ? "," : "", (int)tokens[i]);
     printf("]}\n");

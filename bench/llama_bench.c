@@ -4,7 +4,8 @@
  *        llama_bench MODEL IDS THREADS decode N_PROMPT N_GEN
  * Compiled against llama.h from the source bundle node-llama-cpp ships and linked to its prebuilt CPU
  * libraries; LLAMA_LIB_DIR (set by bench/compare) is where ggml's CPU backend variants are loaded from
- * (the prebuilt ggml loads backends at run time and picks the best one for this CPU).
+ * (the prebuilt ggml loads backends at run time and picks the best one for this CPU; the result's "ggml_cpu" names
+ * the file it chose).
  * Same cases, ids, argmax and timing as flatkv_bench.c (harness.h). The prompt goes in one llama_decode
  * (n_batch = n_ubatch = n_prompt); the context holds exactly the positions the case needs.
  */
@@ -24,6 +25,25 @@ static void log_errors(enum ggml_log_level level, const char *text, void *user) 
     if (last == GGML_LOG_LEVEL_ERROR || last == GGML_LOG_LEVEL_WARN) fputs(text, stderr);
 }
 
+/* The file name of the libggml-cpu-*.so mapped into this process, or "unknown": ggml loads every variant to score
+ * it and keeps only the best one for this CPU, which no API names. */
+static void ggml_cpu_variant(char *name, size_t cap) {
+    snprintf(name, cap, "unknown");
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        const char *file = strstr(line, "/libggml-cpu-");
+        const char *end = file ? strstr(file, ".so") : NULL;
+        if (end) {
+            file++; /* past the '/' */
+            snprintf(name, cap, "%.*s", (int)(end + strlen(".so") - file), file);
+            break;
+        }
+    }
+    fclose(f);
+}
+
 static int decode(struct llama_context *ctx, llama_token *ids, int n) {
     int rc = llama_decode(ctx, llama_batch_get_one(ids, n));
     if (rc != 0) fprintf(stderr, "llama_bench: llama_decode of %d ids returned %d\n", n, rc);
@@ -36,6 +56,8 @@ int main(int argc, char **argv) {
 
     llama_log_set(log_errors, NULL);
     ggml_backend_load_all_from_path(LLAMA_LIB_DIR);
+    char ggml_cpu[256];
+    ggml_cpu_variant(ggml_cpu, sizeof ggml_cpu);
     llama_backend_init();
 
     struct llama_model *model = llama_model_load_from_file(a.model, llama_model_default_params());
@@ -81,7 +103,7 @@ int main(int argc, char **argv) {
         seconds = harness_now() - t0;
         cpu_seconds = harness_cpu() - c0;
     }
-    if (rc == 0) harness_print("llama.cpp", &a, seconds, cpu_seconds, gen);
+    if (rc == 0) harness_print("llama.cpp", "ggml_cpu", ggml_cpu, &a, seconds, cpu_seconds, gen);
 
 done:
     if (ctx) llama_free(ctx);
