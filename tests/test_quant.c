@@ -716,8 +716,8 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
     uint64_t s = 9;
     const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q4_K,
                                GGML_TYPE_Q6_K};
-    const uint32_t rows[] = {1, 2, 3, 5, 17};
-    const uint32_t outs[] = {1, 3, 5, 9};
+    const uint32_t rows[] = {1, 2, 3, 5, 17, 33}; /* 17, 33: the AMX tiles' 16 rows, and a partial group after them */
+    const uint32_t outs[] = {1, 3, 5, 9, 17};
     /* 1, 3, 13, 17, 24 blocks: tails after groups of 8; 552 blocks: the widest rows in panels, 553 the
      * narrowest taking direct tiles at every row count (quant.c's PANEL_MAX_GROUPS) */
     const size_t ns[] = {32, 96, 416, 544, 768, 552 * QK, 553 * QK};
@@ -727,7 +727,7 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
             const bool kquant = types[t] == GGML_TYPE_Q4_K || types[t] == GGML_TYPE_Q6_K;
             if (kquant && k >= N_KQUANT) continue;
             const size_t n = kquant ? kquant_sizes[k] : ns[k], nb = n / QK, wrb = row_bytes(types[t], n);
-            const uint32_t max_rows = 17, max_out = 9;
+            const uint32_t max_rows = 33, max_out = 17;
             float *wf = normal_row(&s, (size_t)max_out * n, 0.05f), *x = normal_row(&s, (size_t)max_rows * n, 2.0f);
             uint8_t *w = malloc(max_out * wrb);
             block_q8_act *xq = malloc(max_rows * nb * sizeof *xq);

@@ -1,4 +1,46 @@
-/* amx/table.c — placeholder while the AMX kernels are written: this build does not hold the variant. */
-#include "table.h"
+/* amx/table.c — the AMX variant's row of the kernel table: the avx512 variant's, with the products of many rows of
+ * quantized weights on AMX tiles. Weights stay in their natural rows (no packing at load): the tiles take them so, and
+ * decode steps read them through the direct tiles. */
+#include "amx.h"
 
-const kern_ops *kern_amx_table(void) { return NULL; }
+#include <pthread.h>
+
+#include "dispatch.h"
+
+/* Below this many rows a product goes to the avx512 variant's tiles: a tile 16 rows high would be mostly padding. */
+#define AMX_MIN_ROWS 16
+
+static const kern_ops *avx512(void) { return kern_avx512_table(); }
+
+static bool takes_tiles(ggml_type type) {
+    return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
+}
+
+static void matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
+                   const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy) {
+    if (!packed && n_rows >= AMX_MIN_ROWS && takes_tiles(type)) {
+        amx_matmul_rows(type, w, w_row_bytes, n_out, xq, n_rows, n, y, ldy);
+        return;
+    }
+    avx512()->matmul(type, packed, w, w_row_bytes, n_out, xf, xq, xp, n_rows, n, y, ldy);
+}
+
+static bool packs_nothing(ggml_type type, size_t n) {
+    (void)type, (void)n;
+    return false;
+}
+
+static kern_ops amx_ops;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+static void fill(void) {
+    amx_ops = *avx512();
+    amx_ops.name = "amx";
+    amx_ops.matmul = matmul;
+    amx_ops.packs = packs_nothing;
+}
+
+const kern_ops *kern_amx_table(void) {
+    pthread_once(&amx_once, fill);
+    return &amx_ops;
+}

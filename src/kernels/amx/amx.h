@@ -1,0 +1,17 @@
+/* amx.h — the AMX variant: AMX-INT8 tiles for the prefill products of quantized weights, the avx512 variant for the
+ * rest (table.h). The dispatcher has asked the kernel for the tile data (arch_prctl) before any call. */
+#ifndef FKV_KERNELS_AMX_H
+#define FKV_KERNELS_AMX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant.h"
+#include "table.h"
+
+/* matmul.c: y[r*ldy + o] = the reference dot of weight row o (natural GGUF rows of Q8_0, Q4_0, Q4_K or Q6_K, w_row_bytes
+ * apart, 15 · w_row_bytes < 2^31) and activation row r of xq (n/QK blocks each), for r < n_rows, o < n_out. */
+void amx_matmul_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const block_q8_act *xq,
+                     uint32_t n_rows, size_t n, float *y, size_t ldy);
+
+#endif

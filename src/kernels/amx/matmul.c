@@ -1,0 +1,489 @@
+/* amx/matmul.c — quantized weight rows × Q8_0 activation rows on AMX-INT8 tiles (prefill), bit for bit the
+ * reference's dots (ref/matmul.c).
+ *
+ * WHY: with 16 or more activation rows a product is dominated by its integer block sums, and one tdpbssd gives a
+ * block's sums for 16 activation rows × 16 weight rows at once. What remains are the float steps quant.h fixes for
+ * every (row, output, block), done on AVX-512 registers 16 outputs at a time.
+ *
+ * INVARIANT: every output gets exactly the IEEE operations of the reference dot on the same operands in the same
+ * order. Integer block sums are exact in any order, so the tiles may produce them; each of an output's 8 lanes is
+ * its own chain over blocks k, k+8, k+16, .., so the lanes run one after another, a lane's 16 × 16 outputs in 16
+ * registers, and meet last in quant.h's tree.
+ *
+ * Layout: the activation rows are read in place — tile A is 16 rows × one block's 32 quants, the rows n/32 blocks
+ * apart; their scales (and Q4_K's Σx) are gathered once per call into vectors of 16 per block. Weight rows are
+ * rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B: quants
+ * 4k..4k+3 of each of the 16 weight rows) as signed bytes, with each block's float factors as vectors of 16; a chunk
+ * then serves every group of 16 activation rows while it is in L1. Lanes' partial sums wait in a buffer between
+ * chunks, so the stack use (about 380 KB) does not grow with n.
+ *
+ * Cost, per block of 16 × 16 outputs (Sapphire Rapids, TSC cycles at 2.6 GHz): the tiles' part — load A, load B,
+ * tdpbssd, store C — about 32, the scaling (16 × convert, multiply, fused multiply-add) about 17 alone, and about 50
+ * together: they overlap only in part, and while tiles are in use port 5 runs no 512-bit multiply or FMA. Neither a
+ * biased tile start (an add in place of the convert), nor a copy of the activations (no row of A then straddles
+ * cache lines), nor two alternating sets of tiles, nor prefetching the next panel's weights moved that beyond noise.
+ *
+ * Edges: a last group of fewer than 16 activation rows is the call's last 16 rows (rows done twice get the same
+ * bits); with fewer than 16 rows in all, the tiles are configured that many rows high. A last panel of fewer than
+ * 16 weight rows is padded with zero weights. Outputs past n_out or n_rows are never written. Rows of weights are
+ * gathered at 32-bit offsets: 15 · w_row_bytes must stay below 2^31.
+ *
+ * Thread-safety: no mutable global state; each call loads its tile configuration and releases the tiles, so
+ * concurrent calls on other threads are independent. The process must have been granted AMX tile data
+ * (arch_prctl ARCH_REQ_XCOMP_PERM) before the first call.
+ */
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "amx.h"
+#include "order.h"
+
+#define TILE_ROWS 16    /* activation rows of a tile (M) */
+#define TILE_COLS 16    /* weight rows of a panel (N) */
+#define LANES 8         /* block b goes to lane b % 8 (quant.h) */
+#define B_BYTES 512     /* one block's tile B: 8 rows × 16 weight rows × 4 quants */
+#define CHUNK_BLOCKS 64 /* blocks of a panel rearranged at a time: 32 KB of tiles B, whole super-blocks */
+#define ROW_GROUPS 8    /* groups of 16 activation rows per pass over the weights (their partial sums: 64 KB) */
+
+/* Tile registers. Q8_0, Q4_0, Q4_K: C = A · B, one block. Q6_K: the block's halves apart, C = A · B over quants
+ * 0..15 and C2 = A2 · B2 over 16..31, each with its own scale. */
+#define T_C 0
+#define T_A 1
+#define T_B 2
+#define T_C2 4
+#define T_A2 5
+#define T_B2 6
+
+/* The activation side of a group of 16 rows, per block: the rows' scales d_x, and (Q4_K) their Σx as floats, as
+ * vectors of 16, so each row's factor is one broadcast from a fixed offset. A pass over the weights takes as many
+ * groups as XSIDE_BYTES holds (at most ROW_GROUPS, at least one): 128 rows up to n = 16384 (Q4_K: 8192). */
+#define XSIDE_BYTES (256 * 1024)
+
+typedef struct {
+    uint8_t palette;
+    uint8_t start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* A panel's chunk: tiles B and the factors of each block, one per weight row. */
+typedef struct {
+    int8_t q[CHUNK_BLOCKS][B_BYTES];     /* Q6_K: quants 0..15 in the first half (4 rows), 16..31 in the second */
+    float d[CHUNK_BLOCKS][TILE_COLS];    /* Q8_0, Q4_0: the block's scale; Q4_K: d · sc (exact); Q6_K: d */
+    float dm[CHUNK_BLOCKS][TILE_COLS];   /* Q4_K: -dmin · m (exact) */
+    float sc[2][CHUNK_BLOCKS][TILE_COLS]; /* Q6_K: scales[2k] (quants 0..15), scales[2k+1] (16..31) */
+} wpanel;
+
+/* The compiler sees neither the tiles' reads of memory nor ldtilecfg's whole operand: stores to p must be done. */
+static inline void stores_done(const void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
+
+static inline float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+static void set_tile(tile_config *cfg, int tile, int rows, int bytes_per_row) {
+    cfg->rows[tile] = (uint8_t)rows;
+    cfg->colsb[tile] = (uint16_t)bytes_per_row;
+}
+
+/* Tiles for one call: C, A (and C2, A2) rows high, the activation rows of a group. */
+static void configure(ggml_type type, int rows) {
+    _Alignas(64) tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    if (type == GGML_TYPE_Q6_K) {
+        set_tile(&cfg, T_C, rows, 64), set_tile(&cfg, T_A, rows, 16), set_tile(&cfg, T_B, 4, 64);
+        set_tile(&cfg, T_C2, rows, 64), set_tile(&cfg, T_A2, rows, 16), set_tile(&cfg, T_B2, 4, 64);
+    } else {
+        set_tile(&cfg, T_C, rows, 64), set_tile(&cfg, T_A, rows, 32), set_tile(&cfg, T_B, 8, 64);
+    }
+    stores_done(&cfg);
+    _tile_loadconfig(&cfg);
+}
+
+/* ---- weight panels ------------------------------------------------------------------------------ */
+
+/* The panel's weight rows i and i + 8 (i < 8) share a register: row i's 32 quants of a block in the low half, row
+ * i + 8's in the high half. Rows at or past c_rows are padding: read as row 0 (always there), zeroed by pad_mask. */
+static inline const uint8_t *panel_row(const uint8_t *w, size_t w_row_bytes, int c_rows, int i) {
+    return w + (i < c_rows ? (size_t)i : 0) * w_row_bytes;
+}
+
+static inline __mmask64 pad_mask(int c_rows, int i) {
+    return (i < c_rows ? 0xFFFFFFFFull : 0) | (i + 8 < c_rows ? 0xFFFFFFFF00000000ull : 0);
+}
+
+static inline __m512i row_pair(const void *lo, const void *hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)),
+                              _mm256_loadu_si256((const __m256i *)hi), 1);
+}
+
+/* Tile B of one block from its 16 weight rows' 32 quants (z: row pairs as above): dword k of every row, in row
+ * order, makes row k; one 8 × 8 dword transpose per 256-bit half. */
+static inline void store_b(const __m512i z[8], int8_t *dst) {
+    __m512i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);     /* per 128 bits: dwords 0, 1 of rows i, i+1 */
+        t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]); /* dwords 2, 3 */
+    }
+    for (int h = 0; h < 8; h += 4) { /* u[h + c]: dword c (c + 4 in the odd 128 bits) of 4 rows */
+        u[h] = _mm512_unpacklo_epi64(t[h], t[h + 2]);
+        u[h + 1] = _mm512_unpackhi_epi64(t[h], t[h + 2]);
+        u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+        u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+    }
+    const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int c = 0; c < 4; c++) {
+        _mm512_store_si512(dst + 64 * c, _mm512_permutex2var_epi64(u[c], even, u[c + 4]));
+        _mm512_store_si512(dst + 64 * (c + 4), _mm512_permutex2var_epi64(u[c], odd, u[c + 4]));
+    }
+}
+
+/* The f16 scales of the 16 rows' blocks at byte offset off of each row (padding: 0), as f32. */
+static inline __m512 row_scales(const uint8_t *w, __m512i row_offsets, __mmask16 real, size_t off) {
+    const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, row_offsets, w + off, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+}
+
+static inline __m512i row_offsets(size_t w_row_bytes) {
+    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              _mm512_set1_epi32((int)w_row_bytes));
+}
+
+/* Blocks [b0, b0 + nblk) of the panel's rows w (c_rows of them, w_row_bytes apart). */
+static void panel_q8_0(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk, wpanel *p) {
+    const __m512i offsets = row_offsets(w_row_bytes);
+    const __mmask16 real = (__mmask16)((1u << c_rows) - 1);
+    for (size_t j = 0; j < nblk; j++) {
+        const size_t off = (b0 + j) * sizeof(block_q8_0);
+        __m512i z[8];
+        for (int i = 0; i < 8; i++)
+            z[i] = _mm512_maskz_mov_epi8(pad_mask(c_rows, i),
+                                         row_pair(panel_row(w, w_row_bytes, c_rows, i) + off + 2,
+                                                  panel_row(w, w_row_bytes, c_rows, i + 8) + off + 2));
+        store_b(z, p->q[j]);
+        _mm512_store_ps(p->d[j], row_scales(w, offsets, real, off));
+    }
+}
+
+static void panel_q4_0(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk, wpanel *p) {
+    const __m512i offsets = row_offsets(w_row_bytes);
+    const __mmask16 real = (__mmask16)((1u << c_rows) - 1);
+    /* each 16 bytes of quants in two 128-bit lanes, the second shifted by 4: low nibbles (quants 0..15), then high */
+    const long long by4 = 0x0004000400040004ll;
+    const __m512i shift = _mm512_setr_epi64(0, 0, by4, by4, 0, 0, by4, by4);
+    const __m512i low = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+    for (size_t j = 0; j < nblk; j++) {
+        const size_t off = (b0 + j) * sizeof(block_q4_0);
+        __m512i z[8];
+        for (int i = 0; i < 8; i++) {
+            const __m128i lo = _mm_loadu_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i) + off + 2));
+            const __m128i hi = _mm_loadu_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i + 8) + off + 2));
+            const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(lo)),
+                                                 _mm256_broadcastsi128_si256(hi), 1);
+            const __m512i q = _mm512_sub_epi8(_mm512_and_si512(_mm512_srlv_epi16(x, shift), low), eight);
+            z[i] = _mm512_maskz_mov_epi8(pad_mask(c_rows, i), q);
+        }
+        store_b(z, p->q[j]);
+        _mm512_store_ps(p->d[j], row_scales(w, offsets, real, off));
+    }
+}
+
+/* Super-blocks of Q4_K: sub-block 2c is the low nibbles of qs[32c..32c+31], 2c+1 the high ones. d · sc and
+ * -dmin · m are exact in f32 (an f16 times a 6-bit integer), so d · sc times the sum is quant.h's d · (sc · s). */
+static void panel_q4_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk, wpanel *p) {
+    const __m512i low = _mm512_set1_epi8(15);
+    for (size_t j0 = 0; j0 < nblk; j0 += LANES) {
+        const size_t off = (b0 + j0) / LANES * sizeof(block_q4_K);
+        for (int c = 0; c < 4; c++) {
+            __m512i lo[8], hi[8];
+            for (int i = 0; i < 8; i++) {
+                const block_q4_K *b_lo = (const block_q4_K *)(panel_row(w, w_row_bytes, c_rows, i) + off);
+                const block_q4_K *b_hi = (const block_q4_K *)(panel_row(w, w_row_bytes, c_rows, i + 8) + off);
+                const __m512i x =
+                    _mm512_maskz_mov_epi8(pad_mask(c_rows, i), row_pair(b_lo->qs + 32 * c, b_hi->qs + 32 * c));
+                lo[i] = _mm512_and_si512(x, low);
+                hi[i] = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
+            }
+            store_b(lo, p->q[j0 + 2 * c]);
+            store_b(hi, p->q[j0 + 2 * c + 1]);
+        }
+        for (int i = 0; i < TILE_COLS; i++) {
+            const block_q4_K *blk = (const block_q4_K *)(panel_row(w, w_row_bytes, c_rows, i) + off);
+            int sc[8] = {0}, m[8] = {0};
+            float d = 0.0f, mdmin = 0.0f;
+            if (i < c_rows) {
+                ord_q4_K_scales(blk->scales, sc, m);
+                d = f16_to_f32(blk->d);
+                mdmin = -f16_to_f32(blk->dmin);
+            }
+            for (int k = 0; k < LANES; k++) {
+                p->d[j0 + k][i] = d * (float)sc[k];
+                p->dm[j0 + k][i] = mdmin * (float)m[k];
+            }
+        }
+    }
+}
+
+/* Super-blocks of Q6_K: block 4h + c of half h from ql (low 4 bits) and qh (2 high bits), less 32 (quant.h). */
+static void panel_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk, wpanel *p) {
+    const __m512i low = _mm512_set1_epi8(15), high = _mm512_set1_epi8(0x30), off32 = _mm512_set1_epi8(32);
+    for (size_t j0 = 0; j0 < nblk; j0 += LANES) {
+        const size_t off = (b0 + j0) / LANES * sizeof(block_q6_K);
+        for (int h = 0; h < 2; h++) {
+            __m512i q[4][8];
+            for (int i = 0; i < 8; i++) {
+                const block_q6_K *b_lo = (const block_q6_K *)(panel_row(w, w_row_bytes, c_rows, i) + off);
+                const block_q6_K *b_hi = (const block_q6_K *)(panel_row(w, w_row_bytes, c_rows, i + 8) + off);
+                const __m512i l0 = row_pair(b_lo->ql + 64 * h, b_hi->ql + 64 * h);
+                const __m512i l1 = row_pair(b_lo->ql + 64 * h + 32, b_hi->ql + 64 * h + 32);
+                const __m512i hb = row_pair(b_lo->qh + 32 * h, b_hi->qh + 32 * h);
+                const __m512i q6[4] = {
+                    _mm512_or_si512(_mm512_and_si512(l0, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), high)),
+                    _mm512_or_si512(_mm512_and_si512(l1, low), _mm512_and_si512(_mm512_slli_epi16(hb, 2), high)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), low), _mm512_and_si512(hb, high)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low),
+                                    _mm512_and_si512(_mm512_srli_epi16(hb, 2), high)),
+                };
+                for (int c = 0; c < 4; c++)
+                    q[c][i] = _mm512_maskz_mov_epi8(pad_mask(c_rows, i), _mm512_sub_epi8(q6[c], off32));
+            }
+            for (int c = 0; c < 4; c++) store_b(q[c], p->q[j0 + 4 * h + c]);
+        }
+        for (int i = 0; i < TILE_COLS; i++) {
+            const block_q6_K *blk = (const block_q6_K *)(panel_row(w, w_row_bytes, c_rows, i) + off);
+            const bool row = i < c_rows;
+            const float d = row ? f16_to_f32(blk->d) : 0.0f;
+            for (int k = 0; k < LANES; k++) {
+                p->d[j0 + k][i] = d;
+                p->sc[0][j0 + k][i] = row ? (float)blk->scales[2 * k] : 0.0f;
+                p->sc[1][j0 + k][i] = row ? (float)blk->scales[2 * k + 1] : 0.0f;
+            }
+        }
+    }
+}
+
+static void fill_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk,
+                       wpanel *p) {
+    switch (type) {
+    case GGML_TYPE_Q8_0:
+        panel_q8_0(w, w_row_bytes, c_rows, b0, nblk, p);
+        break;
+    case GGML_TYPE_Q4_0:
+        panel_q4_0(w, w_row_bytes, c_rows, b0, nblk, p);
+        break;
+    case GGML_TYPE_Q4_K:
+        panel_q4_K(w, w_row_bytes, c_rows, b0, nblk, p);
+        break;
+    default:
+        panel_q6_K(w, w_row_bytes, c_rows, b0, nblk, p);
+        break;
+    }
+    stores_done(p);
+}
+
+/* ---- the activation side ------------------------------------------------------------------------ */
+
+/* Vectors of the rows first_row .. first_row + 15 (the rows past n_rows: 0) per block: xs[b * per_block + 16 * v + r],
+ * v = 0: d_x, v = 1 (Q4_K): Σx. */
+static void fill_xside(const block_q8_act *xq, size_t nb, uint32_t first_row, int rows, int per_block, float *xs) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (size_t b = 0; b < nb; b++) {
+        float *v = xs + b * (size_t)per_block;
+        for (int r = 0; r < TILE_ROWS; r++) {
+            v[r] = 0.0f;
+            if (per_block == 2 * TILE_ROWS) v[TILE_ROWS + r] = 0.0f;
+            if (r >= rows) continue;
+            const block_q8_act *xb = xq + (first_row + (size_t)r) * nb + b;
+            v[r] = xb->d;
+            if (per_block == 2 * TILE_ROWS) { /* Σx: the bytes' sum as unsigned (x + 128), less 32 · 128 */
+                const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)xb->qs), flip);
+                const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256());
+                const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+                v[TILE_ROWS + r] = (float)((int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - QK * 128);
+            }
+        }
+    }
+}
+
+/* ---- the lanes of a group ------------------------------------------------------------------------ */
+
+/* The blocks are a pipeline: the tiles of the block LAG places ahead are computed and stored before a block's sums
+ * are scaled, so the vector loads rarely wait on a tile store still in flight (896 x 4864 Q4_0, 128 rows: 0.095 ns
+ * per row, output and block with none, 0.087 with 3; 4 and 6 no better). */
+#define LAG 3
+#define SUM_SLOTS 4 /* stored blocks in flight: LAG + 1 */
+
+/* Where tiles are stored for the vector registers to read: a block's sums C (and C2) per slot. */
+typedef struct {
+    int32_t s[SUM_SLOTS][2][TILE_ROWS][TILE_COLS];
+} tile_out;
+
+static inline __m512 sum_f32(const int32_t s[TILE_COLS]) { return _mm512_cvtepi32_ps(_mm512_load_si512(s)); }
+
+
+/* Tiles of block j: its 16 activation rows (x[j], rows x_stride bytes apart) · the panel's tile B, into s. */
+static inline __attribute__((always_inline)) void block_sums(ggml_type type, const block_q8_act *xb, long x_stride,
+                                                             const int8_t *b, int32_t s[2][TILE_ROWS][TILE_COLS]) {
+    if (type == GGML_TYPE_Q6_K) {
+        _tile_loadd(T_A, xb->qs, x_stride);
+        _tile_loadd(T_A2, xb->qs + 16, x_stride);
+        _tile_loadd(T_B, b, 64);
+        _tile_loadd(T_B2, b + B_BYTES / 2, 64);
+        _tile_zero(T_C);
+        _tile_zero(T_C2);
+        _tile_dpbssd(T_C, T_A, T_B);
+        _tile_dpbssd(T_C2, T_A2, T_B2);
+        _tile_stored(T_C, s[0], 64);
+        _tile_stored(T_C2, s[1], 64);
+        return;
+    }
+    _tile_loadd(T_A, xb->qs, x_stride);
+    _tile_loadd(T_B, b, 64);
+    _tile_zero(T_C);
+    _tile_dpbssd(T_C, T_A, T_B);
+    _tile_stored(T_C, s[0], 64);
+}
+
+/* acc[r] (activation row r, the panel's 16 weight rows) takes block j's step of quant.h's lane, from its sums s;
+ * xs: the group's activation side at block j. */
+static inline __attribute__((always_inline)) void block_step(ggml_type type, const int32_t s[2][TILE_ROWS][TILE_COLS],
+                                                             const float *xs, const wpanel *p, size_t j,
+                                                             __m512 acc[TILE_ROWS]) {
+    switch (type) {
+    case GGML_TYPE_Q4_K: {
+        const __m512 dsc = _mm512_load_ps(p->d[j]), dm = _mm512_load_ps(p->dm[j]);
+        for (int r = 0; r < TILE_ROWS; r++) { /* fmaf(d_x, fmaf(d · sc, (float)s, dm · (float)t), lane) */
+            const __m512 min_term = _mm512_mul_ps(dm, _mm512_set1_ps(xs[TILE_ROWS + r]));
+            const __m512 wsum = _mm512_fmadd_ps(dsc, sum_f32(s[0][r]), min_term);
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(xs[r]), wsum, acc[r]);
+        }
+        return;
+    }
+    case GGML_TYPE_Q6_K: {
+        const __m512 d = _mm512_load_ps(p->d[j]), sc0 = _mm512_load_ps(p->sc[0][j]), sc1 = _mm512_load_ps(p->sc[1][j]);
+        for (int r = 0; r < TILE_ROWS; r++) { /* s = sc0·s0 + sc1·s1, exact (below 2^24); fmaf(d · d_x, s, lane) */
+            const __m512 sum = _mm512_fmadd_ps(sc1, sum_f32(s[1][r]), _mm512_mul_ps(sc0, sum_f32(s[0][r])));
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[r])), sum, acc[r]);
+        }
+        return;
+    }
+    default: {
+        const __m512 dw = _mm512_load_ps(p->d[j]);
+        for (int r = 0; r < TILE_ROWS; r++) /* fmaf(d_w · d_x, (float)s, lane) */
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xs[r])), sum_f32(s[0][r]), acc[r]);
+        return;
+    }
+    }
+}
+
+/* The block after j when a chunk of nblk blocks is taken lane by lane (lane 0's j = 0, 8, 16, .., then lane 1's),
+ * or nblk after the last. */
+static inline size_t lane_order_next(size_t j, size_t nblk) {
+    if (j + LANES < nblk) return j + LANES;
+    const size_t k = j % LANES + 1;
+    return k < LANES && k < nblk ? k : nblk;
+}
+
+/* A group's 8 lanes over a chunk's blocks (x, xs: its rows and activation side at the chunk's first block), each
+ * from its partial sums in part[k] (or +0 on the first chunk) back into them. The tiles run LAG blocks ahead in
+ * lane order, across lanes too, so a lane of 3 blocks (n = 768) still finds its sums stored. */
+static inline __attribute__((always_inline)) void group_lanes(ggml_type type, const block_q8_act *x, long x_stride,
+                                                              const float *xs, int per_block, const wpanel *p,
+                                                              size_t nblk, bool first, tile_out *o,
+                                                              float part[LANES][TILE_ROWS][TILE_COLS]) {
+    size_t ahead = 0, issued = 0, done = 0; /* the next block to compute; blocks computed, and scaled */
+    for (; ahead < nblk && issued < LAG; ahead = lane_order_next(ahead, nblk), issued++)
+        block_sums(type, &x[ahead], x_stride, p->q[ahead], o->s[issued % SUM_SLOTS]);
+    for (size_t k = 0; k < LANES; k++) {
+        __m512 acc[TILE_ROWS];
+        for (int r = 0; r < TILE_ROWS; r++) acc[r] = first ? _mm512_setzero_ps() : _mm512_load_ps(part[k][r]);
+        for (size_t j = k; j < nblk; j += LANES, done++) {
+            if (ahead < nblk) {
+                block_sums(type, &x[ahead], x_stride, p->q[ahead], o->s[issued % SUM_SLOTS]);
+                ahead = lane_order_next(ahead, nblk);
+                issued++;
+            }
+            block_step(type, o->s[done % SUM_SLOTS], xs + j * (size_t)per_block, p, j, acc);
+        }
+        for (int r = 0; r < TILE_ROWS; r++) _mm512_store_ps(part[k][r], acc[r]);
+    }
+}
+
+static void run_group(ggml_type type, const block_q8_act *x, long x_stride, const float *xs, int per_block,
+                      const wpanel *p, size_t nblk, bool first, tile_out *o, float part[LANES][TILE_ROWS][TILE_COLS]) {
+    switch (type) {
+    case GGML_TYPE_Q8_0:
+    case GGML_TYPE_Q4_0:
+        group_lanes(GGML_TYPE_Q8_0, x, x_stride, xs, per_block, p, nblk, first, o, part);
+        break;
+    case GGML_TYPE_Q4_K:
+        group_lanes(GGML_TYPE_Q4_K, x, x_stride, xs, per_block, p, nblk, first, o, part);
+        break;
+    default:
+        group_lanes(GGML_TYPE_Q6_K, x, x_stride, xs, per_block, p, nblk, first, o, part);
+        break;
+    }
+}
+
+/* y rows [0, rows) of a group, columns [0, cols): its lanes in quant.h's tree. */
+static void store_group(float part[LANES][TILE_ROWS][TILE_COLS], int rows, int cols, float *y, size_t ldy) {
+    const __mmask16 mask = (__mmask16)((1u << cols) - 1);
+    for (int r = 0; r < rows; r++) {
+        __m512 l[LANES];
+        for (int k = 0; k < LANES; k++) l[k] = _mm512_load_ps(part[k][r]);
+        const __m512 even = _mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6]));
+        const __m512 odd = _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7]));
+        _mm512_mask_storeu_ps(y + r * ldy, mask, _mm512_add_ps(even, odd));
+    }
+}
+
+/* y[r*ldy + o] = ref_dot(type, w + o*w_row_bytes, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows,
+ * o < n_out; type Q8_0, Q4_0, Q4_K or Q6_K; w: natural GGUF weight rows (block_q8_0 / block_q4_0 / block_q4_K /
+ * block_q6_K arrays, rows w_row_bytes apart); xq: n_rows activation rows of n/QK block_q8_act blocks each. */
+void amx_matmul_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const block_q8_act *xq,
+                     uint32_t n_rows, size_t n, float *y, size_t ldy) {
+    if (n_rows == 0 || n_out == 0) return;
+    const size_t nb = n / QK;
+    const long x_stride = (long)(nb * sizeof(block_q8_act));
+    const int tile_rows = n_rows < TILE_ROWS ? (int)n_rows : TILE_ROWS;
+    const int per_block = (type == GGML_TYPE_Q4_K ? 2 : 1) * TILE_ROWS; /* floats of the activation side */
+    const size_t group_floats = nb * (size_t)per_block;
+    const size_t fit = XSIDE_BYTES / sizeof(float) / group_floats;
+    const int pass_groups = fit >= ROW_GROUPS ? ROW_GROUPS : fit >= 1 ? (int)fit : 1;
+    _Alignas(64) wpanel panel;
+    _Alignas(64) float part[ROW_GROUPS][LANES][TILE_ROWS][TILE_COLS];
+    _Alignas(64) float xside[XSIDE_BYTES / sizeof(float)];
+    _Alignas(64) tile_out out;
+    memset(&out, 0, sizeof out); /* rows past tile_rows are read, never written: sums of 0 */
+    configure(type, tile_rows);
+    for (uint32_t r0 = 0; r0 < n_rows; r0 += (uint32_t)pass_groups * TILE_ROWS) {
+        const uint32_t left = n_rows - r0;
+        const int groups =
+            left >= (uint32_t)pass_groups * TILE_ROWS ? pass_groups : (int)((left + TILE_ROWS - 1) / TILE_ROWS);
+        uint32_t first_row[ROW_GROUPS];
+        for (int g = 0; g < groups; g++) { /* a last partial group: the call's last 16 rows */
+            const uint32_t start = r0 + (uint32_t)g * TILE_ROWS;
+            first_row[g] = start + (uint32_t)tile_rows <= n_rows ? start : n_rows - (uint32_t)tile_rows;
+            fill_xside(xq, nb, first_row[g], tile_rows, per_block, xside + (size_t)g * group_floats);
+        }
+        for (uint32_t o0 = 0; o0 < n_out; o0 += TILE_COLS) {
+            const int cols = n_out - o0 < TILE_COLS ? (int)(n_out - o0) : TILE_COLS;
+            for (size_t b0 = 0; b0 < nb; b0 += CHUNK_BLOCKS) {
+                const size_t nblk = nb - b0 < CHUNK_BLOCKS ? nb - b0 : CHUNK_BLOCKS;
+                fill_panel(type, (const uint8_t *)w + o0 * w_row_bytes, w_row_bytes, cols, b0, nblk, &panel);
+                for (int g = 0; g < groups; g++) {
+                    const block_q8_act *x = xq + first_row[g] * nb + b0;
+                    const float *xs = xside + (size_t)g * group_floats + b0 * (size_t)per_block;
+                    run_group(type, x, x_stride, xs, per_block, &panel, nblk, b0 == 0, &out, part[g]);
+                }
+            }
+            for (int g = 0; g < groups; g++)
+                store_group(part[g], tile_rows, cols, y + first_row[g] * ldy + o0, ldy);
+        }
+    }
+    _tile_release();
+}
