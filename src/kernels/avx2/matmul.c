@@ -1,15 +1,42 @@
-/* avx2/matmul.c — the AVX2 variant's dot products and matrix products: direct register tiles for few rows
- * (decode), panels rearranged into a register layout for many rows (prefill), Q8_0 weights packed at load.
+/* avx2/matmul.c — the AVX2 and AVX-512 variants' dot products and matrix products: direct register tiles for few
+ * rows (decode), panels rearranged into a register layout for many rows (prefill), Q8_0 weights packed at load.
  *
  * Every output keeps the reference's lanes (quant.h, ref/matmul.c): block b of a row goes to lane b % 8 through
  * the same multiply and fused multiply-add, integer block sums are exact in any order, so no tile shape, row count
- * or packing changes a bit. Compiled with -mavx2 -mfma -mf16c and -ffp-contract=off.
+ * or packing changes a bit. Compiled with -ffp-contract=off.
+ *
+ * One source, two variants: compiled here with the AVX2 flags (functions avx2_*), and included by avx512/matmul.c,
+ * which compiles it with the AVX-512 flags and names its functions avx512_* (VARIANT). There the integer dot
+ * products are VNNI's vpdpbusd (u8 x s8, four products summed into each int32 lane, no saturation) instead of
+ * maddubs/madd/add sequences, Q8_0 and Q4_0 quants are stored 128 above their values in the panel and packed
+ * layouts (the variant's own bytes: table.h), and the panel tiles take two weight rows per 512-bit register. The
+ * loop nests and every output's float steps are the same; where the code differs it says so (MM_VNNI).
  */
+#ifndef VARIANT
 #include "avx2.h"
+#define VARIANT(f) avx2_##f
+#endif
 
 #include "ref/ref.h"
 #include "simd.h"
 #include "traits.h"
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define MM_VNNI 1
+#else
+#define MM_VNNI 0
+#endif
+
+/* acc + the exact sum of the four products u·s in each 32-bit element (u unsigned bytes, s signed). VNNI: one
+ * vpdpbusd. AVX2: maddubs's 16-bit pair sums, widened by a madd with 1 — exact only while no pair sum passes
+ * 32767, which every caller's operands guarantee (their comments say why). */
+static inline __m256i sums_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if MM_VNNI
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
 
 /* Lane i % 32 lives in acc(i / 8) % 4 at element i % 8. Whole groups of 8 run in registers (after the
  * last full 32, at most three groups remain, going to acc0, acc1, acc2 in turn); the last n % 8
@@ -56,8 +83,7 @@ static inline __attribute__((always_inline)) float dot_widened(widen_kind kind, 
  * x carrying w's sign; x is in [-127, 127] (quant.h), so each 16-bit pair sum is at most 2·128·127 and
  * never saturates, and negating x never overflows. */
 static inline __m256i block_sums_q8_0(__m256i wq, __m256i xq) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq)),
-                             _mm256_set1_epi16(1));
+    return sums_u8s8(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
 }
 
 /* The 32 quants of one Q4_0 block as unsigned bytes 0..15 in element order: bytes 0..15 the low
@@ -70,12 +96,10 @@ static inline __m256i block_nibbles_q4_0(const block_q4_0 *w) {
 /* Σ nibble·x of one Q4_0 block as 8 partial int32 sums (nibbles 0..15 unsigned, so maddubs cannot
  * saturate: |15·x + 15·x'| <= 3840). The -8 offset is applied per group, from Σx. */
 static inline __m256i block_nibble_sums_q4_0(__m256i nib, __m256i xq) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(nib, xq), _mm256_set1_epi16(1));
+    return sums_u8s8(_mm256_setzero_si256(), nib, xq);
 }
 
-static inline __m256i block_xsums(__m256i xq) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), xq), _mm256_set1_epi16(1));
-}
+static inline __m256i block_xsums(__m256i xq) { return sums_u8s8(_mm256_setzero_si256(), _mm256_set1_epi8(1), xq); }
 
 /* Eight vectors of partial sums → one vector whose element k is the total of s[k]. */
 static inline __m256i hsum8_epi32x8(const __m256i s[8]) {
@@ -298,18 +322,34 @@ static inline void kquant_regs(ggml_type type, const uint8_t *w, __m256i q[BLOCK
     }
 }
 
-/* The activation side of a super-block, the same for every weight row: its 8 blocks' scales and (Q4_K) their Σx as
- * f32 (exact: at most 32 · 127). */
+/* Eight vectors of partial sums whose elements 0..3 and 4..7 cover the quants 0..15 and 16..31 of 8 blocks → lo and
+ * hi, whose element k is block k's total over those quants. */
+static inline void half_sums_epi32x8(const __m256i s[8], __m256i *lo, __m256i *hi) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    *lo = _mm256_permute2x128_si256(a, b, 0x20);
+    *hi = _mm256_permute2x128_si256(a, b, 0x31);
+}
+
+/* The activation side of a super-block, the same for every weight row: its 8 blocks' scales; for Q4_K their Σx as f32
+ * (exact: at most 32 · 127); for Q6_K 32 · Σx over each block's quants 0..15 and 16..31, what the offset 32 that its
+ * quants keep (kquant_regs) adds to their sums. */
 typedef struct {
     __m256 d, sum;
+    __m256i lo32, hi32;
 } kxside;
 
 static inline kxside kquant_xside(ggml_type type, const block_q8_act *xg) {
-    kxside xs = {group_xscales(xg, BLOCK_LANES), _mm256_setzero_ps()};
-    if (type != GGML_TYPE_Q4_K) return xs;
+    kxside xs = {group_xscales(xg, BLOCK_LANES), _mm256_setzero_ps(), _mm256_setzero_si256(), _mm256_setzero_si256()};
     __m256i t[BLOCK_LANES];
     for (int k = 0; k < BLOCK_LANES; k++) t[k] = block_xsums(_mm256_loadu_si256((const __m256i *)xg[k].qs));
-    xs.sum = _mm256_cvtepi32_ps(hsum8_epi32x8(t));
+    if (type == GGML_TYPE_Q4_K) {
+        xs.sum = _mm256_cvtepi32_ps(hsum8_epi32x8(t));
+        return xs;
+    }
+    half_sums_epi32x8(t, &xs.lo32, &xs.hi32);
+    xs.lo32 = _mm256_slli_epi32(xs.lo32, 5);
+    xs.hi32 = _mm256_slli_epi32(xs.hi32, 5);
     return xs;
 }
 
@@ -319,11 +359,10 @@ static inline __m256i bytes_epi32(uint64_t v) { return _mm256_cvtepu8_epi32(_mm_
 /* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with their side xs: quant.h's steps on all
  * 8 lanes at once. */
 static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], kxside xs, __m256 acc) {
-    const __m256i ones16 = _mm256_set1_epi16(1);
     __m256i q[BLOCK_LANES], s[BLOCK_LANES];
     kquant_regs(GGML_TYPE_Q4_K, (const uint8_t *)w, q);
     for (int k = 0; k < BLOCK_LANES; k++) /* nibbles 0..15: pair sums at most 2 · 15 · 127, no saturation */
-        s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xr[k]), ones16);
+        s[k] = sums_u8s8(_mm256_setzero_si256(), q[k], xr[k]);
     uint64_t sc, m;
     ord_q4_K_scale_words(w->scales, &sc, &m);
     const __m256i si = _mm256_mullo_epi32(hsum8_epi32x8(s), bytes_epi32(sc));
@@ -333,21 +372,18 @@ static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], k
     return _mm256_fmadd_ps(xs.d, inner, acc);
 }
 
-/* Super-block of Q6_K, as superblock_q4_K. A sub-block's pair sums (at most 2 · 32 · 127) lie in the lower 128
- * bits for its quants 0..15 and the upper for 16..31: summed within each half, then weighted by the two halves'
- * scales in f32 — each product and their sum an integer below 2^24 (quant.h), so exact and equal to s_b. */
-static inline __m256 superblock_q6_K(const block_q6_K *w, const __m256i xr[8], __m256 dx, __m256 acc) {
-    const __m256i offset = _mm256_set1_epi8(32), ones16 = _mm256_set1_epi16(1);
+/* Super-block of Q6_K, as superblock_q4_K. A sub-block's sums of q · x (q in 0..63 unsigned: pair sums at most
+ * 2 · 63 · 127, no saturation) lie in the lower 128 bits for its quants 0..15 and the upper for 16..31: summed within
+ * each half, less the offset's 32 · Σx (xs), then weighted by the two halves' scales in f32 — each product and their
+ * sum an integer below 2^24 (quant.h), so exact and equal to s_b. */
+static inline __m256 superblock_q6_K(const block_q6_K *w, const __m256i xr[8], kxside xs, __m256 acc) {
     __m256i q[BLOCK_LANES], s[BLOCK_LANES];
     kquant_regs(GGML_TYPE_Q6_K, (const uint8_t *)w, q);
-    for (int k = 0; k < BLOCK_LANES; k++) {
-        const __m256i wk = _mm256_sub_epi8(q[k], offset);
-        s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wk), _mm256_sign_epi8(xr[k], wk)), ones16);
-    }
-    /* element k of lo / hi: sub-block k's sum over quants 0..15 / 16..31 */
-    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
-    const __m256i lo = _mm256_permute2x128_si256(a, b, 0x20), hi = _mm256_permute2x128_si256(a, b, 0x31);
+    for (int k = 0; k < BLOCK_LANES; k++) s[k] = sums_u8s8(_mm256_setzero_si256(), q[k], xr[k]);
+    __m256i lo, hi; /* element k: sub-block k's sum over quants 0..15 / 16..31 */
+    half_sums_epi32x8(s, &lo, &hi);
+    lo = _mm256_sub_epi32(lo, xs.lo32);
+    hi = _mm256_sub_epi32(hi, xs.hi32);
     /* scales[2k] and scales[2k + 1] as element k of two vectors */
     const __m128i sc = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)w->scales),
                                         _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
@@ -355,7 +391,7 @@ static inline __m256 superblock_q6_K(const block_q6_K *w, const __m256i xr[8], _
                  sc_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc)));
     const __m256 sb = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(lo), sc_lo), _mm256_mul_ps(_mm256_cvtepi32_ps(hi), sc_hi));
     const float d = _cvtsh_ss(w->d);
-    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), dx), sb, acc);
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(d), xs.d), sb, acc);
 }
 
 /* One K-quant weight row · one activation row of nsb super-blocks; xs: the row's kquant_xside per super-block, made
@@ -368,7 +404,7 @@ static float dot_kquant(ggml_type type, const void *w, const block_q8_act *x, co
         for (int k = 0; k < BLOCK_LANES; k++) xr[k] = _mm256_loadu_si256((const __m256i *)xg[k].qs);
         const kxside x1 = xs ? xs[sb] : kquant_xside(type, xg);
         acc = type == GGML_TYPE_Q4_K ? superblock_q4_K((const block_q4_K *)w + sb, xr, x1, acc)
-                                     : superblock_q6_K((const block_q6_K *)w + sb, xr, x1.d, acc);
+                                     : superblock_q6_K((const block_q6_K *)w + sb, xr, x1, acc);
     }
     return hsum8(acc);
 }
@@ -412,10 +448,16 @@ typedef struct {
     __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7 */
     __m256 d;               /* Q8_0, Q4_0: block scales; Q4_K, Q6_K: the super-block's d in every lane */
     __m256 m;               /* Q4_K: -dmin · m per sub-block (rounded once) */
+#if MM_VNNI
+    /* The scales that weight the 32-bit sums, element k as f32: Q4_K: [0] sub-block k's; Q6_K: [0] and [1] those of
+     * quants 0..15 and 16..31 of block k. */
+    __m256 sc[2];
+#else
     /* The widening madd's multipliers, in both 16-bit halves of element k: Q4_K: [0] sub-block k's scale; Q6_K: [0]
      * and [1] the scales of quants 0..15 and 16..31 of block k. */
     __m256i sc16[2];
     __m256i corr16; /* Q6_K: 32 · those two scales, the halves of element k: the offset's weights */
+#endif
 } wgroup;
 
 typedef struct {
@@ -423,10 +465,16 @@ typedef struct {
     __m256 d;       /* activation scales of blocks 0..7 */
     __m256i sum_lo; /* Σx over registers 0..3: quants 0..15 of each block (the half layout: both halves of blocks 0..3) */
     __m256i sum_hi; /* Σx over registers 4..7: quants 16..31 of each block (the half layout: 0) */
+#if MM_VNNI
+    __m256i base; /* -128 · (sum_lo + sum_hi): where sums of weights stored 128 above their values start (group_regs) */
+#endif
 } xgroup;
 
 /* The quants of a Q8_0 / Q4_0 group of t blocks (t <= 8) in the register layout: transpose8_epi32's, or the half
- * layout when t <= 4; blocks past t are zero. */
+ * layout when t <= 4; blocks past t are zero. With VNNI both are stored as their values + 128 (Q8_0: w ^ 0x80,
+ * 0..255; Q4_0: nibble + 120, 120..135), unsigned, so a block sum is one vpdpbusd against the signed x, started at
+ * -128 · Σx (xgroup.base; exact: at most 32 · 255 · 127) — Q8_0's abs/sign pair took two instructions more per
+ * register, and Q4_0's own offset a correction per block. Past t they are 128 or 120, against zero blocks of x. */
 static inline void group_regs(ggml_type type, const uint8_t *wg, int t, __m256i q[BLOCK_LANES]) {
     for (int k = 0; k < BLOCK_LANES; k++)
         q[k] = k >= t                      ? _mm256_setzero_si256()
@@ -436,6 +484,8 @@ static inline void group_regs(ggml_type type, const uint8_t *wg, int t, __m256i 
         transpose4_epi32_lanes(q);
     else
         transpose8_epi32(q);
+    for (int j = 0; MM_VNNI && j < BLOCK_LANES; j++)
+        q[j] = _mm256_add_epi8(q[j], _mm256_set1_epi8(type == GGML_TYPE_Q4_0 ? 120 : -128));
 }
 
 /* Packed Q8_0 rows (quant_pack_rows): group g's registers at g · 256 bytes (a last group of at most 4 blocks in the
@@ -468,7 +518,11 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
                 kquant_regs(type, wg, p->q);
                 p->d = _mm256_set1_ps(_cvtsh_ss(b->d));
                 const __m256i sci = _mm256_loadu_si256((const __m256i *)sc);
+#if MM_VNNI
+                p->sc[0] = _mm256_cvtepi32_ps(sci);
+#else
                 p->sc16[0] = _mm256_or_si256(sci, _mm256_slli_epi32(sci, 16));
+#endif
                 p->m = _mm256_mul_ps(_mm256_set1_ps(-_cvtsh_ss(b->dmin)),
                                      _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m)));
             } else if (type == GGML_TYPE_Q6_K) {
@@ -478,9 +532,14 @@ static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
                 /* scales[2k], scales[2k+1] (int8) as the 16-bit halves of element k: sign-extended pairs */
                 const __m256i pairs = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
                 const __m256i lo = _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 16), hi = _mm256_srai_epi32(pairs, 16);
+#if MM_VNNI
+                p->sc[0] = _mm256_cvtepi32_ps(lo);
+                p->sc[1] = _mm256_cvtepi32_ps(hi);
+#else
                 p->sc16[0] = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(lo, 16));
                 p->sc16[1] = _mm256_or_si256(_mm256_and_si256(hi, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16));
                 p->corr16 = _mm256_slli_epi16(pairs, 5);
+#endif
             } else {
                 const int t = blocks_in_group(nb, g);
                 group_regs(type, wg, t, p->q);
@@ -516,10 +575,144 @@ static void prep_panel_rows(const block_q8_act *xq, size_t nb, size_t ng, uint32
             }
             p->sum_lo = _mm256_madd_epi16(lo, ones16);
             p->sum_hi = _mm256_madd_epi16(hi, ones16);
+#if MM_VNNI
+            p->base = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(p->sum_lo, p->sum_hi)), 7);
+#endif
         }
 }
 
 
+/* The weight side of a panel of C rows: rearranged per call (pk: group g of row c at pk[g * C + c]) or packed at
+ * load (rows: Q8_0 rows as quant_pack_rows leaves them, row c at rows + c * row_bytes, scales at scales_at). */
+typedef struct {
+    const wgroup *pk;
+    const uint8_t *rows;
+    size_t row_bytes, scales_at;
+} wpanel;
+
+static inline const __m256i *panel_regs(const wpanel *wp, bool packed, int C, size_t g, int c) {
+    return packed ? (const __m256i *)(wp->rows + c * wp->row_bytes + g * PACKED_GROUP_BYTES) : wp->pk[g * C + c].q;
+}
+
+/* Group g's 8 scales of a packed row (quant_pack_rows) as f32. */
+static inline __m256 packed_scales(const uint8_t *row, size_t scales_at, size_t g) {
+    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(row + scales_at + g * BLOCK_LANES * sizeof(uint16_t))));
+}
+
+static inline __m256 panel_scales(const wpanel *wp, bool packed, int C, size_t g, int c) {
+    return packed ? packed_scales(wp->rows + c * wp->row_bytes, wp->scales_at, g) : wp->pk[g * C + c].d;
+}
+
+#if MM_VNNI
+/* With VNNI, a register tile works two weight rows at a time in zmm registers: register j of rows 0 and 1 side by
+ * side, against register j of an activation row in both halves, so one vpdpbusd makes 8 block sums of each row, and
+ * an activation row's accumulator holds [row 0 | row 1] from its sums through its lanes' float steps. Each half is
+ * the AVX2 tile's vector for that weight row, lane for lane, through the same operations; only the width differs.
+ * The float steps and corrections around the sums cost as much as the sums (zmm over registers j and j+1 instead,
+ * joined per output: 310 of 504 us for 768x768 Q8_0 at 128 rows), and with 512-bit instructions in flight port 1
+ * leaves the vector units, so they too go 16 lanes at a time: 449 us (256-bit VNNI steps: 521; AVX2: 1100). */
+
+/* [a | b] */
+static inline __m512i pair_epi32(__m256i a, __m256i b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+static inline __m512 pair_ps(__m256 a, __m256 b) { return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1); }
+
+/* Per half, elements k < 4: s[k] + s[k+4]; elements 4..7: 0 (half_fold on both halves). */
+static inline __m512i half_fold2(__m512i s) {
+    return _mm512_maskz_add_epi32(0x0f0f, s, _mm512_shuffle_i64x2(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+/* The sums of one group for a register tile's rows: s[r] = [row 0 | row 1] of Σ over registers j0 <= j < j0 + n of
+ * vpdpbusd(weight register j, activation row r's register j), in 32 bits, from start[r] (both halves; NULL: 0).
+ * Every type's quants are unsigned bytes in the panel layout (Q8_0's and Q4_0's 128 above their values: group_regs;
+ * Q6_K's 0..63, their offset 32 still in) against the signed x, so one instruction serves them all, and at most
+ * 32 · 255 · 127 per block never overflows.
+ * Even and odd registers go to separate accumulators: one chain of 8 would wait on vpdpbusd's latency. */
+static inline __attribute__((always_inline)) void tile_sums(const __m256i *w0, const __m256i *w1,
+                                                             const __m256i *const xr[PANEL_ROWS],
+                                                             const __m256i *const start[PANEL_ROWS], int j0, int n,
+                                                             __m512i s[PANEL_ROWS]) {
+    __m512i odd[PANEL_ROWS];
+    for (int r = 0; r < PANEL_ROWS; r++) {
+        s[r] = start ? _mm512_broadcast_i64x4(_mm256_load_si256(start[r])) : _mm512_setzero_si512();
+        odd[r] = _mm512_setzero_si512();
+    }
+    for (int j = j0; j < j0 + n; j++) {
+        const __m512i w = pair_epi32(_mm256_load_si256(w0 + j), _mm256_load_si256(w1 + j));
+        for (int r = 0; r < PANEL_ROWS; r++) {
+            const __m512i x = _mm512_broadcast_i64x4(_mm256_load_si256(xr[r] + j));
+            if ((j - j0) % 2)
+                odd[r] = _mm512_dpbusd_epi32(odd[r], w, x);
+            else
+                s[r] = _mm512_dpbusd_epi32(s[r], w, x);
+        }
+    }
+    for (int r = 0; r < PANEL_ROWS; r++) s[r] = _mm512_add_epi32(s[r], odd[r]);
+}
+
+/* One register tile: y[r*ldy + c] for r < R, c < C over all ng groups (packed, R and C known at compile time, so
+ * the accumulators stay in registers). xp: activation row r's groups at xp + r * ng. A smaller tile repeats its last
+ * row and column (sums it then drops). */
+static inline __attribute__((always_inline)) void panel_tile(ggml_type type, bool packed, const wpanel *wp, size_t ng,
+                                                              bool half_last, const xgroup *xp, int R, int C, float *y,
+                                                              size_t ldy) {
+    __m512 acc[PANEL_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (size_t g = 0; g < ng; g++) {
+        const __m256i *w0 = panel_regs(wp, packed, C, g, 0), *w1 = panel_regs(wp, packed, C, g, C - 1);
+        const __m512 dw = pair_ps(panel_scales(wp, packed, C, g, 0), panel_scales(wp, packed, C, g, C - 1));
+        const wgroup *pw0 = packed ? NULL : &wp->pk[g * C], *pw1 = packed ? NULL : &wp->pk[g * C + C - 1];
+        const xgroup *px[PANEL_ROWS];
+        const __m256i *xrow[PANEL_ROWS], *base[PANEL_ROWS];
+        for (int r = 0; r < PANEL_ROWS; r++) {
+            px[r] = &xp[(r < R ? r : R - 1) * ng + g];
+            xrow[r] = px[r]->q;
+            base[r] = &px[r]->base;
+        }
+        const bool half = half_last && g + 1 == ng; /* 4 registers: the half layout */
+        /* Q8_0 and Q4_0: the sums start at -128 · Σx, so they end as Σ w · x (the half layout: block k's halves in
+         * elements k and k+4) */
+        const __m256i *const *start = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 ? base : NULL;
+        __m512i s[PANEL_ROWS], hi[PANEL_ROWS];
+        if (type == GGML_TYPE_Q6_K) { /* quants 0..15 and 16..31 of each block have their own scales: two sums */
+            tile_sums(w0, w1, xrow, NULL, 0, BLOCK_LANES / 2, s);
+            tile_sums(w0, w1, xrow, NULL, BLOCK_LANES / 2, BLOCK_LANES / 2, hi);
+        } else if (half) {
+            tile_sums(w0, w1, xrow, start, 0, BLOCK_LANES / 2, s);
+        } else {
+            tile_sums(w0, w1, xrow, start, 0, BLOCK_LANES, s);
+        }
+        for (int r = 0; r < R; r++) {
+            const __m512i sum_lo = _mm512_broadcast_i64x4(px[r]->sum_lo), sum_hi = _mm512_broadcast_i64x4(px[r]->sum_hi);
+            const __m512 dx = _mm512_broadcast_f32x8(px[r]->d);
+            __m512 f; /* block k's exact s_b (quant.h) in f32, for Q4_K sc · s_b: each below 2^24, so exact */
+            if (type == GGML_TYPE_Q6_K) {
+                /* less the offset's 32 · Σx, each half is Σ (q - 32) · x (at most 16 · 32 · 127): times its scale
+                 * and summed, exactly s_b */
+                const __m512i lo_q = _mm512_sub_epi32(s[r], _mm512_slli_epi32(sum_lo, 5));
+                const __m512i hi_q = _mm512_sub_epi32(hi[r], _mm512_slli_epi32(sum_hi, 5));
+                f = _mm512_fmadd_ps(pair_ps(pw0->sc[1], pw1->sc[1]), _mm512_cvtepi32_ps(hi_q),
+                                    _mm512_mul_ps(pair_ps(pw0->sc[0], pw1->sc[0]), _mm512_cvtepi32_ps(lo_q)));
+            } else {
+                f = _mm512_cvtepi32_ps(half ? half_fold2(s[r]) : s[r]);
+                if (type == GGML_TYPE_Q4_K) /* d · (sc · s) + (-dmin · m) · Σx, then the step below */
+                    f = _mm512_fmadd_ps(dw, _mm512_mul_ps(pair_ps(pw0->sc[0], pw1->sc[0]), f),
+                                        _mm512_mul_ps(pair_ps(pw0->m, pw1->m),
+                                                      _mm512_cvtepi32_ps(_mm512_add_epi32(sum_lo, sum_hi))));
+            }
+            acc[r] = type == GGML_TYPE_Q4_K ? _mm512_fmadd_ps(dx, f, acc[r])
+                                            : _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), f, acc[r]);
+        }
+    }
+    __m256 sums[PANEL_ROWS * PANEL_COLS];
+    for (int r = 0; r < R; r++) {
+        sums[r * C] = _mm512_castps512_ps256(acc[r]);
+        if (C == PANEL_COLS) sums[r * C + 1] = _mm512_extractf32x8_ps(acc[r], 1);
+    }
+    store_sums(sums, R, C, y, ldy);
+}
+#else
 /* The integer sums of one group for a whole register tile: s[r][c] = the sum over registers j0 <= j < j0 + n of the
  * products of activation row r's register x[r][j] and weight row c's register w_c[j]. TILE_Q8 (Q8_0): 32-bit
  * sums of madd(maddubs(|w|, sign(x, w)), 1). TILE_Q4 (Q4_0, Q4_K; quants 0..15): 16-bit sums of maddubs(w, x),
@@ -632,27 +825,6 @@ static inline __attribute__((always_inline)) void tile_sums(tile_kind kind, cons
     s[2][0] = s20, s[2][1] = s21, s[3][0] = s30, s[3][1] = s31;
 }
 
-/* The weight side of a panel of C rows: rearranged per call (pk: group g of row c at pk[g * C + c]) or packed at
- * load (rows: Q8_0 rows as quant_pack_rows leaves them, row c at rows + c * row_bytes, scales at scales_at). */
-typedef struct {
-    const wgroup *pk;
-    const uint8_t *rows;
-    size_t row_bytes, scales_at;
-} wpanel;
-
-static inline const __m256i *panel_regs(const wpanel *wp, bool packed, int C, size_t g, int c) {
-    return packed ? (const __m256i *)(wp->rows + c * wp->row_bytes + g * PACKED_GROUP_BYTES) : wp->pk[g * C + c].q;
-}
-
-/* Group g's 8 scales of a packed row (quant_pack_rows) as f32. */
-static inline __m256 packed_scales(const uint8_t *row, size_t scales_at, size_t g) {
-    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(row + scales_at + g * BLOCK_LANES * sizeof(uint16_t))));
-}
-
-static inline __m256 panel_scales(const wpanel *wp, bool packed, int C, size_t g, int c) {
-    return packed ? packed_scales(wp->rows + c * wp->row_bytes, wp->scales_at, g) : wp->pk[g * C + c].d;
-}
-
 /* One register tile: y[r*ldy + c] for r < R, c < C over all ng groups (packed, R and C known at compile time, so
  * the accumulators stay in registers). xp: activation row r's groups at xp + r * ng. */
 static inline __attribute__((always_inline)) void panel_tile(ggml_type type, bool packed, const wpanel *wp, size_t ng,
@@ -716,6 +888,7 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
         for (int c = 0; c < C; c++) sums[r * C + c] = acc[r][c];
     store_sums(sums, R, C, y, ldy);
 }
+#endif
 
 /* All register tiles of a panel: rows of xp (groups at xp + r * ng) against its C weight rows, 4 rows at a time and
  * a smaller tile for the last 1 to 3 (R and C known at compile time in each). */
@@ -777,6 +950,7 @@ static bool panel_fits(uint32_t n_rows, size_t ng) { return n_rows >= PANEL_MIN_
 /* Rows of packed panels taken at a time: their activation side stays in L1 while every panel passes over it, and a
  * panel's two weight rows stay there for its tiles (one 4864-wide Q8_0 product: 8% faster than all rows at once). */
 #define PANEL_ROW_BLOCK 16
+#define PANEL_X_L1 (24 * 1024) /* the activation side of a block of rows against panels rearranged per call */
 
 /* Prepared rows xp (rows of them) against every panel of the n_out weight rows: rearranged here, once each, or
  * packed at load (then a block of rows at a time). */
@@ -785,15 +959,25 @@ static void panels_over(ggml_type type, bool packed, const uint8_t *w, size_t w_
     const size_t ng = groups_of(nb);
     const bool half_last = half_last_group(nb);
     wgroup pk[PANEL_MAX_GROUPS * PANEL_COLS];
-    const uint32_t block = packed ? PANEL_ROW_BLOCK : rows;
-    for (uint32_t r0 = 0; r0 < rows; r0 += block) {
-        const uint32_t nr = rows - r0 < block ? rows - r0 : block;
-        for (uint32_t o = 0; o < n_out; o += PANEL_COLS) {
-            const int C = n_out - o < PANEL_COLS ? (int)(n_out - o) : PANEL_COLS;
-            wpanel wp = {pk, w + o * w_row_bytes, w_row_bytes, packed_scales_at(nb)};
-            if (!packed) pack_panel(type, wp.rows, w_row_bytes, C, nb, ng, pk);
-            panel_dispatch(type, packed, &wp, ng, half_last, xp + (size_t)r0 * ng, nr, C, y + (size_t)r0 * ldy + o,
-                           ldy);
+    /* Rearranged here: as many panels at a time as pk holds, then blocks of rows whose activation side fits in
+     * PANEL_X_L1 bytes pass over them all (VNNI, 110M shapes, 128 rows: 5-10% faster than one panel at a time
+     * against all rows; AVX2 as fast); when not even a register tile's rows fit (4864 wide), the latter, 3% faster */
+    const size_t fit = PANEL_X_L1 / (ng * sizeof(xgroup)) / PANEL_ROWS * PANEL_ROWS;
+    const uint32_t span = packed ? n_out : fit ? (uint32_t)(PANEL_MAX_GROUPS / ng) * PANEL_COLS : PANEL_COLS;
+    const uint32_t block = packed ? PANEL_ROW_BLOCK : !fit ? rows : fit > PANEL_ROW_BLOCK ? PANEL_ROW_BLOCK : (uint32_t)fit;
+    for (uint32_t o0 = 0; o0 < n_out; o0 += span) {
+        const uint32_t o1 = n_out - o0 < span ? n_out : o0 + span;
+        for (uint32_t o = o0; !packed && o < o1; o += PANEL_COLS)
+            pack_panel(type, w + o * w_row_bytes, w_row_bytes, o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS, nb,
+                       ng, pk + (size_t)(o - o0) * ng);
+        for (uint32_t r0 = 0; r0 < rows; r0 += block) {
+            const uint32_t nr = rows - r0 < block ? rows - r0 : block;
+            for (uint32_t o = o0; o < o1; o += PANEL_COLS) {
+                const int C = o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS;
+                const wpanel wp = {pk + (size_t)(o - o0) * ng, w + o * w_row_bytes, w_row_bytes, packed_scales_at(nb)};
+                panel_dispatch(type, packed, &wp, ng, half_last, xp + (size_t)r0 * ng, nr, C,
+                               y + (size_t)r0 * ldy + o, ldy);
+            }
         }
     }
 }
@@ -820,12 +1004,20 @@ static void matmul_panels(ggml_type type, bool packed, const uint8_t *w, size_t 
  * the tile's one activation row; element k of s[c] ends as block k's exact sum (as in the panel tiles). */
 static inline __attribute__((always_inline)) void packed_group(const uint8_t *w, size_t w_row_bytes, const xgroup *xg,
                                                                 int J, int C, __m256i s[TILE_COLS]) {
+#if MM_VNNI
+    for (int c = 0; c < C; c++) s[c] = xg->base; /* the weights are stored 128 up (group_regs) */
+#else
     for (int c = 0; c < C; c++) s[c] = _mm256_setzero_si256();
+#endif
     for (int j = 0; j < J; j++) {
         const __m256i x = _mm256_load_si256(&xg->q[j]);
         for (int c = 0; c < C; c++) {
             const __m256i wv = _mm256_load_si256((const __m256i *)(w + c * w_row_bytes) + j);
+#if MM_VNNI
+            s[c] = sums_u8s8(s[c], wv, x);
+#else
             s[c] = _mm256_add_epi32(s[c], block_sums_q8_0(wv, x));
+#endif
         }
     }
 }
@@ -932,16 +1124,25 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
     }
 }
 
-float avx2_dot_f32(const float *a, const float *b, size_t n) { return dot_widened(WIDEN_F32, a, b, n); }
+#if MM_VNNI
+/* The avx512 variant's dots of F32, F16 and BF16 rows are its 512-bit ones (avx512/convert.c, with dot_f32). */
+static inline float float_row_dot(ggml_type type, const void *w, const float *xf, size_t n) {
+    return avx512_dot_widened(type, w, xf, n);
+}
+#else
+float VARIANT(dot_f32)(const float *a, const float *b, size_t n) { return dot_widened(WIDEN_F32, a, b, n); }
 
-float avx2_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n) {
+static inline float float_row_dot(ggml_type type, const void *w, const float *xf, size_t n) {
+    return dot_widened(type == GGML_TYPE_F16 ? WIDEN_F16 : type == GGML_TYPE_BF16 ? WIDEN_BF16 : WIDEN_F32, w, xf, n);
+}
+#endif
+
+float VARIANT(dot)(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n) {
     switch (type) {
     case GGML_TYPE_F32:
-        return dot_widened(WIDEN_F32, w, xf, n);
     case GGML_TYPE_F16:
-        return dot_widened(WIDEN_F16, w, xf, n);
     case GGML_TYPE_BF16:
-        return dot_widened(WIDEN_BF16, w, xf, n);
+        return float_row_dot(type, w, xf, n);
     case GGML_TYPE_Q8_0:
         return dot_blocks(GGML_TYPE_Q8_0, w, xq, n / QK);
     case GGML_TYPE_Q4_0:
@@ -954,13 +1155,13 @@ float avx2_dot(ggml_type type, const void *w, const float *xf, const block_q8_ac
     }
 }
 
-bool avx2_packs(ggml_type type, size_t n) {
+bool VARIANT(packs)(ggml_type type, size_t n) {
     return type == GGML_TYPE_Q8_0 && n % QK == 0 && groups_of(n / QK) <= PANEL_MAX_GROUPS;
 }
 
-size_t avx2_packed_row_bytes(size_t n) { return packed_row_bytes(n / QK); }
+size_t VARIANT(packed_row_bytes)(size_t n) { return packed_row_bytes(n / QK); }
 
-void avx2_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst) {
+void VARIANT(pack_rows)(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst) {
     const size_t nb = n / QK, ng = groups_of(nb), rb = packed_row_bytes(nb);
     for (uint32_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w + (size_t)r * w_row_bytes;
@@ -979,14 +1180,14 @@ void avx2_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1,
     }
 }
 
-size_t avx2_panel_row_bytes(size_t n) { return groups_of(n / QK) * sizeof(xgroup); }
+size_t VARIANT(panel_row_bytes)(size_t n) { return groups_of(n / QK) * sizeof(xgroup); }
 
-void avx2_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp) {
+void VARIANT(panel_rows)(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp) {
     const size_t nb = n / QK, ng = groups_of(nb);
     prep_panel_rows(xq + (size_t)r0 * nb, nb, ng, r1 - r0, (xgroup *)xp + (size_t)r0 * ng);
 }
 
-void avx2_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
+void VARIANT(matmul)(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                  const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy) {
     if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || is_kquant(type)) {
         matmul_blocks(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, n / QK, y, ldy);
@@ -995,6 +1196,6 @@ void avx2_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes,
     const bool q8 = kern_wants_q8(type);
     for (uint32_t o = 0; o < n_out; o++)
         for (uint32_t r = 0; r < n_rows; r++)
-            y[r * ldy + o] = avx2_dot(type, (const uint8_t *)w + o * w_row_bytes, q8 ? NULL : xf + r * n,
+            y[r * ldy + o] = VARIANT(dot)(type, (const uint8_t *)w + o * w_row_bytes, q8 ? NULL : xf + r * n,
                                       q8 ? xq + r * (n / QK) : NULL, n);
 }

@@ -1,5 +1,5 @@
 /* avx512.h — the AVX-512 variant (AVX-512 F/DQ/BW/VL with VNNI): the table entries it implements itself (table.h's
- * signatures). Every one returns the reference's bytes (quant.h); the rest of its row are the avx2 variant's. */
+ * signatures; every entry is its own). Every one returns the reference's bytes (quant.h). */
 #ifndef FKV_KERNELS_AVX512_H
 #define FKV_KERNELS_AVX512_H
 
@@ -30,5 +30,15 @@ void avx512_row_q8(const float *x, block_q8_act *dst, size_t n);
 float avx512_dot_f32(const float *a, const float *b, size_t n);
 /* The dot of an F32, F16 or BF16 weight row (any other type is taken as F32) with an f32 row: quant_dot's order. */
 float avx512_dot_widened(ggml_type type, const void *w, const float *xf, size_t n);
+
+/* matmul.c (avx2/matmul.c compiled with VNNI) */
+float avx512_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
+void avx512_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
+                   const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
+bool avx512_packs(ggml_type type, size_t n);
+size_t avx512_packed_row_bytes(size_t n);
+void avx512_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
+size_t avx512_panel_row_bytes(size_t n);
+void avx512_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 
 #endif
