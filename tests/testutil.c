@@ -99,6 +99,21 @@ int tu_for_each_vocab_vector(const char *vocab, tu_vector_fn fn, void *user) {
     return n_cases;
 }
 
+/* FKV_TEST_KERNELS, when set, narrows the variants to those it names (comma-separated; "best": the best this CPU
+ * runs) — the sanitizer build's slow model tests take ref and the best, its kernel tests every one. */
+static bool variant_wanted(kern_id id) {
+    const char *list = getenv("FKV_TEST_KERNELS");
+    if (!list || !*list) return true;
+    const char *name = kern_name_of(id);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if ((len == strlen(name) && !strncmp(p, name, len)) || (len == 4 && !strncmp(p, "best", 4) && id == kern_best()))
+            return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
 int tu_each_variant(const struct CMUnitTest *tests, size_t n_tests, const char **variant) {
     int failed = 0;
     for (int id = 0; id < KERN_COUNT; id++) {
@@ -106,6 +121,10 @@ int tu_each_variant(const struct CMUnitTest *tests, size_t n_tests, const char *
         const char *name = kern_name_of((kern_id)id);
         if (!kern_available((kern_id)id, why, sizeof why)) {
             printf("[  SKIPPED ] kernels %s: %s\n", name, why);
+            continue;
+        }
+        if (!variant_wanted((kern_id)id)) {
+            printf("[  SKIPPED ] kernels %s: not in FKV_TEST_KERNELS\n", name);
             continue;
         }
         if (kern_select(name, why, sizeof why) != 0) {
