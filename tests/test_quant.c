@@ -711,6 +711,67 @@ static void test_dot_of_every_weight_type_variant_matches_the_reference(void **s
         }
 }
 
+/* quant_matmul of random weights of `type` (n wide) against random rows, for every row count in rows[] and output count
+ * in outs[], with the activation side prepared by quant_matmul itself and by the caller, on natural rows and (where the
+ * variant packs) packed ones: every output has the bits of the reference dot. */
+static void assert_matmul_equals_the_scalar_dots(uint64_t *s, ggml_type type, size_t n, const uint32_t *rows,
+                                                 size_t n_counts, const uint32_t *outs, size_t n_outs) {
+    enum { LDY_PAD = 3 }; /* outputs land in rows wider than n_out */
+    const size_t nb = n / QK, wrb = row_bytes(type, n);
+    uint32_t max_rows = 0, max_out = 0;
+    for (size_t a = 0; a < n_counts; a++) max_rows = rows[a] > max_rows ? rows[a] : max_rows;
+    for (size_t b = 0; b < n_outs; b++) max_out = outs[b] > max_out ? outs[b] : max_out;
+    float *wf = normal_row(s, (size_t)max_out * n, 0.05f), *x = normal_row(s, (size_t)max_rows * n, 2.0f);
+    uint8_t *w = malloc(max_out * wrb);
+    block_q8_act *xq = malloc(max_rows * nb * sizeof *xq);
+    for (uint32_t o = 0; o < max_out; o++) quant_quantize_row(type, wf + o * n, w + o * wrb, n);
+    for (uint32_t r = 0; r < max_rows; r++) quant_row_q8(x + r * n, xq + r * nb, n);
+    /* the same rows packed, as the model loader packs them (in two parts, as its threads do) */
+    const bool packs = quant_packs(type, n);
+    const size_t prb = packs ? quant_packed_row_bytes(n) : 0;
+    uint8_t *wp = packs ? aligned_alloc(32, max_out * prb) : NULL;
+    if (packs) {
+        quant_pack_rows(w, wrb, 0, max_out / 2, n, wp);
+        quant_pack_rows(w, wrb, max_out / 2, max_out, n, wp);
+    }
+    for (size_t a = 0; a < n_counts; a++)
+        for (size_t b = 0; b < n_outs; b++) {
+            const uint32_t n_rows = rows[a], n_out = outs[b];
+            const size_t ldy = n_out + LDY_PAD;
+            float *y = malloc(n_rows * ldy * sizeof *y);
+            /* the activation side prepared by quant_matmul itself, then by the caller in two parts of rows (as two
+             * threads do) */
+            const size_t xp_bytes = n_rows * quant_panel_row_bytes(n);
+            void *xp = xp_bytes ? aligned_alloc(32, xp_bytes) : NULL;
+            if (xp) {
+                quant_panel_rows(xq, n, 0, n_rows / 2, xp);
+                quant_panel_rows(xq, n, n_rows / 2, n_rows, xp);
+            }
+            for (int variant = 0; variant < 4; variant++) {
+                const bool prepared = variant & 1, packed = variant & 2;
+                if ((prepared && !xp) || (packed && !packs)) continue;
+                quant_matmul(type, packed, packed ? wp : w, packed ? prb : wrb, n_out, x, xq, prepared ? xp : NULL,
+                             n_rows, n, y, ldy);
+                for (uint32_t r = 0; r < n_rows; r++)
+                    for (uint32_t o = 0; o < n_out; o++) {
+                        float want = ref->dot(type, w + o * wrb, x + r * n, xq + r * nb, n);
+                        if (bits_of(y[r * ldy + o]) != bits_of(want) ||
+                            bits_of(quant_dot(type, w + o * wrb, x + r * n, xq + r * nb, n)) != bits_of(want))
+                            fail_msg("type %d, n=%zu, %u rows x %u outputs%s%s: element (%u, %u) is %.9g, scalar %.9g",
+                                     (int)type, n, n_rows, n_out, prepared ? ", rows prepared" : "",
+                                     packed ? ", weights packed" : "", r, o, (double)y[r * ldy + o], (double)want);
+                    }
+            }
+            free(xp);
+            free(y);
+        }
+    free(wf);
+    free(x);
+    free(w);
+    free(wp);
+    free(xq);
+}
+
 static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_shapes(void **state) {
     (void)state;
     uint64_t s = 9;
@@ -721,64 +782,26 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
     /* 1, 3, 13, 17, 24 blocks: tails after groups of 8; 552 blocks: the widest rows in panels, 553 the
      * narrowest taking direct tiles at every row count (quant.c's PANEL_MAX_GROUPS) */
     const size_t ns[] = {32, 96, 416, 544, 768, 552 * QK, 553 * QK};
-    enum { LDY_PAD = 3 };                       /* outputs land in rows wider than n_out */
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
             const bool kquant = types[t] == GGML_TYPE_Q4_K || types[t] == GGML_TYPE_Q6_K;
             if (kquant && k >= N_KQUANT) continue;
-            const size_t n = kquant ? kquant_sizes[k] : ns[k], nb = n / QK, wrb = row_bytes(types[t], n);
-            const uint32_t max_rows = 33, max_out = 17;
-            float *wf = normal_row(&s, (size_t)max_out * n, 0.05f), *x = normal_row(&s, (size_t)max_rows * n, 2.0f);
-            uint8_t *w = malloc(max_out * wrb);
-            block_q8_act *xq = malloc(max_rows * nb * sizeof *xq);
-            for (uint32_t o = 0; o < max_out; o++) quant_quantize_row(types[t], wf + o * n, w + o * wrb, n);
-            for (uint32_t r = 0; r < max_rows; r++) quant_row_q8(x + r * n, xq + r * nb, n);
-            /* the same rows packed, as the model loader packs them (in two parts, as its threads do) */
-            const bool packs = quant_packs(types[t], n);
-            const size_t prb = packs ? quant_packed_row_bytes(n) : 0;
-            uint8_t *wp = packs ? aligned_alloc(32, max_out * prb) : NULL;
-            if (packs) {
-                quant_pack_rows(w, wrb, 0, max_out / 2, n, wp);
-                quant_pack_rows(w, wrb, max_out / 2, max_out, n, wp);
-            }
-            for (size_t a = 0; a < sizeof rows / sizeof *rows; a++)
-                for (size_t b = 0; b < sizeof outs / sizeof *outs; b++) {
-                    const uint32_t n_rows = rows[a], n_out = outs[b];
-                    const size_t ldy = n_out + LDY_PAD;
-                    float *y = malloc(n_rows * ldy * sizeof *y);
-                    /* the activation side prepared by quant_matmul itself, then by the caller in two parts of
-                     * rows (as two threads do) */
-                    const size_t xp_bytes = n_rows * quant_panel_row_bytes(n);
-                    void *xp = xp_bytes ? aligned_alloc(32, xp_bytes) : NULL;
-                    if (xp) {
-                        quant_panel_rows(xq, n, 0, n_rows / 2, xp);
-                        quant_panel_rows(xq, n, n_rows / 2, n_rows, xp);
-                    }
-                    for (int variant = 0; variant < 4; variant++) {
-                        const bool prepared = variant & 1, packed = variant & 2;
-                        if ((prepared && !xp) || (packed && !packs)) continue;
-                        quant_matmul(types[t], packed, packed ? wp : w, packed ? prb : wrb, n_out, x, xq,
-                                     prepared ? xp : NULL, n_rows, n, y, ldy);
-                        for (uint32_t r = 0; r < n_rows; r++)
-                            for (uint32_t o = 0; o < n_out; o++) {
-                                float want = ref->dot(types[t], w + o * wrb, x + r * n, xq + r * nb, n);
-                                if (bits_of(y[r * ldy + o]) != bits_of(want) ||
-                                    bits_of(quant_dot(types[t], w + o * wrb, x + r * n, xq + r * nb, n)) != bits_of(want))
-                                    fail_msg("type %d, n=%zu, %u rows x %u outputs%s%s: element (%u, %u) is %.9g, scalar "
-                                             "%.9g",
-                                             (int)types[t], n, n_rows, n_out, prepared ? ", rows prepared" : "",
-                                             packed ? ", weights packed" : "", r, o, (double)y[r * ldy + o], (double)want);
-                            }
-                    }
-                    free(xp);
-                    free(y);
-                }
-            free(wf);
-            free(x);
-            free(w);
-            free(wp);
-            free(xq);
+            assert_matmul_equals_the_scalar_dots(&s, types[t], kquant ? kquant_sizes[k] : ns[k], rows,
+                                                 sizeof rows / sizeof *rows, outs, sizeof outs / sizeof *outs);
         }
+}
+
+static void test_prefill_matmul_of_the_model_widths_equals_the_scalar_dots(void **state) {
+    (void)state;
+    uint64_t s = 10;
+    /* 128 rows: the AMX tiles' whole pass of 8 groups of 16; 130: a second pass of one group, partly rows done
+     * twice. 40 outputs: a last panel of 8 weight rows. */
+    const uint32_t rows[] = {128, 130}, outs[] = {40};
+    /* the 0.5B shape's widths: 896 (28 blocks: the half layout of a last group of 4) and 4864 (152 blocks: chunks of
+     * 64 blocks, then 24) */
+    const size_t ns[] = {896, 4864};
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+        assert_matmul_equals_the_scalar_dots(&s, GGML_TYPE_Q8_0, ns[k], rows, 2, outs, 1);
 }
 
 static void test_attention_scores_follow_the_order_and_equal_their_twins(void **state) {
@@ -1173,6 +1196,7 @@ int main(void) {
         cmocka_unit_test(test_dot_f32_does_not_depend_on_alignment),
         cmocka_unit_test(test_dot_of_every_weight_type_variant_matches_the_reference),
         cmocka_unit_test(test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_shapes),
+        cmocka_unit_test(test_prefill_matmul_of_the_model_widths_equals_the_scalar_dots),
         cmocka_unit_test(test_attention_scores_follow_the_order_and_equal_their_twins),
         cmocka_unit_test(test_attention_accumulation_equals_its_steps),
         cmocka_unit_test(test_activation_quants_never_reach_minus_128),

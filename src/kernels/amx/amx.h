@@ -3,6 +3,7 @@
 #ifndef FKV_KERNELS_AMX_H
 #define FKV_KERNELS_AMX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -10,8 +11,9 @@
 #include "table.h"
 
 /* matmul.c: y[r*ldy + o] = the reference dot of weight row o (natural GGUF rows of Q8_0, Q4_0, Q4_K or Q6_K, w_row_bytes
- * apart, 15 · w_row_bytes < 2^31) and activation row r of xq (n/QK blocks each), for r < n_rows, o < n_out. */
-void amx_matmul_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const block_q8_act *xq,
-                     uint32_t n_rows, size_t n, float *y, size_t ldy);
+ * apart, 15 · w_row_bytes < 2^31; or, packed, Q8_0 rows of the avx512 variant's packing) and activation row r of xq
+ * (n/QK blocks each), for r < n_rows, o < n_out. */
+void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
+                     const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy);
 
 #endif

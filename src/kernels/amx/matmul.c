@@ -14,8 +14,9 @@
  * apart; their scales (and Q4_K's Σx) are gathered once per call into vectors of 16 per block. Weight rows are
  * rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B: quants
  * 4k..4k+3 of each of the 16 weight rows) as signed bytes, with each block's float factors as vectors of 16; a chunk
- * then serves every group of 16 activation rows while it is in L1. Lanes' partial sums wait in a buffer between
- * chunks, so the stack use (about 380 KB) does not grow with n.
+ * then serves every group of 16 activation rows while it is in L1. Q8_0 rows packed at load (the avx512 variant's
+ * layout, which its decode tiles read) are rearranged from that layout into the same tiles B, their +128 undone.
+ * Lanes' partial sums wait in a buffer between chunks, so the stack use (about 380 KB) does not grow with n.
  *
  * Cost, per block of 16 × 16 outputs (Sapphire Rapids, TSC cycles at 2.6 GHz): the tiles' part — load A, load B,
  * tdpbssd, store C — about 32, the scaling (16 × convert, multiply, fused multiply-add) about 17 alone, and about 50
@@ -39,12 +40,14 @@
 #include <string.h>
 
 #include "amx.h"
+#include "avx512/avx512.h"
 #include "order.h"
 
 #define TILE_ROWS 16    /* activation rows of a tile (M) */
 #define TILE_COLS 16    /* weight rows of a panel (N) */
 #define LANES 8         /* block b goes to lane b % 8 (quant.h) */
-#define B_BYTES 512     /* one block's tile B: 8 rows × 16 weight rows × 4 quants */
+#define B_ROW 64        /* a row of a tile B: 16 weight rows × 4 quants */
+#define B_BYTES 512     /* one block's tile B: 8 rows */
 #define CHUNK_BLOCKS 64 /* blocks of a panel rearranged at a time: 32 KB of tiles B, whole super-blocks */
 #define ROW_GROUPS 8    /* groups of 16 activation rows per pass over the weights (their partial sums: 64 KB) */
 
@@ -106,13 +109,14 @@ static void configure(ggml_type type, int rows) {
 /* ---- weight panels ------------------------------------------------------------------------------ */
 
 /* The panel's weight rows i and i + 8 (i < 8) share a register: row i's 32 quants of a block in the low half, row
- * i + 8's in the high half. Rows at or past c_rows are padding: read as row 0 (always there), zeroed by pad_mask. */
+ * i + 8's in the high half. Rows at or past c_rows are padding: read as row 0 (always there), zeroed by pad_mask (a
+ * mask of dwords, so it also serves the instructions that have no byte-masked form). */
 static inline const uint8_t *panel_row(const uint8_t *w, size_t w_row_bytes, int c_rows, int i) {
     return w + (i < c_rows ? (size_t)i : 0) * w_row_bytes;
 }
 
-static inline __mmask64 pad_mask(int c_rows, int i) {
-    return (i < c_rows ? 0xFFFFFFFFull : 0) | (i + 8 < c_rows ? 0xFFFFFFFF00000000ull : 0);
+static inline __mmask16 pad_mask(int c_rows, int i) {
+    return (__mmask16)((i < c_rows ? 0x00FF : 0) | (i + 8 < c_rows ? 0xFF00 : 0));
 }
 
 static inline __m512i row_pair(const void *lo, const void *hi) {
@@ -120,9 +124,10 @@ static inline __m512i row_pair(const void *lo, const void *hi) {
                               _mm256_loadu_si256((const __m256i *)hi), 1);
 }
 
-/* Tile B of one block from its 16 weight rows' 32 quants (z: row pairs as above): dword k of every row, in row
- * order, makes row k; one 8 × 8 dword transpose per 256-bit half. */
-static inline void store_b(const __m512i z[8], int8_t *dst) {
+/* Dword o (o < 8) of the 16 rows of z (row pairs as above), in row order, as 64 bytes at dst + (o % 4) · step +
+ * (o / 4) · half: one 8 × 8 dword transpose per 256-bit half. From a natural block's quants (step B_ROW, half
+ * 4 · B_ROW) that is its tile B, dword k of every row making row k. */
+static inline void store_b(const __m512i z[8], void *dst, size_t step, size_t half) {
     __m512i t[8], u[8];
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);     /* per 128 bits: dwords 0, 1 of rows i, i+1 */
@@ -137,8 +142,8 @@ static inline void store_b(const __m512i z[8], int8_t *dst) {
     const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
     const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
     for (int c = 0; c < 4; c++) {
-        _mm512_store_si512(dst + 64 * c, _mm512_permutex2var_epi64(u[c], even, u[c + 4]));
-        _mm512_store_si512(dst + 64 * (c + 4), _mm512_permutex2var_epi64(u[c], odd, u[c + 4]));
+        _mm512_store_si512((uint8_t *)dst + step * c, _mm512_permutex2var_epi64(u[c], even, u[c + 4]));
+        _mm512_store_si512((uint8_t *)dst + half + step * c, _mm512_permutex2var_epi64(u[c], odd, u[c + 4]));
     }
 }
 
@@ -161,11 +166,43 @@ static void panel_q8_0(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
         const size_t off = (b0 + j) * sizeof(block_q8_0);
         __m512i z[8];
         for (int i = 0; i < 8; i++)
-            z[i] = _mm512_maskz_mov_epi8(pad_mask(c_rows, i),
+            z[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i),
                                          row_pair(panel_row(w, w_row_bytes, c_rows, i) + off + 2,
                                                   panel_row(w, w_row_bytes, c_rows, i + 8) + off + 2));
-        store_b(z, p->q[j]);
+        store_b(z, p->q[j], B_ROW, 4 * B_ROW);
         _mm512_store_ps(p->d[j], row_scales(w, offsets, real, off));
+    }
+}
+
+/* Blocks [b0, b0 + nblk) of packed Q8_0 rows (c_rows of them, w_row_bytes apart; avx512_packed_layout, b0 a multiple
+ * of 8). Register j of a group is the transpose of 8 natural blocks, so the same transpose on it gives dword k,
+ * block k's quants 4j..4j+3, of the 16 rows: row j of block k's tile B (the half layout: dwords k and k + 4 are rows
+ * j and j + 4 of block k). The +128 is undone on the way, so the tiles and their sums are the natural rows'. A group's
+ * 8 scales per row transpose the same way, as f32, into one vector per block: first, as they lie apart from the
+ * quants, so their loads wait on memory while the quants' go on (after the quants, the fill of 4864 x 896 Q8_0 took
+ * 5-10% longer than the natural rows', cold, in a product of 128 rows; before, 0-4%). */
+static void panel_q8_0_packed(const uint8_t *w, size_t w_row_bytes, int c_rows, const avx512_packed_layout *layout,
+                              size_t b0, size_t nblk, wpanel *p) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (size_t j0 = 0; j0 < nblk; j0 += LANES) {
+        const size_t g = (b0 + j0) / LANES, at = layout->scales_at + g * LANES * sizeof(uint16_t);
+        __m512i z[8];
+        for (int i = 0; i < 8; i++) {
+            const __m128i lo = _mm_load_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i) + at));
+            const __m128i hi = _mm_load_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i + 8) + at));
+            z[i] = _mm512_castps_si512(_mm512_maskz_cvtph_ps(pad_mask(c_rows, i), _mm256_set_m128i(hi, lo)));
+        }
+        store_b(z, p->d[j0], sizeof p->d[0], 4 * sizeof p->d[0]);
+        const bool half = nblk - j0 <= LANES / 2; /* only a row's last group holds fewer than 8 blocks */
+        for (int j = 0; j < (half ? LANES / 2 : LANES); j++) {
+            const size_t off = g * layout->group_bytes + j * sizeof(__m256i);
+            for (int i = 0; i < 8; i++)
+                z[i] = _mm512_maskz_xor_epi32(pad_mask(c_rows, i),
+                                              row_pair(panel_row(w, w_row_bytes, c_rows, i) + off,
+                                                       panel_row(w, w_row_bytes, c_rows, i + 8) + off),
+                                              flip);
+            store_b(z, p->q[j0] + B_ROW * j, B_BYTES, half ? 4 * B_ROW : 4 * B_BYTES);
+        }
     }
 }
 
@@ -185,9 +222,9 @@ static void panel_q4_0(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
             const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(lo)),
                                                  _mm256_broadcastsi128_si256(hi), 1);
             const __m512i q = _mm512_sub_epi8(_mm512_and_si512(_mm512_srlv_epi16(x, shift), low), eight);
-            z[i] = _mm512_maskz_mov_epi8(pad_mask(c_rows, i), q);
+            z[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), q);
         }
-        store_b(z, p->q[j]);
+        store_b(z, p->q[j], B_ROW, 4 * B_ROW);
         _mm512_store_ps(p->d[j], row_scales(w, offsets, real, off));
     }
 }
@@ -204,12 +241,12 @@ static void panel_q4_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
                 const block_q4_K *b_lo = (const block_q4_K *)(panel_row(w, w_row_bytes, c_rows, i) + off);
                 const block_q4_K *b_hi = (const block_q4_K *)(panel_row(w, w_row_bytes, c_rows, i + 8) + off);
                 const __m512i x =
-                    _mm512_maskz_mov_epi8(pad_mask(c_rows, i), row_pair(b_lo->qs + 32 * c, b_hi->qs + 32 * c));
+                    _mm512_maskz_mov_epi32(pad_mask(c_rows, i), row_pair(b_lo->qs + 32 * c, b_hi->qs + 32 * c));
                 lo[i] = _mm512_and_si512(x, low);
                 hi[i] = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
             }
-            store_b(lo, p->q[j0 + 2 * c]);
-            store_b(hi, p->q[j0 + 2 * c + 1]);
+            store_b(lo, p->q[j0 + 2 * c], B_ROW, 4 * B_ROW);
+            store_b(hi, p->q[j0 + 2 * c + 1], B_ROW, 4 * B_ROW);
         }
         for (int i = 0; i < TILE_COLS; i++) {
             const block_q4_K *blk = (const block_q4_K *)(panel_row(w, w_row_bytes, c_rows, i) + off);
@@ -249,9 +286,9 @@ static void panel_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
                                     _mm512_and_si512(_mm512_srli_epi16(hb, 2), high)),
                 };
                 for (int c = 0; c < 4; c++)
-                    q[c][i] = _mm512_maskz_mov_epi8(pad_mask(c_rows, i), _mm512_sub_epi8(q6[c], off32));
+                    q[c][i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), _mm512_sub_epi8(q6[c], off32));
             }
-            for (int c = 0; c < 4; c++) store_b(q[c], p->q[j0 + 4 * h + c]);
+            for (int c = 0; c < 4; c++) store_b(q[c], p->q[j0 + 4 * h + c], B_ROW, 4 * B_ROW);
         }
         for (int i = 0; i < TILE_COLS; i++) {
             const block_q6_K *blk = (const block_q6_K *)(panel_row(w, w_row_bytes, c_rows, i) + off);
@@ -266,11 +303,15 @@ static void panel_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
     }
 }
 
-static void fill_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk,
-                       wpanel *p) {
+/* packed: the layout of packed Q8_0 rows, or NULL for natural rows. */
+static void fill_panel(ggml_type type, const avx512_packed_layout *packed, const uint8_t *w, size_t w_row_bytes,
+                       int c_rows, size_t b0, size_t nblk, wpanel *p) {
     switch (type) {
     case GGML_TYPE_Q8_0:
-        panel_q8_0(w, w_row_bytes, c_rows, b0, nblk, p);
+        if (packed)
+            panel_q8_0_packed(w, w_row_bytes, c_rows, packed, b0, nblk, p);
+        else
+            panel_q8_0(w, w_row_bytes, c_rows, b0, nblk, p);
         break;
     case GGML_TYPE_Q4_0:
         panel_q4_0(w, w_row_bytes, c_rows, b0, nblk, p);
@@ -441,11 +482,12 @@ static void store_group(float part[LANES][TILE_ROWS][TILE_COLS], int rows, int c
     }
 }
 
-/* y[r*ldy + o] = ref_dot(type, w + o*w_row_bytes, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows,
+/* y[r*ldy + o] = ref_dot(type, natural weight row o, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows,
  * o < n_out; type Q8_0, Q4_0, Q4_K or Q6_K; w: natural GGUF weight rows (block_q8_0 / block_q4_0 / block_q4_K /
- * block_q6_K arrays, rows w_row_bytes apart); xq: n_rows activation rows of n/QK block_q8_act blocks each. */
-void amx_matmul_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t n_out, const block_q8_act *xq,
-                     uint32_t n_rows, size_t n, float *y, size_t ldy) {
+ * block_q6_K arrays, rows w_row_bytes apart) or, when packed, Q8_0 rows as avx512_pack_rows leaves them; xq: n_rows
+ * activation rows of n/QK block_q8_act blocks each. */
+void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
+                     const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy) {
     if (n_rows == 0 || n_out == 0) return;
     const size_t nb = n / QK;
     const long x_stride = (long)(nb * sizeof(block_q8_act));
@@ -453,6 +495,7 @@ void amx_matmul_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t
     const int per_block = (type == GGML_TYPE_Q4_K ? 2 : 1) * TILE_ROWS; /* floats of the activation side */
     const size_t group_floats = nb * (size_t)per_block;
     const size_t fit = XSIDE_BYTES / sizeof(float) / group_floats;
+    const avx512_packed_layout layout = packed ? avx512_packed_layout_of(n) : (avx512_packed_layout){0, 0};
     const int pass_groups = fit >= ROW_GROUPS ? ROW_GROUPS : fit >= 1 ? (int)fit : 1;
     _Alignas(64) wpanel panel;
     _Alignas(64) float part[ROW_GROUPS][LANES][TILE_ROWS][TILE_COLS];
@@ -474,7 +517,8 @@ void amx_matmul_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t
             const int cols = n_out - o0 < TILE_COLS ? (int)(n_out - o0) : TILE_COLS;
             for (size_t b0 = 0; b0 < nb; b0 += CHUNK_BLOCKS) {
                 const size_t nblk = nb - b0 < CHUNK_BLOCKS ? nb - b0 : CHUNK_BLOCKS;
-                fill_panel(type, (const uint8_t *)w + o0 * w_row_bytes, w_row_bytes, cols, b0, nblk, &panel);
+                fill_panel(type, packed ? &layout : NULL, (const uint8_t *)w + o0 * w_row_bytes, w_row_bytes, cols, b0,
+                           nblk, &panel);
                 for (int g = 0; g < groups; g++) {
                     const block_q8_act *x = xq + first_row[g] * nb + b0;
                     const float *xs = xside + (size_t)g * group_floats + b0 * (size_t)per_block;

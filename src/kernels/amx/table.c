@@ -1,6 +1,6 @@
 /* amx/table.c — the AMX variant's row of the kernel table: the avx512 variant's, with the products of many rows of
- * quantized weights on AMX tiles. Weights stay in their natural rows (no packing at load): the tiles take them so, and
- * decode steps read them through the direct tiles. */
+ * quantized weights on AMX tiles. Q8_0 weights are packed at load as the avx512 variant packs them: decode steps and
+ * small batches run its packed tiles unchanged, and the AMX tiles read the packed rows as they read natural ones. */
 #include "amx.h"
 
 #include <pthread.h>
@@ -18,16 +18,11 @@ static bool takes_tiles(ggml_type type) {
 
 static void matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                    const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy) {
-    if (!packed && n_rows >= AMX_MIN_ROWS && takes_tiles(type)) {
-        amx_matmul_rows(type, w, w_row_bytes, n_out, xq, n_rows, n, y, ldy);
+    if (n_rows >= AMX_MIN_ROWS && takes_tiles(type)) {
+        amx_matmul_rows(type, packed, w, w_row_bytes, n_out, xq, n_rows, n, y, ldy);
         return;
     }
     avx512()->matmul(type, packed, w, w_row_bytes, n_out, xf, xq, xp, n_rows, n, y, ldy);
-}
-
-static bool packs_nothing(ggml_type type, size_t n) {
-    (void)type, (void)n;
-    return false;
 }
 
 static kern_ops amx_ops;
@@ -37,7 +32,6 @@ static void fill(void) {
     amx_ops = *avx512();
     amx_ops.name = "amx";
     amx_ops.matmul = matmul;
-    amx_ops.packs = packs_nothing;
 }
 
 const kern_ops *kern_amx_table(void) {

@@ -501,6 +501,13 @@ static inline size_t packed_row_bytes(size_t nb) {
     return (bytes + sizeof(__m256i) - 1) / sizeof(__m256i) * sizeof(__m256i);
 }
 
+#if MM_VNNI
+/* The AMX variant's tiles read these rows too (avx512.h). */
+avx512_packed_layout VARIANT(packed_layout_of)(size_t n) {
+    return (avx512_packed_layout){PACKED_GROUP_BYTES, packed_scales_at(n / QK)};
+}
+#endif
+
 /* pk[g * C + c]: group g of weight row c, c < C. */
 static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int C, size_t nb, size_t ng,
                        wgroup *pk) {
