@@ -232,7 +232,7 @@ static inline __attribute__((always_inline)) void tile_group(ggml_type type, con
 
 /* A register tile: y[r*ldy + c] = dot(weight row c, activation row r) for r < R, c < C, each with its
  * own 8-lane accumulator holding exactly the lanes of quant.h's block order — block b of every output
- * goes to lane b % 8, through the same multiply and fused multiply-add as the scalar twin — so the tile
+ * goes to lane b % 8, through the same multiply and fused multiply-add as the reference — so the tile
  * shape changes which loads are shared, never an output's bits. x rows are nb blocks apart; xsum8 as in
  * tile_group, a row's groups consecutive. */
 static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes,
@@ -430,7 +430,7 @@ static inline size_t group_bytes(ggml_type type) {
  * the same way once per call, with its scales and the block sums Σx that offset corrections need. A group of 8 blocks then
  * costs, per (activation row, weight row), one multiply per register and vertical adds, no horizontal
  * reduction, and unsigned quants sum in 16 bits before widening. Integer block sums are exact and each
- * lane gets the scalar twin's float operations, so no tile shape changes a bit. A row whose block count
+ * lane gets the reference's float operations, so no tile shape changes a bit. A row whose block count
  * is not a multiple of 8 ends in a group padded on both sides with zero blocks of scale 0:
  * fmaf(+0, +0, lane) leaves a lane as it is, since a lane is never -0 (it starts at +0, and a rounded
  * sum is -0 only when both terms are). When that group holds at most 4 blocks (dim 896: 3 groups and 4

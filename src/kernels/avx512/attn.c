@@ -1,4 +1,4 @@
-/* attn.c — attention's kernels on AVX-512: key-tile scores, V accumulation, and the online softmax's steps.
+/* avx512/attn.c — attention's kernels on AVX-512: key-tile scores, V accumulation, and the online softmax's steps.
  *
  * WHY: a zmm holds 16 lanes, so a 32-key tile's scores for one query are two registers and a 64-element
  * head of y is four; more chains fit in the 32 registers, so more queries share each load of K or V.

@@ -1,10 +1,10 @@
-/* convert.c — row conversions, activation quantization and the f32-lane dots on AVX-512.
+/* avx512/convert.c — row conversions, activation quantization and the f32-lane dots on AVX-512.
  *
  * WHY: the conversions are exact instructions (vcvtps2ph, vcvtph2ps: the F16C operations, NaNs included, that
- * quant.c's scalar conversions reproduce), and a dot's 32 lanes (quant.h) are exactly two zmm registers, so the
+ * the reference's conversions reproduce: order.h), and a dot's 32 lanes (quant.h) are exactly two zmm registers, so the
  * tail of a row is masked lanes of the same fused multiply-adds instead of a spill to memory.
  *
- * INVARIANT: each function returns the bytes of its reference in quant.c: the same IEEE operations on the same
+ * INVARIANT: each function returns the bytes of its reference (ref/): the same IEEE operations on the same
  * operands in the same order.
  */
 #include "avx512.h"
