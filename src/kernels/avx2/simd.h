@@ -78,8 +78,9 @@ static inline float load1_widened(widen_kind kind, const void *a, size_t i) {
 }
 
 
-/* Keeps v in a register: the compiler would otherwise fold its load into each of its C uses. */
-#define PIN(v) __asm__("" : "+x"(v))
+/* Keeps v in a register (with AVX-512, any of the 32): the compiler would otherwise fold its load into each of its
+ * uses. */
+#define PIN(v) __asm__("" : "+v"(v))
 
 /* Prefetch the cache line at p + off. The address may lie past the matrix (the tile after the last): a prefetch
  * never faults, and the sum is formed as an integer, so no out-of-range pointer is ever made. */

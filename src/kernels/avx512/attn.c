@@ -266,6 +266,6 @@ void avx512_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float
         size_t j = 0;
         for (; j + 16 <= n[r]; j += 16) lane = exp_sum_16(sr + j, mr, lane, 0xffff);
         if (j < n[r]) lane = exp_sum_16(sr + j, mr, lane, avx512_first(n[r] - j));
-        sum[r] = avx512_sum8(lane);
+        sum[r] = hsum8(lane);
     }
 }

@@ -74,7 +74,7 @@ static inline __attribute__((always_inline)) float dot_widened(avx512_elem elem,
     }
     const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(acc0), _mm512_extractf32x8_ps(acc0, 1)),
                                    _mm256_add_ps(_mm512_castps512_ps256(acc1), _mm512_extractf32x8_ps(acc1, 1)));
-    return avx512_sum8(v);
+    return hsum8(v);
 }
 
 float avx512_dot_f32(const float *a, const float *b, size_t n) {

@@ -6,55 +6,84 @@
 #include "order.h"
 #include "traits.h"
 
-float ref_dot_f32(const float *a, const float *b, size_t n) {
+/* Element i of an F32, F16 or BF16 row, widened to f32 (exactly). */
+static float widened(ggml_type type, const void *w, size_t i) {
+    switch (type) {
+    case GGML_TYPE_F16:
+        return ord_f16_to_f32(((const uint16_t *)w)[i]);
+    case GGML_TYPE_BF16:
+        return ord_bf16_to_f32(((const uint16_t *)w)[i]);
+    default:
+        return ((const float *)w)[i];
+    }
+}
+
+/* An F32, F16 or BF16 row · an f32 row: element i in lane i % 32. */
+static float dot_floats(ggml_type type, const void *w, const float *b, size_t n) {
     float lane[DOT_LANES] = {0};
-    for (size_t i = 0; i < n; i++) lane[i % DOT_LANES] = fmaf(a[i], b[i], lane[i % DOT_LANES]);
+    for (size_t i = 0; i < n; i++) lane[i % DOT_LANES] = fmaf(widened(type, w, i), b[i], lane[i % DOT_LANES]);
     return ord_combine32(lane);
 }
 
-static float dot_f16_f32(const uint16_t *a, const float *b, size_t n) {
-    float lane[DOT_LANES] = {0};
-    for (size_t i = 0; i < n; i++) lane[i % DOT_LANES] = fmaf(ord_f16_to_f32(a[i]), b[i], lane[i % DOT_LANES]);
-    return ord_combine32(lane);
+float ref_dot_f32(const float *a, const float *b, size_t n) { return dot_floats(GGML_TYPE_F32, a, b, n); }
+
+/* Block b of a Q8_0 or Q4_0 row: its f16 scale and its exact integer sum against activation block x. */
+static uint16_t block_scale(ggml_type type, const void *w, size_t b) {
+    return type == GGML_TYPE_Q4_0 ? ((const block_q4_0 *)w)[b].d : ((const block_q8_0 *)w)[b].d;
 }
 
-static float dot_bf16_f32(const uint16_t *a, const float *b, size_t n) {
-    float lane[DOT_LANES] = {0};
-    for (size_t i = 0; i < n; i++) lane[i % DOT_LANES] = fmaf(ord_bf16_to_f32(a[i]), b[i], lane[i % DOT_LANES]);
-    return ord_combine32(lane);
-}
-
-static int32_t block_sum_q8_0(const block_q8_0 *w, const block_q8_act *x) {
+static int32_t block_sum(ggml_type type, const void *w, size_t b, const block_q8_act *x) {
     int32_t s = 0;
-    for (int j = 0; j < QK; j++) s += (int32_t)w->qs[j] * x->qs[j];
+    if (type == GGML_TYPE_Q4_0) {
+        const uint8_t *qs = ((const block_q4_0 *)w)[b].qs;
+        for (int j = 0; j < QK / 2; j++) s += ((qs[j] & 15) - 8) * x->qs[j] + ((qs[j] >> 4) - 8) * x->qs[j + QK / 2];
+        return s;
+    }
+    const int8_t *qs = ((const block_q8_0 *)w)[b].qs;
+    for (int j = 0; j < QK; j++) s += (int32_t)qs[j] * x->qs[j];
     return s;
 }
 
-static int32_t block_sum_q4_0(const block_q4_0 *w, const block_q8_act *x) {
-    int32_t s = 0;
-    for (int j = 0; j < QK / 2; j++)
-        s += ((w->qs[j] & 15) - 8) * x->qs[j] + ((w->qs[j] >> 4) - 8) * x->qs[j + QK / 2];
-    return s;
-}
-
-static float dot_q8_0(const block_q8_0 *w, const block_q8_act *x, size_t nb) {
+/* A Q8_0 or Q4_0 row · an activation row: block b in lane b % 8. */
+static float dot_blocks(ggml_type type, const void *w, const block_q8_act *x, size_t nb) {
     float lane[BLOCK_LANES] = {0};
     for (size_t b = 0; b < nb; b++)
-        lane[b % BLOCK_LANES] = fmaf(ord_f16_to_f32(w[b].d) * x[b].d, (float)block_sum_q8_0(&w[b], &x[b]),
-                                     lane[b % BLOCK_LANES]);
+        lane[b % BLOCK_LANES] = fmaf(ord_f16_to_f32(block_scale(type, w, b)) * x[b].d,
+                                     (float)block_sum(type, w, b, &x[b]), lane[b % BLOCK_LANES]);
     return ord_combine8(lane);
 }
 
-static float dot_q4_0(const block_q4_0 *w, const block_q8_act *x, size_t nb) {
-    float lane[BLOCK_LANES] = {0};
-    for (size_t b = 0; b < nb; b++)
-        lane[b % BLOCK_LANES] = fmaf(ord_f16_to_f32(w[b].d) * x[b].d, (float)block_sum_q4_0(&w[b], &x[b]),
-                                     lane[b % BLOCK_LANES]);
-    return ord_combine8(lane);
+/* The traits table's dots (traits.h): one signature for every type, the unused activation side ignored. */
+float ref_dot_w_f32(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
+    (void)xq;
+    return dot_floats(GGML_TYPE_F32, w, xf, n);
+}
+
+float ref_dot_w_f16(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
+    (void)xq;
+    return dot_floats(GGML_TYPE_F16, w, xf, n);
+}
+
+float ref_dot_w_bf16(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
+    (void)xq;
+    return dot_floats(GGML_TYPE_BF16, w, xf, n);
+}
+
+float ref_dot_w_q8_0(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
+    (void)xf;
+    return dot_blocks(GGML_TYPE_Q8_0, w, xq, n / QK);
+}
+
+float ref_dot_w_q4_0(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
+    (void)xf;
+    return dot_blocks(GGML_TYPE_Q4_0, w, xq, n / QK);
 }
 
 /* Super-block sb, sub-block k meets activation block 8*sb + k, lane k (quant.h). */
-static float dot_q4_K(const block_q4_K *w, const block_q8_act *x, size_t nsb) {
+float ref_dot_w_q4_K(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    const block_q4_K *w = wv;
+    const size_t nsb = n / QK_K;
     float lane[BLOCK_LANES] = {0};
     for (size_t sb = 0; sb < nsb; sb++) {
         const float d = ord_f16_to_f32(w[sb].d), dmin = ord_f16_to_f32(w[sb].dmin);
@@ -76,7 +105,10 @@ static float dot_q4_K(const block_q4_K *w, const block_q8_act *x, size_t nsb) {
     return ord_combine8(lane);
 }
 
-static float dot_q6_K(const block_q6_K *w, const block_q8_act *x, size_t nsb) {
+float ref_dot_w_q6_K(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    const block_q6_K *w = wv;
+    const size_t nsb = n / QK_K;
     float lane[BLOCK_LANES] = {0};
     for (size_t sb = 0; sb < nsb; sb++) {
         const float d = ord_f16_to_f32(w[sb].d);
@@ -94,42 +126,6 @@ static float dot_q6_K(const block_q6_K *w, const block_q8_act *x, size_t nsb) {
         }
     }
     return ord_combine8(lane);
-}
-
-/* The traits table's dots (traits.h): one signature for every type, the unused activation side ignored. */
-float ref_dot_w_f32(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
-    (void)xq;
-    return ref_dot_f32(w, xf, n);
-}
-
-float ref_dot_w_f16(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
-    (void)xq;
-    return dot_f16_f32(w, xf, n);
-}
-
-float ref_dot_w_bf16(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
-    (void)xq;
-    return dot_bf16_f32(w, xf, n);
-}
-
-float ref_dot_w_q8_0(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
-    (void)xf;
-    return dot_q8_0(w, xq, n / QK);
-}
-
-float ref_dot_w_q4_0(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
-    (void)xf;
-    return dot_q4_0(w, xq, n / QK);
-}
-
-float ref_dot_w_q4_K(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
-    (void)xf;
-    return dot_q4_K(w, xq, n / QK_K);
-}
-
-float ref_dot_w_q6_K(const void *w, const float *xf, const block_q8_act *xq, size_t n) {
-    (void)xf;
-    return dot_q6_K(w, xq, n / QK_K);
 }
 
 float ref_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n) {
