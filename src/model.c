@@ -210,7 +210,7 @@ static int load_weights(fkv_model *m, fkv_error *err) {
  * read its rows one by one). */
 static size_t placed_bytes(const fkv_model *m, const ops_matrix *w) {
     if (w == &m->output && w->data == m->tok_embd.data) return 0;
-    const size_t rb = quant_packs(w->type, w->n_in) ? quant_packed_row_bytes(w->n_in) : w->row_bytes;
+    const size_t rb = quant_packs(w->type, w->n_in) ? quant_packed_row_bytes(w->type, w->n_in) : w->row_bytes;
     return (rb * w->n_out + 63) / 64 * 64;
 }
 
@@ -222,7 +222,7 @@ static void place_matrix(ops_matrix *w, uint8_t *dst) {
     for (uint32_t r0 = 0; r0 < w->n_out; r0 += PACK_ROWS) {
         const uint32_t r1 = w->n_out - r0 < PACK_ROWS ? w->n_out : r0 + PACK_ROWS;
         if (pack)
-            quant_pack_rows(w->data, w->row_bytes, r0, r1, w->n_in, dst);
+            quant_pack_rows(w->type, w->data, w->row_bytes, r0, r1, w->n_in, dst);
         else
             memcpy(dst + (size_t)r0 * w->row_bytes, w->data + (size_t)r0 * w->row_bytes,
                    (size_t)(r1 - r0) * w->row_bytes);
@@ -231,7 +231,7 @@ static void place_matrix(ops_matrix *w, uint8_t *dst) {
                     hi = ((uintptr_t)w->data + w->row_bytes * w->n_out) / page * page;
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* only whole pages of this matrix; a hint */
     w->data = dst;
-    if (pack) w->row_bytes = quant_packed_row_bytes(w->n_in);
+    if (pack) w->row_bytes = quant_packed_row_bytes(w->type, w->n_in);
     w->packed = pack;
 }
 

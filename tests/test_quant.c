@@ -728,11 +728,11 @@ static void assert_matmul_equals_the_scalar_dots(uint64_t *s, ggml_type type, si
     for (uint32_t r = 0; r < max_rows; r++) quant_row_q8(x + r * n, xq + r * nb, n);
     /* the same rows packed, as the model loader packs them (in two parts, as its threads do) */
     const bool packs = quant_packs(type, n);
-    const size_t prb = packs ? quant_packed_row_bytes(n) : 0;
+    const size_t prb = packs ? quant_packed_row_bytes(type, n) : 0;
     uint8_t *wp = packs ? aligned_alloc(32, max_out * prb) : NULL;
     if (packs) {
-        quant_pack_rows(w, wrb, 0, max_out / 2, n, wp);
-        quant_pack_rows(w, wrb, max_out / 2, max_out, n, wp);
+        quant_pack_rows(type, w, wrb, 0, max_out / 2, n, wp);
+        quant_pack_rows(type, w, wrb, max_out / 2, max_out, n, wp);
     }
     for (size_t a = 0; a < n_counts; a++)
         for (size_t b = 0; b < n_outs; b++) {
@@ -800,8 +800,10 @@ static void test_prefill_matmul_of_the_model_widths_equals_the_scalar_dots(void 
     /* the 0.5B shape's widths: 896 (28 blocks: the half layout of a last group of 4) and 4864 (152 blocks: chunks of
      * 64 blocks, then 24) */
     const size_t ns[] = {896, 4864};
-    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
-        assert_matmul_equals_the_scalar_dots(&s, GGML_TYPE_Q8_0, ns[k], rows, 2, outs, 1);
+    const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}; /* both packed at load where the variant packs */
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+            assert_matmul_equals_the_scalar_dots(&s, types[t], ns[k], rows, 2, outs, 1);
 }
 
 static void test_attention_scores_follow_the_order_and_equal_their_twins(void **state) {
@@ -934,8 +936,24 @@ static void test_integer_block_sums_are_exact_at_the_int8_extremes(void **state)
     quant_matmul(GGML_TYPE_Q8_0, false, w8, sizeof w8, 1, NULL, xr, NULL, ROWS, N, y8, 1);
     quant_matmul(GGML_TYPE_Q4_0, false, w4, sizeof w4, 1, NULL, xr, NULL, ROWS, N, y4, 1);
     for (int r = 0; r < ROWS; r++) {
-        assert_same_bits(y8[r], q8, "Q8_0 extremes, packed", N);
-        assert_same_bits(y4[r], q4, "Q4_0 extremes, packed", N);
+        assert_same_bits(y8[r], q8, "Q8_0 extremes, panels", N);
+        assert_same_bits(y4[r], q4, "Q4_0 extremes, panels", N);
+    }
+    /* and the rows packed at load, one row (direct tiles) and four (panels) */
+    const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+    const void *rows[] = {w8, w4};
+    for (int t = 0; t < 2; t++) {
+        if (!quant_packs(types[t], N)) continue;
+        const size_t prb = quant_packed_row_bytes(types[t], N);
+        void *wp = aligned_alloc(32, prb);
+        quant_pack_rows(types[t], rows[t], sizeof w8, 0, 1, N, wp);
+        for (uint32_t n_rows = 1; n_rows <= ROWS; n_rows += ROWS - 1) {
+            float y[ROWS];
+            quant_matmul(types[t], true, wp, prb, 1, NULL, xr, NULL, n_rows, N, y, 1);
+            for (uint32_t r = 0; r < n_rows; r++)
+                assert_same_bits(y[r], t ? q4 : q8, t ? "Q4_0 extremes, packed" : "Q8_0 extremes, packed", N);
+        }
+        free(wp);
     }
     /* even blocks: nibble 15 (7) · -127; odd blocks: nibble 0 (-8) · -127 */
     assert_true(q4 == 5.0f * 32 * (7 * -127) + 4.0f * 32 * (-8 * -127));

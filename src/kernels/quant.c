@@ -36,10 +36,11 @@ void quant_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes
 
 bool quant_packs(ggml_type type, size_t n) { return kern_active()->packs(type, n); }
 
-size_t quant_packed_row_bytes(size_t n) { return kern_active()->packed_row_bytes(n); }
+size_t quant_packed_row_bytes(ggml_type type, size_t n) { return kern_active()->packed_row_bytes(type, n); }
 
-void quant_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst) {
-    kern_active()->pack_rows(w, w_row_bytes, r0, r1, n, dst);
+void quant_pack_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n,
+                     void *dst) {
+    kern_active()->pack_rows(type, w, w_row_bytes, r0, r1, n, dst);
 }
 
 size_t quant_panel_row_bytes(size_t n) { return kern_active()->panel_row_bytes(n); }

@@ -40,8 +40,8 @@ typedef struct kern_ops {
     /* weights packed at load and activation rows prepared once per set of rows (quant.h); the ref packs nothing
      * and prepares nothing (packs false, panel_row_bytes 0) */
     bool (*packs)(ggml_type type, size_t n);
-    size_t (*packed_row_bytes)(size_t n);
-    void (*pack_rows)(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
+    size_t (*packed_row_bytes)(ggml_type type, size_t n);
+    void (*pack_rows)(ggml_type type, const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
     size_t (*panel_row_bytes)(size_t n);
     void (*panel_rows)(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 

@@ -14,8 +14,8 @@
  * apart; their scales (and Q4_K's Σx) are gathered once per call into vectors of 16 per block. Weight rows are
  * rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B: quants
  * 4k..4k+3 of each of the 16 weight rows) as signed bytes, with each block's float factors as vectors of 16; a chunk
- * then serves every group of 16 activation rows while it is in L1. Q8_0 rows packed at load (the avx512 variant's
- * layout, which its decode tiles read) are rearranged from that layout into the same tiles B, their +128 undone.
+ * then serves every group of 16 activation rows while it is in L1. Q8_0 and Q4_0 rows packed at load (the avx512 variant's
+ * layout, which its decode tiles read) are rearranged from that layout into the same tiles B (Q8_0's +128 undone).
  * Lanes' partial sums wait in a buffer between chunks, so the stack use (about 380 KB) does not grow with n.
  *
  * Cost, per block of 16 × 16 outputs (Sapphire Rapids, TSC cycles at 2.6 GHz): the tiles' part — load A, load B,
@@ -174,16 +174,28 @@ static void panel_q8_0(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
     }
 }
 
-/* Blocks [b0, b0 + nblk) of packed Q8_0 rows (c_rows of them, w_row_bytes apart; avx512_packed_layout, b0 a multiple
- * of 8). Register j of a group is the transpose of 8 natural blocks, so the same transpose on it gives dword k,
- * block k's quants 4j..4j+3, of the 16 rows: row j of block k's tile B (the half layout: dwords k and k + 4 are rows
- * j and j + 4 of block k). The +128 is undone on the way, so the tiles and their sums are the natural rows'. A group's
- * 8 scales per row transpose the same way, as f32, into one vector per block: first, as they lie apart from the
- * quants, so their loads wait on memory while the quants' go on (after the quants, the fill of 4864 x 896 Q8_0 took
- * 5-10% longer than the natural rows', cold, in a product of 128 rows; before, 0-4%). */
-static void panel_q8_0_packed(const uint8_t *w, size_t w_row_bytes, int c_rows, const avx512_packed_layout *layout,
-                              size_t b0, size_t nblk, wpanel *p) {
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
+/* 16 quant bytes of two rows as signed Q4_0 quants, nibble - 8: in each 256-bit half (row lo, row hi), the low
+ * nibbles then the high ones. */
+static inline __m512i q4_0_pair(const uint8_t *lo, const uint8_t *hi) {
+    const long long by4 = 0x0004000400040004ll; /* the second 128-bit lane of each half shifted by 4 */
+    const __m512i shift = _mm512_setr_epi64(0, 0, by4, by4, 0, 0, by4, by4);
+    const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lo))),
+                                         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hi)), 1);
+    return _mm512_sub_epi8(_mm512_and_si512(_mm512_srlv_epi16(x, shift), _mm512_set1_epi8(15)), _mm512_set1_epi8(8));
+}
+
+/* Blocks [b0, b0 + nblk) of packed Q8_0 or Q4_0 rows (c_rows of them, w_row_bytes apart; avx512_packed_layout, b0 a
+ * multiple of 8). Q8_0: register j of a group is the transpose of 8 natural blocks, so the same transpose on it gives
+ * dword k, block k's quants 4j..4j+3, of the 16 rows: row j of block k's tile B (the half layout: dwords k and k + 4
+ * are rows j and j + 4 of block k); the +128 is undone on the way, so the tiles and their sums are the natural rows'.
+ * Q4_0: register j's low nibbles are that register j, its high nibbles register j + 4 (rows j + 4 of the blocks'
+ * tiles B); a half group's 16 bytes per register make the half layout. A group's 8 scales per row transpose the same
+ * way, as f32, into one vector per block: first, as they lie apart from the quants, so their loads wait on memory
+ * while the quants' go on (after the quants, the fill of 4864 x 896 Q8_0 took 5-10% longer than the natural rows',
+ * cold, in a product of 128 rows; before, 0-4%). */
+static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows,
+                         const avx512_packed_layout *layout, size_t b0, size_t nblk, wpanel *p) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80), low = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
     for (size_t j0 = 0; j0 < nblk; j0 += LANES) {
         const size_t g = (b0 + j0) / LANES, at = layout->scales_at + g * LANES * sizeof(uint16_t);
         __m512i z[8];
@@ -194,6 +206,28 @@ static void panel_q8_0_packed(const uint8_t *w, size_t w_row_bytes, int c_rows, 
         }
         store_b(z, p->d[j0], sizeof p->d[0], 4 * sizeof p->d[0]);
         const bool half = nblk - j0 <= LANES / 2; /* only a row's last group holds fewer than 8 blocks */
+        const size_t step = half ? 4 * B_ROW : 4 * B_BYTES;
+        if (type == GGML_TYPE_Q4_0) {
+            for (int j = 0; j < LANES / 2; j++) {
+                const size_t off = g * layout->group_bytes + j * (half ? sizeof(__m128i) : sizeof(__m256i));
+                __m512i lo[8], hi[8];
+                for (int i = 0; i < 8; i++) {
+                    const uint8_t *r_lo = panel_row(w, w_row_bytes, c_rows, i) + off;
+                    const uint8_t *r_hi = panel_row(w, w_row_bytes, c_rows, i + 8) + off;
+                    if (half) {
+                        lo[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), q4_0_pair(r_lo, r_hi));
+                        continue;
+                    }
+                    const __m512i x = row_pair(r_lo, r_hi);
+                    lo[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), _mm512_sub_epi8(_mm512_and_si512(x, low), eight));
+                    hi[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i),
+                                                   _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), low), eight));
+                }
+                store_b(lo, p->q[j0] + B_ROW * j, B_BYTES, step);
+                if (!half) store_b(hi, p->q[j0] + B_ROW * (j + 4), B_BYTES, step);
+            }
+            continue;
+        }
         for (int j = 0; j < (half ? LANES / 2 : LANES); j++) {
             const size_t off = g * layout->group_bytes + j * sizeof(__m256i);
             for (int i = 0; i < 8; i++)
@@ -201,7 +235,7 @@ static void panel_q8_0_packed(const uint8_t *w, size_t w_row_bytes, int c_rows, 
                                               row_pair(panel_row(w, w_row_bytes, c_rows, i) + off,
                                                        panel_row(w, w_row_bytes, c_rows, i + 8) + off),
                                               flip);
-            store_b(z, p->q[j0] + B_ROW * j, B_BYTES, half ? 4 * B_ROW : 4 * B_BYTES);
+            store_b(z, p->q[j0] + B_ROW * j, B_BYTES, step);
         }
     }
 }
@@ -209,21 +243,13 @@ static void panel_q8_0_packed(const uint8_t *w, size_t w_row_bytes, int c_rows, 
 static void panel_q4_0(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk, wpanel *p) {
     const __m512i offsets = row_offsets(w_row_bytes);
     const __mmask16 real = (__mmask16)((1u << c_rows) - 1);
-    /* each 16 bytes of quants in two 128-bit lanes, the second shifted by 4: low nibbles (quants 0..15), then high */
-    const long long by4 = 0x0004000400040004ll;
-    const __m512i shift = _mm512_setr_epi64(0, 0, by4, by4, 0, 0, by4, by4);
-    const __m512i low = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
     for (size_t j = 0; j < nblk; j++) {
         const size_t off = (b0 + j) * sizeof(block_q4_0);
         __m512i z[8];
-        for (int i = 0; i < 8; i++) {
-            const __m128i lo = _mm_loadu_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i) + off + 2));
-            const __m128i hi = _mm_loadu_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i + 8) + off + 2));
-            const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(lo)),
-                                                 _mm256_broadcastsi128_si256(hi), 1);
-            const __m512i q = _mm512_sub_epi8(_mm512_and_si512(_mm512_srlv_epi16(x, shift), low), eight);
-            z[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), q);
-        }
+        for (int i = 0; i < 8; i++)
+            z[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i),
+                                         q4_0_pair(panel_row(w, w_row_bytes, c_rows, i) + off + 2,
+                                                   panel_row(w, w_row_bytes, c_rows, i + 8) + off + 2));
         store_b(z, p->q[j], B_ROW, 4 * B_ROW);
         _mm512_store_ps(p->d[j], row_scales(w, offsets, real, off));
     }
@@ -303,18 +329,18 @@ static void panel_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
     }
 }
 
-/* packed: the layout of packed Q8_0 rows, or NULL for natural rows. */
+/* packed: the layout of packed Q8_0 or Q4_0 rows, or NULL for natural rows. */
 static void fill_panel(ggml_type type, const avx512_packed_layout *packed, const uint8_t *w, size_t w_row_bytes,
                        int c_rows, size_t b0, size_t nblk, wpanel *p) {
     switch (type) {
     case GGML_TYPE_Q8_0:
-        if (packed)
-            panel_q8_0_packed(w, w_row_bytes, c_rows, packed, b0, nblk, p);
-        else
-            panel_q8_0(w, w_row_bytes, c_rows, b0, nblk, p);
-        break;
     case GGML_TYPE_Q4_0:
-        panel_q4_0(w, w_row_bytes, c_rows, b0, nblk, p);
+        if (packed)
+            panel_packed(type, w, w_row_bytes, c_rows, packed, b0, nblk, p);
+        else if (type == GGML_TYPE_Q8_0)
+            panel_q8_0(w, w_row_bytes, c_rows, b0, nblk, p);
+        else
+            panel_q4_0(w, w_row_bytes, c_rows, b0, nblk, p);
         break;
     case GGML_TYPE_Q4_K:
         panel_q4_K(w, w_row_bytes, c_rows, b0, nblk, p);
@@ -484,7 +510,7 @@ static void store_group(float part[LANES][TILE_ROWS][TILE_COLS], int rows, int c
 
 /* y[r*ldy + o] = ref_dot(type, natural weight row o, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows,
  * o < n_out; type Q8_0, Q4_0, Q4_K or Q6_K; w: natural GGUF weight rows (block_q8_0 / block_q4_0 / block_q4_K /
- * block_q6_K arrays, rows w_row_bytes apart) or, when packed, Q8_0 rows as avx512_pack_rows leaves them; xq: n_rows
+ * block_q6_K arrays, rows w_row_bytes apart) or, when packed, Q8_0 or Q4_0 rows as avx512_pack_rows leaves them; xq: n_rows
  * activation rows of n/QK block_q8_act blocks each. */
 void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
                      const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy) {
@@ -495,7 +521,7 @@ void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_by
     const int per_block = (type == GGML_TYPE_Q4_K ? 2 : 1) * TILE_ROWS; /* floats of the activation side */
     const size_t group_floats = nb * (size_t)per_block;
     const size_t fit = XSIDE_BYTES / sizeof(float) / group_floats;
-    const avx512_packed_layout layout = packed ? avx512_packed_layout_of(n) : (avx512_packed_layout){0, 0};
+    const avx512_packed_layout layout = packed ? avx512_packed_layout_of(type, n) : (avx512_packed_layout){0, 0};
     const int pass_groups = fit >= ROW_GROUPS ? ROW_GROUPS : fit >= 1 ? (int)fit : 1;
     _Alignas(64) wpanel panel;
     _Alignas(64) float part[ROW_GROUPS][LANES][TILE_ROWS][TILE_COLS];

@@ -20,8 +20,8 @@ float avx2_dot(ggml_type type, const void *w, const float *xf, const block_q8_ac
 void avx2_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                  const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
 bool avx2_packs(ggml_type type, size_t n);
-size_t avx2_packed_row_bytes(size_t n);
-void avx2_pack_rows(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
+size_t avx2_packed_row_bytes(ggml_type type, size_t n);
+void avx2_pack_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
 size_t avx2_panel_row_bytes(size_t n);
 void avx2_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 

@@ -468,6 +468,7 @@ typedef struct {
 #if MM_VNNI
     __m256i base; /* -128 · (sum_lo + sum_hi): where sums of weights stored 128 above their values start (group_regs) */
 #endif
+    __m256i nib_base; /* -8 · (sum_lo + sum_hi): where sums of packed Q4_0's unsigned nibbles start */
 } xgroup;
 
 /* The quants of a Q8_0 / Q4_0 group of t blocks (t <= 8) in the register layout: transpose8_epi32's, or the half
@@ -488,36 +489,71 @@ static inline void group_regs(ggml_type type, const uint8_t *wg, int t, __m256i 
         q[j] = _mm256_add_epi8(q[j], _mm256_set1_epi8(type == GGML_TYPE_Q4_0 ? 120 : -128));
 }
 
-/* Packed Q8_0 rows (quant_pack_rows): group g's registers at g · 256 bytes (a last group of at most 4 blocks in the
- * half layout, 128 bytes), then every group's 8 scales as f16 (+0 past the row's end), the row padded to 32 bytes. */
-#define PACKED_GROUP_BYTES (BLOCK_LANES * sizeof(__m256i))
-static inline size_t packed_scales_at(size_t nb) {
-    const size_t last = nb % BLOCK_LANES == 0 ? 0 : half_last_group(nb) ? PACKED_GROUP_BYTES / 2 : PACKED_GROUP_BYTES;
-    return nb / BLOCK_LANES * PACKED_GROUP_BYTES + last;
+/* Packed rows (quant_pack_rows): group g's quants at g · packed_group_bytes, then every group's 8 scales as f16 (+0
+ * past the row's end), the row padded to 32 bytes. Q8_0: the group's 8 registers of group_regs (a last group of at
+ * most 4 blocks: the 4 of the half layout). Q4_0: 4 registers, dword k of register j being dword j of block k's
+ * quant bytes (+0 past the row's end), so its low nibbles are register j of the panel layout and its high nibbles
+ * register j + 4 (a last group of at most 4 blocks: 4 × 16 bytes, blocks 0..3's dword j, whose nibbles make
+ * register j of the half layout); the same 18 bytes per block as the natural rows, but no horizontal sums. */
+static inline size_t packed_group_bytes(ggml_type type) {
+    return (type == GGML_TYPE_Q4_0 ? BLOCK_LANES / 2 : BLOCK_LANES) * sizeof(__m256i);
 }
 
-static inline size_t packed_row_bytes(size_t nb) {
-    const size_t bytes = packed_scales_at(nb) + groups_of(nb) * BLOCK_LANES * sizeof(uint16_t);
+static inline size_t packed_scales_at(ggml_type type, size_t nb) {
+    const size_t gb = packed_group_bytes(type);
+    const size_t last = nb % BLOCK_LANES == 0 ? 0 : half_last_group(nb) ? gb / 2 : gb;
+    return nb / BLOCK_LANES * gb + last;
+}
+
+static inline size_t packed_row_bytes(ggml_type type, size_t nb) {
+    const size_t bytes = packed_scales_at(type, nb) + groups_of(nb) * BLOCK_LANES * sizeof(uint16_t);
     return (bytes + sizeof(__m256i) - 1) / sizeof(__m256i) * sizeof(__m256i);
+}
+
+/* Group g's 8 scales of a packed row (quant_pack_rows) as f32. */
+static inline __m256 packed_scales(const uint8_t *row, size_t scales_at, size_t g) {
+    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(row + scales_at + g * BLOCK_LANES * sizeof(uint16_t))));
+}
+
+/* The panel registers of packed Q4_0 group wg as unsigned nibbles 0..15 (the half layout's 4 and 4 zeros when half). */
+static inline void packed_q4_0_regs(const uint8_t *wg, bool half, __m256i q[BLOCK_LANES]) {
+    const __m256i low4 = _mm256_set1_epi8(15);
+    for (int j = 0; j < BLOCK_LANES / 2; j++) {
+        if (half) {
+            const __m128i h = _mm_load_si128((const __m128i *)wg + j);
+            q[j] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(h, 4), h), low4);
+            q[j + BLOCK_LANES / 2] = _mm256_setzero_si256();
+        } else {
+            const __m256i p = _mm256_load_si256((const __m256i *)wg + j);
+            q[j] = _mm256_and_si256(p, low4);
+            q[j + BLOCK_LANES / 2] = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
+        }
+    }
 }
 
 #if MM_VNNI
 /* The AMX variant's tiles read these rows too (avx512.h). */
-avx512_packed_layout VARIANT(packed_layout_of)(size_t n) {
-    return (avx512_packed_layout){PACKED_GROUP_BYTES, packed_scales_at(n / QK)};
+avx512_packed_layout VARIANT(packed_layout_of)(ggml_type type, size_t n) {
+    return (avx512_packed_layout){packed_group_bytes(type), packed_scales_at(type, n / QK)};
 }
 #endif
 
-/* pk[g * C + c]: group g of weight row c, c < C. */
-static void pack_panel(ggml_type type, const uint8_t *w, size_t w_row_bytes, int C, size_t nb, size_t ng,
+/* pk[g * C + c]: group g of weight row c, c < C; packed: the rows are packed Q4_0 rows (quant_pack_rows). */
+static void pack_panel(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, int C, size_t nb, size_t ng,
                        wgroup *pk) {
-    const size_t gb = group_bytes(type);
+    const size_t gb = packed ? packed_group_bytes(type) : group_bytes(type);
     for (size_t g = 0; g < ng; g++)
         for (int c = 0; c < C; c++) {
             const uint8_t *wg = w + c * w_row_bytes + g * gb;
             wgroup *p = &pk[g * C + c];
             for (size_t off = 0; off < gb; off += 64) /* the next panel's group: its fetch overlaps this work */
                 prefetch_at(wg, (size_t)C * w_row_bytes + off);
+            if (packed) { /* Q4_0: the nibbles, 120 up with VNNI as group_regs leaves them; the scales as they lie */
+                packed_q4_0_regs(wg, g + 1 == ng && half_last_group(nb), p->q);
+                for (int j = 0; MM_VNNI && j < BLOCK_LANES; j++) p->q[j] = _mm256_add_epi8(p->q[j], _mm256_set1_epi8(120));
+                p->d = packed_scales(w + c * w_row_bytes, packed_scales_at(type, nb), g);
+                continue;
+            }
             if (type == GGML_TYPE_Q4_K) {
                 const block_q4_K *b = (const block_q4_K *)wg;
                 int32_t sc[8], m[8];
@@ -582,15 +618,17 @@ static void prep_panel_rows(const block_q8_act *xq, size_t nb, size_t ng, uint32
             }
             p->sum_lo = _mm256_madd_epi16(lo, ones16);
             p->sum_hi = _mm256_madd_epi16(hi, ones16);
+            const __m256i minus = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(p->sum_lo, p->sum_hi));
 #if MM_VNNI
-            p->base = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(p->sum_lo, p->sum_hi)), 7);
+            p->base = _mm256_slli_epi32(minus, 7);
 #endif
+            p->nib_base = _mm256_slli_epi32(minus, 3);
         }
 }
 
 
-/* The weight side of a panel of C rows: rearranged per call (pk: group g of row c at pk[g * C + c]) or packed at
- * load (rows: Q8_0 rows as quant_pack_rows leaves them, row c at rows + c * row_bytes, scales at scales_at). */
+/* The weight side of a panel of C rows: rearranged per call (pk: group g of row c at pk[g * C + c]) or read where it
+ * lies (rows: Q8_0 rows as quant_pack_rows leaves them, row c at rows + c * row_bytes, scales at scales_at). */
 typedef struct {
     const wgroup *pk;
     const uint8_t *rows;
@@ -598,13 +636,10 @@ typedef struct {
 } wpanel;
 
 static inline const __m256i *panel_regs(const wpanel *wp, bool packed, int C, size_t g, int c) {
-    return packed ? (const __m256i *)(wp->rows + c * wp->row_bytes + g * PACKED_GROUP_BYTES) : wp->pk[g * C + c].q;
+    return packed ? (const __m256i *)(wp->rows + c * wp->row_bytes + g * packed_group_bytes(GGML_TYPE_Q8_0))
+                  : wp->pk[g * C + c].q;
 }
 
-/* Group g's 8 scales of a packed row (quant_pack_rows) as f32. */
-static inline __m256 packed_scales(const uint8_t *row, size_t scales_at, size_t g) {
-    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(row + scales_at + g * BLOCK_LANES * sizeof(uint16_t))));
-}
 
 static inline __m256 panel_scales(const wpanel *wp, bool packed, int C, size_t g, int c) {
     return packed ? packed_scales(wp->rows + c * wp->row_bytes, wp->scales_at, g) : wp->pk[g * C + c].d;
@@ -930,7 +965,7 @@ static inline __attribute__((always_inline)) void panel_rows(ggml_type type, boo
     case T:                                                                                                    \
         PANEL_SHAPES(T, false)
 
-/* Packed at load: Q8_0 only (quant_packs). */
+/* Read in place when packed at load: Q8_0 only (packed Q4_0 is unpacked into panels by pack_panel). */
 static void panel_dispatch(ggml_type type, bool packed, const wpanel *wp, size_t ng, bool half_last, const xgroup *xp,
                            uint32_t rows, int C, float *y, size_t ldy) {
     switch (type) {
@@ -959,10 +994,11 @@ static bool panel_fits(uint32_t n_rows, size_t ng) { return n_rows >= PANEL_MIN_
 #define PANEL_ROW_BLOCK 16
 #define PANEL_X_L1 (24 * 1024) /* the activation side of a block of rows against panels rearranged per call */
 
-/* Prepared rows xp (rows of them) against every panel of the n_out weight rows: rearranged here, once each, or
- * packed at load (then a block of rows at a time). */
-static void panels_over(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
+/* Prepared rows xp (rows of them) against every panel of the n_out weight rows: rearranged here, once each (from
+ * natural rows, or packed Q4_0 ones), or read where they lie (packed Q8_0, then a block of rows at a time). */
+static void panels_over(ggml_type type, bool packed_rows, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                         const xgroup *xp, uint32_t rows, size_t nb, float *y, size_t ldy) {
+    const bool packed = packed_rows && type == GGML_TYPE_Q8_0; /* in place */
     const size_t ng = groups_of(nb);
     const bool half_last = half_last_group(nb);
     wgroup pk[PANEL_MAX_GROUPS * PANEL_COLS];
@@ -975,13 +1011,14 @@ static void panels_over(ggml_type type, bool packed, const uint8_t *w, size_t w_
     for (uint32_t o0 = 0; o0 < n_out; o0 += span) {
         const uint32_t o1 = n_out - o0 < span ? n_out : o0 + span;
         for (uint32_t o = o0; !packed && o < o1; o += PANEL_COLS)
-            pack_panel(type, w + o * w_row_bytes, w_row_bytes, o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS, nb,
-                       ng, pk + (size_t)(o - o0) * ng);
+            pack_panel(type, packed_rows, w + o * w_row_bytes, w_row_bytes,
+                       o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS, nb, ng, pk + (size_t)(o - o0) * ng);
         for (uint32_t r0 = 0; r0 < rows; r0 += block) {
             const uint32_t nr = rows - r0 < block ? rows - r0 : block;
             for (uint32_t o = o0; o < o1; o += PANEL_COLS) {
                 const int C = o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS;
-                const wpanel wp = {pk + (size_t)(o - o0) * ng, w + o * w_row_bytes, w_row_bytes, packed_scales_at(nb)};
+                const wpanel wp = {pk + (size_t)(o - o0) * ng, w + o * w_row_bytes, w_row_bytes,
+                                   packed_scales_at(type, nb)};
                 panel_dispatch(type, packed, &wp, ng, half_last, xp + (size_t)r0 * ng, nr, C,
                                y + (size_t)r0 * ldy + o, ldy);
             }
@@ -1008,9 +1045,32 @@ static void matmul_panels(ggml_type type, bool packed, const uint8_t *w, size_t 
 }
 
 /* One group of a packed direct tile: J registers (8, or 4 for a half group), each weight register loaded once for
- * the tile's one activation row; element k of s[c] ends as block k's exact sum (as in the panel tiles). */
-static inline __attribute__((always_inline)) void packed_group(const uint8_t *w, size_t w_row_bytes, const xgroup *xg,
-                                                                int J, int C, __m256i s[TILE_COLS]) {
+ * the tile's one activation row; element k of s[c] ends as block k's exact sum (as in the panel tiles). Q4_0: the
+ * unsigned nibbles of its 4 packed registers (2 of 16 bytes each in a half group) against x, from -8 · Σx. */
+static inline __attribute__((always_inline)) void packed_group(ggml_type type, const uint8_t *w, size_t w_row_bytes,
+                                                                const xgroup *xg, int J, int C, __m256i s[TILE_COLS]) {
+    if (type == GGML_TYPE_Q4_0) {
+        for (int c = 0; c < C; c++) s[c] = xg->nib_base;
+        __m256i hi[TILE_COLS]; /* registers j + 4: a second chain */
+        for (int c = 0; c < C; c++) hi[c] = _mm256_setzero_si256();
+        for (int j = 0; j < BLOCK_LANES / 2; j++) {
+            const __m256i x = _mm256_load_si256(&xg->q[j]), x_hi = _mm256_load_si256(&xg->q[j + BLOCK_LANES / 2]);
+            for (int c = 0; c < C; c++) {
+                const uint8_t *wc = w + c * w_row_bytes;
+                const __m256i low4 = _mm256_set1_epi8(15);
+                if (J == BLOCK_LANES / 2) {
+                    const __m128i h = _mm_load_si128((const __m128i *)wc + j);
+                    s[c] = sums_u8s8(s[c], _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(h, 4), h), low4), x);
+                } else {
+                    const __m256i p = _mm256_load_si256((const __m256i *)wc + j);
+                    s[c] = sums_u8s8(s[c], _mm256_and_si256(p, low4), x);
+                    hi[c] = sums_u8s8(hi[c], _mm256_and_si256(_mm256_srli_epi16(p, 4), low4), x_hi);
+                }
+            }
+        }
+        for (int c = 0; c < C; c++) s[c] = _mm256_add_epi32(s[c], hi[c]);
+        return;
+    }
 #if MM_VNNI
     for (int c = 0; c < C; c++) s[c] = xg->base; /* the weights are stored 128 up (group_regs) */
 #else
@@ -1029,25 +1089,24 @@ static inline __attribute__((always_inline)) void packed_group(const uint8_t *w,
     }
 }
 
-/* Direct tile on packed Q8_0 rows, for few rows (decode): one prepared activation row (groups xg) against C <= 4
- * packed weight rows, each output with its 8 lanes in quant.h's block order, as the panel tiles; the next tile's
- * rows (C rows on) are fetched meanwhile. */
-static inline __attribute__((always_inline)) void packed_tile(const uint8_t *w, size_t w_row_bytes, size_t nb,
-                                                               const xgroup *xg, int C, float *y) {
-    const size_t ng = groups_of(nb), scales_at = packed_scales_at(nb);
+/* Direct tile on packed Q8_0 or Q4_0 rows, for few rows (decode): one prepared activation row (groups xg) against
+ * C <= 4 packed weight rows, each output with its 8 lanes in quant.h's block order, as the panel tiles; the next
+ * tile's rows (C rows on) are fetched meanwhile. */
+static inline __attribute__((always_inline)) void packed_tile(ggml_type type, const uint8_t *w, size_t w_row_bytes,
+                                                               size_t nb, const xgroup *xg, int C, float *y) {
+    const size_t ng = groups_of(nb), scales_at = packed_scales_at(type, nb), gb = packed_group_bytes(type);
     __m256 acc[TILE_COLS];
     for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
     for (size_t g = 0; g < ng; g++) {
         const bool half = g + 1 == ng && half_last_group(nb);
-        const uint8_t *wg = w + g * PACKED_GROUP_BYTES;
+        const uint8_t *wg = w + g * gb;
         for (int c = 0; c < C; c++)
-            for (size_t off = 0; off < PACKED_GROUP_BYTES; off += 64)
-                prefetch_at(wg, (size_t)(C + c) * w_row_bytes + off);
+            for (size_t off = 0; off < gb; off += 64) prefetch_at(wg, (size_t)(C + c) * w_row_bytes + off);
         __m256i s[TILE_COLS];
         if (half)
-            packed_group(wg, w_row_bytes, &xg[g], BLOCK_LANES / 2, C, s);
+            packed_group(type, wg, w_row_bytes, &xg[g], BLOCK_LANES / 2, C, s);
         else
-            packed_group(wg, w_row_bytes, &xg[g], BLOCK_LANES, C, s);
+            packed_group(type, wg, w_row_bytes, &xg[g], BLOCK_LANES, C, s);
         for (int c = 0; c < C; c++) {
             const __m256 dw = packed_scales(w + c * w_row_bytes, scales_at, g);
             acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xg[g].d), _mm256_cvtepi32_ps(half ? half_fold(s[c]) : s[c]),
@@ -1058,7 +1117,7 @@ static inline __attribute__((always_inline)) void packed_tile(const uint8_t *w, 
 }
 
 /* Few rows against packed rows: each row prepared (here, on the stack, unless the caller did) and taken alone. */
-static void packed_rows(const uint8_t *w, size_t w_row_bytes, uint32_t n_out, const block_q8_act *xq,
+static inline __attribute__((always_inline)) void packed_rows(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out, const block_q8_act *xq,
                         const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
     const size_t ng = groups_of(nb);
     xgroup buf[PANEL_MAX_GROUPS];
@@ -1070,16 +1129,16 @@ static void packed_rows(const uint8_t *w, size_t w_row_bytes, uint32_t n_out, co
             const uint8_t *wo = w + o * w_row_bytes;
             switch (n_out - o < TILE_COLS ? n_out - o : TILE_COLS) {
             case 1:
-                packed_tile(wo, w_row_bytes, nb, xg, 1, yr + o);
+                packed_tile(type, wo, w_row_bytes, nb, xg, 1, yr + o);
                 break;
             case 2:
-                packed_tile(wo, w_row_bytes, nb, xg, 2, yr + o);
+                packed_tile(type, wo, w_row_bytes, nb, xg, 2, yr + o);
                 break;
             case 3:
-                packed_tile(wo, w_row_bytes, nb, xg, 3, yr + o);
+                packed_tile(type, wo, w_row_bytes, nb, xg, 3, yr + o);
                 break;
             default:
-                packed_tile(wo, w_row_bytes, nb, xg, TILE_COLS, yr + o);
+                packed_tile(type, wo, w_row_bytes, nb, xg, TILE_COLS, yr + o);
                 break;
             }
         }
@@ -1094,8 +1153,11 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
         matmul_panels(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
     }
-    if (packed) {
-        packed_rows(w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
+    if (packed) { /* a constant type in each: Q8_0's and Q4_0's groups differ in every step */
+        if (type == GGML_TYPE_Q4_0)
+            packed_rows(GGML_TYPE_Q4_0, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
+        else
+            packed_rows(GGML_TYPE_Q8_0, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
     }
     /* Q4_0's corrections, once per call rather than per tile of weight rows, when they fit on the stack */
@@ -1163,26 +1225,33 @@ float VARIANT(dot)(ggml_type type, const void *w, const float *xf, const block_q
 }
 
 bool VARIANT(packs)(ggml_type type, size_t n) {
-    return type == GGML_TYPE_Q8_0 && n % QK == 0 && groups_of(n / QK) <= PANEL_MAX_GROUPS;
+    return (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) && n % QK == 0 && groups_of(n / QK) <= PANEL_MAX_GROUPS;
 }
 
-size_t VARIANT(packed_row_bytes)(size_t n) { return packed_row_bytes(n / QK); }
+size_t VARIANT(packed_row_bytes)(ggml_type type, size_t n) { return packed_row_bytes(type, n / QK); }
 
-void VARIANT(pack_rows)(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst) {
-    const size_t nb = n / QK, ng = groups_of(nb), rb = packed_row_bytes(nb);
+void VARIANT(pack_rows)(ggml_type type, const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n,
+                        void *dst) {
+    const size_t nb = n / QK, ng = groups_of(nb), rb = packed_row_bytes(type, nb), gb = packed_group_bytes(type);
     for (uint32_t r = r0; r < r1; r++) {
         const uint8_t *row = (const uint8_t *)w + (size_t)r * w_row_bytes;
         uint8_t *out = (uint8_t *)dst + (size_t)r * rb;
         memset(out, 0, rb);
         for (size_t g = 0; g < ng; g++) {
-            const uint8_t *wg = row + g * BLOCK_LANES * sizeof(block_q8_0);
-            const int t = blocks_in_group(nb, g);
-            __m256i q[BLOCK_LANES];
-            group_regs(GGML_TYPE_Q8_0, wg, t, q);
-            for (int j = 0; j < (t <= BLOCK_LANES / 2 ? BLOCK_LANES / 2 : BLOCK_LANES); j++)
-                _mm256_store_si256((__m256i *)(out + g * PACKED_GROUP_BYTES) + j, q[j]);
-            uint16_t *d = (uint16_t *)(out + packed_scales_at(nb)) + g * BLOCK_LANES;
-            for (int k = 0; k < t; k++) d[k] = ((const block_q8_0 *)wg)[k].d;
+            const uint8_t *wg = row + g * group_bytes(type);
+            const int t = blocks_in_group(nb, g), width = t <= BLOCK_LANES / 2 ? BLOCK_LANES / 2 : BLOCK_LANES;
+            if (type == GGML_TYPE_Q4_0) { /* dword k of register j: dword j of block k (width blocks a register) */
+                uint8_t *at = out + g * gb;
+                for (int j = 0; j < BLOCK_LANES / 2; j++)
+                    for (int k = 0; k < t; k++)
+                        memcpy(at + ((size_t)j * width + k) * 4, ((const block_q4_0 *)wg)[k].qs + 4 * j, 4);
+            } else {
+                __m256i q[BLOCK_LANES];
+                group_regs(type, wg, t, q);
+                for (int j = 0; j < width; j++) _mm256_store_si256((__m256i *)(out + g * gb) + j, q[j]);
+            }
+            uint16_t *d = (uint16_t *)(out + packed_scales_at(type, nb)) + g * BLOCK_LANES;
+            for (int k = 0; k < t; k++) d[k] = block_scale(type, wg, (size_t)k);
         }
     }
 }

@@ -11,8 +11,13 @@ static size_t no_bytes(size_t n) {
     return 0;
 }
 
-static void no_pack(const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst) {
-    (void)w, (void)w_row_bytes, (void)r0, (void)r1, (void)n, (void)dst;
+static size_t no_packed_bytes(ggml_type type, size_t n) {
+    (void)type, (void)n;
+    return 0;
+}
+
+static void no_pack(ggml_type type, const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst) {
+    (void)type, (void)w, (void)w_row_bytes, (void)r0, (void)r1, (void)n, (void)dst;
 }
 
 static void no_panels(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp) {
@@ -28,7 +33,7 @@ static const kern_ops ref_ops = {
     .dot = ref_dot,
     .matmul = ref_matmul,
     .packs = packs_nothing,
-    .packed_row_bytes = no_bytes,
+    .packed_row_bytes = no_packed_bytes,
     .pack_rows = no_pack,
     .panel_row_bytes = no_bytes,
     .panel_rows = no_panels,
