@@ -1,5 +1,5 @@
 /* avx2/matmul.c — the AVX2 and AVX-512 variants' dot products and matrix products: direct register tiles for few
- * rows (decode), panels rearranged into a register layout for many rows (prefill), Q8_0 weights packed at load.
+ * rows (decode), panels rearranged into a register layout for many rows (prefill), Q8_0 and Q4_0 weights packed at load.
  *
  * Every output keeps the reference's lanes (quant.h, ref/matmul.c): block b of a row goes to lane b % 8 through
  * the same multiply and fused multiply-add, integer block sums are exact in any order, so no tile shape, row count
