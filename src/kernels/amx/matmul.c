@@ -14,7 +14,7 @@
  * apart; their scales (and Q4_K's Σx) are gathered once per call into vectors of 16 per block. Weight rows are
  * rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B: quants
  * 4k..4k+3 of each of the 16 weight rows) as signed bytes, with each block's float factors as vectors of 16; a chunk
- * then serves every group of 16 activation rows while it is in L1. Q8_0 and Q4_0 rows packed at load (the avx512 variant's
+ * then serves every group of 16 activation rows while it is in L1. Q8_0, Q4_0 and Q4_K rows packed at load (the avx512 variant's
  * layout, which its decode tiles read) are rearranged from that layout into the same tiles B (Q8_0's +128 undone).
  * Lanes' partial sums wait in a buffer between chunks, so the stack use (about 380 KB) does not grow with n.
  *
@@ -184,30 +184,46 @@ static inline __m512i q4_0_pair(const uint8_t *lo, const uint8_t *hi) {
     return _mm512_sub_epi8(_mm512_and_si512(_mm512_srlv_epi16(x, shift), _mm512_set1_epi8(15)), _mm512_set1_epi8(8));
 }
 
-/* Blocks [b0, b0 + nblk) of packed Q8_0 or Q4_0 rows (c_rows of them, w_row_bytes apart; avx512_packed_layout, b0 a
- * multiple of 8). Q8_0: register j of a group is the transpose of 8 natural blocks, so the same transpose on it gives
+/* Blocks [b0, b0 + nblk) of packed Q8_0, Q4_0 or Q4_K rows (c_rows of them, w_row_bytes apart; avx512_packed_layout,
+ * b0 a multiple of 8). Q8_0: register j of a group is the transpose of 8 natural blocks, so the same transpose on it gives
  * dword k, block k's quants 4j..4j+3, of the 16 rows: row j of block k's tile B (the half layout: dwords k and k + 4
  * are rows j and j + 4 of block k); the +128 is undone on the way, so the tiles and their sums are the natural rows'.
  * Q4_0: register j's low nibbles are that register j, its high nibbles register j + 4 (rows j + 4 of the blocks'
- * tiles B); a half group's 16 bytes per register make the half layout. A group's 8 scales per row transpose the same
+ * tiles B); a half group's 16 bytes per register make the half layout. Q4_K's nibbles lie as Q4_0's, a super-block
+ * per group, its factors made per row from the decoded side bytes. A group's 8 scales per row transpose the same
  * way, as f32, into one vector per block: first, as they lie apart from the quants, so their loads wait on memory
  * while the quants' go on (after the quants, the fill of 4864 x 896 Q8_0 took 5-10% longer than the natural rows',
  * cold, in a product of 128 rows; before, 0-4%). */
 static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows,
                          const avx512_packed_layout *layout, size_t b0, size_t nblk, wpanel *p) {
-    const __m512i flip = _mm512_set1_epi8((char)0x80), low = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+    const __m512i flip = _mm512_set1_epi8((char)0x80), low = _mm512_set1_epi8(15);
     for (size_t j0 = 0; j0 < nblk; j0 += LANES) {
-        const size_t g = (b0 + j0) / LANES, at = layout->scales_at + g * LANES * sizeof(uint16_t);
+        const size_t g = (b0 + j0) / LANES, at = layout->scales_at + g * layout->side_bytes;
         __m512i z[8];
-        for (int i = 0; i < 8; i++) {
-            const __m128i lo = _mm_load_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i) + at));
-            const __m128i hi = _mm_load_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i + 8) + at));
-            z[i] = _mm512_castps_si512(_mm512_maskz_cvtph_ps(pad_mask(c_rows, i), _mm256_set_m128i(hi, lo)));
+        if (type == GGML_TYPE_Q4_K) { /* per row: d · sc and -dmin · m, as panel_q4_K makes them */
+            for (int i = 0; i < TILE_COLS; i++) {
+                const uint8_t *side = panel_row(w, w_row_bytes, c_rows, i) + at;
+                uint16_t h[2];
+                memcpy(h, side, sizeof h);
+                const bool row = i < c_rows;
+                const float d = row ? f16_to_f32(h[0]) : 0.0f, mdmin = row ? -f16_to_f32(h[1]) : 0.0f;
+                for (int k = 0; k < LANES; k++) {
+                    p->d[j0 + k][i] = d * (float)side[sizeof h + k];
+                    p->dm[j0 + k][i] = mdmin * (float)side[sizeof h + LANES + k];
+                }
+            }
+        } else {
+            for (int i = 0; i < 8; i++) {
+                const __m128i lo = _mm_load_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i) + at));
+                const __m128i hi = _mm_load_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i + 8) + at));
+                z[i] = _mm512_castps_si512(_mm512_maskz_cvtph_ps(pad_mask(c_rows, i), _mm256_set_m128i(hi, lo)));
+            }
+            store_b(z, p->d[j0], sizeof p->d[0], 4 * sizeof p->d[0]);
         }
-        store_b(z, p->d[j0], sizeof p->d[0], 4 * sizeof p->d[0]);
         const bool half = nblk - j0 <= LANES / 2; /* only a row's last group holds fewer than 8 blocks */
         const size_t step = half ? 4 * B_ROW : 4 * B_BYTES;
-        if (type == GGML_TYPE_Q4_0) {
+        if (type != GGML_TYPE_Q8_0) { /* nibbles: Q4_0's less 8, Q4_K's as they are */
+            const __m512i offset = _mm512_set1_epi8(type == GGML_TYPE_Q4_0 ? 8 : 0);
             for (int j = 0; j < LANES / 2; j++) {
                 const size_t off = g * layout->group_bytes + j * (half ? sizeof(__m128i) : sizeof(__m256i));
                 __m512i lo[8], hi[8];
@@ -219,9 +235,9 @@ static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
                         continue;
                     }
                     const __m512i x = row_pair(r_lo, r_hi);
-                    lo[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), _mm512_sub_epi8(_mm512_and_si512(x, low), eight));
-                    hi[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i),
-                                                   _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), low), eight));
+                    lo[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), _mm512_sub_epi8(_mm512_and_si512(x, low), offset));
+                    hi[i] = _mm512_maskz_mov_epi32(
+                        pad_mask(c_rows, i), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), low), offset));
                 }
                 store_b(lo, p->q[j0] + B_ROW * j, B_BYTES, step);
                 if (!half) store_b(hi, p->q[j0] + B_ROW * (j + 4), B_BYTES, step);
@@ -329,7 +345,7 @@ static void panel_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
     }
 }
 
-/* packed: the layout of packed Q8_0 or Q4_0 rows, or NULL for natural rows. */
+/* packed: the layout of packed rows (Q8_0, Q4_0, Q4_K), or NULL for natural rows. */
 static void fill_panel(ggml_type type, const avx512_packed_layout *packed, const uint8_t *w, size_t w_row_bytes,
                        int c_rows, size_t b0, size_t nblk, wpanel *p) {
     switch (type) {
@@ -343,7 +359,10 @@ static void fill_panel(ggml_type type, const avx512_packed_layout *packed, const
             panel_q4_0(w, w_row_bytes, c_rows, b0, nblk, p);
         break;
     case GGML_TYPE_Q4_K:
-        panel_q4_K(w, w_row_bytes, c_rows, b0, nblk, p);
+        if (packed)
+            panel_packed(type, w, w_row_bytes, c_rows, packed, b0, nblk, p);
+        else
+            panel_q4_K(w, w_row_bytes, c_rows, b0, nblk, p);
         break;
     default:
         panel_q6_K(w, w_row_bytes, c_rows, b0, nblk, p);
@@ -510,7 +529,7 @@ static void store_group(float part[LANES][TILE_ROWS][TILE_COLS], int rows, int c
 
 /* y[r*ldy + o] = ref_dot(type, natural weight row o, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows,
  * o < n_out; type Q8_0, Q4_0, Q4_K or Q6_K; w: natural GGUF weight rows (block_q8_0 / block_q4_0 / block_q4_K /
- * block_q6_K arrays, rows w_row_bytes apart) or, when packed, Q8_0 or Q4_0 rows as avx512_pack_rows leaves them; xq: n_rows
+ * block_q6_K arrays, rows w_row_bytes apart) or, when packed, Q8_0, Q4_0 or Q4_K rows as avx512_pack_rows leaves them; xq: n_rows
  * activation rows of n/QK block_q8_act blocks each. */
 void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
                      const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy) {
@@ -521,7 +540,7 @@ void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_by
     const int per_block = (type == GGML_TYPE_Q4_K ? 2 : 1) * TILE_ROWS; /* floats of the activation side */
     const size_t group_floats = nb * (size_t)per_block;
     const size_t fit = XSIDE_BYTES / sizeof(float) / group_floats;
-    const avx512_packed_layout layout = packed ? avx512_packed_layout_of(type, n) : (avx512_packed_layout){0, 0};
+    const avx512_packed_layout layout = packed ? avx512_packed_layout_of(type, n) : (avx512_packed_layout){0, 0, 0};
     const int pass_groups = fit >= ROW_GROUPS ? ROW_GROUPS : fit >= 1 ? (int)fit : 1;
     _Alignas(64) wpanel panel;
     _Alignas(64) float part[ROW_GROUPS][LANES][TILE_ROWS][TILE_COLS];

@@ -1,5 +1,6 @@
 /* avx2/matmul.c — the AVX2 and AVX-512 variants' dot products and matrix products: direct register tiles for few
- * rows (decode), panels rearranged into a register layout for many rows (prefill), Q8_0 and Q4_0 weights packed at load.
+ * rows (decode), panels rearranged into a register layout for many rows (prefill), Q8_0, Q4_0 and Q4_K weights packed
+ * at load.
  *
  * Every output keeps the reference's lanes (quant.h, ref/matmul.c): block b of a row goes to lane b % 8 through
  * the same multiply and fused multiply-add, integer block sums are exact in any order, so no tile shape, row count
@@ -8,8 +9,8 @@
  * One source, two variants: compiled here with the AVX2 flags (functions avx2_*), and included by avx512/matmul.c,
  * which compiles it with the AVX-512 flags and names its functions avx512_* (VARIANT). There the integer dot
  * products are VNNI's vpdpbusd (u8 x s8, four products summed into each int32 lane, no saturation) instead of
- * maddubs/madd/add sequences, Q8_0 and Q4_0 quants are stored 128 above their values in the panel and packed
- * layouts (the variant's own bytes: table.h), and the panel tiles take two weight rows per 512-bit register. The
+ * maddubs/madd/add sequences, Q8_0 and Q4_0 quants are stored 128 above their values in the panel layout, and Q8_0's
+ * in the packed one (the variant's own bytes: table.h), and the panel tiles take two weight rows per 512-bit register. The
  * loop nests and every output's float steps are the same; where the code differs it says so (MM_VNNI).
  */
 #ifndef VARIANT
@@ -489,14 +490,24 @@ static inline void group_regs(ggml_type type, const uint8_t *wg, int t, __m256i 
         q[j] = _mm256_add_epi8(q[j], _mm256_set1_epi8(type == GGML_TYPE_Q4_0 ? 120 : -128));
 }
 
-/* Packed rows (quant_pack_rows): group g's quants at g · packed_group_bytes, then every group's 8 scales as f16 (+0
- * past the row's end), the row padded to 32 bytes. Q8_0: the group's 8 registers of group_regs (a last group of at
- * most 4 blocks: the 4 of the half layout). Q4_0: 4 registers, dword k of register j being dword j of block k's
- * quant bytes (+0 past the row's end), so its low nibbles are register j of the panel layout and its high nibbles
- * register j + 4 (a last group of at most 4 blocks: 4 × 16 bytes, blocks 0..3's dword j, whose nibbles make
- * register j of the half layout); the same 18 bytes per block as the natural rows, but no horizontal sums. */
+/* Packed rows (quant_pack_rows): group g's quants at g · packed_group_bytes, then every group's side data (the row
+ * padded to 32 bytes):
+ * - Q8_0: the group's 8 registers of group_regs (a last group of at most 4 blocks: the 4 of the half layout); side:
+ *   its 8 scales as f16 (+0 past the row's end).
+ * - Q4_0: 4 registers, dword k of register j being dword j of block k's quant bytes (+0 past the row's end), so its
+ *   low nibbles are register j of the panel layout and its high nibbles register j + 4 (a last group of at most 4
+ *   blocks: 4 × 16 bytes, blocks 0..3's dword j, whose nibbles make register j of the half layout); side as Q8_0's.
+ *   The same 18 bytes per block as the natural rows.
+ * - Q4_K (a group is a super-block): its panel registers (kquant_regs, transposed) as nibbles, register j in the low
+ *   and j + 4 in the high nibbles of 4 registers; side: d and dmin (f16), then the 8 sub-blocks' scales and mins
+ *   decoded to bytes (ord_q4_K_scales): 148 bytes per super-block instead of 144, and no 6-bit unpacking per step.
+ * Either way a decode step's block sums are vertical, with no horizontal sum per block. */
 static inline size_t packed_group_bytes(ggml_type type) {
-    return (type == GGML_TYPE_Q4_0 ? BLOCK_LANES / 2 : BLOCK_LANES) * sizeof(__m256i);
+    return (type == GGML_TYPE_Q8_0 ? BLOCK_LANES : BLOCK_LANES / 2) * sizeof(__m256i);
+}
+
+static inline size_t packed_side_bytes(ggml_type type) {
+    return type == GGML_TYPE_Q4_K ? 2 * sizeof(uint16_t) + 2 * BLOCK_LANES : BLOCK_LANES * sizeof(uint16_t);
 }
 
 static inline size_t packed_scales_at(ggml_type type, size_t nb) {
@@ -506,8 +517,13 @@ static inline size_t packed_scales_at(ggml_type type, size_t nb) {
 }
 
 static inline size_t packed_row_bytes(ggml_type type, size_t nb) {
-    const size_t bytes = packed_scales_at(type, nb) + groups_of(nb) * BLOCK_LANES * sizeof(uint16_t);
+    const size_t bytes = packed_scales_at(type, nb) + groups_of(nb) * packed_side_bytes(type);
     return (bytes + sizeof(__m256i) - 1) / sizeof(__m256i) * sizeof(__m256i);
+}
+
+/* Group g's side data in a packed row. */
+static inline const uint8_t *packed_side(const uint8_t *row, ggml_type type, size_t nb, size_t g) {
+    return row + packed_scales_at(type, nb) + g * packed_side_bytes(type);
 }
 
 /* Group g's 8 scales of a packed row (quant_pack_rows) as f32. */
@@ -515,8 +531,9 @@ static inline __m256 packed_scales(const uint8_t *row, size_t scales_at, size_t 
     return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(row + scales_at + g * BLOCK_LANES * sizeof(uint16_t))));
 }
 
-/* The panel registers of packed Q4_0 group wg as unsigned nibbles 0..15 (the half layout's 4 and 4 zeros when half). */
-static inline void packed_q4_0_regs(const uint8_t *wg, bool half, __m256i q[BLOCK_LANES]) {
+/* The panel registers of a packed Q4_0 or Q4_K group wg as unsigned nibbles 0..15 (the half layout's 4 and 4 zeros
+ * when half). */
+static inline void packed_nibble_regs(const uint8_t *wg, bool half, __m256i q[BLOCK_LANES]) {
     const __m256i low4 = _mm256_set1_epi8(15);
     for (int j = 0; j < BLOCK_LANES / 2; j++) {
         if (half) {
@@ -534,11 +551,32 @@ static inline void packed_q4_0_regs(const uint8_t *wg, bool half, __m256i q[BLOC
 #if MM_VNNI
 /* The AMX variant's tiles read these rows too (avx512.h). */
 avx512_packed_layout VARIANT(packed_layout_of)(ggml_type type, size_t n) {
-    return (avx512_packed_layout){packed_group_bytes(type), packed_scales_at(type, n / QK)};
+    return (avx512_packed_layout){packed_group_bytes(type), packed_scales_at(type, n / QK), packed_side_bytes(type)};
 }
 #endif
 
-/* pk[g * C + c]: group g of weight row c, c < C; packed: the rows are packed Q4_0 rows (quant_pack_rows). */
+/* A Q4_K super-block's factors in a panel group: d, dmin, and its sub-blocks' scales and mins as int32 elements. */
+static inline void q4_K_factors(wgroup *p, float d, float dmin, __m256i sc, __m256i m) {
+    p->d = _mm256_set1_ps(d);
+#if MM_VNNI
+    p->sc[0] = _mm256_cvtepi32_ps(sc);
+#else
+    p->sc16[0] = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+#endif
+    p->m = _mm256_mul_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(m));
+}
+
+/* A packed Q4_K super-block's side (packed_side): d, dmin, and its scales and mins as int32 elements. */
+static inline void packed_q4_K_side(const uint8_t *side, float *d, float *dmin, __m256i *sc, __m256i *m) {
+    uint16_t h[2];
+    memcpy(h, side, sizeof h);
+    *d = _cvtsh_ss(h[0]);
+    *dmin = _cvtsh_ss(h[1]);
+    *sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(side + sizeof h)));
+    *m = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(side + sizeof h + BLOCK_LANES)));
+}
+
+/* pk[g * C + c]: group g of weight row c, c < C; packed: the rows are packed Q4_0 or Q4_K rows (quant_pack_rows). */
 static void pack_panel(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, int C, size_t nb, size_t ng,
                        wgroup *pk) {
     const size_t gb = packed ? packed_group_bytes(type) : group_bytes(type);
@@ -548,10 +586,19 @@ static void pack_panel(ggml_type type, bool packed, const uint8_t *w, size_t w_r
             wgroup *p = &pk[g * C + c];
             for (size_t off = 0; off < gb; off += 64) /* the next panel's group: its fetch overlaps this work */
                 prefetch_at(wg, (size_t)C * w_row_bytes + off);
-            if (packed) { /* Q4_0: the nibbles, 120 up with VNNI as group_regs leaves them; the scales as they lie */
-                packed_q4_0_regs(wg, g + 1 == ng && half_last_group(nb), p->q);
+            if (packed) { /* the nibbles in the panel layout already (Q4_0's 120 up with VNNI, as group_regs leaves
+                           * them); the side as it lies */
+                packed_nibble_regs(wg, g + 1 == ng && half_last_group(nb), p->q);
+                const uint8_t *side = packed_side(w + c * w_row_bytes, type, nb, g);
+                if (type == GGML_TYPE_Q4_K) {
+                    float d, dmin;
+                    __m256i sc, m;
+                    packed_q4_K_side(side, &d, &dmin, &sc, &m);
+                    q4_K_factors(p, d, dmin, sc, m);
+                    continue;
+                }
                 for (int j = 0; MM_VNNI && j < BLOCK_LANES; j++) p->q[j] = _mm256_add_epi8(p->q[j], _mm256_set1_epi8(120));
-                p->d = packed_scales(w + c * w_row_bytes, packed_scales_at(type, nb), g);
+                p->d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)side));
                 continue;
             }
             if (type == GGML_TYPE_Q4_K) {
@@ -559,15 +606,8 @@ static void pack_panel(ggml_type type, bool packed, const uint8_t *w, size_t w_r
                 int32_t sc[8], m[8];
                 ord_q4_K_scales(b->scales, sc, m);
                 kquant_regs(type, wg, p->q);
-                p->d = _mm256_set1_ps(_cvtsh_ss(b->d));
-                const __m256i sci = _mm256_loadu_si256((const __m256i *)sc);
-#if MM_VNNI
-                p->sc[0] = _mm256_cvtepi32_ps(sci);
-#else
-                p->sc16[0] = _mm256_or_si256(sci, _mm256_slli_epi32(sci, 16));
-#endif
-                p->m = _mm256_mul_ps(_mm256_set1_ps(-_cvtsh_ss(b->dmin)),
-                                     _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m)));
+                q4_K_factors(p, _cvtsh_ss(b->d), _cvtsh_ss(b->dmin), _mm256_loadu_si256((const __m256i *)sc),
+                             _mm256_loadu_si256((const __m256i *)m));
             } else if (type == GGML_TYPE_Q6_K) {
                 const block_q6_K *b = (const block_q6_K *)wg;
                 kquant_regs(type, wg, p->q);
@@ -1045,12 +1085,13 @@ static void matmul_panels(ggml_type type, bool packed, const uint8_t *w, size_t 
 }
 
 /* One group of a packed direct tile: J registers (8, or 4 for a half group), each weight register loaded once for
- * the tile's one activation row; element k of s[c] ends as block k's exact sum (as in the panel tiles). Q4_0: the
- * unsigned nibbles of its 4 packed registers (2 of 16 bytes each in a half group) against x, from -8 · Σx. */
+ * the tile's one activation row; element k of s[c] ends as block k's exact sum (as in the panel tiles; Q4_K: of its
+ * quants 0..15, before the scale). Q4_0 and Q4_K: the unsigned nibbles of 4 packed registers (of 16 bytes each in a
+ * half group) against x, Q4_0's from -8 · Σx. */
 static inline __attribute__((always_inline)) void packed_group(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                                 const xgroup *xg, int J, int C, __m256i s[TILE_COLS]) {
-    if (type == GGML_TYPE_Q4_0) {
-        for (int c = 0; c < C; c++) s[c] = xg->nib_base;
+    if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K) {
+        for (int c = 0; c < C; c++) s[c] = type == GGML_TYPE_Q4_0 ? xg->nib_base : _mm256_setzero_si256();
         __m256i hi[TILE_COLS]; /* registers j + 4: a second chain */
         for (int c = 0; c < C; c++) hi[c] = _mm256_setzero_si256();
         for (int j = 0; j < BLOCK_LANES / 2; j++) {
@@ -1089,8 +1130,8 @@ static inline __attribute__((always_inline)) void packed_group(ggml_type type, c
     }
 }
 
-/* Direct tile on packed Q8_0 or Q4_0 rows, for few rows (decode): one prepared activation row (groups xg) against
- * C <= 4 packed weight rows, each output with its 8 lanes in quant.h's block order, as the panel tiles; the next
+/* Direct tile on packed rows, for few rows (decode): one prepared activation row (groups xg) against C <= 4 packed
+ * weight rows, each output with its 8 lanes in quant.h's block order through its steps, as the panel tiles; the next
  * tile's rows (C rows on) are fetched meanwhile. */
 static inline __attribute__((always_inline)) void packed_tile(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                                size_t nb, const xgroup *xg, int C, float *y) {
@@ -1107,6 +1148,19 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
             packed_group(type, wg, w_row_bytes, &xg[g], BLOCK_LANES / 2, C, s);
         else
             packed_group(type, wg, w_row_bytes, &xg[g], BLOCK_LANES, C, s);
+        if (type == GGML_TYPE_Q4_K) { /* fmaf(d_x, fmaf(d, (float)(sc · s), dm · (float)t), lane), t = Σx */
+            const __m256 t = _mm256_cvtepi32_ps(_mm256_add_epi32(xg[g].sum_lo, xg[g].sum_hi));
+            for (int c = 0; c < C; c++) {
+                float d, dmin;
+                __m256i sc, m;
+                packed_q4_K_side(packed_side(w + c * w_row_bytes, type, nb, g), &d, &dmin, &sc, &m);
+                const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(m));
+                const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_mullo_epi32(s[c], sc)),
+                                                     _mm256_mul_ps(dm, t));
+                acc[c] = _mm256_fmadd_ps(xg[g].d, inner, acc[c]);
+            }
+            continue;
+        }
         for (int c = 0; c < C; c++) {
             const __m256 dw = packed_scales(w + c * w_row_bytes, scales_at, g);
             acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xg[g].d), _mm256_cvtepi32_ps(half ? half_fold(s[c]) : s[c]),
@@ -1153,9 +1207,11 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
         matmul_panels(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
     }
-    if (packed) { /* a constant type in each: Q8_0's and Q4_0's groups differ in every step */
+    if (packed) { /* a constant type in each: the types' groups differ in every step */
         if (type == GGML_TYPE_Q4_0)
             packed_rows(GGML_TYPE_Q4_0, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
+        else if (type == GGML_TYPE_Q4_K)
+            packed_rows(GGML_TYPE_Q4_K, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         else
             packed_rows(GGML_TYPE_Q8_0, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
@@ -1225,7 +1281,8 @@ float VARIANT(dot)(ggml_type type, const void *w, const float *xf, const block_q
 }
 
 bool VARIANT(packs)(ggml_type type, size_t n) {
-    return (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0) && n % QK == 0 && groups_of(n / QK) <= PANEL_MAX_GROUPS;
+    const bool packed_type = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K;
+    return packed_type && n % kern_type_traits(type)->block_elems == 0 && groups_of(n / QK) <= PANEL_MAX_GROUPS;
 }
 
 size_t VARIANT(packed_row_bytes)(ggml_type type, size_t n) { return packed_row_bytes(type, n / QK); }
@@ -1240,6 +1297,25 @@ void VARIANT(pack_rows)(ggml_type type, const void *w, size_t w_row_bytes, uint3
         for (size_t g = 0; g < ng; g++) {
             const uint8_t *wg = row + g * group_bytes(type);
             const int t = blocks_in_group(nb, g), width = t <= BLOCK_LANES / 2 ? BLOCK_LANES / 2 : BLOCK_LANES;
+            uint8_t *side = out + packed_scales_at(type, nb) + g * packed_side_bytes(type);
+            if (type == GGML_TYPE_Q4_K) { /* panel registers j and j + 4 as the nibbles of one */
+                const block_q4_K *b = (const block_q4_K *)wg;
+                __m256i q[BLOCK_LANES];
+                kquant_regs(type, wg, q);
+                transpose8_epi32(q);
+                for (int j = 0; j < BLOCK_LANES / 2; j++)
+                    _mm256_store_si256((__m256i *)(out + g * gb) + j,
+                                       _mm256_or_si256(q[j], _mm256_slli_epi16(q[j + BLOCK_LANES / 2], 4)));
+                int32_t sc[BLOCK_LANES], m[BLOCK_LANES];
+                ord_q4_K_scales(b->scales, sc, m);
+                memcpy(side, &b->d, sizeof b->d);
+                memcpy(side + sizeof b->d, &b->dmin, sizeof b->dmin);
+                for (int k = 0; k < BLOCK_LANES; k++) {
+                    side[2 * sizeof(uint16_t) + k] = (uint8_t)sc[k];
+                    side[2 * sizeof(uint16_t) + BLOCK_LANES + k] = (uint8_t)m[k];
+                }
+                continue;
+            }
             if (type == GGML_TYPE_Q4_0) { /* dword k of register j: dword j of block k (width blocks a register) */
                 uint8_t *at = out + g * gb;
                 for (int j = 0; j < BLOCK_LANES / 2; j++)
@@ -1250,8 +1326,10 @@ void VARIANT(pack_rows)(ggml_type type, const void *w, size_t w_row_bytes, uint3
                 group_regs(type, wg, t, q);
                 for (int j = 0; j < width; j++) _mm256_store_si256((__m256i *)(out + g * gb) + j, q[j]);
             }
-            uint16_t *d = (uint16_t *)(out + packed_scales_at(type, nb)) + g * BLOCK_LANES;
-            for (int k = 0; k < t; k++) d[k] = block_scale(type, wg, (size_t)k);
+            for (int k = 0; k < t; k++) {
+                const uint16_t d = block_scale(type, wg, (size_t)k);
+                memcpy(side + k * sizeof d, &d, sizeof d);
+            }
         }
     }
 }

@@ -38,14 +38,18 @@ void avx512_matmul(ggml_type type, bool packed, const void *w, size_t w_row_byte
 bool avx512_packs(ggml_type type, size_t n);
 size_t avx512_packed_row_bytes(ggml_type type, size_t n);
 void avx512_pack_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
-/* Where a packed Q8_0 or Q4_0 row of n elements (avx512_pack_rows; the layout is avx2/matmul.c's packed_scales_at)
- * keeps its parts, for the AMX variant, which reads the same rows: group g's quants at g · group_bytes — Q8_0: 8
- * registers of 32 bytes (register j: quants 4j..4j+3 of the group's blocks, block k's in bytes 4k..4k+3, each stored as
- * its value + 128; a last group of at most 4 blocks in the half layout, 4 registers); Q4_0: 4 registers of 32 bytes
- * (dword k of register j: dword j of block k's quant bytes; a last group of at most 4 blocks: 4 of 16 bytes) — and
- * block b's f16 scale at scales_at + 2 · b. */
+/* Where a packed row of n elements (avx512_pack_rows; the layout is avx2/matmul.c's packed_scales_at) keeps its parts,
+ * for the AMX variant, which reads the same rows: group g's quants at g · group_bytes, its side data at scales_at +
+ * g · side_bytes.
+ * - Q8_0: 8 registers of 32 bytes (register j: quants 4j..4j+3 of the group's blocks, block k's in bytes 4k..4k+3,
+ *   each stored as its value + 128; a last group of at most 4 blocks in the half layout, 4 registers); side: 8 f16
+ *   scales.
+ * - Q4_0: 4 registers of 32 bytes (dword k of register j: dword j of block k's quant bytes; a last group of at most 4
+ *   blocks: 4 of 16 bytes); side: 8 f16 scales.
+ * - Q4_K (a group is a super-block): 4 registers of 32 bytes, whose low nibbles are quants 4j..4j+3 of sub-block k in
+ *   dword k of register j and high nibbles those of register j + 4; side: d, dmin (f16), 8 scales, 8 mins (bytes). */
 typedef struct {
-    size_t group_bytes, scales_at;
+    size_t group_bytes, scales_at, side_bytes;
 } avx512_packed_layout;
 avx512_packed_layout avx512_packed_layout_of(ggml_type type, size_t n);
 size_t avx512_panel_row_bytes(size_t n);
