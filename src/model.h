@@ -11,7 +11,7 @@
  * the mapped file. Norm vectors are copied to f32. The weights are borrowed from the mapping, which the
  * model keeps open until model_free; the layers' matrices and an untied output matrix are copied at load into
  * memory the model owns (on huge pages where the system gives them), packed where the kernels take them so
- * (quant_packs: Q8_0, Q4_0, Q4_K).
+ * (quant_packs: Q8_0, Q4_0, Q4_K, Q6_K).
  *
  * Tensor names and shapes (ne[0] is the row length, i.e. the input dimension of a matrix):
  *   token_embd.weight [dim, n_vocab]      output_norm.weight [dim]     output.weight [dim, n_vocab]

@@ -801,10 +801,10 @@ static void test_prefill_matmul_of_the_model_widths_equals_the_scalar_dots(void 
     /* the 0.5B shape's widths: 896 (28 blocks: the half layout of a last group of 4) and 4864 (152 blocks: chunks of
      * 64 blocks, then 24) */
     const size_t ns[] = {896, 4864};
-    const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K}; /* packed at load where the variant packs */
+    const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}; /* packed where it packs */
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
-            if (ns[k] % kern_type_traits(types[t])->block_elems == 0) /* Q4_K: 4864 only */
+            if (ns[k] % kern_type_traits(types[t])->block_elems == 0) /* K-quants: 4864 only */
                 assert_matmul_equals_the_scalar_dots(&s, types[t], ns[k], rows, 2, outs, 1);
 }
 

@@ -109,7 +109,7 @@ void quant_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes
 
 /* Weights packed once, at load, into the kernels' register layout: no call rearranges them again, and a
  * decode step's row products need no horizontal sums per block nor a gather of scattered scales (the
- * natural Q8_0 block keeps its scale between its quants). Q8_0, Q4_0 and Q4_K, rows of up to 69 groups of 8 blocks
+ * natural Q8_0 block keeps its scale between its quants). Q8_0, Q4_0, Q4_K and Q6_K, rows of up to 69 groups of 8 blocks
  * (n <= 17664), in variants that pack: quant_packs says when. The same bytes as the natural rows, to a
  * 32-byte pad per row (the layout is the variant's, per type). quant_pack_rows packs rows [r0, r1) of w (rows w_row_bytes apart) into dst, row r
  * at dst + r · quant_packed_row_bytes(n); dst is aligned to 32 bytes. */

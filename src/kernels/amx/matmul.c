@@ -14,7 +14,7 @@
  * apart; their scales (and Q4_K's Σx) are gathered once per call into vectors of 16 per block. Weight rows are
  * rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B: quants
  * 4k..4k+3 of each of the 16 weight rows) as signed bytes, with each block's float factors as vectors of 16; a chunk
- * then serves every group of 16 activation rows while it is in L1. Q8_0, Q4_0 and Q4_K rows packed at load (the avx512 variant's
+ * then serves every group of 16 activation rows while it is in L1. Rows packed at load (the avx512 variant's
  * layout, which its decode tiles read) are rearranged from that layout into the same tiles B (Q8_0's +128 undone).
  * Lanes' partial sums wait in a buffer between chunks, so the stack use (about 380 KB) does not grow with n.
  *
@@ -184,13 +184,48 @@ static inline __m512i q4_0_pair(const uint8_t *lo, const uint8_t *hi) {
     return _mm512_sub_epi8(_mm512_and_si512(_mm512_srlv_epi16(x, shift), _mm512_set1_epi8(15)), _mm512_set1_epi8(8));
 }
 
-/* Blocks [b0, b0 + nblk) of packed Q8_0, Q4_0 or Q4_K rows (c_rows of them, w_row_bytes apart; avx512_packed_layout,
+/* Super-block g of packed Q6_K rows (its quants at byte q_at of each row, its side at side_at) into blocks j0.. of the
+ * panel: register j of the packed layout (its low 4 bits among the nibbles, its high 2 among the 2 registers after
+ * them) is row j of every sub-block's tile B, less the offset 32; the factors as panel_q6_K makes them. */
+static void panel_packed_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t q_at, size_t side_at, size_t j0,
+                              wpanel *p) {
+    for (int i = 0; i < TILE_COLS; i++) {
+        const uint8_t *side = panel_row(w, w_row_bytes, c_rows, i) + side_at;
+        uint16_t h;
+        memcpy(&h, side, sizeof h);
+        const bool row = i < c_rows;
+        for (int k = 0; k < LANES; k++) {
+            p->d[j0 + k][i] = row ? f16_to_f32(h) : 0.0f;
+            p->sc[0][j0 + k][i] = row ? (float)(int8_t)side[sizeof h + 2 * k] : 0.0f;
+            p->sc[1][j0 + k][i] = row ? (float)(int8_t)side[sizeof h + 2 * k + 1] : 0.0f;
+        }
+    }
+    const __m512i low = _mm512_set1_epi8(15), high = _mm512_set1_epi8(0x30), off32 = _mm512_set1_epi8(32);
+    for (int j = 0; j < LANES; j++) {
+        __m512i z[8];
+        for (int i = 0; i < 8; i++) {
+            const uint8_t *a = panel_row(w, w_row_bytes, c_rows, i) + q_at;
+            const uint8_t *b = panel_row(w, w_row_bytes, c_rows, i + 8) + q_at;
+            const __m512i nib = row_pair(a + 32 * (j % 4), b + 32 * (j % 4));
+            const __m512i hb = row_pair(a + 128 + 32 * (j % 2), b + 128 + 32 * (j % 2));
+            const int at = 2 * (j / 2); /* register j's high bits, up to bits 4..5 */
+            const __m512i hi2 = at < 4 ? _mm512_slli_epi16(hb, 4 - at) : at > 4 ? _mm512_srli_epi16(hb, at - 4) : hb;
+            const __m512i lo4 = j < 4 ? nib : _mm512_srli_epi16(nib, 4);
+            const __m512i q = _mm512_or_si512(_mm512_and_si512(lo4, low), _mm512_and_si512(hi2, high));
+            z[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), _mm512_sub_epi8(q, off32));
+        }
+        store_b(z, p->q[j0] + B_ROW * j, B_BYTES, 4 * B_BYTES);
+    }
+}
+
+/* Blocks [b0, b0 + nblk) of packed Q8_0, Q4_0, Q4_K or Q6_K rows (c_rows of them, w_row_bytes apart; avx512_packed_layout,
  * b0 a multiple of 8). Q8_0: register j of a group is the transpose of 8 natural blocks, so the same transpose on it gives
  * dword k, block k's quants 4j..4j+3, of the 16 rows: row j of block k's tile B (the half layout: dwords k and k + 4
  * are rows j and j + 4 of block k); the +128 is undone on the way, so the tiles and their sums are the natural rows'.
  * Q4_0: register j's low nibbles are that register j, its high nibbles register j + 4 (rows j + 4 of the blocks'
  * tiles B); a half group's 16 bytes per register make the half layout. Q4_K's nibbles lie as Q4_0's, a super-block
- * per group, its factors made per row from the decoded side bytes. A group's 8 scales per row transpose the same
+ * per group, its factors made per row from the decoded side bytes; Q6_K's registers are put together from their
+ * parts (panel_packed_q6_K). A group's 8 scales per row transpose the same
  * way, as f32, into one vector per block: first, as they lie apart from the quants, so their loads wait on memory
  * while the quants' go on (after the quants, the fill of 4864 x 896 Q8_0 took 5-10% longer than the natural rows',
  * cold, in a product of 128 rows; before, 0-4%). */
@@ -199,6 +234,10 @@ static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
     const __m512i flip = _mm512_set1_epi8((char)0x80), low = _mm512_set1_epi8(15);
     for (size_t j0 = 0; j0 < nblk; j0 += LANES) {
         const size_t g = (b0 + j0) / LANES, at = layout->scales_at + g * layout->side_bytes;
+        if (type == GGML_TYPE_Q6_K) {
+            panel_packed_q6_K(w, w_row_bytes, c_rows, g * layout->group_bytes, at, j0, p);
+            continue;
+        }
         __m512i z[8];
         if (type == GGML_TYPE_Q4_K) { /* per row: d · sc and -dmin · m, as panel_q4_K makes them */
             for (int i = 0; i < TILE_COLS; i++) {
@@ -345,7 +384,7 @@ static void panel_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
     }
 }
 
-/* packed: the layout of packed rows (Q8_0, Q4_0, Q4_K), or NULL for natural rows. */
+/* packed: the layout of packed rows, or NULL for natural rows. */
 static void fill_panel(ggml_type type, const avx512_packed_layout *packed, const uint8_t *w, size_t w_row_bytes,
                        int c_rows, size_t b0, size_t nblk, wpanel *p) {
     switch (type) {
@@ -365,7 +404,10 @@ static void fill_panel(ggml_type type, const avx512_packed_layout *packed, const
             panel_q4_K(w, w_row_bytes, c_rows, b0, nblk, p);
         break;
     default:
-        panel_q6_K(w, w_row_bytes, c_rows, b0, nblk, p);
+        if (packed)
+            panel_packed(type, w, w_row_bytes, c_rows, packed, b0, nblk, p);
+        else
+            panel_q6_K(w, w_row_bytes, c_rows, b0, nblk, p);
         break;
     }
     stores_done(p);
@@ -529,7 +571,7 @@ static void store_group(float part[LANES][TILE_ROWS][TILE_COLS], int rows, int c
 
 /* y[r*ldy + o] = ref_dot(type, natural weight row o, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows,
  * o < n_out; type Q8_0, Q4_0, Q4_K or Q6_K; w: natural GGUF weight rows (block_q8_0 / block_q4_0 / block_q4_K /
- * block_q6_K arrays, rows w_row_bytes apart) or, when packed, Q8_0, Q4_0 or Q4_K rows as avx512_pack_rows leaves them; xq: n_rows
+ * block_q6_K arrays, rows w_row_bytes apart) or, when packed, rows as avx512_pack_rows leaves them; xq: n_rows
  * activation rows of n/QK block_q8_act blocks each. */
 void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
                      const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy) {

@@ -1,6 +1,6 @@
 /* avx2/matmul.c — the AVX2 and AVX-512 variants' dot products and matrix products: direct register tiles for few
- * rows (decode), panels rearranged into a register layout for many rows (prefill), Q8_0, Q4_0 and Q4_K weights packed
- * at load.
+ * rows (decode), panels rearranged into a register layout for many rows (prefill), Q8_0, Q4_0 and K-quant weights
+ * packed at load.
  *
  * Every output keeps the reference's lanes (quant.h, ref/matmul.c): block b of a row goes to lane b % 8 through
  * the same multiply and fused multiply-add, integer block sums are exact in any order, so no tile shape, row count
@@ -501,13 +501,30 @@ static inline void group_regs(ggml_type type, const uint8_t *wg, int t, __m256i 
  * - Q4_K (a group is a super-block): its panel registers (kquant_regs, transposed) as nibbles, register j in the low
  *   and j + 4 in the high nibbles of 4 registers; side: d and dmin (f16), then the 8 sub-blocks' scales and mins
  *   decoded to bytes (ord_q4_K_scales): 148 bytes per super-block instead of 144, and no 6-bit unpacking per step.
+ * - Q6_K (a super-block per group): its panel registers (kquant_regs, transposed; quants 0..63), their low 4 bits as
+ *   Q4_K's nibbles, then 2 registers of their high 2 bits, register j's at bits 2 · (j / 2) of register j % 2; side:
+ *   d (f16) and the 16 scales as they lie. 210 bytes, as the natural block.
  * Either way a decode step's block sums are vertical, with no horizontal sum per block. */
 static inline size_t packed_group_bytes(ggml_type type) {
-    return (type == GGML_TYPE_Q8_0 ? BLOCK_LANES : BLOCK_LANES / 2) * sizeof(__m256i);
+    switch (type) {
+    case GGML_TYPE_Q8_0:
+        return BLOCK_LANES * sizeof(__m256i);
+    case GGML_TYPE_Q6_K:
+        return (BLOCK_LANES / 2 + 2) * sizeof(__m256i);
+    default:
+        return BLOCK_LANES / 2 * sizeof(__m256i);
+    }
 }
 
 static inline size_t packed_side_bytes(ggml_type type) {
-    return type == GGML_TYPE_Q4_K ? 2 * sizeof(uint16_t) + 2 * BLOCK_LANES : BLOCK_LANES * sizeof(uint16_t);
+    switch (type) {
+    case GGML_TYPE_Q4_K:
+        return 2 * sizeof(uint16_t) + 2 * BLOCK_LANES;
+    case GGML_TYPE_Q6_K:
+        return sizeof(uint16_t) + 2 * BLOCK_LANES;
+    default:
+        return BLOCK_LANES * sizeof(uint16_t);
+    }
 }
 
 static inline size_t packed_scales_at(ggml_type type, size_t nb) {
@@ -548,6 +565,20 @@ static inline void packed_nibble_regs(const uint8_t *wg, bool half, __m256i q[BL
     }
 }
 
+/* The panel registers of a packed Q6_K group wg: quants 0..63, the offset 32 still in (kquant_regs). */
+static inline void packed_q6_K_regs(const uint8_t *wg, __m256i q[BLOCK_LANES]) {
+    packed_nibble_regs(wg, false, q);
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    const __m256i h0 = _mm256_load_si256((const __m256i *)wg + BLOCK_LANES / 2);
+    const __m256i h1 = _mm256_load_si256((const __m256i *)wg + BLOCK_LANES / 2 + 1);
+    for (int j = 0; j < BLOCK_LANES; j++) { /* bits 2 · (j / 2) of h(j % 2) up to bits 4..5 */
+        const __m256i h = j % 2 ? h1 : h0;
+        const int at = 2 * (j / 2);
+        const __m256i hb = at < 4 ? _mm256_slli_epi16(h, 4 - at) : at > 4 ? _mm256_srli_epi16(h, at - 4) : h;
+        q[j] = _mm256_or_si256(q[j], _mm256_and_si256(hb, bits45));
+    }
+}
+
 #if MM_VNNI
 /* The AMX variant's tiles read these rows too (avx512.h). */
 avx512_packed_layout VARIANT(packed_layout_of)(ggml_type type, size_t n) {
@@ -566,6 +597,22 @@ static inline void q4_K_factors(wgroup *p, float d, float dmin, __m256i sc, __m2
     p->m = _mm256_mul_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(m));
 }
 
+/* A Q6_K super-block's factors in a panel group: d (f16) and its 16 scales as they lie in the block. */
+static inline void q6_K_factors(wgroup *p, uint16_t d, const int8_t scales[16]) {
+    p->d = _mm256_set1_ps(_cvtsh_ss(d));
+    /* scales[2k], scales[2k+1] (int8) as the 16-bit halves of element k: sign-extended pairs */
+    const __m256i pairs = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scales));
+    const __m256i lo = _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 16), hi = _mm256_srai_epi32(pairs, 16);
+#if MM_VNNI
+    p->sc[0] = _mm256_cvtepi32_ps(lo);
+    p->sc[1] = _mm256_cvtepi32_ps(hi);
+#else
+    p->sc16[0] = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(lo, 16));
+    p->sc16[1] = _mm256_or_si256(_mm256_and_si256(hi, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16));
+    p->corr16 = _mm256_slli_epi16(pairs, 5);
+#endif
+}
+
 /* A packed Q4_K super-block's side (packed_side): d, dmin, and its scales and mins as int32 elements. */
 static inline void packed_q4_K_side(const uint8_t *side, float *d, float *dmin, __m256i *sc, __m256i *m) {
     uint16_t h[2];
@@ -576,7 +623,7 @@ static inline void packed_q4_K_side(const uint8_t *side, float *d, float *dmin, 
     *m = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(side + sizeof h + BLOCK_LANES)));
 }
 
-/* pk[g * C + c]: group g of weight row c, c < C; packed: the rows are packed Q4_0 or Q4_K rows (quant_pack_rows). */
+/* pk[g * C + c]: group g of weight row c, c < C; packed: the rows are packed Q4_0, Q4_K or Q6_K rows (quant_pack_rows). */
 static void pack_panel(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, int C, size_t nb, size_t ng,
                        wgroup *pk) {
     const size_t gb = packed ? packed_group_bytes(type) : group_bytes(type);
@@ -588,8 +635,15 @@ static void pack_panel(ggml_type type, bool packed, const uint8_t *w, size_t w_r
                 prefetch_at(wg, (size_t)C * w_row_bytes + off);
             if (packed) { /* the nibbles in the panel layout already (Q4_0's 120 up with VNNI, as group_regs leaves
                            * them); the side as it lies */
-                packed_nibble_regs(wg, g + 1 == ng && half_last_group(nb), p->q);
                 const uint8_t *side = packed_side(w + c * w_row_bytes, type, nb, g);
+                if (type == GGML_TYPE_Q6_K) {
+                    uint16_t d;
+                    memcpy(&d, side, sizeof d);
+                    packed_q6_K_regs(wg, p->q);
+                    q6_K_factors(p, d, (const int8_t *)side + sizeof d);
+                    continue;
+                }
+                packed_nibble_regs(wg, g + 1 == ng && half_last_group(nb), p->q);
                 if (type == GGML_TYPE_Q4_K) {
                     float d, dmin;
                     __m256i sc, m;
@@ -611,18 +665,7 @@ static void pack_panel(ggml_type type, bool packed, const uint8_t *w, size_t w_r
             } else if (type == GGML_TYPE_Q6_K) {
                 const block_q6_K *b = (const block_q6_K *)wg;
                 kquant_regs(type, wg, p->q);
-                p->d = _mm256_set1_ps(_cvtsh_ss(b->d));
-                /* scales[2k], scales[2k+1] (int8) as the 16-bit halves of element k: sign-extended pairs */
-                const __m256i pairs = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-                const __m256i lo = _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 16), hi = _mm256_srai_epi32(pairs, 16);
-#if MM_VNNI
-                p->sc[0] = _mm256_cvtepi32_ps(lo);
-                p->sc[1] = _mm256_cvtepi32_ps(hi);
-#else
-                p->sc16[0] = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(lo, 16));
-                p->sc16[1] = _mm256_or_si256(_mm256_and_si256(hi, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16));
-                p->corr16 = _mm256_slli_epi16(pairs, 5);
-#endif
+                q6_K_factors(p, b->d, b->scales);
             } else {
                 const int t = blocks_in_group(nb, g);
                 group_regs(type, wg, t, p->q);
@@ -1130,6 +1173,22 @@ static inline __attribute__((always_inline)) void packed_group(ggml_type type, c
     }
 }
 
+/* One group of a packed Q6_K direct tile: lo[c] and hi[c], element k, the sums of sub-block k's quants 0..15 and
+ * 16..31 (unsigned, the offset 32 still in) against the activation row's — registers 0..3 and 4..7. */
+static inline __attribute__((always_inline)) void packed_group_q6_K(const uint8_t *w, size_t w_row_bytes,
+                                                                     const xgroup *xg, int C, __m256i lo[TILE_COLS],
+                                                                     __m256i hi[TILE_COLS]) {
+    for (int c = 0; c < C; c++) {
+        __m256i q[BLOCK_LANES];
+        packed_q6_K_regs(w + c * w_row_bytes, q);
+        lo[c] = hi[c] = _mm256_setzero_si256();
+        for (int j = 0; j < BLOCK_LANES / 2; j++) {
+            lo[c] = sums_u8s8(lo[c], q[j], _mm256_load_si256(&xg->q[j]));
+            hi[c] = sums_u8s8(hi[c], q[j + BLOCK_LANES / 2], _mm256_load_si256(&xg->q[j + BLOCK_LANES / 2]));
+        }
+    }
+}
+
 /* Direct tile on packed rows, for few rows (decode): one prepared activation row (groups xg) against C <= 4 packed
  * weight rows, each output with its 8 lanes in quant.h's block order through its steps, as the panel tiles; the next
  * tile's rows (C rows on) are fetched meanwhile. */
@@ -1144,6 +1203,24 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
         for (int c = 0; c < C; c++)
             for (size_t off = 0; off < gb; off += 64) prefetch_at(wg, (size_t)(C + c) * w_row_bytes + off);
         __m256i s[TILE_COLS];
+        if (type == GGML_TYPE_Q6_K) { /* less the offset's 32 · Σx per half; then as superblock_q6_K */
+            __m256i hi[TILE_COLS];
+            packed_group_q6_K(wg, w_row_bytes, &xg[g], C, s, hi);
+            const __m256i lo32 = _mm256_slli_epi32(xg[g].sum_lo, 5), hi32 = _mm256_slli_epi32(xg[g].sum_hi, 5);
+            const __m128i deal = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+            for (int c = 0; c < C; c++) {
+                const uint8_t *side = packed_side(w + c * w_row_bytes, type, nb, g);
+                uint16_t d;
+                memcpy(&d, side, sizeof d);
+                const __m128i sc = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(side + sizeof d)), deal);
+                const __m256 sc_lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)),
+                             sc_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc)));
+                const __m256 sb = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[c], lo32)), sc_lo),
+                                                _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(hi[c], hi32)), sc_hi));
+                acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d)), xg[g].d), sb, acc[c]);
+            }
+            continue;
+        }
         if (half)
             packed_group(type, wg, w_row_bytes, &xg[g], BLOCK_LANES / 2, C, s);
         else
@@ -1212,6 +1289,8 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
             packed_rows(GGML_TYPE_Q4_0, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         else if (type == GGML_TYPE_Q4_K)
             packed_rows(GGML_TYPE_Q4_K, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
+        else if (type == GGML_TYPE_Q6_K)
+            packed_rows(GGML_TYPE_Q6_K, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         else
             packed_rows(GGML_TYPE_Q8_0, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
@@ -1281,7 +1360,8 @@ float VARIANT(dot)(ggml_type type, const void *w, const float *xf, const block_q
 }
 
 bool VARIANT(packs)(ggml_type type, size_t n) {
-    const bool packed_type = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K;
+    const bool packed_type =
+        type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
     return packed_type && n % kern_type_traits(type)->block_elems == 0 && groups_of(n / QK) <= PANEL_MAX_GROUPS;
 }
 
@@ -1298,14 +1378,29 @@ void VARIANT(pack_rows)(ggml_type type, const void *w, size_t w_row_bytes, uint3
             const uint8_t *wg = row + g * group_bytes(type);
             const int t = blocks_in_group(nb, g), width = t <= BLOCK_LANES / 2 ? BLOCK_LANES / 2 : BLOCK_LANES;
             uint8_t *side = out + packed_scales_at(type, nb) + g * packed_side_bytes(type);
-            if (type == GGML_TYPE_Q4_K) { /* panel registers j and j + 4 as the nibbles of one */
-                const block_q4_K *b = (const block_q4_K *)wg;
+            if (is_kquant(type)) { /* panel registers j and j + 4 as the nibbles of one; Q6_K's high bits apart */
                 __m256i q[BLOCK_LANES];
                 kquant_regs(type, wg, q);
                 transpose8_epi32(q);
+                const __m256i low4 = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3);
                 for (int j = 0; j < BLOCK_LANES / 2; j++)
                     _mm256_store_si256((__m256i *)(out + g * gb) + j,
-                                       _mm256_or_si256(q[j], _mm256_slli_epi16(q[j + BLOCK_LANES / 2], 4)));
+                                       _mm256_or_si256(_mm256_and_si256(q[j], low4),
+                                                       _mm256_slli_epi16(_mm256_and_si256(q[j + BLOCK_LANES / 2], low4), 4)));
+                if (type == GGML_TYPE_Q6_K) {
+                    for (int h = 0; h < 2; h++) {
+                        __m256i bits = _mm256_setzero_si256();
+                        for (int j = h; j < BLOCK_LANES; j += 2) /* register j's at bits 2 · (j / 2) */
+                            bits = _mm256_or_si256(bits, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q[j], 4), two),
+                                                                           2 * (j / 2)));
+                        _mm256_store_si256((__m256i *)(out + g * gb) + BLOCK_LANES / 2 + h, bits);
+                    }
+                    const block_q6_K *b = (const block_q6_K *)wg;
+                    memcpy(side, &b->d, sizeof b->d);
+                    memcpy(side + sizeof b->d, b->scales, sizeof b->scales);
+                    continue;
+                }
+                const block_q4_K *b = (const block_q4_K *)wg;
                 int32_t sc[BLOCK_LANES], m[BLOCK_LANES];
                 ord_q4_K_scales(b->scales, sc, m);
                 memcpy(side, &b->d, sizeof b->d);

@@ -47,7 +47,9 @@ void avx512_pack_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_
  * - Q4_0: 4 registers of 32 bytes (dword k of register j: dword j of block k's quant bytes; a last group of at most 4
  *   blocks: 4 of 16 bytes); side: 8 f16 scales.
  * - Q4_K (a group is a super-block): 4 registers of 32 bytes, whose low nibbles are quants 4j..4j+3 of sub-block k in
- *   dword k of register j and high nibbles those of register j + 4; side: d, dmin (f16), 8 scales, 8 mins (bytes). */
+ *   dword k of register j and high nibbles those of register j + 4; side: d, dmin (f16), 8 scales, 8 mins (bytes).
+ * - Q6_K (a super-block per group): the low 4 bits of its 8 registers as Q4_K's nibbles, then 2 registers of 32 bytes
+ *   of their high 2 bits (register j's at bits 2 · (j / 2) of register j % 2); side: d (f16), the 16 scales. */
 typedef struct {
     size_t group_bytes, scales_at, side_bytes;
 } avx512_packed_layout;
