@@ -130,7 +130,10 @@ typedef enum {
     CHAT_GEMMA = 6,
     CHAT_ZEPHYR = 7,
     CHAT_DEEPSEEK = 8,
+    CHAT_SMOLLM3 = 9,
 } chat_family;
+
+typedef enum { CHAT_PHI_3 = 0, CHAT_PHI_4_MINI = 1 } chat_phi_variant;
 
 typedef enum { CHAT_MISTRAL_V3 = 0, CHAT_MISTRAL_TEKKEN = 1, CHAT_MISTRAL_V1 = 2 } chat_mistral_variant;
 
@@ -158,6 +161,11 @@ typedef struct {
     chat_mistral_variant mistral; /* MISTRAL: the whitespace variant */
     bool fold_system;           /* GEMMA: a leading system message is folded into the first turn (Gemma-3)
                                  * rather than refused (Gemma-2) */
+    chat_phi_variant phi;       /* PHI3: Phi-3/3.5-mini's form or Phi-4-mini's */
+    bool qwen3_thinking;        /* CHATML: Qwen3's template (reasoning in <think> blocks; no default system) */
+    bool no_thinking;           /* CHATML with qwen3_thinking, SMOLLM3: the request's enable_thinking = false.
+                                 * Not part of the model's template: a caller copies the template per
+                                 * conversation and sets it (false, the zero value, is the templates' default). */
 } chat_template;
 
 /* The family of a Jinja template source (tokenizer.chat_template), by the control texts it writes:
