@@ -75,7 +75,7 @@ chat_template chat_template_detect(const char *src) {
     } else if (strstr(src, "<start_of_turn>")) {
         t.family = CHAT_GEMMA;
         t.fold_system = strstr(src, "first_user_prefix") != NULL;
-    } else if (strstr(src, "<|user|>")) {
+    } else if (strstr(src, "<|user|>") || (strstr(src, "<|assistant|>") && strstr(src, "<|end|>"))) {
         t.family = strstr(src, "<|end|>") ? CHAT_PHI3 : CHAT_ZEPHYR;
         if (strstr(src, "|>' + message['content']") || strstr(src, "<|/tool|>")) t.phi = CHAT_PHI_4_MINI;
     } else if (strstr(src, "[INST]")) {
