@@ -30,7 +30,8 @@ static const char HELP[] =
     "reply (keeping what was written); at the prompt it exits.\n"
     "  -m, --model PATH       GGUF model\n"
     "      --system TEXT      system message opening the conversation\n"
-    "      --chat-template T  chatml, llama2 or plain (default: from the model; plain when it has none)\n"
+    "      --chat-template T  chatml, qwen3, llama2, llama3, mistral, phi3, phi4-mini, gemma, gemma3, zephyr,\n"
+    "                         deepseek, smollm3 or plain (default: from the model; plain when it has none)\n"
     "  -n, --n-predict N      most tokens per reply (default 256)\n"
     CLI_SAMPLING_HELP CLI_ENGINE_HELP;
 

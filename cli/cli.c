@@ -117,11 +117,12 @@ char *cli_prompt_text(const char *sub, const char *text, const char *file, size_
     return buf;
 }
 
-int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text, size_t len, int *n_ids) {
+int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text, size_t len, bool parse_special,
+                           int *n_ids) {
     fkv_error err = {{0}};
-    int n = fkv_tokenize(m, text, len, true, false, NULL, 0, &err);
+    int n = fkv_tokenize(m, text, len, true, parse_special, NULL, 0, &err);
     int32_t *ids = n >= 0 ? malloc(sizeof(int32_t) * (size_t)(n ? n : 1)) : NULL;
-    if (ids && fkv_tokenize(m, text, len, true, false, ids, n, &err) != n) {
+    if (ids && fkv_tokenize(m, text, len, true, parse_special, ids, n, &err) != n) {
         free(ids);
         ids = NULL;
     }

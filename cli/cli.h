@@ -86,7 +86,8 @@ fkv_model *cli_load_model(const char *sub, const char *path);
 /* The prompt text from -p TEXT or -f FILE (exactly one); malloc'd; NULL after printing why. */
 char *cli_prompt_text(const char *sub, const char *text, const char *file, size_t *len);
 /* Encode text with BOS (when the model uses one); malloc'd ids; NULL after printing why. */
-int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text, size_t len, int *n_ids);
+int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text, size_t len, bool parse_special,
+                           int *n_ids);
 
 int cli_generate(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);

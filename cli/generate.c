@@ -80,7 +80,7 @@ int cli_generate(int argc, char **argv) {
     if (!prompt) return CLI_USAGE_EXIT;
     fkv_model *m = cli_load_model("generate", a.model_path);
     int n_prompt = 0;
-    int32_t *ids = m ? cli_tokenize_text("generate", m, prompt, len, &n_prompt) : NULL;
+    int32_t *ids = m ? cli_tokenize_text("generate", m, prompt, len, false, &n_prompt) : NULL;
     free(prompt);
     if (!ids) {
         fkv_model_free(m);

@@ -51,7 +51,7 @@ static int parse_turn(const fkv_model *m, const char *line, int line_no, turn *t
     if (temp) t->temp = (float)json_number_value(temp);
     if (json_is_string(prompt) && !ids) {
         int count;
-        t->ids = cli_tokenize_text("replay", m, json_string_value(prompt), json_string_length(prompt), &count);
+        t->ids = cli_tokenize_text("replay", m, json_string_value(prompt), json_string_length(prompt), false, &count);
         if (!t->ids) goto out;
         t->n = (uint32_t)count;
     } else if (json_is_array(ids) && !prompt) {

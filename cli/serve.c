@@ -8,7 +8,7 @@
 
 static const char HELP[] =
     "usage: flatkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-body BYTES]\n"
-    "                    [--chat-template chatml|llama2|plain] [engine options]\n"
+    "                    [--chat-template NAME] [engine options]\n"
     "\n"
     "Serve the OpenAI API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
     "GET /metrics (Prometheus). Many conversations stay cached at once: a request reuses the rows of any\n"

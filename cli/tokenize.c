@@ -7,20 +7,23 @@
 #include "cli.h"
 
 static const char HELP[] =
-    "usage: flatkv tokenize -m MODEL (-p TEXT | -f FILE) [--json]\n"
+    "usage: flatkv tokenize -m MODEL (-p TEXT | -f FILE) [--parse-special] [--json]\n"
     "\n"
     "Print the token ids of the text (BOS first when the model uses one), one line, space-separated.\n"
     "  -m, --model PATH   GGUF model (its tokenizer is used)\n"
     "  -p, --prompt TEXT  the text\n"
     "  -f, --file PATH    read the text from a file\n"
+    "      --parse-special  control-token texts (\"<s>\", \"<|im_end|>\") become their tokens, as llama.cpp's\n"
+    "                     parse_special = true; without it they are text (user-defined tokens are split\n"
+    "                     out either way, as in llama.cpp)\n"
     "      --json         print {\"tokens\": [...]}\n";
 
 int cli_tokenize(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"prompt", required_argument, 0, 'p'},
-                                         {"file", required_argument, 0, 'f'},  {"json", no_argument, 0, 'j'},
+                                         {"file", required_argument, 0, 'f'},  {"json", no_argument, 0, 'j'}, {"parse-special", no_argument, 0, 's'},
                                          {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *model_path = NULL, *text = NULL, *file = NULL;
-    int json = 0, c;
+    int json = 0, parse_special = 0, c;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":m:p:f:h", opts, NULL)) != -1) {
@@ -29,6 +32,7 @@ int cli_tokenize(int argc, char **argv) {
         case 'p': text = optarg; break;
         case 'f': file = optarg; break;
         case 'j': json = 1; break;
+        case 's': parse_special = 1; break;
         case 'h': fputs(HELP, stdout); return 0;
         default: return cli_bad_option("tokenize", argv);
         }
@@ -39,7 +43,7 @@ int cli_tokenize(int argc, char **argv) {
     if (!prompt) return CLI_USAGE_EXIT;
     fkv_model *m = cli_load_model("tokenize", model_path);
     int n = 0;
-    int32_t *ids = m ? cli_tokenize_text("tokenize", m, prompt, len, &n) : NULL;
+    int32_t *ids = m ? cli_tokenize_text("tokenize", m, prompt, len, parse_special, &n) : NULL;
     free(prompt);
     if (!ids) {
         fkv_model_free(m);

@@ -108,9 +108,24 @@ static int parse_tools(const oai_context *ctx, const json_t *root, const json_t 
     return 0;
 }
 
-/* messages → prompt ids through the chat template. */
-static int parse_messages(const oai_context *ctx, const json_t *messages, const json_t *tools, sched_job *job,
-                          oai_error *e) {
+/* chat_template_kwargs (vLLM's and llama.cpp's field): enable_thinking, a boolean, switches the reasoning of the
+ * templates that have it (Qwen3, SmolLM3); other keys are ignored, as the templates that do not read them do. */
+static int parse_template_kwargs(const json_t *root, chat_template *t, oai_error *e) {
+    const json_t *kw = json_object_get(root, "chat_template_kwargs");
+    if (!kw || json_is_null(kw)) return 0;
+    if (!json_is_object(kw)) return BAD("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    const json_t *thinking = json_object_get(kw, "enable_thinking");
+    if (!thinking || json_is_null(thinking)) return 0;
+    if (!json_is_boolean(thinking))
+        return BAD("chat_template_kwargs", "'chat_template_kwargs.enable_thinking' must be true or false");
+    t->no_thinking = json_is_false(thinking);
+    return 0;
+}
+
+/* messages → prompt ids through the chat template (t: the server's, with this request's kwargs). Contents are
+ * tokenized as text: a control token's text in a message stays text (chat_prompt_ids). */
+static int parse_messages(const oai_context *ctx, const chat_template *t, const json_t *messages,
+                          const json_t *tools, sched_job *job, oai_error *e) {
     if (!json_is_array(messages) || json_array_size(messages) == 0)
         return BAD("messages", "'messages' must be a non-empty array");
     size_t n = json_array_size(messages), i;
@@ -150,7 +165,7 @@ static int parse_messages(const oai_context *ctx, const json_t *messages, const 
     }
     fkv_error err = {{0}};
     uint32_t n_ids;
-    if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, n, tools, &job->ids, &n_ids, &err)) {
+    if (chat_prompt_ids(ctx->model, t, msgs, n, tools, &job->ids, &n_ids, &err)) {
         BAD("messages", "%s", err.msg);
         goto out;
     }
@@ -296,8 +311,9 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
     snprintf(job->id, sizeof job->id, "%s", req->id);
     if (kind == OAI_CHAT) {
         const json_t *tools;
-        if (parse_tools(ctx, root, &tools, job, e) ||
-            parse_messages(ctx, json_object_get(root, "messages"), tools, job, e))
+        chat_template t = *ctx->tmpl;
+        if (parse_template_kwargs(root, &t, e) || parse_tools(ctx, root, &tools, job, e) ||
+            parse_messages(ctx, &t, json_object_get(root, "messages"), tools, job, e))
             goto out;
     } else {
         json_t *prompt = json_object_get(root, "prompt");

@@ -5,9 +5,13 @@
 #include <string.h>
 
 #include "err.h"
+#include "model.h"
+#include "tok.h"
 
 static const char chat_qwen_default_system[] = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 static const char chat_llama3_date[] = "26 Jul 2024";
+/* SmolLM3's template writes strftime_now("%d %B %Y"): a fixed date keeps the prompt's start stable (see chat.h). */
+static const char chat_smollm3_date[] = "08 July 2025";
 
 /* Each family's name and the BOS/EOS texts its models' vocabularies usually have (NULL: it writes none). */
 static const struct {
@@ -23,8 +27,29 @@ static const struct {
     {CHAT_GEMMA, "gemma", "<bos>", NULL},
     {CHAT_ZEPHYR, "zephyr", NULL, "</s>"},
     {CHAT_DEEPSEEK, "deepseek", "<｜begin▁of▁sentence｜>", NULL},
+    {CHAT_SMOLLM3, "smollm3", NULL, NULL},
 };
 #define CHAT_N_FAMILIES (sizeof chat_families / sizeof *chat_families)
+
+/* The templates --chat-template names: one row each. */
+static const struct {
+    const char *name;
+    chat_template t;
+} chat_presets[] = {
+    {"chatml", {.family = CHAT_CHATML}},
+    {"qwen3", {.family = CHAT_CHATML, .qwen3_thinking = true}},
+    {"llama2", {.family = CHAT_LLAMA2}},
+    {"llama3", {.family = CHAT_LLAMA3, .date_string = chat_llama3_date}},
+    {"mistral", {.family = CHAT_MISTRAL, .mistral = CHAT_MISTRAL_V3}},
+    {"phi3", {.family = CHAT_PHI3, .phi = CHAT_PHI_3}},
+    {"phi4-mini", {.family = CHAT_PHI3, .phi = CHAT_PHI_4_MINI}},
+    {"gemma", {.family = CHAT_GEMMA}},
+    {"gemma3", {.family = CHAT_GEMMA, .fold_system = true}},
+    {"zephyr", {.family = CHAT_ZEPHYR}},
+    {"deepseek", {.family = CHAT_DEEPSEEK}},
+    {"smollm3", {.family = CHAT_SMOLLM3, .date_string = chat_smollm3_date}},
+    {"plain", {.family = CHAT_PLAIN}},
+};
 
 static size_t chat_family_index(chat_family f) {
     size_t i = 0;
@@ -33,21 +58,26 @@ static size_t chat_family_index(chat_family f) {
 }
 
 chat_template chat_template_detect(const char *src) {
-    chat_template t = {CHAT_PLAIN, NULL, false, NULL, CHAT_MISTRAL_V3, false};
+    chat_template t = {.family = CHAT_PLAIN};
     if (!src) return t;
     if (strstr(src, "<｜User｜>")) {
         t.family = CHAT_DEEPSEEK;
     } else if (strstr(src, "<|start_header_id|>")) {
         t.family = CHAT_LLAMA3;
         if (strstr(src, "Today Date: ")) t.date_string = chat_llama3_date;
+    } else if (strstr(src, "<|im_start|>") && strstr(src, "Reasoning Mode: ")) {
+        t.family = CHAT_SMOLLM3;
+        if (strstr(src, "Today Date: ")) t.date_string = chat_smollm3_date;
     } else if (strstr(src, "<|im_start|>")) {
         t.family = CHAT_CHATML;
         if (strstr(src, chat_qwen_default_system)) t.default_system = chat_qwen_default_system;
+        t.qwen3_thinking = strstr(src, "</think>") && strstr(src, "last_query_index");
     } else if (strstr(src, "<start_of_turn>")) {
         t.family = CHAT_GEMMA;
         t.fold_system = strstr(src, "first_user_prefix") != NULL;
-    } else if (strstr(src, "<|user|>")) {
+    } else if (strstr(src, "<|user|>") || (strstr(src, "<|assistant|>") && strstr(src, "<|end|>"))) {
         t.family = strstr(src, "<|end|>") ? CHAT_PHI3 : CHAT_ZEPHYR;
+        if (strstr(src, "|>' + message['content']") || strstr(src, "<|/tool|>")) t.phi = CHAT_PHI_4_MINI;
     } else if (strstr(src, "[INST]")) {
         if (strstr(src, "<<SYS>>")) {
             t.family = CHAT_LLAMA2;
@@ -66,23 +96,26 @@ chat_template chat_template_detect(const char *src) {
 }
 
 int chat_template_by_name(const char *name, chat_template *out, fkv_error *err) {
-    for (size_t i = 0; i < CHAT_N_FAMILIES; i++)
-        if (!strcmp(name, chat_families[i].name)) {
-            chat_family f = chat_families[i].family;
-            *out = (chat_template){f, NULL, false, f == CHAT_LLAMA3 ? chat_llama3_date : NULL, CHAT_MISTRAL_V3, false};
+    for (size_t i = 0; i < sizeof chat_presets / sizeof *chat_presets; i++)
+        if (!strcmp(name, chat_presets[i].name)) {
+            *out = chat_presets[i].t;
             return 0;
         }
-    return err_set(err, "chat template '%s' is not one of chatml, llama2, llama3, mistral, phi3, gemma, zephyr, "
-                        "deepseek, plain",
+    return err_set(err, "chat template '%s' is not one of chatml, qwen3, llama2, llama3, mistral, phi3, phi4-mini, "
+                        "gemma, gemma3, zephyr, deepseek, smollm3, plain",
                    name);
 }
 
 /* --- a growing string --- */
 
+/* The rendering, and the spans of it that came from the conversation (contents, tool calls, tool definitions)
+ * rather than from the template: those are tokenized with control-token texts kept as text. */
 typedef struct {
     char *s;
     size_t len, cap;
     bool oom;
+    tok_span *spans;
+    size_t n_spans, spans_cap;
 } chat_buf;
 
 static void chat_put_n(chat_buf *b, const char *s, size_t n) {
@@ -106,12 +139,42 @@ static void chat_put(chat_buf *b, const char *s) { chat_put_n(b, s, strlen(s)); 
 
 static bool chat_is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-/* Python's str.strip() over ASCII whitespace, as a span of s. */
-static void chat_put_stripped(chat_buf *b, const char *s) {
+/* Text from the conversation: appended, and its bytes recorded as a plain span. */
+static void chat_text_n(chat_buf *b, const char *s, size_t n) {
+    size_t start = b->len;
+    chat_put_n(b, s, n);
+    if (b->oom || n == 0) return;
+    if (b->n_spans && b->spans[b->n_spans - 1].off + b->spans[b->n_spans - 1].len == start) {
+        b->spans[b->n_spans - 1].len += n;
+        return;
+    }
+    if (b->n_spans == b->spans_cap) {
+        size_t cap = b->spans_cap ? 2 * b->spans_cap : 16;
+        tok_span *grown = realloc(b->spans, cap * sizeof *grown);
+        if (!grown) {
+            b->oom = true;
+            return;
+        }
+        b->spans = grown;
+        b->spans_cap = cap;
+    }
+    b->spans[b->n_spans++] = (tok_span){start, n};
+}
+
+static void chat_text(chat_buf *b, const char *s) { chat_text_n(b, s, strlen(s)); }
+
+/* Python's str.strip() over ASCII whitespace, as a span of s (conversation text). */
+static void chat_text_stripped(chat_buf *b, const char *s) {
     size_t n = strlen(s);
     while (n > 0 && chat_is_space(s[n - 1])) n--;
     while (n > 0 && chat_is_space(*s)) s++, n--;
-    chat_put_n(b, s, n);
+    chat_text_n(b, s, n);
+}
+
+/* s without the newlines it begins with (Python's lstrip('\n')). */
+static const char *chat_skip_newlines(const char *s) {
+    while (*s == '\n') s++;
+    return s;
 }
 
 static bool chat_role_is(const chat_message *m, const char *role) { return !strcmp(m->role, role); }
@@ -125,7 +188,7 @@ static void chat_put_json(chat_buf *b, const json_t *v, int indent) {
         b->oom = true;
         return;
     }
-    chat_put(b, text);
+    chat_text(b, text);
     free(text);
 }
 
@@ -138,13 +201,53 @@ static void chat_put_arguments(chat_buf *b, const char *arguments) {
     json_decref(v);
 }
 
+/* Qwen3: the index of the last user message that is not a wrapped tool response (the template's
+ * last_query_index); n - 1 when there is none. */
+static size_t chat_qwen3_last_query(const chat_message *msgs, size_t n) {
+    static const char open[] = "<tool_response>", close[] = "</tool_response>";
+    for (size_t i = n; i-- > 0;) {
+        const char *c = msgs[i].content;
+        size_t len = strlen(c);
+        bool wrapped = !strncmp(c, open, strlen(open)) && len >= strlen(close) &&
+                       !strcmp(c + len - strlen(close), close);
+        if (chat_role_is(&msgs[i], "user") && !wrapped) return i;
+    }
+    return n ? n - 1 : 0;
+}
+
+/* Qwen3's split of an assistant content at "</think>": *visible is what follows the last one (leading newlines
+ * dropped); the reasoning is what precedes the first one, after the last "<think>" before it, without outer
+ * newlines — returned as [*r, *r + *r_len). Without "</think>": all visible, no reasoning. */
+static void chat_qwen3_split(const char *content, const char **visible, const char **r, size_t *r_len) {
+    static const char think[] = "<think>", think_end[] = "</think>";
+    const char *first_end = strstr(content, think_end), *end;
+    *visible = content;
+    *r = content;
+    *r_len = 0;
+    if (!first_end) return;
+    const char *last_end = first_end;
+    while ((end = strstr(last_end + 1, think_end))) last_end = end;
+    *visible = chat_skip_newlines(last_end + strlen(think_end));
+    const char *start = content, *open;
+    while ((open = strstr(start, think)) && open < first_end) start = open + strlen(think);
+    if (start > first_end) start = first_end; /* a "<think>" that overlaps nothing before the end */
+    while (start < first_end && *start == '\n') start++;
+    const char *stop = first_end;
+    while (stop > start && stop[-1] == '\n') stop--;
+    *r = start;
+    *r_len = (size_t)(stop - start);
+}
+
 static void chat_render_chatml(const chat_template *t, const chat_message *msgs, size_t n, const json_t *tools,
                                chat_buf *b) {
     const bool lead_system = n > 0 && chat_role_is(&msgs[0], "system");
-    if (tools) { /* Qwen2.5's "# Tools" system block */
+    if (tools) { /* Qwen2.5's and Qwen3's "# Tools" system block */
         chat_put(b, "<|im_start|>system\n");
-        chat_put(b, lead_system ? msgs[0].content : t->default_system ? t->default_system : "");
-        chat_put(b, "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+        if (!t->qwen3_thinking || lead_system) {
+            chat_text(b, lead_system ? msgs[0].content : t->default_system ? t->default_system : "");
+            chat_put(b, "\n\n");
+        }
+        chat_put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
                     "provided with function signatures within <tools></tools> XML tags:\n<tools>");
         for (size_t i = 0; i < json_array_size(tools); i++) {
             chat_put(b, "\n");
@@ -155,30 +258,40 @@ static void chat_render_chatml(const chat_template *t, const chat_message *msgs,
                     "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
     } else if (lead_system) {
         chat_put(b, "<|im_start|>system\n");
-        chat_put(b, msgs[0].content);
+        chat_text(b, msgs[0].content);
         chat_put(b, "<|im_end|>\n");
     } else if (t->default_system) {
         chat_put(b, "<|im_start|>system\n");
         chat_put(b, t->default_system);
         chat_put(b, "<|im_end|>\n");
     }
+    const size_t last_query = t->qwen3_thinking ? chat_qwen3_last_query(msgs, n) : n;
     for (size_t i = 0; i < n; i++) {
         const chat_message *m = &msgs[i];
         if (chat_role_is(m, "tool")) {
             if (i == 0 || !chat_role_is(&msgs[i - 1], "tool")) chat_put(b, "<|im_start|>user");
             chat_put(b, "\n<tool_response>\n");
-            chat_put(b, m->content);
+            chat_text(b, m->content);
             chat_put(b, "\n</tool_response>");
             if (i + 1 == n || !chat_role_is(&msgs[i + 1], "tool")) chat_put(b, "<|im_end|>\n");
-        } else if (chat_role_is(m, "assistant") && m->n_tool_calls) {
-            chat_put(b, "<|im_start|>assistant");
-            if (*m->content) {
-                chat_put(b, "\n");
-                chat_put(b, m->content);
+        } else if (chat_role_is(m, "assistant")) {
+            /* Qwen2.5 writes "\n" + content only when there is content, then "\n<tool_call>..." per call; Qwen3
+             * writes "\n" + content, then "\n" before a call unless it is the first after empty content. Both
+             * give the same bytes. */
+            const char *visible = m->content, *reasoning = "";
+            size_t r_len = 0;
+            if (t->qwen3_thinking) chat_qwen3_split(m->content, &visible, &reasoning, &r_len);
+            chat_put(b, "<|im_start|>assistant\n");
+            if (t->qwen3_thinking && i > last_query && (i + 1 == n || r_len > 0)) {
+                chat_put(b, "<think>\n");
+                chat_text_n(b, reasoning, r_len);
+                chat_put(b, "\n</think>\n\n");
             }
+            chat_text(b, visible);
             for (size_t c = 0; c < m->n_tool_calls; c++) {
-                chat_put(b, "\n<tool_call>\n{\"name\": \"");
-                chat_put(b, m->tool_calls[c].name);
+                if (c > 0 || *visible) chat_put(b, "\n");
+                chat_put(b, "<tool_call>\n{\"name\": \"");
+                chat_text(b, m->tool_calls[c].name);
                 chat_put(b, "\", \"arguments\": ");
                 chat_put_arguments(b, m->tool_calls[c].arguments);
                 chat_put(b, "}\n</tool_call>");
@@ -188,9 +301,94 @@ static void chat_render_chatml(const chat_template *t, const chat_message *msgs,
             chat_put(b, "<|im_start|>");
             chat_put(b, m->role);
             chat_put(b, "\n");
-            chat_put(b, m->content);
+            chat_text(b, m->content);
             chat_put(b, "<|im_end|>\n");
         }
+    }
+}
+
+/* SmolLM3's template (HuggingFaceTB/SmolLM3-3B; see chat.h). */
+static void chat_render_smollm3(const chat_template *t, const chat_message *msgs, size_t n,
+                                bool add_generation_prompt, chat_buf *b) {
+    static const char think_long[] =
+        "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an assistant involves "
+        "thoroughly exploring questions through a systematic thinking process before providing the final precise "
+        "and accurate solutions. This requires engaging in a comprehensive cycle of analysis, summarizing, "
+        "exploration, reassessment, reflection, backtracking, and iteration to develop well-considered thinking "
+        "process. Please structure your response into two main sections: Thought and Solution using the specified "
+        "format: <think> Thought section </think> Solution section. In the Thought section, detail your reasoning "
+        "process in steps. Each step should include detailed considerations such as analysing questions, "
+        "summarizing relevant findings, brainstorming new ideas, verifying the accuracy of the current steps, "
+        "refining any errors, and revisiting previous steps. In the Solution section, based on various attempts, "
+        "explorations, and reflections from the Thought section, systematically present the final solution that "
+        "you deem correct. The Solution section should be logical, accurate, and concise and detail necessary "
+        "steps needed to reach the conclusion.\n\n";
+    static const char no_think_short[] = "You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n";
+    static const char empty_think[] = "<think>\n\n</think>\n";
+    bool think = !t->no_thinking;
+    const char *system = n > 0 && chat_role_is(&msgs[0], "system") ? msgs[0].content : NULL;
+    chat_buf custom = {0}; /* system.replace("/no_think", "").replace("/think", "").rstrip() */
+    chat_put(&custom, "");
+    if (system) {
+        if (strstr(system, "/no_think")) think = false;
+        else if (strstr(system, "/think")) think = true;
+        static const char *const flags[] = {"/no_think", "/think"};
+        chat_put(&custom, system);
+        for (size_t f = 0; f < 2 && !custom.oom; f++) {
+            char *at, *from = custom.s;
+            size_t fl = strlen(flags[f]);
+            while ((at = strstr(from, flags[f]))) {
+                memmove(at, at + fl, strlen(at + fl) + 1);
+                custom.len -= fl;
+                from = at;
+            }
+        }
+        while (custom.len > 0 && chat_is_space(custom.s[custom.len - 1])) custom.s[--custom.len] = 0;
+    }
+    if (custom.oom) b->oom = true;
+    chat_put(b, "<|im_start|>system\n");
+    const char *override = t->date_string && !custom.oom ? strstr(custom.s, "/system_override") : NULL;
+    if (override) { /* the original template only: the system text alone */
+        size_t fl = strlen("/system_override");
+        char *at;
+        while ((at = strstr(custom.s, "/system_override"))) memmove(at, at + fl, strlen(at + fl) + 1);
+        custom.len = strlen(custom.s);
+        while (custom.len > 0 && chat_is_space(custom.s[custom.len - 1])) custom.s[--custom.len] = 0;
+        chat_text(b, custom.s);
+    } else {
+        chat_put(b, "## Metadata\n\nKnowledge Cutoff Date: June 2025\n");
+        if (t->date_string) {
+            chat_put(b, "Today Date: ");
+            chat_put(b, t->date_string);
+            chat_put(b, "\n");
+        }
+        chat_put(b, think ? "Reasoning Mode: /think\n\n" : "Reasoning Mode: /no_think\n\n");
+        chat_put(b, "## Custom Instructions\n\n");
+        if (custom.len) {
+            chat_text(b, custom.s);
+            chat_put(b, "\n\n");
+        } else {
+            chat_put(b, think ? think_long : no_think_short);
+        }
+    }
+    chat_put(b, "<|im_end|>\n");
+    free(custom.s);
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "system")) continue; /* only a leading one is written, in the header */
+        if (chat_role_is(m, "assistant")) {
+            chat_put(b, "<|im_start|>assistant\n");
+            if (!think) chat_put(b, empty_think);
+            chat_text(b, chat_skip_newlines(m->content));
+        } else {
+            chat_put(b, "<|im_start|>user\n"); /* user, and tool results as a user turn */
+            chat_text(b, m->content);
+        }
+        chat_put(b, "<|im_end|>\n");
+    }
+    if (add_generation_prompt) {
+        chat_put(b, "<|im_start|>assistant\n");
+        if (!think) chat_put(b, empty_think);
     }
 }
 
@@ -216,7 +414,7 @@ static int chat_render_llama2(const chat_message *msgs, size_t n, const char *bo
                  * the user text. */
                 size_t start = b->len;
                 chat_put(b, "<<SYS>>\n");
-                chat_put(b, system);
+                chat_put(b, system); /* put, not text: the stripped join below is the span */
                 chat_put(b, "\n<</SYS>>\n\n");
                 chat_put(b, m->content);
                 if (!b->oom) {
@@ -226,16 +424,16 @@ static int chat_render_llama2(const chat_message *msgs, size_t n, const char *bo
                         break;
                     }
                     b->len = start;
-                    chat_put_stripped(b, joined);
+                    chat_text_stripped(b, joined);
                     free(joined);
                 }
             } else {
-                chat_put_stripped(b, m->content);
+                chat_text_stripped(b, m->content);
             }
             chat_put(b, " [/INST]");
         } else if (chat_role_is(m, "assistant")) {
             chat_put(b, " ");
-            chat_put_stripped(b, m->content);
+            chat_text_stripped(b, m->content);
             chat_put(b, " ");
             chat_put(b, eos);
         }
@@ -247,11 +445,11 @@ static void chat_render_plain(const chat_message *msgs, size_t n, bool add_gener
     for (size_t i = 0; i < n; i++) {
         const chat_message *m = &msgs[i];
         if (chat_role_is(m, "system")) {
-            chat_put(b, m->content);
+            chat_text(b, m->content);
             chat_put(b, "\n\n");
         } else {
             chat_put(b, chat_role_is(m, "user") ? "User: " : chat_role_is(m, "tool") ? "Tool: " : "Assistant:");
-            chat_put(b, m->content);
+            chat_text(b, m->content);
             chat_put(b, "\n");
         }
     }
@@ -274,7 +472,7 @@ static int chat_render_llama3(const chat_template *t, const chat_message *msgs, 
         chat_put(b, t->date_string);
         chat_put(b, "\n\n");
         if (n > 0 && chat_role_is(&msgs[0], "system")) {
-            chat_put_stripped(b, msgs[0].content);
+            chat_text_stripped(b, msgs[0].content);
             msgs++, n--;
         }
         chat_put(b, "<|eot_id|>");
@@ -292,7 +490,7 @@ static int chat_render_llama3(const chat_template *t, const chat_message *msgs, 
             chat_put_json(b, json_array_get(tools, i), 4);
             chat_put(b, "\n\n");
         }
-        chat_put_stripped(b, msgs[0].content);
+        chat_text_stripped(b, msgs[0].content);
         chat_put(b, "<|eot_id|>");
         msgs++, n--;
     }
@@ -300,19 +498,19 @@ static int chat_render_llama3(const chat_template *t, const chat_message *msgs, 
         const chat_message *m = &msgs[i];
         if (t->date_string && chat_role_is(m, "tool")) {
             chat_put_header(b, "ipython");
-            chat_put(b, m->content);
+            chat_text(b, m->content);
         } else if (t->date_string && chat_role_is(m, "assistant") && m->n_tool_calls) {
             if (m->n_tool_calls != 1)
                 return err_set(err, "chat_render: message %zu: the Llama-3 template takes one tool call at a time", i);
             chat_put_header(b, "assistant");
             chat_put(b, "{\"name\": \"");
-            chat_put(b, m->tool_calls[0].name);
+            chat_text(b, m->tool_calls[0].name);
             chat_put(b, "\", \"parameters\": ");
             chat_put_arguments(b, m->tool_calls[0].arguments);
             chat_put(b, "}");
         } else {
             chat_put_header(b, m->role);
-            chat_put_stripped(b, m->content);
+            chat_text_stripped(b, m->content);
         }
         chat_put(b, "<|eot_id|>");
     }
@@ -349,17 +547,17 @@ static int chat_render_mistral(const chat_template *t, const chat_message *msgs,
         if (chat_role_is(&msgs[i], "user")) {
             chat_put(b, v->open);
             if (system && i + 1 == n) { /* the system text goes with the last message, when it is a user's */
-                chat_put(b, system);
+                chat_text(b, system);
                 chat_put(b, "\n\n");
             }
-            chat_put(b, msgs[i].content);
+            chat_text(b, msgs[i].content);
             chat_put(b, v->close);
         } else {
             if (v->spaced_reply) {
                 chat_put(b, " ");
-                chat_put_stripped(b, msgs[i].content);
+                chat_text_stripped(b, msgs[i].content);
             } else {
-                chat_put(b, msgs[i].content);
+                chat_text(b, msgs[i].content);
             }
             chat_put(b, eos);
         }
@@ -367,18 +565,27 @@ static int chat_render_mistral(const chat_template *t, const chat_message *msgs,
     return 0;
 }
 
-static void chat_render_phi3(const chat_message *msgs, size_t n, bool add_generation_prompt, const char *eos,
-                             chat_buf *b) {
+static void chat_render_phi3(const chat_template *t, const chat_message *msgs, size_t n, bool add_generation_prompt,
+                             const char *eos, chat_buf *b) {
+    static const struct chat_phi_form {
+        const char *tag_close, *turn_end, *generation_prompt;
+        bool skip_tool_and_empty_system;
+    } forms[] = {
+        [CHAT_PHI_3] = {"|>\n", "<|end|>\n", "<|assistant|>\n", true},
+        [CHAT_PHI_4_MINI] = {"|>", "<|end|>", "<|assistant|>", false},
+    };
+    const struct chat_phi_form *v = &forms[t->phi];
     for (size_t i = 0; i < n; i++) {
         const chat_message *m = &msgs[i];
-        if (chat_role_is(m, "tool") || (chat_role_is(m, "system") && !*m->content)) continue;
+        if (v->skip_tool_and_empty_system && (chat_role_is(m, "tool") || (chat_role_is(m, "system") && !*m->content)))
+            continue;
         chat_put(b, "<|");
         chat_put(b, m->role);
-        chat_put(b, "|>\n");
-        chat_put(b, m->content);
-        chat_put(b, "<|end|>\n");
+        chat_put(b, v->tag_close);
+        chat_text(b, m->content);
+        chat_put(b, v->turn_end);
     }
-    chat_put(b, add_generation_prompt ? "<|assistant|>\n" : eos);
+    chat_put(b, add_generation_prompt ? v->generation_prompt : eos);
 }
 
 static int chat_render_gemma(const chat_template *t, const chat_message *msgs, size_t n, bool add_generation_prompt,
@@ -402,10 +609,10 @@ static int chat_render_gemma(const chat_template *t, const chat_message *msgs, s
         chat_put(b, chat_role_is(&msgs[i], "assistant") ? "model" : msgs[i].role);
         chat_put(b, "\n");
         if (system && i == first) {
-            chat_put(b, system);
+            chat_text(b, system);
             chat_put(b, "\n\n");
         }
-        chat_put_stripped(b, msgs[i].content);
+        chat_text_stripped(b, msgs[i].content);
         chat_put(b, "<end_of_turn>\n");
     }
     if (add_generation_prompt) chat_put(b, "<start_of_turn>model\n");
@@ -419,7 +626,7 @@ static void chat_render_zephyr(const chat_message *msgs, size_t n, bool add_gene
         chat_put(b, "<|");
         chat_put(b, msgs[i].role);
         chat_put(b, "|>\n");
-        chat_put(b, msgs[i].content);
+        chat_text(b, msgs[i].content);
         chat_put(b, eos);
         chat_put(b, "\n");
     }
@@ -433,30 +640,30 @@ static void chat_render_deepseek(const chat_message *msgs, size_t n, bool add_ge
     const char *system = NULL;
     for (size_t i = 0; i < n; i++)
         if (chat_role_is(&msgs[i], "system")) system = msgs[i].content;
-    if (system) chat_put(b, system);
+    if (system) chat_text(b, system);
     bool in_outputs = false, first_output = true;
     for (size_t i = 0; i < n; i++) {
         const chat_message *m = &msgs[i];
         if (chat_role_is(m, "user")) {
             in_outputs = false;
             chat_put(b, "<｜User｜>");
-            chat_put(b, m->content);
+            chat_text(b, m->content);
         } else if (chat_role_is(m, "assistant")) {
             if (in_outputs) {
                 chat_put(b, "<｜tool▁outputs▁end｜>");
-                chat_put(b, m->content);
+                chat_text(b, m->content);
                 in_outputs = false;
             } else {
                 const char *reply = m->content, *end;
                 while ((end = strstr(reply, think_end))) reply = end + strlen(think_end); /* the past reasoning goes */
                 chat_put(b, "<｜Assistant｜>");
-                chat_put(b, reply);
+                chat_text(b, reply);
             }
             chat_put(b, eos);
         } else if (chat_role_is(m, "tool")) {
             in_outputs = true;
             chat_put(b, first_output ? "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>" : "\n<｜tool▁output▁begin｜>");
-            chat_put(b, m->content);
+            chat_text(b, m->content);
             chat_put(b, "<｜tool▁output▁end｜>");
             first_output = false;
         }
@@ -465,9 +672,10 @@ static void chat_render_deepseek(const chat_message *msgs, size_t n, bool add_ge
     else if (add_generation_prompt) chat_put(b, "<｜Assistant｜><think>\n");
 }
 
-int chat_render(const chat_template *t, const chat_message *messages, size_t n, const json_t *tools,
-                bool add_generation_prompt, const char *bos_text, const char *eos_text, char **out, size_t *len,
-                fkv_error *err) {
+/* chat_render into *b (its text and its plain spans; the caller frees both, also on failure). */
+static int chat_render_buf(const chat_template *t, const chat_message *messages, size_t n, const json_t *tools,
+                           bool add_generation_prompt, const char *bos_text, const char *eos_text, chat_buf *b,
+                           fkv_error *err) {
     static const char *const roles[] = {"system", "user", "assistant", "tool"};
     for (size_t i = 0; i < n; i++) {
         size_t r = 0;
@@ -484,33 +692,41 @@ int chat_render(const chat_template *t, const chat_message *messages, size_t n, 
     if (with_tools && t->family != CHAT_CHATML && !(t->family == CHAT_LLAMA3 && t->date_string))
         return err_set(err, "chat_render: the %s template has no tool form in flatkv (tools work with ChatML/Qwen "
                        "and Llama-3.1+)", chat_families[chat_family_index(t->family)].name);
-    chat_buf b = {0};
-    chat_put(&b, ""); /* an empty conversation still gives a string */
+    chat_put(b, ""); /* an empty conversation still gives a string */
     int rc = 0;
     switch (t->family) {
     case CHAT_CHATML:
-        chat_render_chatml(t, messages, n, with_tools ? tools : NULL, &b);
-        if (add_generation_prompt) chat_put(&b, "<|im_start|>assistant\n");
+        chat_render_chatml(t, messages, n, with_tools ? tools : NULL, b);
+        if (add_generation_prompt) chat_put(b, "<|im_start|>assistant\n");
+        if (add_generation_prompt && t->qwen3_thinking && t->no_thinking) chat_put(b, "<think>\n\n</think>\n\n");
         break;
-    case CHAT_LLAMA2: rc = chat_render_llama2(messages, n, bos, eos, &b, err); break;
-    case CHAT_PLAIN: chat_render_plain(messages, n, add_generation_prompt, &b); break;
+    case CHAT_SMOLLM3: chat_render_smollm3(t, messages, n, add_generation_prompt, b); break;
+    case CHAT_LLAMA2: rc = chat_render_llama2(messages, n, bos, eos, b, err); break;
+    case CHAT_PLAIN: chat_render_plain(messages, n, add_generation_prompt, b); break;
     case CHAT_LLAMA3:
-        rc = chat_render_llama3(t, messages, n, with_tools ? tools : NULL, bos, &b, err);
-        if (add_generation_prompt) chat_put_header(&b, "assistant");
+        rc = chat_render_llama3(t, messages, n, with_tools ? tools : NULL, bos, b, err);
+        if (add_generation_prompt) chat_put_header(b, "assistant");
         break;
-    case CHAT_MISTRAL: rc = chat_render_mistral(t, messages, n, bos, eos, &b, err); break;
-    case CHAT_PHI3: chat_render_phi3(messages, n, add_generation_prompt, eos, &b); break;
-    case CHAT_GEMMA: rc = chat_render_gemma(t, messages, n, add_generation_prompt, bos, &b, err); break;
-    case CHAT_ZEPHYR: chat_render_zephyr(messages, n, add_generation_prompt, eos, &b); break;
-    case CHAT_DEEPSEEK: chat_render_deepseek(messages, n, add_generation_prompt, bos, &b); break;
+    case CHAT_MISTRAL: rc = chat_render_mistral(t, messages, n, bos, eos, b, err); break;
+    case CHAT_PHI3: chat_render_phi3(t, messages, n, add_generation_prompt, eos, b); break;
+    case CHAT_GEMMA: rc = chat_render_gemma(t, messages, n, add_generation_prompt, bos, b, err); break;
+    case CHAT_ZEPHYR: chat_render_zephyr(messages, n, add_generation_prompt, eos, b); break;
+    case CHAT_DEEPSEEK: chat_render_deepseek(messages, n, add_generation_prompt, bos, b); break;
     }
+    if (rc) return -1;
+    if (b->oom) return err_set(err, "chat_render: out of memory rendering %zu messages", n);
+    return 0;
+}
+
+int chat_render(const chat_template *t, const chat_message *messages, size_t n, const json_t *tools,
+                bool add_generation_prompt, const char *bos_text, const char *eos_text, char **out, size_t *len,
+                fkv_error *err) {
+    chat_buf b = {0};
+    int rc = chat_render_buf(t, messages, n, tools, add_generation_prompt, bos_text, eos_text, &b, err);
+    free(b.spans);
     if (rc) {
         free(b.s);
         return -1;
-    }
-    if (b.oom) {
-        free(b.s);
-        return err_set(err, "chat_render: out of memory rendering %zu messages", n);
     }
     *out = b.s;
     if (len) *len = b.len;
@@ -534,17 +750,23 @@ int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_messa
     size_t f = chat_family_index(t->family);
     const char *bos = chat_vocab_text(m, chat_families[f].bos, true);
     const char *eos = chat_vocab_text(m, chat_families[f].eos, false);
-    char *text = NULL;
-    size_t len = 0;
-    if (chat_render(t, messages, n, tools, true, bos, eos, &text, &len, err)) return -1;
-    bool add_bos = !(*bos && !strncmp(text, bos, strlen(bos)));
-    int count = fkv_tokenize(m, text, len, add_bos, true, NULL, 0, err);
+    chat_buf b = {0};
+    if (chat_render_buf(t, messages, n, tools, true, bos, eos, &b, err)) {
+        free(b.s);
+        free(b.spans);
+        return -1;
+    }
+    /* The model's vocabulary, read through its struct: fkv_tokenize (model.c) has no form with plain spans. */
+    const tok_vocab *v = m->vocab;
+    bool add_bos = !(*bos && !strncmp(b.s, bos, strlen(bos))) && tok_add_bos(v);
+    int count = tok_encode_spans(v, b.s, b.len, add_bos, true, b.spans, b.n_spans, NULL, 0, err);
     *ids = count >= 0 ? malloc(sizeof(int32_t) * (size_t)(count ? count : 1)) : NULL;
-    if (*ids && fkv_tokenize(m, text, len, add_bos, true, *ids, count, err) != count) {
+    if (*ids && tok_encode_spans(v, b.s, b.len, add_bos, true, b.spans, b.n_spans, *ids, count, err) != count) {
         free(*ids);
         *ids = NULL;
     }
-    free(text);
+    free(b.s);
+    free(b.spans);
     if (!*ids) return count < 0 ? -1 : err_set(err, "out of memory tokenizing the conversation");
     *n_ids = (uint32_t)count;
     return 0;

@@ -7,7 +7,7 @@
  * it must be prefix-stable: the rendering of turns 1..k with the generation prompt, followed by the
  * reply the model wrote, must be a prefix of the rendering of turns 1..k+1 — then the KV of the last turn
  * (prompt + generated tokens) is reused as far as re-tokenization agrees. Where a template itself rewrites
- * history (DEEPSEEK always, MISTRAL with a system message: see below) the rendering does too, exactly,
+ * history (DEEPSEEK and Qwen3 at past reasoning, MISTRAL with a system message: see below) the rendering does too, exactly,
  * and reuse breaks where the template's does. Jinja is not interpreted here:
  * the few template families in wide use are written out in C, each following its source line by line.
  *
@@ -21,6 +21,35 @@
  *        ["<|im_start|>user"] + "\n<tool_response>\n" + content + "\n</tool_response>" + ["<|im_end|>\n"]
  *     generation prompt: "<|im_start|>assistant\n"
  *   Prefix-stable: the reply is written verbatim after the generation prompt.
+ *   With qwen3_thinking — Qwen3's template (llama.cpp's models/templates/Qwen-Qwen3-0.6B.jinja), no default
+ *   system, the same tool forms — an assistant content with "</think>" is split: visible = what follows the
+ *   last "</think>" minus leading newlines; reasoning = what precedes the first, after the last "<think>",
+ *   minus outer newlines. An assistant message after the last user message that is not a wrapped
+ *   "<tool_response>" (the template's last_query_index) is written "<think>\n" + reasoning + "\n</think>\n\n"
+ *   + visible when it is the last message or has reasoning; every other one as visible alone. Generation
+ *   prompt: "<|im_start|>assistant\n", + "<think>\n\n</think>\n\n" when no_thinking (enable_thinking = false).
+ *   REWRITES HISTORY by design, precisely: turn k+1's rendering keeps turn k's whole prompt as an exact
+ *   prefix (through the "<|im_start|>assistant\n" of the generation prompt) and then writes the reply's visible
+ *   text only — a reply with reasoning is recomputed from its first byte; with no_thinking the prompt's empty
+ *   think block is dropped, so reuse ends 16 bytes before the prompt's end. Replies without "</think>" are
+ *   prefix-stable. Within a tool loop (no new user message) the reasoning stays, so the loop is prefix-stable
+ *   until the next user message drops it.
+ * - CHAT_SMOLLM3 — HuggingFaceTB/SmolLM3-3B's template:
+ *     "<|im_start|>system\n" + "## Metadata\n\nKnowledge Cutoff Date: June 2025\n" + ["Today Date: " +
+ *     date_string + "\n"] + "Reasoning Mode: " + mode + "\n\n## Custom Instructions\n\n" + (custom + "\n\n",
+ *     or the mode's default text) + "<|im_end|>\n"
+ *     mode: "/no_think" when the leading system message contains "/no_think", else "/think" when it contains
+ *     "/think", else "/think" unless no_thinking; custom: that system text with "/no_think" and then "/think"
+ *     removed and trailing whitespace stripped. Other system messages are written nowhere.
+ *     With date_string (the original template) a system text containing "/system_override" replaces the whole
+ *     header: "<|im_start|>system\n" + custom without "/system_override", rstripped, + "<|im_end|>\n".
+ *     user and tool: "<|im_start|>user\n" + content + "<|im_end|>\n"
+ *     assistant: "<|im_start|>assistant\n" + ["<think>\n\n</think>\n" in /no_think] + lstrip("\n", content)
+ *                + "<|im_end|>\n"
+ *     generation prompt: "<|im_start|>assistant\n" + ["<think>\n\n</think>\n" in /no_think]
+ *   The template writes strftime_now("%d %B %Y"): date_string is fixed at "08 July 2025" (the release) for the
+ *   reason given for LLAMA3; Unsloth's edit (no date line) is detected too. Prefix-stable for replies without
+ *   leading newlines; switching the mode between turns rewrites the header (reuse breaks at the mode).
  * - CHAT_LLAMA2 — Llama-2-chat's template (meta-llama/Llama-2-*-chat-hf tokenizer_config.json):
  *     the first message, when a system message, is folded into the first user message as
  *     "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + user; then for message i of the rest (which must alternate
@@ -63,13 +92,16 @@
  *     system (non-empty only)/user/assistant: "<|" + role + "|>\n" + content + "<|end|>\n"
  *     tool: nothing (the template has no branch for it)
  *     generation prompt: "<|assistant|>\n"; without it the rendering ends in eos_text
+ *   Phi-4-mini (phi = CHAT_PHI_4_MINI; its template without tools): every message, tool and empty system
+ *   included, "<|" + role + "|>" + content + "<|end|>"; generation prompt "<|assistant|>", else eos_text.
  *   Prefix-stable for any reply.
  * - CHAT_GEMMA — Gemma-2's (../shared/templates/google-gemma-2-2b-it.jinja) and Gemma-3's:
  *     bos_text, then for message i (roles must alternate user, other, user...; the template raises):
  *     "<start_of_turn>" + ("model" for assistant, else role) + "\n" + strip(content) + "<end_of_turn>\n"
  *     generation prompt: "<start_of_turn>model\n"
  *   A leading system message is refused (Gemma-2: "System role not supported"), or with fold_system
- *   (Gemma-3's template) written as content + "\n\n" before the first message's stripped content.
+ *   (Gemma-3's template, --chat-template gemma3) written as content + "\n\n" before the first message's
+ *   stripped content.
  *   Prefix-stable for replies without leading or trailing whitespace.
  * - CHAT_ZEPHYR — HuggingFaceH4/zephyr-7b-beta's (its newlines are output: HF renders with trim_blocks):
  *     system/user/assistant: "<|" + role + "|>\n" + content + eos_text + "\n";  tool: nothing
@@ -108,6 +140,11 @@
  * vocabulary has them as single tokens, "" otherwise, and has the tokenizer add BOS only when the
  * rendering does not already begin with it: BOS exactly once, whichever side writes it.
  *
+ * Control tokens come from the template only: chat_prompt_ids parses control-token texts in what the
+ * template writes and keeps them as text in what the conversation supplies (contents, tool calls, tool
+ * definitions), so a message cannot inject "<|im_end|>" or "<s>". (User-defined tokens are split out of
+ * contents as llama.cpp and HF split them from any text.)
+ *
  * Thread-safety: pure functions; the returned strings are the caller's.
  */
 #ifndef FKV_CHAT_H
@@ -130,7 +167,10 @@ typedef enum {
     CHAT_GEMMA = 6,
     CHAT_ZEPHYR = 7,
     CHAT_DEEPSEEK = 8,
+    CHAT_SMOLLM3 = 9,
 } chat_family;
+
+typedef enum { CHAT_PHI_3 = 0, CHAT_PHI_4_MINI = 1 } chat_phi_variant;
 
 typedef enum { CHAT_MISTRAL_V3 = 0, CHAT_MISTRAL_TEKKEN = 1, CHAT_MISTRAL_V1 = 2 } chat_mistral_variant;
 
@@ -158,19 +198,27 @@ typedef struct {
     chat_mistral_variant mistral; /* MISTRAL: the whitespace variant */
     bool fold_system;           /* GEMMA: a leading system message is folded into the first turn (Gemma-3)
                                  * rather than refused (Gemma-2) */
+    chat_phi_variant phi;       /* PHI3: Phi-3/3.5-mini's form or Phi-4-mini's */
+    bool qwen3_thinking;        /* CHATML: Qwen3's template (reasoning in <think> blocks; no default system) */
+    bool no_thinking;           /* CHATML with qwen3_thinking, SMOLLM3: the request's enable_thinking = false.
+                                 * Not part of the model's template: a caller copies the template per
+                                 * conversation and sets it (false, the zero value, is the templates' default). */
 } chat_template;
 
 /* The family of a Jinja template source (tokenizer.chat_template), by the control texts it writes:
  * "<｜User｜>" → DEEPSEEK, "<|start_header_id|>" → LLAMA3 (3.1+ when it writes "Today Date: "),
- * "<|im_start|>" → CHATML (with Qwen2.5's default system text when the source carries it),
- * "<start_of_turn>" → GEMMA, "<|user|>" → PHI3 when it writes "<|end|>", else ZEPHYR, "[INST]" → LLAMA2
+ * "<|im_start|>" with "Reasoning Mode: " → SMOLLM3 (dated when it writes "Today Date: "),
+ * "<|im_start|>" → CHATML (with Qwen2.5's default system text when the source carries it; qwen3_thinking when
+ * it writes "</think>" and last_query_index),
+ * "<start_of_turn>" → GEMMA, "<|user|>" (or "<|assistant|>" with "<|end|>") → PHI3 when it writes "<|end|>"
+ * (Phi-4-mini's form when it writes "|>' + message['content']" or "<|/tool|>"), else ZEPHYR, "[INST]" → LLAMA2
  * when it writes "<<SYS>>", else MISTRAL (variant from its "[INST]"/"[/INST]" spacing), NULL → PLAIN (a
  * base model), anything else → CHATML with guessed set. */
 chat_template chat_template_detect(const char *jinja_source);
 
-/* The family named "chatml", "llama2", "llama3" (3.1+), "mistral" (V3), "phi3", "gemma" (Gemma-2),
- * "zephyr", "deepseek" or "plain" (a command-line override; no default system text); 0, or -1 with err
- * naming the unknown name. */
+/* The template named "chatml", "qwen3", "llama2", "llama3" (3.1+), "mistral" (V3), "phi3", "phi4-mini", "gemma"
+ * (Gemma-2), "gemma3", "zephyr", "deepseek", "smollm3" (the original, dated) or "plain" (a command-line
+ * override; no default system text); 0, or -1 with err naming the unknown name. */
 int chat_template_by_name(const char *name, chat_template *out, fkv_error *err);
 
 /* Tools (tools: the request's OpenAI `tools` array, or NULL/empty for none) are rendered as the family's
@@ -189,8 +237,9 @@ int chat_render(const chat_template *t, const chat_message *messages, size_t n, 
                 const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err);
 
 /* The prompt ids of messages[0..n) for model m: rendered with the generation prompt and the family's
- * BOS/EOS texts where the vocabulary has them, tokenized with control-token parsing on, BOS added unless
- * the rendering begins with it.
+ * BOS/EOS texts where the vocabulary has them, tokenized with control-token parsing on in the template's
+ * text and off in the conversation's (see above; a content without control-token texts gets the same ids
+ * either way), BOS added unless the rendering begins with it.
  * *ids malloc'd. 0, or -1 with err. */
 int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_message *messages, size_t n,
                     const json_t *tools, int32_t **ids, uint32_t *n_ids, fkv_error *err);

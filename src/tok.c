@@ -24,8 +24,10 @@
  *      symbol that is not a piece the map never answers: byte fallback is all that remains.)
  *
  * Quirks kept from llama.cpp because they change ids or decoded text:
- *   - token types come from tokenizer.ggml.token_type; tokens whose text is an end-of-turn marker
- *     ("<|eot_id|>", "<|end|>", ...) are made CONTROL whatever the file says, and end generation;
+ *   - token types come from tokenizer.ggml.token_type, then llama.cpp's rules by text (tok_apply_text_rules):
+ *     end-of-generation markers ("<|eot_id|>", "<|end|>", "</s>", ...) and FIM markers are made CONTROL
+ *     whatever the file says — so phi-3's USER_DEFINED "</s>" and deepseek-coder's USER_DEFINED FIM tokens are
+ *     text without parse_special, as in llama.cpp — and the end markers end generation;
  *   - for models whose general.name contains "phi-3"/"phi3", special tokens other than <unk>, <s> and
  *     <|endoftext|> swallow the whitespace that follows them in the text (llama.cpp's RSTRIP);
  *   - an empty piece is renamed "[EMPTY_<id>]"; two tokens with the same text are refused (llama.cpp
@@ -229,11 +231,98 @@ static int tok_special_cmp(const void *pa, const void *pb) {
     return (a->id > b->id) - (a->id < b->id);
 }
 
-/* End-of-generation markers, found by text as llama.cpp does (its list at the time of writing). */
+/* Token rules by text, as llama.cpp's vocabulary loader applies them (llama-vocab.cpp, after reading the types;
+ * GGUF files do not carry these attributes). A token named here is made CONTROL whatever its file type says —
+ * so, like llama.cpp, it is split out of text only with parse_special and decodes as "" — and the EOG list
+ * and the FIM pad/repo/separator tokens end generation. */
 static const char *const tok_eog_names[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
-    "<|end_of_text|>", "<｜end▁of▁sentence｜>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
 };
+
+/* FIM tokens: found by text only when their metadata key (or its deprecated name) is absent. llama.cpp takes
+ * the first candidate its hash map yields; a vocabulary with two candidates of one kind is not known, and here
+ * every candidate present gets the rule. */
+static const struct {
+    const char *key, *old_key;
+    bool eog;
+    const char *names[9];
+} tok_fim_kinds[] = {
+    {"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id", false,
+     {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>",
+      "<|prefix|>"}},
+    {"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id", false,
+     {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>",
+      "<|suffix|>"}},
+    {"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id", false,
+     {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>",
+      "<|middle|>"}},
+    {"tokenizer.ggml.fim_pad_token_id", NULL, true, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
+    {"tokenizer.ggml.fim_rep_token_id", NULL, true,
+     {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+    {"tokenizer.ggml.fim_sep_token_id", NULL, true, {"<|file_sep|>"}},
+};
+
+/* gpt-oss's channel markers are always rendered: USER_DEFINED (llama.cpp's "quick hack"). */
+static const char *const tok_user_defined_names[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+
+static int32_t tok_find(const tok_vocab *v, const char *text) { return tok_lookup(v, text, strlen(text)); }
+
+static bool tok_is_eog_text(const tok_vocab *v, const char *text) {
+    int32_t id = tok_find(v, text);
+    return id >= 0 && (v->flags[id] & TOK_FLAG_EOG);
+}
+
+static void tok_make_control(tok_vocab *v, int32_t id, bool eog) {
+    v->type[id] = TOK_TYPE_CONTROL;
+    if (eog) v->flags[id] |= TOK_FLAG_EOG;
+}
+
+/* The rules above, then llama.cpp's two workarounds that undo them: o200k-harmony/solar-open's "<|end|>" is
+ * not an end (USER_DEFINED), and with gemma4's "<|tool_response>" "</s>" is NORMAL and no end. */
+static int tok_apply_text_rules(tok_vocab *v, const gguf_file *f, int32_t eot, int32_t eom, fkv_error *err) {
+    for (size_t k = 0; k < sizeof tok_eog_names / sizeof *tok_eog_names; k++) {
+        int32_t id = tok_find(v, tok_eog_names[k]);
+        if (id >= 0) tok_make_control(v, id, true);
+    }
+    for (size_t k = 0; k < sizeof tok_fim_kinds / sizeof *tok_fim_kinds; k++) {
+        int32_t id = -1;
+        if (tok_special_id(f, tok_fim_kinds[k].key, -1, v->n, &id, err)) return -1;
+        if (id < 0 && tok_fim_kinds[k].old_key && tok_special_id(f, tok_fim_kinds[k].old_key, -1, v->n, &id, err))
+            return -1;
+        if (id >= 0) { /* named by metadata: its type stays */
+            if (tok_fim_kinds[k].eog) v->flags[id] |= TOK_FLAG_EOG;
+            continue;
+        }
+        for (size_t c = 0; c < sizeof tok_fim_kinds[k].names / sizeof *tok_fim_kinds[k].names; c++) {
+            if (!tok_fim_kinds[k].names[c]) break;
+            int32_t found = tok_find(v, tok_fim_kinds[k].names[c]);
+            if (found >= 0) tok_make_control(v, found, tok_fim_kinds[k].eog);
+        }
+    }
+    for (size_t k = 0; k < sizeof tok_user_defined_names / sizeof *tok_user_defined_names; k++) {
+        int32_t id = tok_find(v, tok_user_defined_names[k]);
+        if (id >= 0) v->type[id] = TOK_TYPE_USER_DEFINED;
+    }
+    if (v->eos >= 0) v->flags[v->eos] |= TOK_FLAG_EOG;
+    if (eot >= 0) v->flags[eot] |= TOK_FLAG_EOG;
+    if (eom >= 0) v->flags[eom] |= TOK_FLAG_EOG;
+
+    int32_t end = tok_find(v, "<|end|>");
+    if (end >= 0 && tok_is_eog_text(v, "<|end|>") &&
+        ((tok_is_eog_text(v, "<|return|>") && tok_is_eog_text(v, "<|call|>")) ||
+         (tok_is_eog_text(v, "<|calls|>") && tok_is_eog_text(v, "<|flush|>")))) {
+        v->type[end] = TOK_TYPE_USER_DEFINED;
+        v->flags[end] &= (uint8_t)~TOK_FLAG_EOG;
+    }
+    int32_t s_end = tok_find(v, "</s>");
+    if (s_end >= 0 && tok_is_eog_text(v, "</s>") && tok_is_eog_text(v, "<|tool_response>")) {
+        v->type[s_end] = TOK_TYPE_NORMAL;
+        v->flags[s_end] &= (uint8_t)~TOK_FLAG_EOG;
+    }
+    return 0;
+}
 
 /* Defaults as llama.cpp's: SPM BOS 1, EOS 2, UNK 0, BOS added, space prefix; BPE BOS = EOS = 11, no UNK,
  * BOS as the pre-tokenizer says (already in v->add_bos), no space prefix. */
@@ -253,16 +342,7 @@ static int tok_load_specials(tok_vocab *v, const gguf_file *f, fkv_error *err) {
         tok_opt_bool(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err))
         return -1;
 
-    for (size_t k = 0; k < sizeof tok_eog_names / sizeof *tok_eog_names; k++) {
-        int32_t id = tok_lookup(v, tok_eog_names[k], strlen(tok_eog_names[k]));
-        if (id >= 0) {
-            v->type[id] = TOK_TYPE_CONTROL;
-            v->flags[id] |= TOK_FLAG_EOG;
-        }
-    }
-    if (v->eos >= 0) v->flags[v->eos] |= TOK_FLAG_EOG;
-    if (eot >= 0) v->flags[eot] |= TOK_FLAG_EOG;
-    if (eom >= 0) v->flags[eom] |= TOK_FLAG_EOG;
+    if (tok_apply_text_rules(v, f, eot, eom, err)) return -1;
 
     v->special = malloc((size_t)v->n * sizeof *v->special);
     if (!v->special) return err_set(err, "%s: out of memory for the vocabulary", f->path);
@@ -406,6 +486,11 @@ tok_type tok_token_type(const tok_vocab *v, int32_t id) {
     return id >= 0 && id < v->n ? (tok_type)v->type[id] : TOK_TYPE_UNDEFINED;
 }
 
+const char *tok_token_text(const tok_vocab *v, int32_t id, size_t *len) {
+    if (id < 0 || id >= v->n) return NULL;
+    return tok_text(v, id, len);
+}
+
 bool tok_is_eog(const tok_vocab *v, int32_t id) {
     return id >= 0 && id < v->n && (v->flags[id] & TOK_FLAG_EOG);
 }
@@ -435,12 +520,27 @@ static int tok_frags_push(tok_frags *l, size_t off, size_t len, int32_t id) {
     return 0;
 }
 
-/* Step 1: split every occurrence of each special token out of the text fragments in *frags. */
-static int tok_partition(const tok_vocab *v, const char *text, bool parse_special, tok_frags *frags,
-                         tok_frags *scratch) {
+/* Whether [at, at + n) overlaps one of the sorted, disjoint spans plain[0..n_plain) (where control tokens are
+ * text). */
+static bool tok_in_plain(const tok_span *plain, size_t n_plain, size_t at, size_t n) {
+    size_t lo = 0, hi = n_plain; /* the first span ending after at */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (plain[mid].off + plain[mid].len <= at) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n_plain && plain[lo].off < at + n;
+}
+
+/* Step 1: split every occurrence of each special token out of the text fragments in *frags. Control and unknown
+ * tokens take part only with parse_special, and then not where they overlap a plain span. */
+static int tok_partition(const tok_vocab *v, const char *text, bool parse_special, const tok_span *plain,
+                         size_t n_plain, tok_frags *frags, tok_frags *scratch) {
     for (int32_t k = 0; k < v->n_special; k++) {
         int32_t id = v->special[k];
-        if (!parse_special && v->type[id] != TOK_TYPE_USER_DEFINED) continue;
+        bool always = v->type[id] == TOK_TYPE_USER_DEFINED;
+        if (!parse_special && !always) continue;
+        const bool check_plain = !always && n_plain > 0;
         size_t slen;
         const char *s = tok_text(v, id, &slen);
         bool hit = false;
@@ -455,15 +555,20 @@ static int tok_partition(const tok_vocab *v, const char *text, bool parse_specia
                 if (tok_frags_push(scratch, fr.off, fr.len, fr.id)) return -1;
                 continue;
             }
-            size_t pos = fr.off, end = fr.off + fr.len;
+            size_t pos = fr.off, from = fr.off, end = fr.off + fr.len;
             const char *m;
-            while ((m = memmem(text + pos, end - pos, s, slen)) != NULL) {
+            while ((m = memmem(text + from, end - from, s, slen)) != NULL) {
                 size_t at = (size_t)(m - text);
+                if (check_plain && tok_in_plain(plain, n_plain, at, slen)) { /* text here: look further on */
+                    from = at + 1;
+                    continue;
+                }
                 if (at > pos && tok_frags_push(scratch, pos, at - pos, -1)) return -1;
                 if (tok_frags_push(scratch, 0, 0, id)) return -1;
-                pos = at + slen;
+                pos = from = at + slen;
                 if (v->flags[id] & TOK_FLAG_RSTRIP)
                     while (pos < end && tok_is_space(text[pos])) pos++;
+                from = pos;
             }
             if (pos < end && tok_frags_push(scratch, pos, end - pos, -1)) return -1;
         }
@@ -601,6 +706,15 @@ static int tok_spm(const tok_vocab *v, tok_work *w, const char *frag, size_t fra
 
 int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
                int32_t *out, int cap, fkv_error *err) {
+    return tok_encode_spans(v, text, len, add_bos, parse_special, NULL, 0, out, cap, err);
+}
+
+int tok_encode_spans(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
+                     const tok_span *plain, size_t n_plain, int32_t *out, int cap, fkv_error *err) {
+    for (size_t i = 0; i < n_plain; i++)
+        if (plain[i].off + plain[i].len > len || (i > 0 && plain[i].off < plain[i - 1].off + plain[i - 1].len))
+            return err_set(err, "tok_encode: plain span %zu [%zu, +%zu) is out of order or past the text's %zu bytes",
+                           i, plain[i].off, plain[i].len, len);
     if (len > ((size_t)INT32_MAX - 3) / 3)
         return err_set(err, "tok_encode: text of %zu bytes is too long to tokenize in one call", len);
     if (add_bos && v->bos < 0) return err_set(err, "tok_encode: BOS requested but the vocabulary has no BOS token");
@@ -612,7 +726,7 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, b
     int rc = -1;
 
     if (add_bos) tok_emit(&sink, v->bos);
-    if (len > 0 && (tok_frags_push(&frags, 0, len, -1) || tok_partition(v, text, parse_special, &frags, &scratch)))
+    if (len > 0 && (tok_frags_push(&frags, 0, len, -1) || tok_partition(v, text, parse_special, plain, n_plain, &frags, &scratch)))
         goto oom;
 
     if (v->bpe) {

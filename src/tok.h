@@ -10,9 +10,12 @@
  * UTF-8 characters; adjacent symbols are merged greedily, always taking the pair whose concatenation is
  * a vocabulary piece with the highest score (ties: leftmost); a final symbol not in the vocabulary is
  * emitted as its bytes' <0xNN> tokens (byte fallback), or as UNK when the vocabulary has no byte tokens.
- * With parse_special, control tokens written literally in the text (e.g. "<s>") are emitted as their ids
- * and the text between them is encoded as above; without it they are plain text. User-defined tokens are
- * always split out, as llama.cpp does (phi-3's "</s>" is one).
+ * Special tokens in the text follow llama.cpp's rule for each token type: with parse_special, control and
+ * unknown tokens written literally in the text (e.g. "<s>") are emitted as their ids and the text between
+ * them is encoded as above; without it they are plain text. User-defined tokens are always split out, as
+ * llama.cpp (and HF) do. The type is the file's, corrected by text as llama.cpp's loader does (tok.c lists
+ * the rules): e.g. phi-3's "</s>" is USER_DEFINED in its file but made CONTROL by llama.cpp's end-of-generation
+ * list, so without parse_special it stays text.
  *
  * Decoding: piece text with "▁" → " ", <0xNN> → the raw byte, control tokens → "" (BOS/EOS print
  * nothing). tok_decode of tok_encode(text) reproduces text (minus the added leading space) for any
@@ -67,6 +70,9 @@ int32_t tok_bos(const tok_vocab *v); /* -1 when absent */
 int32_t tok_eos(const tok_vocab *v); /* -1 when absent */
 bool tok_add_bos(const tok_vocab *v); /* tokenizer.ggml.add_bos_token; default true for SPM, see above for BPE */
 tok_type tok_token_type(const tok_vocab *v, int32_t id);
+/* The token's text as the vocabulary stores it (not NUL-terminated; *len its bytes), or NULL for an id outside
+ * the vocabulary. Borrowed from v. */
+const char *tok_token_text(const tok_vocab *v, int32_t id, size_t *len);
 /* True for ids that end a generation (EOS, and other end-of-generation control tokens if known). */
 bool tok_is_eog(const tok_vocab *v, int32_t id);
 
@@ -76,6 +82,20 @@ bool tok_is_eog(const tok_vocab *v, int32_t id);
  * through the byte alphabet). */
 int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
                int32_t *out, int cap, fkv_error *err);
+
+/* A byte range of the text: [off, off + len). */
+typedef struct {
+    size_t off, len;
+} tok_span;
+
+/* tok_encode, where with parse_special a control or unknown token's text that overlaps one of the spans
+ * plain[0..n_plain) (sorted, disjoint) stays text, as without parse_special; user-defined tokens are split out
+ * everywhere, as always. For a chat prompt: the template's own control tokens are parsed, the messages'
+ * contents are plain, and the fragments between control tokens are encoded whole across span edges, so a
+ * content without control-token texts gets exactly the ids tok_encode gives. -1 with err for spans out of
+ * order or past len. */
+int tok_encode_spans(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
+                     const tok_span *plain, size_t n_plain, int32_t *out, int cap, fkv_error *err);
 
 /* The bytes token id stands for when decoded after `prev` (-1 at the start): the leading space of a
  * piece is dropped when prev is BOS or -1 and add_space_prefix is set, as llama.cpp does. Writes at

@@ -450,6 +450,227 @@ static void test_deepseek_rewrites_history_at_past_replies_with_reasoning(void *
                   "<｜Assistant｜><think>\n");
 }
 
+
+/* --- Qwen3 (llama.cpp's models/templates/Qwen-Qwen3-0.6B.jinja), SmolLM3, Phi-4-mini, Gemma 3 --- */
+
+static chat_template with_thinking_off(chat_template t) {
+    t.no_thinking = true;
+    return t;
+}
+
+static void test_qwen3_keeps_reasoning_only_after_the_last_user_message(void **state) {
+    (void)state;
+    chat_template t = named("qwen3");
+    const chat_message msgs[] = {{.role = "system", .content = "Be kind."}, {.role = "user", .content = "Hi"},
+                                 {.role = "assistant", .content = "<think>\nGreeting.\n</think>\n\nHello!"},
+                                 {.role = "user", .content = "Bye"}};
+    expect_render(&t, msgs, 4, true,
+                  "<|im_start|>system\nBe kind.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+                  "Hello!<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+    /* the last message, after the last query: its reasoning stays, re-written in the template's form */
+    expect_render(&t, msgs, 3, false,
+                  "<|im_start|>system\nBe kind.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+                  "<think>\nGreeting.\n</think>\n\nHello!<|im_end|>\n");
+    chat_template off = with_thinking_off(t);
+    expect_render(&off, msgs + 1, 1, true,
+                  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    /* no default system text (Qwen2.5's is not Qwen3's) */
+    expect_render(&t, msgs + 1, 1, true, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+static void test_qwen3_keeps_reasoning_through_a_tool_loop_until_the_next_user_message(void **state) {
+    (void)state;
+    chat_template t = named("qwen3");
+    const chat_tool_call call = {"get_weather", "{\"city\": \"Paris\"}"};
+    const chat_message msgs[] = {
+        {.role = "user", .content = "Weather?"},
+        {.role = "assistant", .content = "<think>\nNeed the tool.\n</think>\n\n", .tool_calls = &call, .n_tool_calls = 1},
+        {.role = "tool", .content = "{\"t\": 20}"},
+        {.role = "assistant", .content = "It is 20."},
+        {.role = "user", .content = "Thanks"}};
+    expect_render(&t, msgs, 3, true,
+                  "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\nNeed the tool.\n</think>\n\n"
+                  "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+                  "<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"t\": 20}\n</tool_response><|im_end|>\n"
+                  "<|im_start|>assistant\n");
+    /* A tool response is not a query: the rendering during the loop is prefix-stable... */
+    char *asked = render(&t, msgs, 3, true), *next = render(&t, msgs, 4, false);
+    assert_true(!strncmp(next, asked, strlen(asked)));
+    free(asked);
+    free(next);
+    /* ...and the next user message drops the loop's reasoning (history rewritten from the first reply on). */
+    next = render(&t, msgs, 5, true);
+    assert_null(strstr(next, "Need the tool."));
+    free(next);
+}
+
+/* Qwen3 rewrites history by design: turn k+1 keeps turn k's PROMPT as an exact prefix, but not the reply's
+ * reasoning (thinking on) nor the empty think block of the generation prompt (thinking off). */
+static void test_qwen3_keeps_each_prompt_and_drops_the_replys_reasoning(void **state) {
+    (void)state;
+    chat_template t = named("qwen3");
+    const char *const plain[] = {"Once upon a time.", "A cat sat.\n", "Roses are red"};
+    expect_prefix_stable(t, "Be kind.", plain); /* replies without "</think>" are kept verbatim */
+    const char reply[] = "<think>\nA story.\n</think>\n\nOnce upon a time.";
+    const chat_message msgs[] = {{.role = "user", .content = "Tell me a story."},
+                                 {.role = "assistant", .content = reply},
+                                 {.role = "user", .content = "Shorter."}};
+    char *asked = render(&t, msgs, 1, true);
+    assert_int_equal(divergence(&t, msgs, 1, reply, 3), strlen(asked)); /* the whole prompt is reused */
+    free(asked);
+    chat_template off = with_thinking_off(t);
+    const chat_message quick[] = {{.role = "user", .content = "Tell me a story."},
+                                  {.role = "assistant", .content = "Once upon a time."},
+                                  {.role = "user", .content = "Shorter."}};
+    asked = render(&off, quick, 1, true);
+    assert_int_equal(divergence(&off, quick, 1, "Once upon a time.", 3),
+                     strlen(asked) - strlen("<think>\n\n</think>\n\n"));
+    free(asked);
+}
+
+static void test_smollm3_writes_its_metadata_header_and_reasoning_mode(void **state) {
+    (void)state;
+    chat_template t = named("smollm3");
+    const chat_message msgs[] = {{.role = "system", .content = "Be kind. /no_think"}, {.role = "user", .content = "Hi"},
+                                 {.role = "assistant", .content = "\nHello!"}, {.role = "tool", .content = "42"},
+                                 {.role = "user", .content = "Bye"}};
+    expect_render(&t, msgs, 5, true,
+                  "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nToday Date: 08 July 2025\n"
+                  "Reasoning Mode: /no_think\n\n## Custom Instructions\n\nBe kind.\n\n<|im_end|>\n"
+                  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\nHello!<|im_end|>\n"
+                  "<|im_start|>user\n42<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+                  "<|im_start|>assistant\n<think>\n\n</think>\n");
+    /* no system message: the default text of the mode; "/think" in the system text beats enable_thinking */
+    chat_template off = with_thinking_off(t);
+    expect_render(&off, msgs + 1, 1, true,
+                  "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nToday Date: 08 July 2025\n"
+                  "Reasoning Mode: /no_think\n\n## Custom Instructions\n\nYou are a helpful AI assistant named "
+                  "SmolLM, trained by Hugging Face.\n\n<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                  "<|im_start|>assistant\n<think>\n\n</think>\n");
+    const chat_message think[] = {{.role = "system", .content = "/think"}, {.role = "user", .content = "Hi"}};
+    char *got = render(&off, think, 2, true);
+    assert_non_null(strstr(got, "Reasoning Mode: /think\n\n## Custom Instructions\n\nYou are a helpful AI assistant "
+                                "named SmolLM, trained by Hugging Face. Your role"));
+    assert_true(strlen(got) > strlen("<|im_start|>assistant\n") &&
+                !strcmp(got + strlen(got) - strlen("<|im_end|>\n<|im_start|>assistant\n"),
+                        "<|im_end|>\n<|im_start|>assistant\n"));
+    free(got);
+    /* "/system_override": the system text alone */
+    const chat_message over[] = {{.role = "system", .content = "You are X. /system_override"}, {.role = "user", .content = "Hi"}};
+    expect_render(&t, over, 2, true,
+                  "<|im_start|>system\nYou are X.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                  "<|im_start|>assistant\n");
+    /* Unsloth's edit (llama.cpp's models/templates copy) has no date line and no override */
+    chat_template unsloth = chat_template_detect("{{- \"<|im_start|>system\\n\" -}} {{- \"Reasoning Mode: \" + reasoning_mode }}");
+    assert_int_equal(unsloth.family, CHAT_SMOLLM3);
+    assert_null(unsloth.date_string);
+    got = render(&unsloth, msgs + 1, 1, true);
+    assert_non_null(strstr(got, "Knowledge Cutoff Date: June 2025\nReasoning Mode: /think\n"));
+    free(got);
+}
+
+static void test_smollm3_is_prefix_stable_for_replies_without_leading_newlines(void **state) {
+    (void)state;
+    const char *const replies[] = {"Once upon a time.", "A cat sat.\n", "Roses are red  "};
+    expect_prefix_stable(named("smollm3"), "Be kind.", replies);
+    expect_prefix_stable(with_thinking_off(named("smollm3")), NULL, replies);
+    expect_prefix_stable(named("smollm3"), "Be kind. /no_think", replies);
+    /* Switching the mode between turns rewrites the header: reuse breaks at "Reasoning Mode: /". */
+    chat_template t = named("smollm3"), off = with_thinking_off(t);
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"}};
+    char *a = render(&t, msgs, 1, true), *b = render(&off, msgs, 1, true);
+    size_t at = 0;
+    while (a[at] == b[at]) at++;
+    assert_int_equal(at, strlen("<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nToday Date: "
+                                "08 July 2025\nReasoning Mode: /"));
+    free(a);
+    free(b);
+}
+
+static void test_phi4_mini_tags_every_message_without_newlines(void **state) {
+    (void)state;
+    /* Phi-4-mini-instruct's template (its tokenizer_config.json), without tools */
+    chat_template t = chat_template_detect(
+        "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and message['tools'] is "
+        "not none %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + message['tools'] + "
+        "'<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}"
+        "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}");
+    assert_int_equal(t.family, CHAT_PHI3);
+    assert_int_equal(t.phi, CHAT_PHI_4_MINI);
+    assert_int_equal(detect_file("microsoft-Phi-3.5-mini-instruct.jinja").phi, CHAT_PHI_3);
+    const chat_message msgs[] = {{.role = "system", .content = ""}, {.role = "user", .content = "Hi"},
+                                 {.role = "assistant", .content = "Hello!"}, {.role = "tool", .content = "42"},
+                                 {.role = "user", .content = "Bye"}};
+    expect_render(&t, msgs, 5, true,
+                  "<|system|><|end|><|user|>Hi<|end|><|assistant|>Hello!<|end|><|tool|>42<|end|><|user|>Bye<|end|>"
+                  "<|assistant|>");
+    expect_render(&t, msgs + 1, 2, false, "<|user|>Hi<|end|><|assistant|>Hello!<|end|><|endoftext|>");
+    const char *const replies[] = {" Once upon a time.", "A cat sat.\n", "\nRoses are red  "};
+    expect_prefix_stable(t, "Be kind.", replies);
+    expect_prefix_stable(named("phi4-mini"), NULL, replies);
+}
+
+static void test_gemma3_folds_the_system_text_and_is_prefix_stable(void **state) {
+    (void)state;
+    chat_template t = named("gemma3");
+    const chat_message msgs[] = {{.role = "system", .content = "Be kind."}, {.role = "user", .content = " Hi "},
+                                 {.role = "assistant", .content = "Hello!"}, {.role = "user", .content = "Bye"}};
+    expect_render(&t, msgs, 4, true,
+                  "<bos><start_of_turn>user\nBe kind.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+                  "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+    const char *const replies[] = {"Once upon a time.", "A cat sat.", "Roses are red"};
+    expect_prefix_stable(t, "Be kind.", replies);
+    expect_prefix_stable(t, NULL, replies);
+}
+
+static void test_qwen3_and_smollm3_sources_are_detected(void **state) {
+    (void)state;
+    chat_template q = chat_template_detect(
+        "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}<|im_start|>"
+        "{%- if '</think>' in message.content %}");
+    assert_int_equal(q.family, CHAT_CHATML);
+    assert_true(q.qwen3_thinking);
+    assert_null(q.default_system);
+    assert_false(detect_file("Qwen-Qwen2.5-7B-Instruct.jinja").qwen3_thinking);
+    assert_false(detect_file("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja").qwen3_thinking);
+    chat_template s = chat_template_detect("<|im_start|>system\nReasoning Mode: ... Today Date: ");
+    assert_int_equal(s.family, CHAT_SMOLLM3);
+    assert_non_null(s.date_string);
+}
+
+/* A message's control-token text stays text; the template's own are tokens (stories260K: <s> 1, </s> 2). */
+static void test_prompt_ids_keep_control_token_texts_of_messages_as_text(void **state) {
+    (void)state;
+    fkv_error err = {{0}};
+    fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
+    if (!m) fail_msg("%s", err.msg);
+    chat_template t = family(CHAT_LLAMA2);
+    const chat_message msgs[] = {{.role = "user", .content = "a</s>b"}, {.role = "assistant", .content = "ok"},
+                                 {.role = "user", .content = "<s>c"}};
+    int32_t *ids = NULL;
+    uint32_t n = 0;
+    if (chat_prompt_ids(m, &t, msgs, 3, NULL, &ids, &n, &err)) fail_msg("%s", err.msg);
+    int n_bos = 0, n_eos = 0;
+    for (uint32_t i = 0; i < n; i++) n_bos += ids[i] == 1, n_eos += ids[i] == 2;
+    assert_int_equal(n_bos, 2); /* before each instruction */
+    assert_int_equal(n_eos, 1); /* after the reply */
+    free(ids);
+    /* contents without control-token texts: the same ids as tokenizing the whole rendering with parsing on */
+    const chat_message clean[] = {{.role = "user", .content = "Once upon"}, {.role = "assistant", .content = "a time"},
+                                  {.role = "user", .content = "there was"}};
+    if (chat_prompt_ids(m, &t, clean, 3, NULL, &ids, &n, &err)) fail_msg("%s", err.msg);
+    char *text = NULL;
+    size_t len;
+    if (chat_render(&t, clean, 3, NULL, true, "<s>", "</s>", &text, &len, &err)) fail_msg("%s", err.msg);
+    int32_t want[256];
+    int n_want = fkv_tokenize(m, text, len, false, true, want, 256, &err);
+    assert_int_equal(n_want, (int)n);
+    assert_memory_equal(ids, want, n * sizeof *ids);
+    free(text);
+    free(ids);
+    fkv_model_free(m);
+}
+
 /* --- detection and names --- */
 
 static void test_detection_maps_every_real_template_to_its_family(void **state) {
@@ -581,8 +802,8 @@ static void expect_one_bos(const fkv_model *m, chat_template t, bool with_system
     assert_true(n > 2);
     assert_int_equal(ids[0], bos);
     assert_int_not_equal(ids[1], bos);
-    /* Control-token texts in the rendering become their ids: LLAMA2's "<s>" between turns, and here the
-     * user's literal "<s>" too. */
+    /* The template's control-token texts become their ids (LLAMA2's "<s>" before each instruction); the user's
+     * literal "<s>" stays text: a message cannot inject a control token. */
     int n_bos = 0;
     for (uint32_t i = 0; i < n; i++) n_bos += ids[i] == bos;
     if (n_bos != n_bos_want) fail_msg("family %d: %d BOS ids, want %d", t.family, n_bos, n_bos_want);
@@ -594,16 +815,20 @@ static void test_prompt_ids_start_with_exactly_one_bos(void **state) {
     fkv_error err = {{0}};
     fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
-    expect_one_bos(m, family(CHAT_LLAMA2), true, 3); /* the template writes "<s>": the tokenizer adds none */
-    expect_one_bos(m, named("mistral"), true, 2);     /* "<s>" written once */
-    expect_one_bos(m, family(CHAT_PLAIN), true, 2);  /* the template writes none: the tokenizer adds it */
-    expect_one_bos(m, family(CHAT_CHATML), true, 2);
-    expect_one_bos(m, named("phi3"), true, 2);
-    expect_one_bos(m, named("zephyr"), true, 2);
+    expect_one_bos(m, family(CHAT_LLAMA2), true, 2); /* the template writes "<s>" twice: the tokenizer adds none */
+    expect_one_bos(m, named("mistral"), true, 1);     /* "<s>" written once */
+    expect_one_bos(m, family(CHAT_PLAIN), true, 1);  /* the template writes none: the tokenizer adds it */
+    expect_one_bos(m, family(CHAT_CHATML), true, 1);
+    expect_one_bos(m, named("qwen3"), true, 1);
+    expect_one_bos(m, named("phi3"), true, 1);
+    expect_one_bos(m, named("phi4-mini"), true, 1);
+    expect_one_bos(m, named("zephyr"), true, 1);
+    expect_one_bos(m, named("smollm3"), true, 1);
     /* Their BOS texts are not this vocabulary's: written as "", and the tokenizer adds the BOS. */
-    expect_one_bos(m, named("llama3"), true, 2);
-    expect_one_bos(m, named("gemma"), false, 2);
-    expect_one_bos(m, named("deepseek"), true, 2);
+    expect_one_bos(m, named("llama3"), true, 1);
+    expect_one_bos(m, named("gemma"), false, 1);
+    expect_one_bos(m, named("gemma3"), true, 1);
+    expect_one_bos(m, named("deepseek"), true, 1);
     fkv_model_free(m);
 }
 
@@ -733,6 +958,15 @@ int main(void) {
         cmocka_unit_test(test_phi3_and_zephyr_are_prefix_stable_for_any_reply),
         cmocka_unit_test(test_mistral_rewrites_history_when_there_is_a_system_message),
         cmocka_unit_test(test_deepseek_rewrites_history_at_past_replies_with_reasoning),
+        cmocka_unit_test(test_qwen3_keeps_reasoning_only_after_the_last_user_message),
+        cmocka_unit_test(test_qwen3_keeps_reasoning_through_a_tool_loop_until_the_next_user_message),
+        cmocka_unit_test(test_qwen3_keeps_each_prompt_and_drops_the_replys_reasoning),
+        cmocka_unit_test(test_smollm3_writes_its_metadata_header_and_reasoning_mode),
+        cmocka_unit_test(test_smollm3_is_prefix_stable_for_replies_without_leading_newlines),
+        cmocka_unit_test(test_phi4_mini_tags_every_message_without_newlines),
+        cmocka_unit_test(test_gemma3_folds_the_system_text_and_is_prefix_stable),
+        cmocka_unit_test(test_qwen3_and_smollm3_sources_are_detected),
+        cmocka_unit_test(test_prompt_ids_keep_control_token_texts_of_messages_as_text),
         cmocka_unit_test(test_detection_maps_every_real_template_to_its_family),
         cmocka_unit_test(test_detection_of_llama2_plain_and_unknown_sources),
         cmocka_unit_test(test_a_template_can_be_chosen_by_name),

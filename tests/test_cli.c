@@ -97,6 +97,22 @@ static void test_tokenize_prints_the_prompt_ids(void **state) {
     done(&r);
 }
 
+/* llama.cpp's choice, explicit: "</s>" (CONTROL) is text by default and the end token with --parse-special. */
+static void test_tokenize_parses_control_tokens_only_with_parse_special(void **state) {
+    (void)state;
+    char args[4096];
+    snprintf(args, sizeof args, "tokenize -m %s -p 'Hi</s>'", tu_shared("models/stories260K.gguf"));
+    run_result r = run(args);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "1 320 417 504 492 419 505\n");
+    done(&r);
+    snprintf(args, sizeof args, "tokenize -m %s -p 'Hi</s>' --parse-special", tu_shared("models/stories260K.gguf"));
+    r = run(args);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "1 320 417 2\n");
+    done(&r);
+}
+
 /* The acceptance command: greedy ids equal the reference (whose first near-tie for this prompt comes
  * after 100 steps), and the text is the detokenized ids. */
 static void test_generate_json_reproduces_the_reference_continuation(void **state) {
@@ -161,6 +177,7 @@ int main(void) {
         cmocka_unit_test(test_every_subcommand_has_help),
         cmocka_unit_test(test_bad_usage_gives_one_line_and_exit_code_2),
         cmocka_unit_test(test_tokenize_prints_the_prompt_ids),
+        cmocka_unit_test(test_tokenize_parses_control_tokens_only_with_parse_special),
         cmocka_unit_test(test_generate_json_reproduces_the_reference_continuation),
         cmocka_unit_test(test_seeded_sampling_is_reproducible),
     };

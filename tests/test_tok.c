@@ -288,17 +288,124 @@ static void test_phi3_special_tokens_swallow_the_whitespace_after_them(void **st
     /* <|endoftext|> is exempt: the newline stays ("▁" 29871 then "\n" 13) */
     const int32_t eot[] = {32000, 29871, 13};
     assert_ids(v, "<|endoftext|>\n", 14, false, true, eot, 3);
-    /* "</s>" is USER_DEFINED in this vocabulary: split out even without parse_special */
-    int n_a, n_b;
-    int32_t *a = encode(v, "a", 1, false, false, &n_a);
-    int32_t *b = encode(v, "b", 1, false, false, &n_b);
-    int32_t want[16];
-    memcpy(want, a, (size_t)n_a * sizeof *want);
-    want[n_a] = 2;
-    memcpy(want + n_a + 1, b, (size_t)n_b * sizeof *want);
-    assert_ids(v, "a</s> b", 7, false, false, want, n_a + 1 + n_b);
-    free(a);
-    free(b);
+    /* "</s>" is USER_DEFINED in this file, but llama.cpp's end-of-generation list makes it CONTROL: text without
+     * parse_special (▁a 263, "</" 829, "s" 29879, ">" 29958, ▁b 289), the token with it (and it swallows the
+     * space after it, as phi-3's special tokens do) */
+    const int32_t as_text[] = {263, 829, 29879, 29958, 289};
+    assert_ids(v, "a</s> b", 7, false, false, as_text, 5);
+    const int32_t as_token[] = {263, 2, 289};
+    assert_ids(v, "a</s> b", 7, false, true, as_token, 3);
+    assert_int_equal(tok_token_type(v, 2), TOK_TYPE_CONTROL);
+    tok_free(v);
+}
+
+/* Whether id is among the ids of its text between two \x01 bytes. */
+static bool split_out(const tok_vocab *v, int32_t id, bool parse_special) {
+    size_t len;
+    const char *t = tok_token_text(v, id, &len);
+    char *text = malloc(len + 3);
+    text[0] = '\x01';
+    memcpy(text + 1, t, len);
+    text[len + 1] = '\x01';
+    text[len + 2] = 0;
+    int n;
+    int32_t *ids = encode(v, text, len + 2, false, parse_special, &n);
+    bool found = false;
+    for (int i = 0; i < n; i++) found = found || ids[i] == id;
+    free(ids);
+    free(text);
+    return found;
+}
+
+/* llama.cpp's tokenizer_st_partition: with parse_special = false only USER_DEFINED tokens are split out of text;
+ * with it, CONTROL and UNKNOWN ones too. Checked for every special token of every vocabulary flatkv reads (a
+ * token whose text is also covered by a longer special token can lose to it; none here is). */
+static void test_every_special_token_follows_llama_cpps_rule_for_its_type(void **state) {
+    (void)state;
+    static const char *const names[] = {"llama-spm", "phi-3", "baichuan", "deepseek-coder", "deepseek-llm", "falcon",
+                                        "gpt-2", "gpt-neox", "mpt", "refact", "starcoder"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        char rel[96];
+        snprintf(rel, sizeof rel, "tokenizers/ggml-vocab-%s.gguf", names[k]);
+        tok_vocab *v = load_shared(rel);
+        int n_checked = 0;
+        for (int32_t id = 0; id < tok_n_vocab(v); id++) {
+            tok_type t = tok_token_type(v, id);
+            if (t != TOK_TYPE_CONTROL && t != TOK_TYPE_UNKNOWN && t != TOK_TYPE_USER_DEFINED) continue;
+            size_t len;
+            const char *text = tok_token_text(v, id, &len);
+            if (len == 0 || memchr(text, '\x01', len)) continue;
+            bool plain = split_out(v, id, false), parsed = split_out(v, id, true);
+            if (plain != (t == TOK_TYPE_USER_DEFINED) || !parsed)
+                fail_msg("%s: token %d '%.*s' (type %d): split out without parse_special %d, with it %d", names[k],
+                         (int)id, (int)len, text, (int)t, plain, parsed);
+            n_checked++;
+        }
+        assert_true(n_checked > 0);
+        tok_free(v);
+    }
+}
+
+/* The types llama.cpp's loader gives by text, where the files say otherwise (llama-vocab.cpp: its EOG list and
+ * FIM detection make tokens CONTROL; FIM pad/repo tokens end generation). */
+static void test_token_types_are_corrected_by_text_as_llama_cpp_does(void **state) {
+    (void)state;
+    tok_vocab *v = load_shared("tokenizers/ggml-vocab-deepseek-coder.gguf");
+    /* <｜fim▁hole｜> 32015, <｜fim▁begin｜> 32016, <｜fim▁end｜> 32017 are USER_DEFINED in the file */
+    for (int32_t id = 32015; id <= 32017; id++) assert_int_equal(tok_token_type(v, id), TOK_TYPE_CONTROL);
+    assert_int_equal(tok_token_type(v, 32000), TOK_TYPE_USER_DEFINED); /* "õ" keeps its type */
+    assert_false(tok_is_eog(v, 32016));
+    tok_free(v);
+
+    v = load_shared("tokenizers/ggml-vocab-refact.gguf");
+    assert_true(tok_is_eog(v, 0));   /* <|endoftext|> */
+    assert_true(tok_is_eog(v, 4));   /* <fim_pad> */
+    assert_true(tok_is_eog(v, 18));  /* <reponame> */
+    assert_false(tok_is_eog(v, 1));  /* <fim_prefix> */
+    tok_free(v);
+
+    v = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
+    int n;
+    int32_t *ids = encode(v, "</s>", 4, false, false, &n); /* CONTROL in the file: "</s>" stays text */
+    assert_true(n > 1);
+    for (int i = 0; i < n; i++) assert_int_not_equal(ids[i], 2);
+    free(ids);
+    tok_free(v);
+}
+
+/* tok_encode_spans: control tokens are parsed outside the plain spans and are text inside them, and the text
+ * around them is encoded as one fragment across the spans' edges. */
+static void test_control_tokens_inside_plain_spans_stay_text(void **state) {
+    (void)state;
+    tok_vocab *v = load_shared("tokenizers/ggml-vocab-phi-3.gguf");
+    const char text[] = "<|user|>\nHi <|end|> there<|end|>\n<|assistant|>\n";
+    const size_t len = sizeof text - 1;
+    const tok_span plain[] = {{9, 16}}; /* "Hi <|end|> there" */
+    fkv_error err = {{0}};
+    int32_t ids[64];
+    int n = tok_encode_spans(v, text, len, false, true, plain, 1, ids, 64, &err);
+    if (n < 0) fail_msg("%s", err.msg);
+    int n_end = 0, n_user = 0;
+    for (int i = 0; i < n; i++) n_end += ids[i] == 32007, n_user += ids[i] == 32010;
+    assert_int_equal(n_user, 1);
+    assert_int_equal(n_end, 1); /* the template's, not the content's */
+    /* the content's ids are what the whole content gives as plain text */
+    int n_plain;
+    int32_t *want = encode(v, "Hi <|end|> there", 16, false, false, &n_plain);
+    assert_int_equal(ids[0], 32010);
+    assert_memory_equal(ids + 1, want, (size_t)n_plain * sizeof *want);
+    assert_int_equal(ids[1 + n_plain], 32007);
+    free(want);
+    /* without spans the same text parses all three */
+    int all = tok_encode_spans(v, text, len, false, true, NULL, 0, ids, 64, &err);
+    n_end = 0;
+    for (int i = 0; i < all; i++) n_end += ids[i] == 32007;
+    assert_int_equal(n_end, 2);
+    /* spans out of order or past the text are refused */
+    const tok_span bad[] = {{9, 5}, {10, 2}};
+    assert_int_equal(tok_encode_spans(v, text, len, false, true, bad, 2, ids, 64, &err), -1);
+    const tok_span past[] = {{40, 100}};
+    assert_int_equal(tok_encode_spans(v, text, len, false, true, past, 1, ids, 64, &err), -1);
     tok_free(v);
 }
 
@@ -324,7 +431,7 @@ static void test_end_of_generation_covers_eos_and_end_of_turn_markers(void **sta
     assert_true(tok_is_eog(phi3, 32000)); /* <|endoftext|>, the EOS */
     assert_true(tok_is_eog(phi3, 32007)); /* <|end|> */
     assert_false(tok_is_eog(phi3, 32010)); /* <|user|> */
-    assert_false(tok_is_eog(phi3, 2));     /* </s> is not this model's EOS */
+    assert_true(tok_is_eog(phi3, 2));      /* </s>: on llama.cpp's end-of-generation list */
     tok_free(phi3);
 }
 
@@ -541,6 +648,9 @@ int main(void) {
         cmocka_unit_test(test_parse_special_turns_literal_special_tokens_into_their_ids),
         cmocka_unit_test(test_phi3_special_tokens_swallow_the_whitespace_after_them),
         cmocka_unit_test(test_end_of_generation_covers_eos_and_end_of_turn_markers),
+        cmocka_unit_test(test_every_special_token_follows_llama_cpps_rule_for_its_type),
+        cmocka_unit_test(test_token_types_are_corrected_by_text_as_llama_cpp_does),
+        cmocka_unit_test(test_control_tokens_inside_plain_spans_stay_text),
         cmocka_unit_test(test_encode_returns_the_full_count_when_cap_is_too_small),
         cmocka_unit_test(test_bad_ids_are_refused_by_piece_and_decode),
         cmocka_unit_test(test_pieces_drop_the_prefix_space_only_at_the_start),

@@ -1,0 +1,123 @@
+/* test_openai.c — the chat request parser's guarantees about what reaches the tokenizer: a message cannot
+ * inject a control token (its "<s>" or "</s>" stays text, while the template's own ones are tokens), and
+ * chat_template_kwargs.enable_thinking switches a thinking template exactly as chat_prompt_ids does. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "openai.h"
+#include "testutil.h"
+
+static fkv_model *load_stories(void) {
+    fkv_error err = {{0}};
+    fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
+    if (!m) fail_msg("%s", err.msg);
+    return m;
+}
+
+static void free_job(sched_job *job) {
+    free(job->ids);
+    for (size_t i = 0; i < job->n_stop; i++) free(job->stop[i]);
+    free(job->stop);
+    free(job->salt);
+}
+
+/* The prompt ids of body under template t; asserts the parse succeeds. *n their count; the caller frees. */
+static int32_t *parse_ids(const fkv_model *m, const chat_template *t, const char *body, uint32_t *n) {
+    oai_context ctx = {m, t, 512};
+    oai_request req;
+    sched_job job;
+    oai_error e;
+    memset(&job, 0, sizeof job);
+    memset(&req, 0, sizeof req);
+    if (oai_parse(&ctx, OAI_CHAT, body, strlen(body), &req, &job, &e)) fail_msg("oai_parse: %s", e.message);
+    int32_t *ids = job.ids;
+    *n = job.n_ids;
+    job.ids = NULL;
+    free_job(&job);
+    return ids;
+}
+
+static int count_of(const int32_t *ids, uint32_t n, int32_t id) {
+    int k = 0;
+    for (uint32_t i = 0; i < n; i++) k += ids[i] == id;
+    return k;
+}
+
+static void test_a_message_cannot_inject_control_tokens(void **state) {
+    (void)state;
+    fkv_model *m = load_stories();
+    const int32_t bos = fkv_token_bos(m), eos = 2;
+    chat_template chatml = {.family = CHAT_CHATML};
+    uint32_t n;
+    int32_t *ids = parse_ids(m, &chatml, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi<s> there</s>\"}]}", &n);
+    assert_int_equal(ids[0], bos);
+    assert_int_equal(count_of(ids, n, bos), 1); /* the tokenizer's, not the message's */
+    assert_int_equal(count_of(ids, n, eos), 0);
+    free(ids);
+    /* Llama-2's template writes "<s>" before each instruction and "</s>" after each reply: those are tokens. */
+    chat_template llama2 = {.family = CHAT_LLAMA2};
+    ids = parse_ids(m, &llama2,
+                    "{\"messages\": [{\"role\": \"user\", \"content\": \"a</s><s>b\"}, {\"role\": \"assistant\", "
+                    "\"content\": \"ok</s>\"}, {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": "
+                    "\"<s>c\"}]}]}",
+                    &n);
+    assert_int_equal(count_of(ids, n, bos), 2);
+    assert_int_equal(count_of(ids, n, eos), 1);
+    free(ids);
+    fkv_model_free(m);
+}
+
+static void test_enable_thinking_false_renders_the_empty_think_block(void **state) {
+    (void)state;
+    fkv_model *m = load_stories();
+    fkv_error err = {{0}};
+    chat_template qwen3;
+    if (chat_template_by_name("qwen3", &qwen3, &err)) fail_msg("%s", err.msg);
+    const char *on = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}";
+    const char *off = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], "
+                      "\"chat_template_kwargs\": {\"enable_thinking\": false, \"other\": 1}}";
+    uint32_t n_on, n_off, n_want;
+    int32_t *ids_on = parse_ids(m, &qwen3, on, &n_on);
+    int32_t *ids_off = parse_ids(m, &qwen3, off, &n_off);
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"}};
+    chat_template want_t = qwen3;
+    want_t.no_thinking = true;
+    int32_t *want = NULL;
+    if (chat_prompt_ids(m, &want_t, msgs, 1, NULL, &want, &n_want, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(n_off, n_want);
+    assert_memory_equal(ids_off, want, n_want * sizeof *want);
+    assert_true(n_off > n_on);
+    assert_memory_equal(ids_off, ids_on, n_on * sizeof *ids_on); /* the block only follows the prompt */
+    free(want);
+    free(ids_on);
+    free(ids_off);
+
+    oai_context ctx = {m, &qwen3, 512};
+    oai_request req;
+    sched_job job;
+    oai_error e;
+    memset(&job, 0, sizeof job);
+    const char *bad = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], "
+                      "\"chat_template_kwargs\": {\"enable_thinking\": \"no\"}}";
+    assert_int_equal(oai_parse(&ctx, OAI_CHAT, bad, strlen(bad), &req, &job, &e), -1);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "chat_template_kwargs");
+    free_job(&job);
+    fkv_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_message_cannot_inject_control_tokens),
+        cmocka_unit_test(test_enable_thinking_false_renders_the_empty_think_block),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
