@@ -5,9 +5,11 @@
 #include "cli.h"
 #include "genmodel.h"
 
+#define TYPE_NAMES "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs|q4_k_m|q5_k_m|q3_k_m"
+
 static const char HELP[] =
     "usage: flatkv gen-model --dim D --hidden H --layers L --heads NH [--kv-heads NKV] [--ctx C]\n"
-    "                        --vocab-from TOKENIZER.gguf [--type q8_0|q4_0|q4_k|q6_k|q4_k_m|bf16|f16|f32] [--seed S]\n"
+    "                        --vocab-from TOKENIZER.gguf [--type T] [--seed S]\n"
     "                        [--tied]\n"
     "                        [--arch llama|qwen2] [--rope-freqs]\n"
     "                        -o OUT.gguf\n"
@@ -15,9 +17,13 @@ static const char HELP[] =
     "Write a llama-architecture GGUF with deterministic random weights (same arguments, same bytes) and\n"
     "the tokenizer of TOKENIZER.gguf. For benchmarks and tests: compute cost does not depend on weights.\n"
     "  --kv-heads defaults to --heads; --ctx to 2048; --type to q8_0; --seed to 1.\n"
-    "  --type q4_k_m llama.cpp's Q4_K_M mix: Q6_K for the output matrix (token_embd when --tied) and for\n"
-    "                attn_v and ffn_down in llama.cpp's use_more_bits layers (first and last eighth, every\n"
-    "                third between), Q4_K for the rest; dim and hidden must be multiples of 256 (K-quant rows)\n"
+    "  --type T      " TYPE_NAMES "\n"
+    "                q4_k_m, q5_k_m, q3_k_m: llama.cpp's mixes (llama_tensor_get_type): Q6_K for the output matrix\n"
+    "                (token_embd when --tied); attn_v and ffn_down Q6_K in use_more_bits layers (first and last\n"
+    "                eighth, every third between) for q4_k_m/q5_k_m; q3_k_m: attn_v Q5_K in layers 0-1 else Q4_K,\n"
+    "                ffn_down Q5_K in the first sixteenth else Q4_K, attn_output Q4_K; the base type elsewhere.\n"
+    "                Rows that 256 does not divide fall back as llama.cpp's do (Q4_K->Q5_0, Q5_K->Q5_1,\n"
+    "                Q3_K->Q4_0, Q6_K->Q8_0, the output Q8_0); a uniform type refuses such rows\n"
     "  --tied        no output matrix: logits use the token embedding (as some models do)\n"
     "  --arch A      llama (default) or qwen2 (q/k/v biases, rotary pairs as halves)\n"
     "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n";
@@ -50,10 +56,15 @@ int cli_gen_model(int argc, char **argv) {
         case O_VOCAB: p.vocab_from = optarg; break;
         case O_TYPE: {
             static const struct { const char *name; ggml_type type; genmodel_mix mix; } types[] = {
-                {"f32", GGML_TYPE_F32, GENMODEL_UNIFORM}, {"f16", GGML_TYPE_F16, GENMODEL_UNIFORM},
-                {"bf16", GGML_TYPE_BF16, GENMODEL_UNIFORM}, {"q8_0", GGML_TYPE_Q8_0, GENMODEL_UNIFORM},
-                {"q4_0", GGML_TYPE_Q4_0, GENMODEL_UNIFORM}, {"q4_k", GGML_TYPE_Q4_K, GENMODEL_UNIFORM},
-                {"q6_k", GGML_TYPE_Q6_K, GENMODEL_UNIFORM}, {"q4_k_m", GGML_TYPE_Q4_K, GENMODEL_Q4_K_M}};
+                {"f32", GGML_TYPE_F32, GENMODEL_UNIFORM},       {"f16", GGML_TYPE_F16, GENMODEL_UNIFORM},
+                {"bf16", GGML_TYPE_BF16, GENMODEL_UNIFORM},     {"q8_0", GGML_TYPE_Q8_0, GENMODEL_UNIFORM},
+                {"q4_0", GGML_TYPE_Q4_0, GENMODEL_UNIFORM},     {"q4_1", GGML_TYPE_Q4_1, GENMODEL_UNIFORM},
+                {"q5_0", GGML_TYPE_Q5_0, GENMODEL_UNIFORM},     {"q5_1", GGML_TYPE_Q5_1, GENMODEL_UNIFORM},
+                {"iq4_nl", GGML_TYPE_IQ4_NL, GENMODEL_UNIFORM}, {"q2_k", GGML_TYPE_Q2_K, GENMODEL_UNIFORM},
+                {"q3_k", GGML_TYPE_Q3_K, GENMODEL_UNIFORM},     {"q4_k", GGML_TYPE_Q4_K, GENMODEL_UNIFORM},
+                {"q5_k", GGML_TYPE_Q5_K, GENMODEL_UNIFORM},     {"q6_k", GGML_TYPE_Q6_K, GENMODEL_UNIFORM},
+                {"iq4_xs", GGML_TYPE_IQ4_XS, GENMODEL_UNIFORM}, {"q4_k_m", GGML_TYPE_Q4_K, GENMODEL_Q4_K_M},
+                {"q5_k_m", GGML_TYPE_Q5_K, GENMODEL_Q5_K_M},    {"q3_k_m", GGML_TYPE_Q3_K, GENMODEL_Q3_K_M}};
             bad = 1;
             for (size_t i = 0; i < sizeof types / sizeof *types; i++)
                 if (!strcmp(optarg, types[i].name)) {
@@ -62,8 +73,7 @@ int cli_gen_model(int argc, char **argv) {
                     bad = 0;
                 }
             if (bad)
-                cli_usage_error(sub, "--type must be q8_0, q4_0, q4_k, q6_k, q4_k_m, bf16, f16 or f32, got '%s'",
-                                optarg);
+                cli_usage_error(sub, "--type must be one of " TYPE_NAMES ", got '%s'", optarg);
             break;
         }
         case O_SEED: bad = cli_parse_u64(sub, "--seed", optarg, &p.seed); break;

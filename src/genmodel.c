@@ -28,23 +28,60 @@ static bool use_more_bits(uint32_t i, uint32_t n) {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
-/* The type of matrix `name` (the mix rule of genmodel.h), read from the name as llama.cpp does. */
-static ggml_type matrix_type(const genmodel_params *p, const char *name) {
+/* llama.cpp's tensor_type_fallback: a type whose block does not divide the row length n_in gives way to a 32-element
+ * type (Q2_K/Q3_K: Q4_0, Q4_K: Q5_0, Q5_K: Q5_1, Q6_K: Q8_0, IQ4_XS: IQ4_NL), and to F16 when that does not divide
+ * it either. */
+static ggml_type fallback_type(ggml_type type, uint32_t n_in) {
+    uint32_t block, bytes;
+    ggml_type_geometry(type, &block, &bytes);
+    if (n_in % block == 0) return type;
+    ggml_type to = type;
+    switch (type) {
+    case GGML_TYPE_Q2_K:
+    case GGML_TYPE_Q3_K: to = GGML_TYPE_Q4_0; break;
+    case GGML_TYPE_Q4_K: to = GGML_TYPE_Q5_0; break;
+    case GGML_TYPE_Q5_K: to = GGML_TYPE_Q5_1; break;
+    case GGML_TYPE_Q6_K: to = GGML_TYPE_Q8_0; break;
+    case GGML_TYPE_IQ4_XS: to = GGML_TYPE_IQ4_NL; break;
+    default: break;
+    }
+    ggml_type_geometry(to, &block, &bytes);
+    return n_in % block == 0 ? to : GGML_TYPE_F16;
+}
+
+/* The type of matrix `name` with rows of n_in (the mix rules of genmodel.h), read from the name as llama.cpp's
+ * llama_tensor_get_type does for llama-shaped models (no experts, no fused qkv). */
+static ggml_type matrix_type(const genmodel_params *p, const char *name, uint32_t n_in) {
     if (p->mix == GENMODEL_UNIFORM) return p->type;
+    const ggml_type base = p->mix == GENMODEL_Q3_K_M ? GGML_TYPE_Q3_K
+                           : p->mix == GENMODEL_Q5_K_M ? GGML_TYPE_Q5_K
+                                                       : GGML_TYPE_Q4_K;
     unsigned layer;
     char role[32];
-    bool output = !strcmp(name, "output.weight") || (p->tied && !strcmp(name, "token_embd.weight"));
-    bool more_bits = sscanf(name, "blk.%u.%31s", &layer, role) == 2 &&
-                     (!strcmp(role, "attn_v.weight") || !strcmp(role, "ffn_down.weight")) &&
-                     use_more_bits(layer, p->n_layers);
-    return output || more_bits ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K;
+    if (!strcmp(name, "output.weight") || (p->tied && !strcmp(name, "token_embd.weight")))
+        return fallback_type(n_in % QK_K ? GGML_TYPE_Q8_0 : GGML_TYPE_Q6_K, n_in); /* the output's own rule */
+    ggml_type type = base;
+    if (sscanf(name, "blk.%u.%31s", &layer, role) == 2) {
+        const bool more = use_more_bits(layer, p->n_layers);
+        if (!strcmp(role, "attn_v.weight"))
+            type = p->mix == GENMODEL_Q3_K_M ? (layer < 2 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K)
+                   : more                    ? GGML_TYPE_Q6_K
+                                             : base;
+        else if (!strcmp(role, "ffn_down.weight"))
+            type = p->mix == GENMODEL_Q3_K_M ? (layer < p->n_layers / 16 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K)
+                   : more                    ? GGML_TYPE_Q6_K
+                                             : base;
+        else if (!strcmp(role, "attn_output.weight") && p->mix == GENMODEL_Q3_K_M)
+            type = GGML_TYPE_Q4_K;
+    }
+    return fallback_type(type, n_in);
 }
 
 /* Add tensor `name`: a matrix of n_out rows × n_in (type from matrix_type), or an F32 vector of n_in when
  * n_out is 0; center ± spread. */
 static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name, uint32_t n_in, uint32_t n_out,
                       float center, float spread, fkv_error *err) {
-    ggml_type type = n_out ? matrix_type(p, name) : GGML_TYPE_F32;
+    ggml_type type = n_out ? matrix_type(p, name, n_in) : GGML_TYPE_F32;
     uint32_t block, block_bytes;
     ggml_type_geometry(type, &block, &block_bytes);
     if (n_in % block)
@@ -80,7 +117,8 @@ static int check_params(const genmodel_params *p, fkv_error *err) {
         return err_set(err, "gen-model: dim %u must split into %u heads of an even size", p->dim, p->n_heads);
     if (p->n_heads % p->n_kv_heads)
         return err_set(err, "gen-model: heads %u must be a multiple of kv-heads %u", p->n_heads, p->n_kv_heads);
-    if (p->mix != GENMODEL_UNIFORM && p->mix != GENMODEL_Q4_K_M)
+    if (p->mix != GENMODEL_UNIFORM && p->mix != GENMODEL_Q4_K_M && p->mix != GENMODEL_Q5_K_M &&
+        p->mix != GENMODEL_Q3_K_M)
         return err_set(err, "gen-model: unknown type mix %d", (int)p->mix);
     if (p->mix == GENMODEL_UNIFORM &&
         !kern_type_traits(p->type))
@@ -106,7 +144,10 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
     char name[128];
     const char *arch = p->arch ? p->arch : "llama";
     snprintf(name, sizeof name, "flatkv-gen %s d%u h%u l%u %s", arch, p->dim, p->hidden, p->n_layers,
-             p->mix == GENMODEL_Q4_K_M ? "q4_k_m" : ggml_type_name(p->type));
+             p->mix == GENMODEL_Q4_K_M   ? "q4_k_m"
+             : p->mix == GENMODEL_Q5_K_M ? "q5_k_m"
+             : p->mix == GENMODEL_Q3_K_M ? "q3_k_m"
+                                         : ggml_type_name(p->type));
     gguf_writer_set_str(w, "general.architecture", arch);
     gguf_writer_set_str(w, "general.name", name);
     char key[96];

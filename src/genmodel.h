@@ -10,15 +10,20 @@
  * Scale: matrices are uniform in ±sqrt(3/n_in) (unit variance preserved through a product), norms are
  * 1 ± 0.1, so activations stay finite through any number of layers.
  *
- * Types: norms, biases and rope_freqs are F32. Matrices are all `type` (GENMODEL_UNIFORM), or follow
- * llama.cpp's Q4_K_M mix (GENMODEL_Q4_K_M, as llama_tensor_get_type picks it for llama and qwen2):
- *   - output.weight, and token_embd.weight when tied (it is then the output matrix): Q6_K;
- *   - blk.i.attn_v.weight and blk.i.ffn_down.weight: Q6_K where use_more_bits(i, n_layers), else Q4_K,
- *     with use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2 (integer division);
- *   - every other matrix (token_embd when untied, attn_q/k/output, ffn_gate/up): Q4_K.
- * Every matrix's row length must be a multiple of its type's block (256 for K-quants): otherwise the
- * write fails naming the tensor and its row length (llama.cpp would fall back to Q5_0/Q8_0 there; flatkv
- * refuses rather than change the mix).
+ * Types: norms, biases and rope_freqs are F32. Matrices are all `type` (GENMODEL_UNIFORM: any type traits.h
+ * computes), or follow one of llama.cpp's mixes as llama_tensor_get_type picks them for llama and qwen2 (no experts):
+ *   - output.weight, and token_embd.weight when tied (it is then the output matrix): Q6_K, or Q8_0 when its rows
+ *     are not whole 256-element super-blocks;
+ *   - Q4_K_M (base Q4_K) and Q5_K_M (base Q5_K): blk.i.attn_v.weight and blk.i.ffn_down.weight are Q6_K where
+ *     use_more_bits(i, n_layers), else the base, with use_more_bits(i, n) = i < n/8 || i >= 7n/8 ||
+ *     (i - n/8) % 3 == 2 (integer division);
+ *   - Q3_K_M (base Q3_K): attn_v Q5_K in layers 0 and 1, else Q4_K; ffn_down Q5_K in layers i < n_layers/16, else
+ *     Q4_K; attn_output Q4_K;
+ *   - every other matrix (token_embd when untied, attn_q/k, ffn_gate/up, and attn_output outside Q3_K_M): the base.
+ * Then llama.cpp's fallback, where the chosen type's block does not divide the row length: Q2_K/Q3_K → Q4_0,
+ * Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, IQ4_XS → IQ4_NL, and F16 when that does not divide it either (Qwen2-0.5B's
+ * dim 896: its attn_q is Q5_0 in Q4_K_M). Under GENMODEL_UNIFORM a row the type's block does not divide is refused,
+ * naming the tensor and its row length.
  */
 #ifndef FKV_GENMODEL_H
 #define FKV_GENMODEL_H
@@ -32,6 +37,8 @@
 typedef enum {
     GENMODEL_UNIFORM, /* every matrix is `type` */
     GENMODEL_Q4_K_M,  /* llama.cpp's Q4_K_M mix of Q4_K and Q6_K; `type` is not used */
+    GENMODEL_Q5_K_M,  /* llama.cpp's Q5_K_M mix of Q5_K and Q6_K */
+    GENMODEL_Q3_K_M,  /* llama.cpp's Q3_K_M mix of Q3_K, Q4_K, Q5_K and Q6_K */
 } genmodel_mix;
 
 typedef struct {
@@ -42,7 +49,7 @@ typedef struct {
     uint32_t n_kv_heads;
     uint32_t n_ctx;
     const char *vocab_from; /* a GGUF holding tokenizer.* metadata */
-    ggml_type type;         /* of the matrices under GENMODEL_UNIFORM (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K) */
+    ggml_type type;         /* of the matrices under GENMODEL_UNIFORM (any type of traits.h) */
     genmodel_mix mix;       /* GENMODEL_UNIFORM (0) unless set */
     bool tied;              /* no output.weight: the output matrix is token_embd */
     const char *arch;       /* "llama" (NULL) or "qwen2" (q/k/v biases, rotary pairs as halves) */

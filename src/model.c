@@ -47,7 +47,8 @@ static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uin
     }
     if (!type_is_computed(t->type)) {
         err_set(err, "%s: tensor '%s' has type %s, which flatkv does not compute (supported: f32, f16, bf16, "
-                "q8_0, q4_0, q4_K, q6_K)", f->path, name, ggml_type_name(t->type));
+                "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)", f->path, name,
+                ggml_type_name(t->type));
         return NULL;
     }
     return t;

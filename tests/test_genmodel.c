@@ -1,6 +1,6 @@
-/* gen-model's Q4_K_M mix: each matrix gets the type llama.cpp's Q4_K_M would give it (genmodel.h), the
- * file loads and runs, the same parameters give the same bytes, and a row length K-quants cannot hold
- * is refused with the tensor named. */
+/* gen-model's mixes: each matrix gets the type llama.cpp's Q4_K_M, Q5_K_M or Q3_K_M would give it (genmodel.h),
+ * with llama.cpp's fallbacks where 256 does not divide a row; the files load and run, the same parameters give the
+ * same bytes, and a uniform K-quant refuses a row length it cannot hold, naming the tensor. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -135,9 +135,11 @@ static void test_q4_k_m_files_are_byte_identical_for_the_same_parameters(void **
     remove(second);
 }
 
-/* llama.cpp would quietly fall back to Q5_0/Q8_0 for such a tensor; the generator refuses instead. */
+/* A uniform type keeps its promise (every matrix is that type): a row its block does not divide is refused. */
 static void expect_refused(uint32_t dim, uint32_t hidden, const char *tensor, const char *row_length) {
     genmodel_params p = q4_k_m_params();
+    p.mix = GENMODEL_UNIFORM;
+    p.type = GGML_TYPE_Q4_K;
     p.dim = dim;
     p.hidden = hidden;
     const char *path = tu_tmp_path(".gguf");
@@ -149,10 +151,113 @@ static void expect_refused(uint32_t dim, uint32_t hidden, const char *tensor, co
     assert_null(tu_read_file(path, NULL)); /* nothing written */
 }
 
-static void test_q4_k_m_refuses_rows_that_are_not_whole_256_blocks_naming_the_tensor(void **state) {
+static void test_a_uniform_k_quant_refuses_rows_that_are_not_whole_256_blocks_naming_the_tensor(void **state) {
     (void)state;
     expect_refused(384, 512, "'token_embd.weight'", "rows of 384 elements");
     expect_refused(256, 640, "'blk.0.ffn_down.weight'", "rows of 640 elements");
+}
+
+/* The other mixes and the fallbacks, with llama.cpp's choices listed per tensor role (not computed by the rule's
+ * code): `fits` when 256 divides the rows, else the row lengths are 384 (dim) and 640 (hidden), which 32 divides. */
+typedef struct {
+    genmodel_mix mix;
+    bool fits;
+} mix_case;
+
+static ggml_type listed_type(mix_case c, const char *name) {
+    unsigned layer = 0;
+    char role[64] = "";
+    sscanf(name, "blk.%u.%63s", &layer, role);
+    const bool out = !strcmp(name, "output.weight"), v = !strcmp(role, "attn_v.weight"),
+               down = !strcmp(role, "ffn_down.weight"), o = !strcmp(role, "attn_output.weight");
+    if (out) return c.fits ? GGML_TYPE_Q6_K : GGML_TYPE_Q8_0;
+    switch (c.mix) {
+    case GENMODEL_Q5_K_M:
+        if ((v || down) && MORE_BITS[layer]) return c.fits ? GGML_TYPE_Q6_K : GGML_TYPE_Q8_0;
+        return c.fits ? GGML_TYPE_Q5_K : GGML_TYPE_Q5_1;
+    case GENMODEL_Q3_K_M: /* 8 layers: ffn_down's Q5_K layers (i < 8/16) are none */
+        if (v && layer < 2) return c.fits ? GGML_TYPE_Q5_K : GGML_TYPE_Q5_1;
+        if (v || down || o) return c.fits ? GGML_TYPE_Q4_K : GGML_TYPE_Q5_0;
+        return c.fits ? GGML_TYPE_Q3_K : GGML_TYPE_Q4_0;
+    default:
+        if ((v || down) && MORE_BITS[layer]) return c.fits ? GGML_TYPE_Q6_K : GGML_TYPE_Q8_0;
+        return c.fits ? GGML_TYPE_Q4_K : GGML_TYPE_Q5_0;
+    }
+}
+
+static void expect_listed_types_and_finite_logits(mix_case c) {
+    genmodel_params p = q4_k_m_params();
+    p.mix = c.mix;
+    if (!c.fits) {
+        p.dim = 384;
+        p.hidden = 640;
+    }
+    const char *path = write_model(&p);
+    fkv_error err = {{0}};
+    gguf_file *f = gguf_open(path, &err);
+    if (!f) fail_msg("%s", err.msg);
+    for (uint64_t t = 0; t < f->n_tensors; t++) {
+        const gguf_tensor *ti = &f->tensors[t];
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
+        const ggml_type want = ti->n_dims == 1 ? GGML_TYPE_F32 : listed_type(c, name);
+        if (ti->type != want)
+            fail_msg("mix %d%s: %s has type %s, want %s", (int)c.mix, c.fits ? "" : " (fallbacks)", name,
+                     ggml_type_name(ti->type), ggml_type_name(want));
+    }
+    gguf_close(f);
+    fkv_model *m = fkv_model_load(path, &err);
+    if (!m) fail_msg("%s", err.msg);
+    remove(path);
+    fkv_ctx_params cp = fkv_ctx_default_params();
+    cp.n_ctx = 32;
+    fkv_ctx *ctx = fkv_ctx_new(m, &cp, &err);
+    if (!ctx) fail_msg("%s", err.msg);
+    const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
+    const int32_t ids[4] = {1, 450, 4996, 17354};
+    float *logits = malloc(sizeof(float) * n_vocab);
+    if (fkv_eval(ctx, ids, 4, 0, 1, logits, &err)) fail_msg("%s", err.msg);
+    double sum_sq = 0;
+    for (uint32_t i = 0; i < n_vocab; i++) {
+        assert_true(isfinite(logits[i]));
+        sum_sq += (double)logits[i] * logits[i];
+    }
+    assert_true(sum_sq > 0);
+    free(logits);
+    fkv_ctx_free(ctx);
+    fkv_model_free(m);
+}
+
+static void test_q5_k_m_and_q3_k_m_give_llama_cpp_types_and_load(void **state) {
+    (void)state;
+    expect_listed_types_and_finite_logits((mix_case){GENMODEL_Q5_K_M, true});
+    expect_listed_types_and_finite_logits((mix_case){GENMODEL_Q3_K_M, true});
+}
+
+static void test_mixes_fall_back_as_llama_cpp_does_where_256_does_not_divide_a_row(void **state) {
+    (void)state;
+    expect_listed_types_and_finite_logits((mix_case){GENMODEL_Q4_K_M, false});
+    expect_listed_types_and_finite_logits((mix_case){GENMODEL_Q5_K_M, false});
+    expect_listed_types_and_finite_logits((mix_case){GENMODEL_Q3_K_M, false});
+}
+
+/* Rows that 32 does not divide either: llama.cpp writes F16 there. */
+static void test_mixes_write_f16_where_no_block_divides_a_row(void **state) {
+    (void)state;
+    genmodel_params p = q4_k_m_params();
+    p.dim = 272; /* 8.5 blocks of 32; 4 heads of 68 */
+    p.hidden = 512;
+    const char *path = write_model(&p);
+    fkv_error err = {{0}};
+    gguf_file *f = gguf_open(path, &err);
+    if (!f) fail_msg("%s", err.msg);
+    const gguf_tensor *q = gguf_find_tensor(f, "blk.0.attn_q.weight"), *o = gguf_find_tensor(f, "output.weight"),
+                      *down = gguf_find_tensor(f, "blk.1.ffn_down.weight");
+    assert_int_equal(q->type, GGML_TYPE_F16);
+    assert_int_equal(o->type, GGML_TYPE_F16);
+    assert_int_equal(down->type, GGML_TYPE_Q4_K); /* rows of 512 */
+    gguf_close(f);
+    remove(path);
 }
 
 int main(void) {
@@ -161,7 +266,10 @@ int main(void) {
         cmocka_unit_test(test_q4_k_m_gives_q6_k_to_a_tied_token_embedding),
         cmocka_unit_test(test_a_q4_k_m_model_loads_and_gives_finite_logits),
         cmocka_unit_test(test_q4_k_m_files_are_byte_identical_for_the_same_parameters),
-        cmocka_unit_test(test_q4_k_m_refuses_rows_that_are_not_whole_256_blocks_naming_the_tensor),
+        cmocka_unit_test(test_a_uniform_k_quant_refuses_rows_that_are_not_whole_256_blocks_naming_the_tensor),
+        cmocka_unit_test(test_q5_k_m_and_q3_k_m_give_llama_cpp_types_and_load),
+        cmocka_unit_test(test_mixes_fall_back_as_llama_cpp_does_where_256_does_not_divide_a_row),
+        cmocka_unit_test(test_mixes_write_f16_where_no_block_divides_a_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

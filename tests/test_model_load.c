@@ -121,8 +121,8 @@ static void test_dims_that_do_not_match_the_architecture_are_named(void **state)
 
 static void test_a_type_flatkv_does_not_compute_is_named(void **state) {
     (void)state;
-    expect_refused(&(edit){.edit_tensor = "blk.0.ffn_down.weight", .edit_type = GGML_TYPE_Q5_K, .edit_ne = {512, 256}},
-                   "blk.0.ffn_down.weight", "q5_K");
+    expect_refused(&(edit){.edit_tensor = "blk.0.ffn_down.weight", .edit_type = GGML_TYPE_IQ2_XXS, .edit_ne = {512, 256}},
+                   "blk.0.ffn_down.weight", "iq2_xxs");
 }
 
 static void test_a_vocabulary_that_disagrees_with_the_embedding_is_refused(void **state) {

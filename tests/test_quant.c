@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "gguf.h"
 #include "quant.h"
 #include "testutil.h"
 #include "traits.h"
@@ -79,21 +80,8 @@ static void assert_same_bits(float got, float want, const char *what, size_t n) 
 }
 
 static size_t row_bytes(ggml_type type, size_t n) {
-    switch (type) {
-    case GGML_TYPE_F32:
-        return n * sizeof(float);
-    case GGML_TYPE_F16:
-    case GGML_TYPE_BF16:
-        return n * sizeof(uint16_t);
-    case GGML_TYPE_Q8_0:
-        return n / QK * sizeof(block_q8_0);
-    case GGML_TYPE_Q4_K:
-        return n / QK_K * sizeof(block_q4_K);
-    case GGML_TYPE_Q6_K:
-        return n / QK_K * sizeof(block_q6_K);
-    default:
-        return n / QK * sizeof(block_q4_0);
-    }
+    const kern_traits *t = kern_type_traits(type);
+    return n / t->block_elems * t->block_bytes;
 }
 
 /* ---- f16 / bf16 -------------------------------------------------------------------------------- */
@@ -1053,6 +1041,195 @@ static void test_k_quant_dots_agree_with_a_double_reference(void **state) {
         }
 }
 
+
+/* ---- ggml's later types (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS) ----------------------------------- */
+
+static const struct {
+    ggml_type type;
+    int f16_at[2]; /* the block's f16 fields (-1: none), given finite random values over random bytes */
+} later[] = {
+    {GGML_TYPE_Q4_1, {0, 2}},  {GGML_TYPE_Q5_0, {0, -1}},   {GGML_TYPE_Q5_1, {0, 2}},  {GGML_TYPE_IQ4_NL, {0, -1}},
+    {GGML_TYPE_Q2_K, {80, 82}}, {GGML_TYPE_Q3_K, {108, -1}}, {GGML_TYPE_Q5_K, {0, 2}}, {GGML_TYPE_IQ4_XS, {0, -1}},
+};
+#define N_LATER (sizeof later / sizeof later[0])
+
+/* Row lengths with awkward block counts: 1, 3, 13, 17 and 152 blocks of 32; 1, 3, 19 and 69 super-blocks. */
+static const size_t later_block_sizes[] = {32, 96, 416, 544, 4864};
+static const size_t later_super_sizes[] = {256, 768, 4864, 69 * QK_K};
+
+static size_t later_sizes(ggml_type type, const size_t **ns) {
+    const bool super = kern_type_traits(type)->block_elems == QK_K;
+    *ns = super ? later_super_sizes : later_block_sizes;
+    return super ? sizeof later_super_sizes / sizeof *later_super_sizes
+                 : sizeof later_block_sizes / sizeof *later_block_sizes;
+}
+
+/* Random bytes in every block of w, its f16 fields then finite (either sign): every quant, scale and min. */
+static void random_blocks(uint64_t *s, size_t t, void *w, size_t n) {
+    const kern_traits *kt = kern_type_traits(later[t].type);
+    random_bytes(s, w, row_bytes(later[t].type, n));
+    for (size_t b = 0; b < n / kt->block_elems; b++)
+        for (int f = 0; f < 2; f++)
+            if (later[t].f16_at[f] >= 0) {
+                const uint16_t h = (uint16_t)(random_scale(s) | (rng_next(s) & 0x8000));
+                memcpy((uint8_t *)w + b * kt->block_bytes + later[t].f16_at[f], &h, 2);
+            }
+}
+
+static void test_the_later_types_have_ggml_block_sizes_and_geometry(void **state) {
+    (void)state;
+    const uint32_t bytes[] = {20, 22, 24, 18, 84, 110, 176, 136}, elems[] = {32, 32, 32, 32, 256, 256, 256, 256};
+    for (size_t t = 0; t < N_LATER; t++) {
+        const kern_traits *kt = kern_type_traits(later[t].type);
+        assert_non_null(kt);
+        assert_true(kt->act_q8);
+        assert_int_equal(kt->block_bytes, bytes[t]);
+        assert_int_equal(kt->block_elems, elems[t]);
+        uint32_t be, bb;
+        ggml_type_geometry(later[t].type, &be, &bb); /* the GGUF reader's table agrees */
+        assert_int_equal(be, elems[t]);
+        assert_int_equal(bb, bytes[t]);
+    }
+}
+
+/* Hand-built blocks: one element of each type decoded by hand from quant.h's layout. */
+static void test_dequantize_reads_the_later_layouts(void **state) {
+    (void)state;
+    float out[QK_K];
+    block_q5_0 q50 = {.d = quant_f32_to_f16(0.5f), .qh = {0x01, 0, 0x01, 0x80}}; /* bits 0, 16 and 31 set */
+    q50.qs[0] = 0x3a;  /* element 0: 10 | 16 = 26; element 16: 3 | 16 = 19 */
+    q50.qs[15] = 0x70; /* element 15: 0 (bit 15 clear); element 31: 7 | 16 = 23 */
+    quant_dequantize_row(GGML_TYPE_Q5_0, &q50, out, QK);
+    assert_true(out[0] == 5.0f && out[16] == 1.5f && out[15] == -8.0f && out[31] == 3.5f && out[1] == -8.0f);
+    block_q4_1 q41 = {.d = quant_f32_to_f16(0.25f), .m = quant_f32_to_f16(-1.0f)};
+    q41.qs[3] = 0xf2;
+    quant_dequantize_row(GGML_TYPE_Q4_1, &q41, out, QK);
+    assert_true(out[3] == -0.5f && out[19] == 2.75f && out[0] == -1.0f);
+    block_iq4_nl nl = {.d = quant_f32_to_f16(2.0f)};
+    nl.qs[5] = 0x0f;
+    quant_dequantize_row(GGML_TYPE_IQ4_NL, &nl, out, QK);
+    assert_true(out[5] == 226.0f && out[21] == -254.0f);
+    block_q2_K q2 = {.d = quant_f32_to_f16(1.0f), .dmin = quant_f32_to_f16(0.5f)};
+    q2.qs[32 + 16] = 0x0c; /* bits 2-3 of qs[32h + l] for h 1, l 16: element 128 + 32 + 16 (sub-block 11), q 3 */
+    quant_dequantize_row(GGML_TYPE_Q2_K, &q2, out, QK_K);
+    assert_true(out[128 + 32 + 16] == 0.0f); /* sub-block 11: scale 0, min 0 */
+    q2.scales[11] = 0x23; /* scale 3, min 2 */
+    quant_dequantize_row(GGML_TYPE_Q2_K, &q2, out, QK_K);
+    assert_true(out[128 + 32 + 16] == 3.0f * 3.0f - 1.0f && out[128 + 32 + 17] == -1.0f);
+    block_q3_K q3 = {.d = quant_f32_to_f16(1.0f)};
+    q3.scales[8 + 1] = 0xc0; /* sub-block 13 = j 4·3 + 1: low nibble of scales[5] >> 4, bits 6-7 of scales[9] */
+    q3.scales[5] = 0x70;     /* sc = (7 | 3 << 4) - 32 = 23 */
+    q3.qs[32 + 16 + 10] = 0x10; /* element 128 + 64 + 26 (h 1, j 2, l 26): bits 4-5 = 1, hmask bit 6 clear: 1 - 4 */
+    quant_dequantize_row(GGML_TYPE_Q3_K, &q3, out, QK_K);
+    assert_true(out[128 + 64 + 26] == 23.0f * -3.0f);
+    q3.hmask[26] = 0x40;
+    quant_dequantize_row(GGML_TYPE_Q3_K, &q3, out, QK_K);
+    assert_true(out[128 + 64 + 26] == 23.0f);
+    block_q5_K q5 = {.d = quant_f32_to_f16(1.0f), .dmin = quant_f32_to_f16(1.0f)};
+    q5.scales[1] = 2;   /* sub-block 1: scale 2 */
+    q5.scales[5] = 1;   /* min 1 */
+    q5.qs[7] = 0x50;    /* element 32 + 7: high nibble 5 */
+    q5.qh[7] = 0x02;    /* bit 1: the fifth bit of sub-block 1 */
+    quant_dequantize_row(GGML_TYPE_Q5_K, &q5, out, QK_K);
+    assert_true(out[32 + 7] == 2.0f * 21.0f - 1.0f && out[7] == 0.0f);
+    block_iq4_xs xs = {.d = quant_f32_to_f16(1.0f), .scales_h = 0x3 << 6, .scales_l = {0, 0x50}};
+    xs.qs[16 * 3 + 2] = 0xe0; /* sub-block 3: ls = (5 | 3 << 4) - 32 = 21; element 96 + 16 + 2: v[14] = 89 */
+    quant_dequantize_row(GGML_TYPE_IQ4_XS, &xs, out, QK_K);
+    assert_true(out[96 + 18] == 21.0f * 89.0f && out[96 + 2] == 21.0f * -127.0f);
+}
+
+static void test_dot_of_the_later_types_variant_matches_the_reference(void **state) {
+    (void)state;
+    uint64_t s = 31;
+    for (size_t t = 0; t < N_LATER; t++) {
+        const ggml_type type = later[t].type;
+        const size_t *ns, count = later_sizes(type, &ns);
+        for (size_t k = 0; k < count; k++) {
+            const size_t n = ns[k];
+            dot_case c = make_dot_case(&s, type, n);
+            assert_same_bits(quant_dot(type, c.w, NULL, c.xq, n), ref->dot(type, c.w, NULL, c.xq, n),
+                             kern_type_traits(type)->name, n);
+            random_blocks(&s, t, c.w, n);
+            assert_same_bits(quant_dot(type, c.w, NULL, c.xq, n), ref->dot(type, c.w, NULL, c.xq, n),
+                             kern_type_traits(type)->name, n);
+            free_dot_case(&c);
+        }
+    }
+}
+
+static void test_matmul_of_the_later_types_equals_the_scalar_dots(void **state) {
+    (void)state;
+    uint64_t s = 32;
+    const uint32_t rows[] = {1, 2, 17, 31, 33}, outs[] = {1, 3, 9, 17};
+    for (size_t t = 0; t < N_LATER; t++) {
+        const size_t *ns, count = later_sizes(later[t].type, &ns);
+        for (size_t k = 0; k < count; k += 2) /* the first, third and fifth widths: every tail and one long row */
+            assert_matmul_equals_the_scalar_dots(&s, later[t].type, ns[k], rows, sizeof rows / sizeof *rows, outs,
+                                                 sizeof outs / sizeof *outs);
+    }
+}
+
+/* The dot and the dequantization read one layout: the dot equals Σ dequantized w · x in double, within a bound.
+ * Each lane step is at most three f32 roundings (a product of scales, the weight side's fused step, the lane's
+ * fma), then 3 combine additions; a term's magnitude is bounded by |x| · 4 · max|w| of its block (a min or an
+ * offset never exceeds the block's values by more than the quantizer's grid, here the quantizer's own rows). */
+static void test_later_type_dots_agree_with_a_double_reference(void **state) {
+    (void)state;
+    uint64_t s = 33;
+    for (size_t t = 0; t < N_LATER; t++) {
+        const ggml_type type = later[t].type;
+        const size_t *ns, count = later_sizes(type, &ns);
+        for (size_t k = 0; k < count; k++) {
+            const size_t n = ns[k];
+            dot_case c = make_dot_case(&s, type, n);
+            float *w = malloc(n * sizeof *w);
+            quant_dequantize_row(type, c.w, w, n);
+            double want = 0.0, mag = 0.0;
+            for (size_t b = 0; b < n / QK; b++) {
+                double wmax = 0.0;
+                for (size_t i = b * QK; i < (b + 1) * QK; i++) wmax = fmax(wmax, fabs((double)w[i]));
+                for (size_t i = b * QK; i < (b + 1) * QK; i++) {
+                    const double xi = (double)c.xq[b].d * c.xq[b].qs[i % QK];
+                    want += (double)w[i] * xi;
+                    mag += 4.0 * wmax * fabs(xi);
+                }
+            }
+            expect_dot_near(type, n, quant_dot(type, c.w, NULL, c.xq, n), want, 3.0 * (double)(n / QK / 8 + 1) + 3,
+                            mag);
+            free(w);
+            free_dot_case(&c);
+        }
+    }
+}
+
+/* Quantized by ggml's reference quantizers, rows come back close: within the block's range / levels. */
+static void test_the_later_types_quantize_then_dequantize_within_a_step(void **state) {
+    (void)state;
+    uint64_t s = 34;
+    const size_t n = 4096;
+    /* the largest error per element, as a fraction of the block's max |x|: half a step of the grid (with its
+     * scales' own rounding and the non-linear grid's widest gap, 1/127 · 24/2, for IQ4) */
+    const double frac[] = {1.2 / 15, 1.2 / 16, 1.2 / 31, 0.12, 1.2 / 3, 1.2 / 4, 1.2 / 31, 0.14};
+    float *x = normal_row(&s, n, 1.0f), *y = malloc(n * sizeof *y);
+    for (size_t t = 0; t < N_LATER; t++) {
+        void *w = malloc(row_bytes(later[t].type, n));
+        quant_quantize_row(later[t].type, x, w, n);
+        quant_dequantize_row(later[t].type, w, y, n);
+        const size_t be = kern_type_traits(later[t].type)->block_elems;
+        for (size_t b = 0; b < n / be; b++) {
+            double amax = 0.0;
+            for (size_t i = b * be; i < (b + 1) * be; i++) amax = fmax(amax, fabs((double)x[i]));
+            for (size_t i = b * be; i < (b + 1) * be; i++)
+                if (fabs((double)y[i] - x[i]) > frac[t] * 2.0 * amax)
+                    fail_msg("%s: element %zu is %g for %g (block max %g)", kern_type_traits(later[t].type)->name, i,
+                             (double)y[i], (double)x[i], amax);
+        }
+        free(w);
+    }
+    free(x);
+    free(y);
+}
+
 /* ---- axpy -------------------------------------------------------------------------------------- */
 
 static void test_exp_variant_equals_the_reference_and_is_within_2_ulp_of_libm(void **state) {
@@ -1224,6 +1401,12 @@ int main(void) {
         cmocka_unit_test(test_dot_f16_f32_variant_matches_the_reference),
         cmocka_unit_test(test_dots_agree_with_a_double_reference_on_dequantized_values),
         cmocka_unit_test(test_k_quant_dots_agree_with_a_double_reference),
+        cmocka_unit_test(test_the_later_types_have_ggml_block_sizes_and_geometry),
+        cmocka_unit_test(test_dequantize_reads_the_later_layouts),
+        cmocka_unit_test(test_dot_of_the_later_types_variant_matches_the_reference),
+        cmocka_unit_test(test_matmul_of_the_later_types_equals_the_scalar_dots),
+        cmocka_unit_test(test_later_type_dots_agree_with_a_double_reference),
+        cmocka_unit_test(test_the_later_types_quantize_then_dequantize_within_a_step),
         cmocka_unit_test(test_exp_variant_equals_the_reference_and_is_within_2_ulp_of_libm),
         cmocka_unit_test(test_softmax_tile_steps_equal_their_twins_and_the_plain_max_and_sum),
         cmocka_unit_test(test_dispatching_functions_from_two_threads_give_serial_bits),

@@ -168,4 +168,61 @@ static inline void ord_q6_K_unpack(const block_q6_K *w, int8_t q[QK_K]) {
         }
 }
 
+/* ---- the types of ggml's later layouts (quant.h): their quants in element order, shared by the reference and the
+ * variants' tails ---- */
+
+/* IQ4_NL's and IQ4_XS's 16 non-linear values (ggml's kvalues_iq4nl). */
+static const int8_t ord_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* The 32 quants of a Q5_0 / Q5_1 block (0..31): the nibbles as Q4_0's, bit 4 of element e is bit e of qh. */
+static inline void ord_q5_unpack(const uint8_t qh4[4], const uint8_t qs[QK / 2], uint8_t q[QK]) {
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+    for (int j = 0; j < QK / 2; j++) {
+        q[j] = (uint8_t)((qs[j] & 15) | ((qh >> j) & 1) << 4);
+        q[j + QK / 2] = (uint8_t)((qs[j] >> 4) | ((qh >> (j + QK / 2)) & 1) << 4);
+    }
+}
+
+/* The 256 quants of a Q5_K block (0..31), in element order; its scales and mins are Q4_K's (ord_q4_K_scales). */
+static inline void ord_q5_K_unpack(const block_q5_K *w, uint8_t q[QK_K]) {
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            q[64 * c + l] = (uint8_t)((w->qs[32 * c + l] & 15) | ((w->qh[l] >> (2 * c)) & 1) << 4);
+            q[64 * c + 32 + l] = (uint8_t)((w->qs[32 * c + l] >> 4) | ((w->qh[l] >> (2 * c + 1)) & 1) << 4);
+        }
+}
+
+/* The 16 signed 6-bit scales of a Q3_K block (-32..31): the low nibble of byte j (j < 8) or the high nibble of byte
+ * j - 8, and bits 2(j/4)..2(j/4)+1 of byte 8 + j % 4 on top, less 32. */
+static inline void ord_q3_K_scales(const uint8_t s[12], int32_t sc[16]) {
+    for (int j = 0; j < 16; j++) {
+        const int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
+        const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        sc[j] = (lo | hi << 4) - 32;
+    }
+}
+
+/* The 256 quants of a Q3_K block (-4..3), in element order: element 128h + 32j + l holds bits 2j..2j+1 of
+ * qs[32h + l], less 4 unless bit 4h + j of hmask[l] is set. */
+static inline void ord_q3_K_unpack(const block_q3_K *w, int8_t q[QK_K]) {
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++)
+                q[128 * h + 32 * j + l] = (int8_t)(((w->qs[32 * h + l] >> (2 * j)) & 3) -
+                                                   ((w->hmask[l] >> (4 * h + j)) & 1 ? 0 : 4));
+}
+
+/* The 256 quants of a Q2_K block (0..3): element 128h + 32j + l holds bits 2j..2j+1 of qs[32h + l]. */
+static inline void ord_q2_K_unpack(const block_q2_K *w, uint8_t q[QK_K]) {
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++) q[128 * h + 32 * j + l] = (uint8_t)((w->qs[32 * h + l] >> (2 * j)) & 3);
+}
+
+/* Sub-block ib's scale of an IQ4_XS block (-32..31): 4 low bits from scales_l, 2 high from scales_h, less 32. */
+static inline int32_t ord_iq4_xs_scale(const block_iq4_xs *w, int ib) {
+    return (int32_t)((((w->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | ((w->scales_h >> (2 * ib)) & 3) << 4)) - 32;
+}
+
 #endif

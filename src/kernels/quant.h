@@ -34,6 +34,21 @@
  *   Q6_K: s_b = sc[2k] · Σ_{i<16} (q[i]-32) · x_q[i] + sc[2k+1] · Σ_{i>=16} (q[i]-32) · x_q[i], exact, and
  *   lane k = fmaf(d * d_x[b], (float)s_b, lane). Every integer here stays below 2^24, so its conversion
  *   to float is exact.
+ * - ggml's later types, each with a Q8_0-quantized activation row, in the same lanes (32-element blocks: block b in lane
+ *   b % 8; super-blocks: sub-block k of super-block s meets activation block b = 8s + k, lane k) and the same combine;
+ *   every integer sum below is exact (|s_b| < 2^24: IQ4_XS's largest, 32 · 127 · 127 · 32, is 16516096):
+ *   Q5_0, IQ4_NL: s_b = Σ w_q[i] · x_q[i] with w_q = q - 16 (Q5_0) or the non-linear value (IQ4_NL), and
+ *     lane b % 8 = fmaf(d_w * d_x[b], (float)s_b, lane), as Q4_0.
+ *   Q4_1, Q5_1: s_b = Σ q[i] · x_q[i] (q unsigned), t_b = Σ x_q[i]:
+ *     lane b % 8 = fmaf(d_x[b], fmaf(d, (float)s_b, m * (float)t_b), lane) — the weight side first, as Q4_K.
+ *   Q5_K: Q4_K's order exactly, with q in 0..31.
+ *   Q3_K: Q6_K's order exactly, with the 16 scales sc in -32..31 and q in -4..3.
+ *   Q2_K: with the sub-blocks' 4-bit scales sc and mins m (two sub-blocks of 16 per activation block),
+ *     s_b = sc[2k] · Σ_{i<16} q[i] · x_q[i] + sc[2k+1] · Σ_{i>=16} q[i] · x_q[i],
+ *     t_b = m[2k] · Σ_{i<16} x_q[i] + m[2k+1] · Σ_{i>=16} x_q[i], lane k = fmaf(d_x[b], fmaf(d, (float)s_b,
+ *     -dmin * (float)t_b), lane).
+ *   IQ4_XS: s_b = ls_k · Σ v[i] · x_q[i] (ls_k the sub-block's scale in -32..31, v the non-linear values),
+ *     lane k = fmaf(d * d_x[b], (float)s_b, lane), as Q6_K.
  * - Attention scores (quant_score_tile_*, key j of a key-major tile · query q): one fused multiply-add chain
  *   over the elements, s = fmaf(q[d], k_j[d], s) for d = 0, 1, .., n-1 from s = +0.0f. (Keys are stored key-major,
  *   so eight keys fill a register, each lane is one key's whole chain, and a score needs no lane combine.)
@@ -55,6 +70,25 @@
  *     in half h (elements 128h..), for l < 32: element +l is ql[64h+l] & 15 with bits 0-1 of qh[32h+l] as
  *     bits 4-5; +32+l: ql[64h+32+l] & 15, qh bits 2-3; +64+l: ql[64h+l] >> 4, qh bits 4-5; +96+l:
  *     ql[64h+32+l] >> 4, qh bits 6-7. x[e] = (d * scales[e / 16]) * (q - 32).
+ *   The later ones (ggml-common.h; bench/typecheck checks every one against ggml's dequantization, bit for bit):
+ *   block_q4_1 { f16 d; f16 m; uint8 qs[16]; }   q as Q4_0's nibbles, x = q * d + m
+ *   block_q5_0 { f16 d; uint8 qh[4]; uint8 qs[16]; }   q = nibble (as Q4_0) | bit e of qh (little endian) << 4,
+ *                                                 x[e] = (q - 16) * d
+ *   block_q5_1 { f16 d; f16 m; uint8 qh[4]; uint8 qs[16]; }   q as Q5_0's, x = q * d + m
+ *   block_iq4_nl { f16 d; uint8 qs[16]; }         nibbles as Q4_0's index v = {-127, -104, -83, -65, -49, -35, -22, -10,
+ *                                                 1, 13, 25, 38, 53, 69, 89, 113}; x = d * v[nibble]
+ *   block_q2_K { uint8 scales[16]; uint8 qs[64]; f16 d; f16 dmin; }   16 sub-blocks of 16: element 128h + 32j + l is
+ *     bits 2j..2j+1 of qs[32h + l]; sub-block e/16's scale is the low nibble of scales[e/16], its min the high one;
+ *     x = (d * sc) * q - dmin * m.
+ *   block_q3_K { uint8 hmask[32]; uint8 qs[64]; uint8 scales[12]; f16 d; }   element 128h + 32j + l: bits 2j..2j+1 of
+ *     qs[32h + l], less 4 unless bit 4h + j of hmask[l] is set (-4..3); 16 scales of 6 bits: the low nibble of
+ *     scales[j] (j < 8) or the high nibble of scales[j-8], bits 2(j/4)..+1 of scales[8 + j%4] on top, less 32;
+ *     x = (d * sc) * q.
+ *   block_q5_K { f16 d; f16 dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]; }   Q4_K's scales and nibbles, and
+ *     bit 2c (low nibble) or 2c+1 (high nibble) of qh[l] as the fifth bit; x = (d * sc_j) * q - dmin * m_j.
+ *   block_iq4_xs { f16 d; uint16 scales_h; uint8 scales_l[4]; uint8 qs[128]; }   8 sub-blocks of 32, sub-block j's
+ *     scale ls = (nibble j%2 of scales_l[j/2] | bits 2j..2j+1 of scales_h << 4) - 32, its 16 bytes of nibbles as
+ *     IQ4_NL's; x = (d * ls) * v[nibble].
  *
  * Thread-safety: pure functions.
  */
@@ -74,7 +108,7 @@ uint16_t quant_f32_to_f16(float f);
 float quant_bf16_to_f32(uint16_t h);
 uint16_t quant_f32_to_bf16(float f);
 
-/* Row conversions. n is any length for F32/F16/BF16; a multiple of QK for Q8_0/Q4_0, of QK_K for Q4_K/Q6_K. */
+/* Row conversions. n is any length for F32/F16/BF16; a multiple of the type's block (traits.h) otherwise. */
 void quant_dequantize_row(ggml_type type, const void *src, float *dst, size_t n);
 /* Quantize n floats into a weight row of `type` (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K) with ggml's reference
  * rounding for Q8_0 (d = amax/127, q = roundf(x/d)) and Q4_0 (d = signed max / -8, q = min(15, (int)(x/d + 8.5))).
@@ -84,7 +118,9 @@ void quant_dequantize_row(ggml_type type, const void *src, float *dst, size_t n)
  * d and dmin are the f16 values at or just above max(scale)/63 and max(-lo)/63, so no scale clamps. Error
  * per element <= d*sc_j/2 + dmin/2. Q6_K: per sub-block of 16, scale = signed max / -32; d is the f16 at
  * or just above max|scale| / 127, sc_j = ±ceil(|scale| / d) (its sign), q = clamp(roundf(x / (d*sc_j)), -32, 31)
- * + 32. Error per element <= d*|sc_j| (half of it except for values that clamp at the +31 end). */
+ * + 32. Error per element <= d*|sc_j| (half of it except for values that clamp at the +31 end).
+ * The later types (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS) use ggml's reference quantizers
+ * (quantize_row_*_ref) operation for operation: the same bytes as ggml's from the same floats (bench/typecheck). */
 void quant_quantize_row(ggml_type type, const float *src, void *dst, size_t n);
 
 /* Activation row → Q8_0 blocks (n a multiple of QK). See the fixed order above. */
@@ -94,7 +130,7 @@ void quant_row_q8(const float *x, block_q8_act *dst, size_t n);
 float quant_dot_f32(const float *a, const float *b, size_t n);
 
 /* Weight row of `type` · activation row. For F32/F16/BF16 weights x is f32 (`xf`, n floats); for
- * Q8_0/Q4_0/Q4_K/Q6_K weights x is the Q8_0-quantized row (`xq`, n/QK blocks). The unused one may be NULL. */
+ * the quantized types x is the Q8_0-quantized row (`xq`, n/QK blocks). The unused one may be NULL. */
 float quant_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
 
 /* y[r*ldy + o] = quant_dot(type, w + o*w_row_bytes, xf + r*n, xq + r*(n/QK), n) for r < n_rows, o < n_out,

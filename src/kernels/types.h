@@ -58,7 +58,7 @@ typedef struct {
     uint8_t qs[QK / 2];
 } block_q4_0;
 
-#define QK_K 256 /* elements per Q4_K / Q6_K super-block */
+#define QK_K 256 /* elements per K-quant (and IQ4_XS) super-block */
 
 typedef struct {
     uint16_t d;    /* f16, scale of the sub-block scales */
@@ -73,6 +73,75 @@ typedef struct {
     int8_t scales[QK_K / 16];
     uint16_t d; /* f16 */
 } block_q6_K;
+
+/* The rest of ggml's 32-element blocks (quant.h spells out each layout). */
+typedef struct {
+    uint16_t d; /* f16 scale */
+    uint16_t m; /* f16 min, added */
+    uint8_t qs[QK / 2];
+} block_q4_1;
+
+typedef struct {
+    uint16_t d;    /* f16 */
+    uint8_t qh[4]; /* bit 4 of each quant, element j in bit j */
+    uint8_t qs[QK / 2];
+} block_q5_0;
+
+typedef struct {
+    uint16_t d; /* f16 scale */
+    uint16_t m; /* f16 min, added */
+    uint8_t qh[4];
+    uint8_t qs[QK / 2];
+} block_q5_1;
+
+typedef struct {
+    uint16_t d; /* f16 */
+    uint8_t qs[QK / 2]; /* indices into the 16 non-linear values (quant.h) */
+} block_iq4_nl;
+
+/* The rest of ggml's 256-element super-blocks. */
+typedef struct {
+    uint8_t scales[QK_K / 16]; /* per sub-block of 16: scale in the low nibble, min in the high one */
+    uint8_t qs[QK_K / 4];
+    uint16_t d;    /* f16, scale of the scales */
+    uint16_t dmin; /* f16, scale of the mins */
+} block_q2_K;
+
+typedef struct {
+    uint8_t hmask[QK_K / 8];
+    uint8_t qs[QK_K / 4];
+    uint8_t scales[12]; /* 16 signed 6-bit scales */
+    uint16_t d;         /* f16 */
+} block_q3_K;
+
+typedef struct {
+    uint16_t d;    /* f16, scale of the sub-block scales */
+    uint16_t dmin; /* f16, scale of the sub-block mins */
+    uint8_t scales[12];
+    uint8_t qh[QK_K / 8];
+    uint8_t qs[QK_K / 2];
+} block_q5_K;
+
+typedef struct {
+    uint16_t d; /* f16 */
+    uint16_t scales_h;
+    uint8_t scales_l[QK_K / 64];
+    uint8_t qs[QK_K / 2];
+} block_iq4_xs;
+
+/* ggml's block sizes (ggml-common.h): a layout that drifted would misread every GGUF file. */
+_Static_assert(sizeof(block_q8_0) == 34, "block_q8_0");
+_Static_assert(sizeof(block_q4_0) == 18, "block_q4_0");
+_Static_assert(sizeof(block_q4_1) == 20, "block_q4_1");
+_Static_assert(sizeof(block_q5_0) == 22, "block_q5_0");
+_Static_assert(sizeof(block_q5_1) == 24, "block_q5_1");
+_Static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl");
+_Static_assert(sizeof(block_q2_K) == 84, "block_q2_K");
+_Static_assert(sizeof(block_q3_K) == 110, "block_q3_K");
+_Static_assert(sizeof(block_q4_K) == 144, "block_q4_K");
+_Static_assert(sizeof(block_q5_K) == 176, "block_q5_K");
+_Static_assert(sizeof(block_q6_K) == 210, "block_q6_K");
+_Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs");
 
 /* An activation row quantized for integer dot products; the scale stays in f32. */
 typedef struct {

@@ -1354,8 +1354,10 @@ float VARIANT(dot)(ggml_type type, const void *w, const float *xf, const block_q
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q6_K:
         return dot_kquant(type, w, xq, NULL, n / QK_K);
-    default:
-        return ref_dot(type, w, xf, xq, n);
+    default: {
+        float y;
+        return VARIANT(dot_ext)(type, w, xq, n, &y) ? y : ref_dot(type, w, xf, xq, n); /* dot_ext.c */
+    }
     }
 }
 

@@ -2,7 +2,8 @@
  *
  * Each variant folder (avx2/, avx512/, amx/) has the same files: convert.c, matmul.c, attn.c and table.c, its
  * functions prefixed with its name. The reference's are the table entries of table.h plus the per-type rows of
- * traits.h (dequantize, quantize, dot).
+ * traits.h (dequantize, quantize, dot); ggml's later types have theirs in quant_ext.c and dot_ext.c (the dots' twins
+ * in the variants are avx2/dot_ext.c).
  */
 #ifndef FKV_KERNELS_REF_H
 #define FKV_KERNELS_REF_H
@@ -32,6 +33,21 @@ void ref_quantize_q8_0(const float *src, void *dst, size_t n);
 void ref_quantize_q4_0(const float *src, void *dst, size_t n);
 void ref_quantize_q4_K(const float *src, void *dst, size_t n);
 void ref_quantize_q6_K(const float *src, void *dst, size_t n);
+
+/* quant_ext.c: ggml's later types (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS) */
+#define REF_EXT_TYPE(t)                                                                                            \
+    void ref_dequantize_##t(const void *src, float *dst, size_t n);                                              \
+    void ref_quantize_##t(const float *src, void *dst, size_t n);                                                \
+    float ref_dot_w_##t(const void *w, const float *xf, const block_q8_act *xq, size_t n);
+REF_EXT_TYPE(q4_1)
+REF_EXT_TYPE(q5_0)
+REF_EXT_TYPE(q5_1)
+REF_EXT_TYPE(iq4_nl)
+REF_EXT_TYPE(q2_K)
+REF_EXT_TYPE(q3_K)
+REF_EXT_TYPE(q5_K)
+REF_EXT_TYPE(iq4_xs)
+#undef REF_EXT_TYPE
 
 /* matmul.c */
 float ref_dot_f32(const float *a, const float *b, size_t n);

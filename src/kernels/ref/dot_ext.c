@@ -1,0 +1,178 @@
+/* ref/dot_ext.c — the reference dots of ggml's later types with a Q8_0-quantized activation row (quant.h gives each
+ * order): blocks of 32 (Q4_1, Q5_0, Q5_1, IQ4_NL) in lane b % 8; super-blocks (Q2_K, Q3_K, Q5_K, IQ4_XS) whose
+ * sub-block k meets activation block 8s + k, lane k. Exact integer sums per 32 elements, then one rounding chain per
+ * block, as ref_dot_w_q4_K and ref_dot_w_q6_K. */
+#include "ref.h"
+
+#include "order.h"
+
+/* Σ q[i] · x[i] and Σ x[i] over one activation block (exact). */
+static int32_t sum_qx(const uint8_t *q, const int8_t *x, int n) {
+    int32_t s = 0;
+    for (int i = 0; i < n; i++) s += q[i] * x[i];
+    return s;
+}
+
+static int32_t sum_sqx(const int8_t *q, const int8_t *x, int n) {
+    int32_t s = 0;
+    for (int i = 0; i < n; i++) s += q[i] * x[i];
+    return s;
+}
+
+static int32_t sum_x(const int8_t *x, int n) {
+    int32_t t = 0;
+    for (int i = 0; i < n; i++) t += x[i];
+    return t;
+}
+
+/* Q4_1 / Q5_1: x = d · q + m, so block b gives d_x · (d · s_b + m · t_b). */
+static float dot_scale_min(const uint8_t *q, float d, float m, const block_q8_act *xb, float lane) {
+    return fmaf(xb->d, fmaf(d, (float)sum_qx(q, xb->qs, QK), m * (float)sum_x(xb->qs, QK)), lane);
+}
+
+float ref_dot_w_q4_1(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    const block_q4_1 *w = wv;
+    float lane[BLOCK_LANES] = {0};
+    for (size_t b = 0; b < n / QK; b++) {
+        uint8_t q[QK];
+        for (int j = 0; j < QK / 2; j++) {
+            q[j] = w[b].qs[j] & 15;
+            q[j + QK / 2] = w[b].qs[j] >> 4;
+        }
+        lane[b % BLOCK_LANES] = dot_scale_min(q, ord_f16_to_f32(w[b].d), ord_f16_to_f32(w[b].m), &x[b],
+                                              lane[b % BLOCK_LANES]);
+    }
+    return ord_combine8(lane);
+}
+
+float ref_dot_w_q5_1(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    const block_q5_1 *w = wv;
+    float lane[BLOCK_LANES] = {0};
+    for (size_t b = 0; b < n / QK; b++) {
+        uint8_t q[QK];
+        ord_q5_unpack(w[b].qh, w[b].qs, q);
+        lane[b % BLOCK_LANES] = dot_scale_min(q, ord_f16_to_f32(w[b].d), ord_f16_to_f32(w[b].m), &x[b],
+                                              lane[b % BLOCK_LANES]);
+    }
+    return ord_combine8(lane);
+}
+
+/* Q5_0 / IQ4_NL: signed quants, one scale: block b gives (d · d_x) · s_b, as Q4_0. */
+float ref_dot_w_q5_0(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    const block_q5_0 *w = wv;
+    float lane[BLOCK_LANES] = {0};
+    for (size_t b = 0; b < n / QK; b++) {
+        uint8_t u[QK];
+        int8_t q[QK];
+        ord_q5_unpack(w[b].qh, w[b].qs, u);
+        for (int j = 0; j < QK; j++) q[j] = (int8_t)(u[j] - 16);
+        lane[b % BLOCK_LANES] = fmaf(ord_f16_to_f32(w[b].d) * x[b].d, (float)sum_sqx(q, x[b].qs, QK),
+                                     lane[b % BLOCK_LANES]);
+    }
+    return ord_combine8(lane);
+}
+
+float ref_dot_w_iq4_nl(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    const block_iq4_nl *w = wv;
+    float lane[BLOCK_LANES] = {0};
+    for (size_t b = 0; b < n / QK; b++) {
+        int8_t q[QK];
+        for (int j = 0; j < QK / 2; j++) {
+            q[j] = ord_iq4_values[w[b].qs[j] & 15];
+            q[j + QK / 2] = ord_iq4_values[w[b].qs[j] >> 4];
+        }
+        lane[b % BLOCK_LANES] = fmaf(ord_f16_to_f32(w[b].d) * x[b].d, (float)sum_sqx(q, x[b].qs, QK),
+                                     lane[b % BLOCK_LANES]);
+    }
+    return ord_combine8(lane);
+}
+
+/* Q5_K: Q4_K's order with quants 0..31. */
+float ref_dot_w_q5_K(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    const block_q5_K *w = wv;
+    float lane[BLOCK_LANES] = {0};
+    for (size_t sb = 0; sb < n / QK_K; sb++) {
+        const float d = ord_f16_to_f32(w[sb].d), dmin = ord_f16_to_f32(w[sb].dmin);
+        int32_t sc[8], m[8];
+        uint8_t q[QK_K];
+        ord_q4_K_scales(w[sb].scales, sc, m);
+        ord_q5_K_unpack(&w[sb], q);
+        for (int k = 0; k < BLOCK_LANES; k++) {
+            const block_q8_act *xb = &x[sb * BLOCK_LANES + k];
+            const int32_t s = sum_qx(q + QK * k, xb->qs, QK), t = sum_x(xb->qs, QK);
+            const float dm = -dmin * (float)m[k];
+            lane[k] = fmaf(xb->d, fmaf(d, (float)(sc[k] * s), dm * (float)t), lane[k]);
+        }
+    }
+    return ord_combine8(lane);
+}
+
+/* Q3_K: Q6_K's order (two sub-blocks of 16 per activation block, their scales inside the exact sum). */
+float ref_dot_w_q3_K(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    const block_q3_K *w = wv;
+    float lane[BLOCK_LANES] = {0};
+    for (size_t sb = 0; sb < n / QK_K; sb++) {
+        const float d = ord_f16_to_f32(w[sb].d);
+        int32_t sc[16];
+        int8_t q[QK_K];
+        ord_q3_K_scales(w[sb].scales, sc);
+        ord_q3_K_unpack(&w[sb], q);
+        for (int k = 0; k < BLOCK_LANES; k++) {
+            const block_q8_act *xb = &x[sb * BLOCK_LANES + k];
+            const int32_t s = sc[2 * k] * sum_sqx(q + QK * k, xb->qs, QK / 2) +
+                              sc[2 * k + 1] * sum_sqx(q + QK * k + QK / 2, xb->qs + QK / 2, QK / 2);
+            lane[k] = fmaf(d * xb->d, (float)s, lane[k]);
+        }
+    }
+    return ord_combine8(lane);
+}
+
+/* Q2_K: two sub-blocks of 16 per activation block, each with a scale and a min:
+ * lane k = fmaf(d_x, fmaf(d, s_b, -dmin · t_b), lane), s_b and t_b exact. */
+float ref_dot_w_q2_K(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    const block_q2_K *w = wv;
+    float lane[BLOCK_LANES] = {0};
+    for (size_t sb = 0; sb < n / QK_K; sb++) {
+        const float d = ord_f16_to_f32(w[sb].d), dmin = ord_f16_to_f32(w[sb].dmin);
+        uint8_t q[QK_K];
+        ord_q2_K_unpack(&w[sb], q);
+        for (int k = 0; k < BLOCK_LANES; k++) {
+            const block_q8_act *xb = &x[sb * BLOCK_LANES + k];
+            const uint8_t s0 = w[sb].scales[2 * k], s1 = w[sb].scales[2 * k + 1];
+            const int32_t s = (s0 & 15) * sum_qx(q + QK * k, xb->qs, QK / 2) +
+                              (s1 & 15) * sum_qx(q + QK * k + QK / 2, xb->qs + QK / 2, QK / 2);
+            const int32_t t = (s0 >> 4) * sum_x(xb->qs, QK / 2) + (s1 >> 4) * sum_x(xb->qs + QK / 2, QK / 2);
+            lane[k] = fmaf(xb->d, fmaf(d, (float)s, -dmin * (float)t), lane[k]);
+        }
+    }
+    return ord_combine8(lane);
+}
+
+/* IQ4_XS: sub-block k's signed scale inside the exact sum, then Q6_K's step. */
+float ref_dot_w_iq4_xs(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    const block_iq4_xs *w = wv;
+    float lane[BLOCK_LANES] = {0};
+    for (size_t sb = 0; sb < n / QK_K; sb++) {
+        const float d = ord_f16_to_f32(w[sb].d);
+        for (int k = 0; k < BLOCK_LANES; k++) {
+            const block_q8_act *xb = &x[sb * BLOCK_LANES + k];
+            const uint8_t *qs = w[sb].qs + 16 * k;
+            int8_t q[QK];
+            for (int j = 0; j < QK / 2; j++) {
+                q[j] = ord_iq4_values[qs[j] & 15];
+                q[j + QK / 2] = ord_iq4_values[qs[j] >> 4];
+            }
+            const int32_t s = ord_iq4_xs_scale(&w[sb], k) * sum_sqx(q, xb->qs, QK);
+            lane[k] = fmaf(d * xb->d, (float)s, lane[k]);
+        }
+    }
+    return ord_combine8(lane);
+}
