@@ -146,6 +146,17 @@ static inline void ord_q4_K_scales(const uint8_t s[12], int32_t sc[8], int32_t m
     }
 }
 
+/* A Q4_K or Q5_K super-block's values from d, dmin, its 12 scale bytes and its unpacked quants q (quant.h):
+ * x = (d · sc_j) · q - dmin · m_j in sub-block j. */
+static inline void ord_dequantize_sc_min(float d, float dmin, const uint8_t scales[12], const uint8_t q[256], float *dst) {
+    int32_t sc[8], m[8];
+    ord_q4_K_scales(scales, sc, m);
+    for (int j = 0; j < 8; j++) {
+        const float dj = d * (float)sc[j], mj = dmin * (float)m[j];
+        for (int i = 0; i < 32; i++) dst[32 * j + i] = dj * (float)q[32 * j + i] - mj;
+    }
+}
+
 /* The 256 quants of a Q4_K block (0..15), in element order. */
 static inline void ord_q4_K_unpack(const block_q4_K *w, uint8_t q[QK_K]) {
     for (int c = 0; c < 4; c++)

@@ -49,26 +49,18 @@ static inline __m256i ext_fifth_bits(const uint8_t qh4[4]) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
 }
 
-static float dot_q4_1(const block_q4_1 *w, const block_q8_act *x, size_t nb) {
+/* Q4_1 and Q5_1 (fifth: the latter, whose fifth bits lie in qh): lane = fmaf(d_x, fmaf(d, (float)s, m · (float)t)). */
+static inline __attribute__((always_inline)) float dot_min_blocks(bool fifth, const void *w, const block_q8_act *x,
+                                                                   size_t nb) {
     float lane[BLOCK_LANES] = {0};
     const __m256i ones = _mm256_set1_epi8(1);
     for (size_t b = 0; b < nb; b++) {
         const __m256i xv = ext_load_x(&x[b]);
-        const int32_t s = ext_sum_qx(ext_nibbles(w[b].qs), xv), t = ext_sum_qx(ones, xv);
-        const float d = ord_f16_to_f32(w[b].d), m = ord_f16_to_f32(w[b].m);
-        lane[b % BLOCK_LANES] = fmaf(x[b].d, fmaf(d, (float)s, m * (float)t), lane[b % BLOCK_LANES]);
-    }
-    return ord_combine8(lane);
-}
-
-static float dot_q5_1(const block_q5_1 *w, const block_q8_act *x, size_t nb) {
-    float lane[BLOCK_LANES] = {0};
-    const __m256i ones = _mm256_set1_epi8(1);
-    for (size_t b = 0; b < nb; b++) {
-        const __m256i xv = ext_load_x(&x[b]);
-        const __m256i q = _mm256_or_si256(ext_nibbles(w[b].qs), ext_fifth_bits(w[b].qh));
+        const block_q4_1 *w4 = (const block_q4_1 *)w + b;
+        const block_q5_1 *w5 = (const block_q5_1 *)w + b;
+        const __m256i q = fifth ? _mm256_or_si256(ext_nibbles(w5->qs), ext_fifth_bits(w5->qh)) : ext_nibbles(w4->qs);
         const int32_t s = ext_sum_qx(q, xv), t = ext_sum_qx(ones, xv);
-        const float d = ord_f16_to_f32(w[b].d), m = ord_f16_to_f32(w[b].m);
+        const float d = ord_f16_to_f32(fifth ? w5->d : w4->d), m = ord_f16_to_f32(fifth ? w5->m : w4->m);
         lane[b % BLOCK_LANES] = fmaf(x[b].d, fmaf(d, (float)s, m * (float)t), lane[b % BLOCK_LANES]);
     }
     return ord_combine8(lane);
@@ -121,9 +113,9 @@ static float dot_q5_K(const block_q5_K *w, const block_q8_act *x, size_t nsb) {
 /* The dot of a weight row of a later type this file computes; false for the others (the caller takes ref_dot). */
 bool VARIANT(dot_ext)(ggml_type type, const void *w, const block_q8_act *xq, size_t n, float *out) {
     switch (type) {
-    case GGML_TYPE_Q4_1: *out = dot_q4_1(w, xq, n / QK); return true;
+    case GGML_TYPE_Q4_1: *out = dot_min_blocks(false, w, xq, n / QK); return true;
     case GGML_TYPE_Q5_0: *out = dot_q5_0(w, xq, n / QK); return true;
-    case GGML_TYPE_Q5_1: *out = dot_q5_1(w, xq, n / QK); return true;
+    case GGML_TYPE_Q5_1: *out = dot_min_blocks(true, w, xq, n / QK); return true;
     case GGML_TYPE_Q5_K: *out = dot_q5_K(w, xq, n / QK_K); return true;
     default: return false;
     }

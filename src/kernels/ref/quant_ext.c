@@ -90,15 +90,9 @@ void ref_dequantize_q3_K(const void *src, float *dst, size_t n) {
 void ref_dequantize_q5_K(const void *src, float *dst, size_t n) {
     const block_q5_K *blk = src;
     for (size_t b = 0; b < n / QK_K; b++) {
-        const float d = ord_f16_to_f32(blk[b].d), dmin = ord_f16_to_f32(blk[b].dmin);
-        int32_t sc[8], m[8];
         uint8_t q[QK_K];
-        ord_q4_K_scales(blk[b].scales, sc, m);
         ord_q5_K_unpack(&blk[b], q);
-        for (int j = 0; j < 8; j++) {
-            const float dj = d * (float)sc[j], mj = dmin * (float)m[j];
-            for (int i = 0; i < 32; i++) dst[b * QK_K + 32 * j + i] = dj * (float)q[32 * j + i] - mj;
-        }
+        ord_dequantize_sc_min(ord_f16_to_f32(blk[b].d), ord_f16_to_f32(blk[b].dmin), blk[b].scales, q, dst + b * QK_K);
     }
 }
 
