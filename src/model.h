@@ -33,30 +33,69 @@
 #include "ops.h"
 #include "tok.h"
 
+/* What distinguishes an architecture from llama's computation: one row per architecture (model.c's table). */
+typedef struct {
+    const char *name;
+    bool rope_halves;    /* rotate (x[i], x[i + n_rot/2]) — GGUF's "neox" order — instead of adjacent pairs */
+    bool qkv_bias;       /* q, k, v biases (required) */
+    bool qk_norm;        /* per-head RMSNorm of q and k before rope (attn_q_norm, attn_k_norm: [head_dim]) */
+    bool post_norms;     /* RMSNorm of the attention and FFN outputs before each residual add */
+    bool embd_scale;     /* token embeddings times sqrt(dim) */
+    bool gelu;           /* GeGLU with tanh GELU instead of SwiGLU */
+    bool fused;          /* attn_qkv = [q; k; v] (or separate q/k/v), ffn_up = [gate; up] without ffn_gate */
+    bool long_rope;      /* LongRoPE: rope_factors_short/long, rope.scaling.attn_factor, original_context_length */
+    bool swa;            /* attention.sliding_window: window layers in attention.sliding_window_pattern */
+    uint32_t nope_step;  /* layers l with (l + 1) % nope_step == 0 have no rope (SmolLM3: 4); 0: none */
+} model_arch;
+
+/* One rotary table: angle of pair i at position p = (p / scale) · base^(-2i/n_rot) / divisor[i]; cos and sin
+ * then times mscale (ggml's attn_factor; 1 but for LongRoPE). */
+typedef struct {
+    float base;
+    float scale;
+    float mscale;
+} model_rope;
+
+#define MODEL_ROPE_GLOBAL 0 /* rope.freq_base and scaling: every layer of a model without window layers */
+#define MODEL_ROPE_LOCAL 1  /* window layers' own base (rope.freq_base_swa, default 10000), no scaling */
+#define MODEL_ROPE_NONE (-1) /* NoPE layers */
+
 typedef struct {
     float *attn_norm; /* [dim] */
-    ops_matrix wq, wk, wv, wo;
+    ops_matrix wq, wk, wv, wo; /* from one fused attn_qkv where the file has it (rows q, then k, then v) */
     float *bq, *bk, *bv; /* [q_dim], [kv_dim], [kv_dim] biases added after the products, or NULL */
+    float *q_norm, *k_norm; /* [head_dim] per-head gains (qk_norm), or NULL */
+    float *post_attn_norm, *post_ffn_norm; /* [dim] (post_norms), or NULL */
     float *ffn_norm; /* [dim] */
-    ops_matrix w_gate, w_up, w_down;
+    ops_matrix w_gate, w_up, w_down; /* gate and up: the two halves of a fused ffn_up where the file has it */
+    int rope;         /* MODEL_ROPE_GLOBAL, MODEL_ROPE_LOCAL or MODEL_ROPE_NONE */
+    uint32_t window;  /* the row at p attends to positions (p - window, p]; 0: to all of 0..p */
 } model_layer;
 
 typedef struct {
-    char arch[16];    /* "llama" or "qwen2" */
-    bool rope_halves; /* rotate (x[i], x[i + n_rot/2]) — GGUF's "neox" order — instead of adjacent pairs */
-    bool qkv_bias;    /* the architecture has q, k, v biases */
+    char arch[16];    /* general.architecture, one of model.c's table */
+    model_arch kind;  /* its row of the table */
+    bool rope_halves; /* kind.rope_halves */
+    bool qkv_bias;    /* kind.qkv_bias */
     uint32_t n_vocab;
     uint32_t n_ctx_train;
+    uint32_t n_ctx_orig;  /* rope.scaling.original_context_length (default n_ctx_train): LongRoPE's long factors
+                           * serve contexts longer than this, as llama.cpp chooses them */
     uint32_t dim;
     uint32_t hidden;
     uint32_t n_layers;
     uint32_t n_heads;
     uint32_t n_kv_heads;
-    uint32_t head_dim;
-    uint32_t n_rot;     /* leading dims of each head that are rotated (llama.rope.dimension_count) */
+    uint32_t head_dim;  /* attention.key_length (= value_length), default dim / n_heads */
+    uint32_t n_rot;     /* leading dims of each head that are rotated (rope.dimension_count) */
+    uint32_t window;    /* attention.sliding_window of the window layers; 0: none */
+    uint32_t swa_pattern; /* attention.sliding_window_pattern (default 6): layer l is a window layer unless
+                           * l % swa_pattern == swa_pattern - 1 (llama.cpp's set_swa_pattern; 0: all are) */
     float rms_eps;
     float rope_base;
     float rope_scale;   /* linear position scaling: rotary angle uses pos / rope_scale */
+    float attn_scale;   /* multiplies each q·k: 1/sqrt(head_dim) (Gemma 3 27B: 1/sqrt(dim/n_heads)) */
+    model_rope rope[2]; /* MODEL_ROPE_GLOBAL, MODEL_ROPE_LOCAL */
 } model_hparams;
 
 struct fkv_model {
@@ -67,6 +106,7 @@ struct fkv_model {
     ops_matrix output; /* aliases tok_embd when tied */
     float *output_norm;
     float *rope_freqs; /* [n_rot/2] divisors of the rotary frequencies (rope_freqs.weight), or NULL */
+    float *rope_short, *rope_long; /* [n_rot/2] LongRoPE divisors (rope_factors_short/long.weight), or NULL */
     model_layer *layers;
     tok_vocab *vocab;
     char *chat_template; /* tokenizer.chat_template, or NULL */
@@ -77,5 +117,9 @@ struct fkv_model {
 /* Load and validate (see INVARIANT); NULL with err naming the file and the key or tensor at fault. */
 fkv_model *fkv_model_load(const char *path, fkv_error *err);
 void fkv_model_free(fkv_model *m);
+
+/* The global rotary table's frequency divisors for a context of n_ctx positions: rope_freqs.weight, or LongRoPE's
+ * long factors when n_ctx > n_ctx_orig and its short ones otherwise (llama.cpp's choice), or NULL. */
+const float *model_rope_divisors(const fkv_model *m, uint32_t n_ctx);
 
 #endif
