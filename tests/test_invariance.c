@@ -76,6 +76,18 @@ static int setup_q4_k(void **state) {
     return rc;
 }
 
+/* The other architectures (tu_arch_model: head sizes apart from dim, NoPE layers, partial rotary, window layers). */
+static int setup_arch(void **state, const char *arch, ggml_type type) {
+    const char *path = tu_arch_model(arch, type, 13);
+    int rc = path ? setup_model(state, path) : -1;
+    if (path) remove(path);
+    return rc;
+}
+static int setup_qwen3(void **state) { return setup_arch(state, "qwen3", GGML_TYPE_Q8_0); }
+static int setup_smollm3(void **state) { return setup_arch(state, "smollm3", GGML_TYPE_Q8_0); }
+static int setup_phi3(void **state) { return setup_arch(state, "phi3", GGML_TYPE_F32); }
+static int setup_gemma3(void **state) { return setup_arch(state, "gemma3", GGML_TYPE_Q8_0); }
+
 static int teardown(void **state) {
     fixture *f = *state;
     fkv_model_free(f->m);
@@ -197,6 +209,15 @@ int main(void) {
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4),
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4_k),
         CASE(test_decode_rows_equal_prefill_rows, q4_k),
+        CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, qwen3),
+        CASE(test_decode_rows_equal_prefill_rows, qwen3),
+        CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, smollm3),
+        CASE(test_decode_rows_equal_prefill_rows, smollm3),
+        CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, phi3),
+        CASE(test_decode_rows_equal_prefill_rows, phi3),
+        CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, gemma3),
+        CASE(test_decode_rows_equal_prefill_rows, gemma3),
+        CASE(test_a_context_of_any_length_equals_a_longer_one, gemma3),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }
