@@ -197,7 +197,9 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
     }
 
     if (first_logit < n) {
-        /* rows [first_logit, n) become rows [0, n - first_logit) of xb */
+        /* rows [first_logit, n) become rows [0, n - first_logit) of xb — rows other threads may still be reading
+         * in their last residual add (their own rows of xb): wait for them first. */
+#pragma omp barrier
         uint32_t l0 = r0 > first_logit ? r0 - first_logit : 0, l1 = r1 > first_logit ? r1 - first_logit : 0;
         ops_rmsnorm(c->x + (size_t)(first_logit + l0) * dim, m->output_norm, l1 - l0, dim, hp->rms_eps,
                     c->xb + (size_t)l0 * dim);

@@ -386,6 +386,35 @@ static void test_unsupported_metadata_is_refused_by_key(void **state) {
     }
 }
 
+/* A prefill that wants only its last row's logits writes that row's final norm into rows of the scratch that another
+ * thread may still be reading in its own last residual add; the pass waits for every thread first. Without that
+ * barrier, gemma3 (whose post-FFN norm lengthens that last step) gave other bits in about 1 run of 5 on 2 threads. */
+static void test_last_row_logits_never_race_the_last_residual_add(void **state) {
+    (void)state;
+    enum { N = 40, RUNS = 25 };
+    const char *path = tu_arch_model("gemma3", GGML_TYPE_F32, 4);
+    fkv_model *m = load(path);
+    const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = 3 + (i * 41) % 500;
+    float *want = malloc(sizeof(float) * n_vocab), *got = malloc(sizeof(float) * n_vocab);
+    fkv_error err = {{0}};
+    for (int run = 0; run <= RUNS; run++) {
+        fkv_ctx_params cp = fkv_ctx_default_params();
+        cp.n_ctx = 64;
+        cp.n_threads = run ? 2 : 1;
+        fkv_ctx *ctx = fkv_ctx_new(m, &cp, &err);
+        if (!ctx) fail_msg("%s", err.msg);
+        if (fkv_eval(ctx, ids, N, 0, 1, run ? got : want, &err)) fail_msg("%s", err.msg);
+        if (run && memcmp(want, got, sizeof(float) * n_vocab)) fail_msg("run %d on 2 threads differs from 1 thread", run);
+        fkv_ctx_free(ctx);
+    }
+    free(want);
+    free(got);
+    fkv_model_free(m);
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen2_equals_llama_with_its_rotary_pairs_reordered),
@@ -396,6 +425,7 @@ int main(void) {
         cmocka_unit_test(test_a_window_covering_every_key_equals_full_attention),
         cmocka_unit_test(test_phi3_takes_long_factors_only_past_the_original_context),
         cmocka_unit_test(test_unsupported_metadata_is_refused_by_key),
+        cmocka_unit_test(test_last_row_logits_never_race_the_last_residual_add),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
