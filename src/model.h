@@ -1,24 +1,44 @@
-/* model.h — a llama-architecture model: hyperparameters and weights, read from a GGUF file.
+/* model.h — a transformer model of one of the llama family's architectures: hyperparameters and weights, read
+ * from a GGUF file.
  *
- * WHY: everything GGUF labels `llama` (and `qwen2`, the same computation with q/k/v biases and rotary
- * pairs taken as halves) (Llama 1/2, TinyLlama, Mistral-style GQA models, the llama2.c
- * TinyStories models) shares one computation whose shapes and constants all come from metadata. This
- * module turns the file into that description and refuses, with the key or tensor named, anything the
- * forward pass could not compute correctly — so the forward pass itself never checks shapes.
+ * WHY: everything GGUF labels `llama` (Llama 1/2/3, TinyLlama, Mistral-style GQA models, the llama2.c TinyStories
+ * models), `qwen2`, `qwen3`, `smollm3`, `phi3` or `gemma3` is one computation — RMSNorm, rotary attention, a gated
+ * FFN — with a few switches: rotary pairs adjacent or halves, q/k/v biases, per-head q/k norms, post-norms, scaled
+ * embeddings, GeGLU for SwiGLU, fused tensors, layers without rope, sliding-window layers with their own rope
+ * table. model.c holds one row of switches per architecture (model_arch, facts from llama.cpp's
+ * src/models/<arch>.cpp), and the forward pass reads the switches, never the architecture's name. This module turns
+ * the file into that description and refuses, with the key or tensor named, anything the forward pass could not
+ * compute correctly (an unknown architecture, value heads of another size than key heads, logit soft-capping, YaRN
+ * keys, a sliding window where the architecture has none) — so the forward pass itself never checks shapes.
  *
  * INVARIANT: a loaded model's every matrix has exactly the shape the hyperparameters imply (checked
  * tensor by tensor at load), a type flatkv computes (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K), and its data inside
  * the mapped file. Norm vectors are copied to f32. The weights are borrowed from the mapping, which the
  * model keeps open until model_free; the layers' matrices and an untied output matrix are copied at load into
  * memory the model owns (on huge pages where the system gives them), packed where the kernels take them so
- * (quant_packs: Q8_0).
+ * (quant_packs: Q8_0). A fused tensor becomes the matrices of its row ranges (attn_qkv: q, k, v; phi3's ffn_up:
+ * gate, then up), each packed on its own, so the forward pass sees the same matrices as for separate tensors.
+ *
+ * Layer roles, as llama.cpp derives them: with `<arch>.attention.sliding_window` W (gemma3), layer l is a window
+ * layer — its row at p attends to (p - W, p] and rotates with the local table (rope.freq_base_swa, default 10000,
+ * unscaled) — unless l % P == P - 1, P = attention.sliding_window_pattern (default 6; 0: every layer is one); the
+ * others are global (rope.freq_base, rope scaling). smollm3: layers with (l + 1) % 4 == 0 have no rope. phi3's
+ * sliding_window is ignored, as llama.cpp does today. The head size is attention.key_length (default dim /
+ * heads) and q_dim = heads · head size may differ from dim. Gemma's norms are used as stored: its converter already
+ * wrote weight + 1.
  *
  * Tensor names and shapes (ne[0] is the row length, i.e. the input dimension of a matrix):
  *   token_embd.weight [dim, n_vocab]      output_norm.weight [dim]     output.weight [dim, n_vocab]
  *   blk.L.attn_norm.weight [dim]          blk.L.ffn_norm.weight [dim]
  *   blk.L.attn_q.weight [dim, n_heads*head_dim]   blk.L.attn_k/attn_v.weight [dim, n_kv_heads*head_dim]
+ *     or (phi3) blk.L.attn_qkv.weight [dim, (n_heads + 2*n_kv_heads)*head_dim]
  *   blk.L.attn_output.weight [n_heads*head_dim, dim]
  *   blk.L.ffn_gate/ffn_up.weight [dim, hidden]    blk.L.ffn_down.weight [hidden, dim]
+ *     or (phi3) blk.L.ffn_up.weight [dim, 2*hidden], gate rows first
+ *   qwen2: blk.L.attn_q/k/v.bias;  qwen3, gemma3: blk.L.attn_q_norm/attn_k_norm.weight [head_dim]
+ *   gemma3: blk.L.post_attention_norm.weight, blk.L.post_ffw_norm.weight [dim]
+ *   phi3 (optional): rope_factors_short.weight, rope_factors_long.weight [n_rot/2]
+ *   llama (optional): rope_freqs.weight [n_rot/2]
  * output.weight absent means tied embeddings (the output matrix is token_embd).
  *
  * Thread-safety: immutable after model_load.
