@@ -11,7 +11,8 @@ static const char HELP[] =
     "usage: flatkv gen-model --dim D --hidden H --layers L --heads NH [--kv-heads NKV] [--ctx C]\n"
     "                        --vocab-from TOKENIZER.gguf [--type T] [--seed S]\n"
     "                        [--tied]\n"
-    "                        [--arch llama|qwen2] [--rope-freqs]\n"
+    "                        [--arch llama|qwen2|qwen3|smollm3|phi3|gemma3] [--rope-freqs] [--head-dim N]\n"
+    "                        [--rope-dims N] [--window N] [--window-pattern N]\n"
     "                        -o OUT.gguf\n"
     "\n"
     "Write a llama-architecture GGUF with deterministic random weights (same arguments, same bytes) and\n"
@@ -25,11 +26,18 @@ static const char HELP[] =
     "                Rows that 256 does not divide fall back as llama.cpp's do (Q4_K->Q5_0, Q5_K->Q5_1,\n"
     "                Q3_K->Q4_0, Q6_K->Q8_0, the output Q8_0); a uniform type refuses such rows\n"
     "  --tied        no output matrix: logits use the token embedding (as some models do)\n"
-    "  --arch A      llama (default) or qwen2 (q/k/v biases, rotary pairs as halves)\n"
+    "  --arch A      llama (default); qwen2 (q/k/v biases, rotary pairs as halves); qwen3 (per-head q/k norms);\n"
+    "                smollm3 (every 4th layer without rope); phi3 (fused attn_qkv and gate/up, LongRoPE factor\n"
+    "                tensors); gemma3 (scaled embeddings, GeGLU, post-norms, q/k norms, sliding-window layers)\n"
+    "  --head-dim N  head size (attention.key_length/value_length); default dim / heads\n"
+    "  --rope-dims N rotated dims of each head (rope.dimension_count, partial rotary); default the head size\n"
+    "  --window N    gemma3: sliding window of the local layers (attention.sliding_window); default 0: none\n"
+    "  --window-pattern N  gemma3: every Nth layer is global (attention.sliding_window_pattern); default 6\n"
     "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n";
 
 int cli_gen_model(int argc, char **argv) {
-    enum { O_DIM = 256, O_HIDDEN, O_LAYERS, O_HEADS, O_KVH, O_CTX, O_VOCAB, O_TYPE, O_SEED, O_TIED, O_ARCH, O_FREQS };
+    enum { O_DIM = 256, O_HIDDEN, O_LAYERS, O_HEADS, O_KVH, O_CTX, O_VOCAB, O_TYPE, O_SEED, O_TIED, O_ARCH, O_FREQS, O_HEAD_DIM,
+           O_ROPE_DIMS, O_WINDOW, O_PATTERN };
     static const struct option opts[] = {
         {"dim", required_argument, 0, O_DIM},      {"hidden", required_argument, 0, O_HIDDEN},
         {"layers", required_argument, 0, O_LAYERS}, {"heads", required_argument, 0, O_HEADS},
@@ -37,6 +45,8 @@ int cli_gen_model(int argc, char **argv) {
         {"vocab-from", required_argument, 0, O_VOCAB}, {"type", required_argument, 0, O_TYPE},
         {"seed", required_argument, 0, O_SEED},    {"tied", no_argument, 0, O_TIED},
         {"arch", required_argument, 0, O_ARCH},    {"rope-freqs", no_argument, 0, O_FREQS},
+        {"head-dim", required_argument, 0, O_HEAD_DIM}, {"rope-dims", required_argument, 0, O_ROPE_DIMS},
+        {"window", required_argument, 0, O_WINDOW}, {"window-pattern", required_argument, 0, O_PATTERN},
         {"output", required_argument, 0, 'o'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *sub = "gen-model", *out = NULL;
@@ -80,6 +90,10 @@ int cli_gen_model(int argc, char **argv) {
         case O_TIED: p.tied = true; break;
         case O_ARCH: p.arch = optarg; break;
         case O_FREQS: p.rope_freqs = true; break;
+        case O_HEAD_DIM: bad = cli_parse_u32(sub, "--head-dim", optarg, 2, 256, &p.head_dim); break;
+        case O_ROPE_DIMS: bad = cli_parse_u32(sub, "--rope-dims", optarg, 2, 256, &p.rope_dims); break;
+        case O_WINDOW: bad = cli_parse_u32(sub, "--window", optarg, 1, 1u << 24, &p.window); break;
+        case O_PATTERN: bad = cli_parse_u32(sub, "--window-pattern", optarg, 1, 1024, &p.window_pattern); break;
         case 'o': out = optarg; break;
         case 'h': fputs(HELP, stdout); return 0;
         default: return cli_bad_option(sub, argv);

@@ -1,4 +1,5 @@
 /* flatkv generate — continue a prompt: prefill it, then decode one token at a time. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,20 +9,22 @@
 #include "utf8.h"
 
 static const char HELP[] =
-    "usage: flatkv generate -m MODEL (-p TEXT | -f FILE) [options]\n"
+    "usage: flatkv generate -m MODEL (-p TEXT | -f FILE | --prompt-ids FILE) [options]\n"
     "\n"
     "Continue the prompt and print the continuation. Stops after N tokens, at end of generation, or at\n"
     "the end of the context.\n"
     "  -m, --model PATH       GGUF model\n"
     "  -p, --prompt TEXT      the prompt\n"
     "  -f, --file PATH        read the prompt from a file\n"
+    "      --prompt-ids FILE  the prompt as token ids: a JSON array of integers (no BOS is added)\n"
+    "      --logits FILE      write the float32 logits of every generated step, row after row (n_vocab each)\n"
     "  -n, --n-predict N      tokens to generate (default 128)\n"
     CLI_SAMPLING_HELP
     "      --json             print one JSON object: prompt_tokens, tokens, text, logits_digest,\n"
     "                         kernels, prefill_ms, decode_ms\n" CLI_ENGINE_HELP;
 
 typedef struct {
-    const char *model_path, *text, *file;
+    const char *model_path, *text, *file, *ids_file, *logits_file;
     uint32_t n_predict;
     fkv_sampler_params sp;
     fkv_seq_params engine;
@@ -29,12 +32,13 @@ typedef struct {
 } gen_args;
 
 static int parse_args(int argc, char **argv, gen_args *a) {
-    enum { O_JSON = 256 };
+    enum { O_JSON = 256, O_IDS, O_LOGITS };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'},   {"n-predict", required_argument, 0, 'n'},
         CLI_SAMPLING_OPTIONS,
-        {"json", no_argument, 0, O_JSON}, CLI_ENGINE_OPTIONS,
+        {"json", no_argument, 0, O_JSON}, {"prompt-ids", required_argument, 0, O_IDS},
+        {"logits", required_argument, 0, O_LOGITS}, CLI_ENGINE_OPTIONS,
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *sub = "generate";
     int c;
@@ -48,6 +52,8 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         case 'f': a->file = optarg; break;
         case 'n': bad = cli_parse_u32(sub, "-n", optarg, 0, UINT32_MAX, &a->n_predict); break;
         case O_JSON: a->json = 1; break;
+        case O_IDS: a->ids_file = optarg; break;
+        case O_LOGITS: a->logits_file = optarg; break;
         case 'h': fputs(HELP, stdout); return 0;
         default:
             bad = cli_run_option(sub, c, optarg, &a->engine, &a->sp);
@@ -58,6 +64,43 @@ static int parse_args(int argc, char **argv, gen_args *a) {
     }
     if (optind < argc) return cli_usage_error(sub, "unexpected argument '%s'", argv[optind]);
     return -1; /* parsed: go on */
+}
+
+/* What the generation's callbacks write: the text (first, for cli_collect_piece) and the logits file. */
+typedef struct {
+    cli_text text;
+    FILE *logits;
+} gen_out;
+
+static bool write_logits(void *user, const float *logits, uint32_t n_vocab) {
+    gen_out *o = user;
+    return !o->logits || fwrite(logits, sizeof(float), n_vocab, o->logits) == n_vocab;
+}
+
+/* The prompt ids of a JSON array file, each checked against the vocabulary; NULL after a usage message. */
+static int32_t *read_prompt_ids(const char *path, uint32_t n_vocab, int *n) {
+    json_error_t jerr;
+    json_t *arr = json_load_file(path, 0, &jerr);
+    if (!arr || !json_is_array(arr)) {
+        cli_usage_error("generate", "--prompt-ids %s: not a JSON array of ids (%s)", path, arr ? "not an array" : jerr.text);
+        json_decref(arr);
+        return NULL;
+    }
+    size_t len = json_array_size(arr);
+    int32_t *ids = malloc(sizeof(int32_t) * (len ? len : 1));
+    for (size_t i = 0; ids && i < len; i++) {
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (json_int_t)n_vocab) {
+            cli_usage_error("generate", "--prompt-ids %s: element %zu is not a token id below %u", path, i, n_vocab);
+            free(ids);
+            ids = NULL;
+            break;
+        }
+        ids[i] = (int32_t)json_integer_value(v);
+    }
+    json_decref(arr);
+    *n = (int)len;
+    return ids;
 }
 
 /* Pieces go straight to the terminal as they come. */
@@ -76,11 +119,15 @@ int cli_generate(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     size_t len;
-    char *prompt = cli_prompt_text("generate", a.text, a.file, &len);
-    if (!prompt) return CLI_USAGE_EXIT;
+    char *prompt = NULL;
+    if (a.ids_file && (a.text || a.file))
+        return cli_usage_error("generate", "give one of -p TEXT, -f FILE or --prompt-ids FILE");
+    if (!a.ids_file && !(prompt = cli_prompt_text("generate", a.text, a.file, &len))) return CLI_USAGE_EXIT;
     fkv_model *m = cli_load_model("generate", a.model_path);
     int n_prompt = 0;
-    int32_t *ids = m ? cli_tokenize_text("generate", m, prompt, len, false, &n_prompt) : NULL;
+    int32_t *ids = !m              ? NULL
+                   : a.ids_file    ? read_prompt_ids(a.ids_file, fkv_model_get_info(m).n_vocab, &n_prompt)
+                                   : cli_tokenize_text("generate", m, prompt, len, false, &n_prompt);
     free(prompt);
     if (!ids) {
         fkv_model_free(m);
@@ -90,8 +137,12 @@ int cli_generate(int argc, char **argv) {
     fkv_sampler *smp = NULL;
     float *logits = NULL;
     int32_t *out = NULL;
-    cli_text text = {0};
+    gen_out o = {{0}, NULL};
     rc = 1;
+    if (a.logits_file && !(o.logits = fopen(a.logits_file, "wb"))) {
+        rc = cli_usage_error("generate", "cannot write --logits %s: %s", a.logits_file, strerror(errno));
+        goto out;
+    }
     const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
     if (!(seq = fkv_seq_new(m, &a.engine, &err))) {
         fprintf(stderr, "flatkv generate: %s\n", err.msg);
@@ -116,18 +167,24 @@ int cli_generate(int argc, char **argv) {
     }
     double t1 = cli_now_ms();
     fkv_gen_params gp = {.max_tokens = a.n_predict, .sampler = smp, .on_token = a.json ? cli_collect_piece : print_piece,
-                         .user = &text};
+                         .user = &o, .on_logits = a.logits_file ? write_logits : NULL};
     fkv_gen_result res;
     if (fkv_seq_generate(seq, logits, &gp, out, &res, &err)) {
         fprintf(stderr, "\nflatkv generate: %s\n", err.msg);
         goto out;
     }
+    if (o.logits && (fclose(o.logits) != 0 || res.cancelled)) {
+        o.logits = NULL;
+        fprintf(stderr, "\nflatkv generate: writing --logits %s failed\n", a.logits_file);
+        goto out;
+    }
+    o.logits = NULL;
     double t2 = cli_now_ms();
     if (a.json) {
         char hex[17];
         json_t *tokens = json_array();
         size_t clean_len; /* a model may emit bytes that are not UTF-8; JSON strings must be */
-        char *clean = utf8_sanitize(text.text ? text.text : "", text.len, &clean_len);
+        char *clean = utf8_sanitize(o.text.text ? o.text.text : "", o.text.len, &clean_len);
         for (uint32_t i = 0; i < res.n_tokens; i++) json_array_append_new(tokens, json_integer(out[i]));
         json_t *obj = json_pack("{s:i,s:o,s:s%,s:s,s:s,s:f,s:f}", "prompt_tokens", n_prompt, "tokens", tokens, "text",
                                 clean ? clean : "", clean ? clean_len : 0, "logits_digest", cli_hex64(res.logits_digest, hex),
@@ -144,7 +201,8 @@ int cli_generate(int argc, char **argv) {
     }
     rc = 0;
 out:
-    cli_text_free(&text);
+    if (o.logits) fclose(o.logits);
+    cli_text_free(&o.text);
     free(out);
     free(logits);
     fkv_sampler_free(smp);

@@ -159,13 +159,16 @@ typedef struct {
      * stop string). NULL: never stop early. */
     bool (*on_token)(void *user, int32_t id, const char *piece, int piece_len);
     void *user;
+    /* Called with every row of logits a token is sampled from, before sampling (n_vocab floats, borrowed for the
+     * call), user as above; returns false to stop (an error writing them). NULL: not called. */
+    bool (*on_logits)(void *user, const float *logits, uint32_t n_vocab);
 } fkv_gen_params;
 
 typedef struct {
     uint32_t n_tokens;      /* ids written to out */
     uint64_t logits_digest; /* xxh3-64 of the f32 logits every token was sampled from, in order */
     bool eog;               /* stopped at an end-of-generation token (included in out) */
-    bool cancelled;         /* on_token returned false */
+    bool cancelled;         /* on_token or on_logits returned false */
 } fkv_gen_result;
 
 /* A generation in progress, independent of how its tokens are fed (one sequence, or a batch of many):

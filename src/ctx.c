@@ -56,7 +56,7 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
     }
     uint32_t rows = c->p.prefill_rows;
     if (!(c->kv = kv_new(hp->n_layers, c->p.n_ctx, hp->n_kv_heads * hp->head_dim, c->p.kv_type, err)) ||
-        !(c->fw = forward_new(m, rows, c->p.n_threads, err))) {
+        !(c->fw = forward_new(m, rows, c->p.n_ctx, c->p.n_threads, err))) {
         fkv_ctx_free(c);
         return NULL;
     }

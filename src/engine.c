@@ -72,7 +72,7 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     }
     uint32_t rows = cp->prefill_rows > e->p.max_batch ? cp->prefill_rows : e->p.max_batch;
     if (!(e->pool = kvpool_new(hp->n_layers, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)) ||
-        !(e->tree = prefix_new(e->pool, err)) || !(e->fw = forward_new(m, rows, cp->n_threads, err)))
+        !(e->tree = prefix_new(e->pool, err)) || !(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, err)))
         goto fail;
     e->pos = malloc(sizeof *e->pos * rows);
     e->maps = malloc(sizeof *e->maps * rows);

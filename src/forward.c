@@ -1,9 +1,11 @@
 /* forward.c — the llama forward pass over a batch of rows (forward.h).
  *
- * Data flow of n rows (shapes per row):
- *   x[dim] = embedding(id)
- *   per layer: xb = rmsnorm(x); q,k,v = xb·Wq,Wk,Wv; rope(q,k); store k,v at the row's position in its own
- *              KV; att = attention(q, that KV); x += att·Wo; xb = rmsnorm(x); x += (silu(xb·Wgate) ⊙ xb·Wup)·Wdown
+ * Data flow of n rows (shapes per row; [brackets]: where the architecture has it, model.h's model_arch):
+ *   x[dim] = embedding(id) [· sqrt(dim)]
+ *   per layer: xb = rmsnorm(x); q,k,v = xb·Wq,Wk,Wv [+ biases]; [q,k = rmsnorm of each head]; rope(q,k) with the
+ *              layer's table [none: NoPE layers]; store k,v at the row's position in its own KV;
+ *              att = attention(q, that KV [positions (p - window, p] only]); x += [rmsnorm](att·Wo);
+ *              xb = rmsnorm(x); x += [rmsnorm]((act(xb·Wgate) ⊙ xb·Wup)·Wdown), act silu [or tanh-GELU]
  *   logits = rmsnorm(x)·Wout for the rows asked for
  * Attention reads K/V back as stored, also for the rows of this very call: so a row written by prefill and
  * the same row written by decode are computed from identical inputs.
@@ -21,7 +23,9 @@ struct forward {
     const fkv_model *m;
     uint32_t max_rows;
     int n_threads;
-    float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *rope_cs;
+    float *x, *xb, *q, *k, *v, *att, *hb, *hb2;
+    float *rope_cs[2];          /* [max_rows][n_rot] per rotary table (model.h: MODEL_ROPE_GLOBAL, _LOCAL) */
+    const float *rope_divisors; /* the global table's frequency divisors for this context, or NULL */
     block_q8_act *xq;
     void *xp; /* xq's rows as quant_panel_rows prepares them (NULL in a build without panels) */
     ops_kv_view *views;
@@ -29,7 +33,7 @@ struct forward {
 
 void forward_free(forward *c) {
     if (!c) return;
-    float *bufs[] = {c->x, c->xb, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->rope_cs};
+    float *bufs[] = {c->x, c->xb, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->rope_cs[0], c->rope_cs[1]};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c->xq);
     free(c->xp);
@@ -37,7 +41,7 @@ void forward_free(forward *c) {
     free(c);
 }
 
-forward *forward_new(const fkv_model *m, uint32_t max_rows, int n_threads, fkv_error *err) {
+forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int n_threads, fkv_error *err) {
     forward *c = calloc(1, sizeof *c);
     if (!c) {
         err_set(err, "out of memory for the forward pass");
@@ -65,12 +69,14 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, int n_threads, fkv_e
     c->att = malloc(sizeof(float) * rows * q_dim);
     c->hb = malloc(sizeof(float) * rows * hp->hidden);
     c->hb2 = malloc(sizeof(float) * rows * hp->hidden);
-    c->rope_cs = malloc(sizeof(float) * rows * hp->n_rot);
+    c->rope_cs[0] = malloc(sizeof(float) * rows * hp->n_rot);
+    c->rope_cs[1] = malloc(sizeof(float) * rows * hp->n_rot);
+    c->rope_divisors = model_rope_divisors(m, n_ctx);
     c->xq = malloc(sizeof(block_q8_act) * rows * (widest / QK + 1));
     const size_t xp_bytes = rows * quant_panel_row_bytes(widest); /* a multiple of 32, as aligned_alloc wants */
     c->xp = xp_bytes ? aligned_alloc(32, xp_bytes) : NULL;
     c->views = malloc(sizeof(ops_kv_view) * rows);
-    if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hb || !c->hb2 || !c->rope_cs || !c->xq ||
+    if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hb || !c->hb2 || !c->rope_cs[0] || !c->rope_cs[1] || !c->xq ||
         (xp_bytes && !c->xp) || !c->views) {
         err_set(err, "out of memory for the scratch of %zu-row batches", rows);
         forward_free(c);
@@ -114,19 +120,26 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
     const model_hparams *hp = &m->hp;
     const uint32_t dim = hp->dim, hidden = hp->hidden;
     const uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
-    const float attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    const model_arch *kind = &hp->kind;
     uint32_t r0, r1;
     own_rows(n, &r0, &r1);
 
+    /* Gemma 3 scales token embeddings by sqrt(dim), not embeddings given as input (llama.cpp does the same). */
+    const float embd_scale = kind->embd_scale && ids ? sqrtf((float)dim) : 1.0f;
     for (uint32_t r = r0; r < r1; r++) {
+        float *x = c->x + (size_t)r * dim;
         if (ids)
-            quant_dequantize_row(m->tok_embd.type, m->tok_embd.data + (size_t)ids[r] * m->tok_embd.row_bytes,
-                                 c->x + (size_t)r * dim, dim);
+            quant_dequantize_row(m->tok_embd.type, m->tok_embd.data + (size_t)ids[r] * m->tok_embd.row_bytes, x, dim);
         else
-            memcpy(c->x + (size_t)r * dim, embd + (size_t)r * dim, sizeof(float) * dim);
+            memcpy(x, embd + (size_t)r * dim, sizeof(float) * dim);
+        if (embd_scale != 1.0f)
+            for (uint32_t i = 0; i < dim; i++) x[i] *= embd_scale;
     }
-    ops_rope_table(pos + r0, r1 - r0, hp->n_rot, hp->rope_base, hp->rope_scale, m->rope_freqs,
-                   c->rope_cs + (size_t)r0 * hp->n_rot);
+    for (int t = 0; t < (hp->window ? 2 : 1); t++) {
+        const model_rope *rt = &hp->rope[t];
+        ops_rope_table(pos + r0, r1 - r0, hp->n_rot, rt->base, rt->scale, rt->mscale,
+                       t == MODEL_ROPE_GLOBAL ? c->rope_divisors : NULL, c->rope_cs[t] + (size_t)r0 * hp->n_rot);
+    }
 
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         const model_layer *L = &m->layers[l];
@@ -141,20 +154,29 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
             ops_add(c->k + (size_t)r * kv_dim, L->bk, kv_dim);
             ops_add(c->v + (size_t)r * kv_dim, L->bv, kv_dim);
         }
-        ops_rope(c->q + (size_t)r0 * q_dim, r1 - r0, hp->n_heads, hp->head_dim, hp->n_rot, hp->rope_halves,
-                 c->rope_cs + (size_t)r0 * hp->n_rot);
-        ops_rope(c->k + (size_t)r0 * kv_dim, r1 - r0, hp->n_kv_heads, hp->head_dim, hp->n_rot, hp->rope_halves,
-                 c->rope_cs + (size_t)r0 * hp->n_rot);
+        if (L->q_norm) { /* each head a row of its own */
+            ops_rmsnorm(c->q + (size_t)r0 * q_dim, L->q_norm, (r1 - r0) * hp->n_heads, hp->head_dim, hp->rms_eps,
+                        c->q + (size_t)r0 * q_dim);
+            ops_rmsnorm(c->k + (size_t)r0 * kv_dim, L->k_norm, (r1 - r0) * hp->n_kv_heads, hp->head_dim, hp->rms_eps,
+                        c->k + (size_t)r0 * kv_dim);
+        }
+        if (L->rope != MODEL_ROPE_NONE) {
+            const float *cs = c->rope_cs[L->rope] + (size_t)r0 * hp->n_rot;
+            ops_rope(c->q + (size_t)r0 * q_dim, r1 - r0, hp->n_heads, hp->head_dim, hp->n_rot, hp->rope_halves, cs);
+            ops_rope(c->k + (size_t)r0 * kv_dim, r1 - r0, hp->n_kv_heads, hp->head_dim, hp->n_rot, hp->rope_halves, cs);
+        }
         for (uint32_t r = r0; r < r1; r++) {
             kv_map_store(maps[r], l, pos[r], c->k + (size_t)r * kv_dim, c->v + (size_t)r * kv_dim, kv_dim);
             c->views[r] = kv_map_view(maps[r], l);
         }
 #pragma omp barrier
-        ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hp->head_dim, attn_scale, c->att,
-                      c->n_threads);
+        ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->attn_scale, L->window,
+                      c->att, c->n_threads);
         quantize_rows(c, c->att, r0, r1, q_dim, ops_matrix_wants_q8(&L->wo));
 #pragma omp barrier
         ops_matmul(&L->wo, c->att, c->xq, c->xp, n, c->xb, c->n_threads);
+        if (L->post_attn_norm)
+            ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
         ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
 
         ops_rmsnorm(c->x + (size_t)r0 * dim, L->ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
@@ -162,15 +184,22 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
 #pragma omp barrier
         ops_matmuls((const ops_product[]){{&L->w_gate, c->hb}, {&L->w_up, c->hb2}}, 2, c->xb, c->xq, c->xp, n,
                     c->n_threads);
-        ops_swiglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
+        if (kind->gelu)
+            ops_geglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
+        else
+            ops_swiglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
         quantize_rows(c, c->hb, r0, r1, hidden, ops_matrix_wants_q8(&L->w_down));
 #pragma omp barrier
         ops_matmul(&L->w_down, c->hb, c->xq, c->xp, n, c->xb, c->n_threads);
+        if (L->post_ffn_norm)
+            ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
         ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
     }
 
     if (first_logit < n) {
-        /* rows [first_logit, n) become rows [0, n - first_logit) of xb */
+        /* rows [first_logit, n) become rows [0, n - first_logit) of xb — rows other threads may still be reading
+         * in their last residual add (their own rows of xb): wait for them first. */
+#pragma omp barrier
         uint32_t l0 = r0 > first_logit ? r0 - first_logit : 0, l1 = r1 > first_logit ? r1 - first_logit : 0;
         ops_rmsnorm(c->x + (size_t)(first_logit + l0) * dim, m->output_norm, l1 - l0, dim, hp->rms_eps,
                     c->xb + (size_t)l0 * dim);

@@ -18,7 +18,8 @@
 
 typedef struct forward forward;
 
-forward *forward_new(const fkv_model *m, uint32_t max_rows, int n_threads, fkv_error *err);
+/* n_ctx: the positions a KV may hold (LongRoPE's short or long factors are chosen by it, model_rope_divisors). */
+forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int n_threads, fkv_error *err);
 void forward_free(forward *f);
 uint32_t forward_max_rows(const forward *f);
 int forward_threads(const forward *f);

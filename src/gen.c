@@ -38,6 +38,11 @@ int32_t fkv_gen_next(fkv_gen *g, const float *logits, const int32_t *history, in
     if (g->over) return -1;
     uint32_t n_vocab = fkv_model_get_info(g->m).n_vocab;
     XXH3_64bits_update(&g->digest, logits, sizeof(float) * n_vocab);
+    if (g->p.on_logits && !g->p.on_logits(g->p.user, logits, n_vocab)) {
+        g->res.cancelled = true;
+        g->over = true;
+        return -1;
+    }
     int32_t id = fkv_sampler_sample(g->p.sampler, logits, history, n_history);
     g->out[g->res.n_tokens++] = id;
     g->over = true;

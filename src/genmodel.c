@@ -109,12 +109,23 @@ out:
 }
 
 static int check_params(const genmodel_params *p, fkv_error *err) {
-    if (p->arch && strcmp(p->arch, "llama") && strcmp(p->arch, "qwen2"))
-        return err_set(err, "gen-model: --arch must be llama or qwen2, got '%s'", p->arch);
+    static const char *const archs[] = {"llama", "qwen2", "qwen3", "smollm3", "phi3", "gemma3"};
+    bool known = !p->arch;
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) known = known || !strcmp(p->arch, archs[i]);
+    if (!known)
+        return err_set(err, "gen-model: --arch must be llama, qwen2, qwen3, smollm3, phi3 or gemma3, got '%s'", p->arch);
     if (!p->dim || !p->hidden || !p->n_layers || !p->n_heads || !p->n_kv_heads || !p->n_ctx)
         return err_set(err, "gen-model: dim, hidden, layers, heads, kv-heads and ctx must all be positive");
-    if (p->dim % p->n_heads || (p->dim / p->n_heads) % 2)
-        return err_set(err, "gen-model: dim %u must split into %u heads of an even size", p->dim, p->n_heads);
+    const uint32_t head_dim = p->head_dim ? p->head_dim : p->dim / p->n_heads;
+    if (p->rope_dims && (p->rope_dims % 2 || p->rope_dims > head_dim))
+        return err_set(err, "gen-model: --rope-dims %u must be even and at most the head size %u", p->rope_dims,
+                       head_dim);
+    if ((p->window || p->window_pattern) && (!p->arch || (strcmp(p->arch, "gemma3") && strcmp(p->arch, "phi3"))))
+        return err_set(err, "gen-model: --window and --window-pattern are for gemma3 (and phi3's --window)");
+    if (!p->head_dim && p->n_heads && (p->dim % p->n_heads || (p->dim / p->n_heads) % 2))
+        return err_set(err, "gen-model: dim %u must split into %u heads of an even size (or give --head-dim)", p->dim,
+                       p->n_heads);
+    if (p->head_dim % 2) return err_set(err, "gen-model: --head-dim %u must be even", p->head_dim);
     if (p->n_heads % p->n_kv_heads)
         return err_set(err, "gen-model: heads %u must be a multiple of kv-heads %u", p->n_heads, p->n_kv_heads);
     if (p->mix != GENMODEL_UNIFORM && p->mix != GENMODEL_Q4_K_M && p->mix != GENMODEL_Q5_K_M &&
@@ -143,6 +154,8 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
 
     char name[128];
     const char *arch = p->arch ? p->arch : "llama";
+    const bool qwen2 = !strcmp(arch, "qwen2"), phi3 = !strcmp(arch, "phi3"), gemma3 = !strcmp(arch, "gemma3");
+    const bool qk_norm = gemma3 || !strcmp(arch, "qwen3"), tied = p->tied || gemma3;
     snprintf(name, sizeof name, "flatkv-gen %s d%u h%u l%u %s", arch, p->dim, p->hidden, p->n_layers,
              p->mix == GENMODEL_Q4_K_M   ? "q4_k_m"
              : p->mix == GENMODEL_Q5_K_M ? "q5_k_m"
@@ -158,33 +171,59 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
     gguf_writer_set_u32(w, KEY("block_count"), p->n_layers);
     gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_heads);
     gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
-    gguf_writer_set_u32(w, KEY("rope.dimension_count"), p->dim / p->n_heads);
-    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
-    gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freqs ? 500000.0f : 10000.0f);
+    const uint32_t head_dim = p->head_dim ? p->head_dim : p->dim / p->n_heads;
+    const uint32_t n_rot = p->rope_dims ? p->rope_dims : head_dim;
+    if (p->head_dim || gemma3) { /* Gemma 3's converter always writes them */
+        gguf_writer_set_u32(w, KEY("attention.key_length"), head_dim);
+        gguf_writer_set_u32(w, KEY("attention.value_length"), head_dim);
+    }
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), n_rot);
+    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), gemma3 ? 1e-6f : 1e-5f);
+    gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freqs ? 500000.0f : gemma3 ? 1000000.0f : 10000.0f);
+    if (gemma3 && p->window) gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->window);
+    if (gemma3 && p->window_pattern) gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), p->window_pattern);
+    /* Phi-3's LongRoPE, as its converter writes it for a model trained at n_ctx/2 and extended to n_ctx:
+     * attn_factor = sqrt(1 + ln(scale) / ln(original context)), scale = n_ctx / original. */
+    const uint32_t orig_ctx = p->n_ctx / 2 ? p->n_ctx / 2 : 1;
+    if (phi3) {
+        gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), orig_ctx);
+        const double scale = (double)p->n_ctx / orig_ctx;
+        gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"),
+                            scale > 1.0 && orig_ctx > 1 ? (float)sqrt(1.0 + log(scale) / log((double)orig_ctx)) : 1.0f);
+        gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->window);
+    }
 #undef KEY
 
-    const uint32_t head_dim = p->dim / p->n_heads, kv_dim = p->n_kv_heads * head_dim;
+    const uint32_t q_dim = p->n_heads * head_dim, kv_dim = p->n_kv_heads * head_dim;
     const float s_dim = sqrtf(3.0f / (float)p->dim), s_hidden = sqrtf(3.0f / (float)p->hidden);
-    int rc = add_tensor(w, p, "token_embd.weight", p->dim, n_vocab, 0.0f, 1.0f, err) ||
+    /* Gemma 3 scales embeddings by sqrt(dim): its rows are drawn that much smaller, as a trained model's are. */
+    int rc = add_tensor(w, p, "token_embd.weight", p->dim, n_vocab, 0.0f, gemma3 ? s_dim : 1.0f, err) ||
              add_tensor(w, p, "output_norm.weight", p->dim, 0, 1.0f, 0.1f, err) ||
-             (!p->tied && add_tensor(w, p, "output.weight", p->dim, n_vocab, 0.0f, s_dim, err)) ||
-             (p->rope_freqs && add_tensor(w, p, "rope_freqs.weight", head_dim / 2, 0, 4.0f, 3.0f, err));
-    const bool bias = p->arch && !strcmp(p->arch, "qwen2");
+             (!tied && add_tensor(w, p, "output.weight", p->dim, n_vocab, 0.0f, s_dim, err)) ||
+             (p->rope_freqs && add_tensor(w, p, "rope_freqs.weight", n_rot / 2, 0, 4.0f, 3.0f, err)) ||
+             (phi3 && (add_tensor(w, p, "rope_factors_short.weight", n_rot / 2, 0, 1.1f, 0.1f, err) ||
+                       add_tensor(w, p, "rope_factors_long.weight", n_rot / 2, 0, 4.0f, 3.0f, err)));
     for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
         char t[64];
 #define T(suffix) (snprintf(t, sizeof t, "blk.%u." suffix, l), t)
         rc = add_tensor(w, p, T("attn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
-             add_tensor(w, p, T("attn_q.weight"), p->dim, p->dim, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("attn_k.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("attn_output.weight"), p->dim, p->dim, 0.0f, s_dim, err) ||
+             (phi3 ? add_tensor(w, p, T("attn_qkv.weight"), p->dim, q_dim + 2 * kv_dim, 0.0f, s_dim, err)
+                   : add_tensor(w, p, T("attn_q.weight"), p->dim, q_dim, 0.0f, s_dim, err) ||
+                         add_tensor(w, p, T("attn_k.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
+                         add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err)) ||
+             add_tensor(w, p, T("attn_output.weight"), q_dim, p->dim, 0.0f, sqrtf(3.0f / (float)q_dim), err) ||
              add_tensor(w, p, T("ffn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
-             add_tensor(w, p, T("ffn_gate.weight"), p->dim, p->hidden, 0.0f, s_dim, err) ||
-             add_tensor(w, p, T("ffn_up.weight"), p->dim, p->hidden, 0.0f, s_dim, err) ||
+             (phi3 ? add_tensor(w, p, T("ffn_up.weight"), p->dim, 2 * p->hidden, 0.0f, s_dim, err) /* [gate; up] */
+                   : add_tensor(w, p, T("ffn_gate.weight"), p->dim, p->hidden, 0.0f, s_dim, err) ||
+                         add_tensor(w, p, T("ffn_up.weight"), p->dim, p->hidden, 0.0f, s_dim, err)) ||
              add_tensor(w, p, T("ffn_down.weight"), p->hidden, p->dim, 0.0f, s_hidden, err) ||
-             (bias && (add_tensor(w, p, T("attn_q.bias"), p->dim, 0, 0.0f, 0.5f, err) ||
-                       add_tensor(w, p, T("attn_k.bias"), kv_dim, 0, 0.0f, 0.5f, err) ||
-                       add_tensor(w, p, T("attn_v.bias"), kv_dim, 0, 0.0f, 0.5f, err)));
+             (qwen2 && (add_tensor(w, p, T("attn_q.bias"), q_dim, 0, 0.0f, 0.5f, err) ||
+                        add_tensor(w, p, T("attn_k.bias"), kv_dim, 0, 0.0f, 0.5f, err) ||
+                        add_tensor(w, p, T("attn_v.bias"), kv_dim, 0, 0.0f, 0.5f, err))) ||
+             (qk_norm && (add_tensor(w, p, T("attn_q_norm.weight"), head_dim, 0, 1.0f, 0.1f, err) ||
+                          add_tensor(w, p, T("attn_k_norm.weight"), head_dim, 0, 1.0f, 0.1f, err))) ||
+             (gemma3 && (add_tensor(w, p, T("post_attention_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
+                         add_tensor(w, p, T("post_ffw_norm.weight"), p->dim, 0, 1.0f, 0.1f, err)));
 #undef T
     }
     if (!rc) rc = gguf_writer_write(w, path, err);

@@ -47,13 +47,17 @@ typedef struct {
     uint32_t n_layers;
     uint32_t n_heads;
     uint32_t n_kv_heads;
+    uint32_t head_dim;      /* 0: dim / n_heads; else written as attention.key_length and value_length */
     uint32_t n_ctx;
     const char *vocab_from; /* a GGUF holding tokenizer.* metadata */
     ggml_type type;         /* of the matrices under GENMODEL_UNIFORM (any type of traits.h) */
     genmodel_mix mix;       /* GENMODEL_UNIFORM (0) unless set */
     bool tied;              /* no output.weight: the output matrix is token_embd */
-    const char *arch;       /* "llama" (NULL) or "qwen2" (q/k/v biases, rotary pairs as halves) */
+    const char *arch;       /* "llama" (NULL), "qwen2", "qwen3", "smollm3", "phi3" or "gemma3" (model.h) */
     bool rope_freqs;        /* write rope_freqs.weight (Llama-3.1-style per-dimension frequency divisors) */
+    uint32_t rope_dims;     /* rope.dimension_count; 0: the head size (partial rotary below it) */
+    uint32_t window;        /* gemma3 (and phi3): attention.sliding_window; 0: none */
+    uint32_t window_pattern;/* gemma3: attention.sliding_window_pattern (every Nth layer global); 0: not written (6) */
     uint64_t seed;
 } genmodel_params;
 

@@ -1,5 +1,6 @@
 #include "model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,11 +60,20 @@ static int load_matrix(const gguf_file *f, const char *name, uint32_t n_in, uint
     const gguf_tensor *t = find_checked(f, name, n_in, n_out, true, err);
     if (!t) return -1;
     out->type = t->type;
+    out->packed = false;
     out->n_in = n_in;
     out->n_out = n_out;
     out->row_bytes = ggml_row_size(t->type, n_in);
     out->data = t->data;
     return 0;
+}
+
+/* Rows [r0, r0 + n) of w, as a matrix of their own (a part of a fused tensor). */
+static ops_matrix matrix_rows(const ops_matrix *w, uint32_t r0, uint32_t n) {
+    ops_matrix part = *w;
+    part.n_out = n;
+    part.data = w->data + (size_t)r0 * w->row_bytes;
+    return part;
 }
 
 static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_error *err) {
@@ -83,13 +93,18 @@ static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_
     return v;
 }
 
-/* The architectures flatkv computes, and how they differ: llama rotates adjacent pairs; qwen2 rotates
- * halves (GGUF's "neox" order) and adds biases to q, k and v. Everything else comes from metadata. */
-static const struct {
-    const char *name;
-    bool rope_halves;
-    bool qkv_bias;
-} archs[] = {{"llama", false, false}, {"qwen2", true, true}};
+/* The architectures flatkv computes, and how each differs from llama's computation (model_arch in model.h);
+ * everything else comes from metadata. Facts from llama.cpp's src/models/<arch>.cpp: qwen3, phi3 and gemma3
+ * rotate halves; smollm3 rotates adjacent pairs and leaves every 4th layer without rope (a constant there, no key). */
+static const model_arch archs[] = {
+    /* name      halves bias   qk_norm post   embd   gelu   fused  longrope swa  nope */
+    {"llama",   false, false, false, false, false, false, false, false, false, 0},
+    {"qwen2",   true,  true,  false, false, false, false, false, false, false, 0},
+    {"qwen3",   true,  false, true,  false, false, false, false, false, false, 0},
+    {"smollm3", false, false, false, false, false, false, false, false, false, 4},
+    {"phi3",    true,  false, false, false, false, false, true,  true,  false, 0},
+    {"gemma3",  true,  false, true,  true,  true,  true,  false, false, true,  0},
+};
 
 static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     gguf_str arch;
@@ -97,10 +112,11 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     size_t a = 0;
     while (a < sizeof archs / sizeof *archs && !gguf_str_eq(arch, archs[a].name)) a++;
     if (a == sizeof archs / sizeof *archs)
-        return err_set(err, "%s: general.architecture is '%.*s'; flatkv computes 'llama' and 'qwen2'", f->path,
-                       (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+        return err_set(err, "%s: general.architecture is '%.*s'; flatkv computes llama, qwen2, qwen3, smollm3, phi3 "
+                       "and gemma3", f->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     const char *A = archs[a].name;
     snprintf(hp->arch, sizeof hp->arch, "%s", A);
+    hp->kind = archs[a];
     hp->rope_halves = archs[a].rope_halves;
     hp->qkv_bias = archs[a].qkv_bias;
     char key[96];
@@ -122,8 +138,15 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     if (hp->n_heads % hp->n_kv_heads)
         return err_set(err, "%s: %s.attention.head_count (%u) is not a multiple of head_count_kv (%u)", f->path, A,
                        hp->n_heads, hp->n_kv_heads);
+    /* The head size is dim / heads unless key_length says otherwise (Qwen3-0.6B: dim 1024, 16 heads of 128);
+     * value heads must be as wide as key heads (one head size for attention). */
     hp->head_dim = hp->dim / hp->n_heads;
     if (gguf_find(f, KEY("attention.key_length")) && gguf_get_u32(f, key, &hp->head_dim, err)) return -1;
+    uint32_t head_dim_v = hp->dim / hp->n_heads;
+    if (gguf_find(f, KEY("attention.value_length")) && gguf_get_u32(f, key, &head_dim_v, err)) return -1;
+    if (head_dim_v != hp->head_dim)
+        return err_set(err, "%s: %s.attention.value_length %u differs from the key head size %u; flatkv needs them "
+                       "equal", f->path, A, head_dim_v, hp->head_dim);
     if (hp->head_dim == 0 || hp->head_dim % 2 || hp->head_dim > OPS_ATTN_MAX_HEAD_DIM)
         return err_set(err, "%s: head dimension %u must be even, nonzero and at most %d", f->path, hp->head_dim,
                        OPS_ATTN_MAX_HEAD_DIM);
@@ -136,19 +159,71 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     if (gguf_find(f, KEY("rope.freq_base")) && gguf_get_f32(f, key, &hp->rope_base, err)) return -1;
     hp->rope_scale = 1.0f;
     const gguf_value *scaling = gguf_find(f, KEY("rope.scaling.type"));
-    if (scaling && scaling->type == GGUF_TYPE_STRING && !gguf_str_eq(scaling->str, "none")) {
+    const bool no_scaling = scaling && scaling->type == GGUF_TYPE_STRING && gguf_str_eq(scaling->str, "none");
+    if (scaling && !no_scaling) {
         /* llama3-type scaling arrives as the rope_freqs.weight tensor (read with the weights). */
-        if (gguf_str_eq(scaling->str, "linear")) {
-            if (gguf_get_f32(f, KEY("rope.scaling.factor"), &hp->rope_scale, err)) return -1;
-        } else if (!gguf_str_eq(scaling->str, "llama3")) {
+        if (scaling->type != GGUF_TYPE_STRING ||
+            (!gguf_str_eq(scaling->str, "linear") && !gguf_str_eq(scaling->str, "llama3")))
             return err_set(err, "%s: %s.rope.scaling.type '%.*s' is not supported (none, linear, llama3)", f->path, A,
-                           (int)(scaling->str.len > 32 ? 32 : scaling->str.len), scaling->str.ptr);
-        }
+                           scaling->type == GGUF_TYPE_STRING ? (int)(scaling->str.len > 32 ? 32 : scaling->str.len) : 0,
+                           scaling->type == GGUF_TYPE_STRING ? scaling->str.ptr : "");
     }
+    /* As llama.cpp: the type defaults to linear, so a factor applies whenever it is present and the type is not none
+     * (0 means none). */
+    if (!no_scaling && gguf_find(f, KEY("rope.scaling.factor"))) {
+        float factor;
+        if (gguf_get_f32(f, key, &factor, err)) return -1;
+        if (factor != 0.0f) hp->rope_scale = factor;
+    }
+    static const char *const yarn_keys[] = {"rope.scaling.yarn_ext_factor", "rope.scaling.yarn_attn_factor",
+                                            "rope.scaling.yarn_log_multiplier", "attention.scale",
+                                            "final_logit_softcapping", "attn_logit_softcapping"};
+    for (size_t i = 0; i < sizeof yarn_keys / sizeof *yarn_keys; i++) {
+        snprintf(key, sizeof key, "%s.%s", A, yarn_keys[i]);
+        const gguf_value *v = gguf_find(f, key);
+        float x = 0.0f;
+        if (v && (v->type != GGUF_TYPE_FLOAT32 || (gguf_get_f32(f, key, &x, err), x != 0.0f)))
+            return err_set(err, "%s: %s is set; flatkv does not compute it", f->path, key);
+    }
+    hp->n_ctx_orig = hp->n_ctx_train;
+    if (gguf_find(f, KEY("rope.scaling.original_context_length")) && gguf_get_u32(f, key, &hp->n_ctx_orig, err))
+        return -1;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    /* ggml's attn_factor multiplies the rotated pairs' cos and sin: rope.scaling.attn_factor (LongRoPE's converter
+     * writes sqrt(1 + ln(scale)/ln(original context))). */
+    float mscale = 1.0f;
+    if (gguf_find(f, KEY("rope.scaling.attn_factor")) && gguf_get_f32(f, key, &mscale, err)) return -1;
+    hp->rope[MODEL_ROPE_GLOBAL] = (model_rope){hp->rope_base, hp->rope_scale, mscale};
+    hp->rope[MODEL_ROPE_LOCAL] = (model_rope){10000.0f, 1.0f, mscale};
+    hp->window = 0;
+    if (hp->kind.swa && gguf_find(f, KEY("attention.sliding_window"))) {
+        if (gguf_get_u32(f, key, &hp->window, err)) return -1;
+        if (gguf_find(f, KEY("rope.freq_base_swa")) && gguf_get_f32(f, key, &hp->rope[MODEL_ROPE_LOCAL].base, err))
+            return -1;
+    }
+    /* Phi-3's sliding_window is ignored, as llama.cpp does today ("Phi SWA is currently disabled"): attention is full. */
+    if (!hp->kind.swa && !hp->kind.long_rope && gguf_find(f, KEY("attention.sliding_window"))) {
+        uint32_t w = 0;
+        if (gguf_get_u32(f, key, &w, err)) return -1;
+        if (w) return err_set(err, "%s: %s.attention.sliding_window is %u; flatkv computes %s with full attention only",
+                              f->path, A, w, A);
+    }
+    hp->swa_pattern = 6;
+    if (hp->window && gguf_find(f, KEY("attention.sliding_window_pattern"))) {
+        const gguf_value *v = gguf_find(f, key);
+        if (v->type == GGUF_TYPE_ARRAY)
+            return err_set(err, "%s: %s is an array; flatkv reads it as one period (every Nth layer global)", f->path,
+                           key);
+        if (gguf_get_u32(f, key, &hp->swa_pattern, err)) return -1;
+    }
+    /* Gemma 3 27B (62 layers: llama.cpp tells it by that) scales queries by 1/sqrt(dim/heads), as gemma_pytorch. */
+    if (hp->kind.swa && hp->n_layers == 62) hp->attn_scale = 1.0f / sqrtf((float)(hp->dim / hp->n_heads));
 #undef KEY
-    if (!(hp->rope_scale > 0.0f) || !(hp->rope_base > 0.0f) || !(hp->rms_eps >= 0.0f))
-        return err_set(err, "%s: rope base %g, rope scale %g and rms epsilon %g must be positive", f->path,
-                       (double)hp->rope_base, (double)hp->rope_scale, (double)hp->rms_eps);
+    if (!(hp->rope_scale > 0.0f) || !(hp->rope_base > 0.0f) || !(hp->rms_eps >= 0.0f) ||
+        !(hp->rope[MODEL_ROPE_LOCAL].base > 0.0f) || !(mscale > 0.0f))
+        return err_set(err, "%s: rope base %g (window layers' %g), rope scale %g, attn_factor %g and rms epsilon %g "
+                       "must be positive", f->path, (double)hp->rope_base, (double)hp->rope[MODEL_ROPE_LOCAL].base,
+                       (double)hp->rope_scale, (double)mscale, (double)hp->rms_eps);
     return 0;
 }
 
@@ -171,6 +246,12 @@ static int load_weights(fkv_model *m, fkv_error *err) {
     if (gguf_find_tensor(f, "rope_freqs.weight") && !(m->rope_freqs = load_vector(f, "rope_freqs.weight", hp->n_rot / 2, err)))
         return -1;
 
+    const model_arch *k = &hp->kind;
+    if (k->long_rope && gguf_find_tensor(f, "rope_factors_long.weight") &&
+        (!(m->rope_long = load_vector(f, "rope_factors_long.weight", hp->n_rot / 2, err)) ||
+         !(m->rope_short = load_vector(f, "rope_factors_short.weight", hp->n_rot / 2, err))))
+        return -1;
+
     uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     m->layers = calloc(hp->n_layers, sizeof *m->layers);
     if (!m->layers) return err_set(err, "%s: out of memory for %u layers", f->path, hp->n_layers);
@@ -180,23 +261,57 @@ static int load_weights(fkv_model *m, fkv_error *err) {
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
         if (!(L->attn_norm = load_vector(f, NAME("attn_norm.weight"), hp->dim, err)) ||
             !(L->ffn_norm = load_vector(f, NAME("ffn_norm.weight"), hp->dim, err)) ||
-            load_matrix(f, NAME("attn_q.weight"), hp->dim, q_dim, &L->wq, err) ||
-            load_matrix(f, NAME("attn_k.weight"), hp->dim, kv_dim, &L->wk, err) ||
-            load_matrix(f, NAME("attn_v.weight"), hp->dim, kv_dim, &L->wv, err) ||
             load_matrix(f, NAME("attn_output.weight"), q_dim, hp->dim, &L->wo, err) ||
-            load_matrix(f, NAME("ffn_gate.weight"), hp->dim, hp->hidden, &L->w_gate, err) ||
-            load_matrix(f, NAME("ffn_up.weight"), hp->dim, hp->hidden, &L->w_up, err) ||
             load_matrix(f, NAME("ffn_down.weight"), hp->hidden, hp->dim, &L->w_down, err))
             return -1;
+        if (k->fused && gguf_find_tensor(f, NAME("attn_qkv.weight"))) {
+            ops_matrix qkv;
+            if (load_matrix(f, name, hp->dim, q_dim + 2 * kv_dim, &qkv, err)) return -1;
+            L->wq = matrix_rows(&qkv, 0, q_dim);
+            L->wk = matrix_rows(&qkv, q_dim, kv_dim);
+            L->wv = matrix_rows(&qkv, q_dim + kv_dim, kv_dim);
+        } else if (load_matrix(f, NAME("attn_q.weight"), hp->dim, q_dim, &L->wq, err) ||
+                   load_matrix(f, NAME("attn_k.weight"), hp->dim, kv_dim, &L->wk, err) ||
+                   load_matrix(f, NAME("attn_v.weight"), hp->dim, kv_dim, &L->wv, err)) {
+            return -1;
+        }
+        if (k->fused) { /* ffn_up holds gate, then up (ggml_swiglu's order: the first half is activated) */
+            ops_matrix up;
+            if (load_matrix(f, NAME("ffn_up.weight"), hp->dim, 2 * hp->hidden, &up, err)) return -1;
+            L->w_gate = matrix_rows(&up, 0, hp->hidden);
+            L->w_up = matrix_rows(&up, hp->hidden, hp->hidden);
+        } else if (load_matrix(f, NAME("ffn_gate.weight"), hp->dim, hp->hidden, &L->w_gate, err) ||
+                   load_matrix(f, NAME("ffn_up.weight"), hp->dim, hp->hidden, &L->w_up, err)) {
+            return -1;
+        }
         /* Biases: required by the architectures that have them, taken where a llama file carries them. */
         bool want = hp->qkv_bias || gguf_find_tensor(f, NAME("attn_q.bias"));
+        if (gguf_find_tensor(f, NAME("attn_qkv.bias")))
+            return err_set(err, "%s: tensor '%s' (a fused q/k/v bias) is not computed by flatkv", f->path, name);
         if (want && (!(L->bq = load_vector(f, NAME("attn_q.bias"), q_dim, err)) ||
                      !(L->bk = load_vector(f, NAME("attn_k.bias"), kv_dim, err)) ||
                      !(L->bv = load_vector(f, NAME("attn_v.bias"), kv_dim, err))))
             return -1;
+        if (k->qk_norm && (!(L->q_norm = load_vector(f, NAME("attn_q_norm.weight"), hp->head_dim, err)) ||
+                           !(L->k_norm = load_vector(f, NAME("attn_k_norm.weight"), hp->head_dim, err))))
+            return -1;
+        if (k->post_norms && (!(L->post_attn_norm = load_vector(f, NAME("post_attention_norm.weight"), hp->dim, err)) ||
+                              !(L->post_ffn_norm = load_vector(f, NAME("post_ffw_norm.weight"), hp->dim, err))))
+            return -1;
 #undef NAME
+        const bool window = hp->window && (hp->swa_pattern == 0 || l % hp->swa_pattern < hp->swa_pattern - 1);
+        L->window = window ? hp->window : 0;
+        L->rope = k->nope_step && (l + 1) % k->nope_step == 0 ? MODEL_ROPE_NONE
+                  : window                                    ? MODEL_ROPE_LOCAL
+                                                              : MODEL_ROPE_GLOBAL;
     }
     return 0;
+}
+
+const float *model_rope_divisors(const fkv_model *m, uint32_t n_ctx) {
+    if (m->rope_freqs) return m->rope_freqs;
+    if (m->rope_long) return n_ctx > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
+    return NULL;
 }
 
 /* Rows packed or copied per task of the load's team. */
@@ -315,12 +430,18 @@ void fkv_model_free(fkv_model *m) {
             free(m->layers[l].bq);
             free(m->layers[l].bk);
             free(m->layers[l].bv);
+            free(m->layers[l].q_norm);
+            free(m->layers[l].k_norm);
+            free(m->layers[l].post_attn_norm);
+            free(m->layers[l].post_ffn_norm);
         }
         free(m->layers);
     }
     free(m->packed);
     free(m->output_norm);
     free(m->rope_freqs);
+    free(m->rope_short);
+    free(m->rope_long);
     free(m->name);
     free(m->chat_template);
     tok_free(m->vocab);

@@ -150,7 +150,7 @@ static void rope_sincos(double x, double *sin_x, double *cos_x) {
     *cos_x = q == 0 ? c : q == 1 ? -s : q == 2 ? -c : s;
 }
 
-void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale,
+void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale, float mscale,
                     const float *freq_divisors, float *cs) {
     const double log_base = rope_log((double)base);
     float freq[OPS_ATTN_MAX_HEAD_DIM / 2]; /* n_rot <= head_dim, bounded at load */
@@ -163,8 +163,8 @@ void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float 
         for (uint32_t i = 0; i < n_rot / 2; i++) {
             double sin_t, cos_t;
             rope_sincos((double)(p * freq[i]), &sin_t, &cos_t);
-            cs[(size_t)r * n_rot + 2 * i] = (float)cos_t;
-            cs[(size_t)r * n_rot + 2 * i + 1] = (float)sin_t;
+            cs[(size_t)r * n_rot + 2 * i] = (float)cos_t * mscale;
+            cs[(size_t)r * n_rot + 2 * i + 1] = (float)sin_t * mscale;
         }
     }
 }
@@ -198,7 +198,10 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p) {
  * positions, so each tile is read once for all of them. */
 #define ATTN_BLOCK_ROWS 64
 
-/* Keys of the tile at t0 that a query at position p sees. */
+/* The first key a query at position p sees: 0, or p - window + 1 in a sliding-window layer. */
+static uint32_t window_start(uint32_t p, uint32_t window) { return window && p >= window ? p + 1 - window : 0; }
+
+/* Keys of the tile at t0 that a query at position p sees, counted from the tile's start. */
 static uint32_t keys_in_tile(uint32_t p, uint32_t t0) {
     return p + 1 - t0 < OPS_ATTN_TILE ? p + 1 - t0 : OPS_ATTN_TILE;
 }
@@ -218,7 +221,8 @@ static uint32_t same_keys(const uint32_t *qpos, uint32_t u, uint32_t m, uint32_t
  * of K and V is shared: every query that reaches a tile scores its keys in one call, and queries that see the
  * same keys of it accumulate them in one call (quant.h's query blocks). */
 static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const ops_kv_view *kv,
-                         size_t head_off, uint32_t head_dim, float scale, float *acc, size_t out_stride) {
+                         size_t head_off, uint32_t head_dim, float scale, uint32_t window, float *acc,
+                         size_t out_stride) {
     float scores[ATTN_BLOCK_ROWS * OPS_ATTN_TILE], running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
     float correction[ATTN_BLOCK_ROWS], weight_sum[ATTN_BLOCK_ROWS];
     uint32_t keys[ATTN_BLOCK_ROWS];
@@ -231,7 +235,7 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
     }
     const uint32_t last = qpos[m - 1];
     const size_t k_head = head_off * OPS_ATTN_TILE * elem, v_head = head_off * elem; /* K tiles are key-major */
-    for (uint32_t t0 = 0; t0 <= last; t0 += OPS_ATTN_TILE) {
+    for (uint32_t t0 = window_start(qpos[0], window) / OPS_ATTN_TILE * OPS_ATTN_TILE; t0 <= last; t0 += OPS_ATTN_TILE) {
         const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles blocks */
         if (t0 + OPS_ATTN_TILE <= last) { /* fetch the next tile while this one runs: K's panel, V's strided rows */
             const size_t next = ops_kv_offset(kv, t0 + OPS_ATTN_TILE);
@@ -241,34 +245,40 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
                 for (size_t b = 0; b < head_dim * elem; b += 64)
                     __builtin_prefetch(kv->v + next + v_head + j * kv->row_bytes + b);
         }
-        uint32_t first = 0; /* queries [first, m) reach this tile; each scores all its keys, using those it sees */
+        /* queries [first, end) reach this tile and their windows do not start past it; each scores all its keys,
+         * using those it sees */
+        uint32_t first = 0, end = m;
         while (qpos[first] < t0) first++;
+        while (end > first && window_start(qpos[end - 1], window) >= t0 + OPS_ATTN_TILE) end--;
+        if (first == end) continue;
         if (kv->f16)
-            quant_score_tile_f16((const uint16_t *)(kv->k + off + k_head), q + first * q_stride, q_stride, m - first,
+            quant_score_tile_f16((const uint16_t *)(kv->k + off + k_head), q + first * q_stride, q_stride, end - first,
                                  head_dim, scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE);
         else
-            quant_score_tile_f32((const float *)(kv->k + off + k_head), q + first * q_stride, q_stride, m - first,
+            quant_score_tile_f32((const float *)(kv->k + off + k_head), q + first * q_stride, q_stride, end - first,
                                  head_dim, scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE);
+        for (uint32_t u = first; window && u < end; u++) /* keys below the window: weight e^-inf = 0 */
+            for (uint32_t j = 0; t0 + j < window_start(qpos[u], window); j++) scores[u * OPS_ATTN_TILE + j] = -INFINITY;
         /* each query's softmax step, its exponentials (corrections, then weights) taken with the others' */
-        for (uint32_t u = first; u < m; u++) {
+        for (uint32_t u = first; u < end; u++) {
             keys[u] = keys_in_tile(qpos[u], t0);
             const float tile_max = quant_scale_max(scores + u * OPS_ATTN_TILE, keys[u], scale);
             grew[u] = tile_max > running_max[u];
             correction[u] = grew[u] ? running_max[u] - tile_max : 0.0f; /* -inf on the first tile: e^-inf = 0 */
             if (grew[u]) running_max[u] = tile_max;
         }
-        quant_exp(correction + first, m - first);
-        for (uint32_t u = first; u < m; u++) {
+        quant_exp(correction + first, end - first);
+        for (uint32_t u = first; u < end; u++) {
             if (!grew[u]) continue;
             for (uint32_t d = 0; d < head_dim; d++) acc[u * out_stride + d] *= correction[u];
             denom[u] *= correction[u];
         }
-        quant_exp_sum_rows(scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE, keys + first, running_max + first, m - first,
+        quant_exp_sum_rows(scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE, keys + first, running_max + first, end - first,
                            weight_sum + first);
-        for (uint32_t u = first; u < m; u++) denom[u] += weight_sum[u];
+        for (uint32_t u = first; u < end; u++) denom[u] += weight_sum[u];
         const uint8_t *vt = kv->v + off + v_head;
-        for (uint32_t u = first, n_q; u < m; u += n_q) {
-            n_q = same_keys(qpos, u, m, t0);
+        for (uint32_t u = first, n_q; u < end; u += n_q) {
+            n_q = same_keys(qpos, u, end, t0);
             if (kv->f16)
                 quant_axpy_rows_f16(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
                                     (const uint16_t *)vt, stride, keys[u], head_dim);
@@ -289,7 +299,8 @@ static bool same_run(const ops_kv_view *a, const ops_kv_view *b, uint32_t pa, ui
 }
 
 static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views,
-                            uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out) {
+                            uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window,
+                            float *out) {
     const uint32_t group = n_heads / n_kv_heads, q_dim = n_heads * head_dim;
     /* When no two rows share key tiles (decode steps), the query heads of a row that share a KV head form
      * the block instead: an item is then (a chunk, a KV head's heads), else (a chunk, a head). Inside the
@@ -310,25 +321,26 @@ static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos
             if (by_kv_head) {
                 uint32_t qpos[ATTN_BLOCK_ROWS];
                 for (uint32_t k = 0; k < heads; k++) qpos[k] = pos[r];
-                attend_block(q + at, head_dim, qpos, heads, &views[r], kv_off, head_dim, scale, out + at, head_dim);
+                attend_block(q + at, head_dim, qpos, heads, &views[r], kv_off, head_dim, scale, window, out + at,
+                             head_dim);
             } else {
-                attend_block(q + at, q_dim, pos + r, m, &views[r], kv_off, head_dim, scale, out + at, q_dim);
+                attend_block(q + at, q_dim, pos + r, m, &views[r], kv_off, head_dim, scale, window, out + at, q_dim);
             }
         }
     }
 }
 
 void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
-                   uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out, int n_threads) {
+                   uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, float *out, int n_threads) {
     if (omp_in_parallel()) {
-        attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, out);
+        attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, out);
         return;
     }
     uint64_t keys = 0;
-    for (uint32_t r = 0; r < n_rows; r++) keys += pos[r] + 1;
+    for (uint32_t r = 0; r < n_rows; r++) keys += pos[r] + 1 - window_start(pos[r], window);
     const bool wide = keys * n_heads * head_dim * 2 >= PARALLEL_MIN_WORK;
 #pragma omp parallel num_threads(n_threads) if (wide)
-    attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, out);
+    attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, out);
 }
 
 void ops_swiglu(float *gate, const float *up, size_t n) {
@@ -337,6 +349,21 @@ void ops_swiglu(float *gate, const float *up, size_t n) {
     for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
         const size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
         for (size_t i = 0; i < m; i++) e[i] = -gate[i0 + i];
+        quant_exp(e, m);
+        for (size_t i = 0; i < m; i++) gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
+    }
+}
+
+void ops_geglu(float *gate, const float *up, size_t n) {
+    enum { CHUNK = 256 };
+    const float sqrt_2_over_pi = 0.79788456080286535588f, coef = 0.044715f;
+    float e[CHUNK];
+    for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
+        const size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        for (size_t i = 0; i < m; i++) {
+            const float g = gate[i0 + i];
+            e[i] = -2.0f * (sqrt_2_over_pi * g * (1.0f + coef * g * g));
+        }
         quant_exp(e, m);
         for (size_t i = 0; i < m; i++) gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
     }

@@ -68,9 +68,10 @@ void ops_quantize_rows(const float *x, uint32_t n_rows, uint32_t n, block_q8_act
 /* Row r of a matrix of rows: row_r = gain ⊙ x_r / sqrt(mean(x_r²) + eps). out may equal x. */
 void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n, float eps, float *out);
 
-/* Rotary table for row positions pos[0..n_rows): cs[r][i] = (cos θ, sin θ), θ = (pos[r]/scale) · base^(-2i/n_rot),
- * i < n_rot/2. cs has n_rows × n_rot floats. */
-void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale,
+/* Rotary table for row positions pos[0..n_rows): cs[r][i] = (mscale·cos θ, mscale·sin θ),
+ * θ = (pos[r]/scale) · base^(-2i/n_rot) / freq_divisors[i] (divisors NULL: 1), i < n_rot/2. cs has n_rows × n_rot
+ * floats. mscale is ggml's attn_factor (1: the table's bits are those of plain cos and sin). */
+void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale, float mscale,
                     const float *freq_divisors, float *cs);
 
 /* Rotate adjacent pairs (x[2i], x[2i+1]), i < n_rot/2, of each of n_heads heads of head_dim in each row
@@ -101,12 +102,20 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p);
 /* Causal attention for query rows r at positions pos[r], each over its own K/V (views[r]; rows of different
  * sequences may share a call — grouped-query: head h uses KV head h / (n_heads/n_kv_heads)).
  * q: [n_rows][n_heads*head_dim], out likewise. Keys and values for positions 0..pos[r] must already be in
- * views[r]. scale multiplies each q·k. */
+ * views[r]. scale multiplies each q·k. window 0: the query at p attends to keys 0..p; else only to keys in
+ * (p - window, p] (a sliding-window layer; llama.cpp's "standard" window): its walk starts at the tile holding
+ * p - window + 1, the keys of that tile below it are scored and then given weight 0 — a schedule that depends on p
+ * and window alone, so rows stay invariant. */
 void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
-                   uint32_t n_kv_heads, uint32_t head_dim, float scale, float *out, int n_threads);
+                   uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, float *out, int n_threads);
 
 /* gate[i] = silu(gate[i]) * up[i] over n elements, silu(g) = g / (1 + e^-g) with e^x from quant_exp. */
 void ops_swiglu(float *gate, const float *up, size_t n);
+
+/* gate[i] = gelu(gate[i]) * up[i] over n elements, gelu the tanh form: g/2·(1 + tanh(u)), u = sqrt(2/pi)·(g +
+ * 0.044715·g³), computed as g / (1 + e^(-2u)) with e^x from quant_exp (the same value; no libm, so the same bits on
+ * every machine). */
+void ops_geglu(float *gate, const float *up, size_t n);
 
 /* y[i] += x[i] over n elements. */
 void ops_add(float *y, const float *x, size_t n);

@@ -1,6 +1,8 @@
 /* Architectures beyond llama's defaults: qwen2 (q/k/v biases, rotary pairs taken as halves) and Llama-3.1's
  * per-dimension rotary frequency divisors (rope_freqs.weight) — each checked against an equivalent model
- * flatkv already computes, and for row invariance. */
+ * flatkv already computes, and for row invariance; qwen3, smollm3, phi3 and gemma3 read as llama.cpp reads them
+ * (their numbers against llama.cpp itself: bench/refcheck), their windows restricting exactly the keys they name.
+ * Their chunk/thread/resume invariance: test_invariance and test_prefix_cache. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +17,7 @@
 #include "flatkv.h"
 #include "genmodel.h"
 #include "gguf.h"
+#include "model.h"
 #include "testutil.h"
 
 #define N_PROMPT 40
@@ -161,11 +164,268 @@ static void test_rope_freqs_of_one_change_no_bit_and_others_do(void **state) {
     remove(none);
 }
 
+
+static fkv_model *load(const char *path) {
+    fkv_error err = {{0}};
+    fkv_model *m = fkv_model_load(path, &err);
+    if (!m) fail_msg("%s", err.msg);
+    return m;
+}
+
+/* Each architecture's file reads into the flags and layer roles llama.cpp gives it. */
+static void test_each_architecture_reads_its_layer_roles(void **state) {
+    (void)state;
+    static const char *const names[] = {"qwen3", "smollm3", "phi3", "gemma3"};
+    for (size_t a = 0; a < sizeof names / sizeof *names; a++) {
+        const char *path = tu_arch_model(names[a], GGML_TYPE_F32, 3);
+        assert_non_null(path);
+        fkv_model *m = load(path);
+        const model_hparams *hp = &m->hp;
+        assert_string_equal(hp->arch, names[a]);
+        for (uint32_t l = 0; l < hp->n_layers; l++) {
+            const model_layer *L = &m->layers[l];
+            if (!strcmp(names[a], "smollm3")) /* llama.cpp: use_rope = (il + 1) % 4 != 0 */
+                assert_int_equal(L->rope, l == 3 ? MODEL_ROPE_NONE : MODEL_ROPE_GLOBAL);
+            else if (!strcmp(names[a], "gemma3")) { /* pattern 2: l % 2 < 1 are window layers */
+                assert_int_equal(L->window, l % 2 == 0 ? 20 : 0);
+                assert_int_equal(L->rope, l % 2 == 0 ? MODEL_ROPE_LOCAL : MODEL_ROPE_GLOBAL);
+            } else {
+                assert_int_equal(L->window, 0);
+                assert_int_equal(L->rope, MODEL_ROPE_GLOBAL);
+            }
+            assert_true((L->q_norm != NULL) == (!strcmp(names[a], "qwen3") || !strcmp(names[a], "gemma3")));
+        }
+        if (!strcmp(names[a], "qwen3")) assert_int_equal(hp->head_dim, 64); /* not dim / heads = 32 */
+        if (!strcmp(names[a], "phi3")) {
+            assert_int_equal(hp->n_rot, 16);
+            assert_non_null(m->rope_short);
+            assert_true(model_rope_divisors(m, 256) == m->rope_short);  /* n_ctx_orig 256 */
+            assert_true(model_rope_divisors(m, 257) == m->rope_long);
+        }
+        if (!strcmp(names[a], "gemma3")) {
+            assert_true(m->output.data == m->tok_embd.data); /* tied */
+            assert_true(hp->rope[MODEL_ROPE_LOCAL].base == 10000.0f && hp->rope[MODEL_ROPE_GLOBAL].base == 1e6f);
+        }
+        fkv_model_free(m);
+        remove(path);
+    }
+}
+
+/* Logits of every position of ids[0..n) from one prefill of a context of n_ctx positions. */
+static float *prompt_logits(const fkv_model *m, const int32_t *ids, uint32_t n, uint32_t n_ctx) {
+    fkv_error err = {{0}};
+    fkv_ctx_params cp = fkv_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.kv_type = FKV_KV_F32;
+    fkv_ctx *ctx = fkv_ctx_new(m, &cp, &err);
+    if (!ctx) fail_msg("%s", err.msg);
+    uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
+    float *logits = malloc(sizeof(float) * n_vocab * n);
+    if (fkv_eval(ctx, ids, n, 0, n, logits, &err)) fail_msg("%s", err.msg);
+    fkv_ctx_free(ctx);
+    return logits;
+}
+
+/* A gemma3 model whose every layer is a window layer of w (pattern 0), L layers: row p depends only on the tokens
+ * in (p - L·(w - 1) - 1, p]. Changing token 0 leaves every row from L·(w - 1) + 1 on bit for bit unchanged, and
+ * changes rows before it — the window drops exactly the keys it names, and a dropped key's value weighs exactly 0. */
+static void test_a_window_layer_never_sees_a_key_outside_its_window(void **state) {
+    (void)state;
+    enum { W = 9, LAYERS = 2, N = 80 };
+    const char *path = tu_tmp_path(".gguf");
+    genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = LAYERS, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
+                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 31,
+                         .arch = "gemma3", .head_dim = 32, .window = W};
+    fkv_error err = {{0}};
+    if (genmodel_write(&p, path, &err)) fail_msg("%s", err.msg);
+    const char *all_local = tu_tmp_path(".gguf");
+    {
+        gguf_file *f = gguf_open(path, &err);
+        gguf_writer *w = gguf_writer_new();
+        for (uint64_t i = 0; i < f->n_kv; i++) {
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)f->kv[i].key.len, f->kv[i].key.ptr);
+            gguf_writer_set_value(w, key, &f->kv[i].value);
+        }
+        gguf_writer_set_u32(w, "gemma3.attention.sliding_window_pattern", 0); /* llama.cpp: 0 = every layer */
+        for (uint64_t t = 0; t < f->n_tensors; t++) {
+            const gguf_tensor *ti = &f->tensors[t];
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
+            assert_int_equal(gguf_writer_add_tensor(w, name, ti->type, ti->n_dims, ti->ne, ti->data, &err), 0);
+        }
+        assert_int_equal(gguf_writer_write(w, all_local, &err), 0);
+        gguf_writer_free(w);
+        gguf_close(f);
+    }
+    fkv_model *m = load(all_local);
+    for (uint32_t l = 0; l < LAYERS; l++) assert_int_equal(m->layers[l].window, W);
+    int32_t a[N], b[N];
+    for (int i = 0; i < N; i++) a[i] = b[i] = 3 + (i * 53) % 500;
+    b[0] = 7;
+    const uint32_t n_vocab = fkv_model_get_info(m).n_vocab, reach = LAYERS * (W - 1);
+    float *la = prompt_logits(m, a, N, 256), *lb = prompt_logits(m, b, N, 256);
+    for (uint32_t r = 0; r < N; r++) {
+        bool same = !memcmp(la + (size_t)r * n_vocab, lb + (size_t)r * n_vocab, sizeof(float) * n_vocab);
+        if (r > reach && !same) fail_msg("row %u changed with token 0, outside its reach of %u", r, reach);
+        if (r <= reach && same) fail_msg("row %u did not change with token 0, inside its reach of %u", r, reach);
+    }
+    free(la);
+    free(lb);
+    fkv_model_free(m);
+    remove(path);
+    remove(all_local);
+}
+
+/* A window at least as long as the prompt, with the window layers' rope base the global one, computes what full
+ * attention computes, bit for bit: the window's walk is the full walk when it covers every key. */
+static void test_a_window_covering_every_key_equals_full_attention(void **state) {
+    (void)state;
+    enum { N = 70 };
+    const char *windowed = tu_tmp_path(".gguf"), *full = tu_tmp_path(".gguf");
+    genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
+                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 5,
+                         .arch = "gemma3", .head_dim = 32, .window = N, .window_pattern = 2};
+    fkv_error err = {{0}};
+    if (genmodel_write(&p, windowed, &err)) fail_msg("%s", err.msg);
+    p.window = 0;
+    p.window_pattern = 0;
+    if (genmodel_write(&p, full, &err)) fail_msg("%s", err.msg);
+    /* the window layers' base: 10000 unless rope.freq_base_swa says otherwise; make it the global base */
+    const char *same_base = tu_tmp_path(".gguf");
+    {
+        gguf_file *f = gguf_open(windowed, &err);
+        gguf_writer *w = gguf_writer_new();
+        for (uint64_t i = 0; i < f->n_kv; i++) {
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)f->kv[i].key.len, f->kv[i].key.ptr);
+            gguf_writer_set_value(w, key, &f->kv[i].value);
+        }
+        gguf_writer_set_f32(w, "gemma3.rope.freq_base_swa", 1000000.0f);
+        for (uint64_t t = 0; t < f->n_tensors; t++) {
+            const gguf_tensor *ti = &f->tensors[t];
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
+            assert_int_equal(gguf_writer_add_tensor(w, name, ti->type, ti->n_dims, ti->ne, ti->data, &err), 0);
+        }
+        assert_int_equal(gguf_writer_write(w, same_base, &err), 0);
+        gguf_writer_free(w);
+        gguf_close(f);
+    }
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = 3 + (i * 29) % 500;
+    fkv_model *mw = load(same_base), *mf = load(full), *m10k = load(windowed);
+    assert_int_equal(mw->layers[0].window, N);
+    assert_int_equal(mf->layers[0].window, 0);
+    const size_t bytes = sizeof(float) * fkv_model_get_info(mf).n_vocab * N;
+    float *a = prompt_logits(mw, ids, N, 256), *b = prompt_logits(mf, ids, N, 256), *c = prompt_logits(m10k, ids, N, 256);
+    assert_memory_equal(a, b, bytes);
+    assert_true(memcmp(a, c, bytes) != 0); /* the window layers' own rope base does change the answer */
+    free(a);
+    free(b);
+    free(c);
+    fkv_model_free(mw);
+    fkv_model_free(mf);
+    fkv_model_free(m10k);
+    remove(windowed);
+    remove(full);
+    remove(same_base);
+}
+
+/* Phi-3's LongRoPE: contexts up to original_context_length (256 here) rotate with the short factors, longer ones
+ * with the long factors — llama.cpp's choice by context size. */
+static void test_phi3_takes_long_factors_only_past_the_original_context(void **state) {
+    (void)state;
+    enum { N = 40 };
+    const char *path = tu_arch_model("phi3", GGML_TYPE_F32, 8);
+    fkv_model *m = load(path);
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = 3 + (i * 31) % 500;
+    const size_t bytes = sizeof(float) * fkv_model_get_info(m).n_vocab * N;
+    float *a = prompt_logits(m, ids, N, 100), *b = prompt_logits(m, ids, N, 256), *c = prompt_logits(m, ids, N, 512);
+    assert_memory_equal(a, b, bytes);
+    assert_true(memcmp(a, c, bytes) != 0);
+    free(a);
+    free(b);
+    free(c);
+    fkv_model_free(m);
+    remove(path);
+}
+
+/* Metadata flatkv does not compute is refused with its key named, not computed wrongly. */
+static void test_unsupported_metadata_is_refused_by_key(void **state) {
+    (void)state;
+    static const struct {
+        const char *key;
+        float value;
+    } cases[] = {{"gemma3.final_logit_softcapping", 30.0f}, {"gemma3.rope.scaling.yarn_log_multiplier", 0.1f}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *path = tu_arch_model("gemma3", GGML_TYPE_F32, 2), *bad = tu_tmp_path(".gguf");
+        fkv_error err = {{0}};
+        gguf_file *f = gguf_open(path, &err);
+        gguf_writer *w = gguf_writer_new();
+        for (uint64_t k = 0; k < f->n_kv; k++) {
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)f->kv[k].key.len, f->kv[k].key.ptr);
+            gguf_writer_set_value(w, key, &f->kv[k].value);
+        }
+        gguf_writer_set_f32(w, cases[i].key, cases[i].value);
+        for (uint64_t t = 0; t < f->n_tensors; t++) {
+            const gguf_tensor *ti = &f->tensors[t];
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
+            assert_int_equal(gguf_writer_add_tensor(w, name, ti->type, ti->n_dims, ti->ne, ti->data, &err), 0);
+        }
+        assert_int_equal(gguf_writer_write(w, bad, &err), 0);
+        gguf_writer_free(w);
+        gguf_close(f);
+        assert_null(fkv_model_load(bad, &err));
+        assert_non_null(strstr(err.msg, cases[i].key));
+        remove(path);
+        remove(bad);
+    }
+}
+
+/* A prefill that wants only its last row's logits writes that row's final norm into rows of the scratch that another
+ * thread may still be reading in its own last residual add; the pass waits for every thread first. Without that
+ * barrier, gemma3 (whose post-FFN norm lengthens that last step) gave other bits in about 1 run of 5 on 2 threads. */
+static void test_last_row_logits_never_race_the_last_residual_add(void **state) {
+    (void)state;
+    enum { N = 40, RUNS = 25 };
+    const char *path = tu_arch_model("gemma3", GGML_TYPE_F32, 4);
+    fkv_model *m = load(path);
+    const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = 3 + (i * 41) % 500;
+    float *want = malloc(sizeof(float) * n_vocab), *got = malloc(sizeof(float) * n_vocab);
+    fkv_error err = {{0}};
+    for (int run = 0; run <= RUNS; run++) {
+        fkv_ctx_params cp = fkv_ctx_default_params();
+        cp.n_ctx = 64;
+        cp.n_threads = run ? 2 : 1;
+        fkv_ctx *ctx = fkv_ctx_new(m, &cp, &err);
+        if (!ctx) fail_msg("%s", err.msg);
+        if (fkv_eval(ctx, ids, N, 0, 1, run ? got : want, &err)) fail_msg("%s", err.msg);
+        if (run && memcmp(want, got, sizeof(float) * n_vocab)) fail_msg("run %d on 2 threads differs from 1 thread", run);
+        fkv_ctx_free(ctx);
+    }
+    free(want);
+    free(got);
+    fkv_model_free(m);
+    remove(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen2_equals_llama_with_its_rotary_pairs_reordered),
         cmocka_unit_test(test_qwen2_rows_do_not_depend_on_chunks),
         cmocka_unit_test(test_rope_freqs_of_one_change_no_bit_and_others_do),
+        cmocka_unit_test(test_each_architecture_reads_its_layer_roles),
+        cmocka_unit_test(test_a_window_layer_never_sees_a_key_outside_its_window),
+        cmocka_unit_test(test_a_window_covering_every_key_equals_full_attention),
+        cmocka_unit_test(test_phi3_takes_long_factors_only_past_the_original_context),
+        cmocka_unit_test(test_unsupported_metadata_is_refused_by_key),
+        cmocka_unit_test(test_last_row_logits_never_race_the_last_residual_add),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -260,6 +260,60 @@ static void test_mixes_write_f16_where_no_block_divides_a_row(void **state) {
     remove(path);
 }
 
+/* The architectures' files carry llama.cpp's own key and tensor names (llama-arch.cpp's LLM_KV_* and LLM_TENSOR_*
+ * strings: bench/refcheck loads them in llama.cpp), and the options outside an architecture are refused. */
+static void test_each_architecture_is_written_with_llama_cpp_names(void **state) {
+    (void)state;
+    static const struct {
+        const char *arch;
+        const char *keys[4];
+        const char *tensors[5];
+        const char *absent;
+    } cases[] = {
+        {"qwen3", {"qwen3.attention.key_length", "qwen3.attention.value_length"},
+         {"blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight", "blk.0.attn_q.weight"}, "blk.0.attn_q.bias"},
+        {"smollm3", {"smollm3.rope.dimension_count"}, {"blk.3.attn_q.weight", "blk.3.ffn_gate.weight"}, NULL},
+        {"phi3", {"phi3.rope.scaling.original_context_length", "phi3.rope.scaling.attn_factor",
+                  "phi3.attention.sliding_window", "phi3.rope.dimension_count"},
+         {"blk.0.attn_qkv.weight", "blk.0.ffn_up.weight", "rope_factors_short.weight", "rope_factors_long.weight"},
+         "blk.0.ffn_gate.weight"},
+        {"gemma3", {"gemma3.attention.sliding_window", "gemma3.attention.sliding_window_pattern",
+                    "gemma3.attention.key_length"},
+         {"blk.0.post_attention_norm.weight", "blk.0.post_ffw_norm.weight", "blk.0.attn_q_norm.weight",
+          "blk.0.attn_k_norm.weight"},
+         "output.weight"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
+                             .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 1,
+                             .arch = cases[c].arch, .head_dim = 64};
+        if (!strcmp(cases[c].arch, "phi3")) p.head_dim = 0, p.rope_dims = 16;
+        if (!strcmp(cases[c].arch, "gemma3")) p.window = 16, p.window_pattern = 2;
+        const char *path = tu_tmp_path(".gguf");
+        fkv_error err = {{0}};
+        if (genmodel_write(&p, path, &err)) fail_msg("%s", err.msg);
+        gguf_file *f = gguf_open(path, &err);
+        assert_non_null(f);
+        for (int k = 0; k < 4 && cases[c].keys[k]; k++)
+            if (!gguf_find(f, cases[c].keys[k])) fail_msg("%s: key %s is missing", cases[c].arch, cases[c].keys[k]);
+        for (int t = 0; t < 5 && cases[c].tensors[t]; t++)
+            if (!gguf_find_tensor(f, cases[c].tensors[t]))
+                fail_msg("%s: tensor %s is missing", cases[c].arch, cases[c].tensors[t]);
+        if (cases[c].absent) assert_null(gguf_find_tensor(f, cases[c].absent));
+        gguf_close(f);
+        remove(path);
+    }
+    genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
+                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .window = 8};
+    fkv_error err = {{0}};
+    assert_int_equal(genmodel_write(&p, tu_tmp_path(".gguf"), &err), -1); /* llama has no window */
+    assert_non_null(strstr(err.msg, "--window"));
+    p.window = 0;
+    p.arch = "gemma2";
+    assert_int_equal(genmodel_write(&p, tu_tmp_path(".gguf"), &err), -1);
+    assert_non_null(strstr(err.msg, "gemma2"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q4_k_m_gives_q6_k_to_output_and_to_attn_v_and_ffn_down_of_use_more_bits_layers),
@@ -270,6 +324,7 @@ int main(void) {
         cmocka_unit_test(test_q5_k_m_and_q3_k_m_give_llama_cpp_types_and_load),
         cmocka_unit_test(test_mixes_fall_back_as_llama_cpp_does_where_256_does_not_divide_a_row),
         cmocka_unit_test(test_mixes_write_f16_where_no_block_divides_a_row),
+        cmocka_unit_test(test_each_architecture_is_written_with_llama_cpp_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,6 +76,18 @@ static int setup_q4_k(void **state) {
     return rc;
 }
 
+/* The other architectures (tu_arch_model: head sizes apart from dim, NoPE layers, partial rotary, window layers). */
+static int setup_arch(void **state, const char *arch, ggml_type type) {
+    const char *path = tu_arch_model(arch, type, 13);
+    int rc = path ? setup_model(state, path) : -1;
+    if (path) remove(path);
+    return rc;
+}
+static int setup_qwen3(void **state) { return setup_arch(state, "qwen3", GGML_TYPE_Q8_0); }
+static int setup_smollm3(void **state) { return setup_arch(state, "smollm3", GGML_TYPE_Q8_0); }
+static int setup_phi3(void **state) { return setup_arch(state, "phi3", GGML_TYPE_F32); }
+static int setup_gemma3(void **state) { return setup_arch(state, "gemma3", GGML_TYPE_Q8_0); }
+
 static int teardown(void **state) {
     fixture *f = *state;
     fkv_model_free(f->m);
@@ -128,6 +140,12 @@ static void check_chunks_grids_and_threads(const fixture *f, fkv_kv_type kv_type
 static void test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads(void **state) {
     check_chunks_grids_and_threads(*state, FKV_KV_F16);
     check_chunks_grids_and_threads(*state, FKV_KV_F32);
+}
+
+/* The same with f16 KV only (the default storage), for the other architectures: their layers change what is
+ * computed, not how K/V are stored, and the sanitizer build's time limit holds the suite. */
+static void test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads(void **state) {
+    check_chunks_grids_and_threads(*state, FKV_KV_F16);
 }
 
 /* Decode one token at a time after a prefill, then prefill the whole sequence cold: the rows decode
@@ -197,6 +215,12 @@ int main(void) {
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4),
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4_k),
         CASE(test_decode_rows_equal_prefill_rows, q4_k),
+        CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, qwen3),
+        CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, smollm3),
+        CASE(test_decode_rows_equal_prefill_rows, smollm3),
+        CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, phi3),
+        CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, gemma3),
+        CASE(test_decode_rows_equal_prefill_rows, gemma3),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

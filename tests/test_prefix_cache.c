@@ -73,6 +73,15 @@ static int setup_q8(void **state) {
     return rc;
 }
 
+static int setup_arch(void **state, const char *arch) {
+    const char *path = tu_arch_model(arch, GGML_TYPE_Q8_0, 17);
+    int rc = path ? setup_path(state, path) : -1;
+    if (path) remove(path);
+    return rc;
+}
+static int setup_smollm3(void **state) { return setup_arch(state, "smollm3"); }
+static int setup_gemma3(void **state) { return setup_arch(state, "gemma3"); }
+
 static int teardown(void **state) {
     fixture *f = *state;
     fkv_seq_free(f->warm);
@@ -305,6 +314,10 @@ int main(void) {
         CASE(test_boundary_matrix_resumes_exactly, q8),
         CASE(test_alternating_reused_and_cold_turns_never_differ, q8),
         CASE(test_the_record_never_claims_a_row_the_kv_does_not_hold, q8),
+        /* qwen3's q/k norms and phi3's partial rotary are row-local: test_invariance covers them; the resume matrix
+         * takes the architectures whose layers differ in what they attend to (window layers, NoPE layers) */
+        CASE(test_boundary_matrix_resumes_exactly, smollm3),
+        CASE(test_boundary_matrix_resumes_exactly, gemma3),
         cmocka_unit_test(test_environment_switches_set_the_defaults),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);

@@ -61,6 +61,23 @@ const char *tu_small_model(int type, uint64_t seed) {
     return genmodel_write(&p, path, &err) ? NULL : path;
 }
 
+const char *tu_arch_model(const char *arch, int type, uint64_t seed) {
+    const char *path = tu_tmp_path(".gguf");
+    genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
+                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = (ggml_type)type, .seed = seed,
+                         .arch = arch};
+    if (!strcmp(arch, "qwen3")) p.head_dim = 64; /* q_dim 256 != dim 128 */
+    if (!strcmp(arch, "phi3")) p.rope_dims = 16;
+    if (!strcmp(arch, "gemma3")) {
+        p.n_kv_heads = 1;
+        p.head_dim = 64;
+        p.window = 20; /* crosses the 32-key tiles */
+        p.window_pattern = 2;
+    }
+    fkv_error err = {{0}};
+    return genmodel_write(&p, path, &err) ? NULL : path;
+}
+
 int tu_for_each_vocab_vector(const char *vocab, tu_vector_fn fn, void *user) {
     static const char SEP[] = "\n__ggml_vocab_test__\n";
     char rel[256];

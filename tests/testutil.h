@@ -25,6 +25,12 @@ int tu_for_each_vocab_vector(const char *vocab, tu_vector_fn fn, void *user);
  * caller loads it and removes the file (a loaded model keeps its mapping). */
 const char *tu_small_model(int type, uint64_t seed);
 
+/* A small generated model of architecture `arch` (dim 128, hidden 256, 4 layers, 4 heads, 2 KV heads, context 512,
+ * stories260K's vocabulary) with each architecture's own features in use: qwen3 heads of 64 (q_dim 256 != dim),
+ * phi3 partial rotary (16 of 32 dims), gemma3 one KV head of 64 and a window of 20 on layers 0 and 2; smollm3's
+ * layer 3 has no rope. Written to a fresh temp path like tu_small_model; NULL on failure. */
+const char *tu_arch_model(const char *arch, int type, uint64_t seed);
+
 /* Runs the cmocka group once per kernel variant this build holds and this CPU runs (kern_select'ed before each run,
  * its name in *variant when variant is not NULL); a variant it cannot run is reported as skipped, by name and why.
  * Include <cmocka.h> first. Returns the number of failures. */
