@@ -15,7 +15,7 @@ static const char HELP[] =
     "                        [--rope-dims N] [--window N] [--window-pattern N]\n"
     "                        -o OUT.gguf\n"
     "\n"
-    "Write a llama-architecture GGUF with deterministic random weights (same arguments, same bytes) and\n"
+    "Write a GGUF (--arch) with deterministic random weights (same arguments, same bytes) and\n"
     "the tokenizer of TOKENIZER.gguf. For benchmarks and tests: compute cost does not depend on weights.\n"
     "  --kv-heads defaults to --heads; --ctx to 2048; --type to q8_0; --seed to 1.\n"
     "  --type T      " TYPE_NAMES "\n"
