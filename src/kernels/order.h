@@ -185,14 +185,21 @@ static inline void ord_q6_K_unpack(const block_q6_K *w, int8_t q[QK_K]) {
 /* IQ4_NL's and IQ4_XS's 16 non-linear values (ggml's kvalues_iq4nl). */
 static const int8_t ord_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+/* The 32 nibbles of a Q4_0-style block (Q4_1, IQ4_NL's indices) in element order: qs[j]'s low nibble is element j,
+ * its high nibble element j + 16. */
+static inline void ord_q4_unpack(const uint8_t qs[QK / 2], uint8_t q[QK]) {
+    for (int j = 0; j < QK / 2; j++) {
+        q[j] = qs[j] & 15;
+        q[j + QK / 2] = qs[j] >> 4;
+    }
+}
+
 /* The 32 quants of a Q5_0 / Q5_1 block (0..31): the nibbles as Q4_0's, bit 4 of element e is bit e of qh. */
 static inline void ord_q5_unpack(const uint8_t qh4[4], const uint8_t qs[QK / 2], uint8_t q[QK]) {
     uint32_t qh;
     memcpy(&qh, qh4, 4);
-    for (int j = 0; j < QK / 2; j++) {
-        q[j] = (uint8_t)((qs[j] & 15) | ((qh >> j) & 1) << 4);
-        q[j + QK / 2] = (uint8_t)((qs[j] >> 4) | ((qh >> (j + QK / 2)) & 1) << 4);
-    }
+    ord_q4_unpack(qs, q);
+    for (int e = 0; e < QK; e++) q[e] = (uint8_t)(q[e] | ((qh >> e) & 1) << 4);
 }
 
 /* The 256 quants of a Q5_K block (0..31), in element order; its scales and mins are Q4_K's (ord_q4_K_scales). */

@@ -30,33 +30,31 @@ static float dot_scale_min(const uint8_t *q, float d, float m, const block_q8_ac
     return fmaf(xb->d, fmaf(d, (float)sum_qx(q, xb->qs, QK), m * (float)sum_x(xb->qs, QK)), lane);
 }
 
-float ref_dot_w_q4_1(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
-    (void)xf;
-    const block_q4_1 *w = wv;
+/* Q4_1 and Q5_1 (fifth: its fifth bits in qh), whose d and m lie at the same offsets. */
+static float dot_min_blocks(const void *wv, const block_q8_act *x, size_t n, bool fifth) {
     float lane[BLOCK_LANES] = {0};
     for (size_t b = 0; b < n / QK; b++) {
+        const block_q4_1 *w4 = (const block_q4_1 *)wv + b;
+        const block_q5_1 *w5 = (const block_q5_1 *)wv + b;
         uint8_t q[QK];
-        for (int j = 0; j < QK / 2; j++) {
-            q[j] = w[b].qs[j] & 15;
-            q[j + QK / 2] = w[b].qs[j] >> 4;
-        }
-        lane[b % BLOCK_LANES] = dot_scale_min(q, ord_f16_to_f32(w[b].d), ord_f16_to_f32(w[b].m), &x[b],
-                                              lane[b % BLOCK_LANES]);
+        if (fifth)
+            ord_q5_unpack(w5->qh, w5->qs, q);
+        else
+            ord_q4_unpack(w4->qs, q);
+        const uint16_t d = fifth ? w5->d : w4->d, m = fifth ? w5->m : w4->m;
+        lane[b % BLOCK_LANES] = dot_scale_min(q, ord_f16_to_f32(d), ord_f16_to_f32(m), &x[b], lane[b % BLOCK_LANES]);
     }
     return ord_combine8(lane);
 }
 
+float ref_dot_w_q4_1(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    return dot_min_blocks(wv, x, n, false);
+}
+
 float ref_dot_w_q5_1(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
     (void)xf;
-    const block_q5_1 *w = wv;
-    float lane[BLOCK_LANES] = {0};
-    for (size_t b = 0; b < n / QK; b++) {
-        uint8_t q[QK];
-        ord_q5_unpack(w[b].qh, w[b].qs, q);
-        lane[b % BLOCK_LANES] = dot_scale_min(q, ord_f16_to_f32(w[b].d), ord_f16_to_f32(w[b].m), &x[b],
-                                              lane[b % BLOCK_LANES]);
-    }
-    return ord_combine8(lane);
+    return dot_min_blocks(wv, x, n, true);
 }
 
 /* Q5_0 / IQ4_NL: signed quants, one scale: block b gives (d · d_x) · s_b, as Q4_0. */
@@ -80,11 +78,10 @@ float ref_dot_w_iq4_nl(const void *wv, const float *xf, const block_q8_act *x, s
     const block_iq4_nl *w = wv;
     float lane[BLOCK_LANES] = {0};
     for (size_t b = 0; b < n / QK; b++) {
+        uint8_t u[QK];
         int8_t q[QK];
-        for (int j = 0; j < QK / 2; j++) {
-            q[j] = ord_iq4_values[w[b].qs[j] & 15];
-            q[j + QK / 2] = ord_iq4_values[w[b].qs[j] >> 4];
-        }
+        ord_q4_unpack(w[b].qs, u);
+        for (int j = 0; j < QK; j++) q[j] = ord_iq4_values[u[j]];
         lane[b % BLOCK_LANES] = fmaf(ord_f16_to_f32(w[b].d) * x[b].d, (float)sum_sqx(q, x[b].qs, QK),
                                      lane[b % BLOCK_LANES]);
     }

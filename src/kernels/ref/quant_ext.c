@@ -21,10 +21,9 @@ void ref_dequantize_q4_1(const void *src, float *dst, size_t n) {
     const block_q4_1 *blk = src;
     for (size_t b = 0; b < n / QK; b++) {
         const float d = ord_f16_to_f32(blk[b].d), m = ord_f16_to_f32(blk[b].m);
-        for (int j = 0; j < QK / 2; j++) {
-            dst[b * QK + j] = (float)(blk[b].qs[j] & 15) * d + m;
-            dst[b * QK + j + QK / 2] = (float)(blk[b].qs[j] >> 4) * d + m;
-        }
+        uint8_t q[QK];
+        ord_q4_unpack(blk[b].qs, q);
+        for (int j = 0; j < QK; j++) dst[b * QK + j] = (float)q[j] * d + m;
     }
 }
 
@@ -52,10 +51,9 @@ void ref_dequantize_iq4_nl(const void *src, float *dst, size_t n) {
     const block_iq4_nl *blk = src;
     for (size_t b = 0; b < n / QK; b++) {
         const float d = ord_f16_to_f32(blk[b].d);
-        for (int j = 0; j < QK / 2; j++) {
-            dst[b * QK + j] = d * (float)ord_iq4_values[blk[b].qs[j] & 15];
-            dst[b * QK + j + QK / 2] = d * (float)ord_iq4_values[blk[b].qs[j] >> 4];
-        }
+        uint8_t q[QK];
+        ord_q4_unpack(blk[b].qs, q);
+        for (int j = 0; j < QK; j++) dst[b * QK + j] = d * (float)ord_iq4_values[q[j]];
     }
 }
 
