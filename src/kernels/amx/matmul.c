@@ -184,6 +184,26 @@ static inline __m512i q4_0_pair(const uint8_t *lo, const uint8_t *hi) {
     return _mm512_sub_epi8(_mm512_and_si512(_mm512_srlv_epi16(x, shift), _mm512_set1_epi8(15)), _mm512_set1_epi8(8));
 }
 
+/* A K-quant super-block's factors for weight row i of the panel, blocks j0..j0+7 (a padding row, row false: 0).
+ * Q4_K (sc, m: its decoded scales and mins): d · sc and -dmin · m, exact; Q6_K (sc: its 16 scales): d, and the
+ * scales of each block's two halves. */
+static void q4_K_row_factors(wpanel *p, size_t j0, int i, bool row, uint16_t d16, uint16_t dmin16, const int32_t sc[8],
+                             const int32_t m[8]) {
+    const float d = row ? f16_to_f32(d16) : 0.0f, mdmin = row ? -f16_to_f32(dmin16) : 0.0f;
+    for (int k = 0; k < LANES; k++) {
+        p->d[j0 + k][i] = d * (float)(row ? sc[k] : 0);
+        p->dm[j0 + k][i] = mdmin * (float)(row ? m[k] : 0);
+    }
+}
+
+static void q6_K_row_factors(wpanel *p, size_t j0, int i, bool row, uint16_t d16, const int8_t sc[16]) {
+    for (int k = 0; k < LANES; k++) {
+        p->d[j0 + k][i] = row ? f16_to_f32(d16) : 0.0f;
+        p->sc[0][j0 + k][i] = row ? (float)sc[2 * k] : 0.0f;
+        p->sc[1][j0 + k][i] = row ? (float)sc[2 * k + 1] : 0.0f;
+    }
+}
+
 /* Super-block g of packed Q6_K rows (its quants at byte q_at of each row, its side at side_at) into blocks j0.. of the
  * panel: register j of the packed layout (its low 4 bits among the nibbles, its high 2 among the 2 registers after
  * them) is row j of every sub-block's tile B, less the offset 32; the factors as panel_q6_K makes them. */
@@ -193,12 +213,7 @@ static void panel_packed_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, 
         const uint8_t *side = panel_row(w, w_row_bytes, c_rows, i) + side_at;
         uint16_t h;
         memcpy(&h, side, sizeof h);
-        const bool row = i < c_rows;
-        for (int k = 0; k < LANES; k++) {
-            p->d[j0 + k][i] = row ? f16_to_f32(h) : 0.0f;
-            p->sc[0][j0 + k][i] = row ? (float)(int8_t)side[sizeof h + 2 * k] : 0.0f;
-            p->sc[1][j0 + k][i] = row ? (float)(int8_t)side[sizeof h + 2 * k + 1] : 0.0f;
-        }
+        q6_K_row_factors(p, j0, i, i < c_rows, h, (const int8_t *)side + sizeof h);
     }
     const __m512i low = _mm512_set1_epi8(15), high = _mm512_set1_epi8(0x30), off32 = _mm512_set1_epi8(32);
     for (int j = 0; j < LANES; j++) {
@@ -243,13 +258,10 @@ static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
             for (int i = 0; i < TILE_COLS; i++) {
                 const uint8_t *side = panel_row(w, w_row_bytes, c_rows, i) + at;
                 uint16_t h[2];
+                int32_t sc[LANES], m[LANES];
                 memcpy(h, side, sizeof h);
-                const bool row = i < c_rows;
-                const float d = row ? f16_to_f32(h[0]) : 0.0f, mdmin = row ? -f16_to_f32(h[1]) : 0.0f;
-                for (int k = 0; k < LANES; k++) {
-                    p->d[j0 + k][i] = d * (float)side[sizeof h + k];
-                    p->dm[j0 + k][i] = mdmin * (float)side[sizeof h + LANES + k];
-                }
+                for (int k = 0; k < LANES; k++) sc[k] = side[sizeof h + k], m[k] = side[sizeof h + LANES + k];
+                q4_K_row_factors(p, j0, i, i < c_rows, h[0], h[1], sc, m);
             }
         } else {
             for (int i = 0; i < 8; i++) {
@@ -331,17 +343,9 @@ static void panel_q4_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
         }
         for (int i = 0; i < TILE_COLS; i++) {
             const block_q4_K *blk = (const block_q4_K *)(panel_row(w, w_row_bytes, c_rows, i) + off);
-            int sc[8] = {0}, m[8] = {0};
-            float d = 0.0f, mdmin = 0.0f;
-            if (i < c_rows) {
-                ord_q4_K_scales(blk->scales, sc, m);
-                d = f16_to_f32(blk->d);
-                mdmin = -f16_to_f32(blk->dmin);
-            }
-            for (int k = 0; k < LANES; k++) {
-                p->d[j0 + k][i] = d * (float)sc[k];
-                p->dm[j0 + k][i] = mdmin * (float)m[k];
-            }
+            int32_t sc[LANES], m[LANES];
+            ord_q4_K_scales(blk->scales, sc, m);
+            q4_K_row_factors(p, j0, i, i < c_rows, blk->d, blk->dmin, sc, m);
         }
     }
 }
@@ -373,13 +377,7 @@ static void panel_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
         }
         for (int i = 0; i < TILE_COLS; i++) {
             const block_q6_K *blk = (const block_q6_K *)(panel_row(w, w_row_bytes, c_rows, i) + off);
-            const bool row = i < c_rows;
-            const float d = row ? f16_to_f32(blk->d) : 0.0f;
-            for (int k = 0; k < LANES; k++) {
-                p->d[j0 + k][i] = d;
-                p->sc[0][j0 + k][i] = row ? (float)blk->scales[2 * k] : 0.0f;
-                p->sc[1][j0 + k][i] = row ? (float)blk->scales[2 * k + 1] : 0.0f;
-            }
+            q6_K_row_factors(p, j0, i, i < c_rows, blk->d, blk->scales);
         }
     }
 }
