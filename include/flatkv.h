@@ -103,7 +103,8 @@ int fkv_eval(fkv_ctx *c, const int32_t *ids, uint32_t n, uint32_t pos0, uint32_t
 int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint32_t n_logits, float *logits,
                   fkv_error *err);
 
-/* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored (DESIGN.md §6). */
+/* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored (DESIGN.md §6); of a sliding-window layer, the
+ * last window - 1 of them: the rows a continuation reads, all an engine keeps of them. */
 uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos);
 
 /* ---- sequences: one conversation's KV, the record of the ids that built it, and exact reuse ----
@@ -207,6 +208,9 @@ typedef struct {
     uint32_t kv_block;  /* positions per block (a multiple of 32); 0: 64 */
     size_t kv_mem;      /* bytes for K/V blocks; 0: a quarter of RAM, at most 16 full contexts */
     uint32_t max_batch; /* most sequences decoded in one forward; 0: 8 */
+    bool swa_full;      /* sliding-window layers keep every row, as the other layers do (--swa-full) */
+    uint32_t swa_grid;  /* window layers: a resume point kept every swa_grid positions (rounded up to whole blocks);
+                         * 0: 8 windows; UINT32_MAX: none but the prompts' and replies' ends */
 } fkv_engine_params;
 
 typedef struct {
@@ -214,7 +218,21 @@ typedef struct {
     size_t block_bytes;
     uint32_t blocks_total, blocks_in_use, blocks_free, blocks_shared;
     uint64_t hits, misses, evictions, reused_tokens;
+    /* Sliding-window layers, when kept apart (a window model without swa_full; else 0): their blocks in use, each
+     * window_block_bytes (block_bytes counts the other layers then); blocks given back once no resume could read
+     * them; starts that reused less than they agreed because the window rows there were given back. */
+    uint32_t window_blocks_in_use;
+    size_t window_block_bytes;
+    uint64_t window_blocks_dropped, window_fallbacks;
 } fkv_engine_stats;
+
+/* How a start's reuse came to be (fkv_eseq_reuse): the longest common prefix of the prompt with the cache; at
+ * most len(prompt) - 1 of it (the last row is always computed); the longest length at most that whose
+ * sliding-window rows are still held (= capped without window layers or with swa_full); what was reused (held, or
+ * 0 below the minimum reuse). */
+typedef struct {
+    uint32_t agreed, capped, held, reused;
+} fkv_reuse;
 
 /* Defaults, with the FLATKV_* switches applied from the environment (see fkv_seq_default_params). */
 int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err);
@@ -241,11 +259,14 @@ void fkv_engine_finish(fkv_engine *e, fkv_eseq *s);
  * ids the cache holds there (up to 8). false when it did not part (the cache ended, or held nothing). */
 bool fkv_eseq_divergence(const fkv_eseq *s, uint32_t *at, int32_t *cached, uint32_t *n_cached);
 
+fkv_reuse fkv_eseq_reuse(const fkv_eseq *s);
+
 /* The ids fed to s so far (prompt rows computed, then decoded tokens), and their count. */
 const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n);
 uint32_t fkv_engine_n_ctx(const fkv_engine *e);
 uint32_t fkv_engine_max_batch(const fkv_engine *e);
-/* xxh3-64 of s's K and V rows [0, n_pos) of every layer, as stored: the same bytes as fkv_seq_kv_digest. */
+/* xxh3-64 of s's K and V rows [0, n_pos) of every layer — of a sliding-window layer the last window - 1 of them —
+ * as stored: the same bytes as fkv_seq_kv_digest. 0 when window rows asked for are no longer held. */
 uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos);
 fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e);
 

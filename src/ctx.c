@@ -113,5 +113,5 @@ int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint
 }
 
 uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos) {
-    return kv_map_digest(&c->map, c->m->hp.n_layers, n_pos > c->p.n_ctx ? c->p.n_ctx : n_pos);
+    return kv_map_digest(&c->map, c->m->hp.n_layers, c->m->windows, n_pos > c->p.n_ctx ? c->p.n_ctx : n_pos);
 }

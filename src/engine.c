@@ -4,6 +4,9 @@
  * WHY it stays exact: where a row lives (which block, shared or copied) never changes its bits, and the
  * forward is row-invariant, so a sequence decoded among seven others, resumed from another conversation's
  * blocks, or recomputed after an eviction gives the bytes it gives alone on a cold engine.
+ *
+ * Sliding-window layers: unless swa_full, their rows go to a pool of their own, which the prefix tree empties of
+ * rows no resume can read (prefix.h); the map of a sequence then names both pools and where each layer is.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +23,16 @@
  * tree nodes of 32. */
 #define DEFAULT_BLOCK_ROWS 64
 #define DEFAULT_MAX_BATCH 8
+/* Window layers' resume points every this many windows: the window rows a point holds (W + B positions) are then
+ * about 1/8 of what a full copy holds, and a resume that no kept end serves loses at most that many positions. */
+#define DEFAULT_SWA_GRID_WINDOWS 8
 
 struct fkv_engine {
     const fkv_model *m;
     fkv_engine_params p;
     kvpool *pool;
+    kvpool *wpool;       /* window layers' rows, when kept apart */
+    uint32_t *layer_at;  /* kv_map.layer_at, when kept apart */
     prefix_tree *tree;
     forward *fw;
     uint32_t *pos;        /* [max rows] */
@@ -33,7 +41,7 @@ struct fkv_engine {
 
 struct fkv_eseq {
     prefix_seq ps;
-    uint32_t *blocks; /* the flat block table kv_map reads */
+    uint32_t *blocks, *wblocks; /* the flat block tables kv_map reads (wblocks: the window layers', when apart) */
     uint32_t cap_blocks;
     kv_map map;
     int32_t *ids; /* the prompt, then decoded ids; [0, ps.n_pos) are fed */
@@ -71,8 +79,27 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
         e->p.kv_mem = want < ram / 4 ? want : ram / 4;
     }
     uint32_t rows = cp->prefill_rows > e->p.max_batch ? cp->prefill_rows : e->p.max_batch;
-    if (!(e->pool = kvpool_new(hp->n_layers, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)) ||
-        !(e->tree = prefix_new(e->pool, err)) || !(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, err)))
+    prefix_window win = {0};
+    uint32_t n_window = 0;
+    for (uint32_t l = 0; m->windows && !e->p.swa_full && l < hp->n_layers; l++) n_window += m->windows[l] > 0;
+    if (n_window) { /* each pool may take the whole budget; the tree keeps both within it */
+        if (!(e->layer_at = malloc(sizeof *e->layer_at * hp->n_layers))) {
+            err_set(err, "out of memory for the engine's layer table");
+            goto fail;
+        }
+        for (uint32_t l = 0, at[2] = {0, 0}; l < hp->n_layers; l++) {
+            const uint32_t part = m->windows[l] > 0;
+            e->layer_at[l] = part << 16 | at[part]++;
+        }
+        if (!(e->wpool = kvpool_new(n_window, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err))) goto fail;
+        const uint64_t grid = e->p.swa_grid ? e->p.swa_grid : (uint64_t)DEFAULT_SWA_GRID_WINDOWS * hp->window;
+        win = (prefix_window){.pool = e->wpool, .window = hp->window, .budget = e->p.kv_mem,
+                              .grid = grid >= cp->n_ctx ? 0 : (uint32_t)((grid + e->p.kv_block - 1) / e->p.kv_block *
+                                                                         e->p.kv_block)};
+    }
+    if (!(e->pool = kvpool_new(hp->n_layers - n_window, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)) ||
+        !(e->tree = prefix_new(e->pool, n_window ? &win : NULL, err)) ||
+        !(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, err)))
         goto fail;
     e->pos = malloc(sizeof *e->pos * rows);
     e->maps = malloc(sizeof *e->maps * rows);
@@ -90,6 +117,8 @@ void fkv_engine_free(fkv_engine *e) {
     if (!e) return;
     prefix_free(e->tree);
     kvpool_free(e->pool);
+    kvpool_free(e->wpool);
+    free(e->layer_at);
     forward_free(e->fw);
     free(e->pos);
     free(e->maps);
@@ -106,18 +135,25 @@ static int reserve(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
     uint32_t n_blocks = s->ps.n_nodes;
     if (n_blocks > s->cap_blocks) {
         uint32_t cap = n_blocks * 2;
-        uint32_t *grown = realloc(s->blocks, sizeof *grown * cap);
-        if (!grown) return err_set(err, "out of memory for a block table");
-        s->blocks = grown;
+        for (int w = 0; w < (e->wpool ? 2 : 1); w++) {
+            uint32_t **table = w ? &s->wblocks : &s->blocks, *grown = realloc(*table, sizeof *grown * cap);
+            if (!grown) return err_set(err, "out of memory for a block table");
+            *table = grown;
+        }
         s->cap_blocks = cap;
-        s->map.blocks = grown;
+        s->map.part[0].blocks = s->blocks;
+        s->map.part[1].blocks = s->wblocks;
     }
-    for (uint32_t i = 0; i < n_blocks; i++) s->blocks[i] = prefix_block(e->tree, &s->ps, i * e->p.kv_block);
+    for (uint32_t i = 0; i < n_blocks; i++) {
+        s->blocks[i] = prefix_block(e->tree, &s->ps, i * e->p.kv_block);
+        if (e->wpool) s->wblocks[i] = prefix_wblock(e->tree, &s->ps, i * e->p.kv_block);
+    }
     return 0;
 }
 
 static void eseq_free(fkv_eseq *s) {
     free(s->blocks);
+    free(s->wblocks);
     free(s->ids);
     free(s);
 }
@@ -143,6 +179,10 @@ fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, 
     memcpy(s->ids, ids, sizeof(int32_t) * n);
     s->n_ids = s->cap_ids = s->n_prompt = n;
     s->map = kvpool_map(e->pool, NULL);
+    if (e->wpool) {
+        s->map.part[1] = kvpool_part(e->wpool, NULL);
+        s->map.layer_at = e->layer_at;
+    }
     kvrec_policy policy = {.min_reuse = e->p.seq.cache_min, .bound_to_frontier = e->p.seq.bound_to_frontier};
     int64_t reused = prefix_start(e->tree, salt, ids, n, &policy, e->p.seq.prefix_cache, &s->ps, err);
     if (reused < 0 || reserve(e, s, 0, err)) {
@@ -173,6 +213,7 @@ int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err
     uint32_t end = forward_grid_end(p, s->n_prompt, grid);
     bool last = end == s->n_prompt;
     if (compute(e, s, end - p, last ? logits : NULL, err)) return -1;
+    if (last) prefix_keep(e->tree, &s->ps); /* a likely resume: the next turn's prompt, or this one again */
     return last ? 1 : 0;
 }
 
@@ -226,13 +267,22 @@ bool fkv_eseq_divergence(const fkv_eseq *s, uint32_t *at, int32_t *cached, uint3
     return d->n_cached > 0;
 }
 
+fkv_reuse fkv_eseq_reuse(const fkv_eseq *s) {
+    const prefix_reuse *r = &s->ps.reuse;
+    return (fkv_reuse){.agreed = r->agreed, .capped = r->capped, .held = r->held, .reused = r->reused};
+}
+
 const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n) {
     *n = s->ps.n_pos;
     return s->ids;
 }
 
 uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos) {
-    return kv_map_digest(&s->map, e->m->hp.n_layers, n_pos < s->ps.n_pos ? n_pos : s->ps.n_pos);
+    if (n_pos > s->ps.n_pos) n_pos = s->ps.n_pos;
+    const uint32_t w = e->m->hp.window, first = e->wpool && n_pos >= w ? n_pos - w + 1 : 0;
+    for (uint32_t p = first; e->wpool && p < n_pos; p = (p / e->p.kv_block + 1) * e->p.kv_block)
+        if (!prefix_wblock_held(e->tree, &s->ps, p)) return 0;
+    return kv_map_digest(&s->map, e->m->hp.n_layers, e->m->windows, n_pos);
 }
 
 fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e) {
@@ -240,5 +290,9 @@ fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e) {
     return (fkv_engine_stats){.block_rows = e->pool->block_rows, .block_bytes = e->pool->block_bytes,
                               .blocks_total = e->pool->n_blocks, .blocks_in_use = ps.blocks_in_use,
                               .blocks_free = ps.blocks_free, .blocks_shared = ps.blocks_shared, .hits = ps.hits,
-                              .misses = ps.misses, .evictions = ps.evictions, .reused_tokens = ps.reused_tokens};
+                              .misses = ps.misses, .evictions = ps.evictions, .reused_tokens = ps.reused_tokens,
+                              .window_blocks_in_use = ps.window_blocks_in_use,
+                              .window_block_bytes = e->wpool ? e->wpool->block_bytes : 0,
+                              .window_blocks_dropped = ps.window_blocks_dropped,
+                              .window_fallbacks = ps.window_fallbacks};
 }

@@ -40,14 +40,16 @@ void kv_free(kv_buf *kv) {
 }
 
 kv_map kv_buf_map(const kv_buf *kv) {
-    return (kv_map){.k = kv->k, .v = kv->v, .layer_stride = kv_tiled_rows(kv->n_ctx) * kv->row_bytes,
+    return (kv_map){.part[0] = {.k = kv->k, .v = kv->v, .layer_stride = kv_tiled_rows(kv->n_ctx) * kv->row_bytes},
                     .row_bytes = kv->row_bytes, .type = kv->type};
 }
 
 ops_kv_view kv_map_view(const kv_map *m, uint32_t layer) {
-    size_t off = (size_t)layer * m->layer_stride;
-    return (ops_kv_view){.k = m->k + off, .v = m->v + off, .row_bytes = m->row_bytes, .f16 = m->type == FKV_KV_F16,
-                         .blocks = m->blocks, .block_rows = m->block_rows, .block_stride = m->block_stride};
+    const kv_part *part = &m->part[m->layer_at ? m->layer_at[layer] >> 16 : 0];
+    const size_t off = (size_t)(m->layer_at ? m->layer_at[layer] & 0xffff : layer) * part->layer_stride;
+    return (ops_kv_view){.k = part->k + off, .v = part->v + off, .row_bytes = m->row_bytes,
+                         .f16 = m->type == FKV_KV_F16, .blocks = part->blocks, .block_rows = m->block_rows,
+                         .block_stride = part->block_stride};
 }
 
 /* Where element e of position p's K row lies in the key-major tile that holds p (ops.h), in elements. */
@@ -90,13 +92,13 @@ void kv_map_read(const kv_map *m, uint32_t layer, uint32_t pos, void *k, void *v
     memcpy(v, view.v + ops_kv_offset(&view, pos), m->row_bytes);
 }
 
-/* K rows [0, n_pos) of one layer, in position order, gathered from their tiles a piece at a time. */
-static void digest_k_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t n_pos) {
+/* K rows [p0, n_pos) of one layer, in position order, gathered from their tiles a piece at a time. */
+static void digest_k_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t p0, uint32_t n_pos) {
     const size_t elem = elem_bytes(view);
     const uint32_t kv_dim = (uint32_t)(view->row_bytes / elem);
     enum { PIECE = 4096 };
     uint8_t piece[PIECE];
-    for (uint32_t p = 0; p < n_pos; p++)
+    for (uint32_t p = p0; p < n_pos; p++)
         for (uint32_t e0 = 0; e0 < kv_dim; e0 += PIECE / sizeof(float)) {
             const uint32_t n = kv_dim - e0 < PIECE / sizeof(float) ? kv_dim - e0 : PIECE / sizeof(float);
             gather_k(view, p, e0, n, piece);
@@ -104,22 +106,24 @@ static void digest_k_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t n_
         }
 }
 
-/* V rows [0, n_pos) of one layer, in position order, a block's run at a time. */
-static void digest_v_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t n_pos) {
-    uint32_t run = view->blocks ? view->block_rows : n_pos;
-    for (uint32_t p = 0; p < n_pos; p += run) {
-        uint32_t n = n_pos - p < run ? n_pos - p : run;
+/* V rows [p0, n_pos) of one layer, in position order, a block's run at a time. */
+static void digest_v_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t p0, uint32_t n_pos) {
+    for (uint32_t p = p0; p < n_pos;) {
+        const uint32_t end = view->blocks ? (p / view->block_rows + 1) * view->block_rows : n_pos;
+        const uint32_t n = (end < n_pos ? end : n_pos) - p;
         XXH3_64bits_update(st, view->v + ops_kv_offset(view, p), (size_t)n * view->row_bytes);
+        p += n;
     }
 }
 
-uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, uint32_t n_pos) {
+uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, const uint32_t *window, uint32_t n_pos) {
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
     for (uint32_t l = 0; l < n_layers; l++) {
+        const uint32_t w = window ? window[l] : 0, p0 = w && n_pos >= w ? n_pos - w + 1 : 0;
         ops_kv_view view = kv_map_view(m, l);
-        digest_k_rows(&st, &view, n_pos);
-        digest_v_rows(&st, &view, n_pos);
+        digest_k_rows(&st, &view, p0, n_pos);
+        digest_v_rows(&st, &view, p0, n_pos);
     }
     return XXH3_64bits_digest(&st);
 }

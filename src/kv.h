@@ -38,16 +38,24 @@ size_t kv_tiled_rows(uint32_t n);
 kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type type, fkv_error *err);
 void kv_free(kv_buf *kv);
 
-/* Where the K/V rows of one sequence live, every layer: contiguous (a kv_buf) or in blocks of a pool
- * (kvpool.h). Kernels see one layer of it as an ops_kv_view. */
+/* One store of K/V rows: contiguous (blocks NULL) or the blocks of a pool (kvpool.h). */
 typedef struct {
-    uint8_t *k, *v;          /* layer 0: the K and V rows of position 0 (contiguous) or of block 0 (paged) */
-    size_t layer_stride;     /* bytes from layer l's rows to layer l+1's */
+    uint8_t *k, *v;          /* its first layer: the K and V rows of position 0 (contiguous) or of block 0 (paged) */
+    size_t layer_stride;     /* bytes from one of its layers' rows to the next's */
+    const uint32_t *blocks;  /* NULL: contiguous; else the sequence's block table in this store */
+    size_t block_stride;
+} kv_part;
+
+/* Where the K/V rows of one sequence live, every layer. Usually one store holds every layer; a model with
+ * window layers may keep those in a second store (part[1], its own pool: prefix.h drops the blocks of it no
+ * resume needs any more), and layer_at says where each layer is. Kernels see one layer of it as an ops_kv_view. */
+typedef struct {
+    kv_part part[2];
+    const uint32_t *layer_at; /* NULL: layer l is layer l of part[0]; else layer l is layer layer_at[l] & 0xffff of
+                               * part[layer_at[l] >> 16] */
     size_t row_bytes;
     fkv_kv_type type;
-    const uint32_t *blocks;  /* NULL: contiguous; else the sequence's block table */
     uint32_t block_rows;
-    size_t block_stride;
 } kv_map;
 
 /* The map of a whole kv_buf. */
@@ -58,8 +66,10 @@ ops_kv_view kv_map_view(const kv_map *m, uint32_t layer);
 void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k, const float *v, uint32_t kv_dim);
 /* The stored bytes of position pos's K row and V row in layer (row_bytes each). */
 void kv_map_read(const kv_map *m, uint32_t layer, uint32_t pos, void *k, void *v);
-/* xxh3-64 over K rows [0, n_pos) then V rows [0, n_pos) of layer 0, then of layer 1, ... as stored — the same
- * bytes in the same order whatever the storage, so contiguous and paged sequences compare directly. */
-uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, uint32_t n_pos);
+/* xxh3-64 over K rows then V rows of layer 0, then of layer 1, ... as stored — the same bytes in the same order
+ * whatever the storage, so contiguous and paged sequences compare directly. The rows of layer l are [0, n_pos), or,
+ * for a window layer (window[l] > 0; window NULL: none), the last window[l] - 1 of them: what a row at n_pos reads,
+ * and all a sequence is sure to hold (prefix.h drops the rest). */
+uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, const uint32_t *window, uint32_t n_pos);
 
 #endif

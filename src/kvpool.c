@@ -22,11 +22,12 @@ kvpool *kvpool_new(uint32_t n_layers, uint32_t kv_dim, fkv_kv_type type, uint32_
     p->block_rows = block_rows;
     p->row_bytes = (size_t)kv_dim * (type == FKV_KV_F16 ? sizeof(uint16_t) : sizeof(float));
     p->block_bytes = (size_t)2 * n_layers * block_rows * p->row_bytes;
-    size_t n = budget_bytes / p->block_bytes;
+    /* a pool of no layers (every layer a window layer, kept apart) still numbers the blocks of the tree's nodes */
+    size_t n = budget_bytes / (p->block_bytes ? p->block_bytes : (size_t)2 * block_rows * p->row_bytes);
     p->n_blocks = n < 1 ? 1 : n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)n;
     /* zeroed: attention scores a K tile's slots past the positions stored so far too (and ignores them); they
      * read as initialized memory, and calloc's fresh pages cost nothing until touched */
-    p->data = calloc(p->n_blocks, p->block_bytes);
+    p->data = calloc(p->n_blocks, p->block_bytes ? p->block_bytes : 1);
     p->free_list = malloc(sizeof(uint32_t) * p->n_blocks);
     if (!p->data || !p->free_list) {
         err_set(err, "out of memory for a KV pool of %u blocks of %zu bytes", p->n_blocks, p->block_bytes);
@@ -65,8 +66,13 @@ void kvpool_copy_rows(kvpool *p, uint32_t dst, uint32_t src, uint32_t n_rows) {
     }
 }
 
+kv_part kvpool_part(const kvpool *p, const uint32_t *blocks) {
+    return (kv_part){.k = p->data, .v = p->data + (size_t)p->block_rows * p->row_bytes,
+                     .layer_stride = (size_t)2 * p->block_rows * p->row_bytes, .blocks = blocks,
+                     .block_stride = p->block_bytes};
+}
+
 kv_map kvpool_map(const kvpool *p, const uint32_t *blocks) {
-    return (kv_map){.k = p->data, .v = p->data + (size_t)p->block_rows * p->row_bytes,
-                    .layer_stride = (size_t)2 * p->block_rows * p->row_bytes, .row_bytes = p->row_bytes,
-                    .type = p->type, .blocks = blocks, .block_rows = p->block_rows, .block_stride = p->block_bytes};
+    return (kv_map){.part[0] = kvpool_part(p, blocks), .row_bytes = p->row_bytes, .type = p->type,
+                    .block_rows = p->block_rows};
 }

@@ -46,6 +46,8 @@ void kvpool_free(kvpool *p);
 int64_t kvpool_alloc(kvpool *p);
 void kvpool_release(kvpool *p, uint32_t block);
 
+/* The store of a sequence's rows in this pool: positions [i·block_rows, (i+1)·block_rows) in blocks[i] (borrowed). */
+kv_part kvpool_part(const kvpool *p, const uint32_t *blocks);
 /* The map of a sequence whose positions [i·block_rows, (i+1)·block_rows) are in blocks[i] (borrowed). */
 kv_map kvpool_map(const kvpool *p, const uint32_t *blocks);
 

@@ -254,7 +254,9 @@ static int load_weights(fkv_model *m, fkv_error *err) {
 
     uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     m->layers = calloc(hp->n_layers, sizeof *m->layers);
-    if (!m->layers) return err_set(err, "%s: out of memory for %u layers", f->path, hp->n_layers);
+    if (hp->window) m->windows = calloc(hp->n_layers, sizeof *m->windows);
+    if (!m->layers || (hp->window && !m->windows))
+        return err_set(err, "%s: out of memory for %u layers", f->path, hp->n_layers);
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         model_layer *L = &m->layers[l];
         char name[96];
@@ -301,6 +303,7 @@ static int load_weights(fkv_model *m, fkv_error *err) {
 #undef NAME
         const bool window = hp->window && (hp->swa_pattern == 0 || l % hp->swa_pattern < hp->swa_pattern - 1);
         L->window = window ? hp->window : 0;
+        if (m->windows) m->windows[l] = L->window;
         L->rope = k->nope_step && (l + 1) % k->nope_step == 0 ? MODEL_ROPE_NONE
                   : window                                    ? MODEL_ROPE_LOCAL
                                                               : MODEL_ROPE_GLOBAL;
@@ -437,6 +440,7 @@ void fkv_model_free(fkv_model *m) {
         }
         free(m->layers);
     }
+    free(m->windows);
     free(m->packed);
     free(m->output_norm);
     free(m->rope_freqs);

@@ -128,6 +128,7 @@ struct fkv_model {
     float *rope_freqs; /* [n_rot/2] divisors of the rotary frequencies (rope_freqs.weight), or NULL */
     float *rope_short, *rope_long; /* [n_rot/2] LongRoPE divisors (rope_factors_short/long.weight), or NULL */
     model_layer *layers;
+    uint32_t *windows; /* [n_layers] each layer's window (model_layer.window), for kv_map_digest; NULL: none has one */
     tok_vocab *vocab;
     char *chat_template; /* tokenizer.chat_template, or NULL */
     void *packed;        /* the matrices' memory, one allocation (pack_weights in model.c) */

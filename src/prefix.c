@@ -6,13 +6,24 @@
 
 #include "err.h"
 
+/* A resume point kept for window layers: its window pins the nodes of depth from .. (at - 1) / B on its path. */
+typedef struct {
+    uint32_t at, from;
+    bool grid;
+} keep_point;
+
 struct prefix_node {
     prefix_node *parent, *child, *sibling;
     prefix_node *lru_prev, *lru_next; /* in the tree's evictable list while in_lru */
     uint32_t block;
+    uint32_t depth; /* positions [depth·B, depth·B + B) */
     uint32_t n_tokens;
     uint32_t n_prefill; /* rows [0, n_prefill) were written by a prefill */
     uint32_t refs;
+    uint32_t wblock; /* window layers: its block in the window pool, held while wpins > 0 */
+    uint32_t wpins;
+    keep_point *keeps; /* the resume points kept in this node (at in (depth·B, depth·B + B]) */
+    uint32_t n_keeps;
     bool in_lru;
     int32_t tokens[]; /* block_rows */
 };
@@ -24,6 +35,7 @@ typedef struct {
 
 struct prefix_tree {
     kvpool *pool;
+    prefix_window win; /* win.pool NULL: no window layers kept apart */
     uint32_t B;
     salt_root *roots;
     uint32_t n_roots;
@@ -36,6 +48,7 @@ static prefix_node *node_new(const prefix_tree *t, prefix_node *parent, uint32_t
     if (!n) return NULL;
     n->parent = parent;
     n->block = block;
+    n->depth = parent && parent->parent ? parent->depth + 1 : 0;
     if (parent) {
         n->sibling = parent->child;
         parent->child = n;
@@ -63,13 +76,55 @@ static void lru_add(prefix_tree *t, prefix_node *n, bool oldest) {
 
 static bool is_root(const prefix_node *n) { return n->parent == NULL; }
 
-/* Unlink a childless node from its parent and free it with its block. */
+/* ---- window layers ---- */
+
+/* The first position whose window rows a row at p - slack .. p reads: the tile holding p - slack - W + 1. */
+static uint32_t window_lo(const prefix_tree *t, uint32_t p, uint32_t slack) {
+    const uint32_t back = slack + t->win.window - 1;
+    return p > back ? (p - back) / OPS_ATTN_TILE * OPS_ATTN_TILE : 0;
+}
+
+static void wunpin(prefix_tree *t, prefix_node *n) {
+    if (--n->wpins) return;
+    kvpool_release(t->win.pool, n->wblock);
+    t->stats.window_blocks_dropped++;
+}
+
+/* Keep a resume at `at` (> 0) on seq's path: its window pins the nodes from the tile of at - B - W + 1 (or from
+ * seq's own first pin, if the sequence holds fewer) to the one holding at - 1. Kept once per node and position; a
+ * point kept again as a grid point stays one. Out of memory the point is simply not kept. */
+static void keep_add(prefix_tree *t, prefix_seq *seq, uint32_t at, bool grid) {
+    if (!t->win.pool || at == 0) return;
+    prefix_node *n = seq->nodes[(at - 1) / t->B];
+    for (uint32_t i = 0; i < n->n_keeps; i++)
+        if (n->keeps[i].at == at) {
+            n->keeps[i].grid |= grid;
+            return;
+        }
+    keep_point *grown = realloc(n->keeps, sizeof *grown * (n->n_keeps + 1));
+    if (!grown) return;
+    n->keeps = grown;
+    uint32_t from = window_lo(t, at, t->B) / t->B;
+    if (from < seq->wfrom) from = seq->wfrom;
+    for (uint32_t d = from; d <= n->depth; d++) seq->nodes[d]->wpins++;
+    n->keeps[n->n_keeps++] = (keep_point){at, from, grid};
+}
+
+/* Forget node n's kept point i: its pins go, up n's path. */
+static void keep_drop(prefix_tree *t, prefix_node *n, uint32_t i) {
+    const uint32_t from = n->keeps[i].from;
+    for (prefix_node *a = n; a && !is_root(a) && a->depth >= from; a = a->parent) wunpin(t, a);
+    n->keeps[i] = n->keeps[--n->n_keeps];
+}
+
+/* Unlink a childless node from its parent and free it with its block (its window pins must be gone). */
 static void node_drop(prefix_tree *t, prefix_node *n) {
     prefix_node **link = &n->parent->child;
     while (*link != n) link = &(*link)->sibling;
     *link = n->sibling;
     lru_remove(t, n);
     kvpool_release(t->pool, n->block);
+    free(n->keeps);
     free(n);
 }
 
@@ -78,28 +133,49 @@ static bool evict_one(prefix_tree *t) {
     prefix_node *victim = t->lru.lru_next;
     if (victim == &t->lru) return false;
     prefix_node *parent = victim->parent;
+    while (victim->n_keeps) keep_drop(t, victim, victim->n_keeps - 1);
     node_drop(t, victim);
     t->stats.evictions++;
     if (!is_root(parent) && parent->refs == 0 && !parent->child) lru_add(t, parent, true);
     return true;
 }
 
-static int64_t alloc_block(prefix_tree *t, fkv_error *err) {
-    int64_t b;
-    while ((b = kvpool_alloc(t->pool)) < 0)
+static size_t bytes_in_use(const kvpool *p) { return p ? (size_t)(p->n_blocks - p->n_free) * p->block_bytes : 0; }
+
+/* A block of pool (the tree's or the window layers'), evicting least recently used leaves while the pool or the
+ * budget both share is full. */
+static int64_t alloc_in(prefix_tree *t, kvpool *pool, fkv_error *err) {
+    for (;;) {
+        const size_t used = bytes_in_use(t->pool) + bytes_in_use(t->win.pool);
+        const int64_t b = !t->win.budget || used + pool->block_bytes <= t->win.budget ? kvpool_alloc(pool) : -1;
+        if (b >= 0) return b;
         if (!evict_one(t))
-            return err_set(err, "the KV memory is full: all %u blocks of %u positions are in use by running "
-                           "sequences (raise --kv-mem or lower --parallel)", t->pool->n_blocks, t->B);
-    return b;
+            return err_set(err, "the KV memory is full: all %zu bytes of K/V blocks of %u positions are in use by "
+                           "running sequences (raise --kv-mem or lower --parallel)",
+                           t->win.budget ? t->win.budget : t->pool->n_blocks * t->pool->block_bytes, t->B);
+    }
 }
 
-prefix_tree *prefix_new(kvpool *pool, fkv_error *err) {
+static int64_t alloc_block(prefix_tree *t, fkv_error *err) { return alloc_in(t, t->pool, err); }
+
+/* A new node's window block, pinned once (by the sequence that reserved or copied it). */
+static int alloc_window(prefix_tree *t, prefix_node *n, fkv_error *err) {
+    if (!t->win.pool) return 0;
+    const int64_t b = alloc_in(t, t->win.pool, err);
+    if (b < 0) return -1;
+    n->wblock = (uint32_t)b;
+    n->wpins = 1;
+    return 0;
+}
+
+prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, fkv_error *err) {
     prefix_tree *t = calloc(1, sizeof *t);
     if (!t) {
         err_set(err, "out of memory for the prefix tree");
         return NULL;
     }
     t->pool = pool;
+    if (win && win->pool) t->win = *win;
     t->B = pool->block_rows;
     t->lru.lru_next = t->lru.lru_prev = &t->lru;
     return t;
@@ -112,6 +188,7 @@ static void subtree_free(prefix_tree *t, prefix_node *n) {
         subtree_free(t, c);
     }
     if (!is_root(n)) kvpool_release(t->pool, n->block);
+    free(n->keeps);
     free(n);
 }
 
@@ -214,12 +291,39 @@ static void note_divergence(const prefix_node *last_full, const prefix_node *par
         d->cached[d->n_cached++] = node->tokens[from++];
 }
 
+/* Node d of the matched path: the full nodes walked, then the partly agreeing one. */
+static prefix_node *matched(prefix_node *const *walked, uint32_t n_walked, prefix_node *partial, uint32_t d) {
+    return d < n_walked ? walked[d] : partial;
+}
+
+/* The longest reuse of at most p positions of the matched path whose window rows are all held: every node from the
+ * tile of p - W + 1 to the one holding p - 1. Where one is not, the reuse ends at or before that node's start. */
+static uint32_t held_reuse(const prefix_tree *t, prefix_node *const *walked, uint32_t n_walked, prefix_node *partial,
+                           uint32_t p) {
+    while (p) {
+        const uint32_t lo = window_lo(t, p, 0) / t->B;
+        uint32_t d = (p - 1) / t->B + 1;
+        while (d > lo && matched(walked, n_walked, partial, d - 1)->wpins) d--;
+        if (d == lo) return p;
+        p = (d - 1) * t->B;
+    }
+    return 0;
+}
+
+/* Push node n at depth seq->n_nodes, pinning its window block when the sequence's window reaches it. */
+static int push_node(prefix_seq *seq, prefix_node *n, bool window) {
+    if (seq_push(seq, n)) return -1;
+    if (window && seq->n_nodes - 1 >= seq->wfrom) n->wpins++;
+    return 0;
+}
+
 int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint32_t n, const kvrec_policy *policy,
                      bool cache, prefix_seq *seq, fkv_error *err) {
     memset(seq, 0, sizeof *seq);
     prefix_node *root = root_for(t, salt);
     if (!root) return err_set(err, "out of memory for a cache salt");
     const uint32_t B = t->B;
+    const bool window = t->win.pool != NULL;
 
     /* The best path: the deepest agreement over every branch (siblings may hold the same ids: two
      * sequences that wrote the same positions at once each made their own block). */
@@ -229,19 +333,27 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
     if (cache) search(t, root, ids, n, 0, policy->bound_to_frontier, &m);
     uint32_t n_walked = m.best_depth, partial_rows = m.partial_rows;
     partial = m.partial;
-    uint32_t reusable = n_walked * B + partial_rows;
-    note_divergence(n_walked ? walked[n_walked - 1] : root, partial, partial_rows, reusable, n, seq);
-    if (reusable > n - 1) reusable = n ? n - 1 : 0;
-    if (reusable < policy->min_reuse) reusable = 0;
+    prefix_reuse reuse = {.agreed = n_walked * B + partial_rows};
+    note_divergence(n_walked ? walked[n_walked - 1] : root, partial, partial_rows, reuse.agreed, n, seq);
+    reuse.capped = reuse.agreed > n - 1 ? (n ? n - 1 : 0) : reuse.agreed;
+    reuse.held = window ? held_reuse(t, walked, n_walked, partial, reuse.capped) : reuse.capped;
+    uint32_t reusable = reuse.held < policy->min_reuse ? 0 : reuse.held;
 
     /* Full blocks inside the reuse are shared as they are; the block the reuse ends in is the tail's
-     * source: a full node cut short, or the partly agreeing one. */
+     * source: a full node cut short, or the partly agreeing one. The window pins of this sequence reach from the
+     * tile of reusable - B - W + 1, or from as far back as the held window blocks go. */
     uint32_t n_full = reusable / B, keep = reusable % B;
-    prefix_node *tail_src = keep ? (n_full < n_walked ? walked[n_full] : partial) : NULL;
+    prefix_node *tail_src = keep ? matched(walked, n_walked, partial, n_full) : NULL;
+    if (window && reusable) {
+        const uint32_t lo = window_lo(t, reusable, B) / B;
+        seq->wfrom = (reusable - 1) / B;
+        while (seq->wfrom > lo && matched(walked, n_walked, partial, seq->wfrom - 1)->wpins) seq->wfrom--;
+    }
     seq->root = root;
     for (uint32_t d = 0; d < n_full; d++) {
         acquire(t, walked[d]);
-        if (seq_push(seq, walked[d])) {
+        if (push_node(seq, walked[d], window)) {
+            if (--walked[d]->refs == 0 && !walked[d]->child) lru_add(t, walked[d], false);
             free(walked);
             prefix_finish(t, seq);
             return err_set(err, "out of memory for a sequence path");
@@ -254,33 +366,50 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
     if (keep) {
         if (tail_src->refs == 0 && !tail_src->child && tail_src->n_tokens == keep) {
             acquire(t, tail_src);
-            if (seq_push(seq, tail_src)) {
+            if (push_node(seq, tail_src, window)) {
+                tail_src->refs--;
+                if (!tail_src->child) lru_add(t, tail_src, false);
                 prefix_finish(t, seq);
                 return err_set(err, "out of memory for a sequence path");
             }
         } else {
-            tail_src->refs++; /* not evictable while it is copied from */
+            tail_src->refs++; /* not evictable, nor its window rows droppable, while it is copied from */
+            if (window) tail_src->wpins++;
             lru_remove(t, tail_src);
             int64_t b = alloc_block(t, err);
             prefix_node *copy = b >= 0 ? node_new(t, parent, (uint32_t)b) : NULL;
             if (b >= 0 && !copy) kvpool_release(t->pool, (uint32_t)b);
+            if (copy && alloc_window(t, copy, err)) {
+                node_drop(t, copy);
+                copy = NULL, b = -1;
+            }
             if (copy) {
                 kvpool_copy_rows(t->pool, copy->block, tail_src->block, keep);
+                if (window) kvpool_copy_rows(t->win.pool, copy->wblock, tail_src->wblock, keep);
                 memcpy(copy->tokens, tail_src->tokens, sizeof(int32_t) * keep);
                 copy->n_tokens = keep;
                 copy->n_prefill = tail_src->n_prefill < keep ? tail_src->n_prefill : keep;
                 copy->refs = 1;
             }
             tail_src->refs--;
+            if (window) wunpin(t, tail_src);
             if (tail_src->refs == 0 && !tail_src->child) lru_add(t, tail_src, false);
-            if (!copy || seq_push(seq, copy)) {
-                if (copy && !copy->refs) node_drop(t, copy);
+            /* the copy's window block came pinned once: that pin is this sequence's */
+            if (copy && seq_push(seq, copy)) {
+                if (window) wunpin(t, copy);
+                node_drop(t, copy);
+                copy = NULL;
+            }
+            if (!copy) {
                 prefix_finish(t, seq);
                 return b < 0 ? -1 : err_set(err, "out of memory copying a shared block");
             }
         }
     }
     seq->n_pos = reusable;
+    reuse.reused = reusable;
+    seq->reuse = reuse;
+    if (reuse.held < reuse.capped) t->stats.window_fallbacks++;
     if (reusable)
         t->stats.hits++, t->stats.reused_tokens += reusable;
     else
@@ -297,9 +426,17 @@ int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err) 
         int64_t b = alloc_block(t, err);
         if (b < 0) return -1;
         prefix_node *node = node_new(t, parent, (uint32_t)b);
-        if (!node || seq_push(seq, node)) {
-            if (node) node_drop(t, node);
-            else kvpool_release(t->pool, (uint32_t)b);
+        if (!node) {
+            kvpool_release(t->pool, (uint32_t)b);
+            return err_set(err, "out of memory for a KV block");
+        }
+        if (alloc_window(t, node, err)) { /* pinned once: this sequence's pin */
+            node_drop(t, node);
+            return -1;
+        }
+        if (seq_push(seq, node)) {
+            if (t->win.pool) wunpin(t, node);
+            node_drop(t, node);
             return err_set(err, "out of memory for a KV block");
         }
         node->refs = 1;
@@ -308,6 +445,7 @@ int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err) 
 }
 
 void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t n, bool by_prefill) {
+    const uint32_t from = seq->n_pos;
     for (uint32_t i = 0; i < n; i++, seq->n_pos++) {
         prefix_node *node = seq->nodes[seq->n_pos / t->B];
         uint32_t row = seq->n_pos % t->B;
@@ -315,9 +453,27 @@ void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t
         node->n_tokens = row + 1;
         if (by_prefill && node->n_prefill == row) node->n_prefill = row + 1;
     }
+    if (!t->win.pool) return;
+    for (uint32_t g = t->win.grid ? (from / t->win.grid + 1) * t->win.grid : UINT32_MAX; g <= seq->n_pos;
+         g += t->win.grid)
+        keep_add(t, seq, g, true);
+    for (const uint32_t lo = window_lo(t, seq->n_pos, t->B) / t->B; seq->wfrom < lo; seq->wfrom++)
+        wunpin(t, seq->nodes[seq->wfrom]);
 }
 
+void prefix_keep(prefix_tree *t, prefix_seq *seq) { keep_add(t, seq, seq->n_pos, false); }
+
 void prefix_finish(prefix_tree *t, prefix_seq *seq) {
+    if (t->win.pool) { /* the previous turn's ends, resumed past, give way to this one's; then its own pins go */
+        const uint32_t r = seq->reuse.reused;
+        for (uint32_t d = 0; d * t->B < r && d < seq->n_nodes; d++) {
+            prefix_node *node = seq->nodes[d];
+            for (uint32_t i = node->n_keeps; i-- > 0;)
+                if (!node->keeps[i].grid && node->keeps[i].at <= r) keep_drop(t, node, i);
+        }
+        keep_add(t, seq, seq->n_pos, false);
+        for (uint32_t d = seq->wfrom; d < seq->n_nodes; d++) wunpin(t, seq->nodes[d]);
+    }
     for (uint32_t i = seq->n_nodes; i-- > 0;) {
         prefix_node *node = seq->nodes[i];
         if (--node->refs) continue;
@@ -332,6 +488,14 @@ void prefix_finish(prefix_tree *t, prefix_seq *seq) {
 
 uint32_t prefix_block(const prefix_tree *t, const prefix_seq *seq, uint32_t p) { return seq->nodes[p / t->B]->block; }
 
+bool prefix_wblock_held(const prefix_tree *t, const prefix_seq *seq, uint32_t p) {
+    return seq->nodes[p / t->B]->wpins > 0;
+}
+
+uint32_t prefix_wblock(const prefix_tree *t, const prefix_seq *seq, uint32_t p) {
+    return prefix_wblock_held(t, seq, p) ? seq->nodes[p / t->B]->wblock : 0;
+}
+
 static void count_shared(const prefix_node *n, uint32_t *shared) {
     for (const prefix_node *c = n->child; c; c = c->sibling) {
         if (c->refs >= 2) (*shared)++;
@@ -344,6 +508,7 @@ prefix_stats prefix_get_stats(const prefix_tree *t) {
     s.blocks_free = t->pool->n_free;
     s.blocks_in_use = t->pool->n_blocks - t->pool->n_free;
     s.blocks_shared = 0;
+    s.window_blocks_in_use = t->win.pool ? t->win.pool->n_blocks - t->win.pool->n_free : 0;
     for (uint32_t i = 0; i < t->n_roots; i++) count_shared(t->roots[i].root, &s.blocks_shared);
     return s;
 }

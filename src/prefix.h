@@ -24,6 +24,19 @@
  * - A referenced block is never evicted. Unreferenced leaves are evicted least recently used first when
  *   the pool runs out; a parent becomes evictable when its last child goes.
  *
+ * Window layers (a model's sliding-window layers, prefix_window): their rows live in a pool of their own, and a
+ * node's window block is held only while something can still read it — a window row at p reads the rows of
+ * [p - W + 1, p) alone, so a sequence far past a block never needs that block's window rows again, while its
+ * other layers' rows stay. What holds a window block (its pins):
+ * - a running sequence, for the blocks from the tile of n_pos - B - W + 1 on (its window, and one block of slack);
+ * - a kept resume point q, for the blocks from the tile of q - B - W + 1 up to q: a later prompt may resume
+ *   anywhere in [q - B, q]. Kept: the prompt's end (prefix_keep), the sequence's end (prefix_finish), and every
+ *   multiple of the grid it passes. When a sequence finishes, the prompt and reply ends it resumed past (the
+ *   previous turn's) are no longer kept; grid points stay until their block is evicted.
+ * A window block with no pin goes back to its pool at once. A prompt resumes at the longest reusable length p
+ * whose window rows [tile of p - W + 1, p) are all held; where some are not, at the longest shorter one that is
+ * — never on rows that are not there — and the start says so (prefix_reuse). Both pools share one budget.
+ *
  * Thread-safety: one owner (the engine thread).
  */
 #ifndef FKV_PREFIX_H
@@ -46,9 +59,18 @@ typedef struct {
     int32_t cached[8];
 } prefix_divergence;
 
+/* How a start's reuse came to be: the longest common prefix with the cache (agreed), at most len(prompt) - 1 of it
+ * (capped), the longest length at most that whose window rows are held (held: capped without window layers), and
+ * what was reused (held, or 0 below the minimum). */
+typedef struct {
+    uint32_t agreed, capped, held, reused;
+} prefix_reuse;
+
 /* One sequence's path: nodes[i] holds positions [i·B, (i+1)·B). */
 typedef struct {
     prefix_divergence divergence; /* set by prefix_start */
+    prefix_reuse reuse;           /* set by prefix_start */
+    uint32_t wfrom;               /* window layers: nodes [wfrom, n_nodes) hold this sequence's window pins */
     prefix_node *root; /* of its salt */
     prefix_node **nodes;
     uint32_t n_nodes, cap;
@@ -63,11 +85,23 @@ typedef struct {
     uint32_t blocks_in_use; /* blocks holding rows (referenced or cached) */
     uint32_t blocks_free;
     uint32_t blocks_shared; /* blocks referenced by two or more sequences */
+    uint32_t window_blocks_in_use; /* window layers' blocks held */
+    uint64_t window_blocks_dropped; /* window layers' blocks given back once nothing could read them */
+    uint64_t window_fallbacks;      /* starts that reused less than they agreed because window rows were dropped */
 } prefix_stats;
+
+/* Window layers kept apart (see above). */
+typedef struct {
+    kvpool *pool;  /* their blocks, block_rows as the tree's pool */
+    uint32_t window; /* W: a window row at p reads rows (p - W, p] */
+    uint32_t grid;   /* a resume point kept at every multiple of grid positions; 0: none */
+    size_t budget;   /* bytes the blocks of both pools may take together */
+} prefix_window;
 
 typedef struct prefix_tree prefix_tree;
 
-prefix_tree *prefix_new(kvpool *pool, fkv_error *err);
+/* win: NULL, or the window layers' own pool (every block of pool then holds the other layers only). */
+prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, fkv_error *err);
 /* Frees the tree (every sequence must be finished); the pool stays the caller's. */
 void prefix_free(prefix_tree *t);
 
@@ -81,12 +115,17 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
 int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err);
 /* The rows of positions [n_pos, n_pos + n) are written: record their ids. */
 void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t n, bool by_prefill);
+/* Keep a resume at seq's n_pos (the prompt's end) for window layers; nothing without them. */
+void prefix_keep(prefix_tree *t, prefix_seq *seq);
 /* The sequence is done: its references go; its rows stay cached (matchable) until evicted; blocks it
  * reserved but never wrote are freed. seq is reset. */
 void prefix_finish(prefix_tree *t, prefix_seq *seq);
 
-/* The KV block of position p of seq (p < reserved positions). */
+/* The KV block of position p of seq (p < reserved positions), and its window layers' block (0 where it holds none:
+ * no row there is read). */
 uint32_t prefix_block(const prefix_tree *t, const prefix_seq *seq, uint32_t p);
+uint32_t prefix_wblock(const prefix_tree *t, const prefix_seq *seq, uint32_t p);
+bool prefix_wblock_held(const prefix_tree *t, const prefix_seq *seq, uint32_t p);
 prefix_stats prefix_get_stats(const prefix_tree *t);
 
 #endif
