@@ -294,7 +294,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     conn *st = *con_cls;
     if (!st) return;
     uint32_t prompt = 0, cached = 0, generated = 0;
-    char diverged[48] = "";
+    char diverged[96] = "";
     if (st->job) {
         sched_job *j = st->job;
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) sched_job_cancel(j);
@@ -304,7 +304,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
             sched_job_wait_locked(j, SIZE_MAX, LIVENESS_MS);
         if (j->done && !j->error_status) {
             prompt = j->n_ids, cached = j->cached, generated = j->n_gen;
-            if (j->diverged) snprintf(diverged, sizeof diverged, " diverged_at=%u", j->diverged_at);
+            int at = j->diverged ? snprintf(diverged, sizeof diverged, " diverged_at=%u", j->diverged_at) : 0;
+            if (j->reuse.held < j->reuse.capped) /* the rest agreed, but the window layers no longer held its rows */
+                snprintf(diverged + at, sizeof diverged - (size_t)at, " window_held=%u/%u", j->reuse.held,
+                         j->reuse.capped);
             metrics_count_completion(srv->metrics, prompt, cached, generated, j->prefill_ms, j->decode_ms);
         }
         pthread_mutex_unlock(&j->mu);

@@ -78,12 +78,20 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv) {
             "# HELP flatkv_cache_misses_total Requests computed from position 0.\n"
             "# TYPE flatkv_cache_misses_total counter\nflatkv_cache_misses_total %llu\n"
             "# HELP flatkv_kv_evictions_total KV blocks evicted (least recently used first).\n"
-            "# TYPE flatkv_kv_evictions_total counter\nflatkv_kv_evictions_total %llu\n",
+            "# TYPE flatkv_kv_evictions_total counter\nflatkv_kv_evictions_total %llu\n"
+            "# HELP flatkv_kv_window_bytes K/V bytes of sliding-window layers held apart (0: none, or --swa-full).\n"
+            "# TYPE flatkv_kv_window_bytes gauge\nflatkv_kv_window_bytes %zu\n"
+            "# HELP flatkv_kv_window_dropped_total Window layers' blocks given back once no resume could read them.\n"
+            "# TYPE flatkv_kv_window_dropped_total counter\nflatkv_kv_window_dropped_total %llu\n"
+            "# HELP flatkv_kv_window_fallbacks_total Requests that reused less than they agreed: window rows given back.\n"
+            "# TYPE flatkv_kv_window_fallbacks_total counter\nflatkv_kv_window_fallbacks_total %llu\n",
             (unsigned long long)m->prompt, (unsigned long long)m->cached, (unsigned long long)m->generated,
             m->prefill_s, m->decode_s, m->prompt ? (double)m->cached / (double)m->prompt : 0.0,
-            (size_t)kv->blocks_in_use * kv->block_bytes, kv->blocks_in_use, kv->blocks_free,
+            (size_t)kv->blocks_in_use * kv->block_bytes + (size_t)kv->window_blocks_in_use * kv->window_block_bytes,
+            kv->blocks_in_use, kv->blocks_free,
             (size_t)kv->blocks_shared * kv->block_bytes, (unsigned long long)kv->hits, (unsigned long long)kv->misses,
-            (unsigned long long)kv->evictions);
+            (unsigned long long)kv->evictions, (size_t)kv->window_blocks_in_use * kv->window_block_bytes,
+            (unsigned long long)kv->window_blocks_dropped, (unsigned long long)kv->window_fallbacks);
     pthread_mutex_unlock(&m->mu);
     fclose(out);
     return buf;

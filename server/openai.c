@@ -369,6 +369,10 @@ static json_t *timings_json(const sched_job *job) {
     if (job->diverged)
         json_object_set_new(t, "divergence", json_pack("{s:i,s:s,s:s}", "at", (int)job->diverged_at, "cached",
                                                        job->cached_text, "prompt", job->prompt_text));
+    /* Why less than the agreement was reused: the window layers' rows there were given back (prefix.h). */
+    if (job->reuse.held < job->reuse.capped)
+        json_object_set_new(t, "window_fallback",
+                            json_pack("{s:i,s:i}", "agreed", (int)job->reuse.capped, "held", (int)job->reuse.held));
     return t;
 }
 

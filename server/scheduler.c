@@ -320,6 +320,7 @@ static int admit(sched *s, sched_job *j) {
         r->admitted_once = true;
         pthread_mutex_lock(&j->mu);
         j->cached = cached;
+        j->reuse = fkv_eseq_reuse(r->seq);
         note_divergence(s, j, r->seq);
         pthread_mutex_unlock(&j->mu);
     }

@@ -60,6 +60,7 @@ typedef struct sched_job {
     int error_status;          /* 0, or the HTTP status of a failure (error in `error`) */
     char error[512];
     uint32_t cached;
+    fkv_reuse reuse; /* how the reuse came to be (held < capped: the window layers' rows there were given back) */
     double prefill_ms, decode_ms;
     /* where the prompt parted from the cached sequence it agreed with longest (diverged: see openai.h) */
     bool diverged;
