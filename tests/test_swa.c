@@ -59,7 +59,7 @@ static void free_model(model_fx *f) {
     fkv_model_free(f->m);
 }
 
-static fkv_engine *new_engine(const model_fx *f, bool swa_full, uint32_t grid) {
+static fkv_engine_params engine_params(bool swa_full, uint32_t grid) {
     fkv_engine_params p;
     fkv_engine_default_params(&p, NULL);
     p.seq.ctx.n_ctx = N_CTX;
@@ -69,10 +69,19 @@ static fkv_engine *new_engine(const model_fx *f, bool swa_full, uint32_t grid) {
     p.kv_mem = (size_t)64 << 20;
     p.swa_full = swa_full;
     p.swa_grid = grid;
+    return p;
+}
+
+static fkv_engine *engine_of(const model_fx *f, const fkv_engine_params *p) {
     fkv_error err = {{0}};
-    fkv_engine *e = fkv_engine_new(f->m, &p, &err);
+    fkv_engine *e = fkv_engine_new(f->m, p, &err);
     if (!e) fail_msg("%s", err.msg);
     return e;
+}
+
+static fkv_engine *new_engine(const model_fx *f, bool swa_full, uint32_t grid) {
+    const fkv_engine_params p = engine_params(swa_full, grid);
+    return engine_of(f, &p);
 }
 
 static void fill(const model_fx *f, int32_t *ids, uint32_t n, uint64_t seed) {
@@ -271,21 +280,12 @@ static void test_a_long_conversation_resumes_whole_turns_in_bounded_window_memor
 static void test_evictions_under_a_small_budget_stay_exact(void **state) {
     (void)state;
     model_fx f = load_model(2, 9);
-    fkv_engine_params p;
-    fkv_engine_default_params(&p, NULL);
-    p.seq.ctx.n_ctx = N_CTX;
-    p.seq.ctx.prefill_rows = 32;
-    p.seq.cache_min = 1;
-    p.kv_block = B;
-    p.swa_grid = GRID;
-    fkv_error err = {{0}};
-    fkv_engine *probe = fkv_engine_new(f.m, &p, &err);
-    if (!probe) fail_msg("%s", err.msg);
+    fkv_engine_params p = engine_params(false, GRID);
+    fkv_engine *probe = engine_of(&f, &p);
     const fkv_engine_stats s0 = fkv_engine_get_stats(probe);
     fkv_engine_free(probe);
     p.kv_mem = 24 * (s0.block_bytes + s0.window_block_bytes); /* about 24 blocks of every layer */
-    fkv_engine *e = fkv_engine_new(f.m, &p, &err);
-    if (!e) fail_msg("%s", err.msg);
+    fkv_engine *e = engine_of(&f, &p);
     int32_t conv[4][300];
     for (int c = 0; c < 4; c++) fill(&f, conv[c], 300, 500 + (uint64_t)c);
     for (int round = 0; round < 3; round++)
