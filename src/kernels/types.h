@@ -143,7 +143,7 @@ _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K");
 _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K");
 _Static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs");
 
-/* An activation row quantized for integer dot products; the scale stays in f32. */
+/* An activation row quantized for integer dot products; the scale is an f16 value (quant.h), held as f32. */
 typedef struct {
     float d;
     int8_t qs[QK];

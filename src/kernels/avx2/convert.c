@@ -36,8 +36,8 @@ void avx2_row_q8(const float *x, block_q8_act *dst, size_t n) {
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         float amax = _mm_cvtss_f32(m4);
         float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        dst[b].d = d;
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        dst[b].d = ord_f16_to_f32(ord_f32_to_f16(d));
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
         for (int k = 0; k < 4; k++)

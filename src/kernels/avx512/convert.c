@@ -42,9 +42,9 @@ void avx512_row_q8(const float *x, block_q8_act *dst, size_t n) {
     for (size_t b = 0; b < n / QK; b++) {
         const __m512 v0 = _mm512_loadu_ps(x + b * QK), v1 = _mm512_loadu_ps(x + b * QK + 16);
         const __m512 m = _mm512_max_ps(_mm512_abs_ps(v1), _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps()));
-        const float d = _mm512_reduce_max_ps(m) / 127.0f;
-        const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-        dst[b].d = d;
+        const float amax = _mm512_reduce_max_ps(m), d = amax / 127.0f;
+        const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        dst[b].d = ord_f16_to_f32(ord_f32_to_f16(d));
         for (int h = 0; h < 2; h++) {
             const __m512 clamped = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(h ? v1 : v0, id), qmin), qmax);
             const __m512i q = _mm512_cvt_roundps_epi32(clamped, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

@@ -223,8 +223,8 @@ void ref_row_q8(const float *x, block_q8_act *dst, size_t n) {
         float amax = 0.0f;
         for (size_t j = 0; j < QK; j++) amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
         float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        dst[b].d = d;
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f; /* as ggml-cpu computes it (its x86 quantize_row_q8_0) */
+        dst[b].d = ord_f16_to_f32(ord_f32_to_f16(d));
         for (size_t j = 0; j < QK; j++) {
             float v = xb[j] * id;
             v = v > -127.0f ? v : -127.0f;
