@@ -11,7 +11,8 @@
  * registers, and meet last in quant.h's tree.
  *
  * Layout: the activation rows are read in place — tile A is 16 rows × one block's 32 quants, the rows n/32 blocks
- * apart; their scales (and Q4_K's Σx) are gathered once per call into vectors of 16 per block. Weight rows are
+ * apart; their scales (and, for the types with a min — Q4_K, Q5_K, Q4_1, Q5_1 — Σx) are gathered once per call into
+ * vectors of 16 per block. Weight rows are
  * rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B: quants
  * 4k..4k+3 of each of the 16 weight rows) as signed bytes, with each block's float factors as vectors of 16; a chunk
  * then serves every group of 16 activation rows while it is in L1. Rows packed at load (the avx512 variant's
@@ -42,6 +43,7 @@
 #include "amx.h"
 #include "avx512/avx512.h"
 #include "order.h"
+#include "traits.h"
 
 #define TILE_ROWS 16    /* activation rows of a tile (M) */
 #define TILE_COLS 16    /* weight rows of a panel (N) */
@@ -158,30 +160,78 @@ static inline __m512i row_offsets(size_t w_row_bytes) {
                               _mm512_set1_epi32((int)w_row_bytes));
 }
 
-/* Blocks [b0, b0 + nblk) of the panel's rows w (c_rows of them, w_row_bytes apart). */
-static void panel_q8_0(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk, wpanel *p) {
-    const __m512i offsets = row_offsets(w_row_bytes);
-    const __mmask16 real = (__mmask16)((1u << c_rows) - 1);
-    for (size_t j = 0; j < nblk; j++) {
-        const size_t off = (b0 + j) * sizeof(block_q8_0);
-        __m512i z[8];
-        for (int i = 0; i < 8; i++)
-            z[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i),
-                                         row_pair(panel_row(w, w_row_bytes, c_rows, i) + off + 2,
-                                                  panel_row(w, w_row_bytes, c_rows, i + 8) + off + 2));
-        store_b(z, p->q[j], B_ROW, 4 * B_ROW);
-        _mm512_store_ps(p->d[j], row_scales(w, offsets, real, off));
-    }
-}
-
-/* 16 quant bytes of two rows as signed Q4_0 quants, nibble - 8: in each 256-bit half (row lo, row hi), the low
- * nibbles then the high ones. */
-static inline __m512i q4_0_pair(const uint8_t *lo, const uint8_t *hi) {
+/* 16 quant bytes of two rows as their 32 nibbles each: in each 256-bit half (row lo, row hi), the low nibbles then
+ * the high ones — a 32-element block's elements in order (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL). */
+static inline __m512i nibble_pair(const uint8_t *lo, const uint8_t *hi) {
     const long long by4 = 0x0004000400040004ll; /* the second 128-bit lane of each half shifted by 4 */
     const __m512i shift = _mm512_setr_epi64(0, 0, by4, by4, 0, 0, by4, by4);
     const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lo))),
                                          _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hi)), 1);
-    return _mm512_sub_epi8(_mm512_and_si512(_mm512_srlv_epi16(x, shift), _mm512_set1_epi8(15)), _mm512_set1_epi8(8));
+    return _mm512_and_si512(_mm512_srlv_epi16(x, shift), _mm512_set1_epi8(15));
+}
+
+/* Signed Q4_0 quants, nibble - 8. */
+static inline __m512i q4_0_pair(const uint8_t *lo, const uint8_t *hi) {
+    return _mm512_sub_epi8(nibble_pair(lo, hi), _mm512_set1_epi8(8));
+}
+
+/* Q5_0 / Q5_1 fifth bits of two rows (their 32-bit words qh) as 16: byte e of each half holds bit e of its word. */
+static inline __m512i fifth_pair(const uint8_t *lo, const uint8_t *hi) {
+    uint32_t a, b;
+    memcpy(&a, lo, 4);
+    memcpy(&b, hi, 4);
+    const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)a)), _mm256_set1_epi32((int)b), 1);
+    const long long b1 = 0x0101010101010101ll, b2 = 2 * b1, b3 = 3 * b1; /* byte e takes the word's byte e / 8 */
+    const __m512i bytes = _mm512_shuffle_epi8(words, _mm512_setr_epi64(0, b1, b2, b3, 0, b1, b2, b3));
+    const __mmask64 set = _mm512_test_epi8_mask(bytes, _mm512_set1_epi64((long long)0x8040201008040201ull));
+    return _mm512_maskz_mov_epi8(set, _mm512_set1_epi8(16));
+}
+
+/* Bit `bit` of each byte of x, as 16 (bit 4): Q5_K's fifth bits of one 32-element sub-block. */
+static inline __m512i bit_as_16(__m512i x, int bit) {
+    const __m512i at4 = bit <= 4 ? _mm512_slli_epi16(x, (unsigned)(4 - bit)) : _mm512_srli_epi16(x, (unsigned)(bit - 4));
+    return _mm512_and_si512(at4, _mm512_set1_epi8(16));
+}
+
+/* A 32-element block's quants of two rows (the blocks at lo and hi) as the signed bytes of its tile B. */
+static inline __m512i block_pair(ggml_type type, const uint8_t *lo, const uint8_t *hi) {
+    switch (type) {
+    case GGML_TYPE_Q8_0: return row_pair(lo + offsetof(block_q8_0, qs), hi + offsetof(block_q8_0, qs));
+    case GGML_TYPE_Q4_0: return q4_0_pair(lo + offsetof(block_q4_0, qs), hi + offsetof(block_q4_0, qs));
+    case GGML_TYPE_Q4_1: return nibble_pair(lo + offsetof(block_q4_1, qs), hi + offsetof(block_q4_1, qs));
+    case GGML_TYPE_Q5_0:
+        return _mm512_sub_epi8(_mm512_or_si512(nibble_pair(lo + offsetof(block_q5_0, qs), hi + offsetof(block_q5_0, qs)),
+                                               fifth_pair(lo + offsetof(block_q5_0, qh), hi + offsetof(block_q5_0, qh))),
+                               _mm512_set1_epi8(16));
+    case GGML_TYPE_Q5_1:
+        return _mm512_or_si512(nibble_pair(lo + offsetof(block_q5_1, qs), hi + offsetof(block_q5_1, qs)),
+                               fifth_pair(lo + offsetof(block_q5_1, qh), hi + offsetof(block_q5_1, qh)));
+    default: /* IQ4_NL: each nibble's value in the non-linear table */
+        return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ord_iq4_values)),
+                                   nibble_pair(lo + offsetof(block_iq4_nl, qs), hi + offsetof(block_iq4_nl, qs)));
+    }
+}
+
+/* Blocks [b0, b0 + nblk) of a 32-element block type's panel rows w (c_rows of them, w_row_bytes apart): the quants as
+ * tiles B; the f16 scale d (at the block's start), and for Q4_1 / Q5_1 the f16 m after it (quant.h: the Q4_K form,
+ * fmaf(d_x, fmaf(d, s, m · t), lane), so d goes where Q4_K's d · sc goes and m where its -dmin · m does). */
+static void panel_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk,
+                         wpanel *p) {
+    const __m512i offsets = row_offsets(w_row_bytes);
+    const __mmask16 real = (__mmask16)((1u << c_rows) - 1);
+    const size_t bytes = kern_type_traits(type)->block_bytes;
+    const bool min = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1;
+    for (size_t j = 0; j < nblk; j++) {
+        const size_t off = (b0 + j) * bytes;
+        __m512i z[8];
+        for (int i = 0; i < 8; i++)
+            z[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i),
+                                         block_pair(type, panel_row(w, w_row_bytes, c_rows, i) + off,
+                                                    panel_row(w, w_row_bytes, c_rows, i + 8) + off));
+        store_b(z, p->q[j], B_ROW, 4 * B_ROW);
+        _mm512_store_ps(p->d[j], row_scales(w, offsets, real, off));
+        if (min) _mm512_store_ps(p->dm[j], row_scales(w, offsets, real, off + sizeof(uint16_t)));
+    }
 }
 
 /* A K-quant super-block's factors for weight row i of the panel, blocks j0..j0+7 (a padding row, row false: 0).
@@ -307,36 +357,33 @@ static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
     }
 }
 
-static void panel_q4_0(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk, wpanel *p) {
-    const __m512i offsets = row_offsets(w_row_bytes);
-    const __mmask16 real = (__mmask16)((1u << c_rows) - 1);
-    for (size_t j = 0; j < nblk; j++) {
-        const size_t off = (b0 + j) * sizeof(block_q4_0);
-        __m512i z[8];
-        for (int i = 0; i < 8; i++)
-            z[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i),
-                                         q4_0_pair(panel_row(w, w_row_bytes, c_rows, i) + off + 2,
-                                                   panel_row(w, w_row_bytes, c_rows, i + 8) + off + 2));
-        store_b(z, p->q[j], B_ROW, 4 * B_ROW);
-        _mm512_store_ps(p->d[j], row_scales(w, offsets, real, off));
-    }
-}
-
-/* Super-blocks of Q4_K: sub-block 2c is the low nibbles of qs[32c..32c+31], 2c+1 the high ones. d · sc and
- * -dmin · m are exact in f32 (an f16 times a 6-bit integer), so d · sc times the sum is quant.h's d · (sc · s). */
-static void panel_q4_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk, wpanel *p) {
+/* Super-blocks of Q4_K (Q5_K: the same, with the fifth bits of qh): sub-block 2c is the low nibbles of
+ * qs[32c..32c+31] (Q5_K: plus bit 2c of qh[l]), 2c+1 the high ones (bit 2c+1). d · sc and -dmin · m are exact in f32
+ * (an f16 times a 6-bit integer), so d · sc times the sum is quant.h's d · (sc · s). Both blocks begin with d, dmin
+ * and the same 12 bytes of scales. */
+static void panel_q4_K(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk,
+                       wpanel *p) {
     const __m512i low = _mm512_set1_epi8(15);
+    const bool five = type == GGML_TYPE_Q5_K;
+    const size_t bytes = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    const size_t qs_at = five ? offsetof(block_q5_K, qs) : offsetof(block_q4_K, qs);
     for (size_t j0 = 0; j0 < nblk; j0 += LANES) {
-        const size_t off = (b0 + j0) / LANES * sizeof(block_q4_K);
+        const size_t off = (b0 + j0) / LANES * bytes;
         for (int c = 0; c < 4; c++) {
             __m512i lo[8], hi[8];
             for (int i = 0; i < 8; i++) {
-                const block_q4_K *b_lo = (const block_q4_K *)(panel_row(w, w_row_bytes, c_rows, i) + off);
-                const block_q4_K *b_hi = (const block_q4_K *)(panel_row(w, w_row_bytes, c_rows, i + 8) + off);
-                const __m512i x =
-                    _mm512_maskz_mov_epi32(pad_mask(c_rows, i), row_pair(b_lo->qs + 32 * c, b_hi->qs + 32 * c));
+                const uint8_t *b_lo = panel_row(w, w_row_bytes, c_rows, i) + off;
+                const uint8_t *b_hi = panel_row(w, w_row_bytes, c_rows, i + 8) + off;
+                const __m512i x = row_pair(b_lo + qs_at + 32 * c, b_hi + qs_at + 32 * c);
                 lo[i] = _mm512_and_si512(x, low);
                 hi[i] = _mm512_and_si512(_mm512_srli_epi16(x, 4), low);
+                if (five) {
+                    const __m512i h = row_pair(b_lo + offsetof(block_q5_K, qh), b_hi + offsetof(block_q5_K, qh));
+                    lo[i] = _mm512_or_si512(lo[i], bit_as_16(h, 2 * c));
+                    hi[i] = _mm512_or_si512(hi[i], bit_as_16(h, 2 * c + 1));
+                }
+                lo[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), lo[i]);
+                hi[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), hi[i]);
             }
             store_b(lo, p->q[j0 + 2 * c], B_ROW, 4 * B_ROW);
             store_b(hi, p->q[j0 + 2 * c + 1], B_ROW, 4 * B_ROW);
@@ -382,32 +429,17 @@ static void panel_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, size_t 
     }
 }
 
-/* packed: the layout of packed rows, or NULL for natural rows. */
+/* packed: the layout of packed rows (Q8_0, Q4_0, Q4_K, Q6_K), or NULL for natural rows. */
 static void fill_panel(ggml_type type, const avx512_packed_layout *packed, const uint8_t *w, size_t w_row_bytes,
                        int c_rows, size_t b0, size_t nblk, wpanel *p) {
-    switch (type) {
-    case GGML_TYPE_Q8_0:
-    case GGML_TYPE_Q4_0:
-        if (packed)
-            panel_packed(type, w, w_row_bytes, c_rows, packed, b0, nblk, p);
-        else if (type == GGML_TYPE_Q8_0)
-            panel_q8_0(w, w_row_bytes, c_rows, b0, nblk, p);
-        else
-            panel_q4_0(w, w_row_bytes, c_rows, b0, nblk, p);
-        break;
-    case GGML_TYPE_Q4_K:
-        if (packed)
-            panel_packed(type, w, w_row_bytes, c_rows, packed, b0, nblk, p);
-        else
-            panel_q4_K(w, w_row_bytes, c_rows, b0, nblk, p);
-        break;
-    default:
-        if (packed)
-            panel_packed(type, w, w_row_bytes, c_rows, packed, b0, nblk, p);
-        else
-            panel_q6_K(w, w_row_bytes, c_rows, b0, nblk, p);
-        break;
-    }
+    if (packed)
+        panel_packed(type, w, w_row_bytes, c_rows, packed, b0, nblk, p);
+    else if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K)
+        panel_q4_K(type, w, w_row_bytes, c_rows, b0, nblk, p);
+    else if (type == GGML_TYPE_Q6_K)
+        panel_q6_K(w, w_row_bytes, c_rows, b0, nblk, p);
+    else
+        panel_blocks(type, w, w_row_bytes, c_rows, b0, nblk, p);
     stores_done(p);
 }
 
@@ -539,11 +571,23 @@ static inline __attribute__((always_inline)) void group_lanes(ggml_type type, co
     }
 }
 
+/* The float steps a type's blocks take (quant.h): Q8_0's fmaf(d_w · d_x, s, lane) for the signed block types,
+ * Q4_K's fmaf(d_x, fmaf(d, s, m · t), lane) for those with a min (Q4_1, Q5_1, Q5_K), Q6_K's halves. */
+static ggml_type step_form(ggml_type type) {
+    switch (type) {
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K:
+    case GGML_TYPE_Q4_1:
+    case GGML_TYPE_Q5_1: return GGML_TYPE_Q4_K;
+    case GGML_TYPE_Q6_K: return GGML_TYPE_Q6_K;
+    default: return GGML_TYPE_Q8_0;
+    }
+}
+
 static void run_group(ggml_type type, const block_q8_act *x, long x_stride, const float *xs, int per_block,
                       const wpanel *p, size_t nblk, bool first, tile_out *o, float part[LANES][TILE_ROWS][TILE_COLS]) {
-    switch (type) {
+    switch (step_form(type)) {
     case GGML_TYPE_Q8_0:
-    case GGML_TYPE_Q4_0:
         group_lanes(GGML_TYPE_Q8_0, x, x_stride, xs, per_block, p, nblk, first, o, part);
         break;
     case GGML_TYPE_Q4_K:
@@ -568,16 +612,16 @@ static void store_group(float part[LANES][TILE_ROWS][TILE_COLS], int rows, int c
 }
 
 /* y[r*ldy + o] = ref_dot(type, natural weight row o, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows,
- * o < n_out; type Q8_0, Q4_0, Q4_K or Q6_K; w: natural GGUF weight rows (block_q8_0 / block_q4_0 / block_q4_K /
- * block_q6_K arrays, rows w_row_bytes apart) or, when packed, rows as avx512_pack_rows leaves them; xq: n_rows
- * activation rows of n/QK block_q8_act blocks each. */
+ * o < n_out; type Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K or Q6_K; w: natural GGUF weight rows (arrays of
+ * its blocks, rows w_row_bytes apart) or, when packed (Q8_0, Q4_0, Q4_K, Q6_K), rows as avx512_pack_rows leaves them;
+ * xq: n_rows activation rows of n/QK block_q8_act blocks each. */
 void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
                      const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy) {
     if (n_rows == 0 || n_out == 0) return;
     const size_t nb = n / QK;
     const long x_stride = (long)(nb * sizeof(block_q8_act));
     const int tile_rows = n_rows < TILE_ROWS ? (int)n_rows : TILE_ROWS;
-    const int per_block = (type == GGML_TYPE_Q4_K ? 2 : 1) * TILE_ROWS; /* floats of the activation side */
+    const int per_block = (step_form(type) == GGML_TYPE_Q4_K ? 2 : 1) * TILE_ROWS; /* floats of the activation side */
     const size_t group_floats = nb * (size_t)per_block;
     const size_t fit = XSIDE_BYTES / sizeof(float) / group_floats;
     const avx512_packed_layout layout = packed ? avx512_packed_layout_of(type, n) : (avx512_packed_layout){0, 0, 0};
