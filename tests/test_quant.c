@@ -1169,6 +1169,52 @@ static void test_matmul_of_the_later_types_equals_the_scalar_dots(void **state) 
     }
 }
 
+/* The later types' weights at their extremes against activations at -127 (quant.h's extreme): no 16-bit pair sum may
+ * saturate, no sign flip overflow, and IQ4_XS reaches the largest block sum, 32 · 32 · 127 · 127 (quant.h). Every
+ * lane and combine step stays an integer below 2^24 here, so each dot is also known exactly. */
+static void test_later_type_block_sums_are_exact_at_the_extremes(void **state) {
+    (void)state;
+    enum { NB = 16, N = NB * QK, N_NL = 9 * QK }; /* two super-blocks; IQ4_NL nine blocks, a partial group */
+    block_q8_act x[NB];
+    for (int b = 0; b < NB; b++) {
+        x[b].d = 1.0f;
+        memset(x[b].qs, 0x81, QK);
+    }
+    block_iq4_nl nl[9];
+    for (int b = 0; b < 9; b++) { /* even blocks: value -127 (nibble 0); odd blocks: 113 (nibble 15) */
+        nl[b].d = 0x3c00;
+        memset(nl[b].qs, b % 2 ? 0xff : 0x00, sizeof nl[b].qs);
+    }
+    block_iq4_xs xs[2]; /* every scale -32 (its bits 0), every value -127 */
+    memset(xs, 0, sizeof xs);
+    block_q3_K q3[2]; /* first: q -4 (bits 0, hmask clear) at scale -32; second: q 3 at scale 31 (every bit set) */
+    block_q2_K q2[2]; /* q 3, scale 15, min 15 */
+    memset(q2, 0xff, sizeof q2);
+    for (int sb = 0; sb < 2; sb++) {
+        xs[sb].d = q3[sb].d = q2[sb].d = q2[sb].dmin = 0x3c00;
+        memset(q3[sb].hmask, sb ? 0xff : 0, sizeof q3[sb].hmask);
+        memset(q3[sb].qs, sb ? 0xff : 0, sizeof q3[sb].qs);
+        memset(q3[sb].scales, sb ? 0xff : 0, sizeof q3[sb].scales);
+    }
+    const struct {
+        ggml_type type;
+        const void *w;
+        size_t n;
+        float want;
+    } cases[] = {
+        {GGML_TYPE_IQ4_NL, nl, N_NL, 5.0f * 32 * (-127 * -127) + 4.0f * 32 * (113 * -127)},
+        {GGML_TYPE_IQ4_XS, xs, N, NB * (-32.0f * 32 * (-127 * -127))},
+        {GGML_TYPE_Q3_K, q3, N, NB / 2 * (-32.0f * 32 * (-4 * -127)) + NB / 2 * (31.0f * 32 * (3 * -127))},
+        {GGML_TYPE_Q2_K, q2, N, NB * (15.0f * 32 * (3 * -127) - 15.0f * 32 * -127)},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const char *name = kern_type_traits(cases[c].type)->name;
+        const float got = quant_dot(cases[c].type, cases[c].w, NULL, x, cases[c].n);
+        assert_same_bits(got, ref->dot(cases[c].type, cases[c].w, NULL, x, cases[c].n), name, cases[c].n);
+        assert_same_bits(got, cases[c].want, name, cases[c].n);
+    }
+}
+
 /* The dot and the dequantization read one layout: the dot equals Σ dequantized w · x in double, within a bound.
  * Each lane step is at most three f32 roundings (a product of scales, the weight side's fused step, the lane's
  * fma), then 3 combine additions; a term's magnitude is bounded by |x| · 4 · max|w| of its block (a min or an
@@ -1405,6 +1451,7 @@ int main(void) {
         cmocka_unit_test(test_dequantize_reads_the_later_layouts),
         cmocka_unit_test(test_dot_of_the_later_types_variant_matches_the_reference),
         cmocka_unit_test(test_matmul_of_the_later_types_equals_the_scalar_dots),
+        cmocka_unit_test(test_later_type_block_sums_are_exact_at_the_extremes),
         cmocka_unit_test(test_later_type_dots_agree_with_a_double_reference),
         cmocka_unit_test(test_the_later_types_quantize_then_dequantize_within_a_step),
         cmocka_unit_test(test_exp_variant_equals_the_reference_and_is_within_2_ulp_of_libm),

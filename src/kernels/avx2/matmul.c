@@ -28,17 +28,6 @@
 #define MM_VNNI 0
 #endif
 
-/* acc + the exact sum of the four products u·s in each 32-bit element (u unsigned bytes, s signed). VNNI: one
- * vpdpbusd. AVX2: maddubs's 16-bit pair sums, widened by a madd with 1 — exact only while no pair sum passes
- * 32767, which every caller's operands guarantee (their comments say why). */
-static inline __m256i sums_u8s8(__m256i acc, __m256i u, __m256i s) {
-#if MM_VNNI
-    return _mm256_dpbusd_epi32(acc, u, s);
-#else
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-#endif
-}
-
 /* Lane i % 32 lives in acc(i / 8) % 4 at element i % 8. Whole groups of 8 run in registers (after the
  * last full 32, at most three groups remain, going to acc0, acc1, acc2 in turn); the last n % 8
  * elements are added to the spilled lanes with the same fmaf the reference uses. */
@@ -101,13 +90,6 @@ static inline __m256i block_nibble_sums_q4_0(__m256i nib, __m256i xq) {
 }
 
 static inline __m256i block_xsums(__m256i xq) { return sums_u8s8(_mm256_setzero_si256(), _mm256_set1_epi8(1), xq); }
-
-/* Eight vectors of partial sums → one vector whose element k is the total of s[k]. */
-static inline __m256i hsum8_epi32x8(const __m256i s[8]) {
-    __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-    __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
 
 /* r[j] element k ← r[k] element j (32-bit elements): an involution. On the 32 quants of 8 blocks it
  * turns "register k = block k" into "register j = quants 4j..4j+3 of every block, block k in element k",
@@ -194,13 +176,6 @@ static inline __m256 group_wscales(ggml_type type, const uint8_t *w, int t) {
     return _mm256_cvtph_ps(s);
 }
 #undef WSCALE
-
-/* Scales of activation blocks 0..t-1, +0 for t..7. */
-#define XSCALE(k) ((k) < t ? x[k].d : 0.0f)
-static inline __m256 group_xscales(const block_q8_act *x, int t) {
-    return _mm256_setr_ps(XSCALE(0), XSCALE(1), XSCALE(2), XSCALE(3), XSCALE(4), XSCALE(5), XSCALE(6), XSCALE(7));
-}
-#undef XSCALE
 
 /* Direct tiles, for few rows (decode): 2 × 4 measured best of 1..4 × 1..4 on the 110M shapes. */
 #define TILE_ROWS 2 /* activation rows of a register tile */
@@ -321,15 +296,6 @@ static inline void kquant_regs(ggml_type type, const uint8_t *w, __m256i q[BLOCK
         q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                                        _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
     }
-}
-
-/* Eight vectors of partial sums whose elements 0..3 and 4..7 cover the quants 0..15 and 16..31 of 8 blocks → lo and
- * hi, whose element k is block k's total over those quants. */
-static inline void half_sums_epi32x8(const __m256i s[8], __m256i *lo, __m256i *hi) {
-    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
-    *lo = _mm256_permute2x128_si256(a, b, 0x20);
-    *hi = _mm256_permute2x128_si256(a, b, 0x31);
 }
 
 /* The activation side of a super-block, the same for every weight row: its 8 blocks' scales; for Q4_K their Σx as f32

@@ -1,4 +1,5 @@
-/* simd.h — the AVX2 variant's register helpers: the combine tree of 8 lanes in registers, widening loads.
+/* simd.h — the AVX2 variant's register helpers: the combine tree of 8 lanes in registers, widening loads, the exact
+ * integer sums of quantized blocks.
  *
  * Included by the avx2 files (and by the variants that build on their loop nests); every helper keeps the lane
  * layout of quant.h, so a register's eight lanes are the reference's eight lanes.
@@ -77,6 +78,40 @@ static inline float load1_widened(widen_kind kind, const void *a, size_t i) {
     }
 }
 
+
+/* acc + the exact sum of the four products u·s in each 32-bit element (u unsigned bytes, s signed). VNNI (the avx512
+ * variant's flags): one vpdpbusd. AVX2: maddubs's 16-bit pair sums, widened by a madd with 1 — exact only while no
+ * pair sum passes 32767, which every caller's operands guarantee (their comments say why). */
+static inline __m256i sums_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* Eight vectors of partial sums whose elements 0..3 and 4..7 cover the quants 0..15 and 16..31 of 8 blocks → lo and
+ * hi, whose element k is block k's total over those quants. */
+static inline void half_sums_epi32x8(const __m256i s[8], __m256i *lo, __m256i *hi) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    *lo = _mm256_permute2x128_si256(a, b, 0x20);
+    *hi = _mm256_permute2x128_si256(a, b, 0x31);
+}
+
+/* Eight vectors of partial sums → one vector whose element k is the total of s[k]. */
+static inline __m256i hsum8_epi32x8(const __m256i s[8]) {
+    __m256i lo, hi;
+    half_sums_epi32x8(s, &lo, &hi);
+    return _mm256_add_epi32(lo, hi);
+}
+
+/* Scales of activation blocks 0..t-1, +0 for t..7. */
+#define XSCALE(k) ((k) < t ? x[k].d : 0.0f)
+static inline __m256 group_xscales(const block_q8_act *x, int t) {
+    return _mm256_setr_ps(XSCALE(0), XSCALE(1), XSCALE(2), XSCALE(3), XSCALE(4), XSCALE(5), XSCALE(6), XSCALE(7));
+}
+#undef XSCALE
 
 /* Keeps v in a register (with AVX-512, any of the 32): the compiler would otherwise fold its load into each of its
  * uses. */

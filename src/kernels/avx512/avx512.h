@@ -57,7 +57,8 @@ avx512_packed_layout avx512_packed_layout_of(ggml_type type, size_t n);
 size_t avx512_panel_row_bytes(size_t n);
 void avx512_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 
-/* dot_ext.c: the block dots of Q4_1, Q5_0, Q5_1 and Q5_K (false, *out untouched, for other types) */
+/* dot_ext.c: the block dots of ggml's later types, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS (false, *out
+ * untouched, for other types) */
 bool avx512_dot_ext(ggml_type type, const void *w, const block_q8_act *xq, size_t n, float *out);
 
 #endif
