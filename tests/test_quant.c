@@ -1196,6 +1196,21 @@ static void test_later_type_block_sums_are_exact_at_the_extremes(void **state) {
         memset(q3[sb].qs, sb ? 0xff : 0, sizeof q3[sb].qs);
         memset(q3[sb].scales, sb ? 0xff : 0, sizeof q3[sb].scales);
     }
+    /* the largest sums of the types with a min (q 31 or 15 everywhere, so s_b and t_b share one int32 at their
+     * bounds: avx2/dot_ext.c); Q5_0: even blocks q - 16 = -16 (bits 0), odd ones 15 */
+    block_q4_1 q41[9];
+    block_q5_1 q51[9];
+    block_q5_0 q50[9];
+    block_q5_K q5k[2]; /* q 31, scales and mins 63 */
+    memset(q41, 0xff, sizeof q41);
+    memset(q51, 0xff, sizeof q51);
+    memset(q5k, 0xff, sizeof q5k);
+    for (int b = 0; b < 9; b++) {
+        q41[b].d = q41[b].m = q51[b].d = q51[b].m = q50[b].d = 0x3c00;
+        memset(q50[b].qh, b % 2 ? 0xff : 0, sizeof q50[b].qh);
+        memset(q50[b].qs, b % 2 ? 0xff : 0, sizeof q50[b].qs);
+    }
+    for (int sb = 0; sb < 2; sb++) q5k[sb].d = q5k[sb].dmin = 0x3c00;
     const struct {
         ggml_type type;
         const void *w;
@@ -1203,6 +1218,10 @@ static void test_later_type_block_sums_are_exact_at_the_extremes(void **state) {
         float want;
     } cases[] = {
         {GGML_TYPE_IQ4_NL, nl, N_NL, 5.0f * 32 * (-127 * -127) + 4.0f * 32 * (113 * -127)},
+        {GGML_TYPE_Q4_1, q41, N_NL, 9.0f * (32 * (15 * -127) + 32 * -127)},
+        {GGML_TYPE_Q5_1, q51, N_NL, 9.0f * (32 * (31 * -127) + 32 * -127)},
+        {GGML_TYPE_Q5_0, q50, N_NL, 5.0f * 32 * (-16 * -127) + 4.0f * 32 * (15 * -127)},
+        {GGML_TYPE_Q5_K, q5k, N, NB * (63.0f * 32 * (31 * -127) + -63.0f * (32 * -127))},
         {GGML_TYPE_IQ4_XS, xs, N, NB * (-32.0f * 32 * (-127 * -127))},
         {GGML_TYPE_Q3_K, q3, N, NB / 2 * (-32.0f * 32 * (-4 * -127)) + NB / 2 * (31.0f * 32 * (3 * -127))},
         {GGML_TYPE_Q2_K, q2, N, NB * (15.0f * 32 * (3 * -127) - 15.0f * 32 * -127)},

@@ -4,11 +4,12 @@
  * One source, two variants, as matmul.c: compiled here with the AVX2 flags (avx2_dot_ext) and included by
  * avx512/dot_ext.c with the AVX-512 flags (avx512_dot_ext), where each block's integer sum is one VNNI vpdpbusd.
  *
- * Exactness: only the exact integer sums per 32-element block are vectorized (any order gives the same integer);
- * every float step after them is the reference's expression, lane for lane, on the same operands (ref/dot_ext.c),
- * so the bytes are the reference's by construction. Q4_1, Q5_0, Q5_1 and Q5_K take one block at a time, its float
- * steps in scalars; IQ4_NL, Q2_K, Q3_K and IQ4_XS take 8 blocks at once (a super-block, or IQ4_NL's group of 8),
- * block k's sums in element k of a vector and the float steps on all 8 lanes at once, element k being lane k.
+ * Every type takes 8 blocks at once: a super-block's 8 sub-blocks (Q2_K, Q3_K, Q5_K, IQ4_XS), or a group of 8
+ * consecutive blocks (Q4_1, Q5_0, Q5_1, IQ4_NL; block b in lane b % 8, a row's last group partial). Block k's exact
+ * integer sums land in element k of a vector (hsum8_epi32x8: any order gives the same integer), and the reference's
+ * float steps (ref/dot_ext.c) run on all 8 lanes at once, element k being lane k: the same operations on the same
+ * operands in the same order, so the bytes are the reference's by construction. No horizontal sum per block, no
+ * scalar float step.
  */
 #ifndef VARIANT
 #include "avx2.h"
@@ -20,96 +21,36 @@
 #include "order.h"
 #include "simd.h"
 
-/* Σ q[i] · x[i] over 32 bytes, q unsigned (at most 31: a pair's sum stays within int16), x signed; exact. */
-static inline int32_t ext_sum_qx(__m256i q, __m256i x) {
-    const __m256i s = sums_u8s8(_mm256_setzero_si256(), q, x);
-    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-    return _mm_cvtsi128_si32(h);
-}
-
 static inline __m256i ext_load_x(const block_q8_act *xb) { return _mm256_loadu_si256((const __m256i *)xb->qs); }
 
-/* The 32 nibbles of a Q4_0-shaped block: element j the low nibble of qs[j], element j + 16 its high nibble. */
+/* The 32 nibbles of a Q4_0-shaped block: element j the low nibble of qs[j], element j + 16 its high nibble. The 16
+ * bytes in both halves (a broadcast load), the upper half shifted by 4: no cross-half shuffle. */
 static inline __m256i ext_nibbles(const uint8_t qs[QK / 2]) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    const __m128i low = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low), _mm_and_si128(b, low));
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
 }
 
-/* Bit e of the 32-bit word, for each element e, as 16 (bit 4): the fifth bits of a Q5_0 / Q5_1 block. */
+/* Bit e of the 32-bit word, for each element e, as 16 (bit 4): the fifth bits of a Q5_0 / Q5_1 block. AVX-512: the
+ * word is the mask of a masked move. */
 static inline __m256i ext_fifth_bits(const uint8_t qh4[4]) {
     uint32_t qh;
     memcpy(&qh, qh4, 4);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm256_maskz_mov_epi8((__mmask32)qh, _mm256_set1_epi8(16));
+#else
     const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
     const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf); /* byte e holds qh byte e / 8 */
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
+#endif
 }
 
-/* Q4_1 and Q5_1 (fifth: the latter, whose fifth bits lie in qh): lane = fmaf(d_x, fmaf(d, (float)s, m · (float)t)). */
-static inline __attribute__((always_inline)) float dot_min_blocks(bool fifth, const void *w, const block_q8_act *x,
-                                                                   size_t nb) {
-    float lane[BLOCK_LANES] = {0};
-    const __m256i ones = _mm256_set1_epi8(1);
-    for (size_t b = 0; b < nb; b++) {
-        const __m256i xv = ext_load_x(&x[b]);
-        const block_q4_1 *w4 = (const block_q4_1 *)w + b;
-        const block_q5_1 *w5 = (const block_q5_1 *)w + b;
-        const __m256i q = fifth ? _mm256_or_si256(ext_nibbles(w5->qs), ext_fifth_bits(w5->qh)) : ext_nibbles(w4->qs);
-        const int32_t s = ext_sum_qx(q, xv), t = ext_sum_qx(ones, xv);
-        const float d = ord_f16_to_f32(fifth ? w5->d : w4->d), m = ord_f16_to_f32(fifth ? w5->m : w4->m);
-        lane[b % BLOCK_LANES] = fmaf(x[b].d, fmaf(d, (float)s, m * (float)t), lane[b % BLOCK_LANES]);
-    }
-    return ord_combine8(lane);
+/* Bit `from` of every byte of v moved to bit `to`, the byte's other bits clear (16-bit shifts: the mask drops the
+ * bits that cross a byte): Q5_K's fifth and Q3_K's third bits. */
+static inline __m256i ext_byte_bit(__m256i v, int from, int to) {
+    const __m256i at = from >= to ? _mm256_srli_epi16(v, from - to) : _mm256_slli_epi16(v, to - from);
+    return _mm256_and_si256(at, _mm256_set1_epi8((char)(1 << to)));
 }
-
-/* Q5_0: Σ (q - 16) · x = Σ q · x - 16 · Σ x, exact. */
-static float dot_q5_0(const block_q5_0 *w, const block_q8_act *x, size_t nb) {
-    float lane[BLOCK_LANES] = {0};
-    const __m256i ones = _mm256_set1_epi8(1);
-    for (size_t b = 0; b < nb; b++) {
-        const __m256i xv = ext_load_x(&x[b]);
-        const __m256i q = _mm256_or_si256(ext_nibbles(w[b].qs), ext_fifth_bits(w[b].qh));
-        const int32_t s = ext_sum_qx(q, xv) - 16 * ext_sum_qx(ones, xv);
-        lane[b % BLOCK_LANES] = fmaf(ord_f16_to_f32(w[b].d) * x[b].d, (float)s, lane[b % BLOCK_LANES]);
-    }
-    return ord_combine8(lane);
-}
-
-/* Q5_K: sub-block 2c holds the low nibbles of qs[32c..], 2c + 1 the high ones; bits 2c and 2c + 1 of qh[l] their
- * fifth bits. */
-static float dot_q5_K(const block_q5_K *w, const block_q8_act *x, size_t nsb) {
-    float lane[BLOCK_LANES] = {0};
-    const __m256i ones = _mm256_set1_epi8(1), low = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(1);
-    for (size_t sb = 0; sb < nsb; sb++) {
-        const float d = ord_f16_to_f32(w[sb].d), dmin = ord_f16_to_f32(w[sb].dmin);
-        int32_t sc[8], m[8];
-        ord_q4_K_scales(w[sb].scales, sc, m);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)w[sb].qh);
-        for (int c = 0; c < 4; c++) {
-            const __m256i qs = _mm256_loadu_si256((const __m256i *)(w[sb].qs + 32 * c));
-            const __m256i q[2] = {
-                _mm256_or_si256(_mm256_and_si256(qs, low),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), bit), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), low),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), bit), 4)),
-            };
-            for (int h = 0; h < 2; h++) {
-                const int k = 2 * c + h;
-                const block_q8_act *xb = &x[sb * BLOCK_LANES + k];
-                const __m256i xv = ext_load_x(xb);
-                const int32_t s = ext_sum_qx(q[h], xv), t = ext_sum_qx(ones, xv);
-                const float dm = -dmin * (float)m[k];
-                lane[k] = fmaf(xb->d, fmaf(d, (float)(sc[k] * s), dm * (float)t), lane[k]);
-            }
-        }
-    }
-    return ord_combine8(lane);
-}
-
-/* ---- 8 blocks at once: IQ4_NL, Q2_K, Q3_K, IQ4_XS ---- */
 
 /* Σ w · x for signed w (|w| <= 127) as 8 partial sums: |w| against x carrying w's sign, so maddubs's pair sums stay
  * within 2 · 127 · 127 < 32767, and negating x (never -128: quant.h) cannot overflow. */
@@ -124,13 +65,28 @@ static inline __m256i ext_iq4_values(const uint8_t qs[QK / 2]) {
     return _mm256_shuffle_epi8(table, ext_nibbles(qs));
 }
 
-/* The scales of IQ4_NL blocks 0..t-1 as f32, +0 for t..7 (nothing past the row is read). */
-#define NL_SCALE(k) (short)((k) < t ? w[k].d : 0)
-static inline __m256 iq4_nl_scales(const block_iq4_nl *w, int t) {
-    return _mm256_cvtph_ps(_mm_setr_epi16(NL_SCALE(0), NL_SCALE(1), NL_SCALE(2), NL_SCALE(3), NL_SCALE(4), NL_SCALE(5),
-                                          NL_SCALE(6), NL_SCALE(7)));
+/* The two f16 at p + k · stride (a block's d, then its m for Q4_1 / Q5_1, its next two bytes otherwise) of blocks
+ * k < t as f32 in element k of *first and *second; +0 for k >= t, and nothing past block t - 1 is read. One 32-bit
+ * load a block, split by a shuffle: half the inserts of loading the f16 one by one. */
+#define F16_PAIR(k) ((k) < t ? ext_load32(p + (k) * stride) : 0)
+static inline int32_t ext_load32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
 }
-#undef NL_SCALE
+static inline void ext_f16_pairs(const uint8_t *p, size_t stride, int t, __m256 *first, __m256 *second) {
+    const __m256i pairs = _mm256_setr_epi32(F16_PAIR(0), F16_PAIR(1), F16_PAIR(2), F16_PAIR(3), F16_PAIR(4),
+                                            F16_PAIR(5), F16_PAIR(6), F16_PAIR(7));
+    /* in each 128-bit half: the first f16 of its 4 pairs in 64 bits, the second ones above; then 64-bit pieces in
+     * block order */
+    const __m256i split = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(pairs, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5,
+                                                    8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)),
+        _MM_SHUFFLE(3, 1, 2, 0));
+    *first = _mm256_cvtph_ps(_mm256_castsi256_si128(split));
+    *second = _mm256_cvtph_ps(_mm256_extracti128_si256(split, 1));
+}
+#undef F16_PAIR
 
 /* IQ4_XS's 8 sub-block scales (ord_iq4_xs_scale), sub-block k's in element k: nibble k of the scales_l word, bits
  * 2k..2k+1 of scales_h above it, less 32. */
@@ -144,39 +100,116 @@ static inline __m256i iq4_xs_scales(const block_iq4_xs *w) {
                             _mm256_set1_epi32(32));
 }
 
-/* One group of t <= 8 blocks of IQ4_NL (xs false; block k of the group, lane k) or one IQ4_XS super-block (xs;
- * t = 8, sub-block k): s_k = Σ v · x (times ls_k for IQ4_XS), then lane k = fmaf(d_w · d_x, (float)s_k, lane) on the
- * 8 lanes at once. Lanes t..7 get fmaf(+0, +0, lane), which leaves a lane as it is (a lane is never -0: matmul.c's
- * tile_group). */
-static inline __attribute__((always_inline)) __m256 iq4_group(bool xs, const void *w, const block_q8_act *x, int t,
-                                                              __m256 acc) {
-    const block_iq4_xs *sb = w;
-    const block_iq4_nl *nl = w;
-    __m256i s[BLOCK_LANES];
-    for (int k = 0; k < BLOCK_LANES; k++)
-        s[k] = k < t ? ext_sums_signed(ext_iq4_values(xs ? sb->qs + QK / 2 * k : nl[k].qs), ext_load_x(&x[k]))
-                     : _mm256_setzero_si256();
-    __m256i sum = hsum8_epi32x8(s);
-    __m256 dw;
-    if (xs) {
-        sum = _mm256_mullo_epi32(sum, iq4_xs_scales(sb));
-        dw = _mm256_set1_ps(_cvtsh_ss(sb->d));
-    } else {
-        dw = iq4_nl_scales(nl, t);
-    }
-    return _mm256_fmadd_ps(_mm256_mul_ps(dw, group_xscales(x, t)), _mm256_cvtepi32_ps(sum), acc);
+/* The weight-side-first step of the types with a min (Q4_1, Q5_1, Q5_K, Q2_K) on 8 lanes:
+ * lane = fmaf(d_x, fmaf(d, (float)s, m · (float)t), lane), m being the min's factor as the reference forms it. */
+static inline __m256 ext_min_step(__m256 xd, __m256 d, __m256i s, __m256 m, __m256i t, __m256 acc) {
+    const __m256 inner = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), _mm256_mul_ps(m, _mm256_cvtepi32_ps(t)));
+    return _mm256_fmadd_ps(xd, inner, acc);
 }
 
-/* IQ4_NL (nb blocks) and IQ4_XS (nb / 8 super-blocks): a full group takes a constant t, so no lane is masked. */
-static inline __attribute__((always_inline)) float dot_iq4(bool xs, const void *w, const block_q8_act *x, size_t nb) {
+/* A block's s = Σ q · x and t = Σ x, packed as v = s + 2^18 · t (any partial sums of it added in any order), back
+ * apart, exactly: with q <= 31 and |x| <= 127, |s| <= 32 · 31 · 127 = 125984 < 2^17, so s is v's low 18 bits read
+ * as signed, and |v| <= 125984 + 2^18 · 32 · 127 < 2^31 never wraps. */
+static inline void ext_split_min_sums(__m256i *v, __m256i *t) {
+    const __m256i s = _mm256_srai_epi32(_mm256_slli_epi32(*v, 14), 14);
+    *t = _mm256_srai_epi32(_mm256_sub_epi32(*v, s), 18);
+    *v = s;
+}
+
+static inline size_t ext_block_bytes(ggml_type type) {
+    switch (type) {
+    case GGML_TYPE_Q4_1: return sizeof(block_q4_1);
+    case GGML_TYPE_Q5_0: return sizeof(block_q5_0);
+    case GGML_TYPE_Q5_1: return sizeof(block_q5_1);
+    case GGML_TYPE_IQ4_NL: return sizeof(block_iq4_nl);
+    case GGML_TYPE_Q5_K: return sizeof(block_q5_K);
+    default: return sizeof(block_iq4_xs);
+    }
+}
+
+static inline bool ext_super(ggml_type type) { return type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS; }
+
+/* The quants of block k of a group (sub-block k of a super-block) in element order: unsigned for the types with a
+ * min (Q4_1 0..15, Q5_1 and Q5_K 0..31), signed for the others (Q5_0's q - 16, IQ4's values). Q5_K's sub-block 2c holds
+ * the low nibbles of qs[32c..], 2c + 1 the high ones; bit k of qh[l] is element l's fifth bit. */
+static inline __m256i group_quants(ggml_type type, const void *w, int k) {
+    switch (type) {
+    case GGML_TYPE_Q4_1: return ext_nibbles(((const block_q4_1 *)w)[k].qs);
+    case GGML_TYPE_Q5_1: {
+        const block_q5_1 *b = (const block_q5_1 *)w + k;
+        return _mm256_or_si256(ext_nibbles(b->qs), ext_fifth_bits(b->qh));
+    }
+    case GGML_TYPE_Q5_0: {
+        const block_q5_0 *b = (const block_q5_0 *)w + k;
+        return _mm256_sub_epi8(_mm256_or_si256(ext_nibbles(b->qs), ext_fifth_bits(b->qh)), _mm256_set1_epi8(16));
+    }
+    case GGML_TYPE_IQ4_NL: return ext_iq4_values(((const block_iq4_nl *)w)[k].qs);
+    case GGML_TYPE_IQ4_XS: return ext_iq4_values(((const block_iq4_xs *)w)->qs + QK / 2 * k);
+    default: {
+        const block_q5_K *b = w;
+        const __m256i qs = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (k / 2)));
+        const __m256i nib = _mm256_and_si256(k % 2 ? _mm256_srli_epi16(qs, 4) : qs, _mm256_set1_epi8(15));
+        return _mm256_or_si256(nib, ext_byte_bit(_mm256_loadu_si256((const __m256i *)b->qh), k, 4));
+    }
+    }
+}
+
+/* One group of t <= 8 blocks (a super-block: t = 8, its sub-blocks) against activation blocks x[0..t): block k's
+ * s_k (and t_k = Σ x for the types with a min) in element k, then the reference's step on the 8 lanes at once:
+ * Q5_0, IQ4_NL:     lane = fmaf(d_w · d_x, (float)s, lane);
+ * IQ4_XS:           lane = fmaf(d · d_x, (float)(ls_k · s), lane);
+ * Q4_1, Q5_1, Q5_K: ext_min_step, Q5_K's s being sc_k · s and its m -dmin · (float)m_k.
+ * Lanes t..7 get fmaf(+0, +0, lane) (their sums and scales are +0), which leaves a lane as it is (a lane is never -0:
+ * matmul.c's tile_group). Unsigned quants are at most 31, signed at most 127 in size: maddubs's pair sums stay within
+ * int16 (ext_sums_signed). */
+static inline __attribute__((always_inline)) __m256 group_step(ggml_type type, const void *w, const block_q8_act *x,
+                                                               int t, __m256 acc) {
+    const bool with_min = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1 || type == GGML_TYPE_Q5_K;
+    const __m256i zero = _mm256_setzero_si256(), ones = _mm256_set1_epi8(1);
+    __m256i s[BLOCK_LANES];
+    for (int k = 0; k < BLOCK_LANES; k++) {
+        if (k >= t) {
+            s[k] = zero;
+            continue;
+        }
+        const __m256i xv = ext_load_x(&x[k]), q = group_quants(type, w, k);
+        /* with a min: s + 2^18 · t in one int32, so one horizontal sum serves both (ext_split_min_sums) */
+        s[k] = with_min ? sums_u8s8(_mm256_slli_epi32(sums_u8s8(zero, ones, xv), 18), q, xv) : ext_sums_signed(q, xv);
+    }
+    __m256i sum = hsum8_epi32x8(s), tx = zero;
+    if (with_min) ext_split_min_sums(&sum, &tx);
+    const __m256 xd = group_xscales(x, t);
+    if (type == GGML_TYPE_IQ4_XS) {
+        const block_iq4_xs *sb = w;
+        const __m256i si = _mm256_mullo_epi32(sum, iq4_xs_scales(sb));
+        return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(sb->d)), xd), _mm256_cvtepi32_ps(si), acc);
+    }
+    if (type == GGML_TYPE_Q5_K) {
+        const block_q5_K *sb = w;
+        uint64_t sc, m;
+        ord_q4_K_scale_words(sb->scales, &sc, &m);
+        const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(-_cvtsh_ss(sb->dmin)), _mm256_cvtepi32_ps(bytes_epi32(m)));
+        return ext_min_step(xd, _mm256_set1_ps(_cvtsh_ss(sb->d)), _mm256_mullo_epi32(sum, bytes_epi32(sc)), dm,
+                            tx, acc);
+    }
+    __m256 d, second; /* Q4_1 / Q5_1: d and m; the others: d */
+    ext_f16_pairs(w, ext_block_bytes(type), t, &d, &second);
+    if (with_min) return ext_min_step(xd, d, sum, second, tx, acc);
+    return _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(sum), acc);
+}
+
+/* Q4_1, Q5_0, Q5_1, IQ4_NL (nb blocks in groups of 8), Q5_K and IQ4_XS (nb / 8 super-blocks): a full group takes a
+ * constant t, so no lane is masked; the lanes combine in quant.h's tree (hsum8). */
+static inline __attribute__((always_inline)) float dot_groups(ggml_type type, const void *w, const block_q8_act *x,
+                                                              size_t nb) {
+    const size_t group_bytes = ext_super(type) ? ext_block_bytes(type) : BLOCK_LANES * ext_block_bytes(type);
     __m256 acc = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b += BLOCK_LANES) {
-        const void *wg = xs ? (const void *)((const block_iq4_xs *)w + b / BLOCK_LANES)
-                            : (const void *)((const block_iq4_nl *)w + b);
-        if (xs || nb - b >= BLOCK_LANES)
-            acc = iq4_group(xs, wg, x + b, BLOCK_LANES, acc);
+        const void *wg = (const uint8_t *)w + b / BLOCK_LANES * group_bytes;
+        if (nb - b >= BLOCK_LANES) /* super-blocks always */
+            acc = group_step(type, wg, x + b, BLOCK_LANES, acc);
         else
-            acc = iq4_group(xs, wg, x + b, (int)(nb - b), acc);
+            acc = group_step(type, wg, x + b, (int)(nb - b), acc);
     }
     return hsum8(acc);
 }
@@ -210,7 +243,7 @@ static inline __m128i q3_K_scales(const uint8_t s[12]) {
 static inline __attribute__((always_inline)) float dot_q23_K(bool q3, const void *w, const block_q8_act *x,
                                                               size_t nsb) {
     __m256 acc = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi8(1), three = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    const __m256i ones = _mm256_set1_epi8(1), three = _mm256_set1_epi8(3);
     for (size_t sb = 0; sb < nsb; sb++) {
         const block_q2_K *w2 = (const block_q2_K *)w + sb;
         const block_q3_K *w3 = (const block_q3_K *)w + sb;
@@ -222,10 +255,7 @@ static inline __attribute__((always_inline)) float dot_q23_K(bool q3, const void
             for (int j = 0; j < 4; j++) { /* 16-bit shifts: the masks drop the bits that cross a byte */
                 const int k = 4 * h + j;
                 __m256i u = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), three);
-                if (q3) { /* bit k of hmask to bit 2 */
-                    const __m256i hb = k >= 2 ? _mm256_srli_epi16(hm, k - 2) : _mm256_slli_epi16(hm, 2 - k);
-                    u = _mm256_or_si256(u, _mm256_and_si256(hb, four));
-                }
+                if (q3) u = _mm256_or_si256(u, ext_byte_bit(hm, k, 2)); /* bit k of hmask as bit 2 */
                 const __m256i xv = ext_load_x(&xg[k]);
                 s[k] = sums_u8s8(_mm256_setzero_si256(), u, xv);
                 t[k] = sums_u8s8(_mm256_setzero_si256(), ones, xv);
@@ -249,10 +279,7 @@ static inline __attribute__((always_inline)) float dot_q23_K(bool q3, const void
         ext_even_odd(_mm_and_si128(_mm_srli_epi16(scales, 4), low), &m_lo, &m_hi);
         const __m256i si = _mm256_add_epi32(_mm256_mullo_epi32(s_lo, sc_lo), _mm256_mullo_epi32(s_hi, sc_hi));
         const __m256i ti = _mm256_add_epi32(_mm256_mullo_epi32(t_lo, m_lo), _mm256_mullo_epi32(t_hi, m_hi));
-        const float d = _cvtsh_ss(w2->d), dmin = _cvtsh_ss(w2->dmin);
-        const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(si),
-                                             _mm256_mul_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(ti)));
-        acc = _mm256_fmadd_ps(xd, inner, acc);
+        acc = ext_min_step(xd, _mm256_set1_ps(_cvtsh_ss(w2->d)), si, _mm256_set1_ps(-_cvtsh_ss(w2->dmin)), ti, acc);
     }
     return hsum8(acc);
 }
@@ -260,14 +287,14 @@ static inline __attribute__((always_inline)) float dot_q23_K(bool q3, const void
 /* The dot of a weight row of a later type this file computes; false for the others (the caller takes ref_dot). */
 bool VARIANT(dot_ext)(ggml_type type, const void *w, const block_q8_act *xq, size_t n, float *out) {
     switch (type) {
-    case GGML_TYPE_Q4_1: *out = dot_min_blocks(false, w, xq, n / QK); break;
-    case GGML_TYPE_Q5_0: *out = dot_q5_0(w, xq, n / QK); break;
-    case GGML_TYPE_Q5_1: *out = dot_min_blocks(true, w, xq, n / QK); break;
-    case GGML_TYPE_IQ4_NL: *out = dot_iq4(false, w, xq, n / QK); break;
+    case GGML_TYPE_Q4_1: *out = dot_groups(GGML_TYPE_Q4_1, w, xq, n / QK); break;
+    case GGML_TYPE_Q5_0: *out = dot_groups(GGML_TYPE_Q5_0, w, xq, n / QK); break;
+    case GGML_TYPE_Q5_1: *out = dot_groups(GGML_TYPE_Q5_1, w, xq, n / QK); break;
+    case GGML_TYPE_IQ4_NL: *out = dot_groups(GGML_TYPE_IQ4_NL, w, xq, n / QK); break;
     case GGML_TYPE_Q2_K: *out = dot_q23_K(false, w, xq, n / QK_K); break;
     case GGML_TYPE_Q3_K: *out = dot_q23_K(true, w, xq, n / QK_K); break;
-    case GGML_TYPE_Q5_K: *out = dot_q5_K(w, xq, n / QK_K); break;
-    case GGML_TYPE_IQ4_XS: *out = dot_iq4(true, w, xq, n / QK); break;
+    case GGML_TYPE_Q5_K: *out = dot_groups(GGML_TYPE_Q5_K, w, xq, n / QK); break;
+    case GGML_TYPE_IQ4_XS: *out = dot_groups(GGML_TYPE_IQ4_XS, w, xq, n / QK); break;
     default: return false;
     }
     /* Clean upper state on return: GCC 12 put its own vzeroupper before the last read of an accumulator it kept in

@@ -320,9 +320,6 @@ static inline kxside kquant_xside(ggml_type type, const block_q8_act *xg) {
     return xs;
 }
 
-/* 8 bytes as the 8 elements of a vector of int32. */
-static inline __m256i bytes_epi32(uint64_t v) { return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)); }
-
 /* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with their side xs: quant.h's steps on all
  * 8 lanes at once. */
 static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], kxside xs, __m256 acc) {

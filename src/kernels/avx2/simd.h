@@ -106,6 +106,9 @@ static inline __m256i hsum8_epi32x8(const __m256i s[8]) {
     return _mm256_add_epi32(lo, hi);
 }
 
+/* 8 bytes as the 8 elements of a vector of int32. */
+static inline __m256i bytes_epi32(uint64_t v) { return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v)); }
+
 /* Scales of activation blocks 0..t-1, +0 for t..7. */
 #define XSCALE(k) ((k) < t ? x[k].d : 0.0f)
 static inline __m256 group_xscales(const block_q8_act *x, int t) {
