@@ -12,9 +12,9 @@
  *
  * Layout: the activation rows are read in place — tile A is 16 rows × one block's 32 quants, the rows n/32 blocks
  * apart; their scales (and, for the types with a min — Q4_K, Q5_K, Q4_1, Q5_1 — Σx) are gathered once per call into
- * vectors of 16 per block. Q6_K, Q3_K and IQ4_XS take a block in two halves of 16 quants (tiles A · B and
- * A2 · B2), each half's sums scaled by its own sub-block scale, as quant.h's Q6_K order (IQ4_XS: one scale for
- * both). Weight rows are rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B: quants
+ * vectors of 16 per block. Q6_K and Q3_K take a block in two halves of 16 quants (tiles A · B and A2 · B2),
+ * each half's sums scaled by its own sub-block scale, as quant.h's Q6_K order; IQ4_XS, one scale per block, takes
+ * it whole. Weight rows are rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B: quants
  * 4k..4k+3 of each of the 16 weight rows) as signed bytes, with each block's float factors as vectors of 16; a chunk
  * then serves every group of 16 activation rows while it is in L1. Rows packed at load (the avx512 variant's
  * layout, which its decode tiles read) are rearranged from that layout into the same tiles B (Q8_0's +128 undone).
@@ -54,7 +54,7 @@
 #define CHUNK_BLOCKS 64 /* blocks of a panel rearranged at a time: 32 KB of tiles B, whole super-blocks */
 #define ROW_GROUPS 8    /* groups of 16 activation rows per pass over the weights (their partial sums: 64 KB) */
 
-/* Tile registers. Q8_0, Q4_0, Q4_K: C = A · B, one block. Q6_K (Q3_K, IQ4_XS): the block's halves apart, C = A · B over quants
+/* Tile registers. Q8_0, Q4_0, Q4_K, IQ4_XS: C = A · B, one block. Q6_K, Q3_K: the block's halves apart, C = A · B over quants
  * 0..15 and C2 = A2 · B2 over 16..31, each with its own scale. */
 #define T_C 0
 #define T_A 1
@@ -81,11 +81,12 @@ typedef struct {
     int8_t q[CHUNK_BLOCKS][B_BYTES];     /* Q6_K: quants 0..15 in the first half (4 rows), 16..31 in the second */
     float d[CHUNK_BLOCKS][TILE_COLS];    /* Q8_0, Q4_0: the block's scale; Q4_K: d · sc (exact); Q6_K form: d */
     float dm[CHUNK_BLOCKS][TILE_COLS];   /* Q4_K: -dmin · m (exact) */
-    float sc[2][CHUNK_BLOCKS][TILE_COLS]; /* Q6_K form: the scales of quants 0..15 and 16..31 (IQ4_XS: ls_k twice) */
+    float sc[2][CHUNK_BLOCKS][TILE_COLS]; /* Q6_K form: the scales of quants 0..15 and 16..31 (IQ4_XS: ls_k, in sc[0]) */
 } wpanel;
 
 /* The float steps a type's blocks take (quant.h): Q8_0's fmaf(d_w · d_x, s, lane) for the signed block types,
- * Q4_K's fmaf(d_x, fmaf(d, s, m · t), lane) for those with a min (Q4_1, Q5_1, Q5_K), Q6_K's halves (Q3_K, IQ4_XS). */
+ * Q4_K's fmaf(d_x, fmaf(d, s, m · t), lane) for those with a min (Q4_1, Q5_1, Q5_K), Q6_K's halves (Q3_K), and IQ4_XS's
+ * fmaf(d · d_x, ls · s, lane) on a whole block. */
 static ggml_type step_form(ggml_type type) {
     switch (type) {
     case GGML_TYPE_Q4_K:
@@ -93,8 +94,8 @@ static ggml_type step_form(ggml_type type) {
     case GGML_TYPE_Q4_1:
     case GGML_TYPE_Q5_1: return GGML_TYPE_Q4_K;
     case GGML_TYPE_Q6_K:
-    case GGML_TYPE_Q3_K:
-    case GGML_TYPE_IQ4_XS: return GGML_TYPE_Q6_K;
+    case GGML_TYPE_Q3_K: return GGML_TYPE_Q6_K;
+    case GGML_TYPE_IQ4_XS: return GGML_TYPE_IQ4_XS;
     default: return GGML_TYPE_Q8_0;
     }
 }
@@ -459,7 +460,7 @@ static inline void half_quants(ggml_type type, const uint8_t *lo, const uint8_t 
 
 /* A Q6_K, Q3_K or IQ4_XS super-block's factors for one weight row (blk; a padding row, row false: 0), as Q6_K's: d
  * and the scales of each block's two halves — Q3_K's 16 decoded scales (-32..31); IQ4_XS's block scale ls_k for
- * both halves, so the step's fmaf(ls, s1, ls · s0) is ls · (s0 + s1), exact (below 2^24), the reference's sum. */
+ * both (its step reads sc[0]). */
 static void half_row_factors(ggml_type type, wpanel *p, size_t j0, int i, bool row, const uint8_t *blk) {
     int8_t sc[16];
     uint16_t d16;
@@ -481,8 +482,9 @@ static void half_row_factors(ggml_type type, wpanel *p, size_t j0, int i, bool r
     q6_K_row_factors(p, j0, i, row, d16, sc);
 }
 
-/* Super-blocks of Q6_K, Q3_K or IQ4_XS (their tiles in halves of 16 quants, each with its own scale: quant.h gives all
- * three Q6_K's order), half h holding blocks 4h..4h+3. */
+/* Super-blocks of Q6_K, Q3_K or IQ4_XS (quant.h gives all three Q6_K's order), half h holding blocks 4h..4h+3. A tile
+ * B's rows 0..3 are quants 0..15 and rows 4..7 quants 16..31, so the same tiles serve two half tiles (Q6_K, Q3_K) or
+ * one whole (IQ4_XS). */
 static void panel_halves(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk,
                          wpanel *p) {
     const size_t bytes = kern_type_traits(type)->block_bytes;
@@ -510,7 +512,7 @@ static void fill_panel(ggml_type type, const avx512_packed_layout *packed, const
         panel_packed(type, w, w_row_bytes, c_rows, packed, b0, nblk, p);
     else if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K)
         panel_q4_K(type, w, w_row_bytes, c_rows, b0, nblk, p);
-    else if (step_form(type) == GGML_TYPE_Q6_K)
+    else if (type == GGML_TYPE_Q6_K || type == GGML_TYPE_Q3_K || type == GGML_TYPE_IQ4_XS)
         panel_halves(type, w, w_row_bytes, c_rows, b0, nblk, p);
     else
         panel_blocks(type, w, w_row_bytes, c_rows, b0, nblk, p);
@@ -597,14 +599,24 @@ static inline __attribute__((always_inline)) void block_step(ggml_type type, con
     }
     case GGML_TYPE_Q6_K: {
         const __m512 d = _mm512_load_ps(p->d[j]), sc0 = _mm512_load_ps(p->sc[0][j]), sc1 = _mm512_load_ps(p->sc[1][j]);
-        /* The reference's s_b = sc0·S0 + sc1·S1 is an integer below 2^24, and so is each product (Q6_K:
-         * |sc| <= 128, |S| <= 16 · 32 · 127; Q3_K: |sc| <= 32, |S| <= 16 · 4 · 127; IQ4_XS: sc0 = sc1 = ls,
-         * |ls · (S0 + S1)| <= 16516096): sc0 · S0 is exact, the fused step rounds the exact s_b, which it keeps, so
-         * sum == (float)s_b. d · d_x: the reference's product of the same two floats; then its fmaf(d · d_x, s_b, lane). */
+        /* The reference's s_b = sc0·S0 + sc1·S1 is an integer below 2^24, and so is each product (Q6_K: |sc| <= 128,
+         * |S| <= 16 · 32 · 127; Q3_K: |sc| <= 32, |S| <= 16 · 4 · 127): sc0 · S0 is exact, and the fused step rounds
+         * the exact s_b, which it keeps, so sum == (float)s_b. d · d_x: the reference's product of the same two
+         * floats; then its fmaf(d · d_x, s_b, lane). */
         for (int r = 0; r < TILE_ROWS; r++) {
             const __m512 sum = _mm512_fmadd_ps(sc1, sum_f32(s[1][r]), _mm512_mul_ps(sc0, sum_f32(s[0][r])));
             acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[r])), sum, acc[r]);
         }
+        return;
+    }
+    case GGML_TYPE_IQ4_XS: {
+        /* The reference's s_b = ls · S over the whole block, |s_b| <= 16516096 < 2^24 (quant.h), so ls · (float)S is
+         * exact and equals (float)s_b; then its fmaf(d · d_x, s_b, lane). One tile where Q6_K's halves take two: with
+         * one scale for both halves nothing needs them apart (prefill 512, iq4_xs: about 20% faster). */
+        const __m512 d = _mm512_load_ps(p->d[j]), ls = _mm512_load_ps(p->sc[0][j]);
+        for (int r = 0; r < TILE_ROWS; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[r])), _mm512_mul_ps(ls, sum_f32(s[0][r])),
+                                     acc[r]);
         return;
     }
     default: {
@@ -657,6 +669,9 @@ static void run_group(ggml_type type, const block_q8_act *x, long x_stride, cons
         break;
     case GGML_TYPE_Q4_K:
         group_lanes(GGML_TYPE_Q4_K, x, x_stride, xs, per_block, p, nblk, first, o, part);
+        break;
+    case GGML_TYPE_IQ4_XS:
+        group_lanes(GGML_TYPE_IQ4_XS, x, x_stride, xs, per_block, p, nblk, first, o, part);
         break;
     default:
         group_lanes(GGML_TYPE_Q6_K, x, x_stride, xs, per_block, p, nblk, first, o, part);
