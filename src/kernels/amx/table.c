@@ -1,6 +1,7 @@
 /* amx/table.c — the AMX variant's row of the kernel table: the avx512 variant's, with the products of many rows of
- * quantized weights on AMX tiles. Q8_0 weights are packed at load as the avx512 variant packs them: decode steps and
- * small batches run its packed tiles unchanged, and the AMX tiles read the packed rows as they read natural ones. */
+ * quantized weights (every quantized type but Q2_K) on AMX tiles. Q8_0 weights are packed at load as the avx512
+ * variant packs them: decode steps and small batches run its packed tiles unchanged, and the AMX tiles read the
+ * packed rows as they read natural ones. */
 #include "amx.h"
 
 #include <pthread.h>
@@ -21,9 +22,11 @@ static bool takes_tiles(ggml_type type) {
     case GGML_TYPE_Q5_1:
     case GGML_TYPE_IQ4_NL:
     case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q3_K:
     case GGML_TYPE_Q5_K:
-    case GGML_TYPE_Q6_K: return true;
-    default: return false; /* Q2_K, Q3_K, IQ4_XS: the avx512 variant's dots */
+    case GGML_TYPE_Q6_K:
+    case GGML_TYPE_IQ4_XS: return true;
+    default: return false; /* Q2_K: the avx512 variant's dots */
     }
 }
 
