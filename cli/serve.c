@@ -28,7 +28,8 @@ static const char HELP[] =
     CLI_ENGINE_HELP;
 
 int cli_serve(int argc, char **argv) {
-    enum { O_HOST = 256, O_PORT, O_KEY, O_MAX_BODY, O_TEMPLATE, O_PARALLEL, O_KV_BLOCK, O_KV_MEM, O_SWA_FULL, O_SWA_GRID };
+    enum { O_HOST = 256, O_PORT, O_KEY, O_MAX_BODY, O_TEMPLATE, O_PARALLEL, O_KV_BLOCK, O_KV_MEM, O_SWA_FULL,
+           O_SWA_GRID };
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},  {"host", required_argument, 0, O_HOST},
                                          {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
                                          {"max-body", required_argument, 0, O_MAX_BODY},

@@ -83,7 +83,7 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv) {
             "# TYPE flatkv_kv_window_bytes gauge\nflatkv_kv_window_bytes %zu\n"
             "# HELP flatkv_kv_window_dropped_total Window layers' blocks given back once no resume could read them.\n"
             "# TYPE flatkv_kv_window_dropped_total counter\nflatkv_kv_window_dropped_total %llu\n"
-            "# HELP flatkv_kv_window_fallbacks_total Requests that reused less than they agreed: window rows given back.\n"
+            "# HELP flatkv_kv_window_fallbacks_total Requests that reused less than they agreed (window rows gone).\n"
             "# TYPE flatkv_kv_window_fallbacks_total counter\nflatkv_kv_window_fallbacks_total %llu\n",
             (unsigned long long)m->prompt, (unsigned long long)m->cached, (unsigned long long)m->generated,
             m->prefill_s, m->decode_s, m->prompt ? (double)m->cached / (double)m->prompt : 0.0,

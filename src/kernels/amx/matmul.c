@@ -1,40 +1,39 @@
-/* amx/matmul.c — quantized weight rows × Q8_0 activation rows on AMX-INT8 tiles (prefill), bit for bit the
- * reference's dots (ref/matmul.c).
+/* amx/matmul.c — quantized weight rows × Q8_0 activation rows on AMX-INT8 tiles (prefill), bit for bit the reference's
+ * dots (ref/matmul.c).
  *
  * WHY: with 16 or more activation rows a product is dominated by its integer block sums, and one tdpbssd gives a
  * block's sums for 16 activation rows × 16 weight rows at once. What remains are the float steps quant.h fixes for
  * every (row, output, block), done on AVX-512 registers 16 outputs at a time.
  *
- * INVARIANT: every output gets exactly the IEEE operations of the reference dot on the same operands in the same
- * order. Integer block sums are exact in any order, so the tiles may produce them; each of an output's 8 lanes is
- * its own chain over blocks k, k+8, k+16, .., so the lanes run one after another, a lane's 16 × 16 outputs in 16
- * registers, and meet last in quant.h's tree.
+ * INVARIANT: every output gets exactly the IEEE operations of the reference dot on the same operands in the same order.
+ * Integer block sums are exact in any order, so the tiles may produce them; each of an output's 8 lanes is its own
+ * chain over blocks k, k+8, k+16, .., so the lanes run one after another, a lane's 16 × 16 outputs in 16 registers, and
+ * meet last in quant.h's tree.
  *
  * Layout: the activation rows are read in place — tile A is 16 rows × one block's 32 quants, the rows n/32 blocks
  * apart; their scales (and, for the types with a min — Q4_K, Q5_K, Q4_1, Q5_1 — Σx) are gathered once per call into
- * vectors of 16 per block. Q6_K and Q3_K take a block in two halves of 16 quants (tiles A · B and A2 · B2),
- * each half's sums scaled by its own sub-block scale, as quant.h's Q6_K order; IQ4_XS, one scale per block, takes
- * it whole. Weight rows are rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B: quants
- * 4k..4k+3 of each of the 16 weight rows) as signed bytes, with each block's float factors as vectors of 16; a chunk
- * then serves every group of 16 activation rows while it is in L1. Rows packed at load (the avx512 variant's
+ * vectors of 16 per block. Q6_K and Q3_K take a block in two halves of 16 quants (tiles A · B and A2 · B2), each half's
+ * sums scaled by its own sub-block scale, as quant.h's Q6_K order; IQ4_XS, one scale per block, takes it whole. Weight
+ * rows are rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B:
+ * quants 4k..4k+3 of each of the 16 weight rows) as signed bytes, with each block's float factors as vectors of 16; a
+ * chunk then serves every group of 16 activation rows while it is in L1. Rows packed at load (the avx512 variant's
  * layout, which its decode tiles read) are rearranged from that layout into the same tiles B (Q8_0's +128 undone).
  * Lanes' partial sums wait in a buffer between chunks, so the stack use (about 380 KB) does not grow with n.
  *
  * Cost, per block of 16 × 16 outputs (Sapphire Rapids, TSC cycles at 2.6 GHz): the tiles' part — load A, load B,
  * tdpbssd, store C — about 32, the scaling (16 × convert, multiply, fused multiply-add) about 17 alone, and about 50
  * together: they overlap only in part, and while tiles are in use port 5 runs no 512-bit multiply or FMA. Neither a
- * biased tile start (an add in place of the convert), nor a copy of the activations (no row of A then straddles
- * cache lines), nor two alternating sets of tiles, nor prefetching the next panel's weights moved that beyond noise.
+ * biased tile start (an add in place of the convert), nor a copy of the activations (no row of A then straddles cache
+ * lines), nor two alternating sets of tiles, nor prefetching the next panel's weights moved that beyond noise.
  *
- * Edges: a last group of fewer than 16 activation rows is the call's last 16 rows (rows done twice get the same
- * bits); with fewer than 16 rows in all, the tiles are configured that many rows high. A last panel of fewer than
- * 16 weight rows is padded with zero weights. Outputs past n_out or n_rows are never written. Rows of weights are
- * gathered at 32-bit offsets: 15 · w_row_bytes must stay below 2^31.
+ * Edges: a last group of fewer than 16 activation rows is the call's last 16 rows (rows done twice get the same bits);
+ * with fewer than 16 rows in all, the tiles are configured that many rows high. A last panel of fewer than 16 weight
+ * rows is padded with zero weights. Outputs past n_out or n_rows are never written. Rows of weights are gathered at
+ * 32-bit offsets: 15 · w_row_bytes must stay below 2^31.
  *
- * Thread-safety: no mutable global state; each call loads its tile configuration and releases the tiles, so
- * concurrent calls on other threads are independent. The process must have been granted AMX tile data
- * (arch_prctl ARCH_REQ_XCOMP_PERM) before the first call.
- */
+ * Thread-safety: no mutable global state; each call loads its tile configuration and releases the tiles, so concurrent
+ * calls on other threads are independent. The process must have been granted AMX tile data (arch_prctl
+ * ARCH_REQ_XCOMP_PERM) before the first call. */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,8 +53,8 @@
 #define CHUNK_BLOCKS 64 /* blocks of a panel rearranged at a time: 32 KB of tiles B, whole super-blocks */
 #define ROW_GROUPS 8    /* groups of 16 activation rows per pass over the weights (their partial sums: 64 KB) */
 
-/* Tile registers. Q8_0, Q4_0, Q4_K, IQ4_XS: C = A · B, one block. Q6_K, Q3_K: the block's halves apart, C = A · B over quants
- * 0..15 and C2 = A2 · B2 over 16..31, each with its own scale. */
+/* Tile registers. Q8_0, Q4_0, Q4_K, IQ4_XS: C = A · B, one block. Q6_K, Q3_K: the block's halves apart, C = A · B over
+ * quants 0..15 and C2 = A2 · B2 over 16..31, each with its own scale. */
 #define T_C 0
 #define T_A 1
 #define T_B 2
@@ -81,12 +80,12 @@ typedef struct {
     int8_t q[CHUNK_BLOCKS][B_BYTES];     /* Q6_K: quants 0..15 in the first half (4 rows), 16..31 in the second */
     float d[CHUNK_BLOCKS][TILE_COLS];    /* Q8_0, Q4_0: the block's scale; Q4_K: d · sc (exact); Q6_K form: d */
     float dm[CHUNK_BLOCKS][TILE_COLS];   /* Q4_K: -dmin · m (exact) */
-    float sc[2][CHUNK_BLOCKS][TILE_COLS]; /* Q6_K form: the scales of quants 0..15 and 16..31 (IQ4_XS: ls_k, in sc[0]) */
+    float sc[2][CHUNK_BLOCKS][TILE_COLS]; /* Q6_K form: scales of quants 0..15, 16..31 (IQ4_XS: ls_k, sc[0]) */
 } wpanel;
 
-/* The float steps a type's blocks take (quant.h): Q8_0's fmaf(d_w · d_x, s, lane) for the signed block types,
- * Q4_K's fmaf(d_x, fmaf(d, s, m · t), lane) for those with a min (Q4_1, Q5_1, Q5_K), Q6_K's halves (Q3_K), and IQ4_XS's
- * fmaf(d · d_x, ls · s, lane) on a whole block. */
+/* The float steps a type's blocks take (quant.h): Q8_0's fmaf(d_w · d_x, s, lane) for the signed block types, Q4_K's
+ * fmaf(d_x, fmaf(d, s, m · t), lane) for those with a min (Q4_1, Q5_1, Q5_K), Q6_K's halves (Q3_K), and IQ4_XS's fmaf(d
+ * · d_x, ls · s, lane) on a whole block. */
 static ggml_type step_form(ggml_type type) {
     switch (type) {
     case GGML_TYPE_Q4_K:
@@ -182,8 +181,9 @@ static inline __m512i row_offsets(size_t w_row_bytes) {
 static inline __m512i nibble_pair(const uint8_t *lo, const uint8_t *hi) {
     const long long by4 = 0x0004000400040004ll; /* the second 128-bit lane of each half shifted by 4 */
     const __m512i shift = _mm512_setr_epi64(0, 0, by4, by4, 0, 0, by4, by4);
-    const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lo))),
-                                         _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hi)), 1);
+    const __m512i x =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lo))),
+                           _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hi)), 1);
     return _mm512_and_si512(_mm512_srlv_epi16(x, shift), _mm512_set1_epi8(15));
 }
 
@@ -197,7 +197,8 @@ static inline __m512i fifth_pair(const uint8_t *lo, const uint8_t *hi) {
     uint32_t a, b;
     memcpy(&a, lo, 4);
     memcpy(&b, hi, 4);
-    const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)a)), _mm256_set1_epi32((int)b), 1);
+    const __m512i words =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)a)), _mm256_set1_epi32((int)b), 1);
     const long long b1 = 0x0101010101010101ll, b2 = 2 * b1, b3 = 3 * b1; /* byte e takes the word's byte e / 8 */
     const __m512i bytes = _mm512_shuffle_epi8(words, _mm512_setr_epi64(0, b1, b2, b3, 0, b1, b2, b3));
     const __mmask64 set = _mm512_test_epi8_mask(bytes, _mm512_set1_epi64((long long)0x8040201008040201ull));
@@ -208,7 +209,8 @@ static inline __m512i fifth_pair(const uint8_t *lo, const uint8_t *hi) {
  * Q3_K's high bits (at 2). Both bits lie in the same byte, so the 16-bit shifts carry nothing across bytes that the
  * mask keeps. */
 static inline __m512i bit_as(__m512i x, int bit, int at) {
-    const __m512i moved = bit <= at ? _mm512_slli_epi16(x, (unsigned)(at - bit)) : _mm512_srli_epi16(x, (unsigned)(bit - at));
+    const __m512i moved =
+        bit <= at ? _mm512_slli_epi16(x, (unsigned)(at - bit)) : _mm512_srli_epi16(x, (unsigned)(bit - at));
     return _mm512_and_si512(moved, _mm512_set1_epi8((char)(1 << at)));
 }
 
@@ -224,9 +226,10 @@ static inline __m512i block_pair(ggml_type type, const uint8_t *lo, const uint8_
     case GGML_TYPE_Q4_0: return q4_0_pair(lo + offsetof(block_q4_0, qs), hi + offsetof(block_q4_0, qs));
     case GGML_TYPE_Q4_1: return nibble_pair(lo + offsetof(block_q4_1, qs), hi + offsetof(block_q4_1, qs));
     case GGML_TYPE_Q5_0:
-        return _mm512_sub_epi8(_mm512_or_si512(nibble_pair(lo + offsetof(block_q5_0, qs), hi + offsetof(block_q5_0, qs)),
-                                               fifth_pair(lo + offsetof(block_q5_0, qh), hi + offsetof(block_q5_0, qh))),
-                               _mm512_set1_epi8(16));
+        return _mm512_sub_epi8(
+            _mm512_or_si512(nibble_pair(lo + offsetof(block_q5_0, qs), hi + offsetof(block_q5_0, qs)),
+                            fifth_pair(lo + offsetof(block_q5_0, qh), hi + offsetof(block_q5_0, qh))),
+            _mm512_set1_epi8(16));
     case GGML_TYPE_Q5_1:
         return _mm512_or_si512(nibble_pair(lo + offsetof(block_q5_1, qs), hi + offsetof(block_q5_1, qs)),
                                fifth_pair(lo + offsetof(block_q5_1, qh), hi + offsetof(block_q5_1, qh)));
@@ -306,17 +309,17 @@ static void panel_packed_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, 
     }
 }
 
-/* Blocks [b0, b0 + nblk) of packed Q8_0, Q4_0, Q4_K or Q6_K rows (c_rows of them, w_row_bytes apart; avx512_packed_layout,
- * b0 a multiple of 8). Q8_0: register j of a group is the transpose of 8 natural blocks, so the same transpose on it gives
- * dword k, block k's quants 4j..4j+3, of the 16 rows: row j of block k's tile B (the half layout: dwords k and k + 4
- * are rows j and j + 4 of block k); the +128 is undone on the way, so the tiles and their sums are the natural rows'.
- * Q4_0: register j's low nibbles are that register j, its high nibbles register j + 4 (rows j + 4 of the blocks'
- * tiles B); a half group's 16 bytes per register make the half layout. Q4_K's nibbles lie as Q4_0's, a super-block
- * per group, its factors made per row from the decoded side bytes; Q6_K's registers are put together from their
- * parts (panel_packed_q6_K). A group's 8 scales per row transpose the same
- * way, as f32, into one vector per block: first, as they lie apart from the quants, so their loads wait on memory
- * while the quants' go on (after the quants, the fill of 4864 x 896 Q8_0 took 5-10% longer than the natural rows',
- * cold, in a product of 128 rows; before, 0-4%). */
+/* Blocks [b0, b0 + nblk) of packed Q8_0, Q4_0, Q4_K or Q6_K rows (c_rows of them, w_row_bytes apart;
+ * avx512_packed_layout, b0 a multiple of 8). Q8_0: register j of a group is the transpose of 8 natural blocks, so the
+ * same transpose on it gives dword k, block k's quants 4j..4j+3, of the 16 rows: row j of block k's tile B (the half
+ * layout: dwords k and k + 4 are rows j and j + 4 of block k); the +128 is undone on the way, so the tiles and their
+ * sums are the natural rows'. Q4_0: register j's low nibbles are that register j, its high nibbles register j + 4 (rows
+ * j + 4 of the blocks' tiles B); a half group's 16 bytes per register make the half layout. Q4_K's nibbles lie as
+ * Q4_0's, a super-block per group, its factors made per row from the decoded side bytes; Q6_K's registers are put
+ * together from their parts (panel_packed_q6_K). A group's 8 scales per row transpose the same way, as f32, into one
+ * vector per block: first, as they lie apart from the quants, so their loads wait on memory while the quants' go on
+ * (after the quants, the fill of 4864 x 896 Q8_0 took 5-10% longer than the natural rows', cold, in a product of 128
+ * rows; before, 0-4%). */
 static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows,
                          const avx512_packed_layout *layout, size_t b0, size_t nblk, wpanel *p) {
     const __m512i flip = _mm512_set1_epi8((char)0x80), low = _mm512_set1_epi8(15);
@@ -359,7 +362,8 @@ static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
                         continue;
                     }
                     const __m512i x = row_pair(r_lo, r_hi);
-                    lo[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), _mm512_sub_epi8(_mm512_and_si512(x, low), offset));
+                    lo[i] =
+                        _mm512_maskz_mov_epi32(pad_mask(c_rows, i), _mm512_sub_epi8(_mm512_and_si512(x, low), offset));
                     hi[i] = _mm512_maskz_mov_epi32(
                         pad_mask(c_rows, i), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), low), offset));
                 }
@@ -494,8 +498,8 @@ static void panel_halves(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
             __m512i q[4][8];
             for (int i = 0; i < 8; i++) {
                 __m512i qi[4];
-                half_quants(type, panel_row(w, w_row_bytes, c_rows, i) + off, panel_row(w, w_row_bytes, c_rows, i + 8) + off,
-                            h, qi);
+                half_quants(type, panel_row(w, w_row_bytes, c_rows, i) + off,
+                            panel_row(w, w_row_bytes, c_rows, i + 8) + off, h, qi);
                 for (int c = 0; c < 4; c++) q[c][i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), qi[c]);
             }
             for (int c = 0; c < 4; c++) store_b(q[c], p->q[j0 + 4 * h + c], B_ROW, 4 * B_ROW);
@@ -691,8 +695,8 @@ static void store_group(float part[LANES][TILE_ROWS][TILE_COLS], int rows, int c
     }
 }
 
-/* y[r*ldy + o] = ref_dot(type, natural weight row o, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows,
- * o < n_out; type Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS; w: natural GGUF weight rows (arrays of
+/* y[r*ldy + o] = ref_dot(type, natural weight row o, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows, o < n_out;
+ * type Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS; w: natural GGUF weight rows (arrays of
  * its blocks, rows w_row_bytes apart) or, when packed (Q8_0, Q4_0, Q4_K, Q6_K), rows as avx512_pack_rows leaves them;
  * xq: n_rows activation rows of n/QK block_q8_act blocks each. */
 void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
