@@ -43,6 +43,7 @@ struct fkv_eseq {
     prefix_seq ps;
     uint32_t *blocks, *wblocks; /* the flat block tables kv_map reads (wblocks: the window layers', when apart) */
     uint32_t cap_blocks;
+    uint32_t n_table; /* entries filled: a sequence's path only grows, and its nodes keep their blocks */
     kv_map map;
     int32_t *ids; /* the prompt, then decoded ids; [0, ps.n_pos) are fed */
     uint32_t n_ids, cap_ids;
@@ -129,7 +130,8 @@ uint32_t fkv_engine_n_ctx(const fkv_engine *e) { return e->p.seq.ctx.n_ctx; }
 
 uint32_t fkv_engine_max_batch(const fkv_engine *e) { return e->p.max_batch; }
 
-/* Blocks for positions [n_pos, n_pos + n), and the flat table kv_map reads brought up to date. */
+/* Blocks for positions [n_pos, n_pos + n), and the flat table kv_map reads brought up to date: the entries of new
+ * nodes only (a window block given back later stays in its entry, never read: prefix.h). */
 static int reserve(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
     if (prefix_reserve(e->tree, &s->ps, n, err)) return -1;
     uint32_t n_blocks = s->ps.n_nodes;
@@ -144,9 +146,10 @@ static int reserve(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
         s->map.part[0].blocks = s->blocks;
         s->map.part[1].blocks = s->wblocks;
     }
-    for (uint32_t i = 0; i < n_blocks; i++) {
-        s->blocks[i] = prefix_block(e->tree, &s->ps, i * e->p.kv_block);
-        if (e->wpool) s->wblocks[i] = prefix_wblock(e->tree, &s->ps, i * e->p.kv_block);
+    for (; s->n_table < n_blocks; s->n_table++) {
+        const uint32_t p = s->n_table * e->p.kv_block;
+        s->blocks[s->n_table] = prefix_block(e->tree, &s->ps, p);
+        if (e->wpool) s->wblocks[s->n_table] = prefix_wblock(e->tree, &s->ps, p);
     }
     return 0;
 }
