@@ -107,15 +107,16 @@ int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint
  * last window - 1 of them: the rows a continuation reads, all an engine keeps of them. */
 uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos);
 
-/* ---- sequences: one conversation's KV, the record of the ids that built it, and exact reuse ----
+/* ---- sequences: one conversation, a view over an engine (below) ----
  *
- * A sequence keeps its KV between calls. fkv_seq_prefill compares the prompt with the record of the ids
- * whose rows the KV holds (src/kvrec.h), reuses the longest valid common prefix, and computes only the
- * rest — on the position-fixed grid, so the result is bit-identical to a cold prefill of the same prompt.
- * Ids are recorded where they are fed (prefill and decode); a generation stopped at any point leaves the
- * record describing exactly what the KV holds. */
+ * fkv_seq_prefill makes the sequence hold exactly the prompt: the engine reuses the longest valid common prefix
+ * with everything it caches (this sequence's last turn, other conversations, what a rewind left), and computes
+ * only the rest — on the position-fixed grid, so the result is bit-identical to a cold prefill of the same prompt.
+ * Ids are recorded where they are fed (prefill and decode); a generation stopped at any point leaves the cache
+ * describing exactly what the KV holds. */
 
 typedef struct fkv_seq fkv_seq;
+typedef struct fkv_engine fkv_engine;
 
 typedef struct {
     fkv_ctx_params ctx;
@@ -127,28 +128,32 @@ typedef struct {
 /* Defaults, with FLATKV_PREFIX_CACHE, FLATKV_PREFILL_ROWS and FLATKV_PREFIX_CACHE_MIN applied from the
  * environment. NULL err ignores malformed values; otherwise a malformed value fails with err. */
 int fkv_seq_default_params(fkv_seq_params *p, fkv_error *err);
+/* A sequence on engine e (borrowed; it outlives the sequence) under salt (NULL: the default; see
+ * fkv_engine_start). Many sequences may share one engine, one at a time (the engine is not thread-safe). */
+fkv_seq *fkv_seq_open(fkv_engine *e, const char *salt, fkv_error *err);
+/* A sequence on an engine of its own, made with p (NULL: the defaults) and the engine's other defaults. */
 fkv_seq *fkv_seq_new(const fkv_model *m, const fkv_seq_params *p, fkv_error *err);
 void fkv_seq_free(fkv_seq *s);
 
-/* Make the KV hold exactly ids[0..n): reuse what the record allows, compute the rest, write the logits of
- * the last prompt row into logits (n_vocab floats). *cached (may be NULL) = rows reused. */
+/* Make the sequence hold exactly ids[0..n): reuse what the engine allows, compute the rest, write the logits of
+ * the last prompt row into logits (n_vocab floats). *cached (may be NULL) = rows reused. On failure the sequence
+ * holds nothing. */
 int fkv_seq_prefill(fkv_seq *s, const int32_t *ids, uint32_t n, float *logits, uint32_t *cached, fkv_error *err);
 /* Append one token at the end (a decode step); logits of its row. */
 int fkv_seq_decode(fkv_seq *s, int32_t id, float *logits, fkv_error *err);
-/* Append embedding rows ([n][dim]) at the end — an input no token id describes: the sequence is never
- * reused again until fkv_seq_clear. logits (may be NULL) of the last row. */
+/* Append embedding rows ([n][dim]) at the end — an input no token id describes: no prompt ever resumes past them
+ * (the rows before them stay reusable). logits (may be NULL) of the last row. */
 int fkv_seq_feed_embd(fkv_seq *s, const float *embd, uint32_t n, float *logits, fkv_error *err);
-/* Drop positions [n_pos, end) (a cancelled or rolled-back generation). */
-void fkv_seq_rewind(fkv_seq *s, uint32_t n_pos);
-/* Forget everything the KV holds. */
+/* Keep positions [0, n_pos) only (a cancelled or rolled-back generation); the rows dropped stay cached under
+ * their ids. On failure (out of memory) the sequence holds nothing. */
+int fkv_seq_rewind(fkv_seq *s, uint32_t n_pos, fkv_error *err);
+/* End the turn: the sequence holds nothing; its rows stay cached in the engine. */
 void fkv_seq_clear(fkv_seq *s);
-/* Positions the KV holds. */
+/* Positions the sequence holds. */
 uint32_t fkv_seq_n_pos(const fkv_seq *s);
 uint32_t fkv_seq_n_ctx(const fkv_seq *s);
-/* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored. */
+/* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored: fkv_engine_kv_digest. */
 uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos);
-/* Bytes of K/V rows the sequence holds now. */
-size_t fkv_seq_kv_bytes(const fkv_seq *s);
 
 typedef struct fkv_sampler fkv_sampler;
 
@@ -200,7 +205,6 @@ int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t
  * the decode steps of many sequences run as one forward. Rows are invariant, so none of this changes an
  * answer: every sequence gives the bytes it would give alone on a cold engine. */
 
-typedef struct fkv_engine fkv_engine;
 typedef struct fkv_eseq fkv_eseq;
 
 typedef struct {
@@ -252,6 +256,12 @@ int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err
  * err (KV memory full, end of context) and *failed = the index of the sequence at fault; nothing is fed. */
 int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, uint32_t n, float *logits,
                       uint32_t *failed, fkv_error *err);
+/* Append embedding rows ([n][dim] f32) to s after its prompt: their ids are recorded as ones no prompt has, so no
+ * prompt resumes past them. logits (may be NULL) of the last row. -1 with err; rows already computed stay. */
+int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err);
+/* Keep s's positions [0, n_pos) only: the rows after stay cached under their ids, and s resumes on the first n_pos
+ * like a prompt (recomputing any that are no longer held). -1 with err (out of memory): s then holds nothing. */
+int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err);
 /* Release s: its rows stay cached (matchable by later prompts) until evicted. */
 void fkv_engine_finish(fkv_engine *e, fkv_eseq *s);
 
@@ -264,6 +274,7 @@ fkv_reuse fkv_eseq_reuse(const fkv_eseq *s);
 /* The ids fed to s so far (prompt rows computed, then decoded tokens), and their count. */
 const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n);
 uint32_t fkv_engine_n_ctx(const fkv_engine *e);
+const fkv_model *fkv_engine_model(const fkv_engine *e);
 uint32_t fkv_engine_max_batch(const fkv_engine *e);
 /* xxh3-64 of s's K and V rows [0, n_pos) of every layer — of a sliding-window layer the last window - 1 of them —
  * as stored: the same bytes as fkv_seq_kv_digest. 0 when window rows asked for are no longer held. */

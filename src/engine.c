@@ -45,9 +45,10 @@ struct fkv_eseq {
     uint32_t cap_blocks;
     uint32_t n_table; /* entries filled: a sequence's path only grows, and its nodes keep their blocks */
     kv_map map;
-    int32_t *ids; /* the prompt, then decoded ids; [0, ps.n_pos) are fed */
+    int32_t *ids; /* the prompt, then decoded ids (KVREC_NO_ID for embedding rows); [0, ps.n_pos) are fed */
     uint32_t n_ids, cap_ids;
     uint32_t n_prompt;
+    char *salt; /* NULL: the default */
 };
 
 int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err) {
@@ -128,6 +129,8 @@ void fkv_engine_free(fkv_engine *e) {
 
 uint32_t fkv_engine_n_ctx(const fkv_engine *e) { return e->p.seq.ctx.n_ctx; }
 
+const fkv_model *fkv_engine_model(const fkv_engine *e) { return e->m; }
+
 uint32_t fkv_engine_max_batch(const fkv_engine *e) { return e->p.max_batch; }
 
 /* Blocks for positions [n_pos, n_pos + n), and the flat table kv_map reads brought up to date: the entries of new
@@ -155,10 +158,26 @@ static int reserve(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
 }
 
 static void eseq_free(fkv_eseq *s) {
+    free(s->salt);
     free(s->blocks);
     free(s->wblocks);
     free(s->ids);
     free(s);
+}
+
+/* Start s's path for its ids[0..n) under policy: the reusable cached prefix acquired, the block table filled. On
+ * failure s holds nothing. */
+static int begin(fkv_engine *e, fkv_eseq *s, uint32_t n, kvrec_policy policy, bool cache, uint32_t *cached,
+                 fkv_error *err) {
+    s->n_table = 0;
+    int64_t reused = prefix_start(e->tree, s->salt, s->ids, n, &policy, cache, &s->ps, err);
+    if (reused < 0) return -1;
+    if (reserve(e, s, 0, err)) {
+        prefix_finish(e->tree, &s->ps);
+        return -1;
+    }
+    if (cached) *cached = (uint32_t)reused;
+    return 0;
 }
 
 fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, uint32_t *cached,
@@ -174,8 +193,8 @@ fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, 
             return NULL;
         }
     fkv_eseq *s = calloc(1, sizeof *s);
-    if (!s || !(s->ids = malloc(sizeof(int32_t) * n))) {
-        free(s);
+    if (!s || !(s->ids = malloc(sizeof(int32_t) * n)) || (salt && *salt && !(s->salt = strdup(salt)))) {
+        if (s) eseq_free(s);
         err_set(err, "out of memory for a sequence");
         return NULL;
     }
@@ -186,26 +205,35 @@ fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, 
         s->map.part[1] = kvpool_part(e->wpool, NULL);
         s->map.layer_at = e->layer_at;
     }
-    kvrec_policy policy = {.min_reuse = e->p.seq.cache_min, .bound_to_frontier = e->p.seq.bound_to_frontier};
-    int64_t reused = prefix_start(e->tree, salt, ids, n, &policy, e->p.seq.prefix_cache, &s->ps, err);
-    if (reused < 0 || reserve(e, s, 0, err)) {
-        if (reused >= 0) prefix_finish(e->tree, &s->ps);
+    const kvrec_policy policy = {.min_reuse = e->p.seq.cache_min, .bound_to_frontier = e->p.seq.bound_to_frontier};
+    if (begin(e, s, n, policy, e->p.seq.prefix_cache, cached, err)) {
         eseq_free(s);
         return NULL;
     }
-    if (cached) *cached = (uint32_t)reused;
     return s;
 }
 
-/* Compute rows [n_pos, n_pos + n) of s from ids[n_pos..]; logits of the last row when logits. */
-static int compute(fkv_engine *e, fkv_eseq *s, uint32_t n, float *logits, fkv_error *err) {
+/* Room in s->ids for n more. */
+static int ids_room(fkv_eseq *s, uint32_t n, fkv_error *err) {
+    if (s->cap_ids - s->n_ids >= n) return 0;
+    const uint32_t cap = s->n_ids + n + s->cap_ids + 16;
+    int32_t *grown = realloc(s->ids, sizeof *grown * cap);
+    if (!grown) return err_set(err, "out of memory for a sequence's ids");
+    s->ids = grown;
+    s->cap_ids = cap;
+    return 0;
+}
+
+/* Compute rows [n_pos, n_pos + n) of s from ids[n_pos..], or from embedding rows embd ([n][dim]; their ids
+ * KVREC_NO_ID); logits of the last row when logits. */
+static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err) {
     uint32_t from = s->ps.n_pos;
     if (reserve(e, s, n, err)) return -1;
     for (uint32_t r = 0; r < n; r++) {
         e->pos[r] = from + r;
         e->maps[r] = &s->map;
     }
-    forward_rows(e->fw, s->ids + from, NULL, n, e->pos, e->maps, logits ? n - 1 : n, logits);
+    forward_rows(e->fw, embd ? NULL : s->ids + from, embd, n, e->pos, e->maps, logits ? n - 1 : n, logits);
     prefix_commit(e->tree, &s->ps, s->ids + from, n, true);
     return 0;
 }
@@ -215,7 +243,7 @@ int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err
     if (p >= s->n_prompt) return err_set(err, "the prompt is already computed");
     uint32_t end = forward_grid_end(p, s->n_prompt, grid);
     bool last = end == s->n_prompt;
-    if (compute(e, s, end - p, last ? logits : NULL, err)) return -1;
+    if (compute(e, s, NULL, end - p, last ? logits : NULL, err)) return -1;
     if (last) prefix_keep(e->tree, &s->ps); /* a likely resume: the next turn's prompt, or this one again */
     return last ? 1 : 0;
 }
@@ -233,12 +261,7 @@ int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
             rc = err_set(err, "sequence %u: the context of %u positions is full", i, n_ctx);
         else if (ids[i] < 0 || (uint32_t)ids[i] >= e->m->hp.n_vocab)
             rc = err_set(err, "sequence %u: token id %d is outside the vocabulary", i, ids[i]);
-        else if (s->n_ids == s->cap_ids) {
-            uint32_t cap = s->cap_ids * 2 + 16;
-            int32_t *grown = realloc(s->ids, sizeof *grown * cap);
-            if (grown) s->ids = grown, s->cap_ids = cap;
-            else rc = err_set(err, "sequence %u: out of memory", i);
-        }
+        if (!rc) rc = ids_room(s, 1, err);
         if (!rc) rc = reserve(e, s, 1, err);
         if (rc) {
             if (failed) *failed = i;
@@ -253,6 +276,39 @@ int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
         s->ids[s->n_ids++] = ids[i];
         prefix_commit(e->tree, &s->ps, &ids[i], 1, false);
     }
+    return 0;
+}
+
+int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err) {
+    const uint32_t n_ctx = e->p.seq.ctx.n_ctx, grid = e->p.seq.ctx.prefill_rows, dim = e->m->hp.dim;
+    if (!embd || n == 0) return err_set(err, "no embedding rows to feed");
+    if (s->ps.n_pos < s->n_prompt) return err_set(err, "the sequence's prompt is not computed yet");
+    if (n > n_ctx - s->ps.n_pos)
+        return err_set(err, "%u embedding rows at position %u exceed the context of %u", n, s->ps.n_pos, n_ctx);
+    if (ids_room(s, n, err)) return -1;
+    for (uint32_t i = 0; i < n; i++) s->ids[s->n_ids + i] = KVREC_NO_ID;
+    const uint32_t from = s->ps.n_pos, to = from + n;
+    for (uint32_t p = from; p < to;) {
+        const uint32_t end = forward_grid_end(p, to, grid);
+        if (compute(e, s, embd + (size_t)(p - from) * dim, end - p, end == to ? logits : NULL, err)) return -1;
+        p = end;
+    }
+    s->n_ids = s->n_prompt = to;
+    return 0;
+}
+
+int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err) {
+    if (n_pos >= s->ps.n_pos) return 0;
+    /* Its rows stay cached under their ids (still true of them); the path restarts on the first n_pos. */
+    prefix_finish(e->tree, &s->ps);
+    s->n_ids = s->n_prompt = n_pos;
+    const kvrec_policy policy = {.bound_to_frontier = e->p.seq.bound_to_frontier, .whole = true};
+    if (begin(e, s, n_pos, policy, true, NULL, err)) {
+        s->n_ids = s->n_prompt = 0;
+        return -1;
+    }
+    while (s->ps.n_pos < n_pos) /* rows no longer held (window rows, an eviction): computed again */
+        if (fkv_engine_prefill(e, s, NULL, err) < 0) return -1;
     return 0;
 }
 
@@ -271,7 +327,7 @@ bool fkv_eseq_divergence(const fkv_eseq *s, uint32_t *at, int32_t *cached, uint3
 }
 
 fkv_reuse fkv_eseq_reuse(const fkv_eseq *s) {
-    const prefix_reuse *r = &s->ps.reuse;
+    const kvrec_reuse *r = &s->ps.reuse;
     return (fkv_reuse){.agreed = r->agreed, .capped = r->capped, .held = r->held, .reused = r->reused};
 }
 

@@ -296,16 +296,25 @@ static prefix_node *matched(prefix_node *const *walked, uint32_t n_walked, prefi
     return d < n_walked ? walked[d] : partial;
 }
 
-/* The longest reuse of at most p positions of the matched path whose window rows are all held: every node from the
- * tile of p - W + 1 to the one holding p - 1. Where one is not, the reuse ends at or before that node's start. */
-static uint32_t held_reuse(const prefix_tree *t, prefix_node *const *walked, uint32_t n_walked, prefix_node *partial,
-                           uint32_t p) {
+/* The matched path, for held_reuse. */
+typedef struct {
+    const prefix_tree *t;
+    prefix_node *const *walked;
+    uint32_t n_walked;
+    prefix_node *partial;
+} matched_path;
+
+/* kvrec_held_fn of the matched path: the longest reuse of at most p positions whose window rows are all held —
+ * every node from the tile of p - W + 1 to the one holding p - 1. Where one is not, the reuse ends at or before
+ * that node's start. */
+static uint32_t held_reuse(const void *ctx, uint32_t p) {
+    const matched_path *m = ctx;
     while (p) {
-        const uint32_t lo = window_lo(t, p, 0) / t->B;
-        uint32_t d = (p - 1) / t->B + 1;
-        while (d > lo && matched(walked, n_walked, partial, d - 1)->wpins) d--;
+        const uint32_t lo = window_lo(m->t, p, 0) / m->t->B;
+        uint32_t d = (p - 1) / m->t->B + 1;
+        while (d > lo && matched(m->walked, m->n_walked, m->partial, d - 1)->wpins) d--;
         if (d == lo) return p;
-        p = (d - 1) * t->B;
+        p = (d - 1) * m->t->B;
     }
     return 0;
 }
@@ -333,11 +342,11 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
     if (cache) search(t, root, ids, n, 0, policy->bound_to_frontier, &m);
     uint32_t n_walked = m.best_depth, partial_rows = m.partial_rows;
     partial = m.partial;
-    prefix_reuse reuse = {.agreed = n_walked * B + partial_rows};
-    note_divergence(n_walked ? walked[n_walked - 1] : root, partial, partial_rows, reuse.agreed, n, seq);
-    reuse.capped = reuse.agreed > n - 1 ? (n ? n - 1 : 0) : reuse.agreed;
-    reuse.held = window ? held_reuse(t, walked, n_walked, partial, reuse.capped) : reuse.capped;
-    uint32_t reusable = reuse.held < policy->min_reuse ? 0 : reuse.held;
+    const uint32_t agreed = n_walked * B + partial_rows;
+    note_divergence(n_walked ? walked[n_walked - 1] : root, partial, partial_rows, agreed, n, seq);
+    const matched_path mp = {t, walked, n_walked, partial};
+    kvrec_reuse reuse = kvrec_decide(agreed, n, policy, window ? held_reuse : NULL, &mp);
+    const uint32_t reusable = reuse.reused;
 
     /* Full blocks inside the reuse are shared as they are; the block the reuse ends in is the tail's
      * source: a full node cut short, or the partly agreeing one. The window pins of this sequence reach from the
@@ -407,7 +416,6 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
         }
     }
     seq->n_pos = reusable;
-    reuse.reused = reusable;
     seq->reuse = reuse;
     if (reuse.held < reuse.capped) t->stats.window_fallbacks++;
     if (reusable)

@@ -10,10 +10,10 @@
  * [d·B, d·B + n_tokens) (B = block_rows) and their K/V rows; only full nodes (n_tokens = B) have
  * children. A root per cache salt: sequences under different salts never share a row.
  *
- * The rules are the record's (kvrec.h), applied to the best path through the tree: reuse the longest
- * common prefix of prompt and tree, at most len(prompt) − 1, nothing below min_reuse, only rows written
- * by a prefill when bound_to_frontier. Ids are recorded where they are fed (prefix_commit, after their
- * rows are written), so a node never claims a row it does not hold.
+ * The rules are the record's (kvrec.h): the tree measures how far the prompt agrees with its best path (counting
+ * only rows a prefill wrote when bound_to_frontier) and which window rows are held; kvrec_decide decides the
+ * reuse. Ids are recorded where they are fed (prefix_commit, after their rows are written), so a node never
+ * claims a row it does not hold.
  *
  * INVARIANTS:
  * - A node's rows [0, n_tokens) are exactly the rows computed from the ids on its path, tokens[0..n_tokens):
@@ -35,7 +35,7 @@
  *   previous turn's) are no longer kept; grid points stay until their block is evicted.
  * A window block with no pin goes back to its pool at once. A prompt resumes at the longest reusable length p
  * whose window rows [tile of p - W + 1, p) are all held; where some are not, at the longest shorter one that is
- * — never on rows that are not there — and the start says so (prefix_reuse). Both pools share one budget.
+ * — never on rows that are not there — and the start says so (prefix_seq.reuse). Both pools share one budget.
  *
  * Thread-safety: one owner (the engine thread).
  */
@@ -59,17 +59,10 @@ typedef struct {
     int32_t cached[8];
 } prefix_divergence;
 
-/* How a start's reuse came to be: the longest common prefix with the cache (agreed), at most len(prompt) - 1 of it
- * (capped), the longest length at most that whose window rows are held (held: capped without window layers), and
- * what was reused (held, or 0 below the minimum). */
-typedef struct {
-    uint32_t agreed, capped, held, reused;
-} prefix_reuse;
-
 /* One sequence's path: nodes[i] holds positions [i·B, (i+1)·B). */
 typedef struct {
     prefix_divergence divergence; /* set by prefix_start */
-    prefix_reuse reuse;           /* set by prefix_start */
+    kvrec_reuse reuse;            /* set by prefix_start */
     uint32_t wfrom;               /* window layers: nodes [wfrom, n_nodes) hold this sequence's window pins */
     prefix_node *root; /* of its salt */
     prefix_node **nodes;

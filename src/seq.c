@@ -1,8 +1,9 @@
-/* seq.c — sequences (fkv_seq in flatkv.h): one KV, its record, and exact reuse between calls.
+/* seq.c — sequences (fkv_seq in flatkv.h): one conversation as a view over an engine.
  *
- * WHY here: this is the one place that decides how much of a prompt is already in the KV (kvrec.h says
- * how) and that feeds ids — so that every id is recorded where it is fed and nowhere else. The grid and
- * the row-invariant kernels below (ctx.c, ops.h) make a resumed prefill bit-identical to a cold one.
+ * WHY a view: the engine (engine.c, prefix.h) is the one place that decides how much of a prompt the KV already
+ * holds and that feeds ids, so every feature of the cache — many conversations, window layers, the disk tier — is
+ * built once and serves the CLI as it serves the server. A turn ends the sequence's engine sequence (its rows stay
+ * cached) and starts the next prompt's, which resumes from them like from any cached conversation.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +13,11 @@
 #include "model.h"
 
 struct fkv_seq {
-    const fkv_model *m;
-    fkv_ctx *ctx;
-    kvrec rec;
-    kvrec_policy policy;
-    bool prefix_cache;
-    size_t bytes_per_pos; /* K and V rows of every layer */
-    uint32_t n_pos; /* positions the KV holds (the record may be tainted and describe none of them) */
+    fkv_engine *e;
+    bool own_engine;
+    char *salt;
+    fkv_eseq *s;       /* the current turn's sequence; NULL before the first prefill, after clear or a failure */
+    uint32_t hist_from; /* the repetition history starts after the last embedding rows */
 };
 
 /* An unsigned environment variable into *out; -1 with err when set but malformed. */
@@ -45,100 +44,101 @@ int fkv_seq_default_params(fkv_seq_params *p, fkv_error *err) {
     return err ? rc : 0;
 }
 
-fkv_seq *fkv_seq_new(const fkv_model *m, const fkv_seq_params *p, fkv_error *err) {
-    fkv_seq_params defaults;
-    if (!p) {
-        if (fkv_seq_default_params(&defaults, err)) return NULL;
-        p = &defaults;
-    }
+fkv_seq *fkv_seq_open(fkv_engine *e, const char *salt, fkv_error *err) {
     fkv_seq *s = calloc(1, sizeof *s);
-    if (!s) {
+    if (!s || (salt && *salt && !(s->salt = strdup(salt)))) {
+        free(s);
         err_set(err, "out of memory for a sequence");
         return NULL;
     }
-    s->m = m;
-    s->prefix_cache = p->prefix_cache;
-    s->bytes_per_pos = (size_t)2 * m->hp.n_layers * m->hp.n_kv_heads * m->hp.head_dim *
-                       (p->ctx.kv_type == FKV_KV_F16 ? sizeof(uint16_t) : sizeof(float));
-    s->policy = (kvrec_policy){.min_reuse = p->cache_min, .bound_to_frontier = p->bound_to_frontier};
-    if (!(s->ctx = fkv_ctx_new(m, &p->ctx, err))) {
-        free(s);
-        return NULL;
-    }
-    if (!kvrec_init(&s->rec, fkv_ctx_n_ctx(s->ctx))) {
-        err_set(err, "out of memory for the record of %u positions", fkv_ctx_n_ctx(s->ctx));
-        fkv_seq_free(s);
-        return NULL;
-    }
+    s->e = e;
     return s;
+}
+
+fkv_seq *fkv_seq_new(const fkv_model *m, const fkv_seq_params *p, fkv_error *err) {
+    fkv_engine_params ep;
+    if (fkv_engine_default_params(&ep, p ? NULL : err)) return NULL;
+    if (p) ep.seq = *p;
+    fkv_engine *e = fkv_engine_new(m, &ep, err);
+    fkv_seq *s = e ? fkv_seq_open(e, NULL, err) : NULL;
+    if (!s) {
+        fkv_engine_free(e);
+        return NULL;
+    }
+    s->own_engine = true;
+    return s;
+}
+
+void fkv_seq_clear(fkv_seq *s) {
+    fkv_engine_finish(s->e, s->s);
+    s->s = NULL;
+    s->hist_from = 0;
 }
 
 void fkv_seq_free(fkv_seq *s) {
     if (!s) return;
-    kvrec_free(&s->rec);
-    fkv_ctx_free(s->ctx);
+    fkv_seq_clear(s);
+    if (s->own_engine) fkv_engine_free(s->e);
+    free(s->salt);
     free(s);
 }
 
 int fkv_seq_prefill(fkv_seq *s, const int32_t *ids, uint32_t n, float *logits, uint32_t *cached, fkv_error *err) {
-    if (n == 0) return err_set(err, "the prompt has no tokens");
-    if (n > fkv_ctx_n_ctx(s->ctx))
-        return err_set(err, "the prompt has %u tokens, more than the context of %u", n, fkv_ctx_n_ctx(s->ctx));
-    uint32_t offset = s->prefix_cache ? kvrec_reusable(&s->rec, ids, n, &s->policy) : 0;
-    /* The KV changes only if the evaluation succeeds (it validates before computing), so the record is
-     * updated after it: on failure both still agree. */
-    if (fkv_eval(s->ctx, ids + offset, n - offset, offset, 1, logits, err)) return -1;
-    if (offset == 0) kvrec_clear(&s->rec); /* everything was rewritten: a taint no longer applies */
-    kvrec_record(&s->rec, ids + offset, n - offset, offset, true);
-    s->n_pos = n;
-    if (cached) *cached = offset;
-    return 0;
+    fkv_seq_clear(s);
+    if (!(s->s = fkv_engine_start(s->e, s->salt, ids, n, cached, err))) return -1;
+    int rc;
+    while ((rc = fkv_engine_prefill(s->e, s->s, logits, err)) == 0) {}
+    if (rc < 0) fkv_seq_clear(s);
+    return rc < 0 ? -1 : 0;
+}
+
+static int started(const fkv_seq *s, fkv_error *err) {
+    return s->s ? 0 : err_set(err, "the sequence holds nothing to continue: prefill a prompt first");
 }
 
 int fkv_seq_decode(fkv_seq *s, int32_t id, float *logits, fkv_error *err) {
-    if (fkv_eval(s->ctx, &id, 1, s->n_pos, 1, logits, err)) return -1;
-    kvrec_record(&s->rec, &id, 1, s->n_pos, false);
-    s->n_pos++;
-    return 0;
+    if (started(s, err)) return -1;
+    return fkv_engine_decode(s->e, &s->s, &id, 1, logits, NULL, err);
 }
 
 int fkv_seq_feed_embd(fkv_seq *s, const float *embd, uint32_t n, float *logits, fkv_error *err) {
-    if (fkv_eval_embd(s->ctx, embd, n, s->n_pos, logits ? 1 : 0, logits, err)) return -1;
-    kvrec_taint(&s->rec);
-    s->n_pos += n;
+    if (started(s, err) || fkv_engine_feed_embd(s->e, s->s, embd, n, logits, err)) return -1;
+    s->hist_from = fkv_seq_n_pos(s);
     return 0;
 }
 
-void fkv_seq_rewind(fkv_seq *s, uint32_t n_pos) {
-    if (n_pos >= s->n_pos) return;
-    s->n_pos = n_pos;
-    kvrec_rewind(&s->rec, n_pos);
+int fkv_seq_rewind(fkv_seq *s, uint32_t n_pos, fkv_error *err) {
+    if (!s->s || n_pos >= fkv_seq_n_pos(s)) return 0;
+    if (s->hist_from > n_pos) s->hist_from = n_pos;
+    if (!fkv_engine_rewind(s->e, s->s, n_pos, err)) return 0;
+    fkv_seq_clear(s);
+    return -1;
 }
 
-void fkv_seq_clear(fkv_seq *s) {
-    s->n_pos = 0;
-    kvrec_clear(&s->rec);
+uint32_t fkv_seq_n_pos(const fkv_seq *s) {
+    uint32_t n = 0;
+    if (s->s) fkv_eseq_ids(s->s, &n);
+    return n;
 }
 
-uint32_t fkv_seq_n_pos(const fkv_seq *s) { return s->n_pos; }
-
-size_t fkv_seq_kv_bytes(const fkv_seq *s) { return s->n_pos * s->bytes_per_pos; }
-
-uint32_t fkv_seq_n_ctx(const fkv_seq *s) { return fkv_ctx_n_ctx(s->ctx); }
+uint32_t fkv_seq_n_ctx(const fkv_seq *s) { return fkv_engine_n_ctx(s->e); }
 
 uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos) {
-    return fkv_kv_digest(s->ctx, n_pos < s->n_pos ? n_pos : s->n_pos);
+    return s->s ? fkv_engine_kv_digest(s->e, s->s, n_pos) : 0;
 }
 
 int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t *out, fkv_gen_result *res,
                      fkv_error *err) {
-    fkv_gen *g = fkv_gen_new(s->m, p, out);
+    if (started(s, err)) return -1;
+    fkv_gen *g = fkv_gen_new(fkv_engine_model(s->e), p, out);
     if (!g) return err_set(err, "out of memory for a generation");
     int rc = 0;
     for (;;) {
-        /* The repetition history is what the KV was fed: the record (empty when tainted). */
-        int32_t id = fkv_gen_next(g, logits, s->rec.ids, s->rec.tainted ? 0 : (int)s->rec.len, s->n_pos,
-                                  fkv_ctx_n_ctx(s->ctx));
+        /* The repetition history is what the KV was fed since the last input no id describes. */
+        uint32_t n_fed;
+        const int32_t *fed = fkv_eseq_ids(s->s, &n_fed);
+        int32_t id = fkv_gen_next(g, logits, fed + s->hist_from, (int)(n_fed - s->hist_from), n_fed,
+                                  fkv_seq_n_ctx(s));
         if (id < 0 || (rc = fkv_seq_decode(s, id, logits, err))) break;
     }
     *res = fkv_gen_result_get(g);
