@@ -12,10 +12,12 @@
  * so the next turn reuses it). Ctrl-C at the prompt, EOF or "/quit" ends the program with status 0.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "chat.h"
@@ -33,19 +35,22 @@ static const char HELP[] =
     "      --chat-template T  chatml, qwen3, llama2, llama3, mistral, phi3, phi4-mini, gemma, gemma3, zephyr,\n"
     "                         deepseek, smollm3 or plain (default: from the model; plain when it has none)\n"
     "  -n, --n-predict N      most tokens per reply (default 256)\n"
+    "      --conversation NAME with --kv-dir: the conversation kept in DIR/chat/NAME.json after every turn and\n"
+    "                         resumed from there at start, its KV from the disk tier (default: default)\n"
     CLI_SAMPLING_HELP CLI_ENGINE_HELP;
 
 typedef struct {
-    const char *model_path, *system, *template_name;
+    const char *model_path, *system, *template_name, *conversation;
     uint32_t n_predict;
     fkv_sampler_params sp;
-    fkv_seq_params engine;
+    fkv_engine_params engine;
 } chat_args;
 
 static int parse_args(int argc, char **argv, chat_args *a) {
-    enum { O_SYSTEM = 256, O_TEMPLATE };
+    enum { O_SYSTEM = 256, O_TEMPLATE, O_CONVERSATION };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},          {"system", required_argument, 0, O_SYSTEM},
+        {"conversation", required_argument, 0, O_CONVERSATION},
         {"chat-template", required_argument, 0, O_TEMPLATE}, {"n-predict", required_argument, 0, 'n'},
         CLI_SAMPLING_OPTIONS,
         CLI_ENGINE_OPTIONS,                             {"help", no_argument, 0, 'h'},
@@ -60,6 +65,11 @@ static int parse_args(int argc, char **argv, chat_args *a) {
         case 'm': a->model_path = optarg; break;
         case O_SYSTEM: a->system = optarg; break;
         case O_TEMPLATE: a->template_name = optarg; break;
+        case O_CONVERSATION:
+            if (!*optarg || strchr(optarg, '/') || optarg[0] == '.')
+                return cli_usage_error(sub, "--conversation needs a name without '/' that does not start with '.'");
+            a->conversation = optarg;
+            break;
         case 'n': bad = cli_parse_u32(sub, "-n", optarg, 1, UINT32_MAX, &a->n_predict); break;
         case 'h': fputs(HELP, stdout); return 0;
         default:
@@ -70,6 +80,7 @@ static int parse_args(int argc, char **argv, chat_args *a) {
         if (bad) return CLI_USAGE_EXIT;
     }
     if (optind < argc) return cli_usage_error(sub, "unexpected argument '%s'", argv[optind]);
+    if (a->conversation && !a->engine.kv_dir) return cli_usage_error(sub, "--conversation needs --kv-dir");
     return -1; /* parsed: go on */
 }
 
@@ -106,6 +117,45 @@ static void transcript_truncate(transcript *t, size_t keep) {
     while (t->n > keep) free((char *)t->msgs[--t->n].content);
 }
 
+/* The role names a transcript holds (static strings, as chat_message wants them). */
+static const char *const ROLES[] = {"system", "user", "assistant"};
+
+/* Write the transcript to path (a temporary file renamed over it: a kill leaves the old one or the new one);
+ * -1 with errno. */
+static int transcript_save(const transcript *t, const char *path) {
+    json_t *msgs = json_array();
+    for (size_t i = 0; msgs && i < t->n; i++)
+        json_array_append_new(msgs, json_pack("{s:s,s:s}", "role", t->msgs[i].role, "content", t->msgs[i].content));
+    char *tmp = NULL;
+    int rc = -1;
+    if (msgs && asprintf(&tmp, "%s.%d.tmp", path, (int)getpid()) >= 0) {
+        rc = json_dump_file(msgs, tmp, JSON_INDENT(1)) || rename(tmp, path) ? -1 : 0;
+        if (rc) unlink(tmp);
+        free(tmp);
+    }
+    json_decref(msgs);
+    return rc;
+}
+
+/* The transcript saved at path into t (empty): 1 when loaded, 0 when there is none, -1 after printing why not. */
+static int transcript_load(transcript *t, const char *path) {
+    json_error_t jerr;
+    json_t *msgs = json_load_file(path, 0, &jerr);
+    if (!msgs && access(path, F_OK)) return 0;
+    int rc = json_is_array(msgs) ? 1 : -1;
+    for (size_t i = 0; rc > 0 && i < json_array_size(msgs); i++) {
+        const char *role = NULL, *content = NULL;
+        if (json_unpack(json_array_get(msgs, i), "{s:s,s:s}", "role", &role, "content", &content)) rc = -1;
+        const char *known = NULL;
+        for (size_t r = 0; rc > 0 && r < sizeof ROLES / sizeof *ROLES; r++)
+            if (!strcmp(role, ROLES[r])) known = ROLES[r];
+        if (rc > 0 && (!known || transcript_push(t, known, content, strlen(content)))) rc = -1;
+    }
+    if (rc < 0) fprintf(stderr, "flatkv chat: '%s' is not a saved conversation (%s)\n", path, msgs ? "bad message" : jerr.text);
+    json_decref(msgs);
+    return rc;
+}
+
 /* fkv_gen_params.on_token: show the piece and keep it for the transcript; a Ctrl-C stops the reply. */
 static bool show_piece(void *user, int32_t id, const char *piece, int len) {
     (void)id;
@@ -123,7 +173,8 @@ typedef struct {
     uint32_t n_predict, n_ctx, n_vocab;
     float *logits;
     transcript conv;
-    size_t n_fixed; /* messages /reset keeps: the system message */
+    size_t n_fixed;  /* messages /reset keeps: the system message */
+    char *save_path; /* with --kv-dir: where the transcript is kept after every turn */
 } chat_session;
 
 /* Answer the transcript's last user message: 0 after a reply (complete or cancelled), 1 when the turn
@@ -171,6 +222,8 @@ static int chat_turn(chat_session *cs, int turn) {
         goto out;
     }
     if (cancelled) fprintf(stderr, "flatkv chat: reply cancelled; the part written is kept\n");
+    if (cs->save_path && transcript_save(&cs->conv, cs->save_path))
+        fprintf(stderr, "flatkv chat: cannot keep the conversation in '%s': %s\n", cs->save_path, strerror(errno));
     fprintf(stderr, "[turn %d: prompt %u tokens, cached %u, new %u, prefill %.1f ms, generated %d tokens in %.1f ms (%.1f tok/s)]\n",
             turn, n_prompt, cached, n_prompt - cached, t1 - t0, n_gen, t2 - t1,
             t2 > t1 ? n_gen / ((t2 - t1) / 1e3) : 0.0);
@@ -210,6 +263,7 @@ static int chat_loop(chat_session *cs) {
             /* The KV is kept: the next conversation reuses the prefix it shares (the system message). */
             transcript_truncate(&cs->conv, cs->n_fixed);
             turn = 0;
+            if (cs->save_path) transcript_save(&cs->conv, cs->save_path);
             fprintf(stderr, "flatkv chat: new conversation\n");
             continue;
         }
@@ -235,7 +289,7 @@ static int chat_loop(chat_session *cs) {
 int cli_chat(int argc, char **argv) {
     chat_args a = {.n_predict = 256, .sp = fkv_sampler_default_params()};
     fkv_error err = {{0}};
-    if (fkv_seq_default_params(&a.engine, &err)) return cli_usage_error("chat", "%s", err.msg);
+    if (fkv_engine_default_params(&a.engine, &err)) return cli_usage_error("chat", "%s", err.msg);
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     chat_session cs = {.n_predict = a.n_predict};
@@ -252,18 +306,43 @@ int cli_chat(int argc, char **argv) {
     }
     cs.n_vocab = fkv_model_get_info(m).n_vocab;
     rc = 1;
-    if (!(cs.seq = fkv_seq_new(m, &a.engine, &err))) {
+    fkv_engine *engine = cli_engine_new("chat", m, &a.engine);
+    if (!engine) {
+        rc = CLI_USAGE_EXIT;
+        goto out;
+    }
+    if (!(cs.seq = fkv_seq_open(engine, NULL, &err))) {
         fprintf(stderr, "flatkv chat: %s\n", err.msg);
         goto out;
     }
     cs.n_ctx = fkv_seq_n_ctx(cs.seq);
     cs.smp = fkv_sampler_new(&a.sp, (int32_t)cs.n_vocab);
     cs.logits = malloc(sizeof(float) * cs.n_vocab);
-    if (!cs.smp || !cs.logits || (a.system && transcript_push(&cs.conv, "system", a.system, strlen(a.system)))) {
+    if (!cs.smp || !cs.logits) {
         fprintf(stderr, "flatkv chat: out of memory\n");
         goto out;
     }
-    cs.n_fixed = cs.conv.n;
+    int loaded = 0;
+    if (a.engine.kv_dir) {
+        char *dir = NULL;
+        if (asprintf(&dir, "%s/chat", a.engine.kv_dir) < 0 || (mkdir(dir, 0755) && errno != EEXIST) ||
+            asprintf(&cs.save_path, "%s/%s.json", dir, a.conversation ? a.conversation : "default") < 0) {
+            fprintf(stderr, "flatkv chat: cannot keep conversations in '%s': %s\n", dir ? dir : "", strerror(errno));
+            free(dir);
+            cs.save_path = NULL;
+            goto out;
+        }
+        free(dir);
+        if ((loaded = transcript_load(&cs.conv, cs.save_path)) < 0) goto out;
+        if (loaded)
+            fprintf(stderr, "flatkv chat: resuming conversation '%s' (%zu messages) from %s\n",
+                    a.conversation ? a.conversation : "default", cs.conv.n, cs.save_path);
+    }
+    if (!loaded && a.system && transcript_push(&cs.conv, "system", a.system, strlen(a.system))) {
+        fprintf(stderr, "flatkv chat: out of memory\n");
+        goto out;
+    }
+    cs.n_fixed = cs.conv.n && !strcmp(cs.conv.msgs[0].role, "system") ? 1 : 0;
 
     /* No SA_RESTART: Ctrl-C at the prompt must interrupt the blocking read. */
     struct sigaction sa = {0}, old;
@@ -278,6 +357,8 @@ out:
     free(cs.logits);
     fkv_sampler_free(cs.smp);
     fkv_seq_free(cs.seq);
+    fkv_engine_free(engine);
+    free(cs.save_path);
     fkv_model_free(m);
     return rc;
 }

@@ -131,8 +131,10 @@ int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text
     return ids;
 }
 
-int cli_engine_option(const char *sub, int c, const char *arg, fkv_seq_params *p) {
+int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params *e) {
+    fkv_seq_params *p = &e->seq;
     uint32_t u;
+    uint64_t u64;
     switch (c) {
     case CLI_O_THREADS:
         if (cli_parse_u32(sub, "--threads", arg, 1, 1024, &u)) return -1;
@@ -156,8 +158,32 @@ int cli_engine_option(const char *sub, int c, const char *arg, fkv_seq_params *p
         if (fkv_kernels_select(arg, &err)) return cli_usage_error(sub, "--kernels: %s", err.msg), -1;
         return 1;
     }
+    case CLI_O_KV_BLOCK:
+        if (cli_parse_u32(sub, "--kv-block", arg, 32, 1u << 16, &e->kv_block)) return -1;
+        return e->kv_block % 32 ? cli_usage_error(sub, "--kv-block must be a multiple of 32"), -1 : 1;
+    case CLI_O_KV_MEM:
+        if (cli_parse_u64(sub, "--kv-mem", arg, &u64)) return -1;
+        e->kv_mem = (size_t)u64;
+        return 1;
+    case CLI_O_SWA_FULL: e->swa_full = true; return 1;
+    case CLI_O_SWA_GRID:
+        if (cli_parse_u32(sub, "--swa-grid", arg, 0, UINT32_MAX, &u)) return -1;
+        e->swa_grid = u ? u : UINT32_MAX;
+        return 1;
+    case CLI_O_KV_DIR:
+        if (!*arg) return cli_usage_error(sub, "--kv-dir needs a directory"), -1;
+        e->kv_dir = arg;
+        return 1;
+    case CLI_O_KV_DISK: return cli_parse_u64(sub, "--kv-disk", arg, &e->kv_disk) ? -1 : 1;
     default: return 0;
     }
+}
+
+fkv_engine *cli_engine_new(const char *sub, const fkv_model *m, const fkv_engine_params *p) {
+    fkv_error err = {{0}};
+    fkv_engine *e = fkv_engine_new(m, p, &err);
+    if (!e) cli_usage_error(sub, "%s", err.msg);
+    return e;
 }
 
 bool cli_collect_piece(void *user, int32_t id, const char *piece, int len) {
@@ -203,7 +229,7 @@ static int sampling_option(const char *sub, int c, const char *arg, fkv_sampler_
     }
 }
 
-int cli_run_option(const char *sub, int c, const char *arg, fkv_seq_params *p, fkv_sampler_params *sp) {
+int cli_run_option(const char *sub, int c, const char *arg, fkv_engine_params *p, fkv_sampler_params *sp) {
     int handled = cli_engine_option(sub, c, arg, p);
     return handled || !sp ? handled : sampling_option(sub, c, arg, sp);
 }

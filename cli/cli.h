@@ -25,14 +25,18 @@ int cli_parse_float(const char *sub, const char *flag, const char *s, float min,
 int cli_bad_option(const char *sub, char *const argv[]);
 
 /* Options shared by every subcommand that runs the engine, for getopt_long tables:
- *   --threads N  --ctx N  --kv-type f16|f32  --no-prefix-cache  --prefill-rows R  --cache-min K  --kernels NAME */
+ *   --threads N  --ctx N  --kv-type f16|f32  --no-prefix-cache  --prefill-rows R  --cache-min K  --kernels NAME
+ *   --kv-block N  --kv-mem BYTES  --swa-full  --swa-grid N  --kv-dir DIR  --kv-disk BYTES */
 enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PREFILL_ROWS, CLI_O_CACHE_MIN,
-       CLI_O_KERNELS };
+       CLI_O_KERNELS, CLI_O_KV_BLOCK, CLI_O_KV_MEM, CLI_O_SWA_FULL, CLI_O_SWA_GRID, CLI_O_KV_DIR, CLI_O_KV_DISK };
 #define CLI_ENGINE_OPTIONS                                                                                      \
     {"threads", required_argument, 0, CLI_O_THREADS}, {"ctx", required_argument, 0, CLI_O_CTX},                \
         {"kv-type", required_argument, 0, CLI_O_KV_TYPE}, {"no-prefix-cache", no_argument, 0, CLI_O_NO_CACHE}, \
         {"prefill-rows", required_argument, 0, CLI_O_PREFILL_ROWS},                                            \
-        {"cache-min", required_argument, 0, CLI_O_CACHE_MIN}, {"kernels", required_argument, 0, CLI_O_KERNELS}
+        {"cache-min", required_argument, 0, CLI_O_CACHE_MIN}, {"kernels", required_argument, 0, CLI_O_KERNELS}, \
+        {"kv-block", required_argument, 0, CLI_O_KV_BLOCK}, {"kv-mem", required_argument, 0, CLI_O_KV_MEM},     \
+        {"swa-full", no_argument, 0, CLI_O_SWA_FULL}, {"swa-grid", required_argument, 0, CLI_O_SWA_GRID},       \
+        {"kv-dir", required_argument, 0, CLI_O_KV_DIR}, {"kv-disk", required_argument, 0, CLI_O_KV_DISK}
 #define CLI_ENGINE_HELP                                                                                      \
     "      --threads N        threads (default: all cores)\n"                                                 \
     "      --ctx N            context positions (default: the model's)\n"                                     \
@@ -41,7 +45,14 @@ enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PRE
     "      --prefill-rows R   prefill chunk grid in positions (FLATKV_PREFILL_ROWS)\n"                        \
     "      --cache-min K      smallest prefix reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64)\n"      \
     "      --kernels NAME     ref, avx2, avx512 or amx: force one kernel variant, same bits (FLATKV_KERNELS;\n"  \
-    "                         default: the best this CPU runs)\n"
+    "                         default: the best this CPU runs)\n"                                              \
+    "      --kv-block N       KV block size in positions, a multiple of 32 (default 64)\n"                    \
+    "      --kv-mem BYTES     memory for K/V blocks (default: a quarter of RAM, at most 16 contexts)\n"       \
+    "      --swa-full         sliding-window layers keep every row (default: only the rows a resume can read,\n" \
+    "                         for the running windows, the last prompt's and reply's ends and a grid)\n"       \
+    "      --swa-grid N       window layers' resume points every N positions (default 8 windows; 0: none)\n"  \
+    "      --kv-dir DIR       disk tier: full KV blocks kept in DIR, across restarts and processes sharing it\n" \
+    "      --kv-disk BYTES    most bytes of block files in DIR (default: a quarter of its free space)\n"
 /* Sampling options for getopt_long tables: --temp --top-k --top-p --min-p --repeat-penalty --seed. */
 enum { CLI_O_TEMP = 1100, CLI_O_TOP_K, CLI_O_TOP_P, CLI_O_MIN_P, CLI_O_REPEAT_PENALTY, CLI_O_SEED };
 #define CLI_SAMPLING_OPTIONS                                                                                  \
@@ -58,11 +69,13 @@ enum { CLI_O_TEMP = 1100, CLI_O_TOP_K, CLI_O_TOP_P, CLI_O_MIN_P, CLI_O_REPEAT_PE
 
 /* Apply option c to the engine (CLI_O_THREADS...) or sampling (CLI_O_TEMP...) parameters: 1 when handled,
  * 0 when c is neither, -1 after printing a bad value. sp may be NULL for commands that do not sample. */
-int cli_run_option(const char *sub, int c, const char *arg, fkv_seq_params *p, fkv_sampler_params *sp);
+int cli_run_option(const char *sub, int c, const char *arg, fkv_engine_params *p, fkv_sampler_params *sp);
 
 /* Apply engine option c (one of CLI_O_*) to p: 1 when handled, 0 when c is not one, -1 after printing a bad
- * value. Flags beat the environment because p starts from fkv_seq_default_params. */
-int cli_engine_option(const char *sub, int c, const char *arg, fkv_seq_params *p);
+ * value. Flags beat the environment because p starts from fkv_engine_default_params. */
+int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params *p);
+/* The engine of p for model m, or NULL after printing why. */
+fkv_engine *cli_engine_new(const char *sub, const fkv_model *m, const fkv_engine_params *p);
 
 /* Generated text gathered piece by piece (an fkv_gen_params.on_token callback: cli_collect_piece). */
 typedef struct {

@@ -20,14 +20,14 @@ static const char HELP[] =
     "      --logits FILE      write the float32 logits of every generated step, row after row (n_vocab each)\n"
     "  -n, --n-predict N      tokens to generate (default 128)\n"
     CLI_SAMPLING_HELP
-    "      --json             print one JSON object: prompt_tokens, tokens, text, logits_digest,\n"
-    "                         kernels, prefill_ms, decode_ms\n" CLI_ENGINE_HELP;
+    "      --json             print one JSON object: prompt_tokens, cached_tokens (reused, e.g. from --kv-dir),\n"
+    "                         tokens, text, logits_digest, kernels, prefill_ms, decode_ms\n" CLI_ENGINE_HELP;
 
 typedef struct {
     const char *model_path, *text, *file, *ids_file, *logits_file;
     uint32_t n_predict;
     fkv_sampler_params sp;
-    fkv_seq_params engine;
+    fkv_engine_params engine;
     int json;
 } gen_args;
 
@@ -115,7 +115,7 @@ static bool print_piece(void *user, int32_t id, const char *piece, int len) {
 int cli_generate(int argc, char **argv) {
     gen_args a = {.n_predict = 128, .sp = fkv_sampler_default_params()};
     fkv_error err = {{0}};
-    if (fkv_seq_default_params(&a.engine, &err)) return cli_usage_error("generate", "%s", err.msg);
+    if (fkv_engine_default_params(&a.engine, &err)) return cli_usage_error("generate", "%s", err.msg);
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     size_t len;
@@ -133,6 +133,7 @@ int cli_generate(int argc, char **argv) {
         fkv_model_free(m);
         return CLI_USAGE_EXIT;
     }
+    fkv_engine *engine = NULL;
     fkv_seq *seq = NULL;
     fkv_sampler *smp = NULL;
     float *logits = NULL;
@@ -144,7 +145,11 @@ int cli_generate(int argc, char **argv) {
         goto out;
     }
     const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
-    if (!(seq = fkv_seq_new(m, &a.engine, &err))) {
+    if (!(engine = cli_engine_new("generate", m, &a.engine))) {
+        rc = CLI_USAGE_EXIT;
+        goto out;
+    }
+    if (!(seq = fkv_seq_open(engine, NULL, &err))) {
         fprintf(stderr, "flatkv generate: %s\n", err.msg);
         goto out;
     }
@@ -161,7 +166,8 @@ int cli_generate(int argc, char **argv) {
         goto out;
     }
     double t0 = cli_now_ms();
-    if (fkv_seq_prefill(seq, ids, (uint32_t)n_prompt, logits, NULL, &err)) {
+    uint32_t cached = 0;
+    if (fkv_seq_prefill(seq, ids, (uint32_t)n_prompt, logits, &cached, &err)) {
         fprintf(stderr, "flatkv generate: %s\n", err.msg);
         goto out;
     }
@@ -186,7 +192,8 @@ int cli_generate(int argc, char **argv) {
         size_t clean_len; /* a model may emit bytes that are not UTF-8; JSON strings must be */
         char *clean = utf8_sanitize(o.text.text ? o.text.text : "", o.text.len, &clean_len);
         for (uint32_t i = 0; i < res.n_tokens; i++) json_array_append_new(tokens, json_integer(out[i]));
-        json_t *obj = json_pack("{s:i,s:o,s:s%,s:s,s:s,s:f,s:f}", "prompt_tokens", n_prompt, "tokens", tokens, "text",
+        json_t *obj = json_pack("{s:i,s:i,s:o,s:s%,s:s,s:s,s:f,s:f}", "prompt_tokens", n_prompt, "cached_tokens",
+                                (int)cached, "tokens", tokens, "text",
                                 clean ? clean : "", clean ? clean_len : 0, "logits_digest", cli_hex64(res.logits_digest, hex),
                                 "kernels", fkv_kernels_name(), "prefill_ms", t1 - t0, "decode_ms", t2 - t1);
         free(clean);
@@ -207,6 +214,7 @@ out:
     free(logits);
     fkv_sampler_free(smp);
     fkv_seq_free(seq);
+    fkv_engine_free(engine);
     free(ids);
     fkv_model_free(m);
     return rc;

@@ -1,5 +1,5 @@
-/* flatkv replay — one engine, one conversation, replayed turn by turn from a JSONL session file, printing
- * per turn how much of the prompt was reused and the digests that prove the reuse exact. */
+/* flatkv replay — one engine, one or many conversations, replayed turn by turn from a JSONL session file,
+ * printing per turn how much of the prompt was reused and the digests that prove the reuse exact. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +13,11 @@ static const char HELP[] =
     "\n"
     "Each input line is a turn: {\"prompt\": TEXT} (tokenized as generate does, BOS first) or\n"
     "{\"prompt_ids\": [ids]} (used exactly), with optional \"n\" (tokens to generate, default 32) and \"temp\"\n"
-    "(default 0). One sequence serves every turn, reusing what its KV holds. Per turn one JSON line: turn,\n"
-    "prompt_tokens, cached_tokens, generated, text, logits_digest, kv_digest (xxh3-64 over the K and V rows\n"
-    "[0, prompt_tokens) of every layer, as stored), kernels, prefill_ms, decode_ms.\n"
+    "(default 0), and \"conversation\" (a name: turns of several conversations may interleave; default \"\").\n"
+    "One engine serves every turn, reusing what it caches of any conversation. Per turn one JSON line:\n"
+    "turn, conversation, prompt_tokens, cached_tokens, disk_tokens (of them, read from --kv-dir), generated,\n"
+    "text, logits_digest, kv_digest (xxh3-64 over the K and V rows [0, prompt_tokens) of every layer, as\n"
+    "stored), kernels, prefill_ms, decode_ms.\n"
     "  -m, --model PATH       GGUF model\n"
     "      --session FILE     the turns, one JSON object per line\n" CLI_ENGINE_HELP;
 
@@ -24,7 +26,45 @@ typedef struct {
     uint32_t n;
     uint32_t n_gen;
     float temp;
+    char *conversation;
 } turn;
+
+/* The conversations seen so far, each a sequence on the one engine. */
+typedef struct {
+    char **names;
+    fkv_seq **seqs;
+    size_t n;
+} conversations;
+
+/* The sequence of conversation name, opened on first use; NULL after printing why. */
+static fkv_seq *conversation_seq(conversations *c, fkv_engine *e, const char *name) {
+    for (size_t i = 0; i < c->n; i++)
+        if (!strcmp(c->names[i], name)) return c->seqs[i];
+    fkv_error err = {{0}};
+    char **names = realloc(c->names, sizeof *names * (c->n + 1));
+    if (names) c->names = names;
+    fkv_seq **seqs = names ? realloc(c->seqs, sizeof *seqs * (c->n + 1)) : NULL;
+    if (seqs) c->seqs = seqs;
+    char *copy = seqs ? strdup(name) : NULL;
+    fkv_seq *s = copy ? fkv_seq_open(e, NULL, &err) : NULL;
+    if (!s) {
+        fprintf(stderr, "flatkv replay: %s\n", copy ? err.msg : "out of memory");
+        free(copy);
+        return NULL;
+    }
+    c->names[c->n] = copy;
+    c->seqs[c->n++] = s;
+    return s;
+}
+
+static void conversations_free(conversations *c) {
+    for (size_t i = 0; i < c->n; i++) {
+        fkv_seq_free(c->seqs[i]);
+        free(c->names[i]);
+    }
+    free(c->names);
+    free(c->seqs);
+}
 
 /* Parse one session line into t; -1 after printing why. */
 static int parse_turn(const fkv_model *m, const char *line, int line_no, turn *t) {
@@ -37,8 +77,13 @@ static int parse_turn(const fkv_model *m, const char *line, int line_no, turn *t
     }
     json_t *prompt = json_object_get(obj, "prompt"), *ids = json_object_get(obj, "prompt_ids");
     json_t *n = json_object_get(obj, "n"), *temp = json_object_get(obj, "temp");
+    json_t *conv = json_object_get(obj, "conversation");
     t->n_gen = 32;
     t->temp = 0.0f;
+    if (conv && !json_is_string(conv)) {
+        cli_usage_error("replay", "session line %d: \"conversation\" must be a string", line_no);
+        goto out;
+    }
     if (n && (!json_is_integer(n) || json_integer_value(n) < 0 || json_integer_value(n) > 1 << 20)) {
         cli_usage_error("replay", "session line %d: \"n\" must be a non-negative integer", line_no);
         goto out;
@@ -78,6 +123,11 @@ static int parse_turn(const fkv_model *m, const char *line, int line_no, turn *t
         free(t->ids);
         goto out;
     }
+    if (!(t->conversation = strdup(conv ? json_string_value(conv) : ""))) {
+        cli_usage_error("replay", "session line %d: out of memory", line_no);
+        free(t->ids);
+        goto out;
+    }
     rc = 0;
 out:
     json_decref(obj);
@@ -85,7 +135,8 @@ out:
 }
 
 /* Run one turn and print its line; 0, or -1 after printing an error. */
-static int run_turn(fkv_seq *seq, const fkv_model *m, const turn *t, int turn_no, float *logits, int32_t *out) {
+static int run_turn(fkv_engine *e, fkv_seq *seq, const fkv_model *m, const turn *t, int turn_no, float *logits,
+                    int32_t *out) {
     fkv_error err = {{0}};
     fkv_sampler_params sp = fkv_sampler_default_params();
     sp.temp = t->temp;
@@ -93,8 +144,10 @@ static int run_turn(fkv_seq *seq, const fkv_model *m, const turn *t, int turn_no
     cli_text text = {0};
     uint32_t cached = 0;
     double t0 = cli_now_ms();
+    fkv_engine_stats before = fkv_engine_get_stats(e);
     int rc = fkv_seq_prefill(seq, t->ids, t->n, logits, &cached, &err);
     double t1 = cli_now_ms();
+    const uint64_t from_disk = fkv_engine_get_stats(e).disk_reused_tokens - before.disk_reused_tokens;
     fkv_gen_result res = {0};
     if (!rc) {
         fkv_gen_params gp = {.max_tokens = t->n_gen, .sampler = smp, .on_token = cli_collect_piece, .user = &text};
@@ -109,8 +162,10 @@ static int run_turn(fkv_seq *seq, const fkv_model *m, const turn *t, int turn_no
         size_t clean_len; /* a model may emit bytes that are not UTF-8; JSON strings must be */
         char *clean = utf8_sanitize(text.text ? text.text : "", text.len, &clean_len);
         for (uint32_t i = 0; i < res.n_tokens; i++) json_array_append_new(gen, json_integer(out[i]));
-        json_t *line = json_pack("{s:i,s:i,s:i,s:o,s:s%,s:s,s:s,s:s,s:f,s:f}", "turn", turn_no, "prompt_tokens",
-                                 (int)t->n, "cached_tokens", (int)cached, "generated", gen, "text", clean ? clean : "",
+        json_t *line = json_pack("{s:i,s:s,s:i,s:i,s:I,s:o,s:s%,s:s,s:s,s:s,s:f,s:f}", "turn", turn_no,
+                                 "conversation", t->conversation, "prompt_tokens", (int)t->n, "cached_tokens",
+                                 (int)cached, "disk_tokens", (json_int_t)from_disk, "generated", gen, "text",
+                                 clean ? clean : "",
                                  clean ? clean_len : 0, "logits_digest",
                                  cli_hex64(res.logits_digest, logits_hex), "kv_digest",
                                  cli_hex64(fkv_seq_kv_digest(seq, t->n), kv_hex), "kernels", fkv_kernels_name(),
@@ -131,9 +186,9 @@ int cli_replay(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"session", required_argument, 0, 's'},
                                          {"help", no_argument, 0, 'h'}, CLI_ENGINE_OPTIONS, {0, 0, 0, 0}};
     const char *sub = "replay", *model_path = NULL, *session = NULL;
-    fkv_seq_params sp;
+    fkv_engine_params ep;
     fkv_error err = {{0}};
-    if (fkv_seq_default_params(&sp, &err)) return cli_usage_error(sub, "%s", err.msg);
+    if (fkv_engine_default_params(&ep, &err)) return cli_usage_error(sub, "%s", err.msg);
     int c;
     opterr = 0;
     optind = 1;
@@ -146,7 +201,7 @@ int cli_replay(int argc, char **argv) {
             fputs(HELP, stdout);
             return 0;
         } else {
-            int handled = cli_engine_option(sub, c, optarg, &sp);
+            int handled = cli_engine_option(sub, c, optarg, &ep);
             if (handled < 0) return CLI_USAGE_EXIT;
             if (handled == 0) return cli_bad_option(sub, argv);
         }
@@ -156,14 +211,14 @@ int cli_replay(int argc, char **argv) {
     FILE *fp = fopen(session, "r");
     if (!fp) return cli_usage_error(sub, "cannot read session file '%s'", session);
     fkv_model *m = cli_load_model(sub, model_path);
-    fkv_seq *seq = m ? fkv_seq_new(m, &sp, &err) : NULL;
-    if (!seq) {
-        if (m) cli_usage_error(sub, "%s", err.msg);
+    fkv_engine *engine = m ? cli_engine_new(sub, m, &ep) : NULL;
+    if (!engine) {
         fclose(fp);
         fkv_model_free(m);
         return CLI_USAGE_EXIT;
     }
-    uint32_t n_vocab = fkv_model_get_info(m).n_vocab, n_ctx = fkv_seq_n_ctx(seq);
+    conversations convs = {0};
+    uint32_t n_vocab = fkv_model_get_info(m).n_vocab, n_ctx = fkv_engine_n_ctx(engine);
     float *logits = malloc(sizeof(float) * n_vocab);
     int32_t *out = malloc(sizeof(int32_t) * n_ctx);
     char *line = NULL;
@@ -178,15 +233,18 @@ int cli_replay(int argc, char **argv) {
             break;
         }
         if (t.n_gen > n_ctx) t.n_gen = n_ctx;
-        rc = run_turn(seq, m, &t, ++turn_no, logits, out) ? 1 : 0;
+        fkv_seq *seq = conversation_seq(&convs, engine, t.conversation);
+        rc = !seq || run_turn(engine, seq, m, &t, ++turn_no, logits, out) ? 1 : 0;
         free(t.ids);
+        free(t.conversation);
         if (rc) break;
     }
     free(line);
     fclose(fp);
     free(out);
     free(logits);
-    fkv_seq_free(seq);
+    conversations_free(&convs);
+    fkv_engine_free(engine);
     fkv_model_free(m);
     return rc;
 }

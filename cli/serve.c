@@ -20,32 +20,21 @@ static const char HELP[] =
     "      --max-body BYTES   largest request body (default 16 MiB)\n"
     "      --chat-template T  override the model's template family\n"
     "      --parallel N       requests run at once, their decode steps batched (default 4)\n"
-    "      --kv-block N       KV block size in positions, a multiple of 32 (default 64)\n"
-    "      --kv-mem BYTES     memory for K/V blocks (default: a quarter of RAM, at most 16 contexts)\n"
-    "      --swa-full         sliding-window layers keep every row (default: only the rows a resume can read,\n"
-    "                         for the running windows, the last prompt's and reply's ends and a grid)\n"
-    "      --swa-grid N       window layers' resume points every N positions (default 8 windows; 0: none)\n"
     CLI_ENGINE_HELP;
 
 int cli_serve(int argc, char **argv) {
-    enum { O_HOST = 256, O_PORT, O_KEY, O_MAX_BODY, O_TEMPLATE, O_PARALLEL, O_KV_BLOCK, O_KV_MEM, O_SWA_FULL,
-           O_SWA_GRID };
+    enum { O_HOST = 256, O_PORT, O_KEY, O_MAX_BODY, O_TEMPLATE, O_PARALLEL };
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},  {"host", required_argument, 0, O_HOST},
                                          {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
                                          {"max-body", required_argument, 0, O_MAX_BODY},
                                          {"chat-template", required_argument, 0, O_TEMPLATE},
                                          {"parallel", required_argument, 0, O_PARALLEL},
-                                         {"kv-block", required_argument, 0, O_KV_BLOCK},
-                                         {"kv-mem", required_argument, 0, O_KV_MEM},
-                                         {"swa-full", no_argument, 0, O_SWA_FULL},
-                                         {"swa-grid", required_argument, 0, O_SWA_GRID},
                                          {"help", no_argument, 0, 'h'},         CLI_ENGINE_OPTIONS,
                                          {0, 0, 0, 0}};
     const char *sub = "serve", *model_path = NULL, *template_name = NULL;
     server_params p = {.host = "127.0.0.1", .port = 8080, .max_body = 16u << 20, .parallel = 4};
     fkv_error err = {{0}};
     if (fkv_engine_default_params(&p.engine, &err)) return cli_usage_error(sub, "%s", err.msg);
-    uint64_t u64;
     int c;
     uint32_t u;
     opterr = 0;
@@ -66,22 +55,9 @@ int cli_serve(int argc, char **argv) {
             break;
         case O_TEMPLATE: template_name = optarg; break;
         case O_PARALLEL: bad = cli_parse_u32(sub, "--parallel", optarg, 1, 256, &p.parallel); break;
-        case O_KV_BLOCK:
-            bad = cli_parse_u32(sub, "--kv-block", optarg, 32, 1u << 16, &p.engine.kv_block);
-            if (!bad && p.engine.kv_block % 32) bad = cli_usage_error(sub, "--kv-block must be a multiple of 32");
-            break;
-        case O_KV_MEM:
-            bad = cli_parse_u64(sub, "--kv-mem", optarg, &u64);
-            p.engine.kv_mem = (size_t)u64;
-            break;
-        case O_SWA_FULL: p.engine.swa_full = true; break;
-        case O_SWA_GRID:
-            bad = cli_parse_u32(sub, "--swa-grid", optarg, 0, UINT32_MAX, &u);
-            p.engine.swa_grid = u ? u : UINT32_MAX;
-            break;
         case 'h': fputs(HELP, stdout); return 0;
         default:
-            bad = cli_run_option(sub, c, optarg, &p.engine.seq, NULL);
+            bad = cli_run_option(sub, c, optarg, &p.engine, NULL);
             if (bad == 0) return cli_bad_option(sub, argv);
             bad = bad < 0;
         }

@@ -215,6 +215,9 @@ typedef struct {
     bool swa_full;      /* sliding-window layers keep every row, as the other layers do (--swa-full) */
     uint32_t swa_grid;  /* window layers: a resume point kept every swa_grid positions (rounded up to whole blocks);
                          * 0: 8 windows; UINT32_MAX: none but the prompts' and replies' ends */
+    const char *kv_dir; /* the disk tier's directory (--kv-dir; src/kvdisk.h): blocks outlive the process and are
+                         * shared by every engine on it; NULL: none. Not with window layers kept apart (swa_full) */
+    uint64_t kv_disk;   /* bytes of block files the disk tier keeps (--kv-disk); 0: a quarter of the free space */
 } fkv_engine_params;
 
 typedef struct {
@@ -228,6 +231,12 @@ typedef struct {
     uint32_t window_blocks_in_use;
     size_t window_block_bytes;
     uint64_t window_blocks_dropped, window_fallbacks;
+    /* The disk tier (all 0 without one): blocks read and verified, lookups that found no file, files that did not
+     * verify (never used), block files written, removed over the budget, writes dropped (queue full) or failed,
+     * writes queued, bytes of block files, and positions reused from disk over all starts. */
+    bool disk;
+    uint64_t disk_hits, disk_misses, disk_corrupt, disk_writes, disk_evictions, disk_dropped, disk_errors;
+    uint64_t disk_pending, disk_bytes, disk_reused_tokens;
 } fkv_engine_stats;
 
 /* How a start's reuse came to be (fkv_eseq_reuse): the longest common prefix of the prompt with the cache; at
@@ -236,6 +245,7 @@ typedef struct {
  * 0 below the minimum reuse). */
 typedef struct {
     uint32_t agreed, capped, held, reused;
+    uint32_t from_disk; /* positions of the reuse read from the disk tier */
 } fkv_reuse;
 
 /* Defaults, with the FLATKV_* switches applied from the environment (see fkv_seq_default_params). */
@@ -262,6 +272,9 @@ int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t
 /* Keep s's positions [0, n_pos) only: the rows after stay cached under their ids, and s resumes on the first n_pos
  * like a prompt (recomputing any that are no longer held). -1 with err (out of memory): s then holds nothing. */
 int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err);
+/* s's blocks are never written to the disk tier (a request's prompt_cache_retention "in_memory"). Call it before
+ * the prompt is computed. */
+void fkv_eseq_memory_only(fkv_eseq *s);
 /* Release s: its rows stay cached (matchable by later prompts) until evicted. */
 void fkv_engine_finish(fkv_engine *e, fkv_eseq *s);
 

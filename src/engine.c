@@ -14,6 +14,7 @@
 
 #include "err.h"
 #include "forward.h"
+#include "kvdisk.h"
 #include "kvpool.h"
 #include "model.h"
 #include "prefix.h"
@@ -34,6 +35,8 @@ struct fkv_engine {
     kvpool *wpool;       /* window layers' rows, when kept apart */
     uint32_t *layer_at;  /* kv_map.layer_at, when kept apart */
     prefix_tree *tree;
+    kvdisk *disk;         /* NULL: no disk tier */
+    uint64_t disk_reused; /* positions reused from it */
     forward *fw;
     uint32_t *pos;        /* [max rows] */
     const kv_map **maps;  /* [max rows] */
@@ -54,6 +57,27 @@ struct fkv_eseq {
 int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err) {
     memset(p, 0, sizeof *p);
     return fkv_seq_default_params(&p->seq, err);
+}
+
+/* The disk tier of e->p.kv_dir and the namespace its blocks are named under: everything besides the ids and the salt
+ * that decides a block's bytes. */
+static int open_disk(fkv_engine *e, prefix_disk *disk, fkv_error *err) {
+    if (e->wpool)
+        return err_set(err, "--kv-dir: this model's sliding-window layers keep only the rows a resume can read, which "
+                            "a block file cannot name; add --swa-full to keep every row (and use the disk tier)");
+    const gguf_file *f = e->m->file;
+    struct {
+        char magic[8];
+        kvdisk_key model;
+        uint32_t bits_version, kv_type, block_rows, n_layers, kv_dim, pad;
+    } ns = {.magic = "flatkvNS", .bits_version = OPS_BITS_VERSION, .kv_type = (uint32_t)e->pool->type,
+            .block_rows = e->pool->block_rows, .n_layers = e->pool->n_layers, .kv_dim = e->pool->kv_dim};
+    if (!(e->disk = kvdisk_open(e->p.kv_dir, e->p.kv_disk, e->pool->block_rows, e->pool->block_bytes, err)) ||
+        kvdisk_model_identity(e->p.kv_dir, f->path, f->map, f->size, &ns.model, err))
+        return -1;
+    const kvdisk_key zero = {0};
+    *disk = (prefix_disk){.disk = e->disk, .ns = kvdisk_chain(&zero, &ns, sizeof ns)};
+    return 0;
 }
 
 fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, fkv_error *err) {
@@ -99,8 +123,11 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
                               .grid = grid >= cp->n_ctx ? 0 : (uint32_t)((grid + e->p.kv_block - 1) / e->p.kv_block *
                                                                          e->p.kv_block)};
     }
-    if (!(e->pool = kvpool_new(hp->n_layers - n_window, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)) ||
-        !(e->tree = prefix_new(e->pool, n_window ? &win : NULL, err)) ||
+    if (!(e->pool = kvpool_new(hp->n_layers - n_window, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)))
+        goto fail;
+    prefix_disk disk = {0};
+    if (e->p.kv_dir && open_disk(e, &disk, err)) goto fail;
+    if (!(e->tree = prefix_new(e->pool, n_window ? &win : NULL, &disk, err)) ||
         !(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, err)))
         goto fail;
     e->pos = malloc(sizeof *e->pos * rows);
@@ -118,6 +145,7 @@ fail:
 void fkv_engine_free(fkv_engine *e) {
     if (!e) return;
     prefix_free(e->tree);
+    kvdisk_close(e->disk);
     kvpool_free(e->pool);
     kvpool_free(e->wpool);
     free(e->layer_at);
@@ -170,8 +198,11 @@ static void eseq_free(fkv_eseq *s) {
 static int begin(fkv_engine *e, fkv_eseq *s, uint32_t n, kvrec_policy policy, bool cache, uint32_t *cached,
                  fkv_error *err) {
     s->n_table = 0;
+    const bool memory_only = s->ps.memory_only;
     int64_t reused = prefix_start(e->tree, s->salt, s->ids, n, &policy, cache, &s->ps, err);
     if (reused < 0) return -1;
+    s->ps.memory_only = memory_only;
+    e->disk_reused += s->ps.from_disk;
     if (reserve(e, s, 0, err)) {
         prefix_finish(e->tree, &s->ps);
         return -1;
@@ -312,6 +343,8 @@ int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err
     return 0;
 }
 
+void fkv_eseq_memory_only(fkv_eseq *s) { s->ps.memory_only = true; }
+
 void fkv_engine_finish(fkv_engine *e, fkv_eseq *s) {
     if (!s) return;
     prefix_finish(e->tree, &s->ps);
@@ -328,7 +361,8 @@ bool fkv_eseq_divergence(const fkv_eseq *s, uint32_t *at, int32_t *cached, uint3
 
 fkv_reuse fkv_eseq_reuse(const fkv_eseq *s) {
     const kvrec_reuse *r = &s->ps.reuse;
-    return (fkv_reuse){.agreed = r->agreed, .capped = r->capped, .held = r->held, .reused = r->reused};
+    return (fkv_reuse){.agreed = r->agreed, .capped = r->capped, .held = r->held, .reused = r->reused,
+                       .from_disk = s->ps.from_disk};
 }
 
 const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n) {
@@ -346,7 +380,11 @@ uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n
 
 fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e) {
     prefix_stats ps = prefix_get_stats(e->tree);
-    return (fkv_engine_stats){.block_rows = e->pool->block_rows, .block_bytes = e->pool->block_bytes,
+    const kvdisk_stats ds = e->disk ? kvdisk_get_stats(e->disk) : (kvdisk_stats){0};
+    return (fkv_engine_stats){.disk = e->disk != NULL, .disk_hits = ds.hits, .disk_misses = ds.misses,
+                              .disk_corrupt = ds.corrupt, .disk_writes = ds.writes, .disk_evictions = ds.evictions,
+                              .disk_dropped = ds.dropped, .disk_errors = ds.errors, .disk_pending = ds.pending,
+                              .disk_bytes = ds.bytes, .disk_reused_tokens = e->disk_reused,.block_rows = e->pool->block_rows, .block_bytes = e->pool->block_bytes,
                               .blocks_total = e->pool->n_blocks, .blocks_in_use = ps.blocks_in_use,
                               .blocks_free = ps.blocks_free, .blocks_shared = ps.blocks_shared, .hits = ps.hits,
                               .misses = ps.misses, .evictions = ps.evictions, .reused_tokens = ps.reused_tokens,

@@ -25,6 +25,7 @@ struct prefix_node {
     keep_point *keeps; /* the resume points kept in this node (at in (depth·B, depth·B + B]) */
     uint32_t n_keeps;
     bool in_lru;
+    kvdisk_key key; /* with a disk tier: the block's name once it is full (a root's: its salt's) */
     int32_t tokens[]; /* block_rows */
 };
 
@@ -36,6 +37,10 @@ typedef struct {
 struct prefix_tree {
     kvpool *pool;
     prefix_window win; /* win.pool NULL: no window layers kept apart */
+    prefix_disk disk;  /* disk.disk NULL: no disk tier */
+    uint8_t *disk_rows; /* [block_bytes]: a block read from disk before it has a pool block */
+    int32_t *disk_ids;  /* ids from position 0 of a block being written */
+    uint32_t disk_ids_cap;
     uint32_t B;
     salt_root *roots;
     uint32_t n_roots;
@@ -168,14 +173,16 @@ static int alloc_window(prefix_tree *t, prefix_node *n, fkv_error *err) {
     return 0;
 }
 
-prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, fkv_error *err) {
+prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, const prefix_disk *disk, fkv_error *err) {
     prefix_tree *t = calloc(1, sizeof *t);
-    if (!t) {
+    if (!t || (disk && disk->disk && !(t->disk_rows = malloc(pool->block_bytes)))) {
+        free(t);
         err_set(err, "out of memory for the prefix tree");
         return NULL;
     }
     t->pool = pool;
     if (win && win->pool) t->win = *win;
+    if (disk) t->disk = *disk;
     t->B = pool->block_rows;
     t->lru.lru_next = t->lru.lru_prev = &t->lru;
     return t;
@@ -196,6 +203,8 @@ void prefix_free(prefix_tree *t) {
     if (!t) return;
     for (uint32_t i = 0; i < t->n_roots; i++) subtree_free(t, t->roots[i].root);
     free(t->roots);
+    free(t->disk_rows);
+    free(t->disk_ids);
     free(t);
 }
 
@@ -211,6 +220,7 @@ static prefix_node *root_for(prefix_tree *t, const char *salt) {
     }
     t->roots = grown;
     t->roots[t->n_roots++] = (salt_root){h, root};
+    if (t->disk.disk) root->key = kvdisk_chain(&t->disk.ns, salt ? salt : "", salt ? strlen(salt) : 0);
     return root;
 }
 
@@ -319,6 +329,42 @@ static uint32_t held_reuse(const void *ctx, uint32_t p) {
     return 0;
 }
 
+/* Not evictable while held (a path being extended from disk). */
+static void hold(prefix_tree *t, prefix_node *n) { acquire(t, n); }
+
+static void unhold(prefix_tree *t, prefix_node *n) {
+    if (--n->refs == 0 && !n->child) lru_add(t, n, false);
+}
+
+/* Continue the matched path walked[0..*n_walked) from the disk tier: the blocks at depth *n_walked, ... whose ids all
+ * lie in the prompt, while their files verify. The blocks read join the tree as if computed here (rows depend only
+ * on their ids). Returns how many were read. */
+static uint32_t extend_from_disk(prefix_tree *t, prefix_node *root, prefix_node **walked, uint32_t *n_walked,
+                                 const int32_t *ids, uint32_t n) {
+    const uint32_t B = t->B, first = *n_walked;
+    uint32_t d = first;
+    for (uint32_t i = 0; i < first; i++) hold(t, walked[i]); /* a block allocated below must not evict them */
+    for (prefix_node *parent = first ? walked[first - 1] : root; (d + 1) * B <= n; d++) {
+        const kvdisk_key key = kvdisk_chain(&parent->key, ids + d * B, sizeof(int32_t) * B);
+        if (!kvdisk_read(t->disk.disk, &key, d, ids, t->disk_rows)) break;
+        const int64_t b = alloc_block(t, NULL);
+        prefix_node *node = b >= 0 ? node_new(t, parent, (uint32_t)b) : NULL;
+        if (!node) {
+            if (b >= 0) kvpool_release(t->pool, (uint32_t)b);
+            break;
+        }
+        memcpy(t->pool->data + (size_t)node->block * t->pool->block_bytes, t->disk_rows, t->pool->block_bytes);
+        memcpy(node->tokens, ids + d * B, sizeof(int32_t) * B);
+        node->n_tokens = node->n_prefill = B;
+        node->key = key;
+        hold(t, node);
+        walked[d] = parent = node;
+    }
+    for (uint32_t i = d; i-- > 0;) unhold(t, walked[i]);
+    *n_walked = d;
+    return d - first;
+}
+
 /* Push node n at depth seq->n_nodes, pinning its window block when the sequence's window reaches it. */
 static int push_node(prefix_seq *seq, prefix_node *n, bool window) {
     if (seq_push(seq, n)) return -1;
@@ -342,6 +388,11 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
     if (cache) search(t, root, ids, n, 0, policy->bound_to_frontier, &m);
     uint32_t n_walked = m.best_depth, partial_rows = m.partial_rows;
     partial = m.partial;
+    const uint32_t in_memory = n_walked;
+    if (cache && t->disk.disk && extend_from_disk(t, root, walked, &n_walked, ids, n)) {
+        partial = NULL; /* the disk's full block agrees further than the partly agreeing one */
+        partial_rows = 0;
+    }
     const uint32_t agreed = n_walked * B + partial_rows;
     note_divergence(n_walked ? walked[n_walked - 1] : root, partial, partial_rows, agreed, n, seq);
     const matched_path mp = {t, walked, n_walked, partial};
@@ -417,6 +468,7 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
     }
     seq->n_pos = reusable;
     seq->reuse = reuse;
+    seq->from_disk = n_walked > in_memory && reusable > in_memory * B ? reusable - in_memory * B : 0;
     if (reuse.held < reuse.capped) t->stats.window_fallbacks++;
     if (reusable)
         t->stats.hits++, t->stats.reused_tokens += reusable;
@@ -452,6 +504,22 @@ int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err) 
     return 0;
 }
 
+/* node, the last of seq's path, is full: named, and written to the disk tier unless seq stays in memory. */
+static void block_filled(prefix_tree *t, const prefix_seq *seq, prefix_node *node) {
+    const uint32_t B = t->B, n_ids = (node->depth + 1) * B;
+    node->key = kvdisk_chain(&node->parent->key, node->tokens, sizeof(int32_t) * B);
+    if (seq->memory_only) return;
+    if (n_ids > t->disk_ids_cap) {
+        int32_t *grown = realloc(t->disk_ids, sizeof *grown * n_ids * 2);
+        if (!grown) return; /* not written: a later turn computes the block again and writes it then */
+        t->disk_ids = grown;
+        t->disk_ids_cap = n_ids * 2;
+    }
+    for (uint32_t d = 0; d <= node->depth; d++) memcpy(t->disk_ids + d * B, seq->nodes[d]->tokens, sizeof(int32_t) * B);
+    kvdisk_write(t->disk.disk, &node->key, node->depth, t->disk_ids,
+                 t->pool->data + (size_t)node->block * t->pool->block_bytes);
+}
+
 void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t n, bool by_prefill) {
     const uint32_t from = seq->n_pos;
     for (uint32_t i = 0; i < n; i++, seq->n_pos++) {
@@ -460,6 +528,7 @@ void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t
         node->tokens[row] = ids[i];
         node->n_tokens = row + 1;
         if (by_prefill && node->n_prefill == row) node->n_prefill = row + 1;
+        if (row + 1 == t->B && t->disk.disk) block_filled(t, seq, node);
     }
     if (!t->win.pool) return;
     for (uint32_t g = t->win.grid ? (from / t->win.grid + 1) * t->win.grid : UINT32_MAX; g <= seq->n_pos;

@@ -45,6 +45,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvdisk.h"
 #include "kvpool.h"
 #include "kvrec.h"
 
@@ -68,6 +69,8 @@ typedef struct {
     prefix_node **nodes;
     uint32_t n_nodes, cap;
     uint32_t n_pos; /* positions whose rows are written and ids recorded */
+    uint32_t from_disk; /* positions of the reuse read from the disk tier (set by prefix_start) */
+    bool memory_only;   /* its blocks are never written to the disk tier (the caller sets it after the start) */
 } prefix_seq;
 
 typedef struct {
@@ -91,10 +94,19 @@ typedef struct {
     size_t budget;   /* bytes the blocks of both pools may take together */
 } prefix_window;
 
+/* The disk tier below the tree (kvdisk.h): a prompt's path continues from it where memory ends, and every block
+ * that fills is written to it (unless its sequence is memory_only). Blocks are named by ns chained with the salt,
+ * then with each block's ids. Not with window layers kept apart (their rows are not all in a block). */
+typedef struct {
+    kvdisk *disk;
+    kvdisk_key ns;
+} prefix_disk;
+
 typedef struct prefix_tree prefix_tree;
 
-/* win: NULL, or the window layers' own pool (every block of pool then holds the other layers only). */
-prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, fkv_error *err);
+/* win: NULL, or the window layers' own pool (every block of pool then holds the other layers only). disk: NULL, or
+ * the disk tier (borrowed; not with win). */
+prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, const prefix_disk *disk, fkv_error *err);
 /* Frees the tree (every sequence must be finished); the pool stays the caller's. */
 void prefix_free(prefix_tree *t);
 

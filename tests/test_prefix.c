@@ -23,7 +23,7 @@ static int setup_blocks(void **state, uint32_t n_blocks) {
     static fixture f;
     fkv_error err = {{0}};
     f.pool = kvpool_new(1, 4, FKV_KV_F32, B, (size_t)n_blocks * 2 * B * 4 * sizeof(float), &err);
-    f.tree = f.pool ? prefix_new(f.pool, NULL, &err) : NULL;
+    f.tree = f.pool ? prefix_new(f.pool, NULL, NULL, &err) : NULL;
     *state = &f;
     return f.tree ? 0 : -1;
 }
