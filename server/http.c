@@ -306,8 +306,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
             prompt = j->n_ids, cached = j->cached, generated = j->n_gen;
             int at = j->diverged ? snprintf(diverged, sizeof diverged, " diverged_at=%u", j->diverged_at) : 0;
             if (j->reuse.held < j->reuse.capped) /* the rest agreed, but the window layers no longer held its rows */
-                snprintf(diverged + at, sizeof diverged - (size_t)at, " window_held=%u/%u", j->reuse.held,
-                         j->reuse.capped);
+                at += snprintf(diverged + at, sizeof diverged - (size_t)at, " window_held=%u/%u", j->reuse.held,
+                               j->reuse.capped);
+            if (j->reuse.from_disk) snprintf(diverged + at, sizeof diverged - (size_t)at, " disk=%u", j->reuse.from_disk);
             metrics_count_completion(srv->metrics, prompt, cached, generated, j->prefill_ms, j->decode_ms);
         }
         pthread_mutex_unlock(&j->mu);

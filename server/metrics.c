@@ -92,6 +92,26 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv) {
             (size_t)kv->blocks_shared * kv->block_bytes, (unsigned long long)kv->hits, (unsigned long long)kv->misses,
             (unsigned long long)kv->evictions, (size_t)kv->window_blocks_in_use * kv->window_block_bytes,
             (unsigned long long)kv->window_blocks_dropped, (unsigned long long)kv->window_fallbacks);
+    /* The disk tier (--kv-dir; all 0 without one). */
+    const struct {
+        const char *name, *type, *help;
+        uint64_t value;
+    } disk[] = {
+        {"hits_total", "counter", "Blocks read from the disk tier and verified.", kv->disk_hits},
+        {"misses_total", "counter", "Disk tier lookups that found no block file.", kv->disk_misses},
+        {"corrupt_total", "counter", "Block files that did not verify: ignored, removed, recomputed.", kv->disk_corrupt},
+        {"writes_total", "counter", "Block files written.", kv->disk_writes},
+        {"evictions_total", "counter", "Block files removed over --kv-disk, least recently used first.",
+         kv->disk_evictions},
+        {"dropped_total", "counter", "Block writes dropped because the write queue was full.", kv->disk_dropped},
+        {"errors_total", "counter", "Block writes the file system refused.", kv->disk_errors},
+        {"pending", "gauge", "Block writes queued, not yet on disk.", kv->disk_pending},
+        {"bytes", "gauge", "Bytes of block files in the directory, as last counted.", kv->disk_bytes},
+        {"reused_tokens_total", "counter", "Prompt tokens reused from blocks read from disk.", kv->disk_reused_tokens},
+    };
+    for (size_t i = 0; i < sizeof disk / sizeof *disk; i++)
+        fprintf(out, "# HELP flatkv_kv_disk_%s %s\n# TYPE flatkv_kv_disk_%s %s\nflatkv_kv_disk_%s %llu\n", disk[i].name,
+                disk[i].help, disk[i].name, disk[i].type, disk[i].name, (unsigned long long)disk[i].value);
     pthread_mutex_unlock(&m->mu);
     fclose(out);
     return buf;

@@ -307,6 +307,17 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
         }
         job->salt = strdup(json_string_value(salt));
     }
+    /* OpenAI's values; "24h" (the default with --kv-dir) lets the blocks reach the disk tier, where they last as
+     * long as its budget keeps them. */
+    json_t *retention = json_object_get(root, "prompt_cache_retention");
+    if (retention && !json_is_null(retention)) {
+        const char *r = json_string_value(retention);
+        if (!r || (strcmp(r, "in_memory") && strcmp(r, "24h"))) {
+            BAD("prompt_cache_retention", "'prompt_cache_retention' must be \"in_memory\" or \"24h\"");
+            goto out;
+        }
+        job->memory_only = !strcmp(r, "in_memory");
+    }
 
     snprintf(job->id, sizeof job->id, "%s", req->id);
     if (kind == OAI_CHAT) {
@@ -365,6 +376,7 @@ static json_t *timings_json(const sched_job *job) {
                      "prompt_per_second", job->prefill_ms > 0 ? pn / (job->prefill_ms / 1e3) : 0.0, "predicted_n",
                      (int)job->n_gen, "predicted_ms", job->decode_ms, "predicted_per_second",
                      job->decode_ms > 0 ? job->n_gen / (job->decode_ms / 1e3) : 0.0, "cache_n", (int)job->cached);
+    json_object_set_new(t, "cache_disk_n", json_integer(job->reuse.from_disk)); /* of cache_n, read from --kv-dir */
     /* Why the cache missed: where this prompt parted from the closest cached one, and what each holds there. */
     if (job->diverged)
         json_object_set_new(t, "divergence", json_pack("{s:i,s:s,s:s}", "at", (int)job->diverged_at, "cached",

@@ -316,6 +316,7 @@ static int admit(sched *s, sched_job *j) {
         end_job(s, j, memory_full(&err) ? 503 : 400, err.msg);
         return 0;
     }
+    if (j->memory_only) fkv_eseq_memory_only(r->seq);
     if (!r->admitted_once) {
         r->admitted_once = true;
         pthread_mutex_lock(&j->mu);

@@ -42,6 +42,7 @@ typedef struct sched_job {
     char **stop; /* stop strings (not in the output) */
     size_t n_stop;
     char *salt;  /* cache_salt: requests under different salts never share rows; NULL: the default */
+    bool memory_only; /* prompt_cache_retention "in_memory": its blocks are never written to the disk tier */
     int tool_format;  /* a toolcall_format: the request offered tools, calls may come back */
     char id[48];      /* the request's id, for tool call ids */
 

@@ -314,7 +314,11 @@ bool kvdisk_read(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t
 int kvdisk_model_identity(const char *dir, const char *path, const void *map, size_t size, kvdisk_key *out,
                           fkv_error *err) {
     struct stat st;
-    if (stat(path, &st)) return err_set(err, "cannot stat the model '%s': %s", path, strerror(errno));
+    if (stat(path, &st)) { /* the file is gone (its mapping stays): the identity is its bytes, not cached */
+        XXH128_hash_t h = XXH3_128bits(map, size);
+        *out = (kvdisk_key){h.low64, h.high64};
+        return 0;
+    }
     const uint64_t stamp[5] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
                                (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
     char *models = NULL, *cached = NULL, *tmp = NULL;

@@ -57,7 +57,7 @@ kvdisk_key kvdisk_chain(const kvdisk_key *parent, const void *bytes, size_t n);
 
 /* The identity of the GGUF at path, mapped at map[0, size): an xxh3-128 digest of all its bytes (metadata and
  * tensor data), cached in dir under the file's device, inode, size and mtime so that a restart does not read it
- * all again. -1 with err when dir cannot hold the cache. */
+ * all again (when the file is still there). -1 with err when dir cannot hold the cache. */
 int kvdisk_model_identity(const char *dir, const char *path, const void *map, size_t size, kvdisk_key *out,
                           fkv_error *err);
 

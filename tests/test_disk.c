@@ -1,0 +1,329 @@
+/* The disk tier (src/kvdisk.h) through the engine: a conversation resumed by another engine — a restart — from the
+ * block files alone, compared with a cold run by KV digest, logits digest and ids; files that do not verify are
+ * never used; blocks of other bits or salts are never shared; the budget evicts; in-memory sequences write nothing. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "flatkv.h"
+#include "gguf.h"
+#include "testutil.h"
+
+#define BLOCK 32
+#define N_GEN 10
+#define N_PROMPT 300
+
+typedef struct {
+    fkv_model *m;
+    uint32_t n_vocab;
+    fkv_seq *cold;
+    fkv_sampler *sampler;
+    float *logits;
+    char dir[256];
+    int32_t ids[400];
+} fixture;
+
+typedef struct {
+    uint32_t cached, from_disk, n_gen;
+    uint64_t kv, logits;
+    int32_t gen[N_GEN];
+} answer;
+
+static void fill(const fixture *f, int32_t *ids, uint32_t n, uint64_t seed) {
+    for (uint32_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)(3 + (seed >> 33) % (f->n_vocab - 3));
+    }
+}
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    fkv_error err = {{0}};
+    if (!(f->m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err))) return -1;
+    f->n_vocab = fkv_model_get_info(f->m).n_vocab;
+    fkv_seq_params p;
+    fkv_seq_default_params(&p, NULL);
+    p.prefix_cache = false;
+    f->cold = fkv_seq_new(f->m, &p, &err);
+    fkv_sampler_params sp = fkv_sampler_default_params();
+    sp.temp = 0;
+    f->sampler = fkv_sampler_new(&sp, (int32_t)f->n_vocab);
+    f->logits = malloc(sizeof(float) * f->n_vocab);
+    snprintf(f->dir, sizeof f->dir, "%s", tu_tmp_path("-kv"));
+    fill(f, f->ids, 400, 42);
+    *state = f;
+    return f->cold ? 0 : -1;
+}
+
+/* Every file under dir, then dir. */
+static void remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (!lstat(path, &st) && S_ISDIR(st.st_mode))
+            remove_tree(path);
+        else
+            unlink(path);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    remove_tree(f->dir);
+    fkv_seq_free(f->cold);
+    fkv_sampler_free(f->sampler);
+    free(f->logits);
+    fkv_model_free(f->m);
+    free(f);
+    return 0;
+}
+
+static fkv_engine *engine_on(const fixture *f, fkv_kv_type kv_type, uint64_t budget, const char **why) {
+    fkv_engine_params p;
+    fkv_engine_default_params(&p, NULL);
+    p.seq.ctx.kv_type = kv_type;
+    p.seq.cache_min = 1;
+    p.kv_block = BLOCK;
+    p.kv_dir = f->dir;
+    p.kv_disk = budget;
+    static fkv_error err;
+    fkv_engine *e = fkv_engine_new(f->m, &p, &err);
+    if (why) *why = err.msg;
+    else if (!e) fail_msg("%s", err.msg);
+    return e;
+}
+
+/* Prefill ids[0..n) on s (memory_only: its blocks stay off disk) and generate N_GEN greedy tokens. */
+static answer run(fixture *f, fkv_engine *e, fkv_seq *s, const int32_t *ids, uint32_t n) {
+    answer a = {0};
+    fkv_error err = {{0}};
+    const uint64_t disk_before = e ? fkv_engine_get_stats(e).disk_reused_tokens : 0;
+    if (fkv_seq_prefill(s, ids, n, f->logits, &a.cached, &err)) fail_msg("%s", err.msg);
+    a.from_disk = e ? (uint32_t)(fkv_engine_get_stats(e).disk_reused_tokens - disk_before) : 0;
+    a.kv = fkv_seq_kv_digest(s, n);
+    fkv_gen_params gp = {.max_tokens = N_GEN, .sampler = f->sampler};
+    fkv_gen_result res;
+    if (fkv_seq_generate(s, f->logits, &gp, a.gen, &res, &err)) fail_msg("%s", err.msg);
+    a.logits = res.logits_digest;
+    a.n_gen = res.n_tokens;
+    return a;
+}
+
+/* One turn of ids[0..n) on a fresh sequence of e, checked against the cold run; returns it. */
+static answer turn_exact(fixture *f, fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, const char *what) {
+    fkv_error err = {{0}};
+    fkv_seq *s = fkv_seq_open(e, salt, &err);
+    if (!s) fail_msg("%s", err.msg);
+    answer warm = run(f, e, s, ids, n), cold = run(f, NULL, f->cold, ids, n);
+    fkv_seq_free(s);
+    if (warm.kv != cold.kv || warm.logits != cold.logits || warm.n_gen != cold.n_gen ||
+        memcmp(warm.gen, cold.gen, sizeof(int32_t) * warm.n_gen))
+        fail_msg("%s (reused %u, %u from disk): kv %016llx logits %016llx, cold kv %016llx logits %016llx", what,
+                 warm.cached, warm.from_disk, (unsigned long long)warm.kv, (unsigned long long)warm.logits,
+                 (unsigned long long)cold.kv, (unsigned long long)cold.logits);
+    return warm;
+}
+
+/* The first conversation: N_PROMPT ids and N_GEN generated, its full blocks written when the engine closes. */
+static void first_process(fixture *f) {
+    fkv_engine *e = engine_on(f, FKV_KV_F16, 0, NULL);
+    answer a = turn_exact(f, e, NULL, f->ids, N_PROMPT, "the first process");
+    assert_int_equal(a.from_disk, 0);
+    fkv_engine_free(e); /* writes what is still queued */
+}
+
+/* The next turn: the first's prompt and reply, then 30 new ids. */
+static uint32_t next_turn(fixture *f, int32_t *ids) {
+    answer cold = run(f, NULL, f->cold, f->ids, N_PROMPT);
+    memcpy(ids, f->ids, sizeof(int32_t) * N_PROMPT);
+    memcpy(ids + N_PROMPT, cold.gen, sizeof(int32_t) * cold.n_gen);
+    fill(f, ids + N_PROMPT + cold.n_gen, 30, 7);
+    return N_PROMPT + cold.n_gen + 30;
+}
+
+static void test_a_restarted_engine_resumes_from_disk_exactly(void **state) {
+    fixture *f = *state;
+    first_process(f);
+    int32_t ids[400];
+    const uint32_t n = next_turn(f, ids), full = (N_PROMPT + N_GEN - 1) / BLOCK * BLOCK; /* the last id is not fed */
+    fkv_engine *e = engine_on(f, FKV_KV_F16, 0, NULL);
+    answer a = turn_exact(f, e, NULL, ids, n, "the restarted process");
+    assert_int_equal(a.from_disk, full);
+    assert_int_equal(a.cached, full);
+    fkv_engine_stats st = fkv_engine_get_stats(e);
+    assert_int_equal(st.disk_hits, full / BLOCK);
+    assert_int_equal(st.disk_corrupt, 0);
+    fkv_engine_free(e);
+}
+
+/* The block file of depth d (its header: magic, key, block rows, then the depth). */
+static void block_file(const fixture *f, uint32_t depth, char *out, size_t cap) {
+    char kv[300];
+    snprintf(kv, sizeof kv, "%s/kv", f->dir);
+    DIR *top = opendir(kv);
+    for (struct dirent *sub; top && (sub = readdir(top));) {
+        if (sub->d_name[0] == '.') continue;
+        char subdir[600];
+        snprintf(subdir, sizeof subdir, "%s/%s", kv, sub->d_name);
+        DIR *d = opendir(subdir);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(out, cap, "%s/%s", subdir, e->d_name);
+            size_t size;
+            char *data = tu_read_file(out, &size);
+            uint32_t at = UINT32_MAX;
+            if (data && size >= 32) memcpy(&at, data + 28, sizeof at);
+            free(data);
+            if (at == depth) {
+                closedir(d);
+                closedir(top);
+                return;
+            }
+        }
+        if (d) closedir(d);
+    }
+    if (top) closedir(top);
+    fail_msg("no block file of depth %u", depth);
+}
+
+static void test_a_file_that_does_not_verify_is_never_used(void **state) {
+    fixture *f = *state;
+    first_process(f);
+    char flipped[1024], truncated[1024];
+    block_file(f, 3, flipped, sizeof flipped);
+    block_file(f, 6, truncated, sizeof truncated);
+    size_t size;
+    char *data = tu_read_file(flipped, &size);
+    data[size - 100] ^= 0x10; /* one bit of one row */
+    assert_int_equal(tu_write_file(flipped, data, size), 0);
+    free(data);
+    assert_int_equal(truncate(truncated, 1000), 0);
+
+    int32_t ids[400];
+    const uint32_t n = next_turn(f, ids);
+    /* Each run meets the next bad file and replaces it; the last finds the whole of the previous turn's blocks. */
+    const uint32_t expect[] = {3 * BLOCK, 6 * BLOCK, (n - 1) / BLOCK * BLOCK};
+    for (int run_no = 0; run_no < 3; run_no++) {
+        fkv_engine *e = engine_on(f, FKV_KV_F16, 0, NULL);
+        answer a = turn_exact(f, e, NULL, ids, n, "a resume past a corrupt file");
+        assert_int_equal(a.from_disk, expect[run_no]);
+        assert_int_equal(fkv_engine_get_stats(e).disk_corrupt, run_no < 2 ? 1 : 0);
+        fkv_engine_free(e);
+    }
+}
+
+static void test_other_bits_or_salts_never_share_a_block(void **state) {
+    fixture *f = *state;
+    first_process(f);
+    int32_t ids[400];
+    const uint32_t n = next_turn(f, ids);
+    fkv_engine *e = engine_on(f, FKV_KV_F32, 0, NULL);
+    fkv_seq *s = fkv_seq_open(e, NULL, NULL);
+    assert_int_equal(run(f, e, s, ids, n).from_disk, 0); /* (the cold run keeps f16 rows: no digest to compare) */
+    fkv_seq_free(s);
+    fkv_engine_free(e);
+    e = engine_on(f, FKV_KV_F16, 0, NULL);
+    assert_int_equal(turn_exact(f, e, "another salt", ids, n, "another salt").from_disk, 0);
+    assert_true(turn_exact(f, e, NULL, ids, n, "the default salt").from_disk > 0);
+    fkv_engine_free(e);
+}
+
+static size_t count_blocks(const fixture *f) {
+    char kv[300];
+    snprintf(kv, sizeof kv, "%s/kv", f->dir);
+    size_t n = 0;
+    DIR *top = opendir(kv);
+    for (struct dirent *sub; top && (sub = readdir(top));) {
+        if (sub->d_name[0] == '.') continue;
+        char subdir[600];
+        snprintf(subdir, sizeof subdir, "%s/%s", kv, sub->d_name);
+        DIR *d = opendir(subdir);
+        for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+        if (d) closedir(d);
+    }
+    if (top) closedir(top);
+    return n;
+}
+
+static void test_in_memory_sequences_write_nothing(void **state) {
+    fixture *f = *state;
+    fkv_engine *e = engine_on(f, FKV_KV_F16, 0, NULL);
+    fkv_error err = {{0}};
+    uint32_t cached;
+    fkv_eseq *s = fkv_engine_start(e, NULL, f->ids, N_PROMPT, &cached, &err);
+    assert_non_null(s);
+    fkv_eseq_memory_only(s);
+    int rc;
+    while ((rc = fkv_engine_prefill(e, s, f->logits, &err)) == 0) {}
+    assert_int_equal(rc, 1);
+    fkv_engine_finish(e, s);
+    fkv_engine_free(e);
+    assert_int_equal(count_blocks(f), 0);
+}
+
+static void test_the_budget_bounds_the_files_kept(void **state) {
+    fixture *f = *state;
+    const fkv_model_info info = fkv_model_get_info(f->m);
+    const uint64_t file = 64 + sizeof(int32_t) * 400 + (uint64_t)2 * info.n_layers * BLOCK *
+                                                          info.n_kv_heads * info.head_dim * sizeof(uint16_t);
+    fkv_engine *e = engine_on(f, FKV_KV_F16, 4 * file, NULL);
+    turn_exact(f, e, NULL, f->ids, N_PROMPT, "a conversation larger than the budget");
+    fkv_engine_free(e);
+    const size_t left = count_blocks(f);
+    assert_true(left >= 1 && left <= 4);
+    e = engine_on(f, FKV_KV_F16, 4 * file, NULL);
+    fkv_engine_stats st = fkv_engine_get_stats(e);
+    assert_true(st.disk_bytes <= 4 * file);
+    turn_exact(f, e, NULL, f->ids, N_PROMPT, "after eviction"); /* resumes from what is left, if anything */
+    fkv_engine_free(e);
+}
+
+static void test_window_layers_kept_apart_refuse_a_disk_tier(void **state) {
+    (void)state;
+    const char *path = tu_arch_model("gemma3", GGML_TYPE_Q8_0, 5);
+    assert_non_null(path);
+    fkv_error err = {{0}};
+    fkv_model *m = fkv_model_load(path, &err);
+    remove(path);
+    assert_non_null(m);
+    fkv_engine_params p;
+    fkv_engine_default_params(&p, NULL);
+    p.kv_dir = tu_tmp_path("-kv");
+    assert_null(fkv_engine_new(m, &p, &err));
+    assert_non_null(strstr(err.msg, "--swa-full"));
+    p.swa_full = true;
+    fkv_engine *e = fkv_engine_new(m, &p, &err);
+    if (!e) fail_msg("%s", err.msg);
+    fkv_engine_free(e);
+    fkv_model_free(m);
+    char models[512];
+    snprintf(models, sizeof models, "%s", p.kv_dir);
+    remove_tree(models);
+}
+
+int main(void) {
+#define CASE(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        CASE(test_a_restarted_engine_resumes_from_disk_exactly),
+        CASE(test_a_file_that_does_not_verify_is_never_used),
+        CASE(test_other_bits_or_salts_never_share_a_block),
+        CASE(test_in_memory_sequences_write_nothing),
+        CASE(test_the_budget_bounds_the_files_kept),
+        cmocka_unit_test(test_window_layers_kept_apart_refuse_a_disk_tier),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
