@@ -134,6 +134,29 @@ static size_t longest_stop(const sched_job *j) {
     return m;
 }
 
+/* Make j->text[from, to) valid UTF-8 (invalid bytes become U+FFFD, as finish_locked makes the rest), so that the
+ * stable text a stream has sent is the text the job ends with; the new end of the span, or `to` out of memory. */
+static size_t sanitize_span(sched_job *j, size_t from, size_t to) {
+    size_t clean_len;
+    char *clean = utf8_sanitize(j->text + from, to - from, &clean_len);
+    if (!clean) return to;
+    const size_t len = j->len - (to - from) + clean_len;
+    if (len + 1 > j->cap) {
+        char *grown = realloc(j->text, len + 1);
+        if (!grown) {
+            free(clean);
+            return to;
+        }
+        j->text = grown;
+        j->cap = len + 1;
+    }
+    memmove(j->text + from + clean_len, j->text + to, j->len - to + 1);
+    memcpy(j->text + from, clean, clean_len);
+    j->len = len;
+    free(clean);
+    return from + clean_len;
+}
+
 /* fkv_gen_params.on_token: append, cut at a stop string, publish what is final; false stops generation. */
 static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
     (void)id;
@@ -169,7 +192,7 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
             if (safe > call_free) safe = call_free;
             safe = utf8_complete_prefix(j->text, safe);
             if (safe > j->stable) {
-                j->stable = safe;
+                j->stable = sanitize_span(j, j->stable, safe);
                 pthread_cond_broadcast(&j->cv);
             }
         }
