@@ -170,33 +170,46 @@ static void test_a_restarted_engine_resumes_from_disk_exactly(void **state) {
     fkv_engine_free(e);
 }
 
-/* The block file of depth d (its header: magic, key, block rows, then the depth). */
-static void block_file(const fixture *f, uint32_t depth, char *out, size_t cap) {
+#define MAX_FILES 64
+
+/* The paths of the block files under the fixture's dir (DIR/kv/XY/KEY.blk), at most MAX_FILES. */
+static size_t block_paths(const fixture *f, char (*paths)[1024]) {
     char kv[300];
     snprintf(kv, sizeof kv, "%s/kv", f->dir);
+    size_t n = 0;
     DIR *top = opendir(kv);
     for (struct dirent *sub; top && (sub = readdir(top));) {
         if (sub->d_name[0] == '.') continue;
         char subdir[600];
         snprintf(subdir, sizeof subdir, "%s/%s", kv, sub->d_name);
         DIR *d = opendir(subdir);
-        for (struct dirent *e; d && (e = readdir(d));) {
-            if (e->d_name[0] == '.') continue;
-            snprintf(out, cap, "%s/%s", subdir, e->d_name);
-            size_t size;
-            char *data = tu_read_file(out, &size);
-            uint32_t at = UINT32_MAX;
-            if (data && size >= 32) memcpy(&at, data + 28, sizeof at);
-            free(data);
-            if (at == depth) {
-                closedir(d);
-                closedir(top);
-                return;
-            }
-        }
+        for (struct dirent *e; d && (e = readdir(d)) && n < MAX_FILES;)
+            if (e->d_name[0] != '.') snprintf(paths[n++], sizeof *paths, "%s/%s", subdir, e->d_name);
         if (d) closedir(d);
     }
     if (top) closedir(top);
+    return n;
+}
+
+static size_t count_blocks(const fixture *f) {
+    static char paths[MAX_FILES][1024];
+    return block_paths(f, paths);
+}
+
+/* The block file of depth d (its header: magic, key, block rows, then the depth). */
+static void block_file(const fixture *f, uint32_t depth, char *out, size_t cap) {
+    static char paths[MAX_FILES][1024];
+    for (size_t i = 0, n = block_paths(f, paths); i < n; i++) {
+        size_t size;
+        char *data = tu_read_file(paths[i], &size);
+        uint32_t at = UINT32_MAX;
+        if (data && size >= 32) memcpy(&at, data + 28, sizeof at);
+        free(data);
+        if (at == depth) {
+            snprintf(out, cap, "%s", paths[i]);
+            return;
+        }
+    }
     fail_msg("no block file of depth %u", depth);
 }
 
@@ -240,23 +253,6 @@ static void test_other_bits_or_salts_never_share_a_block(void **state) {
     assert_int_equal(turn_exact(f, e, "another salt", ids, n, "another salt").from_disk, 0);
     assert_true(turn_exact(f, e, NULL, ids, n, "the default salt").from_disk > 0);
     fkv_engine_free(e);
-}
-
-static size_t count_blocks(const fixture *f) {
-    char kv[300];
-    snprintf(kv, sizeof kv, "%s/kv", f->dir);
-    size_t n = 0;
-    DIR *top = opendir(kv);
-    for (struct dirent *sub; top && (sub = readdir(top));) {
-        if (sub->d_name[0] == '.') continue;
-        char subdir[600];
-        snprintf(subdir, sizeof subdir, "%s/%s", kv, sub->d_name);
-        DIR *d = opendir(subdir);
-        for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
-        if (d) closedir(d);
-    }
-    if (top) closedir(top);
-    return n;
 }
 
 static void test_in_memory_sequences_write_nothing(void **state) {
