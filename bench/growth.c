@@ -121,6 +121,7 @@ int main(int argc, char **argv) {
            "speedup", "warm tok/s", "cold tok/s", "disk tok/s", "kv");
     uint32_t n = 0, last_prompt = 0;
     double last_ratio = 0, warm_tps = 0, cold_tps = 0, disk_tps = 0;
+    double decode_ms[3] = {0}, decoded[3] = {0}; /* warm, cold, disk over every turn: the decode ratios' terms */
     int mismatches = 0;
     for (int turn = 1; n + NEW_PER_TURN + GEN_PER_TURN <= max_ctx; turn++) {
         fill(convo + n, NEW_PER_TURN, n_vocab, (uint64_t)turn);
@@ -135,6 +136,8 @@ int main(int argc, char **argv) {
         warm_tps = (w.n_gen - 1) / (w.decode_ms / 1e3);
         cold_tps = (c.n_gen - 1) / (c.decode_ms / 1e3);
         disk_tps = (d.n_gen - 1) / (d.decode_ms / 1e3);
+        const turn_stats *all[3] = {&w, &c, &d};
+        for (int k = 0; k < 3; k++) decode_ms[k] += all[k]->decode_ms, decoded[k] += all[k]->n_gen - 1;
         last_ratio = c_ms / w_ms;
         printf("%4d %7u %7u | %10.1f %10.1f %7.2fx | %10.1f %10.1f %10.1f | %s\n", turn, n, w.cached, w_ms, c_ms,
                last_ratio, warm_tps, cold_tps, disk_tps, same ? "equal" : "DIFFERENT");
@@ -168,7 +171,8 @@ int main(int argc, char **argv) {
     mismatches += w.kv != c.kv;
     printf("ratio turn_at_%u=%.2f first_token_%u=%.1f restart_first_token_%u=%.1f decode_cached/cold=%.2f "
            "decode_disk/memory=%.2f mismatches=%d\n", n, last_ratio, long_n - 1, ttft_ratio, last_prompt, restart_ratio,
-           warm_tps / cold_tps, disk_tps / warm_tps, mismatches);
+           decoded[0] / decode_ms[0] / (decoded[1] / decode_ms[1]), decoded[2] / decode_ms[2] / (decoded[0] / decode_ms[0]),
+           mismatches);
 
     free(convo);
     free(logits);
