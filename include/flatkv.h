@@ -293,6 +293,9 @@ uint32_t fkv_engine_max_batch(const fkv_engine *e);
  * as stored: the same bytes as fkv_seq_kv_digest. 0 when window rows asked for are no longer held. */
 uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos);
 fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e);
+/* st's disk tier counters (but disk_reused_tokens) brought up to date: the writer thread moves them on its own.
+ * Unlike fkv_engine_get_stats, safe from any thread while another runs the engine. */
+void fkv_engine_disk_stats_now(const fkv_engine *e, fkv_engine_stats *st);
 
 /* ---- sampling ---- */
 

@@ -517,5 +517,6 @@ fkv_engine_stats sched_stats(sched *s) {
     pthread_mutex_lock(&s->mu);
     fkv_engine_stats st = s->stats;
     pthread_mutex_unlock(&s->mu);
+    fkv_engine_disk_stats_now(s->engine, &st); /* the writer thread moves on while the engine idles */
     return st;
 }

@@ -83,7 +83,7 @@ void sched_stop(sched *s);
 void sched_free(sched *s);
 
 uint32_t sched_n_ctx(const sched *s);
-/* The engine's block and cache counters after the last step (for metrics). */
+/* The engine's block and cache counters after the last step, the disk tier's as they are now (for metrics). */
 fkv_engine_stats sched_stats(sched *s);
 
 /* A new job with one reference (the caller's); fill the request fields, then sched_submit. */

@@ -378,13 +378,18 @@ uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n
     return kv_map_digest(&s->map, e->m->hp.n_layers, e->m->windows, n_pos);
 }
 
+void fkv_engine_disk_stats_now(const fkv_engine *e, fkv_engine_stats *st) {
+    if (!e->disk) return;
+    const kvdisk_stats ds = kvdisk_get_stats(e->disk);
+    st->disk_hits = ds.hits, st->disk_misses = ds.misses, st->disk_corrupt = ds.corrupt, st->disk_writes = ds.writes;
+    st->disk_evictions = ds.evictions, st->disk_dropped = ds.dropped, st->disk_errors = ds.errors;
+    st->disk_pending = ds.pending, st->disk_bytes = ds.bytes;
+}
+
 fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e) {
     prefix_stats ps = prefix_get_stats(e->tree);
-    const kvdisk_stats ds = e->disk ? kvdisk_get_stats(e->disk) : (kvdisk_stats){0};
-    return (fkv_engine_stats){.disk = e->disk != NULL, .disk_hits = ds.hits, .disk_misses = ds.misses,
-                              .disk_corrupt = ds.corrupt, .disk_writes = ds.writes, .disk_evictions = ds.evictions,
-                              .disk_dropped = ds.dropped, .disk_errors = ds.errors, .disk_pending = ds.pending,
-                              .disk_bytes = ds.bytes, .disk_reused_tokens = e->disk_reused,.block_rows = e->pool->block_rows, .block_bytes = e->pool->block_bytes,
+    fkv_engine_stats st = {.disk = e->disk != NULL, .disk_reused_tokens = e->disk_reused,
+                              .block_rows = e->pool->block_rows, .block_bytes = e->pool->block_bytes,
                               .blocks_total = e->pool->n_blocks, .blocks_in_use = ps.blocks_in_use,
                               .blocks_free = ps.blocks_free, .blocks_shared = ps.blocks_shared, .hits = ps.hits,
                               .misses = ps.misses, .evictions = ps.evictions, .reused_tokens = ps.reused_tokens,
@@ -392,4 +397,6 @@ fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e) {
                               .window_block_bytes = e->wpool ? e->wpool->block_bytes : 0,
                               .window_blocks_dropped = ps.window_blocks_dropped,
                               .window_fallbacks = ps.window_fallbacks};
+    fkv_engine_disk_stats_now(e, &st);
+    return st;
 }
