@@ -41,6 +41,7 @@ typedef struct {
     char *body;
     size_t len, cap;
     bool too_large;
+    char key[65]; /* the routing key, for the log: X-Session-Id, else prompt_cache_key */
     int status;
     double t0;
     int fd;
@@ -57,6 +58,13 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A client's routing key as the log shows it: printable ASCII without spaces, truncated. */
+static void set_log_key(char key[65], const char *src) {
+    size_t i = 0;
+    for (; src[i] && i < 64; i++) key[i] = src[i] > ' ' && src[i] < 0x7f ? src[i] : '?';
+    key[i] = 0;
 }
 
 /* The peer closed its side (or the socket failed): nobody will read what we write. */
@@ -167,6 +175,7 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         st->job = NULL;
         return send_error(c, st, &e);
     }
+    if (!st->key[0]) set_log_key(st->key, st->req.cache_key);
     sched_submit(srv->sched, st->job);
     if (st->req.stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, st, NULL);
@@ -265,6 +274,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(st->path, sizeof st->path, "%s", url);
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         st->fd = ci ? ci->connect_fd : -1;
+        const char *session = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Session-Id");
+        if (session) set_log_key(st->key, session);
         *con_cls = st;
         return MHD_YES;
     }
@@ -316,8 +327,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         sched_job_release(srv->sched, j);
     }
     if (st->status) metrics_count_request(srv->metrics, st->status);
-    fprintf(stderr, "%s %s %d prompt=%u cached=%u generated=%u%s %.1fms\n", st->method, st->path, st->status, prompt,
-            cached, generated, diverged, now_ms() - st->t0);
+    fprintf(stderr, "%s %s %d prompt=%u cached=%u generated=%u%s%s%s %.1fms\n", st->method, st->path, st->status,
+            prompt, cached, generated, diverged, st->key[0] ? " key=" : "", st->key, now_ms() - st->t0);
     free(st->body);
     free(st->pending);
     free(st);

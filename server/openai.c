@@ -318,6 +318,18 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
         }
         job->memory_only = !strcmp(r, "in_memory");
     }
+    /* Routing keys: a load balancer hashes them to a replica (deploy/haproxy.cfg). Checked as OpenAI checks
+     * them, never used for the answer or the cache salt, so a conversation answers the same wherever it lands. */
+    const char *route_keys[] = {"prompt_cache_key", "user"};
+    for (int k = 0; k < 2; k++) {
+        json_t *v = json_object_get(root, route_keys[k]);
+        if (v && !json_is_null(v) && !json_is_string(v)) {
+            BAD(route_keys[k], "'%s' must be a string", route_keys[k]);
+            goto out;
+        }
+    }
+    json_t *cache_key = json_object_get(root, "prompt_cache_key");
+    if (json_is_string(cache_key)) snprintf(req->cache_key, sizeof req->cache_key, "%s", json_string_value(cache_key));
 
     snprintf(job->id, sizeof job->id, "%s", req->id);
     if (kind == OAI_CHAT) {

@@ -35,6 +35,7 @@ typedef struct {
     char model[128];
     char id[48];
     long long created;
+    char cache_key[65]; /* prompt_cache_key, for the log only (truncated): a routing key, see oai_parse */
 } oai_request;
 
 /* What the server needs to turn a body into a job. */

@@ -1,6 +1,7 @@
-/* test_openai.c — the chat request parser's guarantees about what reaches the tokenizer: a message cannot
- * inject a control token (its "<s>" or "</s>" stays text, while the template's own ones are tokens), and
- * chat_template_kwargs.enable_thinking switches a thinking template exactly as chat_prompt_ids does. */
+/* test_openai.c — the request parser's guarantees about what reaches the tokenizer: a message cannot
+ * inject a control token (its "<s>" or "</s>" stays text, while the template's own ones are tokens),
+ * chat_template_kwargs.enable_thinking switches a thinking template exactly as chat_prompt_ids does, and the
+ * routing keys (prompt_cache_key, user) are checked but change neither the prompt nor the cache salt. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -114,10 +115,86 @@ static void test_enable_thinking_false_renders_the_empty_think_block(void **stat
     fkv_model_free(m);
 }
 
+/* oai_parse of body as a request of kind under ChatML, into req, job and e; its return. */
+static int parse(const fkv_model *m, oai_kind kind, const char *body, oai_request *req, sched_job *job, oai_error *e) {
+    static const chat_template chatml = {.family = CHAT_CHATML};
+    oai_context ctx = {m, &chatml, 512};
+    memset(req, 0, sizeof *req);
+    memset(job, 0, sizeof *job);
+    return oai_parse(&ctx, kind, body, strlen(body), req, job, e);
+}
+
+static void test_routing_keys_change_neither_the_prompt_nor_the_salt(void **state) {
+    (void)state;
+    fkv_model *m = load_stories();
+    const struct {
+        oai_kind kind;
+        const char *plain, *keyed, *logged;
+    } cases[] = {
+        {OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"cache_salt\": \"tenant\"}",
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"cache_salt\": \"tenant\", "
+         "\"prompt_cache_key\": \"conversation-1\", \"user\": \"user-7\"}",
+         "conversation-1"},
+        {OAI_COMPLETION, "{\"prompt\": \"Once upon a time\"}",
+         "{\"prompt\": \"Once upon a time\", \"user\": null, \"prompt_cache_key\": "
+         "\"0123456789012345678901234567890123456789012345678901234567890123-and-more\"}",
+         "0123456789012345678901234567890123456789012345678901234567890123"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        oai_request req_plain, req_keyed;
+        sched_job plain, keyed;
+        oai_error e;
+        if (parse(m, cases[i].kind, cases[i].plain, &req_plain, &plain, &e)) fail_msg("oai_parse: %s", e.message);
+        if (parse(m, cases[i].kind, cases[i].keyed, &req_keyed, &keyed, &e)) fail_msg("oai_parse: %s", e.message);
+        assert_int_equal(keyed.n_ids, plain.n_ids);
+        assert_memory_equal(keyed.ids, plain.ids, plain.n_ids * sizeof *plain.ids);
+        assert_true((keyed.salt == NULL) == (plain.salt == NULL));
+        if (plain.salt) assert_string_equal(keyed.salt, plain.salt);
+        assert_string_equal(req_plain.cache_key, "");
+        assert_string_equal(req_keyed.cache_key, cases[i].logged); /* kept for the log, truncated */
+        free_job(&plain);
+        free_job(&keyed);
+    }
+    fkv_model_free(m);
+}
+
+static void test_a_routing_key_that_is_not_a_string_is_a_400(void **state) {
+    (void)state;
+    fkv_model *m = load_stories();
+    const struct {
+        oai_kind kind;
+        const char *body, *param;
+    } cases[] = {
+        {OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"prompt_cache_key\": 5}",
+         "prompt_cache_key"},
+        {OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"prompt_cache_key\": {\"id\": \"a\"}}",
+         "prompt_cache_key"},
+        {OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"prompt_cache_key\": [\"a\"]}",
+         "prompt_cache_key"},
+        {OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"user\": true}", "user"},
+        {OAI_COMPLETION, "{\"prompt\": \"Hi\", \"prompt_cache_key\": 1.5}", "prompt_cache_key"},
+        {OAI_COMPLETION, "{\"prompt\": \"Hi\", \"user\": 42}", "user"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        oai_request req;
+        sched_job job;
+        oai_error e;
+        assert_int_equal(parse(m, cases[i].kind, cases[i].body, &req, &job, &e), -1);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.type, "invalid_request_error");
+        assert_string_equal(e.param, cases[i].param);
+        assert_non_null(strstr(e.message, "must be a string"));
+        free_job(&job);
+    }
+    fkv_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_message_cannot_inject_control_tokens),
         cmocka_unit_test(test_enable_thinking_false_renders_the_empty_think_block),
+        cmocka_unit_test(test_routing_keys_change_neither_the_prompt_nor_the_salt),
+        cmocka_unit_test(test_a_routing_key_that_is_not_a_string_is_a_400),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
