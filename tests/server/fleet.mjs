@@ -226,17 +226,8 @@ async function diskSettled(replica) {
     return Number(/^flatkv_kv_disk_pending (\d+)$/m.exec(await r.text())?.[1] ?? 0);
   };
   let n;
-  for (let waited = 0; (n = await pending()) > 0 && waited < REQUEST_MS; waited += 50) {
-    // An idle server's /metrics shows the engine's stats as of its last step (the scheduler copies them
-    // after each one): every second, a 1-token request makes it step again.
-    if (waited % 1000 === 950)
-      await (await fetch(`${url}/v1/completions`, {
-        method: 'POST',
-        body: JSON.stringify({ prompt: 'Hi', max_tokens: 1 }),
-        signal: AbortSignal.timeout(REQUEST_MS),
-      })).text();
+  for (let waited = 0; (n = await pending()) > 0 && waited < REQUEST_MS; waited += 50)
     await new Promise((res) => setTimeout(res, 50));
-  }
   check(`replica${replica.k} has written its blocks before the kill`, n === 0, `${n} writes pending`);
 }
 
