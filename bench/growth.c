@@ -171,8 +171,8 @@ int main(int argc, char **argv) {
     mismatches += w.kv != c.kv;
     printf("ratio turn_at_%u=%.2f first_token_%u=%.1f restart_first_token_%u=%.1f decode_cached/cold=%.2f "
            "decode_disk/memory=%.2f mismatches=%d\n", n, last_ratio, long_n - 1, ttft_ratio, last_prompt, restart_ratio,
-           decoded[0] / decode_ms[0] / (decoded[1] / decode_ms[1]), decoded[2] / decode_ms[2] / (decoded[0] / decode_ms[0]),
-           mismatches);
+           decoded[0] / decode_ms[0] / (decoded[1] / decode_ms[1]),
+           decoded[2] / decode_ms[2] / (decoded[0] / decode_ms[0]), mismatches);
 
     free(convo);
     free(logits);

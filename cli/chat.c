@@ -151,7 +151,8 @@ static int transcript_load(transcript *t, const char *path) {
             if (!strcmp(role, ROLES[r])) known = ROLES[r];
         if (rc > 0 && (!known || transcript_push(t, known, content, strlen(content)))) rc = -1;
     }
-    if (rc < 0) fprintf(stderr, "flatkv chat: '%s' is not a saved conversation (%s)\n", path, msgs ? "bad message" : jerr.text);
+    if (rc < 0)
+        fprintf(stderr, "flatkv chat: '%s' is not a saved conversation (%s)\n", path, msgs ? "bad message" : jerr.text);
     json_decref(msgs);
     return rc;
 }

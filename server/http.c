@@ -319,7 +319,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
             if (j->reuse.held < j->reuse.capped) /* the rest agreed, but the window layers no longer held its rows */
                 at += snprintf(diverged + at, sizeof diverged - (size_t)at, " window_held=%u/%u", j->reuse.held,
                                j->reuse.capped);
-            if (j->reuse.from_disk) snprintf(diverged + at, sizeof diverged - (size_t)at, " disk=%u", j->reuse.from_disk);
+            if (j->reuse.from_disk)
+                snprintf(diverged + at, sizeof diverged - (size_t)at, " disk=%u", j->reuse.from_disk);
             metrics_count_completion(srv->metrics, prompt, cached, generated, j->prefill_ms, j->decode_ms);
         }
         pthread_mutex_unlock(&j->mu);

@@ -99,7 +99,8 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv) {
     } disk[] = {
         {"hits_total", "counter", "Blocks read from the disk tier and verified.", kv->disk_hits},
         {"misses_total", "counter", "Disk tier lookups that found no block file.", kv->disk_misses},
-        {"corrupt_total", "counter", "Block files that did not verify: ignored, removed, recomputed.", kv->disk_corrupt},
+        {"corrupt_total", "counter", "Block files that did not verify: ignored, removed, recomputed.",
+         kv->disk_corrupt},
         {"writes_total", "counter", "Block files written.", kv->disk_writes},
         {"evictions_total", "counter", "Block files removed over --kv-disk, least recently used first.",
          kv->disk_evictions},

@@ -124,7 +124,8 @@ static answer run(fixture *f, fkv_engine *e, fkv_seq *s, const int32_t *ids, uin
 }
 
 /* One turn of ids[0..n) on a fresh sequence of e, checked against the cold run; returns it. */
-static answer turn_exact(fixture *f, fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, const char *what) {
+static answer turn_exact(fixture *f, fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n,
+                         const char *what) {
     fkv_error err = {{0}};
     fkv_seq *s = fkv_seq_open(e, salt, &err);
     if (!s) fail_msg("%s", err.msg);
