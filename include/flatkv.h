@@ -157,6 +157,18 @@ uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos);
 
 typedef struct fkv_sampler fkv_sampler;
 
+#define FKV_MAX_TOP_LOGPROBS 20
+
+/* The log-probabilities of a step: of the id chosen, and of the n_top most likely ids, most likely first (ties: the
+ * lower id). They are the log-softmax of the logits after the penalties, before any constraint and temperature. */
+typedef struct {
+    float logprob;
+    uint32_t n_top;
+    int32_t top_ids[FKV_MAX_TOP_LOGPROBS];
+    float top_logprobs[FKV_MAX_TOP_LOGPROBS];
+} fkv_logprobs;
+
+
 /* Generation after a prefill: sample from logits, feed the token, repeat. */
 typedef struct {
     uint32_t max_tokens;
@@ -168,6 +180,10 @@ typedef struct {
     /* Called with every row of logits a token is sampled from, before sampling (n_vocab floats, borrowed for the
      * call), user as above; returns false to stop (an error writing them). NULL: not called. */
     bool (*on_logits)(void *user, const float *logits, uint32_t n_vocab);
+    /* Called, before on_token, with the log-probabilities of each token given to on_token and of the top_logprobs
+     * (≤ FKV_MAX_TOP_LOGPROBS) most likely ids at its step (fkv_sampler_choose); user as above. NULL: not computed. */
+    void (*on_logprobs)(void *user, int32_t id, const fkv_logprobs *lp);
+    uint32_t top_logprobs;
 } fkv_gen_params;
 
 typedef struct {
@@ -306,16 +322,25 @@ typedef struct {
     float min_p;          /* <= 0: off */
     float repeat_penalty; /* 1: off */
     int32_t repeat_last_n;
+    float frequency_penalty; /* OpenAI's: logit -= frequency_penalty × (times this sampler chose the id); 0: off */
+    float presence_penalty;  /* OpenAI's: logit -= presence_penalty once the sampler has chosen the id; 0: off */
     uint64_t seed;
 } fkv_sampler_params;
 
-/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1.0, repeat_last_n 64, seed 0. */
+/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1.0, repeat_last_n 64, no frequency or presence
+ * penalty, seed 0. */
 fkv_sampler_params fkv_sampler_default_params(void);
 /* A sampler with its own seeded random state and scratch for n_vocab candidates; NULL when out of memory. */
 fkv_sampler *fkv_sampler_new(const fkv_sampler_params *p, int32_t n_vocab);
 void fkv_sampler_free(fkv_sampler *s);
 /* The next id from one row of logits (not modified); history: the ids so far, for the repetition penalty. */
 int32_t fkv_sampler_sample(fkv_sampler *s, const float *logits, const int32_t *history, int n_history);
+
+/* fkv_sampler_sample, where allowed (NULL: all) lets only ids with allowed[id] != 0 be chosen (a constraint; when it
+ * allows none, the choice is as if unconstrained), and lp (NULL: none) receives the step's log-probabilities with
+ * its n_top ≤ FKV_MAX_TOP_LOGPROBS most likely ids (lp->n_top is read: how many to give). */
+int32_t fkv_sampler_choose(fkv_sampler *s, const float *logits, const int32_t *history, int n_history,
+                           const uint8_t *allowed, fkv_logprobs *lp);
 
 #ifdef __cplusplus
 }

@@ -51,6 +51,7 @@ typedef struct {
     char *pending;
     size_t pending_len, pending_off;
     size_t sent;
+    size_t lps_sent; /* logprob entries sent (sched_job.lps) */
     bool first_sent, finished;
 } conn;
 
@@ -120,11 +121,16 @@ static void push_event(conn *st, json_t *obj, const char *literal) {
 static bool produce_events(conn *st) {
     sched_job *j = st->job;
     size_t before = st->pending_len;
-    if (!st->first_sent && st->req.kind == OAI_CHAT) push_event(st, oai_stream_chunk(&st->req, "", 0, NULL, true), NULL);
+    if (!st->first_sent && st->req.kind == OAI_CHAT)
+        push_event(st, oai_stream_chunk(&st->req, "", 0, NULL, true, NULL), NULL);
     st->first_sent = true;
     if (j->stable > st->sent) {
-        push_event(st, oai_stream_chunk(&st->req, j->text + st->sent, j->stable - st->sent, NULL, false), NULL);
+        size_t lps_to = st->lps_sent; /* the tokens whose text this chunk completes */
+        while (lps_to < j->n_lps && j->lps[lps_to].end <= j->stable) lps_to++;
+        json_t *lps = j->logprobs ? oai_logprobs(&st->req, j, st->lps_sent, lps_to) : NULL;
+        push_event(st, oai_stream_chunk(&st->req, j->text + st->sent, j->stable - st->sent, NULL, false, lps), NULL);
         st->sent = j->stable;
+        st->lps_sent = lps_to;
     }
     if (j->done && st->sent == j->stable) {
         if (j->tool_calls) push_event(st, oai_tool_calls_chunk(&st->req, j), NULL);
@@ -133,7 +139,7 @@ static bool produce_events(conn *st) {
             oai_fail(&e, j->error_status, "server_error", NULL, NULL, "%s", j->error);
             push_event(st, oai_error_body(&e), NULL);
         } else {
-            push_event(st, oai_stream_chunk(&st->req, NULL, 0, j->finish_reason, false), NULL);
+            push_event(st, oai_stream_chunk(&st->req, NULL, 0, j->finish_reason, false, NULL), NULL);
             if (st->req.include_usage) push_event(st, oai_usage_chunk(&st->req, j), NULL);
         }
         push_event(st, NULL, "[DONE]");

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "toolcall.h"
+#include "utf8.h"
 
 #define MAX_STOP 16
 
@@ -219,6 +220,30 @@ static int get_number(const json_t *body, const char *key, double lo, double hi,
     return 0;
 }
 
+/* Chat: logprobs (a boolean) and top_logprobs (0-20, only with logprobs); legacy completions: logprobs, the number of
+ * top entries (0-20; null: none). */
+static int get_logprobs(const json_t *body, oai_kind kind, sched_job *job, oai_error *e) {
+    const json_t *lp = json_object_get(body, "logprobs"), *top = json_object_get(body, "top_logprobs");
+    if (kind == OAI_CHAT) {
+        if (lp && !json_is_null(lp) && !json_is_boolean(lp)) return BAD("logprobs", "'logprobs' must be a boolean");
+        if (top && !json_is_null(top) &&
+            (!json_is_integer(top) || json_integer_value(top) < 0 || json_integer_value(top) > FKV_MAX_TOP_LOGPROBS))
+            return BAD("top_logprobs", "'top_logprobs' must be an integer from 0 to %d", FKV_MAX_TOP_LOGPROBS);
+        if (top && !json_is_null(top) && !json_is_true(lp))
+            return BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        job->logprobs = json_is_true(lp);
+        job->top_logprobs = json_is_integer(top) ? (uint32_t)json_integer_value(top) : 0;
+        return 0;
+    }
+    if (top) return BAD("top_logprobs", "'top_logprobs' is a chat parameter; legacy completions take 'logprobs': N");
+    if (lp && !json_is_null(lp) &&
+        (!json_is_integer(lp) || json_integer_value(lp) < 0 || json_integer_value(lp) > FKV_MAX_TOP_LOGPROBS))
+        return BAD("logprobs", "'logprobs' must be an integer from 0 to %d", FKV_MAX_TOP_LOGPROBS);
+    job->logprobs = json_is_integer(lp);
+    job->top_logprobs = job->logprobs ? (uint32_t)json_integer_value(lp) : 0;
+    return 0;
+}
+
 static int get_stop(const json_t *body, sched_job *job, oai_error *e) {
     json_t *stop = json_object_get(body, "stop");
     if (!stop || json_is_null(stop)) return 0;
@@ -258,6 +283,7 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
         goto out;
     }
     snprintf(req->model, sizeof req->model, "%s", model ? json_string_value(model) : fkv_model_get_info(ctx->model).name);
+    req->m = ctx->model;
 
     json_t *n = json_object_get(root, "n");
     if (n && !json_is_null(n) && (!json_is_integer(n) || json_integer_value(n) != 1)) {
@@ -286,7 +312,9 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
         get_number(root, "top_p", 0, 1, &job->sampling.top_p, e) ||
         get_number(root, "min_p", 0, 1, &job->sampling.min_p, e) || get_number(root, "top_k", 0, 1e6, &top_k, e) ||
         get_number(root, "repeat_penalty", 0.01, 100, &job->sampling.repeat_penalty, e) ||
-        get_number(root, "repeat_last_n", 0, 1e6, &repeat_last_n, e))
+        get_number(root, "repeat_last_n", 0, 1e6, &repeat_last_n, e) ||
+        get_number(root, "frequency_penalty", -2, 2, &job->sampling.frequency_penalty, e) ||
+        get_number(root, "presence_penalty", -2, 2, &job->sampling.presence_penalty, e) || get_logprobs(root, kind, job, e))
         goto out;
     job->sampling.top_k = (int32_t)top_k;
     job->sampling.repeat_last_n = (int32_t)repeat_last_n;
@@ -406,6 +434,66 @@ static json_t *envelope(const oai_request *req, bool chunk) {
                      "created", (json_int_t)req->created, "model", req->model, "system_fingerprint", "flatkv");
 }
 
+/* One token's text (valid UTF-8) and its bytes. */
+static void token_json(const oai_request *req, int32_t prev, int32_t id, json_t **text, json_t **bytes) {
+    char piece[256];
+    int len = fkv_token_piece(req->m, prev, id, piece, sizeof piece);
+    len = len < 0 ? 0 : len > (int)sizeof piece ? (int)sizeof piece : len;
+    size_t clean_len;
+    char *clean = utf8_sanitize(piece, (size_t)len, &clean_len);
+    *text = json_stringn(clean ? clean : "", clean ? clean_len : 0);
+    free(clean);
+    if (!bytes) return;
+    *bytes = json_array();
+    for (int i = 0; i < len; i++) json_array_append_new(*bytes, json_integer((unsigned char)piece[i]));
+}
+
+json_t *oai_logprobs(const oai_request *req, const sched_job *job, size_t from, size_t to) {
+    const bool chat = req->kind == OAI_CHAT;
+    json_t *content = json_array(), *tokens = json_array(), *token_lps = json_array(), *tops = json_array(),
+           *offsets = json_array();
+    for (size_t i = from; i < to; i++) {
+        const sched_logprob *e = &job->lps[i];
+        const int32_t prev = i ? job->lps[i - 1].id : job->ids[job->n_ids - 1];
+        json_t *text, *bytes, *top = chat ? json_array() : json_object();
+        token_json(req, prev, e->id, &text, chat ? &bytes : NULL);
+        for (uint32_t k = 0; k < e->lp.n_top; k++) {
+            json_t *t, *b;
+            token_json(req, prev, e->lp.top_ids[k], &t, chat ? &b : NULL);
+            if (chat)
+                json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token", t, "logprob",
+                                                     (double)e->lp.top_logprobs[k], "bytes", b));
+            else {
+                json_object_set_new(top, json_string_value(t), json_real(e->lp.top_logprobs[k]));
+                json_decref(t);
+            }
+        }
+        if (chat) {
+            json_array_append_new(content, json_pack("{s:o,s:f,s:o,s:o}", "token", text, "logprob",
+                                                     (double)e->lp.logprob, "bytes", bytes, "top_logprobs", top));
+        } else {
+            json_array_append_new(tokens, text);
+            json_array_append_new(token_lps, json_real(e->lp.logprob));
+            json_array_append_new(tops, top);
+            json_array_append_new(offsets, json_integer(i ? (json_int_t)job->lps[i - 1].end : 0));
+        }
+    }
+    if (chat) {
+        json_decref(tokens), json_decref(token_lps), json_decref(tops), json_decref(offsets);
+        return json_pack("{s:o,s:n}", "content", content, "refusal");
+    }
+    json_decref(content);
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", token_lps, "top_logprobs", tops,
+                     "text_offset", offsets);
+}
+
+/* The entries of job's content (their text ends within it). */
+static size_t content_lps(const sched_job *job) {
+    size_t n = 0;
+    while (n < job->n_lps && job->lps[n].end <= job->content_len) n++;
+    return n;
+}
+
 json_t *oai_response(const oai_request *req, const sched_job *job) {
     json_t *r = envelope(req, false), *choice;
     if (req->kind == OAI_CHAT) {
@@ -421,13 +509,15 @@ json_t *oai_response(const oai_request *req, const sched_job *job) {
     else
         choice = json_pack("{s:i,s:s%,s:n,s:s}", "index", 0, "text", job->text ? job->text : "", job->len, "logprobs",
                            "finish_reason", job->finish_reason);
+    if (job->logprobs) json_object_set_new(choice, "logprobs", oai_logprobs(req, job, 0, content_lps(job)));
     json_object_set_new(r, "choices", json_pack("[o]", choice));
     json_object_set_new(r, "usage", usage_json(job));
     json_object_set_new(r, "timings", timings_json(job));
     return r;
 }
 
-json_t *oai_stream_chunk(const oai_request *req, const char *text, size_t len, const char *finish_reason, bool first) {
+json_t *oai_stream_chunk(const oai_request *req, const char *text, size_t len, const char *finish_reason, bool first,
+                         json_t *logprobs) {
     json_t *r = envelope(req, true), *choice;
     json_t *finish = finish_reason ? json_string(finish_reason) : json_null();
     if (req->kind == OAI_CHAT) {
@@ -439,6 +529,7 @@ json_t *oai_stream_chunk(const oai_request *req, const char *text, size_t len, c
         choice = json_pack("{s:i,s:s%,s:n,s:o}", "index", 0, "text", text ? text : "", len, "logprobs",
                            "finish_reason", finish);
     }
+    if (logprobs) json_object_set_new(choice, "logprobs", logprobs);
     json_object_set_new(r, "choices", json_pack("[o]", choice));
     return r;
 }

@@ -64,6 +64,7 @@ static void job_free(sched_job *j) {
     for (size_t i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->stop);
     free(j->text);
+    free(j->lps);
     json_decref(j->tool_calls);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
@@ -108,15 +109,11 @@ void sched_submit(sched *s, sched_job *j) {
     pthread_mutex_unlock(&s->mu);
 }
 
+static size_t sanitize_span(sched_job *j, size_t from, size_t to);
+
 /* Mark done (job->mu held): all text becomes stable, valid UTF-8. */
 static void finish_locked(sched_job *j, const char *reason) {
-    size_t clean_len;
-    char *clean = utf8_sanitize(j->text ? j->text : "", j->len, &clean_len);
-    if (clean) {
-        free(j->text);
-        j->text = clean;
-        j->len = j->cap = clean_len;
-    }
+    if (j->text) sanitize_span(j, j->stable, j->len);
     j->content_len = j->len;
     if (j->tool_format && !j->error_status &&
         (j->tool_calls = toolcall_parse(j->tool_format, j->text, j->len, j->id, &j->content_len)))
@@ -150,11 +147,34 @@ static size_t sanitize_span(sched_job *j, size_t from, size_t to) {
         j->text = grown;
         j->cap = len + 1;
     }
+    /* The tokens whose text moves: after the span by the change in length, inside it to where their bytes went. */
+    for (size_t i = j->n_lps; i-- > 0 && j->lps[i].end > from && j->lps[i].end != SIZE_MAX;) {
+        size_t *end = &j->lps[i].end, inside = 0;
+        if (*end >= to) {
+            *end = *end - to + from + clean_len;
+            continue;
+        }
+        free(utf8_sanitize(j->text + from, *end - from, &inside));
+        *end = from + inside;
+    }
     memmove(j->text + from + clean_len, j->text + to, j->len - to + 1);
     memcpy(j->text + from, clean, clean_len);
     j->len = len;
     free(clean);
     return from + clean_len;
+}
+
+/* fkv_gen_params.on_logprobs: an entry for the token on_token is about to append (its end set there). */
+static void on_logprobs(void *user, int32_t id, const fkv_logprobs *lp) {
+    sched_job *j = user;
+    pthread_mutex_lock(&j->mu);
+    if (j->n_lps == j->cap_lps) {
+        const size_t cap = j->cap_lps * 2 + 16;
+        sched_logprob *grown = realloc(j->lps, sizeof *grown * cap);
+        if (grown) j->lps = grown, j->cap_lps = cap;
+    }
+    if (j->n_lps < j->cap_lps) j->lps[j->n_lps++] = (sched_logprob){.end = SIZE_MAX, .id = id, .lp = *lp};
+    pthread_mutex_unlock(&j->mu);
 }
 
 /* fkv_gen_params.on_token: append, cut at a stop string, publish what is final; false stops generation. */
@@ -175,6 +195,7 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
         j->len += (size_t)piece_len;
         j->text[j->len] = 0;
         j->n_gen++;
+        if (j->n_lps && j->lps[j->n_lps - 1].end == SIZE_MAX) j->lps[j->n_lps - 1].end = j->len;
         /* A stop string may straddle the last piece: search from where it could have begun. */
         size_t from = before >= hold ? before - hold : 0;
         for (size_t i = 0; i < j->n_stop; i++) {
@@ -182,6 +203,7 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
             if (hit && (size_t)(hit - j->text) < j->len) {
                 j->len = (size_t)(hit - j->text);
                 j->text[j->len] = 0;
+                while (j->n_lps && j->lps[j->n_lps - 1].end > j->len) j->n_lps--; /* tokens of the stop string */
                 j->finish_reason = "stop";
                 go_on = false;
             }
@@ -319,7 +341,8 @@ static int admit(sched *s, sched_job *j) {
     sched_run *r = j->run;
     if (!r) {
         r = j->run = calloc(1, sizeof *r);
-        fkv_gen_params gp = {.max_tokens = j->max_tokens, .on_token = on_token, .user = j};
+        fkv_gen_params gp = {.max_tokens = j->max_tokens, .on_token = on_token, .user = j,
+                             .on_logprobs = j->logprobs ? on_logprobs : NULL, .top_logprobs = j->top_logprobs};
         if (!r || !(r->logits = malloc(sizeof(float) * s->n_vocab)) ||
             !(r->out = malloc(sizeof(int32_t) * (j->max_tokens ? j->max_tokens : 1))) ||
             !(gp.sampler = r->sampler = fkv_sampler_new(&j->sampling, (int32_t)s->n_vocab)) ||

@@ -33,6 +33,14 @@
 
 #include "flatkv.h"
 
+/* A generated token's log-probabilities; its text ends at byte `end` of the job's text (it is part of the stable
+ * text once end <= stable). The id before it (for its piece) is the previous entry's, or the prompt's last. */
+typedef struct sched_logprob {
+    size_t end;
+    int32_t id;
+    fkv_logprobs lp;
+} sched_logprob;
+
 typedef struct sched_job {
     /* the request: set before sched_submit, read-only after */
     int32_t *ids;
@@ -43,6 +51,8 @@ typedef struct sched_job {
     size_t n_stop;
     char *salt;  /* cache_salt: requests under different salts never share rows; NULL: the default */
     bool memory_only; /* prompt_cache_retention "in_memory": its blocks are never written to the disk tier */
+    bool logprobs;         /* record each content token's log-probabilities (sched_logprob) */
+    uint32_t top_logprobs; /* and this many most likely ids at its step */
     int tool_format;  /* a toolcall_format: the request offered tools, calls may come back */
     char id[48];      /* the request's id, for tool call ids */
 
@@ -58,6 +68,8 @@ typedef struct sched_job {
     const char *finish_reason; /* "stop", "length" or "tool_calls" once done */
     json_t *tool_calls;        /* the calls the output made (OpenAI tool_calls), or NULL */
     size_t content_len;        /* once done: text[0..content_len) is content (the rest were calls) */
+    struct sched_logprob *lps; /* with logprobs: one per token appended, in order (n_lps of them) */
+    size_t n_lps, cap_lps;
     int error_status;          /* 0, or the HTTP status of a failure (error in `error`) */
     char error[512];
     uint32_t cached;

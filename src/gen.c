@@ -43,13 +43,15 @@ int32_t fkv_gen_next(fkv_gen *g, const float *logits, const int32_t *history, in
         g->over = true;
         return -1;
     }
-    int32_t id = fkv_sampler_sample(g->p.sampler, logits, history, n_history);
+    fkv_logprobs lp = {.n_top = g->p.top_logprobs};
+    int32_t id = fkv_sampler_choose(g->p.sampler, logits, history, n_history, NULL, g->p.on_logprobs ? &lp : NULL);
     g->out[g->res.n_tokens++] = id;
     g->over = true;
     if (fkv_token_is_eog(g->m, id)) {
         g->res.eog = true;
         return -1;
     }
+    if (g->p.on_logprobs) g->p.on_logprobs(g->p.user, id, &lp);
     if (g->p.on_token) {
         char piece[256];
         int len = fkv_token_piece(g->m, n_history ? history[n_history - 1] : -1, id, piece, sizeof piece);

@@ -46,6 +46,10 @@ struct fkv_sampler {
     sampler_cand *cand;   /* [n_vocab] the row being narrowed; the candidates in play are a prefix */
     double *weight;       /* [n_vocab] unnormalized probability of cand[i] */
     unsigned char *seen;  /* [n_vocab] 1 while an id is being penalized; all 0 between calls */
+    float *penalized;     /* [n_vocab] the penalized row, kept for the chosen id's log-probability */
+    uint32_t *chosen;     /* [n_vocab] times each id was returned: the frequency and presence penalties' counts */
+    int32_t *chosen_ids;  /* the distinct ids returned, in first-return order; n_chosen of them */
+    int32_t n_chosen;
 };
 
 fkv_sampler_params fkv_sampler_default_params(void) {
@@ -56,6 +60,8 @@ fkv_sampler_params fkv_sampler_default_params(void) {
         .min_p = 0.05f,
         .repeat_penalty = 1.0f,
         .repeat_last_n = 64,
+        .frequency_penalty = 0.0f,
+        .presence_penalty = 0.0f,
         .seed = 0,
     };
 }
@@ -93,7 +99,10 @@ fkv_sampler *fkv_sampler_new(const fkv_sampler_params *p, int32_t n_vocab) {
     s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
     s->weight = malloc((size_t)n_vocab * sizeof *s->weight);
     s->seen = calloc((size_t)n_vocab, 1);
-    if (!s->cand || !s->weight || !s->seen) {
+    s->penalized = malloc((size_t)n_vocab * sizeof *s->penalized);
+    s->chosen = calloc((size_t)n_vocab, sizeof *s->chosen);
+    s->chosen_ids = malloc((size_t)n_vocab * sizeof *s->chosen_ids);
+    if (!s->cand || !s->weight || !s->seen || !s->penalized || !s->chosen || !s->chosen_ids) {
         fkv_sampler_free(s);
         return NULL;
     }
@@ -107,6 +116,9 @@ void fkv_sampler_free(fkv_sampler *s) {
     free(s->cand);
     free(s->weight);
     free(s->seen);
+    free(s->penalized);
+    free(s->chosen);
+    free(s->chosen_ids);
     free(s);
 }
 
@@ -241,6 +253,41 @@ static void apply_repeat_penalty(fkv_sampler *s, const int32_t *history, int n_h
     }
 }
 
+/* OpenAI's frequency and presence penalties over the ids this sampler returned (cand still indexed by id). */
+static void apply_openai_penalties(fkv_sampler *s) {
+    const float freq = s->params.frequency_penalty, pres = s->params.presence_penalty;
+    if (!(freq != 0.0f || pres != 0.0f)) return;
+    for (int32_t i = 0; i < s->n_chosen; i++) {
+        const int32_t id = s->chosen_ids[i];
+        s->cand[id].logit -= freq * (float)s->chosen[id] + pres;
+    }
+}
+
+/* lp's top ids from the penalized row (cand still indexed by id); *lse = its log-sum-exp. */
+static void fill_top_logprobs(const fkv_sampler *s, fkv_logprobs *lp, double *lse) {
+    const int32_t n_vocab = s->n_vocab;
+    double max = max_logit(s->cand, n_vocab), sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)s->cand[i].logit - max);
+    *lse = max + log(sum);
+    uint32_t k = lp->n_top > FKV_MAX_TOP_LOGPROBS ? FKV_MAX_TOP_LOGPROBS : lp->n_top, n = 0;
+    if (k > (uint32_t)n_vocab) k = (uint32_t)n_vocab;
+    sampler_cand top[FKV_MAX_TOP_LOGPROBS];
+    for (int32_t i = 0; i < n_vocab && k; i++) { /* insertion into the best k so far, best first */
+        if (n == k && !cand_better(s->cand[i], top[k - 1])) continue;
+        uint32_t at = n < k ? n++ : k - 1;
+        while (at > 0 && cand_better(s->cand[i], top[at - 1])) {
+            top[at] = top[at - 1];
+            at--;
+        }
+        top[at] = s->cand[i];
+    }
+    lp->n_top = n;
+    for (uint32_t i = 0; i < n; i++) {
+        lp->top_ids[i] = top[i].id;
+        lp->top_logprobs[i] = (float)((double)top[i].logit - *lse);
+    }
+}
+
 /* weight[i] = exp((cand[i].logit - max) / temp) for i < n; returns their sum. */
 static double fill_weights(fkv_sampler *s, int32_t n, double temp) {
     double max = max_logit(s->cand, n), sum = 0.0;
@@ -251,17 +298,10 @@ static double fill_weights(fkv_sampler *s, int32_t n, double temp) {
     return sum;
 }
 
-int32_t fkv_sampler_sample(fkv_sampler *s, const float *logits, const int32_t *history, int n_history) {
+/* The id drawn from cand (indexed by id, penalized and constrained): greedy, or filtered and drawn. */
+static int32_t pick(fkv_sampler *s) {
     const fkv_sampler_params *p = &s->params;
-    int32_t n_vocab = s->n_vocab;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        float l = logits[i];
-        if (isnan(l)) l = -INFINITY;
-        else if (l == INFINITY) l = FLT_MAX;
-        s->cand[i] = (sampler_cand){l, i};
-    }
-    apply_repeat_penalty(s, history, n_history);
-
+    const int32_t n_vocab = s->n_vocab;
     if (!(p->temp > 0.0f)) {
         int32_t best = 0;
         for (int32_t i = 1; i < n_vocab; i++)
@@ -303,4 +343,34 @@ int32_t fkv_sampler_sample(fkv_sampler *s, const float *logits, const int32_t *h
     }
     /* Rounding left target at or beyond the running sum: the last drawable candidate. */
     return s->cand[last_positive].id;
+}
+
+int32_t fkv_sampler_sample(fkv_sampler *s, const float *logits, const int32_t *history, int n_history) {
+    return fkv_sampler_choose(s, logits, history, n_history, NULL, NULL);
+}
+
+int32_t fkv_sampler_choose(fkv_sampler *s, const float *logits, const int32_t *history, int n_history,
+                           const uint8_t *allowed, fkv_logprobs *lp) {
+    const int32_t n_vocab = s->n_vocab;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        float l = logits[i];
+        if (isnan(l)) l = -INFINITY;
+        else if (l == INFINITY) l = FLT_MAX;
+        s->cand[i] = (sampler_cand){l, i};
+    }
+    apply_repeat_penalty(s, history, n_history);
+    apply_openai_penalties(s);
+    double lse = 0.0;
+    if (lp) {
+        fill_top_logprobs(s, lp, &lse);
+        for (int32_t i = 0; i < n_vocab; i++) s->penalized[i] = s->cand[i].logit;
+    }
+    bool any = !allowed; /* a constraint that allows nothing drawable is ignored, not a dead end */
+    for (int32_t i = 0; allowed && !any && i < n_vocab; i++) any = allowed[i] && s->cand[i].logit > -INFINITY;
+    for (int32_t i = 0; allowed && any && i < n_vocab; i++)
+        if (!allowed[i]) s->cand[i].logit = -INFINITY;
+    const int32_t id = pick(s);
+    if (s->chosen[id]++ == 0) s->chosen_ids[s->n_chosen++] = id;
+    if (lp) lp->logprob = (float)((double)s->penalized[id] - lse);
+    return id;
 }

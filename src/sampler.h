@@ -5,10 +5,12 @@
  * never allocates per token: its scratch is sized at creation for the vocabulary.
  *
  * Pipeline (llama.cpp's order): repetition penalty over the last `repeat_last_n` ids of the history
- * (a positive logit divided by the penalty, a negative one multiplied) → if temp <= 0: argmax (ties:
- * lowest id) → top-k (k <= 0: off) → top-p (1: off) → min-p (0: off; keeps ids whose probability is
- * >= min_p × the top probability) → temperature → softmax → one draw from the seeded generator.
- * Filters always keep at least one token. The logits passed in are not modified.
+ * (a positive logit divided by the penalty, a negative one multiplied) → OpenAI's frequency and presence
+ * penalties over the ids this sampler chose before (a generation's own output, not its prompt) → [the
+ * log-probabilities, when asked: log-softmax of this row] → the constraint (ids not allowed are dropped) →
+ * if temp <= 0: argmax (ties: lowest id) → top-k (k <= 0: off) → top-p (1: off) → min-p (0: off; keeps ids
+ * whose probability is >= min_p × the top probability) → temperature → softmax → one draw from the seeded
+ * generator. Filters always keep at least one token. The logits passed in are not modified.
  *
  * Thread-safety: one sampler per generation; not shared.
  */

@@ -563,6 +563,48 @@ static void test_sampler_new_refuses_an_empty_vocabulary(void **state) {
     fkv_sampler_free(NULL);
 }
 
+/* OpenAI's penalties count what the sampler chose: frequency by the count, presence once. */
+static void test_frequency_and_presence_penalties_count_the_ids_chosen(void **state) {
+    (void)state;
+    const float logits[4] = {1.0f, 3.0f, 2.5f, 0.0f};
+    fkv_sampler_params p = plain(0.0f, 1);
+    p.frequency_penalty = 0.3f;
+    fkv_sampler *s = fkv_sampler_new(&p, 4);
+    /* 3.0 - 0.3k vs 2.5: id 1 twice (3.0, 2.7), then id 2 (2.4 < 2.5) */
+    const int32_t want[] = {1, 1, 2, 1, 2};
+    for (int i = 0; i < 5; i++) assert_int_equal(fkv_sampler_sample(s, logits, NULL, 0), want[i]);
+    fkv_sampler_free(s);
+    p.frequency_penalty = 0.0f;
+    p.presence_penalty = 0.6f; /* once chosen, 3.0 - 0.6 < 2.5: then id 2 (2.5 - 0.6 < 2.4) goes back to id 1 */
+    s = fkv_sampler_new(&p, 4);
+    const int32_t want_presence[] = {1, 2, 1, 1};
+    for (int i = 0; i < 4; i++) assert_int_equal(fkv_sampler_sample(s, logits, NULL, 0), want_presence[i]);
+    fkv_sampler_free(s);
+}
+
+/* The log-probabilities are the log-softmax of the row, top ids best first; a constraint does not change them. */
+static void test_logprobs_are_the_rows_log_softmax_before_the_constraint(void **state) {
+    (void)state;
+    const float logits[5] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+    double sum = 0;
+    for (int i = 0; i < 5; i++) sum += exp(logits[i]);
+    fkv_sampler_params p = plain(0.0f, 1);
+    fkv_sampler *s = fkv_sampler_new(&p, 5);
+    const uint8_t allowed[5] = {1, 0, 1, 0, 0}; /* the two best are not allowed */
+    fkv_logprobs lp = {.n_top = 3};
+    assert_int_equal(fkv_sampler_choose(s, logits, NULL, 0, allowed, &lp), 0);
+    assert_int_equal(lp.n_top, 3);
+    const int32_t top[3] = {1, 3, 4}; /* the tie of 1 and 3 goes to the lower id */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(lp.top_ids[i], top[i]);
+        assert_float_equal(lp.top_logprobs[i], logits[top[i]] - log(sum), 1e-5);
+    }
+    assert_float_equal(lp.logprob, logits[0] - log(sum), 1e-5);
+    const uint8_t none[5] = {0};
+    assert_int_equal(fkv_sampler_choose(s, logits, NULL, 0, none, NULL), 1); /* allowing nothing constrains nothing */
+    fkv_sampler_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_picks_the_argmax),
@@ -589,6 +631,8 @@ int main(void) {
         cmocka_unit_test(test_positive_infinity_dominates_without_poisoning_the_softmax),
         cmocka_unit_test(test_a_vocabulary_of_one_always_gives_id_zero),
         cmocka_unit_test(test_sampler_new_refuses_an_empty_vocabulary),
+        cmocka_unit_test(test_frequency_and_presence_penalties_count_the_ids_chosen),
+        cmocka_unit_test(test_logprobs_are_the_rows_log_softmax_before_the_constraint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -140,6 +140,48 @@ async function stopStrings() {
   );
 }
 
+/** logprobs and top_logprobs: the greedy token is the most likely one; the lists are sorted; streamed and whole
+ * agree; a resumed request gives the cold one's values; legacy completions' shape; the penalties change answers. */
+async function logprobs() {
+  const messages = [{ role: 'user', content: 'Tell me about a cat.' }];
+  const cold = await chat(messages, { max_tokens: 12, logprobs: true, top_logprobs: 5 });
+  const warm = await chat(messages, { max_tokens: 12, logprobs: true, top_logprobs: 5 });
+  const entries = cold.choices[0].logprobs.content;
+  checkEqual('one entry per token', entries.length, cold.usage.completion_tokens);
+  checkEqual('the entries spell the answer', entries.map((e) => e.token).join(''), cold.choices[0].message.content);
+  check('greedy: each token is the top one, with its logprob',
+    entries.every((e) => e.top_logprobs[0].token === e.token && e.top_logprobs[0].logprob === e.logprob));
+  check('top_logprobs are 5, sorted, each <= 0', entries.every((e) => e.top_logprobs.length === 5 &&
+    e.top_logprobs.every((t, i, a) => t.logprob <= 0 && (i === 0 || a[i - 1].logprob >= t.logprob))));
+  check('bytes are the token\'s UTF-8', entries.every((e) => Buffer.from(e.bytes).toString() === e.token));
+  check('the resumed request reused the prompt', warm.usage.prompt_tokens_details.cached_tokens > 0);
+  checkEqual('and gives the cold request\'s logprobs', warm.choices[0].logprobs, cold.choices[0].logprobs);
+  const stream = await chat(messages, { max_tokens: 12, logprobs: true, top_logprobs: 5, stream: true });
+  const streamed = [];
+  for await (const chunk of stream) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  checkEqual('streamed entries equal the whole response\'s', streamed, entries);
+
+  const legacy = await client.completions.create({ model: 'stories260K', prompt: 'Once upon a time', max_tokens: 6,
+    temperature: 0, logprobs: 3 });
+  const lp = legacy.choices[0].logprobs;
+  checkEqual('legacy: tokens spell the text', lp.tokens.join(''), legacy.choices[0].text);
+  check('legacy: top_logprobs hold 3 ids, the chosen one among them', lp.top_logprobs.every((t, i) =>
+    Object.keys(t).length === 3 && t[lp.tokens[i]] === lp.token_logprobs[i]));
+  checkEqual('legacy: text_offset', lp.text_offset, lp.tokens.map((_, i) => lp.tokens.slice(0, i).join('').length));
+
+  const plain = (await chat(messages, { max_tokens: 40 })).choices[0].message.content;
+  const penalized = (await chat(messages, { max_tokens: 40, frequency_penalty: 2, presence_penalty: 1 }))
+    .choices[0].message.content;
+  check('frequency and presence penalties change a greedy answer', penalized !== plain, JSON.stringify(penalized));
+  let status = 0;
+  try {
+    await chat(messages, { max_tokens: 4, presence_penalty: 2.5 });
+  } catch (e) {
+    status = e.status;
+  }
+  checkEqual('presence_penalty out of range is a 400', status, 400);
+}
+
 async function models() {
   const list = await client.models.list();
   const ids = list.data.map((m) => m.id);
@@ -151,6 +193,7 @@ await runSections([
   ['streaming equals non-streaming', streamingEqualsNonStreaming],
   ['the server answers as flatkv generate does', serverEqualsGenerate],
   ['stop strings', stopStrings],
+  ['logprobs and penalties', logprobs],
   ['models', models],
 ]);
 try {
