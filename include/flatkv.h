@@ -285,6 +285,9 @@ int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
 /* Append embedding rows ([n][dim] f32) to s after its prompt: their ids are recorded as ones no prompt has, so no
  * prompt resumes past them. logits (may be NULL) of the last row. -1 with err; rows already computed stay. */
 int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err);
+/* A new sequence holding what s holds (its ids and rows, shared: nothing is computed), to go on differently from s —
+ * another choice of the same prompt. NULL with err (out of memory). */
+fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err);
 /* Keep s's positions [0, n_pos) only: the rows after stay cached under their ids, and s resumes on the first n_pos
  * like a prompt (recomputing any that are no longer held). -1 with err (out of memory): s then holds nothing. */
 int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err);

@@ -182,6 +182,21 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         return send_error(c, st, &e);
     }
     if (!st->key[0]) set_log_key(st->key, st->req.cache_key);
+    if (st->req.n > 1 && st->req.stream) {
+        sched_job_release(srv->sched, st->job);
+        st->job = NULL;
+        return fail(c, st, 400, "invalid_request_error", "n", NULL, "'n' > 1 is not supported with 'stream'");
+    }
+    /* The other choices: the same request, each with its seed + i, started from this one's prompt. */
+    for (uint32_t i = 1; i < st->req.n; i++) {
+        sched_job *f = sched_job_follower(st->job, st->job->sampling.seed + i);
+        if (!f) {
+            sched_job_release(srv->sched, st->job);
+            st->job = NULL;
+            return fail(c, st, 500, "server_error", NULL, NULL, "out of memory");
+        }
+        sched_job_release(srv->sched, f); /* the leader keeps it */
+    }
     sched_submit(srv->sched, st->job);
     if (st->req.stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, st, NULL);
@@ -193,18 +208,21 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         return ret;
     }
     sched_job *j = st->job;
-    pthread_mutex_lock(&j->mu);
-    while (!j->done) {
-        sched_job_wait_locked(j, SIZE_MAX, LIVENESS_MS);
-        if (!j->done && client_gone(st->fd)) {
-            pthread_mutex_unlock(&j->mu);
-            sched_job_cancel(j);
-            st->status = 499; /* client closed the request */
-            return MHD_NO;
+    for (uint32_t i = 0; i <= j->n_followers; i++) { /* every choice */
+        sched_job *choice = i ? j->followers[i - 1] : j;
+        pthread_mutex_lock(&choice->mu);
+        while (!choice->done) {
+            sched_job_wait_locked(choice, SIZE_MAX, LIVENESS_MS);
+            if (!choice->done && client_gone(st->fd)) {
+                pthread_mutex_unlock(&choice->mu);
+                for (uint32_t k = 0; k <= j->n_followers; k++) sched_job_cancel(k ? j->followers[k - 1] : j);
+                st->status = 499; /* client closed the request */
+                return MHD_NO;
+            }
         }
+        pthread_mutex_unlock(&choice->mu);
+        if (choice->error_status) return fail(c, st, choice->error_status, "server_error", NULL, NULL, choice->error);
     }
-    pthread_mutex_unlock(&j->mu);
-    if (j->error_status) return fail(c, st, j->error_status, "server_error", NULL, NULL, j->error);
     return send_json(c, st, 200, oai_response(&st->req, j));
 }
 
@@ -314,7 +332,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     char diverged[96] = "";
     if (st->job) {
         sched_job *j = st->job;
-        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) sched_job_cancel(j);
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+            for (uint32_t k = 0; k <= j->n_followers; k++) sched_job_cancel(k ? j->followers[k - 1] : j);
         pthread_mutex_lock(&j->mu);
         /* A cancelled job ends at its next token; wait briefly so its work is logged and counted. */
         for (int waited = 0; !j->done && waited < 1000; waited += LIVENESS_MS)

@@ -286,10 +286,12 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
     req->m = ctx->model;
 
     json_t *n = json_object_get(root, "n");
-    if (n && !json_is_null(n) && (!json_is_integer(n) || json_integer_value(n) != 1)) {
-        BAD("n", "only n = 1 is supported");
+    if (n && !json_is_null(n) &&
+        (!json_is_integer(n) || json_integer_value(n) < 1 || json_integer_value(n) > SCHED_MAX_CHOICES)) {
+        BAD("n", "'n' must be an integer from 1 to %d", SCHED_MAX_CHOICES);
         goto out;
     }
+    req->n = json_is_integer(n) ? (uint32_t)json_integer_value(n) : 1;
     json_t *stream = json_object_get(root, "stream"), *opts = json_object_get(root, "stream_options");
     if (stream && !json_is_null(stream) && !json_is_boolean(stream)) {
         BAD("stream", "'stream' must be a boolean");
@@ -494,8 +496,9 @@ static size_t content_lps(const sched_job *job) {
     return n;
 }
 
-json_t *oai_response(const oai_request *req, const sched_job *job) {
-    json_t *r = envelope(req, false), *choice;
+/* Choice `index` of a finished job. */
+static json_t *choice_json(const oai_request *req, const sched_job *job, int index) {
+    json_t *choice;
     if (req->kind == OAI_CHAT) {
         json_t *message = json_pack("{s:s}", "role", "assistant");
         if (job->tool_calls && job->content_len == 0)
@@ -503,15 +506,29 @@ json_t *oai_response(const oai_request *req, const sched_job *job) {
         else
             json_object_set_new(message, "content", json_stringn(job->text ? job->text : "", job->content_len));
         if (job->tool_calls) json_object_set(message, "tool_calls", job->tool_calls);
-        choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "message", message, "logprobs", "finish_reason",
+        choice = json_pack("{s:i,s:o,s:n,s:s}", "index", index, "message", message, "logprobs", "finish_reason",
                            job->finish_reason);
-    }
-    else
-        choice = json_pack("{s:i,s:s%,s:n,s:s}", "index", 0, "text", job->text ? job->text : "", job->len, "logprobs",
-                           "finish_reason", job->finish_reason);
+    } else
+        choice = json_pack("{s:i,s:s%,s:n,s:s}", "index", index, "text", job->text ? job->text : "", job->len,
+                           "logprobs", "finish_reason", job->finish_reason);
     if (job->logprobs) json_object_set_new(choice, "logprobs", oai_logprobs(req, job, 0, content_lps(job)));
-    json_object_set_new(r, "choices", json_pack("[o]", choice));
-    json_object_set_new(r, "usage", usage_json(job));
+    return choice;
+}
+
+json_t *oai_response(const oai_request *req, const sched_job *job) {
+    json_t *r = envelope(req, false), *choices = json_array();
+    json_array_append_new(choices, choice_json(req, job, 0));
+    json_t *usage = usage_json(job);
+    uint32_t generated = job->n_gen;
+    for (uint32_t i = 0; i < job->n_followers; i++) {
+        json_array_append_new(choices, choice_json(req, job->followers[i], (int)i + 1));
+        generated += job->followers[i]->n_gen;
+    }
+    /* The prompt counts once: the other choices started from its rows. */
+    json_object_set_new(usage, "completion_tokens", json_integer(generated));
+    json_object_set_new(usage, "total_tokens", json_integer(job->n_ids + generated));
+    json_object_set_new(r, "choices", choices);
+    json_object_set_new(r, "usage", usage);
     json_object_set_new(r, "timings", timings_json(job));
     return r;
 }

@@ -32,6 +32,7 @@ typedef struct {
     oai_kind kind;
     bool stream;
     bool include_usage;
+    uint32_t n; /* choices (n; 1 to SCHED_MAX_CHOICES): the job and its followers */
     const fkv_model *m; /* the tokens' pieces, for logprobs */
     char model[128];
     char id[48];
@@ -51,7 +52,7 @@ typedef struct {
 int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t len, oai_request *req,
               sched_job *job, oai_error *e);
 
-/* The whole (non-streamed) response of a finished job. */
+/* The whole (non-streamed) response of a finished job (and of its followers, the other choices). */
 json_t *oai_response(const oai_request *req, const sched_job *job);
 /* One stream chunk carrying text (delta), or the final chunk (finish_reason set) when final; logprobs (taken; NULL:
  * none) those of the chunk's tokens (oai_logprobs). */

@@ -19,6 +19,7 @@ typedef struct sched_run {
     bool prefilled; /* the prompt is computed; generating */
     bool admitted_once;
     int32_t next;   /* the token to feed in the next decode step */
+    bool follower;  /* started from its leader's prompt: not counted against `parallel` */
     double t_start, t_prefilled;
 } sched_run;
 
@@ -29,6 +30,9 @@ struct sched {
     sched_job **running; /* [parallel] */
     uint32_t n_running;
     uint32_t prefill_turn; /* round robin over running prompts */
+    uint32_t decode_turn;  /* round robin over generating jobs when more than max_batch are */
+    uint32_t n_followers;  /* running jobs started from a leader's prompt (not counted against parallel) */
+    uint32_t cap_running;
     fkv_eseq **batch;      /* [max_batch] scratch for a decode step */
     int32_t *batch_ids;
     sched_job **batch_jobs;
@@ -66,16 +70,48 @@ static void job_free(sched_job *j) {
     free(j->text);
     free(j->lps);
     json_decref(j->tool_calls);
+    free(j->followers);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
+}
+
+sched_job *sched_job_follower(sched_job *j, uint64_t seed) {
+    sched_job *f = sched_job_new(), **grown = realloc(j->followers, sizeof *grown * (j->n_followers + 1));
+    if (grown) j->followers = grown;
+    if (!f || !grown || !(f->ids = malloc(sizeof(int32_t) * j->n_ids)) ||
+        (j->salt && !(f->salt = strdup(j->salt))) || (j->n_stop && !(f->stop = calloc(j->n_stop, sizeof *f->stop)))) {
+        if (f) job_free(f);
+        return NULL;
+    }
+    memcpy(f->ids, j->ids, sizeof(int32_t) * j->n_ids);
+    f->n_ids = j->n_ids;
+    f->max_tokens = j->max_tokens;
+    f->sampling = j->sampling;
+    f->sampling.seed = seed;
+    for (size_t i = 0; i < j->n_stop; i++, f->n_stop++)
+        if (!(f->stop[i] = strdup(j->stop[i]))) {
+            job_free(f);
+            return NULL;
+        }
+    f->tool_format = j->tool_format;
+    memcpy(f->id, j->id, sizeof f->id);
+    f->memory_only = j->memory_only;
+    f->logprobs = j->logprobs;
+    f->top_logprobs = j->top_logprobs;
+    f->leader = j;
+    f->refs = 2; /* the caller's, and the leader's (dropped when the leader is freed) */
+    j->followers[j->n_followers++] = f;
+    return f;
 }
 
 void sched_job_release(sched *s, sched_job *j) {
     pthread_mutex_lock(&s->mu);
     bool last = --j->refs == 0;
     pthread_mutex_unlock(&s->mu);
-    if (last) job_free(j);
+    if (!last) return;
+    for (uint32_t i = 0; i < j->n_followers; i++) sched_job_release(s, j->followers[i]);
+    job_free(j);
 }
 
 void sched_job_cancel(sched_job *j) {
@@ -245,7 +281,6 @@ static void end_job(sched *s, sched_job *j, int error_status, const char *error)
         fkv_sampler_free(r->sampler);
         free(r->out);
         free(r->logits);
-        free(r);
         j->run = NULL;
     }
     for (uint32_t i = 0; i < s->n_running; i++)
@@ -253,7 +288,17 @@ static void end_job(sched *s, sched_job *j, int error_status, const char *error)
             s->running[i] = s->running[--s->n_running];
             break;
         }
+    if (r && r->follower) s->n_followers--;
+    free(r);
     s->admission_held = false; /* memory came free */
+    for (uint32_t i = 0; i < j->n_followers; i++) /* a prompt that failed fails its other choices too */
+        if (!j->followers[i]->run) {
+            sched_job *f = j->followers[i];
+            pthread_mutex_lock(&s->mu);
+            f->refs++;
+            pthread_mutex_unlock(&s->mu);
+            end_job(s, f, error_status, error);
+        }
     sched_job_release(s, j);
 }
 
@@ -281,6 +326,8 @@ static void preempt(sched *s, sched_job *j) {
     fkv_engine_finish(s->engine, r->seq);
     r->seq = NULL;
     r->prefilled = false;
+    if (r->follower) s->n_followers--; /* from now on it is queued and admitted as any request */
+    r->follower = false;
     for (uint32_t i = 0; i < s->n_running; i++)
         if (s->running[i] == j) {
             s->running[i] = s->running[--s->n_running];
@@ -330,6 +377,22 @@ static void note_divergence(sched *s, sched_job *j, const fkv_eseq *seq) {
     ids_text(s->model, prev, j->ids + at, n_prompt, j->prompt_text, sizeof j->prompt_text);
 }
 
+/* j's run state: its sampler and generation; NULL after ending j (out of memory). */
+static sched_run *new_run(sched *s, sched_job *j) {
+    sched_run *r = j->run = calloc(1, sizeof *r);
+    fkv_gen_params gp = {.max_tokens = j->max_tokens, .on_token = on_token, .user = j,
+                         .on_logprobs = j->logprobs ? on_logprobs : NULL, .top_logprobs = j->top_logprobs};
+    if (!r || !(r->logits = malloc(sizeof(float) * s->n_vocab)) ||
+        !(r->out = malloc(sizeof(int32_t) * (j->max_tokens ? j->max_tokens : 1))) ||
+        !(gp.sampler = r->sampler = fkv_sampler_new(&j->sampling, (int32_t)s->n_vocab)) ||
+        !(r->gen = fkv_gen_new(s->model, &gp, r->out))) {
+        end_job(s, j, 500, "out of memory");
+        return NULL;
+    }
+    r->t_start = now_ms();
+    return r;
+}
+
 /* Start a queued job on the engine: 0, or -1 when the KV memory cannot take it now (it stays queued). */
 static int admit(sched *s, sched_job *j) {
     fkv_error err = {{0}};
@@ -338,20 +401,8 @@ static int admit(sched *s, sched_job *j) {
         end_job(s, j, 0, NULL);
         return 0;
     }
-    sched_run *r = j->run;
-    if (!r) {
-        r = j->run = calloc(1, sizeof *r);
-        fkv_gen_params gp = {.max_tokens = j->max_tokens, .on_token = on_token, .user = j,
-                             .on_logprobs = j->logprobs ? on_logprobs : NULL, .top_logprobs = j->top_logprobs};
-        if (!r || !(r->logits = malloc(sizeof(float) * s->n_vocab)) ||
-            !(r->out = malloc(sizeof(int32_t) * (j->max_tokens ? j->max_tokens : 1))) ||
-            !(gp.sampler = r->sampler = fkv_sampler_new(&j->sampling, (int32_t)s->n_vocab)) ||
-            !(r->gen = fkv_gen_new(s->model, &gp, r->out))) {
-            end_job(s, j, 500, "out of memory");
-            return 0;
-        }
-        r->t_start = now_ms();
-    }
+    sched_run *r = j->run ? j->run : new_run(s, j);
+    if (!r) return 0;
     uint32_t cached = 0;
     r->seq = fkv_engine_start(s->engine, j->salt, j->ids, j->n_ids, &cached, &err);
     if (!r->seq) {
@@ -383,6 +434,43 @@ static void after_logits(sched *s, sched_job *j) {
     if (r->next < 0) end_job(s, j, 0, NULL);
 }
 
+/* j's prompt is computed: each of its followers starts from j's rows and last row's logits, and samples its first
+ * token from them (once only: a preempted leader that runs again has no followers left to start). */
+static void start_followers(sched *s, sched_job *j) {
+    for (uint32_t i = 0; i < j->n_followers; i++) {
+        sched_job *f = j->followers[i];
+        if (f->run) continue;
+        pthread_mutex_lock(&s->mu);
+        f->refs++; /* the scheduler's, as sched_submit takes */
+        pthread_mutex_unlock(&s->mu);
+        if (s->n_running == s->cap_running) {
+            end_job(s, f, 503, "too many choices running at once");
+            continue;
+        }
+        s->running[s->n_running++] = f;
+        sched_run *r = new_run(s, f);
+        if (!r) continue;
+        r->follower = r->admitted_once = true;
+        s->n_followers++;
+        fkv_error err = {{0}};
+        if (job_cancelled(f) || !(r->seq = fkv_engine_fork(s->engine, j->run->seq, &err))) {
+            end_job(s, f, job_cancelled(f) ? 0 : 500, err.msg);
+            continue;
+        }
+        memcpy(r->logits, j->run->logits, sizeof(float) * s->n_vocab);
+        r->prefilled = true;
+        r->t_prefilled = r->t_start;
+        pthread_mutex_lock(&f->mu);
+        f->cached = j->n_ids; /* every prompt row came from the leader */
+        f->reuse = fkv_eseq_reuse(r->seq);
+        pthread_mutex_unlock(&f->mu);
+        if (f->max_tokens == 0)
+            end_job(s, f, 0, NULL);
+        else
+            after_logits(s, f);
+    }
+}
+
 /* One prompt chunk for the running job whose turn it is. */
 static void prefill_step(sched *s) {
     for (uint32_t k = 0; k < s->n_running; k++) {
@@ -403,6 +491,7 @@ static void prefill_step(sched *s) {
         } else if (rc == 1) {
             r->prefilled = true;
             r->t_prefilled = now_ms();
+            start_followers(s, j);
             if (j->max_tokens == 0)
                 end_job(s, j, 0, NULL);
             else
@@ -415,8 +504,9 @@ static void prefill_step(sched *s) {
 /* One decode step for every generating job, as one forward (at most max_batch of them). */
 static void decode_step(sched *s) {
     uint32_t n = 0, max_batch = fkv_engine_max_batch(s->engine);
-    for (uint32_t i = 0; i < s->n_running && n < max_batch; i++) {
-        sched_job *j = s->running[i];
+    const uint32_t first = s->n_running ? s->decode_turn++ % s->n_running : 0;
+    for (uint32_t k = 0; k < s->n_running && n < max_batch; k++) {
+        sched_job *j = s->running[(first + k) % s->n_running];
         if (!j->run->prefilled) continue;
         s->batch[n] = j->run->seq;
         s->batch_ids[n] = j->run->next;
@@ -450,7 +540,8 @@ static void *engine_thread(void *arg) {
         }
         bool idle = !s->head && !s->n_running;
         /* Admit in arrival order while there is room. */
-        while (s->head && s->n_running < s->parallel && !(s->admission_held && s->n_running)) {
+        while (s->head && s->n_running - s->n_followers < s->parallel && s->n_running < s->cap_running &&
+               !(s->admission_held && s->n_running)) {
             sched_job *j = s->head;
             s->head = j->next;
             if (!s->head) s->tail = NULL;
@@ -489,7 +580,8 @@ sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parall
         return NULL;
     }
     uint32_t mb = fkv_engine_max_batch(s->engine);
-    s->running = calloc(s->parallel, sizeof *s->running);
+    s->cap_running = s->parallel * SCHED_MAX_CHOICES;
+    s->running = calloc(s->cap_running, sizeof *s->running);
     s->batch = calloc(mb, sizeof *s->batch);
     s->batch_ids = calloc(mb, sizeof *s->batch_ids);
     s->batch_jobs = calloc(mb, sizeof *s->batch_jobs);

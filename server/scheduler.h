@@ -80,10 +80,19 @@ typedef struct sched_job {
     uint32_t diverged_at;
     char cached_text[96], prompt_text[96]; /* the next ids on each side, as text */
 
+    /* n > 1: the other choices of this prompt (set before sched_submit; never queued themselves). When this job's
+     * prompt is computed, each starts from its rows and its last row's logits (fkv_engine_fork): the prompt is
+     * computed once. A follower's leader is the job it follows. */
+    struct sched_job **followers;
+    uint32_t n_followers;
+    struct sched_job *leader;
+
     int refs; /* guarded by the scheduler's lock */
     struct sched_job *next;
     struct sched_run *run; /* the engine thread's state while the job runs */
 } sched_job;
+
+#define SCHED_MAX_CHOICES 16 /* n of a request: one leader and at most 15 followers */
 
 typedef struct sched sched;
 
@@ -100,6 +109,9 @@ fkv_engine_stats sched_stats(sched *s);
 
 /* A new job with one reference (the caller's); fill the request fields, then sched_submit. */
 sched_job *sched_job_new(void);
+/* Another choice of job's request (its fields copied; the sampler's seed `seed`), a follower of it: call before
+ * sched_submit(job). NULL when out of memory. The caller owns one reference, as for sched_job_new. */
+sched_job *sched_job_follower(sched_job *job, uint64_t seed);
 /* Queue the job (the scheduler takes its own reference). */
 void sched_submit(sched *s, sched_job *job);
 /* Drop a reference; the last one frees the job. */

@@ -328,6 +328,33 @@ int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t
     return 0;
 }
 
+fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err) {
+    const uint32_t n = s->ps.n_pos;
+    fkv_eseq *f = calloc(1, sizeof *f);
+    if (!f || !(f->ids = malloc(sizeof(int32_t) * (n ? n : 1))) || (s->salt && !(f->salt = strdup(s->salt)))) {
+        if (f) eseq_free(f);
+        err_set(err, "out of memory for a sequence");
+        return NULL;
+    }
+    memcpy(f->ids, s->ids, sizeof(int32_t) * n);
+    f->n_ids = f->cap_ids = f->n_prompt = n;
+    f->map = s->map;
+    f->map.part[0].blocks = f->map.part[1].blocks = NULL;
+    f->ps.memory_only = s->ps.memory_only;
+    /* s's rows are all in the tree (committed), so the whole of them is reused; any no longer held is recomputed */
+    const kvrec_policy policy = {.bound_to_frontier = e->p.seq.bound_to_frontier, .whole = true};
+    if (begin(e, f, n, policy, true, NULL, err)) {
+        eseq_free(f);
+        return NULL;
+    }
+    while (f->ps.n_pos < n)
+        if (fkv_engine_prefill(e, f, NULL, err) < 0) {
+            fkv_engine_finish(e, f);
+            return NULL;
+        }
+    return f;
+}
+
 int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err) {
     if (n_pos >= s->ps.n_pos) return 0;
     /* Its rows stay cached under their ids (still true of them); the path restarts on the first n_pos. */

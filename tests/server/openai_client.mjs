@@ -182,6 +182,32 @@ async function logprobs() {
   checkEqual('presence_penalty out of range is a 400', status, 400);
 }
 
+/** n = 4: the prompt computed once; choice i equals the same request with n = 1 and seed + i. */
+async function nChoices() {
+  const messages = [{ role: 'user', content: 'Tell me a story about a dog and a cat who were friends.' }];
+  const extra = { max_tokens: 16, temperature: 0.9, seed: 11, logprobs: true };
+  const fresh = [{ role: 'user', content: 'A new story about a fox who met a bear in the woods.' }];
+  const r = await chat(fresh, { ...extra, n: 4 });
+  checkEqual('n = 4 gives 4 choices, indexed', r.choices.map((c) => c.index), [0, 1, 2, 3]);
+  checkEqual('the prompt counts once', r.usage.prompt_tokens, r.timings.prompt_n + r.usage.prompt_tokens_details.cached_tokens);
+  checkEqual('completion tokens are every choice\'s', r.usage.completion_tokens,
+    r.choices.reduce((n, c) => n + c.logprobs.content.length, 0));
+  for (let i = 0; i < 4; i++) {
+    const one = await chat(fresh, { ...extra, seed: 11 + i });
+    checkEqual(`choice ${i} equals n = 1 with seed + ${i}`, r.choices[i].message.content, one.choices[0].message.content);
+    checkEqual(`and its logprobs`, r.choices[i].logprobs, one.choices[0].logprobs);
+  }
+  const distinct = new Set(r.choices.map((c) => c.message.content)).size;
+  check('sampled choices differ', distinct > 1, `${distinct} distinct of 4`);
+  let status = 0;
+  try {
+    await chat(messages, { n: 17 });
+  } catch (e) {
+    status = e.status;
+  }
+  checkEqual('n = 17 is a 400', status, 400);
+}
+
 async function models() {
   const list = await client.models.list();
   const ids = list.data.map((m) => m.id);
@@ -194,6 +220,7 @@ await runSections([
   ['the server answers as flatkv generate does', serverEqualsGenerate],
   ['stop strings', stopStrings],
   ['logprobs and penalties', logprobs],
+  ['n choices of one prompt', nChoices],
   ['models', models],
 ]);
 try {
