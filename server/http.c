@@ -33,6 +33,13 @@ typedef struct {
     oai_context oai;
 } server;
 
+/* A streamed choice's progress on the wire. */
+typedef struct {
+    size_t sent;     /* text bytes sent */
+    size_t lps_sent; /* logprob entries sent (sched_job.lps) */
+    bool first_sent, done;
+} choice_stream;
+
 /* One request, from its first header to its completion callback. */
 typedef struct {
     server *srv;
@@ -50,9 +57,8 @@ typedef struct {
     /* streaming */
     char *pending;
     size_t pending_len, pending_off;
-    size_t sent;
-    size_t lps_sent; /* logprob entries sent (sched_job.lps) */
-    bool first_sent, finished;
+    choice_stream choice[SCHED_MAX_CHOICES]; /* per choice: the job, then its followers */
+    bool finished;
 } conn;
 
 static double now_ms(void) {
@@ -117,30 +123,55 @@ static void push_event(conn *st, json_t *obj, const char *literal) {
     free(json);
 }
 
-/* Queue the events that the job's progress allows (job->mu held); returns true if any. */
-static bool produce_events(conn *st) {
-    sched_job *j = st->job;
-    size_t before = st->pending_len;
-    if (!st->first_sent && st->req.kind == OAI_CHAT)
-        push_event(st, oai_stream_chunk(&st->req, "", 0, NULL, true, NULL), NULL);
-    st->first_sent = true;
-    if (j->stable > st->sent) {
-        size_t lps_to = st->lps_sent; /* the tokens whose text this chunk completes */
+/* Choice i of the connection's request: the job, then its followers. */
+static sched_job *choice_job(const conn *st, uint32_t i) { return i ? st->job->followers[i - 1] : st->job; }
+
+/* Queue the events that choice i's progress allows; returns true if any. */
+static bool produce_choice_events(conn *st, uint32_t i) {
+    sched_job *j = choice_job(st, i);
+    choice_stream *c = &st->choice[i];
+    const size_t before = st->pending_len;
+    pthread_mutex_lock(&j->mu);
+    if (!c->first_sent && st->req.kind == OAI_CHAT)
+        push_event(st, oai_stream_chunk(&st->req, (int)i, "", 0, NULL, true, NULL), NULL);
+    c->first_sent = true;
+    if (j->stable > c->sent) {
+        size_t lps_to = c->lps_sent; /* the tokens whose text this chunk completes */
         while (lps_to < j->n_lps && j->lps[lps_to].end <= j->stable) lps_to++;
-        json_t *lps = j->logprobs ? oai_logprobs(&st->req, j, st->lps_sent, lps_to) : NULL;
-        push_event(st, oai_stream_chunk(&st->req, j->text + st->sent, j->stable - st->sent, NULL, false, lps), NULL);
-        st->sent = j->stable;
-        st->lps_sent = lps_to;
+        json_t *lps = j->logprobs ? oai_logprobs(&st->req, j, c->lps_sent, lps_to) : NULL;
+        push_event(st, oai_stream_chunk(&st->req, (int)i, j->text + c->sent, j->stable - c->sent, NULL, false, lps),
+                   NULL);
+        c->sent = j->stable;
+        c->lps_sent = lps_to;
     }
-    if (j->done && st->sent == j->stable) {
-        if (j->tool_calls) push_event(st, oai_tool_calls_chunk(&st->req, j), NULL);
-        if (j->error_status) {
+    if (j->done && c->sent == j->stable && !c->done) {
+        if (j->tool_calls) push_event(st, oai_tool_calls_chunk(&st->req, (int)i, j), NULL);
+        if (!j->error_status)
+            push_event(st, oai_stream_chunk(&st->req, (int)i, NULL, 0, j->finish_reason, false, NULL), NULL);
+        c->done = true;
+    }
+    pthread_mutex_unlock(&j->mu);
+    return st->pending_len > before;
+}
+
+/* Queue the events that the choices' progress allows; once all are done, the usage and [DONE]. True if any. */
+static bool produce_events(conn *st) {
+    const size_t before = st->pending_len;
+    bool all_done = true;
+    for (uint32_t i = 0; i <= st->job->n_followers; i++) {
+        produce_choice_events(st, i);
+        all_done &= st->choice[i].done;
+    }
+    if (all_done && !st->finished) {
+        sched_job *failed = NULL;
+        for (uint32_t i = 0; i <= st->job->n_followers && !failed; i++)
+            if (choice_job(st, i)->error_status) failed = choice_job(st, i);
+        if (failed) {
             oai_error e;
-            oai_fail(&e, j->error_status, "server_error", NULL, NULL, "%s", j->error);
+            oai_fail(&e, failed->error_status, "server_error", NULL, NULL, "%s", failed->error);
             push_event(st, oai_error_body(&e), NULL);
-        } else {
-            push_event(st, oai_stream_chunk(&st->req, NULL, 0, j->finish_reason, false, NULL), NULL);
-            if (st->req.include_usage) push_event(st, oai_usage_chunk(&st->req, j), NULL);
+        } else if (st->req.include_usage) {
+            push_event(st, oai_usage_chunk(&st->req, st->job), NULL);
         }
         push_event(st, NULL, "[DONE]");
         st->finished = true;
@@ -160,12 +191,15 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         st->pending_off = st->pending_len = 0;
         if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
-        pthread_mutex_lock(&st->job->mu);
-        sched_job_wait_locked(st->job, st->sent, LIVENESS_MS);
-        bool produced = produce_events(st);
-        pthread_mutex_unlock(&st->job->mu);
-        if (!produced && client_gone(st->fd)) {
-            sched_job_cancel(st->job);
+        uint32_t waiting = 0; /* the first choice still going: its progress wakes this reader (the others' shows at
+                               * the next wake, at most LIVENESS_MS later) */
+        while (waiting < st->job->n_followers && st->choice[waiting].done) waiting++;
+        sched_job *w = choice_job(st, waiting);
+        pthread_mutex_lock(&w->mu);
+        sched_job_wait_locked(w, st->choice[waiting].sent, LIVENESS_MS);
+        pthread_mutex_unlock(&w->mu);
+        if (!produce_events(st) && client_gone(st->fd)) {
+            for (uint32_t k = 0; k <= st->job->n_followers; k++) sched_job_cancel(choice_job(st, k));
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
@@ -182,11 +216,6 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         return send_error(c, st, &e);
     }
     if (!st->key[0]) set_log_key(st->key, st->req.cache_key);
-    if (st->req.n > 1 && st->req.stream) {
-        sched_job_release(srv->sched, st->job);
-        st->job = NULL;
-        return fail(c, st, 400, "invalid_request_error", "n", NULL, "'n' > 1 is not supported with 'stream'");
-    }
     /* The other choices: the same request, each with its seed + i, started from this one's prompt. */
     for (uint32_t i = 1; i < st->req.n; i++) {
         sched_job *f = sched_job_follower(st->job, st->job->sampling.seed + i);

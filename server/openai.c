@@ -515,35 +515,37 @@ static json_t *choice_json(const oai_request *req, const sched_job *job, int ind
     return choice;
 }
 
-json_t *oai_response(const oai_request *req, const sched_job *job) {
-    json_t *r = envelope(req, false), *choices = json_array();
-    json_array_append_new(choices, choice_json(req, job, 0));
+/* The usage of a job and its followers: the prompt counts once (the other choices started from its rows). */
+static json_t *choices_usage(const sched_job *job) {
     json_t *usage = usage_json(job);
     uint32_t generated = job->n_gen;
-    for (uint32_t i = 0; i < job->n_followers; i++) {
-        json_array_append_new(choices, choice_json(req, job->followers[i], (int)i + 1));
-        generated += job->followers[i]->n_gen;
-    }
-    /* The prompt counts once: the other choices started from its rows. */
+    for (uint32_t i = 0; i < job->n_followers; i++) generated += job->followers[i]->n_gen;
     json_object_set_new(usage, "completion_tokens", json_integer(generated));
     json_object_set_new(usage, "total_tokens", json_integer(job->n_ids + generated));
+    return usage;
+}
+
+json_t *oai_response(const oai_request *req, const sched_job *job) {
+    json_t *r = envelope(req, false), *choices = json_array();
+    for (uint32_t i = 0; i <= job->n_followers; i++)
+        json_array_append_new(choices, choice_json(req, i ? job->followers[i - 1] : job, (int)i));
     json_object_set_new(r, "choices", choices);
-    json_object_set_new(r, "usage", usage);
+    json_object_set_new(r, "usage", choices_usage(job));
     json_object_set_new(r, "timings", timings_json(job));
     return r;
 }
 
-json_t *oai_stream_chunk(const oai_request *req, const char *text, size_t len, const char *finish_reason, bool first,
-                         json_t *logprobs) {
+json_t *oai_stream_chunk(const oai_request *req, int index, const char *text, size_t len, const char *finish_reason,
+                         bool first, json_t *logprobs) {
     json_t *r = envelope(req, true), *choice;
     json_t *finish = finish_reason ? json_string(finish_reason) : json_null();
     if (req->kind == OAI_CHAT) {
         json_t *delta = json_object();
         if (first) json_object_set_new(delta, "role", json_string("assistant"));
         if (len || !finish_reason) json_object_set_new(delta, "content", json_stringn(text ? text : "", len));
-        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason", finish);
+        choice = json_pack("{s:i,s:o,s:n,s:o}", "index", index, "delta", delta, "logprobs", "finish_reason", finish);
     } else {
-        choice = json_pack("{s:i,s:s%,s:n,s:o}", "index", 0, "text", text ? text : "", len, "logprobs",
+        choice = json_pack("{s:i,s:s%,s:n,s:o}", "index", index, "text", text ? text : "", len, "logprobs",
                            "finish_reason", finish);
     }
     if (logprobs) json_object_set_new(choice, "logprobs", logprobs);
@@ -551,7 +553,7 @@ json_t *oai_stream_chunk(const oai_request *req, const char *text, size_t len, c
     return r;
 }
 
-json_t *oai_tool_calls_chunk(const oai_request *req, const sched_job *job) {
+json_t *oai_tool_calls_chunk(const oai_request *req, int index, const sched_job *job) {
     json_t *calls = json_array(), *call;
     size_t i;
     json_array_foreach(job->tool_calls, i, call) {
@@ -560,15 +562,15 @@ json_t *oai_tool_calls_chunk(const oai_request *req, const sched_job *job) {
         json_array_append_new(calls, c);
     }
     json_t *r = envelope(req, true);
-    json_object_set_new(r, "choices", json_pack("[{s:i,s:{s:o},s:n,s:n}]", "index", 0, "delta", "tool_calls", calls,
-                                                "logprobs", "finish_reason"));
+    json_object_set_new(r, "choices", json_pack("[{s:i,s:{s:o},s:n,s:n}]", "index", index, "delta", "tool_calls",
+                                                calls, "logprobs", "finish_reason"));
     return r;
 }
 
 json_t *oai_usage_chunk(const oai_request *req, const sched_job *job) {
     json_t *r = envelope(req, true);
     json_object_set_new(r, "choices", json_array());
-    json_object_set_new(r, "usage", usage_json(job));
+    json_object_set_new(r, "usage", choices_usage(job));
     json_object_set_new(r, "timings", timings_json(job));
     return r;
 }

@@ -54,16 +54,16 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
 
 /* The whole (non-streamed) response of a finished job (and of its followers, the other choices). */
 json_t *oai_response(const oai_request *req, const sched_job *job);
-/* One stream chunk carrying text (delta), or the final chunk (finish_reason set) when final; logprobs (taken; NULL:
- * none) those of the chunk's tokens (oai_logprobs). */
-json_t *oai_stream_chunk(const oai_request *req, const char *text, size_t len, const char *finish_reason,
+/* One stream chunk of choice `index` carrying text (delta), or its final chunk (finish_reason set); logprobs (taken;
+ * NULL: none) those of the chunk's tokens (oai_logprobs). */
+json_t *oai_stream_chunk(const oai_request *req, int index, const char *text, size_t len, const char *finish_reason,
                          bool first, json_t *logprobs);
 /* The logprobs object of the job's tokens [from, to) (sched_job.lps) in the request's API shape: chat's {content,
  * refusal}, legacy completions' {tokens, token_logprobs, top_logprobs, text_offset}. */
 json_t *oai_logprobs(const oai_request *req, const sched_job *job, size_t from, size_t to);
 /* The stream chunk carrying a finished job's tool calls (delta.tool_calls, with indexes). */
-json_t *oai_tool_calls_chunk(const oai_request *req, const sched_job *job);
-/* The usage-only chunk sent before [DONE] when stream_options.include_usage. */
+json_t *oai_tool_calls_chunk(const oai_request *req, int index, const sched_job *job);
+/* The usage-only chunk sent before [DONE] when stream_options.include_usage (of every choice). */
 json_t *oai_usage_chunk(const oai_request *req, const sched_job *job);
 /* {"error": {message, type, param, code}} */
 json_t *oai_error_body(const oai_error *e);

@@ -197,6 +197,15 @@ async function nChoices() {
     checkEqual(`choice ${i} equals n = 1 with seed + ${i}`, r.choices[i].message.content, one.choices[0].message.content);
     checkEqual(`and its logprobs`, r.choices[i].logprobs, one.choices[0].logprobs);
   }
+  const stream = await chat(fresh, { ...extra, n: 4, stream: true, stream_options: { include_usage: true } });
+  const texts = ['', '', '', ''];
+  let usage = null;
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) texts[c.index] += c.delta?.content ?? '';
+    if (chunk.usage) usage = chunk.usage;
+  }
+  checkEqual('streamed, the 4 choices are the same texts', texts, r.choices.map((c) => c.message.content));
+  checkEqual('and the usage counts every choice, the prompt once', usage?.completion_tokens, r.usage.completion_tokens);
   const distinct = new Set(r.choices.map((c) => c.message.content)).size;
   check('sampled choices differ', distinct > 1, `${distinct} distinct of 4`);
   let status = 0;
