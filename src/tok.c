@@ -709,8 +709,11 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, b
     return tok_encode_spans(v, text, len, add_bos, parse_special, NULL, 0, out, cap, err);
 }
 
-int tok_encode_spans(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
-                     const tok_span *plain, size_t n_plain, int32_t *out, int cap, fkv_error *err) {
+/* tok_encode_spans, where follows_text says the text continues a sequence whose last token is text (see
+ * tok_encode_after): its first fragment then gets no space prefix. */
+static int tok_encode_impl(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
+                           const tok_span *plain, size_t n_plain, bool follows_text, int32_t *out, int cap,
+                           fkv_error *err) {
     for (size_t i = 0; i < n_plain; i++)
         if (plain[i].off + plain[i].len > len || (i > 0 && plain[i].off < plain[i - 1].off + plain[i - 1].len))
             return err_set(err, "tok_encode: plain span %zu [%zu, +%zu) is out of order or past the text's %zu bytes",
@@ -747,7 +750,7 @@ int tok_encode_spans(const tok_vocab *v, const char *text, size_t len, bool add_
             tok_emit(&sink, fr->id);
         else if (v->bpe) {
             if (tok_bpe_encode(v->bpe, v, bw, text + fr->off, fr->len, &sink, err)) goto done;
-        } else if (tok_spm(v, &w, text + fr->off, fr->len, v->add_space_prefix, &sink))
+        } else if (tok_spm(v, &w, text + fr->off, fr->len, v->add_space_prefix && !(i == 0 && follows_text), &sink))
             goto oom;
     }
     if (sink.n > INT32_MAX) {
@@ -766,6 +769,18 @@ done:
     free(w.queue.heap);
     tok_bpe_work_free(bw);
     return rc;
+}
+
+int tok_encode_spans(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
+                     const tok_span *plain, size_t n_plain, int32_t *out, int cap, fkv_error *err) {
+    return tok_encode_impl(v, text, len, add_bos, parse_special, plain, n_plain, false, out, cap, err);
+}
+
+int tok_encode_after(const tok_vocab *v, int32_t prev, const char *text, size_t len, bool parse_special,
+                     const tok_span *plain, size_t n_plain, int32_t *out, int cap, fkv_error *err) {
+    tok_type t = prev >= 0 && prev < v->n ? tok_token_type(v, prev) : TOK_TYPE_CONTROL;
+    bool special = t == TOK_TYPE_CONTROL || t == TOK_TYPE_USER_DEFINED || t == TOK_TYPE_UNKNOWN;
+    return tok_encode_impl(v, text, len, false, parse_special, plain, n_plain, !special, out, cap, err);
 }
 
 /* --- decoding --- */

@@ -97,6 +97,13 @@ typedef struct {
 int tok_encode_spans(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
                      const tok_span *plain, size_t n_plain, int32_t *out, int cap, fkv_error *err);
 
+/* tok_encode_spans (no BOS) of text that comes after the id prev in a sequence of ids: a continuation encoded on
+ * its own (nothing merges across the boundary), with the space prefix llama.cpp's rule gives its first fragment in
+ * place — SPM prefixes a text fragment only when it is first or follows a token split out as special, so here only
+ * when prev is a control, user-defined or unknown token (or -1: nothing before). */
+int tok_encode_after(const tok_vocab *v, int32_t prev, const char *text, size_t len, bool parse_special,
+                     const tok_span *plain, size_t n_plain, int32_t *out, int cap, fkv_error *err);
+
 /* The bytes token id stands for when decoded after `prev` (-1 at the start): the leading space of a
  * piece is dropped when prev is BOS or -1 and add_space_prefix is set, as llama.cpp does. Writes at
  * most cap bytes; returns the full length, or -1 for an id outside the vocabulary. */

@@ -409,6 +409,43 @@ static void test_control_tokens_inside_plain_spans_stay_text(void **state) {
     tok_free(v);
 }
 
+/* The id whose piece is text (fails when none is). */
+static int32_t piece_id(const tok_vocab *v, const char *text) {
+    for (int32_t id = 0; id < tok_n_vocab(v); id++) {
+        size_t len;
+        const char *piece = tok_token_text(v, id, &len);
+        if (len == strlen(text) && !memcmp(piece, text, len)) return id;
+    }
+    fail_msg("no piece '%s'", text);
+    return -1;
+}
+
+/* tok_encode_after: a continuation after a text token gets no SPM space prefix, as the same text gets none inside
+ * a fragment; after a control token (or at the start) it gets the prefix tok_encode gives a text. */
+static void test_a_continuation_gets_the_space_prefix_only_after_a_special_token(void **state) {
+    (void)state;
+    tok_vocab *v = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
+    const char text[] = "Hello world";
+    fkv_error err = {{0}};
+    int32_t after_text[16], after_bos[16], start[16];
+    int32_t word = piece_id(v, "\xe2\x96\x81the"); /* "▁the": a normal token */
+    int n = tok_encode_after(v, word, text, strlen(text), true, NULL, 0, after_text, 16, &err);
+    int n_bos = tok_encode_after(v, tok_bos(v), text, strlen(text), true, NULL, 0, after_bos, 16, &err);
+    int n_start = tok_encode_after(v, -1, text, strlen(text), true, NULL, 0, start, 16, &err);
+    int n_plain;
+    int32_t *plain = encode(v, text, strlen(text), false, true, &n_plain); /* "▁Hello ▁world" */
+    assert_int_equal(n_bos, n_plain);
+    assert_memory_equal(after_bos, plain, sizeof *plain * (size_t)n_plain);
+    assert_int_equal(n_start, n_plain);
+    assert_memory_equal(start, plain, sizeof *plain * (size_t)n_plain);
+    assert_int_equal(n, 2);
+    assert_int_not_equal(after_text[0], plain[0]); /* "Hello", not "▁Hello" */
+    assert_int_equal(after_text[0], piece_id(v, "Hello"));
+    assert_int_equal(after_text[1], plain[1]);
+    free(plain);
+    tok_free(v);
+}
+
 static void test_end_of_generation_covers_eos_and_end_of_turn_markers(void **state) {
     (void)state;
     tok_vocab *llama = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
@@ -651,6 +688,7 @@ int main(void) {
         cmocka_unit_test(test_every_special_token_follows_llama_cpps_rule_for_its_type),
         cmocka_unit_test(test_token_types_are_corrected_by_text_as_llama_cpp_does),
         cmocka_unit_test(test_control_tokens_inside_plain_spans_stay_text),
+        cmocka_unit_test(test_a_continuation_gets_the_space_prefix_only_after_a_special_token),
         cmocka_unit_test(test_encode_returns_the_full_count_when_cap_is_too_small),
         cmocka_unit_test(test_bad_ids_are_refused_by_piece_and_decode),
         cmocka_unit_test(test_pieces_drop_the_prefix_space_only_at_the_start),
