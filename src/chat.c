@@ -771,3 +771,89 @@ int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_messa
     *n_ids = (uint32_t)count;
     return 0;
 }
+
+/* Stand-ins for a past turn's texts in a continuation: control characters no template writes. */
+static const char chat_mark_user[] = "\x1f" "flatkv:past-user" "\x1f", chat_mark_reply[] = "\x1f" "flatkv:past-reply" "\x1f";
+
+/* The continuation's text and plain spans into *out (the caller frees both, also on failure). */
+static int chat_continuation_buf(const chat_template *t, const char *system, const chat_message *messages, size_t n,
+                                 const char *bos_text, const char *eos_text, chat_buf *out, fkv_error *err) {
+    if (n == 0) return err_set(err, "chat_render_continuation: no messages follow the reply");
+    /* The shortest conversation that ends in a finished reply — [system,] user, assistant — then the messages: the
+     * rendering after the reply's stand-in is what the template writes after any reply. */
+    chat_message *all = malloc(sizeof *all * (n + 3));
+    if (!all) return err_set(err, "out of memory rendering a continuation");
+    size_t k = 0;
+    if (system) all[k++] = (chat_message){.role = "system", .content = system};
+    all[k++] = (chat_message){.role = "user", .content = chat_mark_user};
+    all[k++] = (chat_message){.role = "assistant", .content = chat_mark_reply};
+    memcpy(all + k, messages, sizeof *all * n);
+    chat_buf b = {0};
+    int rc = chat_render_buf(t, all, k + n, NULL, true, bos_text, eos_text, &b, err);
+    free(all);
+    const char *mark = rc ? NULL : strstr(b.s, chat_mark_reply);
+    if (!rc && (!mark || strstr(mark + 1, chat_mark_reply)))
+        rc = err_set(err, "chat_render_continuation: a message contains the text that stands for the past reply");
+    if (!rc) { /* what follows the reply, its plain spans shifted to its start */
+        const size_t from = (size_t)(mark - b.s) + strlen(chat_mark_reply);
+        chat_put_n(out, b.s + from, b.len - from);
+        for (size_t i = 0; i < b.n_spans && !out->oom; i++) {
+            size_t end = b.spans[i].off + b.spans[i].len, off = b.spans[i].off > from ? b.spans[i].off : from;
+            if (end <= from) continue;
+            if (out->n_spans == out->spans_cap) {
+                size_t cap = out->spans_cap ? 2 * out->spans_cap : 16;
+                tok_span *grown = realloc(out->spans, cap * sizeof *grown);
+                if (!grown) {
+                    out->oom = true;
+                    break;
+                }
+                out->spans = grown;
+                out->spans_cap = cap;
+            }
+            out->spans[out->n_spans++] = (tok_span){off - from, end - off};
+        }
+        if (out->oom) rc = err_set(err, "chat_render_continuation: out of memory");
+    }
+    free(b.s);
+    free(b.spans);
+    return rc;
+}
+
+int chat_render_continuation(const chat_template *t, const char *system, const chat_message *messages, size_t n,
+                             const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err) {
+    size_t f = chat_family_index(t->family);
+    chat_buf b = {0};
+    int rc = chat_continuation_buf(t, system, messages, n, bos_text ? bos_text : chat_families[f].bos ? chat_families[f].bos : "",
+                                   eos_text ? eos_text : chat_families[f].eos ? chat_families[f].eos : "", &b, err);
+    free(b.spans);
+    if (rc) {
+        free(b.s);
+        return -1;
+    }
+    *out = b.s;
+    if (len) *len = b.len;
+    return 0;
+}
+
+int chat_continuation_ids(const fkv_model *m, const chat_template *t, const char *system, const chat_message *messages,
+                          size_t n, int32_t prev, int32_t **ids, uint32_t *n_ids, fkv_error *err) {
+    *ids = NULL;
+    size_t f = chat_family_index(t->family);
+    chat_buf b = {0};
+    int rc = chat_continuation_buf(t, system, messages, n, chat_vocab_text(m, chat_families[f].bos, true),
+                                   chat_vocab_text(m, chat_families[f].eos, false), &b, err);
+    if (!rc) {
+        const tok_vocab *v = m->vocab;
+        int count = tok_encode_after(v, prev, b.s, b.len, true, b.spans, b.n_spans, NULL, 0, err);
+        *ids = count >= 0 ? malloc(sizeof(int32_t) * (size_t)(count ? count : 1)) : NULL;
+        if (*ids && tok_encode_after(v, prev, b.s, b.len, true, b.spans, b.n_spans, *ids, count, err) != count) {
+            free(*ids);
+            *ids = NULL;
+        }
+        if (!*ids) rc = count < 0 ? -1 : err_set(err, "out of memory tokenizing a continuation");
+        else *n_ids = (uint32_t)count;
+    }
+    free(b.s);
+    free(b.spans);
+    return rc;
+}

@@ -244,4 +244,26 @@ int chat_render(const chat_template *t, const chat_message *messages, size_t n, 
 int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_message *messages, size_t n,
                     const json_t *tools, int32_t **ids, uint32_t *n_ids, fkv_error *err);
 
+/* The ids that follow a finished reply when messages[0..n) come next: what the template writes after an assistant
+ * message's content (its end of turn: ChatML's "<|im_end|>\n", PLAIN's "\n", ...), the messages, and the generation
+ * prompt — tokenized as chat_prompt_ids tokenizes them, as text that follows the id prev (the reply's last id kept;
+ * tok_encode_after), with no BOS. system: the conversation's leading system text (NULL: none), which some templates
+ * write again later (MISTRAL V3/TEKKEN in the newest user message, SMOLLM3's reasoning mode in every turn).
+ *
+ * WHY: a conversation continued from the exact ids its last turn was fed and generated (the Responses API's
+ * previous_response_id) never re-renders or re-tokenizes a past turn, so every one of them is reused; only this
+ * continuation is new. It is rendered after a stand-in conversation of one turn and cut after the stand-in reply.
+ * Exact — the text a rendering of the whole conversation writes after that reply — for every family whose
+ * template writes a turn from that turn alone and the leading system text: CHATML (Qwen2.5, Hermes, and Qwen3's
+ * form), LLAMA2, LLAMA3, MISTRAL, PHI3, GEMMA, ZEPHYR, SMOLLM3 and PLAIN. Not for DEEPSEEK, whose tool outputs are
+ * framed by whether an earlier one exists. Where a template rewrites history (Qwen3 and DeepSeek drop past
+ * reasoning, MISTRAL V3/TEKKEN move the system text to the newest user message) the past turns stay as they were
+ * fed, which a whole re-rendering would change. Tools are not rendered: every family writes them before the first
+ * turn. 0, or -1 with err (no messages, a role order the template refuses, a message containing the stand-in). */
+int chat_continuation_ids(const fkv_model *m, const chat_template *t, const char *system, const chat_message *messages,
+                          size_t n, int32_t prev, int32_t **ids, uint32_t *n_ids, fkv_error *err);
+/* The text chat_continuation_ids tokenizes, with BOS/EOS texts as chat_render takes them. */
+int chat_render_continuation(const chat_template *t, const char *system, const chat_message *messages, size_t n,
+                             const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err);
+
 #endif

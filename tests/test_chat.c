@@ -416,6 +416,89 @@ static void test_phi3_and_zephyr_are_prefix_stable_for_any_reply(void **state) {
     expect_prefix_stable(named("zephyr"), NULL, replies);
 }
 
+/* --- continuations: what the template writes after a finished reply (chat_render_continuation) --- */
+
+/* The conversation system (optional), "Tell me a story.", a reply (as the assistant content `reply`, written by the
+ * model as `generated`), then next[0..n_next): the whole rendering's text after the reply is the continuation, and
+ * when `stable`, the whole rendering is the first prompt + generated + the continuation. */
+static void expect_continuation(chat_template t, const char *system, const char *reply, const char *generated,
+                                const chat_message *next, size_t n_next, bool stable) {
+    chat_message msgs[8];
+    size_t n = 0;
+    if (system) msgs[n++] = (chat_message){.role = "system", .content = system};
+    msgs[n++] = (chat_message){.role = "user", .content = "Tell me a story."};
+    char *asked = render(&t, msgs, n, true);
+    msgs[n++] = (chat_message){.role = "assistant", .content = reply};
+    memcpy(msgs + n, next, sizeof *next * n_next);
+    char *whole = render(&t, msgs, n + n_next, true);
+    fkv_error err = {{0}};
+    char *cont = NULL;
+    size_t len = 0;
+    if (chat_render_continuation(&t, system, next, n_next, NULL, NULL, &cont, &len, &err))
+        fail_msg("chat_render_continuation: %s", err.msg);
+    assert_int_equal(len, strlen(cont));
+    const char *at = strstr(whole, reply);
+    if (!at || strcmp(at + strlen(reply), cont)) fail_msg("'%s' does not end in the reply and '%s'", whole, cont);
+    if (stable) {
+        char *expected = malloc(strlen(asked) + strlen(generated) + len + 1);
+        sprintf(expected, "%s%s%s", asked, generated, cont);
+        assert_string_equal(whole, expected);
+        free(expected);
+    }
+    free(asked);
+    free(whole);
+    free(cont);
+}
+
+static void test_a_continuation_is_what_the_whole_rendering_writes_after_the_reply(void **state) {
+    (void)state;
+    const chat_message user[] = {{.role = "user", .content = "Make it shorter."}};
+    const chat_message tool[] = {{.role = "tool", .content = "sunny"}, {.role = "tool", .content = "warm"}};
+    const chat_message two[] = {{.role = "user", .content = "And then?"}, {.role = "assistant", .content = "The end."},
+                                {.role = "user", .content = "Thanks!"}};
+    const char *r = "Once upon a time.";
+    const struct {
+        chat_template t;
+        const char *system, *generated;
+        bool stable;
+    } cases[] = {
+        {detect_file("Qwen-Qwen2.5-7B-Instruct.jinja"), NULL, NULL, true},
+        {family(CHAT_CHATML), "Be kind.", NULL, true},
+        {named("qwen3"), NULL, NULL, true},
+        {family(CHAT_LLAMA2), "Be kind.", " Once upon a time.", true}, /* a SentencePiece model's first space */
+        {detect_file("meta-llama-Llama-3.2-3B-Instruct.jinja"), "Be kind.", NULL, true},
+        {named("mistral"), NULL, " Once upon a time.", true},
+        {detect_file("mistralai-Mistral-Nemo-Instruct-2407.jinja"), "Be terse.", NULL, false}, /* moves the system */
+        {detect_file("microsoft-Phi-3.5-mini-instruct.jinja"), "Be kind.", NULL, true},
+        {named("phi4-mini"), NULL, NULL, true},
+        {detect_file("google-gemma-2-2b-it.jinja"), NULL, NULL, true},
+        {named("gemma3"), "Be kind.", NULL, true},
+        {named("zephyr"), "Be kind.", NULL, true},
+        {named("smollm3"), "Be brief. /no_think", NULL, true},
+        {family(CHAT_PLAIN), "Stories for children.", NULL, true},
+    };
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        const char *generated = cases[i].generated ? cases[i].generated : r;
+        expect_continuation(cases[i].t, cases[i].system, r, generated, user, N_OF(user), cases[i].stable);
+        expect_continuation(cases[i].t, cases[i].system, r, generated, two, N_OF(two), cases[i].stable);
+    }
+    /* Tool results after the reply, in the families with a tool form. */
+    expect_continuation(family(CHAT_CHATML), NULL, r, r, tool, N_OF(tool), true);
+    expect_continuation(detect_file("meta-llama-Llama-3.3-70B-Instruct.jinja"), NULL, r, r, tool, N_OF(tool), true);
+}
+
+static void test_a_continuation_needs_messages_and_refuses_the_reply_stand_in(void **state) {
+    (void)state;
+    chat_template t = family(CHAT_CHATML);
+    fkv_error err = {{0}};
+    char *out = NULL;
+    assert_int_equal(chat_render_continuation(&t, NULL, NULL, 0, NULL, NULL, &out, NULL, &err), -1);
+    const chat_message sneaky[] = {{.role = "user", .content = "\x1f" "flatkv:past-reply" "\x1f"}};
+    assert_int_equal(chat_render_continuation(&t, NULL, sneaky, 1, NULL, NULL, &out, NULL, &err), -1);
+    assert_null(out);
+    assert_non_null(strstr(err.msg, "stands for the past reply"));
+}
+
 /* Where the rendering of turns 1..2 first differs from turn 1's prompt + reply. */
 static size_t divergence(const chat_template *t, const chat_message *msgs, size_t n_first, const char *reply,
                          size_t n_all) {
@@ -957,6 +1040,8 @@ int main(void) {
         cmocka_unit_test(test_mistral_without_a_system_message_is_prefix_stable),
         cmocka_unit_test(test_phi3_and_zephyr_are_prefix_stable_for_any_reply),
         cmocka_unit_test(test_mistral_rewrites_history_when_there_is_a_system_message),
+        cmocka_unit_test(test_a_continuation_is_what_the_whole_rendering_writes_after_the_reply),
+        cmocka_unit_test(test_a_continuation_needs_messages_and_refuses_the_reply_stand_in),
         cmocka_unit_test(test_deepseek_rewrites_history_at_past_replies_with_reasoning),
         cmocka_unit_test(test_qwen3_keeps_reasoning_only_after_the_last_user_message),
         cmocka_unit_test(test_qwen3_keeps_reasoning_through_a_tool_loop_until_the_next_user_message),
