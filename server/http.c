@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "anthropic.h"
 #include "metrics.h"
 #include "openai.h"
 #include "scheduler.h"
@@ -40,6 +41,9 @@ typedef struct {
     bool first_sent, done;
 } choice_stream;
 
+/* The API a path speaks: how its requests parse, and the shape of its answers, streams and errors. */
+typedef enum { API_OPENAI, API_MESSAGES } api_kind;
+
 /* One request, from its first header to its completion callback. */
 typedef struct {
     server *srv;
@@ -53,7 +57,9 @@ typedef struct {
     double t0;
     int fd;
     sched_job *job;
-    oai_request req;
+    api_kind api;
+    oai_request req;    /* API_OPENAI */
+    anth_request areq;  /* API_MESSAGES */
     /* streaming */
     char *pending;
     size_t pending_len, pending_off;
@@ -99,7 +105,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, conn *st, int status,
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, conn *st, const oai_error *e) {
-    return send_json(c, st, e->status, oai_error_body(e));
+    return send_json(c, st, e->status, st->api == API_MESSAGES ? anth_error_body(e) : oai_error_body(e));
 }
 
 static enum MHD_Result fail(struct MHD_Connection *c, conn *st, int status, const char *type, const char *param,
@@ -179,6 +185,32 @@ static bool produce_events(conn *st) {
     return st->pending_len > before;
 }
 
+/* The Messages stream (one choice): each event named by its type — "event: TYPE\ndata: JSON\n\n" — and no [DONE].
+ * Returns true if any was queued. */
+static bool produce_typed_events(conn *st) {
+    json_t *events = json_array(), *event;
+    pthread_mutex_lock(&st->job->mu);
+    anth_stream(&st->areq, st->job, events);
+    st->choice[0].sent = st->areq.sent;
+    st->finished = st->areq.finished;
+    pthread_mutex_unlock(&st->job->mu);
+    size_t i;
+    json_array_foreach(events, i, event) {
+        char *json = json_dumps(event, JSON_COMPACT);
+        const char *type = json_string_value(json_object_get(event, "type"));
+        size_t need = (json ? strlen(json) : 0) + strlen(type) + 16;
+        char *grown = json ? realloc(st->pending, st->pending_len + need + 1) : NULL;
+        if (grown) {
+            st->pending = grown;
+            st->pending_len += (size_t)sprintf(st->pending + st->pending_len, "event: %s\ndata: %s\n\n", type, json);
+        }
+        free(json);
+    }
+    bool produced = json_array_size(events) > 0;
+    json_decref(events);
+    return produced;
+}
+
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     conn *st = cls;
@@ -198,7 +230,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         pthread_mutex_lock(&w->mu);
         sched_job_wait_locked(w, st->choice[waiting].sent, LIVENESS_MS);
         pthread_mutex_unlock(&w->mu);
-        if (!produce_events(st) && client_gone(st->fd)) {
+        bool produced = st->api == API_OPENAI ? produce_events(st) : produce_typed_events(st);
+        if (!produced && client_gone(st->fd)) {
             for (uint32_t k = 0; k <= st->job->n_followers; k++) sched_job_cancel(choice_job(st, k));
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
@@ -210,7 +243,11 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
     oai_error e;
     st->job = sched_job_new();
     if (!st->job) return fail(c, st, 500, "server_error", NULL, NULL, "out of memory");
-    if (oai_parse(&srv->oai, kind, st->body ? st->body : "", st->len, &st->req, st->job, &e)) {
+    const char *body = st->body ? st->body : "";
+    int rc = st->api == API_MESSAGES
+                 ? anth_parse(&srv->oai, srv->p->engine.seq.prefix_cache, body, st->len, &st->areq, st->job, &e)
+                 : oai_parse(&srv->oai, kind, body, st->len, &st->req, st->job, &e);
+    if (rc) {
         sched_job_release(srv->sched, st->job); /* never queued: nothing to wait for */
         st->job = NULL;
         return send_error(c, st, &e);
@@ -227,7 +264,7 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         sched_job_release(srv->sched, f); /* the leader keeps it */
     }
     sched_submit(srv->sched, st->job);
-    if (st->req.stream) {
+    if (st->api == API_MESSAGES ? st->areq.stream : st->req.stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, st, NULL);
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
@@ -252,13 +289,16 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         pthread_mutex_unlock(&choice->mu);
         if (choice->error_status) return fail(c, st, choice->error_status, "server_error", NULL, NULL, choice->error);
     }
-    return send_json(c, st, 200, oai_response(&st->req, j));
+    return send_json(c, st, 200, st->api == API_MESSAGES ? anth_response(&st->areq, j) : oai_response(&st->req, j));
 }
 
+/* The key as OpenAI's clients send it (Authorization: Bearer) or as Anthropic's do (x-api-key), on every route. */
 static bool authorized(struct MHD_Connection *c, const server *srv) {
     if (!srv->p->api_key) return true;
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    return auth && !strncmp(auth, "Bearer ", 7) && !strcmp(auth + 7, srv->p->api_key);
+    const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    return (auth && !strncmp(auth, "Bearer ", 7) && !strcmp(auth + 7, srv->p->api_key)) ||
+           (key && !strcmp(key, srv->p->api_key));
 }
 
 static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
@@ -269,7 +309,9 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
     } routes[] = {{"/health", "GET", 0},           {"/v1/models", "GET", 1},
                   {"/models", "GET", 1},           {"/metrics", "GET", 2},
                   {"/v1/chat/completions", "POST", 3}, {"/chat/completions", "POST", 3},
-                  {"/v1/completions", "POST", 4},  {"/completions", "POST", 4}};
+                  {"/v1/completions", "POST", 4},  {"/completions", "POST", 4},
+                  {"/v1/messages", "POST", 5}};
+    st->api = !strncmp(st->path, "/v1/messages", 12) ? API_MESSAGES : API_OPENAI;
     int route = -1;
     const char *allowed = NULL;
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
@@ -289,7 +331,7 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
     }
     if (route != 0 && !authorized(c, srv))
         return fail(c, st, 401, "invalid_request_error", NULL, "invalid_api_key",
-                    "Missing or incorrect API key: send 'Authorization: Bearer KEY'.");
+                    "Missing or incorrect API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'.");
     if (st->too_large) {
         char msg[200];
         snprintf(msg, sizeof msg, "The request body exceeds the limit of %zu bytes.", srv->p->max_body);
@@ -309,7 +351,7 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
         char *text = metrics_render(srv->metrics, &kv);
         return send_text(c, st, 200, "text/plain; version=0.0.4", text ? text : strdup(""));
     }
-    case 3: return run_completion(c, st, OAI_CHAT);
+    case 3: case 5: return run_completion(c, st, OAI_CHAT); /* 5: st->api says which */
     default: return run_completion(c, st, OAI_COMPLETION);
     }
 }

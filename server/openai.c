@@ -105,7 +105,7 @@ static int parse_tools(const oai_context *ctx, const json_t *root, const json_t 
     }
     if (json_array_size(t) == 0) return 0;
     *tools = t;
-    job->tool_format = ctx->tmpl->family == CHAT_LLAMA3 ? TOOLCALL_LLAMA3 : TOOLCALL_HERMES;
+    job->tool_format = toolcall_format_of(ctx->tmpl);
     return 0;
 }
 
@@ -260,6 +260,34 @@ static int get_stop(const json_t *body, sched_job *job, oai_error *e) {
     return 0;
 }
 
+int oai_parse_cache_fields(const json_t *root, sched_job *job, char cache_key[65], oai_error *e) {
+    json_t *salt = json_object_get(root, "cache_salt");
+    if (salt && !json_is_null(salt)) {
+        if (!json_is_string(salt) || json_string_length(salt) == 0)
+            return BAD("cache_salt", "'cache_salt' must be a non-empty string");
+        job->salt = strdup(json_string_value(salt));
+    }
+    /* OpenAI's values; "24h" (the default with --kv-dir) lets the blocks reach the disk tier, where they last as
+     * long as its budget keeps them. */
+    json_t *retention = json_object_get(root, "prompt_cache_retention");
+    if (retention && !json_is_null(retention)) {
+        const char *r = json_string_value(retention);
+        if (!r || (strcmp(r, "in_memory") && strcmp(r, "24h")))
+            return BAD("prompt_cache_retention", "'prompt_cache_retention' must be \"in_memory\" or \"24h\"");
+        job->memory_only = !strcmp(r, "in_memory");
+    }
+    /* Routing keys: a load balancer hashes them to a replica (deploy/haproxy.cfg). Checked as OpenAI checks
+     * them, never used for the answer or the cache salt, so a conversation answers the same wherever it lands. */
+    const char *route_keys[] = {"prompt_cache_key", "user"};
+    for (int k = 0; k < 2; k++) {
+        json_t *v = json_object_get(root, route_keys[k]);
+        if (v && !json_is_null(v) && !json_is_string(v)) return BAD(route_keys[k], "'%s' must be a string", route_keys[k]);
+    }
+    json_t *key = json_object_get(root, "prompt_cache_key");
+    if (json_is_string(key)) snprintf(cache_key, 65, "%s", json_string_value(key));
+    return 0;
+}
+
 int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t len, oai_request *req,
               sched_job *job, oai_error *e) {
     static unsigned long long counter;
@@ -329,37 +357,7 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
         job->sampling.seed = (uint64_t)json_integer_value(seed);
     }
     if (get_stop(root, job, e)) goto out;
-    json_t *salt = json_object_get(root, "cache_salt");
-    if (salt && !json_is_null(salt)) {
-        if (!json_is_string(salt) || json_string_length(salt) == 0) {
-            BAD("cache_salt", "'cache_salt' must be a non-empty string");
-            goto out;
-        }
-        job->salt = strdup(json_string_value(salt));
-    }
-    /* OpenAI's values; "24h" (the default with --kv-dir) lets the blocks reach the disk tier, where they last as
-     * long as its budget keeps them. */
-    json_t *retention = json_object_get(root, "prompt_cache_retention");
-    if (retention && !json_is_null(retention)) {
-        const char *r = json_string_value(retention);
-        if (!r || (strcmp(r, "in_memory") && strcmp(r, "24h"))) {
-            BAD("prompt_cache_retention", "'prompt_cache_retention' must be \"in_memory\" or \"24h\"");
-            goto out;
-        }
-        job->memory_only = !strcmp(r, "in_memory");
-    }
-    /* Routing keys: a load balancer hashes them to a replica (deploy/haproxy.cfg). Checked as OpenAI checks
-     * them, never used for the answer or the cache salt, so a conversation answers the same wherever it lands. */
-    const char *route_keys[] = {"prompt_cache_key", "user"};
-    for (int k = 0; k < 2; k++) {
-        json_t *v = json_object_get(root, route_keys[k]);
-        if (v && !json_is_null(v) && !json_is_string(v)) {
-            BAD(route_keys[k], "'%s' must be a string", route_keys[k]);
-            goto out;
-        }
-    }
-    json_t *cache_key = json_object_get(root, "prompt_cache_key");
-    if (json_is_string(cache_key)) snprintf(req->cache_key, sizeof req->cache_key, "%s", json_string_value(cache_key));
+    if (oai_parse_cache_fields(root, job, req->cache_key, e)) goto out;
 
     snprintf(job->id, sizeof job->id, "%s", req->id);
     if (kind == OAI_CHAT) {

@@ -52,6 +52,11 @@ typedef struct {
 int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t len, oai_request *req,
               sched_job *job, oai_error *e);
 
+/* The fields every API reads alike (chat, completions, Responses, Messages): cache_salt and prompt_cache_retention
+ * into job, the routing keys prompt_cache_key and user checked (strings), prompt_cache_key copied to cache_key (for
+ * the log, truncated). 0, or -1 with e. */
+int oai_parse_cache_fields(const json_t *root, sched_job *job, char cache_key[65], oai_error *e);
+
 /* The whole (non-streamed) response of a finished job (and of its followers, the other choices). */
 json_t *oai_response(const oai_request *req, const sched_job *job);
 /* One stream chunk of choice `index` carrying text (delta), or its final chunk (finish_reason set); logprobs (taken;

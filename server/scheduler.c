@@ -70,6 +70,7 @@ static void job_free(sched_job *j) {
     free(j->text);
     free(j->lps);
     json_decref(j->tool_calls);
+    json_decref(j->tool_choice);
     free(j->followers);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
@@ -95,6 +96,12 @@ sched_job *sched_job_follower(sched_job *j, uint64_t seed) {
             return NULL;
         }
     f->tool_format = j->tool_format;
+    f->tool_choice = j->tool_choice ? json_deep_copy(j->tool_choice) : NULL;
+    f->single_tool_call = j->single_tool_call;
+    if (j->tool_choice && !f->tool_choice) {
+        job_free(f);
+        return NULL;
+    }
     memcpy(f->id, j->id, sizeof f->id);
     f->memory_only = j->memory_only;
     f->logprobs = j->logprobs;
@@ -241,6 +248,7 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
                 j->text[j->len] = 0;
                 while (j->n_lps && j->lps[j->n_lps - 1].end > j->len) j->n_lps--; /* tokens of the stop string */
                 j->finish_reason = "stop";
+                j->stop_hit = j->stop[i];
                 go_on = false;
             }
         }

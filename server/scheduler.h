@@ -55,6 +55,11 @@ typedef struct sched_job {
     uint32_t top_logprobs; /* and this many most likely ids at its step */
     int tool_format;  /* a toolcall_format: the request offered tools, calls may come back */
     char id[48];      /* the request's id, for tool call ids */
+    /* What the output is asked to be, in chat's shapes whatever API asked (the Messages API's tool_choice is
+     * translated); NULL: nothing asked. Carried for constrained decoding (issue 17), which does not read it yet.
+     * Owned (one reference). */
+    json_t *tool_choice;   /* "none", "auto", "required" or {"type": "function", "function": {"name": ...}} */
+    bool single_tool_call; /* parallel_tool_calls false (the Messages API's disable_parallel_tool_use) */
 
     /* progress, guarded by mu; cv is signalled on every change */
     pthread_mutex_t mu;
@@ -68,6 +73,7 @@ typedef struct sched_job {
     const char *finish_reason; /* "stop", "length" or "tool_calls" once done */
     json_t *tool_calls;        /* the calls the output made (OpenAI tool_calls), or NULL */
     size_t content_len;        /* once done: text[0..content_len) is content (the rest were calls) */
+    const char *stop_hit;      /* the stop string (one of stop[]) that ended the text, or NULL */
     struct sched_logprob *lps; /* with logprobs: one per token appended, in order (n_lps of them) */
     size_t n_lps, cap_lps;
     int error_status;          /* 0, or the HTTP status of a failure (error in `error`) */

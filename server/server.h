@@ -1,8 +1,9 @@
 /* server.h — the OpenAI-compatible HTTP server (libmicrohttpd, one thread per connection).
  *
- * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics.
- * Every failure is an OpenAI-style {"error": {message, type, param, code}} with a 4xx/5xx status; the
- * server keeps serving. Requests queue fairly (sched.h). A client that disconnects stops its generation
+ * Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (Anthropic's, anthropic.h),
+ * GET /v1/models, GET /health, GET /metrics.
+ * Every failure is a 4xx/5xx with an error body in its API's shape — OpenAI's {"error": {message, type, param,
+ * code}}, under /v1/messages Anthropic's {"type": "error", "error": {type, message}}; the server keeps serving. Requests queue fairly (sched.h). A client that disconnects stops its generation
  * at the next token. SIGINT/SIGTERM: stop accepting, cancel what runs, exit 0.
  */
 #ifndef FKV_SERVER_H

@@ -66,6 +66,10 @@ static json_t *parse_llama3(const char *text, size_t len, const char *id_base, s
     return json_pack("[o]", call);
 }
 
+toolcall_format toolcall_format_of(const chat_template *t) {
+    return t->family == CHAT_LLAMA3 ? TOOLCALL_LLAMA3 : TOOLCALL_HERMES;
+}
+
 json_t *toolcall_parse(toolcall_format f, const char *text, size_t len, const char *id_base, size_t *content_len) {
     *content_len = len;
     if (f == TOOLCALL_HERMES) return parse_hermes(text, len, id_base, content_len);

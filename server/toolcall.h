@@ -14,7 +14,12 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "chat.h"
+
 typedef enum { TOOLCALL_NONE = 0, TOOLCALL_HERMES = 1, TOOLCALL_LLAMA3 = 2 } toolcall_format;
+
+/* The form calls take in the output of a model rendered with template t (offered tools as chat_render writes them). */
+toolcall_format toolcall_format_of(const chat_template *t);
 
 /* The calls in text[0..len): a JSON array of OpenAI tool calls ({id, type: "function", function: {name,
  * arguments}}), ids "call_<id_base>_<i>"; NULL when there is none or the output is not well formed.

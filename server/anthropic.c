@@ -1,0 +1,491 @@
+#include "anthropic.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "convo.h"
+#include "toolcall.h"
+
+#define MAX_STOP 16 /* as chat's stop */
+#define PATH_MAX_LEN 128 /* a field's path in an error: "messages.12.content.3.content.0" */
+
+/* base + "." + sub (an index or a field) into out; a path past 100 bytes is cut, which only shortens a message. */
+static void path_at(char out[PATH_MAX_LEN], const char *base, const char *sub) {
+    snprintf(out, PATH_MAX_LEN, "%.100s.%.24s", base, sub);
+}
+
+static void path_index(char out[PATH_MAX_LEN], const char *base, size_t i) {
+    char index[24];
+    snprintf(index, sizeof index, "%zu", i);
+    path_at(out, base, index);
+}
+
+/* Anthropic's errors carry no param: the message names the field, the way Anthropic's do ("messages.0.content"). */
+#define BAD(...) oai_fail(e, 400, "invalid_request_error", NULL, NULL, __VA_ARGS__)
+
+/* cache_control is accepted wherever Anthropic takes it: flatkv caches every prompt's rows without being asked. */
+static int check_cache_control(const json_t *obj, const char *path, oai_error *e) {
+    const json_t *cc = json_object_get(obj, "cache_control");
+    if (!cc || json_is_null(cc)) return 0;
+    const json_t *type = json_object_get(cc, "type");
+    if (!json_is_object(cc) || !json_is_string(type) || strcmp(json_string_value(type), "ephemeral"))
+        return BAD("%s.cache_control: must be {\"type\": \"ephemeral\"}", path);
+    return 0;
+}
+
+/* A block's type, after checking it is an object with one and an acceptable cache_control; NULL with e. */
+static const char *block_type(const json_t *block, const char *path, oai_error *e) {
+    const json_t *type = json_object_get(block, "type");
+    if (!json_is_object(block) || !json_is_string(type)) {
+        BAD("%s: must be a content block, an object with a string 'type'", path);
+        return NULL;
+    }
+    return check_cache_control(block, path, e) ? NULL : json_string_value(type);
+}
+
+static int unsupported_block(const char *type, const char *path, oai_error *e) {
+    if (!strcmp(type, "image") || !strcmp(type, "document"))
+        return BAD("%s: %s blocks are not supported: this model reads text only", path, type);
+    if (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking"))
+        return BAD("%s: %s blocks are not supported: extended thinking is not", path, type);
+    return BAD("%s: block type '%s' is not supported here", path, type);
+}
+
+/* A text block's text appended to the last message; -1 with e when the block has none. */
+static int put_text_block(convo *c, const json_t *block, const char *path, oai_error *e) {
+    const json_t *text = json_object_get(block, "text");
+    if (!json_is_string(text)) return BAD("%s.text: must be a string", path);
+    convo_text(c, json_string_value(text), json_string_length(text));
+    return 0;
+}
+
+/* Text content — a string, or an array of text blocks — appended to the last message (system, tool_result). */
+static int put_text_content(convo *c, const json_t *content, const char *path, oai_error *e) {
+    if (json_is_string(content)) {
+        convo_text(c, json_string_value(content), json_string_length(content));
+        return 0;
+    }
+    if (!json_is_array(content)) return BAD("%s: must be a string or an array of text blocks", path);
+    size_t i;
+    json_t *block;
+    char at[PATH_MAX_LEN];
+    json_array_foreach(content, i, block) {
+        path_index(at, path, i);
+        const char *type = block_type(block, at, e);
+        if (!type) return -1;
+        if (strcmp(type, "text")) return unsupported_block(type, at, e);
+        if (put_text_block(c, block, at, e)) return -1;
+    }
+    return 0;
+}
+
+/* A user turn's blocks: text blocks make user messages, each tool_result a tool message, in their order. */
+static int put_user_blocks(convo *c, const json_t *blocks, const char *path, oai_error *e) {
+    size_t i;
+    json_t *block;
+    char at[PATH_MAX_LEN];
+    bool in_text = false; /* the last message is this turn's text */
+    json_array_foreach(blocks, i, block) {
+        path_index(at, path, i);
+        const char *type = block_type(block, at, e);
+        if (!type) return -1;
+        if (!strcmp(type, "text")) {
+            if (!in_text) convo_add(c, "user");
+            in_text = true;
+            if (put_text_block(c, block, at, e)) return -1;
+        } else if (!strcmp(type, "tool_result")) {
+            const json_t *use_id = json_object_get(block, "tool_use_id"), *content = json_object_get(block, "content");
+            const json_t *is_error = json_object_get(block, "is_error");
+            if (!json_is_string(use_id)) return BAD("%s.tool_use_id: must be a string", at);
+            if (is_error && !json_is_boolean(is_error)) return BAD("%s.is_error: must be a boolean", at);
+            in_text = false;
+            convo_add(c, "tool");
+            char content_at[PATH_MAX_LEN];
+            path_at(content_at, at, "content");
+            if (content && !json_is_null(content) && put_text_content(c, content, content_at, e)) return -1;
+        } else {
+            return unsupported_block(type, at, e);
+        }
+    }
+    return 0;
+}
+
+/* An assistant turn's blocks: its text, and a call per tool_use block (arguments: the input as JSON text). */
+static int put_assistant_blocks(convo *c, const json_t *blocks, const char *path, oai_error *e) {
+    size_t i;
+    json_t *block;
+    char at[PATH_MAX_LEN];
+    convo_add(c, "assistant");
+    json_array_foreach(blocks, i, block) {
+        path_index(at, path, i);
+        const char *type = block_type(block, at, e);
+        if (!type) return -1;
+        if (!strcmp(type, "text")) {
+            if (put_text_block(c, block, at, e)) return -1;
+        } else if (!strcmp(type, "tool_use")) {
+            const json_t *id = json_object_get(block, "id"), *name = json_object_get(block, "name");
+            const json_t *input = json_object_get(block, "input");
+            if (!json_is_string(id) || !json_is_string(name) || !json_is_object(input))
+                return BAD("%s: a tool_use block needs a string 'id' and 'name' and an object 'input'", at);
+            char *args = json_dumps(input, JSON_COMPACT);
+            if (!args) return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            convo_call(c, json_string_value(name), args);
+            free(args);
+        } else {
+            return unsupported_block(type, at, e);
+        }
+    }
+    return 0;
+}
+
+static int parse_messages(convo *c, const json_t *messages, oai_error *e) {
+    if (!json_is_array(messages) || json_array_size(messages) == 0)
+        return BAD("messages: must be a non-empty array");
+    size_t i, n = json_array_size(messages);
+    json_t *msg;
+    char at[PATH_MAX_LEN];
+    json_array_foreach(messages, i, msg) {
+        snprintf(at, sizeof at, "messages.%zu", i);
+        const json_t *role = json_object_get(msg, "role"), *content = json_object_get(msg, "content");
+        if (!json_is_object(msg) || !json_is_string(role) ||
+            (strcmp(json_string_value(role), "user") && strcmp(json_string_value(role), "assistant")))
+            return BAD("%s: must be an object with 'role' \"user\" or \"assistant\"", at);
+        bool user = !strcmp(json_string_value(role), "user");
+        if (!user && i + 1 == n)
+            return BAD("%s: a final assistant message (a prefill to continue) is not supported", at);
+        char content_at[PATH_MAX_LEN];
+        path_at(content_at, at, "content");
+        if (json_is_string(content)) {
+            convo_add(c, user ? "user" : "assistant");
+            convo_text(c, json_string_value(content), json_string_length(content));
+        } else if (!json_is_array(content) || json_array_size(content) == 0) {
+            return BAD("%s: must be a string or a non-empty array of content blocks", content_at);
+        } else if (user ? put_user_blocks(c, content, content_at, e) : put_assistant_blocks(c, content, content_at, e)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* tools as chat's OpenAI-shaped tools (what the templates render), and tool_choice: chat's form of it into job.
+ * *rendered: the tools to render (new reference), or NULL for none — none given, or tool_choice "none". */
+static int parse_tools(const oai_context *ctx, const json_t *root, json_t **rendered, sched_job *job, oai_error *e) {
+    const json_t *tools = json_object_get(root, "tools"), *choice = json_object_get(root, "tool_choice");
+    *rendered = NULL;
+    size_t n = 0;
+    if (tools && !json_is_null(tools)) {
+        if (!json_is_array(tools)) return BAD("tools: must be an array");
+        n = json_array_size(tools);
+    }
+    json_t *chat_tools = json_array();
+    size_t i;
+    json_t *tool;
+    char at[PATH_MAX_LEN];
+    for (i = 0; i < n; i++) {
+        tool = json_array_get(tools, i);
+        snprintf(at, sizeof at, "tools.%zu", i);
+        const json_t *type = json_object_get(tool, "type"), *name = json_object_get(tool, "name");
+        const json_t *description = json_object_get(tool, "description"), *schema = json_object_get(tool, "input_schema");
+        if (!json_is_object(tool)) goto bad_tool;
+        if (type && !json_is_null(type) && (!json_is_string(type) || strcmp(json_string_value(type), "custom"))) {
+            json_decref(chat_tools);
+            return BAD("%s: tool type '%s' is not supported: only client tools (name, description, input_schema)", at,
+                       json_is_string(type) ? json_string_value(type) : "?");
+        }
+        if (!json_is_string(name) || json_string_length(name) == 0 || !json_is_object(schema) ||
+            (description && !json_is_null(description) && !json_is_string(description)))
+            goto bad_tool;
+        if (check_cache_control(tool, at, e)) {
+            json_decref(chat_tools);
+            return -1;
+        }
+        json_t *fn = json_pack("{s:O}", "name", name);
+        if (json_is_string(description)) json_object_set(fn, "description", (json_t *)description);
+        json_object_set(fn, "parameters", (json_t *)schema);
+        json_array_append_new(chat_tools, json_pack("{s:s,s:o}", "type", "function", "function", fn));
+    }
+    const char *kind = "auto";
+    if (choice && !json_is_null(choice)) {
+        const json_t *type = json_object_get(choice, "type"), *name = json_object_get(choice, "name");
+        const json_t *single = json_object_get(choice, "disable_parallel_tool_use");
+        kind = json_is_string(type) ? json_string_value(type) : "";
+        if (!json_is_object(choice) || (strcmp(kind, "auto") && strcmp(kind, "any") && strcmp(kind, "tool") &&
+                                        strcmp(kind, "none"))) {
+            json_decref(chat_tools);
+            return BAD("tool_choice: must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"tool\", \"name\": "
+                       "...} or {\"type\": \"none\"}");
+        }
+        if (single && !json_is_null(single) && !json_is_boolean(single)) {
+            json_decref(chat_tools);
+            return BAD("tool_choice.disable_parallel_tool_use: must be a boolean");
+        }
+        job->single_tool_call = json_is_true(single);
+        bool known = false;
+        for (i = 0; json_is_string(name) && i < n; i++)
+            known = known || json_equal(json_object_get(json_array_get(tools, i), "name"), (json_t *)name);
+        if ((!strcmp(kind, "any") || !strcmp(kind, "tool")) && n == 0) {
+            json_decref(chat_tools);
+            return BAD("tool_choice: type '%s' needs tools", kind);
+        }
+        if (!strcmp(kind, "tool") && !known) {
+            json_decref(chat_tools);
+            return BAD("tool_choice.name: must name one of the tools");
+        }
+        /* Chat's shapes, where constrained decoding will read them (sched_job.tool_choice). */
+        job->tool_choice = !strcmp(kind, "any")    ? json_string("required")
+                           : !strcmp(kind, "tool") ? json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name)
+                                                   : json_string(kind);
+    }
+    if (n == 0 || !strcmp(kind, "none")) {
+        json_decref(chat_tools);
+        return 0;
+    }
+    *rendered = chat_tools;
+    job->tool_format = toolcall_format_of(ctx->tmpl);
+    return 0;
+bad_tool:
+    json_decref(chat_tools);
+    return BAD("%s: must be {\"name\": string, \"description\": string, \"input_schema\": object}", at);
+}
+
+/* A number field in [lo, hi] (absent or null: keep *out). */
+static int get_number(const json_t *root, const char *key, double lo, double hi, float *out, oai_error *e) {
+    const json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi)
+        return BAD("%s: must be a number between %g and %g", key, lo, hi);
+    *out = (float)json_number_value(v);
+    return 0;
+}
+
+static int parse_sampling(const json_t *root, sched_job *job, oai_error *e) {
+    job->sampling = fkv_sampler_default_params();
+    job->sampling.seed = (uint64_t)time(NULL);
+    if (get_number(root, "temperature", 0, 1, &job->sampling.temp, e) ||
+        get_number(root, "top_p", 0, 1, &job->sampling.top_p, e))
+        return -1;
+    const json_t *top_k = json_object_get(root, "top_k");
+    if (top_k && !json_is_null(top_k)) {
+        if (!json_is_integer(top_k) || json_integer_value(top_k) < 0 || json_integer_value(top_k) > 1000000)
+            return BAD("top_k: must be an integer of at least 0");
+        job->sampling.top_k = (int32_t)json_integer_value(top_k);
+    }
+    const json_t *stop = json_object_get(root, "stop_sequences");
+    if (!stop || json_is_null(stop)) return 0;
+    if (!json_is_array(stop)) return BAD("stop_sequences: must be an array of strings");
+    size_t n = json_array_size(stop);
+    if (n > MAX_STOP) return BAD("stop_sequences: %zu strings; at most %d are supported", n, MAX_STOP);
+    job->stop = calloc(n ? n : 1, sizeof *job->stop);
+    if (!job->stop) return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *s = json_array_get(stop, i);
+        if (!json_is_string(s) || json_string_length(s) == 0 || strlen(json_string_value(s)) != json_string_length(s))
+            return BAD("stop_sequences.%zu: must be a non-empty string", i);
+        job->stop[job->n_stop++] = strdup(json_string_value(s));
+    }
+    return 0;
+}
+
+int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size_t len, anth_request *req,
+               sched_job *job, oai_error *e) {
+    static unsigned long long counter;
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr), *tools = NULL;
+    convo c = {0};
+    int rc = -1;
+    if (!root) return BAD("the request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line, jerr.column);
+    memset(req, 0, sizeof *req);
+    req->prefix_cache = prefix_cache;
+    snprintf(req->id, sizeof req->id, "msg_%llx%llx", (unsigned long long)time(NULL),
+             __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    snprintf(job->id, sizeof job->id, "%s", req->id);
+    const json_t *model = json_object_get(root, "model"), *max_tokens = json_object_get(root, "max_tokens");
+    const json_t *stream = json_object_get(root, "stream"), *metadata = json_object_get(root, "metadata");
+    const json_t *system = json_object_get(root, "system"), *thinking = json_object_get(root, "thinking");
+    if (!json_is_object(root)) {
+        BAD("the request body must be a JSON object");
+        goto out;
+    }
+    if (!json_is_string(model)) {
+        BAD("model: a string is required");
+        goto out;
+    }
+    snprintf(req->model, sizeof req->model, "%s", json_string_value(model));
+    if (!json_is_integer(max_tokens) || json_integer_value(max_tokens) < 1) {
+        BAD("max_tokens: a positive integer is required");
+        goto out;
+    }
+    if (stream && !json_is_null(stream) && !json_is_boolean(stream)) {
+        BAD("stream: must be a boolean");
+        goto out;
+    }
+    req->stream = json_is_true(stream);
+    if (metadata && !json_is_null(metadata) && !json_is_object(metadata)) {
+        BAD("metadata: must be an object");
+        goto out;
+    }
+    const char *thinking_type = json_string_value(json_object_get(thinking, "type"));
+    if (thinking && !json_is_null(thinking) && (!thinking_type || strcmp(thinking_type, "disabled"))) {
+        BAD("thinking: extended thinking is not supported (only {\"type\": \"disabled\"})");
+        goto out;
+    }
+    char cache_key[65]; /* the Messages API has no routing key of its own */
+    if (parse_sampling(root, job, e) || oai_parse_cache_fields(root, job, cache_key, e) ||
+        parse_tools(ctx, root, &tools, job, e))
+        goto out;
+    if (system && !json_is_null(system)) {
+        if (json_is_array(system)) {
+            for (size_t i = 0; i < json_array_size(system); i++) {
+                char at[PATH_MAX_LEN];
+                snprintf(at, sizeof at, "system.%zu", i);
+                if (check_cache_control(json_array_get(system, i), at, e)) goto out;
+            }
+        }
+        convo_add(&c, "system");
+        if (put_text_content(&c, system, "system", e)) goto out;
+    }
+    if (parse_messages(&c, json_object_get(root, "messages"), e)) goto out;
+    const chat_message *msgs = convo_messages(&c);
+    if (!msgs) {
+        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto out;
+    }
+    fkv_error err = {{0}};
+    if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, tools, &job->ids, &job->n_ids, &err)) {
+        BAD("messages: %s", err.msg);
+        goto out;
+    }
+    req->n_prompt = job->n_ids;
+    if (job->n_ids > ctx->n_ctx) {
+        BAD("prompt is too long: %u tokens > %u maximum", job->n_ids, ctx->n_ctx);
+        goto out;
+    }
+    /* Generation may run to the end of the context; max_tokens caps it. */
+    job->max_tokens = ctx->n_ctx - job->n_ids + 1;
+    if ((json_int_t)job->max_tokens > json_integer_value(max_tokens)) job->max_tokens = (uint32_t)json_integer_value(max_tokens);
+    rc = 0;
+out:
+    convo_free(&c);
+    json_decref(tools);
+    json_decref(root);
+    return rc;
+}
+
+/* --- the answer --- */
+
+static json_t *usage_json(const anth_request *req, const sched_job *job) {
+    uint32_t computed = req->n_prompt - job->cached, left_cached = req->prefix_cache ? computed : 0;
+    return json_pack("{s:i,s:i,s:i,s:i}", "input_tokens", (int)(computed - left_cached), "cache_creation_input_tokens",
+                     (int)left_cached, "cache_read_input_tokens", (int)job->cached, "output_tokens", (int)job->n_gen);
+}
+
+static const char *stop_reason(const sched_job *job) {
+    if (job->tool_calls) return "tool_use";
+    if (!strcmp(job->finish_reason, "length")) return "max_tokens";
+    return job->stop_hit ? "stop_sequence" : "end_turn";
+}
+
+/* Call i of the job (an OpenAI tool call) as a tool_use block, its input the arguments parsed (with_input), or {}
+ * to be streamed as input_json_delta. Arguments that are not a JSON object give {}: a tool_use input is one. */
+static json_t *tool_use_block(const anth_request *req, const sched_job *job, size_t i, bool with_input) {
+    const json_t *fn = json_object_get(json_array_get(job->tool_calls, i), "function");
+    json_t *input = with_input ? json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL) : NULL;
+    if (!json_is_object(input)) {
+        json_decref(input);
+        input = json_object();
+    }
+    char id[96];
+    snprintf(id, sizeof id, "toolu_%s_%zu", req->id + strlen("msg_"), i);
+    return json_pack("{s:s,s:s,s:O,s:o}", "type", "tool_use", "id", id, "name", json_object_get(fn, "name"), "input",
+                     input);
+}
+
+/* The arguments of call i as they stream: the input's JSON text. */
+static const char *tool_arguments(const sched_job *job, size_t i) {
+    const char *args = json_string_value(json_object_get(json_object_get(json_array_get(job->tool_calls, i), "function"),
+                                                         "arguments"));
+    json_t *parsed = json_loads(args ? args : "", 0, NULL);
+    bool object = json_is_object(parsed);
+    json_decref(parsed);
+    return object ? args : "{}";
+}
+
+static json_t *text_block(const char *text, size_t len) {
+    return json_pack("{s:s,s:s%}", "type", "text", "text", text ? text : "", len);
+}
+
+json_t *anth_response(const anth_request *req, const sched_job *job) {
+    json_t *content = json_array();
+    if (job->content_len || !job->tool_calls) json_array_append_new(content, text_block(job->text, job->content_len));
+    for (size_t i = 0; i < json_array_size(job->tool_calls); i++)
+        json_array_append_new(content, tool_use_block(req, job, i, true));
+    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o}", "id", req->id, "type", "message", "role", "assistant", "model",
+                     req->model, "content", content, "stop_reason", stop_reason(job), "stop_sequence",
+                     job->stop_hit ? json_string(job->stop_hit) : json_null(), "usage", usage_json(req, job));
+}
+
+static void emit(json_t *events, json_t *event) { json_array_append_new(events, event); }
+
+static void block_start(anth_request *req, json_t *events, json_t *block) {
+    emit(events, json_pack("{s:s,s:i,s:o}", "type", "content_block_start", "index", req->n_blocks++, "content_block", block));
+}
+
+static void block_stop(anth_request *req, json_t *events) {
+    emit(events, json_pack("{s:s,s:i}", "type", "content_block_stop", "index", req->n_blocks - 1));
+}
+
+void anth_stream(anth_request *req, const sched_job *job, json_t *events) {
+    if (job->error_status) {
+        oai_error err;
+        oai_fail(&err, job->error_status, "server_error", NULL, NULL, "%s", job->error);
+        emit(events, anth_error_body(&err));
+        req->finished = true;
+        return;
+    }
+    /* message_start carries the usage of the prompt, known once the job has started generating. */
+    if (!req->started && !(job->stable > 0 || job->done)) return;
+    if (!req->started) {
+        json_t *usage = usage_json(req, job);
+        json_object_set_new(usage, "output_tokens", json_integer(0));
+        emit(events, json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:o}}", "type", "message_start", "message", "id",
+                               req->id, "type", "message", "role", "assistant", "model", req->model, "content",
+                               "stop_reason", "stop_sequence", "usage", usage));
+        emit(events, json_pack("{s:s}", "type", "ping"));
+        req->started = true;
+    }
+    if (job->stable > req->sent) {
+        if (!req->text_open) block_start(req, events, text_block("", 0));
+        req->text_open = true;
+        emit(events, json_pack("{s:s,s:i,s:{s:s,s:s%}}", "type", "content_block_delta", "index", req->n_blocks - 1,
+                               "delta", "type", "text_delta", "text", job->text + req->sent, job->stable - req->sent));
+        req->sent = job->stable;
+    }
+    if (!job->done || req->sent < job->stable) return;
+    if (!req->text_open && !job->tool_calls) block_start(req, events, text_block("", 0)); /* as anth_response */
+    if (req->text_open || !job->tool_calls) block_stop(req, events);
+    for (size_t i = 0; i < json_array_size(job->tool_calls); i++) {
+        block_start(req, events, tool_use_block(req, job, i, false));
+        emit(events, json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index", req->n_blocks - 1,
+                               "delta", "type", "input_json_delta", "partial_json", tool_arguments(job, i)));
+        block_stop(req, events);
+    }
+    emit(events, json_pack("{s:s,s:{s:s,s:o},s:o}", "type", "message_delta", "delta", "stop_reason", stop_reason(job),
+                           "stop_sequence", job->stop_hit ? json_string(job->stop_hit) : json_null(), "usage",
+                           usage_json(req, job)));
+    emit(events, json_pack("{s:s}", "type", "message_stop"));
+    req->finished = true;
+}
+
+json_t *anth_error_body(const oai_error *e) {
+    const char *type = e->status == 401   ? "authentication_error"
+                       : e->status == 403 ? "permission_error"
+                       : e->status == 404 ? "not_found_error"
+                       : e->status == 413 ? "request_too_large"
+                       : e->status == 429 ? "rate_limit_error"
+                       : e->status == 503 ? "overloaded_error"
+                       : e->status >= 500 ? "api_error"
+                                          : "invalid_request_error";
+    return json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type", type, "message", e->message);
+}
