@@ -8,10 +8,10 @@
 
 static const char HELP[] =
     "usage: flatkv serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-body BYTES]\n"
-    "                    [--chat-template NAME] [engine options]\n"
+    "                    [--chat-template NAME] [--responses-max N] [--responses-mem BYTES] [engine options]\n"
     "\n"
-    "Serve the OpenAI API: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
-    "GET /metrics (Prometheus); and Anthropic's POST /v1/messages.\n"
+    "Serve the OpenAI API: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (GET and DELETE\n"
+    "/v1/responses/ID), GET /v1/models, GET /health, GET /metrics (Prometheus); and Anthropic's POST /v1/messages.\n"
     "Many conversations stay cached at once: a request reuses the rows of any\n"
     "cached sequence as far as its prompt ids (and cache_salt) agree with theirs. SIGINT/SIGTERM stop it.\n"
     "  -m, --model PATH       GGUF model\n"
@@ -21,19 +21,24 @@ static const char HELP[] =
     "      --max-body BYTES   largest request body (default 16 MiB)\n"
     "      --chat-template T  override the model's template family\n"
     "      --parallel N       requests run at once, their decode steps batched (default 4)\n"
+    "      --responses-max N  stored responses (/v1/responses) kept at most (default 1024), least recent out first\n"
+    "      --responses-mem BYTES  and the bytes they take at most (default 64 MiB)\n"
     CLI_ENGINE_HELP;
 
 int cli_serve(int argc, char **argv) {
-    enum { O_HOST = 256, O_PORT, O_KEY, O_MAX_BODY, O_TEMPLATE, O_PARALLEL };
+    enum { O_HOST = 256, O_PORT, O_KEY, O_MAX_BODY, O_TEMPLATE, O_PARALLEL, O_RESPONSES_MAX, O_RESPONSES_MEM };
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},  {"host", required_argument, 0, O_HOST},
                                          {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
                                          {"max-body", required_argument, 0, O_MAX_BODY},
                                          {"chat-template", required_argument, 0, O_TEMPLATE},
                                          {"parallel", required_argument, 0, O_PARALLEL},
+                                         {"responses-max", required_argument, 0, O_RESPONSES_MAX},
+                                         {"responses-mem", required_argument, 0, O_RESPONSES_MEM},
                                          {"help", no_argument, 0, 'h'},         CLI_ENGINE_OPTIONS,
                                          {0, 0, 0, 0}};
     const char *sub = "serve", *model_path = NULL, *template_name = NULL;
-    server_params p = {.host = "127.0.0.1", .port = 8080, .max_body = 16u << 20, .parallel = 4};
+    server_params p = {.host = "127.0.0.1", .port = 8080, .max_body = 16u << 20, .parallel = 4,
+                       .responses_max = 1024, .responses_mem = 64u << 20};
     fkv_error err = {{0}};
     if (fkv_engine_default_params(&p.engine, &err)) return cli_usage_error(sub, "%s", err.msg);
     int c;
@@ -56,6 +61,13 @@ int cli_serve(int argc, char **argv) {
             break;
         case O_TEMPLATE: template_name = optarg; break;
         case O_PARALLEL: bad = cli_parse_u32(sub, "--parallel", optarg, 1, 256, &p.parallel); break;
+        case O_RESPONSES_MAX: bad = cli_parse_u32(sub, "--responses-max", optarg, 0, UINT32_MAX, &p.responses_max); break;
+        case O_RESPONSES_MEM: {
+            uint64_t bytes;
+            bad = cli_parse_u64(sub, "--responses-mem", optarg, &bytes);
+            p.responses_mem = (size_t)bytes;
+            break;
+        }
         case 'h': fputs(HELP, stdout); return 0;
         default:
             bad = cli_run_option(sub, c, optarg, &p.engine, NULL);

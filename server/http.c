@@ -21,6 +21,7 @@
 #include "anthropic.h"
 #include "metrics.h"
 #include "openai.h"
+#include "responses.h"
 #include "scheduler.h"
 #include "server.h"
 
@@ -32,6 +33,7 @@ typedef struct {
     sched *sched;
     metrics *metrics;
     oai_context oai;
+    resp_store *responses; /* the Responses API's stored responses */
 } server;
 
 /* A streamed choice's progress on the wire. */
@@ -42,7 +44,7 @@ typedef struct {
 } choice_stream;
 
 /* The API a path speaks: how its requests parse, and the shape of its answers, streams and errors. */
-typedef enum { API_OPENAI, API_MESSAGES } api_kind;
+typedef enum { API_OPENAI, API_MESSAGES, API_RESPONSES } api_kind;
 
 /* One request, from its first header to its completion callback. */
 typedef struct {
@@ -60,6 +62,7 @@ typedef struct {
     api_kind api;
     oai_request req;    /* API_OPENAI */
     anth_request areq;  /* API_MESSAGES */
+    resp_request rreq;  /* API_RESPONSES */
     /* streaming */
     char *pending;
     size_t pending_len, pending_off;
@@ -185,14 +188,20 @@ static bool produce_events(conn *st) {
     return st->pending_len > before;
 }
 
-/* The Messages stream (one choice): each event named by its type — "event: TYPE\ndata: JSON\n\n" — and no [DONE].
- * Returns true if any was queued. */
+/* The Messages and Responses streams (one choice): each event named by its type — "event: TYPE\ndata: JSON\n\n" —
+ * and no [DONE]. Returns true if any was queued. */
 static bool produce_typed_events(conn *st) {
     json_t *events = json_array(), *event;
     pthread_mutex_lock(&st->job->mu);
-    anth_stream(&st->areq, st->job, events);
-    st->choice[0].sent = st->areq.sent;
-    st->finished = st->areq.finished;
+    if (st->api == API_MESSAGES) {
+        anth_stream(&st->areq, st->job, events);
+        st->choice[0].sent = st->areq.sent;
+        st->finished = st->areq.finished;
+    } else {
+        resp_stream(&st->rreq, st->job, events);
+        st->choice[0].sent = st->rreq.sent;
+        st->finished = st->rreq.finished;
+    }
     pthread_mutex_unlock(&st->job->mu);
     size_t i;
     json_array_foreach(events, i, event) {
@@ -246,13 +255,14 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
     const char *body = st->body ? st->body : "";
     int rc = st->api == API_MESSAGES
                  ? anth_parse(&srv->oai, srv->p->engine.seq.prefix_cache, body, st->len, &st->areq, st->job, &e)
-                 : oai_parse(&srv->oai, kind, body, st->len, &st->req, st->job, &e);
+             : st->api == API_RESPONSES ? resp_parse(&srv->oai, srv->responses, body, st->len, &st->rreq, st->job, &e)
+                                        : oai_parse(&srv->oai, kind, body, st->len, &st->req, st->job, &e);
     if (rc) {
         sched_job_release(srv->sched, st->job); /* never queued: nothing to wait for */
         st->job = NULL;
         return send_error(c, st, &e);
     }
-    if (!st->key[0]) set_log_key(st->key, st->req.cache_key);
+    if (!st->key[0]) set_log_key(st->key, st->api == API_RESPONSES ? st->rreq.cache_key : st->req.cache_key);
     /* The other choices: the same request, each with its seed + i, started from this one's prompt. */
     for (uint32_t i = 1; i < st->req.n; i++) {
         sched_job *f = sched_job_follower(st->job, st->job->sampling.seed + i);
@@ -264,7 +274,7 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         sched_job_release(srv->sched, f); /* the leader keeps it */
     }
     sched_submit(srv->sched, st->job);
-    if (st->api == API_MESSAGES ? st->areq.stream : st->req.stream) {
+    if (st->api == API_MESSAGES ? st->areq.stream : st->api == API_RESPONSES ? st->rreq.stream : st->req.stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, st, NULL);
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
@@ -289,7 +299,10 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         pthread_mutex_unlock(&choice->mu);
         if (choice->error_status) return fail(c, st, choice->error_status, "server_error", NULL, NULL, choice->error);
     }
-    return send_json(c, st, 200, st->api == API_MESSAGES ? anth_response(&st->areq, j) : oai_response(&st->req, j));
+    return send_json(c, st, 200,
+                     st->api == API_MESSAGES    ? anth_response(&st->areq, j)
+                     : st->api == API_RESPONSES ? resp_response(&st->rreq, j)
+                                                : oai_response(&st->req, j));
 }
 
 /* The key as OpenAI's clients send it (Authorization: Bearer) or as Anthropic's do (x-api-key), on every route. */
@@ -310,10 +323,18 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
                   {"/models", "GET", 1},           {"/metrics", "GET", 2},
                   {"/v1/chat/completions", "POST", 3}, {"/chat/completions", "POST", 3},
                   {"/v1/completions", "POST", 4},  {"/completions", "POST", 4},
-                  {"/v1/messages", "POST", 5}};
-    st->api = !strncmp(st->path, "/v1/messages", 12) ? API_MESSAGES : API_OPENAI;
+                  {"/v1/messages", "POST", 5},     {"/v1/responses", "POST", 6}};
+    static const char response_path[] = "/v1/responses/"; /* + id: GET (route 7) and DELETE (route 8) */
+    const size_t response_prefix = sizeof response_path - 1;
+    st->api = !strncmp(st->path, "/v1/messages", 12)    ? API_MESSAGES
+              : !strncmp(st->path, "/v1/responses", 13) ? API_RESPONSES
+                                                         : API_OPENAI;
     int route = -1;
     const char *allowed = NULL;
+    if (!strncmp(st->path, response_path, response_prefix) && st->path[response_prefix]) {
+        allowed = "GET or DELETE";
+        route = !strcmp(st->method, "GET") ? 7 : !strcmp(st->method, "DELETE") ? 8 : -1;
+    }
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         if (strcmp(st->path, routes[i].path)) continue;
         allowed = routes[i].method;
@@ -351,7 +372,15 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
         char *text = metrics_render(srv->metrics, &kv);
         return send_text(c, st, 200, "text/plain; version=0.0.4", text ? text : strdup(""));
     }
-    case 3: case 5: return run_completion(c, st, OAI_CHAT); /* 5: st->api says which */
+    case 3: case 5: case 6: return run_completion(c, st, OAI_CHAT); /* 5, 6: st->api says which */
+    case 7: case 8: {
+        /* A stored response is its cache_salt's: GET and DELETE name it as ?cache_salt=, as POST does in the body. */
+        const char *salt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cache_salt");
+        const char *id = st->path + response_prefix;
+        oai_error e;
+        json_t *r = route == 7 ? resp_store_get(srv->responses, id, salt, &e) : resp_store_delete(srv->responses, id, salt, &e);
+        return r ? send_json(c, st, 200, r) : send_error(c, st, &e);
+    }
     default: return run_completion(c, st, OAI_COMPLETION);
     }
 }
@@ -426,6 +455,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (st->status) metrics_count_request(srv->metrics, st->status);
     fprintf(stderr, "%s %s %d prompt=%u cached=%u generated=%u%s%s%s %.1fms\n", st->method, st->path, st->status,
             prompt, cached, generated, diverged, st->key[0] ? " key=" : "", st->key, now_ms() - st->t0);
+    resp_request_free(&st->rreq);
     free(st->body);
     free(st->pending);
     free(st);
@@ -453,6 +483,12 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
         return -1;
     }
     srv.oai = (oai_context){m, &p->tmpl, sched_n_ctx(srv.sched)};
+    if (!(srv.responses = resp_store_new(p->responses_max, p->responses_mem))) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        sched_free(srv.sched);
+        metrics_free(srv.metrics);
+        return -1;
+    }
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC, p->port, NULL, NULL,
         on_request, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
@@ -462,6 +498,7 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
                  p->host, p->port);
         sched_free(srv.sched);
         metrics_free(srv.metrics);
+        resp_store_free(srv.responses);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -475,5 +512,6 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
     MHD_stop_daemon(d);     /* joins the connection threads */
     sched_free(srv.sched);
     metrics_free(srv.metrics);
+    resp_store_free(srv.responses);
     return 0;
 }

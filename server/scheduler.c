@@ -69,8 +69,10 @@ static void job_free(sched_job *j) {
     free(j->stop);
     free(j->text);
     free(j->lps);
+    free(j->out);
     json_decref(j->tool_calls);
     json_decref(j->tool_choice);
+    json_decref(j->response_format);
     free(j->followers);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
@@ -97,8 +99,9 @@ sched_job *sched_job_follower(sched_job *j, uint64_t seed) {
         }
     f->tool_format = j->tool_format;
     f->tool_choice = j->tool_choice ? json_deep_copy(j->tool_choice) : NULL;
+    f->response_format = j->response_format ? json_deep_copy(j->response_format) : NULL;
     f->single_tool_call = j->single_tool_call;
-    if (j->tool_choice && !f->tool_choice) {
+    if ((j->tool_choice && !f->tool_choice) || (j->response_format && !f->response_format)) {
         job_free(f);
         return NULL;
     }
@@ -280,6 +283,11 @@ static void end_job(sched *s, sched_job *j, int error_status, const char *error)
     if (error_status) {
         j->error_status = error_status;
         snprintf(j->error, sizeof j->error, "%s", error);
+    }
+    if (r) { /* the generated ids go to the job, which outlives the run */
+        j->out = r->out;
+        j->n_out = res.n_tokens;
+        r->out = NULL;
     }
     finish_locked(j, j->finish_reason ? j->finish_reason : res.eog || res.cancelled ? "stop" : "length");
     pthread_mutex_unlock(&j->mu);

@@ -55,11 +55,12 @@ typedef struct sched_job {
     uint32_t top_logprobs; /* and this many most likely ids at its step */
     int tool_format;  /* a toolcall_format: the request offered tools, calls may come back */
     char id[48];      /* the request's id, for tool call ids */
-    /* What the output is asked to be, in chat's shapes whatever API asked (the Messages API's tool_choice is
-     * translated); NULL: nothing asked. Carried for constrained decoding (issue 17), which does not read it yet.
-     * Owned (one reference). */
-    json_t *tool_choice;   /* "none", "auto", "required" or {"type": "function", "function": {"name": ...}} */
-    bool single_tool_call; /* parallel_tool_calls false (the Messages API's disable_parallel_tool_use) */
+    /* What the output is asked to be, in chat's shapes whatever API asked (the Messages API's tool_choice and the
+     * Responses API's text.format are translated); NULL: nothing asked. Carried for constrained decoding (issue 17),
+     * which does not read them yet. Owned (one reference each). */
+    json_t *tool_choice;      /* "none", "auto", "required" or {"type": "function", "function": {"name": ...}} */
+    json_t *response_format;  /* {"type": "json_object"} or {"type": "json_schema", "json_schema": {name, schema, ...}} */
+    bool single_tool_call;    /* parallel_tool_calls false (the Messages API's disable_parallel_tool_use) */
 
     /* progress, guarded by mu; cv is signalled on every change */
     pthread_mutex_t mu;
@@ -74,6 +75,10 @@ typedef struct sched_job {
     json_t *tool_calls;        /* the calls the output made (OpenAI tool_calls), or NULL */
     size_t content_len;        /* once done: text[0..content_len) is content (the rest were calls) */
     const char *stop_hit;      /* the stop string (one of stop[]) that ended the text, or NULL */
+    int32_t *out;              /* once done: the ids generated, as sampled (n_out of them); the last one — an
+                                * end-of-generation token, the max_tokens-th, the one completing a stop string —
+                                * was never fed */
+    uint32_t n_out;
     struct sched_logprob *lps; /* with logprobs: one per token appended, in order (n_lps of them) */
     size_t n_lps, cap_lps;
     int error_status;          /* 0, or the HTTP status of a failure (error in `error`) */

@@ -1,7 +1,7 @@
 /* server.h — the OpenAI-compatible HTTP server (libmicrohttpd, one thread per connection).
  *
- * Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (Anthropic's, anthropic.h),
- * GET /v1/models, GET /health, GET /metrics.
+ * Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET and DELETE /v1/responses/{id}
+ * (responses.h), POST /v1/messages (Anthropic's, anthropic.h), GET /v1/models, GET /health, GET /metrics.
  * Every failure is a 4xx/5xx with an error body in its API's shape — OpenAI's {"error": {message, type, param,
  * code}}, under /v1/messages Anthropic's {"type": "error", "error": {type, message}}; the server keeps serving. Requests queue fairly (sched.h). A client that disconnects stops its generation
  * at the next token. SIGINT/SIGTERM: stop accepting, cancel what runs, exit 0.
@@ -22,6 +22,8 @@ typedef struct {
     size_t max_body;
     fkv_engine_params engine;
     uint32_t parallel; /* requests run at once */
+    uint32_t responses_max; /* the Responses API's store: most responses kept */
+    size_t responses_mem;   /* and most bytes they take */
     chat_template tmpl;
 } server_params;
 

@@ -1,6 +1,8 @@
-/* test_apis.c — the Messages API's shapes around a finished job, where the test model cannot go: a call in the
- * output comes back as a tool_use block, whole and in the stream's events; usage partitions the prompt; tool_choice
- * reaches the job in chat's shape. */
+/* test_apis.c — the Messages and Responses APIs' shapes around a finished job, where the test model cannot go: a
+ * call in the output comes back as a tool_use block (Messages) or a function_call item (Responses), whole and in
+ * their streams' events; a stored response is continued from its exact ids (an end-of-generation token at its end
+ * replaced by the template's end of turn); usage partitions the prompt; text.format and tool_choice reach the job
+ * in chat's shapes. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +15,7 @@
 
 #include "anthropic.h"
 #include "chat.h"
+#include "responses.h"
 #include "testutil.h"
 #include "toolcall.h"
 
@@ -29,8 +32,10 @@ static void free_job(sched_job *job) {
     free(job->stop);
     free(job->salt);
     free(job->text);
+    free(job->out);
     json_decref(job->tool_calls);
     json_decref(job->tool_choice);
+    json_decref(job->response_format);
     memset(job, 0, sizeof *job);
 }
 
@@ -145,10 +150,180 @@ static void test_the_messages_usage_partitions_the_prompt(void **state) {
     fkv_model_free(m);
 }
 
+static void test_a_call_comes_back_as_a_function_call_item(void **state) {
+    (void)state;
+    fkv_model *m = load_stories();
+    chat_template chatml = {.family = CHAT_CHATML};
+    oai_context ctx = {m, &chatml, 512};
+    resp_store *store = resp_store_new(8, 1 << 20);
+    const char body[] = "{\"input\": \"Weather?\", \"tools\": [{\"type\": \"function\", \"name\": \"weather\", "
+                        "\"parameters\": {\"type\": \"object\"}}], \"tool_choice\": {\"type\": \"function\", \"name\": "
+                        "\"weather\"}, \"parallel_tool_calls\": false}";
+    resp_request req;
+    sched_job job;
+    oai_error e;
+    memset(&job, 0, sizeof job);
+    if (resp_parse(&ctx, store, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
+    assert_int_equal(job.tool_format, TOOLCALL_HERMES);
+    assert_true(job.single_tool_call);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(job.tool_choice, "function"), "name")),
+                        "weather"); /* chat's form of the Responses' {"type": "function", "name": ...} */
+    finish_with(&job, CALL_OUTPUT, 20, 0);
+
+    json_t *events = json_array();
+    resp_stream(&req, &job, events);
+    assert_true(req.finished);
+    assert_string_equal(event_types(events),
+                        "response.created,response.in_progress,response.output_item.added,"
+                        "response.content_part.added,response.output_text.delta,response.output_text.done,"
+                        "response.content_part.done,response.output_item.done,response.output_item.added,"
+                        "response.function_call_arguments.delta,response.function_call_arguments.done,"
+                        "response.output_item.done,response.completed");
+    for (size_t i = 0; i < json_array_size(events); i++)
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(events, i), "sequence_number")), (json_int_t)i);
+    json_t *r = json_object_get(json_array_get(events, 12), "response"), *output = json_object_get(r, "output");
+    assert_string_equal(json_string_value(json_object_get(r, "status")), "completed");
+    assert_int_equal(json_array_size(output), 2);
+    json_t *call = json_array_get(output, 1);
+    assert_string_equal(json_string_value(json_object_get(call, "type")), "function_call");
+    assert_string_equal(json_string_value(json_object_get(call, "name")), "weather");
+    assert_int_equal(strncmp(json_string_value(json_object_get(call, "call_id")), "call_", 5), 0);
+    json_t *args = json_loads(json_string_value(json_object_get(call, "arguments")), 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(args, "city")), "Paris");
+    json_t *added = json_object_get(json_array_get(events, 8), "item");
+    assert_string_equal(json_string_value(json_object_get(added, "arguments")), ""); /* in progress */
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(events, 8), "output_index")), 1);
+    /* the stream stored the response it completed with */
+    json_t *got = resp_store_get(store, req.id, NULL, &e);
+    assert_non_null(got);
+    assert_true(json_equal(json_object_get(got, "output"), output));
+    json_decref(got);
+    json_decref(args);
+    json_decref(events);
+    resp_request_free(&req);
+    free_job(&job);
+    resp_store_free(store);
+    fkv_model_free(m);
+}
+
+/* A finished, stored turn of body whose output ids are out[0..n_out); returns its id in id. */
+static void stored_turn(const oai_context *ctx, resp_store *store, const char *body, const int32_t *out, uint32_t n_out,
+                        char id[48], int32_t **prompt, uint32_t *n_prompt) {
+    resp_request req;
+    sched_job job;
+    oai_error e;
+    memset(&job, 0, sizeof job);
+    if (resp_parse(ctx, store, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
+    finish_with(&job, " Once", n_out, 0);
+    job.out = malloc(sizeof(int32_t) * n_out);
+    memcpy(job.out, out, sizeof(int32_t) * n_out);
+    job.n_out = n_out;
+    json_decref(resp_response(&req, &job));
+    snprintf(id, 48, "%s", req.id);
+    *prompt = malloc(sizeof(int32_t) * req.n_prompt);
+    memcpy(*prompt, req.prompt, sizeof(int32_t) * req.n_prompt);
+    *n_prompt = req.n_prompt;
+    resp_request_free(&req);
+    free_job(&job);
+}
+
+static void test_a_stored_turn_is_continued_from_its_exact_ids(void **state) {
+    (void)state;
+    fkv_model *m = load_stories();
+    chat_template plain = {.family = CHAT_PLAIN};
+    oai_context ctx = {m, &plain, 512};
+    resp_store *store = resp_store_new(8, 1 << 20);
+    const int32_t eos = 2, a = 400, b = 401;
+    const int32_t ended[] = {a, b, eos}, cut[] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        char id[48], body[256];
+        int32_t *prompt;
+        uint32_t n_prompt;
+        stored_turn(&ctx, store, "{\"input\": \"Tell me a story.\", \"instructions\": \"Be kind.\"}", k ? cut : ended,
+                    k ? 2 : 3, id, &prompt, &n_prompt);
+        snprintf(body, sizeof body, "{\"input\": \"More.\", \"previous_response_id\": \"%s\"}", id);
+        resp_request req;
+        sched_job job;
+        oai_error e;
+        memset(&job, 0, sizeof job);
+        if (resp_parse(&ctx, store, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
+        /* the prompt, the output as generated without its end-of-generation token, then the continuation */
+        const chat_message next[] = {{.role = "user", .content = "More."}};
+        int32_t *more;
+        uint32_t n_more;
+        fkv_error err = {{0}};
+        if (chat_continuation_ids(m, &plain, "Be kind.", next, 1, b, &more, &n_more, &err)) fail_msg("%s", err.msg);
+        assert_int_equal(job.n_ids, n_prompt + 2 + n_more);
+        assert_memory_equal(job.ids, prompt, sizeof(int32_t) * n_prompt);
+        assert_memory_equal(job.ids + n_prompt, cut, sizeof cut);
+        assert_memory_equal(job.ids + n_prompt + 2, more, sizeof(int32_t) * n_more);
+        assert_string_equal(req.instructions, "Be kind."); /* the chain's */
+        free(more);
+        free(prompt);
+        resp_request_free(&req);
+        free_job(&job);
+        /* another salt cannot continue it, and other instructions cannot */
+        snprintf(body, sizeof body, "{\"input\": \"More.\", \"previous_response_id\": \"%s\", \"cache_salt\": \"b\"}", id);
+        memset(&job, 0, sizeof job);
+        assert_int_equal(resp_parse(&ctx, store, body, strlen(body), &req, &job, &e), -1);
+        assert_int_equal(e.status, 404);
+        resp_request_free(&req);
+        free_job(&job);
+        snprintf(body, sizeof body, "{\"input\": \"More.\", \"previous_response_id\": \"%s\", \"instructions\": \"No.\"}", id);
+        assert_int_equal(resp_parse(&ctx, store, body, strlen(body), &req, &job, &e), -1);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.param, "instructions");
+        resp_request_free(&req);
+        free_job(&job);
+    }
+    resp_store_free(store);
+    fkv_model_free(m);
+}
+
+static void test_text_format_reaches_the_job_as_chats_response_format(void **state) {
+    (void)state;
+    fkv_model *m = load_stories();
+    chat_template plain = {.family = CHAT_PLAIN};
+    oai_context ctx = {m, &plain, 512};
+    resp_store *store = resp_store_new(8, 1 << 20);
+    const char *bodies[] = {
+        "{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"n\", \"schema\": {\"type\": "
+        "\"object\"}, \"strict\": true}}}",
+        "{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_object\"}}}",
+        "{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"text\"}}}",
+    };
+    const char *expected[] = {
+        "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"n\", \"schema\": {\"type\": \"object\"}, \"strict\": true}}",
+        "{\"type\": \"json_object\"}",
+        NULL,
+    };
+    for (int k = 0; k < 3; k++) {
+        resp_request req;
+        sched_job job;
+        oai_error e;
+        memset(&job, 0, sizeof job);
+        if (resp_parse(&ctx, store, bodies[k], strlen(bodies[k]), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
+        if (!expected[k]) {
+            assert_null(job.response_format);
+        } else {
+            json_t *want = json_loads(expected[k], 0, NULL);
+            assert_true(json_equal(job.response_format, want));
+            json_decref(want);
+        }
+        resp_request_free(&req);
+        free_job(&job);
+    }
+    resp_store_free(store);
+    fkv_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_call_comes_back_as_a_tool_use_block),
         cmocka_unit_test(test_the_messages_usage_partitions_the_prompt),
+        cmocka_unit_test(test_a_call_comes_back_as_a_function_call_item),
+        cmocka_unit_test(test_a_stored_turn_is_continued_from_its_exact_ids),
+        cmocka_unit_test(test_text_format_reaches_the_job_as_chats_response_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

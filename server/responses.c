@@ -1,0 +1,721 @@
+#include "responses.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "convo.h"
+#include "toolcall.h"
+
+#define BAD(param, ...) oai_fail(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
+
+/* --- the store --- */
+
+/* One stored response. The list is short enough (--responses-max) that a lookup walks it. */
+typedef struct resp_entry {
+    char id[48];
+    char *salt;         /* NULL: the default */
+    int32_t *ids;       /* the prompt and the output as generated (an end-of-generation token at its end dropped) */
+    uint32_t n_ids;
+    char *instructions; /* the chain's, or NULL */
+    json_t *tools;      /* the chain's, as given, or NULL */
+    json_t *response;   /* the response object, as returned */
+    size_t bytes;
+    struct resp_entry *prev, *next; /* most recently used first */
+} resp_entry;
+
+struct resp_store {
+    pthread_mutex_t mu;
+    resp_entry *head, *tail;
+    uint32_t count, max_count;
+    size_t bytes, max_bytes;
+};
+
+resp_store *resp_store_new(uint32_t max_count, size_t max_bytes) {
+    resp_store *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    pthread_mutex_init(&s->mu, NULL);
+    s->max_count = max_count;
+    s->max_bytes = max_bytes;
+    return s;
+}
+
+static void entry_free(resp_entry *x) {
+    free(x->salt);
+    free(x->ids);
+    free(x->instructions);
+    json_decref(x->tools);
+    json_decref(x->response);
+    free(x);
+}
+
+static void unlink_entry(resp_store *s, resp_entry *x) {
+    if (x->prev) x->prev->next = x->next;
+    else s->head = x->next;
+    if (x->next) x->next->prev = x->prev;
+    else s->tail = x->prev;
+    x->prev = x->next = NULL;
+    s->count--;
+    s->bytes -= x->bytes;
+}
+
+static void push_front(resp_store *s, resp_entry *x) {
+    x->prev = NULL;
+    x->next = s->head;
+    if (s->head) s->head->prev = x;
+    else s->tail = x;
+    s->head = x;
+    s->count++;
+    s->bytes += x->bytes;
+}
+
+void resp_store_free(resp_store *s) {
+    if (!s) return;
+    for (resp_entry *x = s->head, *next; x; x = next) {
+        next = x->next;
+        entry_free(x);
+    }
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+static bool same_salt(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+/* The entry id under salt, made the most recently used (s->mu held); NULL when absent or another salt's. */
+static resp_entry *find_locked(resp_store *s, const char *id, const char *salt) {
+    for (resp_entry *x = s->head; x; x = x->next)
+        if (!strcmp(x->id, id) && same_salt(x->salt, salt)) {
+            unlink_entry(s, x);
+            push_front(s, x);
+            return x;
+        }
+    return NULL;
+}
+
+/* Keep x (taken); the least recently used go until it fits. An entry larger than the whole budget is dropped. */
+static void store_put(resp_store *s, resp_entry *x) {
+    if (x->bytes > s->max_bytes || s->max_count == 0) {
+        entry_free(x);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (s->tail && (s->count >= s->max_count || s->bytes + x->bytes > s->max_bytes)) {
+        resp_entry *old = s->tail;
+        unlink_entry(s, old);
+        entry_free(old);
+    }
+    push_front(s, x);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int not_found(oai_error *e, const char *param, const char *what, const char *id) {
+    return oai_fail(e, 404, "invalid_request_error", param, param ? "previous_response_not_found" : NULL,
+                    "%s with id '%.100s' not found.", what, id);
+}
+
+json_t *resp_store_get(resp_store *s, const char *id, const char *salt, oai_error *e) {
+    pthread_mutex_lock(&s->mu);
+    resp_entry *x = find_locked(s, id, salt);
+    json_t *r = x ? json_deep_copy(x->response) : NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (!x) not_found(e, NULL, "Response", id);
+    return r;
+}
+
+json_t *resp_store_delete(resp_store *s, const char *id, const char *salt, oai_error *e) {
+    pthread_mutex_lock(&s->mu);
+    resp_entry *x = find_locked(s, id, salt);
+    if (x) unlink_entry(s, x);
+    pthread_mutex_unlock(&s->mu);
+    if (!x) {
+        not_found(e, NULL, "Response", id);
+        return NULL;
+    }
+    json_t *r = json_pack("{s:s,s:s,s:b}", "id", x->id, "object", "response", "deleted", 1);
+    entry_free(x);
+    return r;
+}
+
+/* What a follow-up continues from: a copy of the entry's ids, instructions and tools (the entry may go meanwhile). */
+typedef struct {
+    int32_t *ids;
+    uint32_t n_ids;
+    char *instructions;
+    json_t *tools;
+} resp_chain;
+
+static int chain_get(resp_store *s, const char *id, const char *salt, resp_chain *c, oai_error *e) {
+    pthread_mutex_lock(&s->mu);
+    resp_entry *x = find_locked(s, id, salt);
+    if (x) {
+        c->ids = malloc(sizeof(int32_t) * x->n_ids);
+        if (c->ids) memcpy(c->ids, x->ids, sizeof(int32_t) * x->n_ids);
+        c->n_ids = x->n_ids;
+        c->instructions = x->instructions ? strdup(x->instructions) : NULL;
+        c->tools = x->tools ? json_deep_copy(x->tools) : NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!x) return not_found(e, "previous_response_id", "Previous response", id);
+    if (!c->ids) return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    return 0;
+}
+
+static void chain_free(resp_chain *c) {
+    free(c->ids);
+    free(c->instructions);
+    json_decref(c->tools);
+}
+
+/* --- the request --- */
+
+/* Text parts ([{type: input_text | output_text, text}]) or a string, appended to the last message. */
+static int put_content(convo *c, const json_t *content, const char *param, oai_error *e) {
+    if (json_is_string(content)) {
+        convo_text(c, json_string_value(content), json_string_length(content));
+        return 0;
+    }
+    if (!json_is_array(content)) return BAD(param, "'%s' must be a string or an array of text parts", param);
+    size_t i;
+    json_t *part;
+    json_array_foreach(content, i, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        const json_t *text = json_object_get(part, "text");
+        if (type && (!strcmp(type, "input_image") || !strcmp(type, "input_file") || !strcmp(type, "input_audio")))
+            return BAD(param, "'%s[%zu]' is an %s part: this model reads text only", param, i, type);
+        if (!type || (strcmp(type, "input_text") && strcmp(type, "output_text")) || !json_is_string(text))
+            return BAD(param, "'%s[%zu]' must be {\"type\": \"input_text\" or \"output_text\", \"text\": string}", param,
+                       i);
+        convo_text(c, json_string_value(text), json_string_length(text));
+    }
+    return 0;
+}
+
+/* input (a string, or items) appended to c as chat messages; a run of function_call items joins the assistant
+ * message before it, as one turn with its calls. */
+static int parse_input(convo *c, const json_t *input, oai_error *e) {
+    if (json_is_string(input)) {
+        convo_add(c, "user");
+        convo_text(c, json_string_value(input), json_string_length(input));
+        return 0;
+    }
+    if (!json_is_array(input) || json_array_size(input) == 0)
+        return BAD("input", "'input' must be a string or a non-empty array of items");
+    size_t i;
+    json_t *item;
+    char param[48];
+    json_array_foreach(input, i, item) {
+        snprintf(param, sizeof param, "input[%zu]", i);
+        if (!json_is_object(item)) return BAD(param, "'%s' must be an object", param);
+        const json_t *type_v = json_object_get(item, "type"), *role_v = json_object_get(item, "role");
+        const char *type = json_is_string(type_v) ? json_string_value(type_v) : role_v ? "message" : "";
+        if (!strcmp(type, "message")) {
+            const char *role = json_string_value(role_v);
+            if (!role || (strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "system") &&
+                          strcmp(role, "developer")))
+                return BAD(param, "'%s.role' must be user, assistant, system or developer", param);
+            convo_add(c, !strcmp(role, "user") ? "user" : !strcmp(role, "assistant") ? "assistant" : "system");
+            char content[64];
+            snprintf(content, sizeof content, "%s.content", param);
+            if (put_content(c, json_object_get(item, "content"), content, e)) return -1;
+        } else if (!strcmp(type, "function_call")) {
+            const json_t *call_id = json_object_get(item, "call_id"), *name = json_object_get(item, "name");
+            const json_t *args = json_object_get(item, "arguments");
+            if (!json_is_string(call_id) || !json_is_string(name) || !json_is_string(args))
+                return BAD(param, "'%s' (function_call) needs string call_id, name and arguments", param);
+            const char *last = convo_last_role(c);
+            if (!last || strcmp(last, "assistant")) convo_add(c, "assistant");
+            convo_call(c, json_string_value(name), json_string_value(args));
+        } else if (!strcmp(type, "function_call_output")) {
+            const json_t *call_id = json_object_get(item, "call_id"), *output = json_object_get(item, "output");
+            if (!json_is_string(call_id)) return BAD(param, "'%s.call_id' must be a string", param);
+            convo_add(c, "tool");
+            char at[64];
+            snprintf(at, sizeof at, "%s.output", param);
+            if (put_content(c, output, at, e)) return -1;
+        } else {
+            return BAD(param, "'%s' is a%s item; flatkv takes message, function_call and function_call_output items",
+                       param, *type ? "n unsupported" : " typeless");
+        }
+    }
+    return 0;
+}
+
+/* tools: function tools ({type: "function", name, description, parameters}), checked; *chat_tools: chat's shape of
+ * them (what the templates render), or NULL for none. */
+static int parse_tools(const json_t *tools, json_t **chat_tools, oai_error *e) {
+    *chat_tools = NULL;
+    if (!tools || json_is_null(tools) || (json_is_array(tools) && json_array_size(tools) == 0)) return 0;
+    if (!json_is_array(tools)) return BAD("tools", "'tools' must be an array");
+    json_t *out = json_array();
+    size_t i;
+    json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        const char *type = json_string_value(json_object_get(tool, "type"));
+        const json_t *name = json_object_get(tool, "name"), *description = json_object_get(tool, "description");
+        const json_t *parameters = json_object_get(tool, "parameters");
+        if (type && strcmp(type, "function")) {
+            json_decref(out);
+            return BAD("tools", "'tools[%zu]' is a '%s' tool: only function tools are supported", i, type);
+        }
+        if (!type || !json_is_string(name) || json_string_length(name) == 0 ||
+            (description && !json_is_null(description) && !json_is_string(description)) ||
+            (parameters && !json_is_null(parameters) && !json_is_object(parameters))) {
+            json_decref(out);
+            return BAD("tools", "'tools[%zu]' must be {\"type\": \"function\", \"name\": string, \"description\": "
+                       "string, \"parameters\": object}", i);
+        }
+        json_t *fn = json_pack("{s:O}", "name", name);
+        if (json_is_string(description)) json_object_set(fn, "description", (json_t *)description);
+        if (json_is_object(parameters)) json_object_set(fn, "parameters", (json_t *)parameters);
+        json_array_append_new(out, json_pack("{s:s,s:o}", "type", "function", "function", fn));
+    }
+    *chat_tools = out;
+    return 0;
+}
+
+/* tool_choice and parallel_tool_calls, checked against the tools in effect, into job in chat's form. */
+static int parse_tool_choice(const json_t *root, const json_t *tools, sched_job *job, oai_error *e) {
+    const json_t *choice = json_object_get(root, "tool_choice"), *parallel = json_object_get(root, "parallel_tool_calls");
+    if (parallel && !json_is_null(parallel) && !json_is_boolean(parallel))
+        return BAD("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    job->single_tool_call = json_is_false(parallel);
+    if (!choice || json_is_null(choice)) return 0;
+    const char *s = json_string_value(choice);
+    if (s && (!strcmp(s, "none") || !strcmp(s, "auto") || !strcmp(s, "required"))) {
+        if (!strcmp(s, "required") && !tools) return BAD("tool_choice", "'tool_choice' \"required\" needs tools");
+        job->tool_choice = json_string(s);
+        return 0;
+    }
+    const json_t *type = json_object_get(choice, "type"), *name = json_object_get(choice, "name");
+    if (!json_is_object(choice) || !json_is_string(type) || strcmp(json_string_value(type), "function") ||
+        !json_is_string(name))
+        return BAD("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                   "\"name\": ...}");
+    bool known = false;
+    for (size_t i = 0; i < json_array_size(tools); i++)
+        known = known || json_equal(json_object_get(json_array_get(tools, i), "name"), (json_t *)name);
+    if (!known) return BAD("tool_choice", "'tool_choice.name' must name one of the tools");
+    job->tool_choice = json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name);
+    return 0;
+}
+
+/* text.format into job->response_format, chat's shape: json_object as it is, json_schema's fields under
+ * "json_schema"; "text" is no constraint. */
+static int parse_text(const json_t *text, sched_job *job, oai_error *e) {
+    if (!text || json_is_null(text)) return 0;
+    const json_t *format = json_object_get(text, "format");
+    if (!json_is_object(text)) return BAD("text", "'text' must be an object");
+    if (!format || json_is_null(format)) return 0;
+    const char *type = json_string_value(json_object_get(format, "type"));
+    if (type && !strcmp(type, "text")) return 0;
+    if (type && !strcmp(type, "json_object")) {
+        job->response_format = json_pack("{s:s}", "type", "json_object");
+        return 0;
+    }
+    const json_t *name = json_object_get(format, "name"), *schema = json_object_get(format, "schema");
+    const json_t *strict = json_object_get(format, "strict"), *description = json_object_get(format, "description");
+    if (!type || strcmp(type, "json_schema"))
+        return BAD("text.format", "'text.format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+    if (!json_is_string(name) || !json_is_object(schema) || (strict && !json_is_null(strict) && !json_is_boolean(strict)) ||
+        (description && !json_is_null(description) && !json_is_string(description)))
+        return BAD("text.format", "'text.format' json_schema needs a string 'name' and an object 'schema' (and "
+                   "optionally a boolean 'strict' and a string 'description')");
+    json_t *js = json_pack("{s:O,s:O}", "name", name, "schema", schema);
+    if (json_is_boolean(strict)) json_object_set(js, "strict", (json_t *)strict);
+    if (json_is_string(description)) json_object_set(js, "description", (json_t *)description);
+    job->response_format = json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", js);
+    return 0;
+}
+
+/* A number field in [lo, hi] (absent or null: keep *out). */
+static int get_number(const json_t *root, const char *key, double lo, double hi, float *out, oai_error *e) {
+    const json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi)
+        return BAD(key, "'%s' must be a number between %g and %g", key, lo, hi);
+    *out = (float)json_number_value(v);
+    return 0;
+}
+
+static bool is_string(const json_t *v, const char *s) { return json_is_string(v) && !strcmp(json_string_value(v), s); }
+
+/* The fields that change what flatkv would do in ways it does not: refused rather than ignored. */
+static int refuse_unsupported(const json_t *root, oai_error *e) {
+    const json_t *truncation = json_object_get(root, "truncation"), *top = json_object_get(root, "top_logprobs");
+    if (json_is_true(json_object_get(root, "background")))
+        return BAD("background", "background responses are not supported");
+    const char *keys[] = {"conversation", "prompt"};
+    for (int k = 0; k < 2; k++) {
+        const json_t *v = json_object_get(root, keys[k]);
+        if (v && !json_is_null(v)) return BAD(keys[k], "'%s' is not supported: send input items", keys[k]);
+    }
+    if (truncation && !json_is_null(truncation) && !is_string(truncation, "disabled"))
+        return BAD("truncation", "only 'truncation' \"disabled\" is supported");
+    if (top && !json_is_null(top) && !(json_is_integer(top) && json_integer_value(top) == 0))
+        return BAD("top_logprobs", "'top_logprobs' is not supported on /v1/responses");
+    return 0;
+}
+
+/* A sampling default as the request would have written it (0.95, not the float's 0.949999988). */
+static json_t *sampling_value(float v) {
+    char text[32];
+    snprintf(text, sizeof text, "%.6g", (double)v);
+    return json_real(strtod(text, NULL));
+}
+
+/* 32 random hex digits (time and a counter if the kernel gives no randomness). */
+static void random_hex(char out[33]) {
+    static unsigned long long counter;
+    unsigned char bytes[16];
+    if (getrandom(bytes, sizeof bytes, 0) != (ssize_t)sizeof bytes) {
+        unsigned long long t = (unsigned long long)time(NULL), n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+        memcpy(bytes, &t, 8);
+        memcpy(bytes + 8, &n, 8);
+    }
+    for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+}
+
+int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size_t len, resp_request *req,
+               sched_job *job, oai_error *e) {
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr), *chat_tools = NULL;
+    convo c = {0};
+    resp_chain chain = {0};
+    int rc = -1;
+    memset(req, 0, sizeof *req);
+    req->store = store;
+    req->model = ctx->model;
+    if (!root) return BAD(NULL, "the request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+                          jerr.column);
+    char hex[33];
+    random_hex(hex);
+    snprintf(req->id, sizeof req->id, "resp_%s", hex);
+    snprintf(job->id, sizeof job->id, "%s", hex);
+    req->created = (long long)time(NULL);
+    const json_t *model = json_object_get(root, "model"), *stream = json_object_get(root, "stream");
+    const json_t *store_v = json_object_get(root, "store"), *prev = json_object_get(root, "previous_response_id");
+    const json_t *instructions = json_object_get(root, "instructions"), *metadata = json_object_get(root, "metadata");
+    const json_t *max_out = json_object_get(root, "max_output_tokens"), *tools = json_object_get(root, "tools");
+    if (!json_is_object(root)) {
+        BAD(NULL, "the request body must be a JSON object");
+        goto out;
+    }
+    if (refuse_unsupported(root, e)) goto out;
+    const char *checks[][2] = {{"stream", "a boolean"}, {"store", "a boolean"}};
+    const json_t *values[] = {stream, store_v};
+    for (int k = 0; k < 2; k++)
+        if (values[k] && !json_is_null(values[k]) && !json_is_boolean(values[k])) {
+            BAD(checks[k][0], "'%s' must be %s", checks[k][0], checks[k][1]);
+            goto out;
+        }
+    req->stream = json_is_true(stream);
+    req->store_it = !json_is_false(store_v);
+    if ((model && !json_is_null(model) && !json_is_string(model)) || (prev && !json_is_null(prev) && !json_is_string(prev)) ||
+        (instructions && !json_is_null(instructions) && !json_is_string(instructions)) ||
+        (metadata && !json_is_null(metadata) && !json_is_object(metadata))) {
+        const char *param = model && !json_is_null(model) && !json_is_string(model) ? "model"
+                            : prev && !json_is_null(prev) && !json_is_string(prev) ? "previous_response_id"
+                            : metadata && !json_is_null(metadata) && !json_is_object(metadata) ? "metadata"
+                                                                                               : "instructions";
+        BAD(param, "'%s' must be %s", param, !strcmp(param, "metadata") ? "an object" : "a string");
+        goto out;
+    }
+    if (max_out && !json_is_null(max_out) && (!json_is_integer(max_out) || json_integer_value(max_out) < 1)) {
+        BAD("max_output_tokens", "'max_output_tokens' must be a positive integer");
+        goto out;
+    }
+    job->sampling = fkv_sampler_default_params();
+    job->sampling.seed = (uint64_t)time(NULL);
+    if (get_number(root, "temperature", 0, 2, &job->sampling.temp, e) ||
+        get_number(root, "top_p", 0, 1, &job->sampling.top_p, e) || oai_parse_cache_fields(root, job, req->cache_key, e) ||
+        parse_text(json_object_get(root, "text"), job, e) || parse_tools(tools, &chat_tools, e))
+        goto out;
+    if (job->salt && !(req->salt = strdup(job->salt))) {
+        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto out;
+    }
+
+    /* The instructions and tools in effect: a chain's own, which a follow-up may repeat but not change. */
+    const bool continued = json_is_string(prev);
+    if (continued && chain_get(store, json_string_value(prev), req->salt, &chain, e)) goto out;
+    const json_t *given_tools = chat_tools ? tools : NULL;
+    if (continued) {
+        if (json_is_string(instructions) && (!chain.instructions || strcmp(chain.instructions, json_string_value(instructions)))) {
+            BAD("instructions", "'instructions' differ from those of the chain previous_response_id continues, which "
+                "are in its ids: repeat them or leave them out");
+            goto out;
+        }
+        if (given_tools && !json_equal((json_t *)given_tools, chain.tools)) {
+            BAD("tools", "'tools' differ from those of the chain previous_response_id continues, which are in its "
+                "ids: repeat them or leave them out");
+            goto out;
+        }
+        req->instructions = chain.instructions;
+        req->tools = chain.tools;
+        chain.instructions = NULL;
+        chain.tools = NULL;
+    } else {
+        req->instructions = json_is_string(instructions) ? strdup(json_string_value(instructions)) : NULL;
+        req->tools = given_tools ? json_deep_copy(given_tools) : NULL;
+    }
+    if (parse_tool_choice(root, req->tools, job, e)) goto out;
+    if (req->tools && !is_string(job->tool_choice, "none"))
+        job->tool_format = toolcall_format_of(ctx->tmpl);
+
+    if (!continued && req->instructions) {
+        convo_add(&c, "system");
+        convo_text(&c, req->instructions, strlen(req->instructions));
+    }
+    if (parse_input(&c, json_object_get(root, "input"), e)) goto out;
+    const chat_message *msgs = convo_messages(&c);
+    if (!msgs) {
+        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto out;
+    }
+    fkv_error err = {{0}};
+    if (!continued) {
+        json_t *render = req->tools ? chat_tools : NULL;
+        if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, render, &job->ids, &job->n_ids, &err)) {
+            BAD("input", "%s", err.msg);
+            goto out;
+        }
+    } else {
+        /* The chain's ids as they were fed and generated, then what the template writes after the reply. */
+        int32_t *more;
+        uint32_t n_more;
+        if (chat_continuation_ids(ctx->model, ctx->tmpl, req->instructions, msgs, c.n, chain.ids[chain.n_ids - 1], &more,
+                                  &n_more, &err)) {
+            BAD("input", "%s", err.msg);
+            goto out;
+        }
+        job->ids = realloc(chain.ids, sizeof(int32_t) * (chain.n_ids + n_more));
+        if (!job->ids) {
+            free(more);
+            oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            goto out;
+        }
+        memcpy(job->ids + chain.n_ids, more, sizeof(int32_t) * n_more);
+        job->n_ids = chain.n_ids + n_more;
+        chain.ids = NULL;
+        free(more);
+    }
+    if (job->n_ids > ctx->n_ctx) {
+        oai_fail(e, 400, "invalid_request_error", "input", "context_length_exceeded",
+                 "This model's maximum context length is %u tokens. However, your input has %u tokens.", ctx->n_ctx,
+                 job->n_ids);
+        goto out;
+    }
+    req->n_prompt = job->n_ids;
+    if (!(req->prompt = malloc(sizeof(int32_t) * job->n_ids))) {
+        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto out;
+    }
+    memcpy(req->prompt, job->ids, sizeof(int32_t) * job->n_ids);
+    /* Generation may run to the end of the context; max_output_tokens caps it. */
+    job->max_tokens = ctx->n_ctx - job->n_ids + 1;
+    if (json_is_integer(max_out) && (json_int_t)job->max_tokens > json_integer_value(max_out))
+        job->max_tokens = (uint32_t)json_integer_value(max_out);
+
+    /* What the response object repeats of the request. */
+    const json_t *temp = json_object_get(root, "temperature"), *top_p = json_object_get(root, "top_p");
+    const json_t *choice = json_object_get(root, "tool_choice");
+    json_t *format = job->response_format ? json_deep_copy(json_object_get(json_object_get(root, "text"), "format"))
+                                          : json_pack("{s:s}", "type", "text");
+    req->base = json_pack("{s:o,s:o,s:o,s:s,s:b,s:o,s:{s:n,s:n},s:b,s:o,s:{s:o},s:o,s:o,s:o,s:s,s:n}",
+                          "instructions", req->instructions ? json_string(req->instructions) : json_null(),
+                          "max_output_tokens", json_is_integer(max_out) ? json_copy((json_t *)max_out) : json_null(),
+                          "previous_response_id", continued ? json_copy((json_t *)prev) : json_null(), "model",
+                          json_is_string(model) ? json_string_value(model) : fkv_model_get_info(ctx->model).name,
+                          "parallel_tool_calls", !job->single_tool_call, "metadata",
+                          json_is_object(metadata) ? json_deep_copy(metadata) : json_object(), "reasoning", "effort",
+                          "summary", "store", req->store_it, "temperature",
+                          json_is_number(temp) ? json_deep_copy(temp) : sampling_value(job->sampling.temp), "text", "format",
+                          format, "tool_choice", choice && !json_is_null(choice) ? json_deep_copy(choice) : json_string("auto"),
+                          "tools", req->tools ? json_deep_copy(req->tools) : json_array(), "top_p",
+                          json_is_number(top_p) ? json_deep_copy(top_p) : sampling_value(job->sampling.top_p), "truncation",
+                          "disabled", "user");
+    if (!req->base) {
+        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto out;
+    }
+    rc = 0;
+out:
+    chain_free(&chain);
+    convo_free(&c);
+    json_decref(chat_tools);
+    json_decref(root);
+    return rc;
+}
+
+void resp_request_free(resp_request *req) {
+    json_decref(req->base);
+    json_decref(req->tools);
+    free(req->instructions);
+    free(req->salt);
+    free(req->prompt);
+    memset(req, 0, sizeof *req);
+}
+
+/* --- the answer --- */
+
+static bool incomplete(const sched_job *job) { return !job->tool_calls && !strcmp(job->finish_reason, "length"); }
+
+static bool has_message(const sched_job *job) { return job->content_len || !job->tool_calls; }
+
+static json_t *message_item(const resp_request *req, const char *text, size_t len, const char *status) {
+    json_t *content = status && !strcmp(status, "in_progress")
+                          ? json_array()
+                          : json_pack("[{s:s,s:s%,s:[],s:[]}]", "type", "output_text", "text", text ? text : "", len,
+                                      "annotations", "logprobs");
+    return json_pack("{s:s,s:s+,s:s,s:s,s:o}", "type", "message", "id", "msg_", req->id + strlen("resp_"), "status",
+                     status, "role", "assistant", "content", content);
+}
+
+/* Call i of the job as a function_call item (arguments "" while in progress). */
+static json_t *call_item(const resp_request *req, const sched_job *job, size_t i, bool in_progress) {
+    const json_t *call = json_array_get(job->tool_calls, i), *fn = json_object_get(call, "function");
+    char id[64];
+    snprintf(id, sizeof id, "fc_%s_%zu", req->id + strlen("resp_"), i);
+    return json_pack("{s:s,s:s,s:O,s:O,s:s,s:s}", "type", "function_call", "id", id, "call_id",
+                     json_object_get(call, "id"), "name", json_object_get(fn, "name"), "arguments",
+                     in_progress ? "" : json_string_value(json_object_get(fn, "arguments")), "status",
+                     in_progress ? "in_progress" : "completed");
+}
+
+/* The response object: in progress (job NULL), or the finished job's. */
+static json_t *response_object(const resp_request *req, const sched_job *job) {
+    json_t *r = json_pack("{s:s,s:s,s:I,s:s,s:n,s:o}", "id", req->id, "object", "response", "created_at",
+                          (json_int_t)req->created, "status",
+                          !job ? "in_progress" : incomplete(job) ? "incomplete" : "completed", "error",
+                          "incomplete_details",
+                          job && incomplete(job) ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null());
+    json_object_update(r, req->base);
+    json_t *output = json_array();
+    if (job && has_message(job))
+        json_array_append_new(output, message_item(req, job->text, job->content_len,
+                                                   incomplete(job) ? "incomplete" : "completed"));
+    for (size_t i = 0; job && i < json_array_size(job->tool_calls); i++)
+        json_array_append_new(output, call_item(req, job, i, false));
+    json_object_set_new(r, "output", output);
+    json_object_set_new(r, "usage", !job ? json_null() :
+                            json_pack("{s:i,s:{s:i},s:i,s:{s:i},s:i}", "input_tokens", (int)req->n_prompt,
+                                      "input_tokens_details", "cached_tokens", (int)job->cached, "output_tokens",
+                                      (int)job->n_gen, "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
+                                      (int)(req->n_prompt + job->n_gen)));
+    return r;
+}
+
+/* Keep the finished response: its object, and its ids — the prompt, then the output as generated but for an
+ * end-of-generation token at its end, which was never fed and which the template's end of turn replaces. */
+static void keep(resp_request *req, const sched_job *job, const json_t *response) {
+    uint32_t n_out = job->n_out;
+    if (n_out && fkv_token_is_eog(req->model, job->out[n_out - 1])) n_out--;
+    resp_entry *x = calloc(1, sizeof *x);
+    if (!x || !(x->ids = malloc(sizeof(int32_t) * (req->n_prompt + n_out)))) {
+        free(x);
+        return; /* out of memory: not kept, as if evicted */
+    }
+    snprintf(x->id, sizeof x->id, "%s", req->id);
+    memcpy(x->ids, req->prompt, sizeof(int32_t) * req->n_prompt);
+    if (n_out) memcpy(x->ids + req->n_prompt, job->out, sizeof(int32_t) * n_out);
+    x->n_ids = req->n_prompt + n_out;
+    x->salt = req->salt ? strdup(req->salt) : NULL;
+    x->instructions = req->instructions ? strdup(req->instructions) : NULL;
+    x->tools = req->tools ? json_deep_copy(req->tools) : NULL;
+    x->response = json_deep_copy(response);
+    char *dump = json_dumps(response, JSON_COMPACT), *tools = x->tools ? json_dumps(x->tools, JSON_COMPACT) : NULL;
+    x->bytes = sizeof *x + sizeof(int32_t) * x->n_ids + (dump ? 2 * strlen(dump) : 0) + (tools ? 2 * strlen(tools) : 0) +
+               (x->instructions ? strlen(x->instructions) : 0); /* a parsed JSON value takes about twice its text */
+    free(dump);
+    free(tools);
+    store_put(req->store, x);
+}
+
+json_t *resp_response(resp_request *req, const sched_job *job) {
+    json_t *r = response_object(req, job);
+    if (req->store_it) keep(req, job, r);
+    return r;
+}
+
+static void emit(resp_request *req, json_t *events, json_t *event) {
+    json_object_set_new(event, "sequence_number", json_integer(req->seq++));
+    json_array_append_new(events, event);
+}
+
+static json_t *text_part(const char *text, size_t len) {
+    return json_pack("{s:s,s:s%,s:[]}", "type", "output_text", "text", text ? text : "", len, "annotations");
+}
+
+/* The message item's ends, at output_index 0: added with its empty part, or its text done, part done, item done. */
+static void message_open(resp_request *req, json_t *events) {
+    char item_id[48];
+    snprintf(item_id, sizeof item_id, "msg_%s", req->id + strlen("resp_"));
+    emit(req, events, json_pack("{s:s,s:i,s:o}", "type", "response.output_item.added", "output_index", 0, "item",
+                                message_item(req, NULL, 0, "in_progress")));
+    emit(req, events, json_pack("{s:s,s:s,s:i,s:i,s:o}", "type", "response.content_part.added", "item_id", item_id,
+                                "output_index", 0, "content_index", 0, "part", text_part("", 0)));
+    req->msg_open = true;
+}
+
+static void message_close(resp_request *req, const sched_job *job, json_t *events, const json_t *item) {
+    const char *item_id = json_string_value(json_object_get(item, "id"));
+    emit(req, events, json_pack("{s:s,s:s,s:i,s:i,s:s%,s:[]}", "type", "response.output_text.done", "item_id", item_id,
+                                "output_index", 0, "content_index", 0, "text", job->text ? job->text : "",
+                                job->content_len, "logprobs"));
+    emit(req, events, json_pack("{s:s,s:s,s:i,s:i,s:o}", "type", "response.content_part.done", "item_id", item_id,
+                                "output_index", 0, "content_index", 0, "part", text_part(job->text, job->content_len)));
+    emit(req, events, json_pack("{s:s,s:i,s:O}", "type", "response.output_item.done", "output_index", 0, "item", item));
+}
+
+void resp_stream(resp_request *req, const sched_job *job, json_t *events) {
+    if (!req->started) {
+        json_t *r = response_object(req, NULL);
+        emit(req, events, json_pack("{s:s,s:o}", "type", "response.created", "response", json_deep_copy(r)));
+        emit(req, events, json_pack("{s:s,s:o}", "type", "response.in_progress", "response", r));
+        req->started = true;
+    }
+    if (job->stable > req->sent && !job->error_status) {
+        if (!req->msg_open) message_open(req, events);
+        char item_id[48];
+        snprintf(item_id, sizeof item_id, "msg_%s", req->id + strlen("resp_"));
+        emit(req, events, json_pack("{s:s,s:s,s:i,s:i,s:s%,s:[]}", "type", "response.output_text.delta", "item_id",
+                                    item_id, "output_index", 0, "content_index", 0, "delta", job->text + req->sent,
+                                    job->stable - req->sent, "logprobs"));
+        req->sent = job->stable;
+    }
+    if (!job->done || (req->sent < job->stable && !job->error_status)) return;
+    req->finished = true;
+    if (job->error_status) {
+        json_t *r = response_object(req, NULL);
+        json_object_set_new(r, "status", json_string("failed"));
+        json_object_set_new(r, "error", json_pack("{s:s,s:s}", "code", "server_error", "message", job->error));
+        emit(req, events, json_pack("{s:s,s:o}", "type", "response.failed", "response", r));
+        return;
+    }
+    json_t *r = resp_response(req, job), *output = json_object_get(r, "output");
+    size_t first_call = 0;
+    if (has_message(job)) {
+        if (!req->msg_open) message_open(req, events);
+        message_close(req, job, events, json_array_get(output, 0));
+        first_call = 1;
+    }
+    for (size_t i = 0; i < json_array_size(job->tool_calls); i++) {
+        const json_t *item = json_array_get(output, first_call + i);
+        const int index = (int)(first_call + i);
+        const char *item_id = json_string_value(json_object_get(item, "id"));
+        emit(req, events, json_pack("{s:s,s:i,s:o}", "type", "response.output_item.added", "output_index", index, "item",
+                                    call_item(req, job, i, true)));
+        emit(req, events, json_pack("{s:s,s:s,s:i,s:O}", "type", "response.function_call_arguments.delta", "item_id",
+                                    item_id, "output_index", index, "delta", json_object_get(item, "arguments")));
+        emit(req, events, json_pack("{s:s,s:s,s:i,s:O,s:O}", "type", "response.function_call_arguments.done", "item_id",
+                                    item_id, "output_index", index, "name", json_object_get(item, "name"), "arguments",
+                                    json_object_get(item, "arguments")));
+        emit(req, events, json_pack("{s:s,s:i,s:O}", "type", "response.output_item.done", "output_index", index, "item",
+                                    item));
+    }
+    emit(req, events, json_pack("{s:s,s:o}", "type", incomplete(job) ? "response.incomplete" : "response.completed",
+                                "response", r));
+}
