@@ -143,7 +143,7 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
     }
     if (ok && f == TOOLCALL_HERMES)
         fprintf(out, "block ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\nroot ::= block%s\n",
-                parallel ? " (\"\\n\" block)*" : "");
+                parallel ? " (\"\\n\" block){0,7}" : "");
     else if (ok)
         fputs("root ::= call\n", out);
     if (fclose(out) || !ok || !any) {

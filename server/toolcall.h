@@ -29,7 +29,7 @@ toolcall_format toolcall_format_of(const chat_template *t);
 json_t *toolcall_parse(toolcall_format f, const char *text, size_t len, const char *id_base, size_t *content_len);
 
 /* GBNF (malloc'd) whose sentences are calls in format f of the tools (an OpenAI tools array): of the one named
- * `only` (NULL: any of them), one call or — parallel, Hermes only — several; each call's arguments valid against its
+ * `only` (NULL: any of them), one call or — parallel, Hermes only — up to 8; each call's arguments valid against its
  * tool's parameters (JSON Schema). toolcall_parse reads every sentence back as those calls. NULL with err (a
  * parameters schema flatkv cannot compile, naming the keyword). */
 char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bool parallel, fkv_error *err);

@@ -3,11 +3,15 @@
 // ("required", a named function, "none", parallel_tool_calls false), bad schemas and grammars as 400s naming the
 // keyword, and streamed output equal to whole. stories260K knows nothing of JSON: every well-formed answer is the
 // grammar's doing.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import OpenAI from 'openai';
 
-import { REQUEST_MS, check, checkEqual, finish, runSections, startServer } from './common.mjs';
+import { BIN, MODEL, REQUEST_MS, check, checkEqual, finish, runSections, startServer } from './common.mjs';
 
 const server = await startServer(['--cache-min', '1']);
 const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 });
@@ -135,20 +139,33 @@ function argsValid(call) {
 }
 
 async function toolChoice() {
+  // stories260K's plain template has no tool form and its 512 positions do not hold the tools' block; a generated
+  // model of its vocabulary with a 4k context under ChatML (Hermes calls) does.
+  const dir = mkdtempSync(join(tmpdir(), 'flatkv-structured-'));
+  const model = join(dir, 'ctx4k.gguf');
+  execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
+    '--vocab-from', MODEL, '-o', model], { stdio: 'ignore' });
+  const chatml = await startServer(['-m', model, '--cache-min', '1', '--chat-template', 'chatml']);
+  const c = new OpenAI({ baseURL: `${chatml.url}/v1`, apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 });
+  const ask = (messages, extra) =>
+    c.chat.completions.create({ model: 'stories260K', messages, temperature: 0, max_tokens: 300, ...extra });
   const messages = user('What is the weather in Paris?');
-  const required = await ask(messages, { tools: TOOLS, tool_choice: 'required' });
+  const required = await ask(messages, { tools: TOOLS, tool_choice: 'required', max_tokens: 1000 });
   const calls = required.choices[0].message.tool_calls ?? [];
   check('"required": at least one well-formed call', calls.length >= 1 && calls.every(argsValid),
     JSON.stringify(required.choices[0].message));
   checkEqual('"required": finish_reason', required.choices[0].finish_reason, 'tool_calls');
-  const named = await ask(messages, { tools: TOOLS, tool_choice: { type: 'function', function: { name: 'add' } } });
+  const named = await ask(messages, { tools: TOOLS, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    max_tokens: 1000 });
   const namedCalls = named.choices[0].message.tool_calls ?? [];
   check('a named function: calls of it only, arguments valid', namedCalls.length >= 1 &&
-    namedCalls.every((c) => c.function.name === 'add' && argsValid(c)), JSON.stringify(named.choices[0].message));
+    namedCalls.every((c) => c.function.name === 'get_weather' && argsValid(c)), JSON.stringify(named.choices[0].message));
   const none = await ask(messages, { tools: TOOLS, tool_choice: 'none', max_tokens: 40 });
   check('"none": no call', !none.choices[0].message.tool_calls, JSON.stringify(none.choices[0].message));
   const single = await ask(messages, { tools: TOOLS, tool_choice: 'required', parallel_tool_calls: false });
   checkEqual('parallel_tool_calls false: exactly one call', (single.choices[0].message.tool_calls ?? []).length, 1);
+  await chatml.stop();
+  rmSync(dir, { recursive: true, force: true });
 }
 
 async function errors() {
