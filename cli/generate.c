@@ -18,13 +18,15 @@ static const char HELP[] =
     "  -f, --file PATH        read the prompt from a file\n"
     "      --prompt-ids FILE  the prompt as token ids: a JSON array of integers (no BOS is added)\n"
     "      --logits FILE      write the float32 logits of every generated step, row after row (n_vocab each)\n"
+    "      --grammar FILE     the output follows this GBNF grammar (llama.cpp's syntax, root rule 'root')\n"
+    "      --json-schema FILE the output is JSON valid against this JSON Schema\n"
     "  -n, --n-predict N      tokens to generate (default 128)\n"
     CLI_SAMPLING_HELP
     "      --json             print one JSON object: prompt_tokens, cached_tokens (reused, e.g. from --kv-dir),\n"
     "                         tokens, text, logits_digest, kernels, prefill_ms, decode_ms\n" CLI_ENGINE_HELP;
 
 typedef struct {
-    const char *model_path, *text, *file, *ids_file, *logits_file;
+    const char *model_path, *text, *file, *ids_file, *logits_file, *grammar_file, *schema_file;
     uint32_t n_predict;
     fkv_sampler_params sp;
     fkv_engine_params engine;
@@ -32,13 +34,14 @@ typedef struct {
 } gen_args;
 
 static int parse_args(int argc, char **argv, gen_args *a) {
-    enum { O_JSON = 256, O_IDS, O_LOGITS };
+    enum { O_JSON = 256, O_IDS, O_LOGITS, O_GRAMMAR, O_SCHEMA };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},  {"prompt", required_argument, 0, 'p'},
         {"file", required_argument, 0, 'f'},   {"n-predict", required_argument, 0, 'n'},
         CLI_SAMPLING_OPTIONS,
         {"json", no_argument, 0, O_JSON}, {"prompt-ids", required_argument, 0, O_IDS},
-        {"logits", required_argument, 0, O_LOGITS}, CLI_ENGINE_OPTIONS,
+        {"logits", required_argument, 0, O_LOGITS}, {"grammar", required_argument, 0, O_GRAMMAR},
+        {"json-schema", required_argument, 0, O_SCHEMA}, CLI_ENGINE_OPTIONS,
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *sub = "generate";
     int c;
@@ -54,6 +57,8 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         case O_JSON: a->json = 1; break;
         case O_IDS: a->ids_file = optarg; break;
         case O_LOGITS: a->logits_file = optarg; break;
+        case O_GRAMMAR: a->grammar_file = optarg; break;
+        case O_SCHEMA: a->schema_file = optarg; break;
         case 'h': fputs(HELP, stdout); return 0;
         default:
             bad = cli_run_option(sub, c, optarg, &a->engine, &a->sp);
@@ -63,7 +68,35 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         if (bad) return CLI_USAGE_EXIT;
     }
     if (optind < argc) return cli_usage_error(sub, "unexpected argument '%s'", argv[optind]);
+    if (a->grammar_file && a->schema_file) return cli_usage_error(sub, "give --grammar or --json-schema, not both");
     return -1; /* parsed: go on */
+}
+
+/* The grammar of --grammar FILE (GBNF) or --json-schema FILE, or NULL with *failed false when neither is given;
+ * NULL with *failed true after printing why. */
+static fkv_grammar *load_grammar(const gen_args *a, const fkv_model *m, bool *failed) {
+    const char *path = a->grammar_file ? a->grammar_file : a->schema_file;
+    *failed = false;
+    if (!path) return NULL;
+    *failed = true;
+    size_t len;
+    char *text = cli_read_file(path, &len), *gbnf = NULL;
+    if (!text) {
+        cli_usage_error("generate", "cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    fkv_error err = {{0}};
+    if (a->schema_file && !(gbnf = fkv_json_schema_gbnf(text, len, "", &err))) {
+        cli_usage_error("generate", "--json-schema %s: %s", path, err.msg);
+        free(text);
+        return NULL;
+    }
+    fkv_grammar *g = fkv_grammar_new(m, gbnf ? gbnf : text, gbnf ? strlen(gbnf) : len, &err);
+    if (!g) cli_usage_error("generate", "%s %s: %s", a->grammar_file ? "--grammar" : "--json-schema", path, err.msg);
+    free(gbnf);
+    free(text);
+    *failed = !g;
+    return g;
 }
 
 /* What the generation's callbacks write: the text (first, for cli_collect_piece) and the logits file. */
@@ -135,6 +168,13 @@ int cli_generate(int argc, char **argv) {
     }
     fkv_engine *engine = NULL;
     fkv_seq *seq = NULL;
+    bool bad_grammar;
+    fkv_grammar *grammar = load_grammar(&a, m, &bad_grammar);
+    if (bad_grammar) {
+        free(ids);
+        fkv_model_free(m);
+        return CLI_USAGE_EXIT;
+    }
     fkv_sampler *smp = NULL;
     float *logits = NULL;
     int32_t *out = NULL;
@@ -173,7 +213,7 @@ int cli_generate(int argc, char **argv) {
     }
     double t1 = cli_now_ms();
     fkv_gen_params gp = {.max_tokens = a.n_predict, .sampler = smp, .on_token = a.json ? cli_collect_piece : print_piece,
-                         .user = &o, .on_logits = a.logits_file ? write_logits : NULL};
+                         .user = &o, .on_logits = a.logits_file ? write_logits : NULL, .grammar = grammar};
     fkv_gen_result res;
     if (fkv_seq_generate(seq, logits, &gp, out, &res, &err)) {
         fprintf(stderr, "\nflatkv generate: %s\n", err.msg);
@@ -215,6 +255,7 @@ out:
     fkv_sampler_free(smp);
     fkv_seq_free(seq);
     fkv_engine_free(engine);
+    fkv_grammar_free(grammar);
     free(ids);
     fkv_model_free(m);
     return rc;

@@ -157,6 +157,18 @@ uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos);
 
 typedef struct fkv_sampler fkv_sampler;
 
+/* ---- constraints: output that follows a grammar ---- */
+
+typedef struct fkv_grammar fkv_grammar;
+
+/* A grammar in llama.cpp's GBNF (root rule `root`) over model m's tokens: immutable, shareable by any number of
+ * generations and threads; m must outlive it. NULL with err naming the line:column and what is wrong. */
+fkv_grammar *fkv_grammar_new(const fkv_model *m, const char *gbnf, size_t len, fkv_error *err);
+void fkv_grammar_free(fkv_grammar *g);
+/* GBNF (malloc'd) for the JSON Schema text schema[0..len): its rules prefixed by prefix, its start rule
+ * <prefix>root. NULL with err naming an unsupported or malformed keyword and where. */
+char *fkv_json_schema_gbnf(const char *schema, size_t len, const char *prefix, fkv_error *err);
+
 #define FKV_MAX_TOP_LOGPROBS 20
 
 /* The log-probabilities of a step: of the id chosen, and of the n_top most likely ids, most likely first (ties: the
@@ -184,6 +196,9 @@ typedef struct {
      * (≤ FKV_MAX_TOP_LOGPROBS) most likely ids at its step (fkv_sampler_choose); user as above. NULL: not computed. */
     void (*on_logprobs)(void *user, int32_t id, const fkv_logprobs *lp);
     uint32_t top_logprobs;
+    /* The output follows this grammar (borrowed; NULL: free text): at each step only tokens that can continue it are
+     * sampled from, and end of generation only once it is complete. */
+    const fkv_grammar *grammar;
 } fkv_gen_params;
 
 typedef struct {

@@ -333,7 +333,7 @@ int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size
     }
     char cache_key[65]; /* the Messages API has no routing key of its own */
     if (parse_sampling(root, job, e) || oai_parse_cache_fields(root, job, cache_key, e) ||
-        parse_tools(ctx, root, &tools, job, e))
+        parse_tools(ctx, root, &tools, job, e) || oai_constrain(ctx, job, tools, e))
         goto out;
     if (system && !json_is_null(system)) {
         if (json_is_array(system)) {

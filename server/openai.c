@@ -78,8 +78,9 @@ static int parse_tool_calls(const json_t *calls, const char *param, chat_tool_ca
 }
 
 /* tools and tool_choice: the tools to render (borrowed from the request), or NULL when there are none or the
- * choice is "none". "auto", "required" and a named function all offer every tool: flatkv does not constrain
- * decoding, so "required" and a named function are requests the model may decline. */
+ * choice is "none". "auto", "required" and a named function all offer every tool; "required" and a named function
+ * are enforced: the output must be calls (of that function), by a grammar of the template's call syntax whose
+ * arguments follow each tool's parameters (toolcall_gbnf). parallel_tool_calls false: at most one call. */
 static int parse_tools(const oai_context *ctx, const json_t *root, const json_t **tools, sched_job *job, oai_error *e) {
     const json_t *t = json_object_get(root, "tools"), *choice = json_object_get(root, "tool_choice");
     *tools = NULL;
@@ -103,10 +104,64 @@ static int parse_tools(const oai_context *ctx, const json_t *root, const json_t 
                        "\"function\", \"function\": {\"name\": ...}}");
         if (json_is_string(choice) && !strcmp(json_string_value(choice), "none")) return 0;
     }
+    const json_t *parallel = json_object_get(root, "parallel_tool_calls");
+    if (parallel && !json_is_null(parallel) && !json_is_boolean(parallel))
+        return BAD("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
     if (json_array_size(t) == 0) return 0;
     *tools = t;
     job->tool_format = toolcall_format_of(ctx->tmpl);
+    job->single_tool_call = json_is_false(parallel);
+    if (choice && !json_is_null(choice)) job->tool_choice = json_deep_copy(choice);
     return 0;
+}
+
+/* response_format (text, json_object, json_schema: {name, schema, strict}) into job->response_format, and grammar
+ * (GBNF text, llama.cpp's field) compiled into job->grammar. */
+static int parse_format(const oai_context *ctx, const json_t *root, sched_job *job, oai_error *e) {
+    const json_t *rf = json_object_get(root, "response_format"), *gbnf = json_object_get(root, "grammar");
+    const bool has_rf = rf && !json_is_null(rf), has_gbnf = gbnf && !json_is_null(gbnf);
+    if (has_rf && has_gbnf) return BAD("grammar", "give 'grammar' or 'response_format', not both");
+    if (has_gbnf) {
+        if (!json_is_string(gbnf)) return BAD("grammar", "'grammar' must be a string (GBNF)");
+        fkv_error err = {{0}};
+        job->grammar = fkv_grammar_new(ctx->model, json_string_value(gbnf), json_string_length(gbnf), &err);
+        return job->grammar ? 0 : BAD("grammar", "grammar: %s", err.msg);
+    }
+    if (!has_rf) return 0;
+    const char *type = json_string_value(json_object_get(rf, "type"));
+    if (!json_is_object(rf) || !type || (strcmp(type, "text") && strcmp(type, "json_object") &&
+                                         strcmp(type, "json_schema")))
+        return BAD("response_format", "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} "
+                                      "or {\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": ...}}");
+    if (!strcmp(type, "json_schema") && !json_is_object(json_object_get(json_object_get(rf, "json_schema"), "schema")))
+        return BAD("response_format", "'response_format.json_schema.schema' must be a JSON Schema object");
+    if (strcmp(type, "text")) job->response_format = json_deep_copy(rf);
+    return 0;
+}
+
+int oai_constrain(const oai_context *ctx, sched_job *job, const json_t *tools, oai_error *e) {
+    const json_t *choice = job->tool_choice;
+    const char *named = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+    const bool calls = tools && (named || (json_is_string(choice) && !strcmp(json_string_value(choice), "required")));
+    if ((job->grammar != NULL) + (job->response_format != NULL) + calls > 1)
+        return BAD(calls ? "tool_choice" : "response_format",
+                   "one constraint at a time: a grammar, a response_format or an enforced tool_choice");
+    fkv_error err = {{0}};
+    char *gbnf = NULL;
+    const char *param = calls ? "tool_choice" : "response_format";
+    if (calls) {
+        gbnf = toolcall_gbnf(job->tool_format, tools, named, !job->single_tool_call, &err);
+    } else if (job->response_format) {
+        const json_t *schema = json_object_get(json_object_get(job->response_format, "json_schema"), "schema");
+        char *text = schema ? json_dumps(schema, JSON_COMPACT) : strdup("{\"type\": \"object\"}"); /* json_object */
+        gbnf = text ? fkv_json_schema_gbnf(text, strlen(text), "", &err) : NULL;
+        free(text);
+    } else {
+        return 0;
+    }
+    if (gbnf) job->grammar = fkv_grammar_new(ctx->model, gbnf, strlen(gbnf), &err);
+    free(gbnf);
+    return job->grammar ? 0 : BAD(param, "%s: %s", param, err.msg[0] ? err.msg : "out of memory");
 }
 
 /* chat_template_kwargs (vLLM's and llama.cpp's field): enable_thinking, a boolean, switches the reasoning of the
@@ -360,10 +415,12 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
     if (oai_parse_cache_fields(root, job, req->cache_key, e)) goto out;
 
     snprintf(job->id, sizeof job->id, "%s", req->id);
+    if (parse_format(ctx, root, job, e)) goto out;
     if (kind == OAI_CHAT) {
         const json_t *tools;
         chat_template t = *ctx->tmpl;
         if (parse_template_kwargs(root, &t, e) || parse_tools(ctx, root, &tools, job, e) ||
+            oai_constrain(ctx, job, tools, e) ||
             parse_messages(ctx, &t, json_object_get(root, "messages"), tools, job, e))
             goto out;
     } else {
@@ -372,7 +429,7 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
             BAD("prompt", "'prompt' is required");
             goto out;
         }
-        if (parse_prompt(ctx, prompt, job, e)) goto out;
+        if (oai_constrain(ctx, job, NULL, e) || parse_prompt(ctx, prompt, job, e)) goto out;
     }
     if (job->n_ids == 0) {
         BAD(kind == OAI_CHAT ? "messages" : "prompt", "the prompt is empty");

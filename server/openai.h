@@ -57,6 +57,12 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
  * the log, truncated). 0, or -1 with e. */
 int oai_parse_cache_fields(const json_t *root, sched_job *job, char cache_key[65], oai_error *e);
 
+/* The grammar job's output must follow (job->grammar), from what the request asked in chat's shapes, whatever its
+ * API: job->response_format (json_object, json_schema), or job->tool_choice "required" / a named function with the
+ * chat-shaped tools offered (calls in the template's syntax, arguments valid against each tool's parameters). At most
+ * one constraint per request; a schema flatkv cannot compile is a 400 naming the keyword. 0, or -1 with e. */
+int oai_constrain(const oai_context *ctx, sched_job *job, const json_t *tools, oai_error *e);
+
 /* The whole (non-streamed) response of a finished job (and of its followers, the other choices). */
 json_t *oai_response(const oai_request *req, const sched_job *job);
 /* One stream chunk of choice `index` carrying text (delta), or its final chunk (finish_reason set); logprobs (taken;

@@ -464,6 +464,13 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
     if (parse_tool_choice(root, req->tools, job, e)) goto out;
     if (req->tools && !is_string(job->tool_choice, "none"))
         job->tool_format = toolcall_format_of(ctx->tmpl);
+    {
+        json_t *offered = NULL; /* the tools in effect, in chat's shape, for an enforced tool_choice */
+        if (req->tools && !is_string(job->tool_choice, "none") && parse_tools(req->tools, &offered, e)) goto out;
+        const int rc = oai_constrain(ctx, job, offered, e);
+        json_decref(offered);
+        if (rc) goto out;
+    }
 
     if (!continued && req->instructions) {
         convo_add(&c, "system");

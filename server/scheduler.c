@@ -74,6 +74,7 @@ static void job_free(sched_job *j) {
     json_decref(j->tool_choice);
     json_decref(j->response_format);
     free(j->followers);
+    if (!j->leader) fkv_grammar_free(j->grammar);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -108,6 +109,7 @@ sched_job *sched_job_follower(sched_job *j, uint64_t seed) {
     memcpy(f->id, j->id, sizeof f->id);
     f->memory_only = j->memory_only;
     f->logprobs = j->logprobs;
+    f->grammar = j->grammar;
     f->top_logprobs = j->top_logprobs;
     f->leader = j;
     f->refs = 2; /* the caller's, and the leader's (dropped when the leader is freed) */
@@ -162,8 +164,11 @@ static void finish_locked(sched_job *j, const char *reason) {
     if (j->text) sanitize_span(j, j->stable, j->len);
     j->content_len = j->len;
     if (j->tool_format && !j->error_status &&
-        (j->tool_calls = toolcall_parse(j->tool_format, j->text, j->len, j->id, &j->content_len)))
+        (j->tool_calls = toolcall_parse(j->tool_format, j->text, j->len, j->id, &j->content_len))) {
         reason = "tool_calls";
+        while (j->single_tool_call && json_array_size(j->tool_calls) > 1)
+            json_array_remove(j->tool_calls, json_array_size(j->tool_calls) - 1);
+    }
     j->stable = j->content_len;
     j->finish_reason = reason;
     j->done = true;
@@ -397,7 +402,8 @@ static void note_divergence(sched *s, sched_job *j, const fkv_eseq *seq) {
 static sched_run *new_run(sched *s, sched_job *j) {
     sched_run *r = j->run = calloc(1, sizeof *r);
     fkv_gen_params gp = {.max_tokens = j->max_tokens, .on_token = on_token, .user = j,
-                         .on_logprobs = j->logprobs ? on_logprobs : NULL, .top_logprobs = j->top_logprobs};
+                         .on_logprobs = j->logprobs ? on_logprobs : NULL, .top_logprobs = j->top_logprobs,
+                         .grammar = j->grammar};
     if (!r || !(r->logits = malloc(sizeof(float) * s->n_vocab)) ||
         !(r->out = malloc(sizeof(int32_t) * (j->max_tokens ? j->max_tokens : 1))) ||
         !(gp.sampler = r->sampler = fkv_sampler_new(&j->sampling, (int32_t)s->n_vocab)) ||

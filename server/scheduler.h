@@ -51,13 +51,15 @@ typedef struct sched_job {
     size_t n_stop;
     char *salt;  /* cache_salt: requests under different salts never share rows; NULL: the default */
     bool memory_only; /* prompt_cache_retention "in_memory": its blocks are never written to the disk tier */
+    fkv_grammar *grammar;  /* the output follows it (response_format, grammar, an enforced tool_choice); NULL: free.
+                            * A leader's, shared by its followers */
     bool logprobs;         /* record each content token's log-probabilities (sched_logprob) */
     uint32_t top_logprobs; /* and this many most likely ids at its step */
     int tool_format;  /* a toolcall_format: the request offered tools, calls may come back */
     char id[48];      /* the request's id, for tool call ids */
     /* What the output is asked to be, in chat's shapes whatever API asked (the Messages API's tool_choice and the
-     * Responses API's text.format are translated); NULL: nothing asked. Carried for constrained decoding (issue 17),
-     * which does not read them yet. Owned (one reference each). */
+     * Responses API's text.format are translated); NULL: nothing asked. oai_constrain turns them into `grammar`. Owned
+     * (one reference each). */
     json_t *tool_choice;      /* "none", "auto", "required" or {"type": "function", "function": {"name": ...}} */
     json_t *response_format;  /* {"type": "json_object"} or {"type": "json_schema", "json_schema": {name, schema, ...}} */
     bool single_tool_call;    /* parallel_tool_calls false (the Messages API's disable_parallel_tool_use) */

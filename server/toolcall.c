@@ -92,3 +92,64 @@ size_t toolcall_safe_prefix(toolcall_format f, const char *text, size_t len) {
         if (len >= k && !memcmp(text + len - k, OPEN, k)) return len - k;
     return len;
 }
+
+/* s as the body of a GBNF literal (quotes and backslashes escaped) appended to out; false when out of memory. */
+static bool gbnf_literal(FILE *out, const char *s) {
+    for (; *s; s++)
+        if (fprintf(out, *s == '"' || *s == '\\' ? "\\%c" : (unsigned char)*s < 0x20 ? "\\x%02x" : "%c",
+                    (unsigned char)*s) < 0)
+            return false;
+    return true;
+}
+
+char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bool parallel, fkv_error *err) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    if (!out) {
+        snprintf(err->msg, sizeof err->msg, "out of memory for a tool-call grammar");
+        return NULL;
+    }
+    /* One rule per tool: its call, with its arguments' own rules (prefixed t<i>-). */
+    const char *args_key = f == TOOLCALL_LLAMA3 ? "parameters" : "arguments";
+    bool ok = true, any = false;
+    size_t i;
+    const json_t *tool;
+    fputs("call ::= ", out);
+    json_array_foreach(tools, i, tool) {
+        const char *name = json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
+        if (only && strcmp(name, only)) continue;
+        fprintf(out, "%st%zu-call", any ? " | " : "", i);
+        any = true;
+    }
+    fputs("\n", out);
+    json_array_foreach(tools, i, tool) {
+        const json_t *fn = json_object_get(tool, "function"), *params = json_object_get(fn, "parameters");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (only && strcmp(name, only)) continue;
+        char *schema = params && json_is_object(params) ? json_dumps(params, JSON_COMPACT) : strdup("{\"type\": \"object\"}");
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "t%zu-", i);
+        char *args = schema ? fkv_json_schema_gbnf(schema, strlen(schema), prefix, err) : NULL;
+        free(schema);
+        if (!args) {
+            ok = false;
+            break;
+        }
+        fprintf(out, "t%zu-call ::= \"{\\\"name\\\": \\\"", i);
+        ok &= gbnf_literal(out, name);
+        fprintf(out, "\\\", \\\"%s\\\": \" t%zu-root \"}\"\n%s\n", args_key, i, args);
+        free(args);
+    }
+    if (ok && f == TOOLCALL_HERMES)
+        fprintf(out, "block ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\nroot ::= block%s\n",
+                parallel ? " (\"\\n\" block){0,7}" : "");
+    else if (ok)
+        fputs("root ::= call\n", out);
+    if (fclose(out) || !ok || !any) {
+        if (ok && !any) snprintf(err->msg, sizeof err->msg, "no tool is named '%s'", only ? only : "");
+        free(text);
+        return NULL;
+    }
+    return text;
+}

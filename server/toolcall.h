@@ -12,9 +12,11 @@
 #define FKV_TOOLCALL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "chat.h"
+#include "flatkv.h"
 
 typedef enum { TOOLCALL_NONE = 0, TOOLCALL_HERMES = 1, TOOLCALL_LLAMA3 = 2 } toolcall_format;
 
@@ -25,6 +27,12 @@ toolcall_format toolcall_format_of(const chat_template *t);
  * arguments}}), ids "call_<id_base>_<i>"; NULL when there is none or the output is not well formed.
  * *content_len: how much of the text before the calls is content. */
 json_t *toolcall_parse(toolcall_format f, const char *text, size_t len, const char *id_base, size_t *content_len);
+
+/* GBNF (malloc'd) whose sentences are calls in format f of the tools (an OpenAI tools array): of the one named
+ * `only` (NULL: any of them), one call or — parallel, Hermes only — up to 8; each call's arguments valid against its
+ * tool's parameters (JSON Schema). toolcall_parse reads every sentence back as those calls. NULL with err (a
+ * parameters schema flatkv cannot compile, naming the keyword). */
+char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bool parallel, fkv_error *err);
 
 /* How much of text[0..len) can be streamed as content now: everything before where a call may begin. */
 size_t toolcall_safe_prefix(toolcall_format f, const char *text, size_t len);

@@ -6,10 +6,48 @@
  * differ from the same request run alone.
  */
 #include <stdlib.h>
+#include <string.h>
 #define XXH_STATIC_LINKING_ONLY /* the digest state inside the struct */
 #include <xxhash.h>
 
+#include "err.h"
 #include "flatkv.h"
+#include "grammar.h"
+#include "model.h"
+
+struct fkv_grammar {
+    const fkv_model *m;
+    grammar *g;
+};
+
+fkv_grammar *fkv_grammar_new(const fkv_model *m, const char *gbnf, size_t len, fkv_error *err) {
+    fkv_grammar *fg = calloc(1, sizeof *fg);
+    if (!fg) {
+        err_set(err, "out of memory for a grammar");
+        return NULL;
+    }
+    fg->m = m;
+    fkv_model *mm = (fkv_model *)m; /* the vocabulary's masks are built once, by the first grammar that needs them */
+    pthread_mutex_lock(&mm->gvocab_mu);
+    if (!mm->gvocab) mm->gvocab = grammar_vocab_new(m->vocab, err);
+    const bool vocab = mm->gvocab != NULL;
+    pthread_mutex_unlock(&mm->gvocab_mu);
+    if (!vocab || !(fg->g = grammar_parse(gbnf, len, err))) {
+        free(fg);
+        return NULL;
+    }
+    return fg;
+}
+
+void fkv_grammar_free(fkv_grammar *g) {
+    if (!g) return;
+    grammar_free(g->g);
+    free(g);
+}
+
+char *fkv_json_schema_gbnf(const char *schema, size_t len, const char *prefix, fkv_error *err) {
+    return grammar_schema_gbnf(schema, len, prefix ? prefix : "", err);
+}
 
 struct fkv_gen {
     const fkv_model *m;
@@ -17,6 +55,8 @@ struct fkv_gen {
     int32_t *out;
     fkv_gen_result res;
     bool over;
+    grammar_state *gs; /* with p.grammar: where the output is in it */
+    uint8_t *allowed;  /* [n_vocab] the tokens that can continue it */
     XXH3_state_t digest;
 };
 
@@ -26,12 +66,22 @@ fkv_gen *fkv_gen_new(const fkv_model *m, const fkv_gen_params *p, int32_t *out) 
     g->m = m;
     g->p = *p;
     g->out = out;
+    if (p->grammar && (!(g->gs = grammar_state_new(p->grammar->g, NULL)) ||
+                       !(g->allowed = malloc(fkv_model_get_info(m).n_vocab)))) {
+        fkv_gen_free(g);
+        return NULL;
+    }
     XXH3_64bits_reset(&g->digest);
     g->over = p->max_tokens == 0;
     return g;
 }
 
-void fkv_gen_free(fkv_gen *g) { free(g); }
+void fkv_gen_free(fkv_gen *g) {
+    if (!g) return;
+    grammar_state_free(g->gs);
+    free(g->allowed);
+    free(g);
+}
 
 int32_t fkv_gen_next(fkv_gen *g, const float *logits, const int32_t *history, int n_history, uint32_t n_pos,
                      uint32_t n_ctx) {
@@ -44,7 +94,15 @@ int32_t fkv_gen_next(fkv_gen *g, const float *logits, const int32_t *history, in
         return -1;
     }
     fkv_logprobs lp = {.n_top = g->p.top_logprobs};
-    int32_t id = fkv_sampler_choose(g->p.sampler, logits, history, n_history, NULL, g->p.on_logprobs ? &lp : NULL);
+    if (g->gs) {
+        grammar_allowed(g->gs, g->m->gvocab, g->allowed);
+        if (!memchr(g->allowed, 1, n_vocab)) { /* no token continues the grammar here: the output ends */
+            g->over = true;
+            return -1;
+        }
+    }
+    int32_t id = fkv_sampler_choose(g->p.sampler, logits, history, n_history, g->allowed, g->p.on_logprobs ? &lp : NULL);
+    if (g->gs && !fkv_token_is_eog(g->m, id)) grammar_accept(g->gs, g->m->gvocab, id); /* allowed: it advances */
     g->out[g->res.n_tokens++] = id;
     g->over = true;
     if (fkv_token_is_eog(g->m, id)) {

@@ -1,5 +1,7 @@
 #include "model.h"
 
+#include "grammar.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,6 +393,7 @@ fkv_model *fkv_model_load(const char *path, fkv_error *err) {
         err_set(err, "%s: out of memory", path);
         return NULL;
     }
+    pthread_mutex_init(&m->gvocab_mu, NULL);
     char why[200];
     if (kern_ensure(why, sizeof why)) {
         err_set(err, "%s: %s (FLATKV_KERNELS)", path, why);
@@ -426,6 +429,8 @@ fkv_model *fkv_model_load(const char *path, fkv_error *err) {
 
 void fkv_model_free(fkv_model *m) {
     if (!m) return;
+    grammar_vocab_free(m->gvocab);
+    pthread_mutex_destroy(&m->gvocab_mu);
     if (m->layers) {
         for (uint32_t l = 0; l < m->hp.n_layers; l++) {
             free(m->layers[l].attn_norm);

@@ -47,6 +47,7 @@
 #define FKV_MODEL_H
 
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "gguf.h"
@@ -132,6 +133,8 @@ struct fkv_model {
     tok_vocab *vocab;
     char *chat_template; /* tokenizer.chat_template, or NULL */
     void *packed;        /* the matrices' memory, one allocation (pack_weights in model.c) */
+    struct grammar_vocab *gvocab; /* the vocabulary arranged for grammar masks (grammar.h), built at first need */
+    pthread_mutex_t gvocab_mu;
     const char *kernels; /* the kernel variant the matrices are laid out for (quant_kernels() at load) */
 };
 
