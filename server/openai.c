@@ -131,8 +131,8 @@ static int parse_format(const oai_context *ctx, const json_t *root, sched_job *j
     const char *type = json_string_value(json_object_get(rf, "type"));
     if (!json_is_object(rf) || !type || (strcmp(type, "text") && strcmp(type, "json_object") &&
                                          strcmp(type, "json_schema")))
-        return BAD("response_format", "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} "
-                                      "or {\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": ...}}");
+        return BAD("response_format", "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                                      "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": ...}}");
     if (!strcmp(type, "json_schema") && !json_is_object(json_object_get(json_object_get(rf, "json_schema"), "schema")))
         return BAD("response_format", "'response_format.json_schema.schema' must be a JSON Schema object");
     if (strcmp(type, "text")) job->response_format = json_deep_copy(rf);

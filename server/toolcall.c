@@ -127,7 +127,8 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
         const json_t *fn = json_object_get(tool, "function"), *params = json_object_get(fn, "parameters");
         const char *name = json_string_value(json_object_get(fn, "name"));
         if (only && strcmp(name, only)) continue;
-        char *schema = params && json_is_object(params) ? json_dumps(params, JSON_COMPACT) : strdup("{\"type\": \"object\"}");
+        char *schema =
+            params && json_is_object(params) ? json_dumps(params, JSON_COMPACT) : strdup("{\"type\": \"object\"}");
         char prefix[32];
         snprintf(prefix, sizeof prefix, "t%zu-", i);
         char *args = schema ? fkv_json_schema_gbnf(schema, strlen(schema), prefix, err) : NULL;

@@ -101,7 +101,8 @@ int32_t fkv_gen_next(fkv_gen *g, const float *logits, const int32_t *history, in
             return -1;
         }
     }
-    int32_t id = fkv_sampler_choose(g->p.sampler, logits, history, n_history, g->allowed, g->p.on_logprobs ? &lp : NULL);
+    int32_t id =
+        fkv_sampler_choose(g->p.sampler, logits, history, n_history, g->allowed, g->p.on_logprobs ? &lp : NULL);
     if (g->gs && !fkv_token_is_eog(g->m, id)) grammar_accept(g->gs, g->m->gvocab, id); /* allowed: it advances */
     g->out[g->res.n_tokens++] = id;
     g->over = true;
