@@ -22,6 +22,15 @@ const ask = (messages, extra) =>
   client.chat.completions.create({ model: 'stories260K', messages, temperature: 0, max_tokens: 300, ...extra });
 const user = (text) => [{ role: 'user', content: text }];
 
+/** text as JSON, or undefined when it is not JSON. */
+function parseJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** The held set: every string and array bounded, so a complete answer fits in max_tokens. */
 const SCHEMAS = {
   person: {
@@ -69,12 +78,7 @@ async function jsonSchemas() {
       response_format: { type: 'json_schema', json_schema: { name, schema, strict: true } },
     });
     const text = r.choices[0].message.content;
-    let doc;
-    try {
-      doc = JSON.parse(text);
-    } catch {
-      doc = undefined;
-    }
+    const doc = parseJson(text);
     check(`${name}: the answer is complete JSON`, r.choices[0].finish_reason === 'stop' && doc !== undefined, text);
     const valid = ajv.validate(schema, doc);
     check(`${name}: it validates against the schema (ajv)`, valid, valid ? text : JSON.stringify(ajv.errors));
@@ -84,12 +88,7 @@ async function jsonSchemas() {
 async function jsonObject() {
   const r = await ask(user('Describe a cat.'), { response_format: { type: 'json_object' }, max_tokens: 500 });
   const text = r.choices[0].message.content;
-  let doc;
-  try {
-    doc = JSON.parse(text);
-  } catch {
-    doc = undefined;
-  }
+  const doc = parseJson(text);
   check('json_object: a JSON object', doc !== null && typeof doc === 'object' && !Array.isArray(doc),
     `${r.choices[0].finish_reason}: ${text.slice(0, 200)}`);
 }
@@ -130,12 +129,8 @@ const TOOLS = [
 
 function argsValid(call) {
   const tool = TOOLS.find((t) => t.function.name === call.function.name);
-  if (!tool) return false;
-  try {
-    return ajv.validate(tool.function.parameters, JSON.parse(call.function.arguments));
-  } catch {
-    return false;
-  }
+  const args = parseJson(call.function.arguments);
+  return !!tool && args !== undefined && ajv.validate(tool.function.parameters, args);
 }
 
 async function toolChoice() {
