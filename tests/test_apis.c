@@ -36,6 +36,7 @@ static void free_job(sched_job *job) {
     json_decref(job->tool_calls);
     json_decref(job->tool_choice);
     json_decref(job->response_format);
+    fkv_grammar_free(job->grammar);
     memset(job, 0, sizeof *job);
 }
 

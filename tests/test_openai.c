@@ -28,6 +28,9 @@ static void free_job(sched_job *job) {
     for (size_t i = 0; i < job->n_stop; i++) free(job->stop[i]);
     free(job->stop);
     free(job->salt);
+    json_decref(job->tool_choice);
+    json_decref(job->response_format);
+    fkv_grammar_free(job->grammar);
 }
 
 /* The prompt ids of body under template t; asserts the parse succeeds. *n their count; the caller frees. */
