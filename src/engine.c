@@ -328,6 +328,16 @@ int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t
     return 0;
 }
 
+/* Start s's path on its ids[0..n) taking every row the cache holds (nothing left to compute, as a fork or a rewind
+ * wants), and compute again the rows no longer held (window rows given back, an eviction). */
+static int resume(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
+    const kvrec_policy policy = {.bound_to_frontier = e->p.seq.bound_to_frontier, .whole = true};
+    if (begin(e, s, n, policy, true, NULL, err)) return -1;
+    while (s->ps.n_pos < n)
+        if (fkv_engine_prefill(e, s, NULL, err) < 0) return -1;
+    return 0;
+}
+
 fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err) {
     const uint32_t n = s->ps.n_pos;
     fkv_eseq *f = calloc(1, sizeof *f);
@@ -342,16 +352,10 @@ fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err) {
     f->map.part[0].blocks = f->map.part[1].blocks = NULL;
     f->ps.memory_only = s->ps.memory_only;
     /* s's rows are all in the tree (committed), so the whole of them is reused; any no longer held is recomputed */
-    const kvrec_policy policy = {.bound_to_frontier = e->p.seq.bound_to_frontier, .whole = true};
-    if (begin(e, f, n, policy, true, NULL, err)) {
-        eseq_free(f);
+    if (resume(e, f, n, err)) {
+        fkv_engine_finish(e, f);
         return NULL;
     }
-    while (f->ps.n_pos < n)
-        if (fkv_engine_prefill(e, f, NULL, err) < 0) {
-            fkv_engine_finish(e, f);
-            return NULL;
-        }
     return f;
 }
 
@@ -360,13 +364,10 @@ int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err
     /* Its rows stay cached under their ids (still true of them); the path restarts on the first n_pos. */
     prefix_finish(e->tree, &s->ps);
     s->n_ids = s->n_prompt = n_pos;
-    const kvrec_policy policy = {.bound_to_frontier = e->p.seq.bound_to_frontier, .whole = true};
-    if (begin(e, s, n_pos, policy, true, NULL, err)) {
-        s->n_ids = s->n_prompt = 0;
+    if (resume(e, s, n_pos, err)) {
+        if (!s->ps.root) s->n_ids = s->n_prompt = 0; /* the path did not even start: s holds nothing */
         return -1;
     }
-    while (s->ps.n_pos < n_pos) /* rows no longer held (window rows, an eviction): computed again */
-        if (fkv_engine_prefill(e, s, NULL, err) < 0) return -1;
     return 0;
 }
 
