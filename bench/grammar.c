@@ -105,7 +105,7 @@ static void bvocab_free(bvocab *b) {
 }
 
 static int load_vocab(const char *path, const char *name, int32_t grow_to, uint64_t seed, bvocab *out) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     gguf_file *f = gguf_open(path, &err);
     tok_vocab *v = f ? tok_load(f, &err) : NULL;
     if (f) gguf_close(f);
@@ -213,7 +213,7 @@ static int32_t closing_token(const bvocab *v, const uint8_t *allowed) {
 static void run_random(const grammar *g, const bvocab *v, int gens, uint64_t seed, timings *t) {
     uint8_t *allowed = malloc((size_t)v->n);
     int32_t *pick = malloc((size_t)v->n * sizeof *pick), *pick_short = malloc((size_t)v->n * sizeof *pick_short);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     for (int gen = 0; gen < gens; gen++) {
         grammar_state *s = grammar_state_new(g, &err);
         for (int step = 0; step < 4000; step++) {
@@ -251,7 +251,7 @@ static void run_random(const grammar *g, const bvocab *v, int gens, uint64_t see
 
 static void run_document(const grammar *g, const bvocab *v, const char *doc, int gens, timings *t) {
     uint8_t *allowed = malloc((size_t)v->n);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     size_t dl = strlen(doc);
     for (int gen = 0; gen < gens; gen++) {
         grammar_state *s = grammar_state_new(g, &err);
@@ -315,7 +315,7 @@ int main(int argc, char **argv) {
     printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int vi = 0; vi < 3; vi++) {
         for (int gi = 0; gi < 3; gi++) {
-            fkv_error err = {{0}};
+            fkv_error err = {0};
             char *gbnf = grammar_schema_gbnf(schemas[gi], strlen(schemas[gi]), "", &err);
             grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), &err) : NULL;
             free(gbnf);

@@ -46,7 +46,7 @@ typedef struct {
 
 static turn_stats run_turn(fkv_seq *s, fkv_sampler *smp, const int32_t *ids, uint32_t n, uint32_t n_gen,
                            float *logits, int32_t *out) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     turn_stats t = {0};
     double t0 = now_ms();
     if (fkv_seq_prefill(s, ids, n, logits, &t.cached, &err)) {
@@ -71,7 +71,7 @@ static turn_stats run_turn(fkv_seq *s, fkv_sampler *smp, const int32_t *ids, uin
 static fkv_seq *new_seq(const fkv_model *m, uint32_t n_ctx, int threads, bool cache, const char *kv_dir,
                         fkv_engine **engine) {
     fkv_engine_params p;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (fkv_engine_default_params(&p, &err)) {
         fprintf(stderr, "growth: %s\n", err.msg);
         exit(2);
@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
     }
     uint32_t max_ctx = argc > 2 ? (uint32_t)atoi(argv[2]) : 4096;
     int threads = argc > 3 ? atoi(argv[3]) : 2;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(argv[1], &err);
     if (!m) {
         fprintf(stderr, "growth: %s\n", err.msg);

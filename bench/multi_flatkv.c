@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
     multi_args a;
     if (multi_parse(argc, argv, &a) != 0) return 2;
 
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     bench b = {0};
     if (!(b.m = fkv_model_load(a.model, &err))) {
         fprintf(stderr, "multi_flatkv: %s\n", err.msg);

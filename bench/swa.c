@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
     }
     const uint32_t turns = argc > 2 ? (uint32_t)atoi(argv[2]) : 20, new_ids = argc > 3 ? (uint32_t)atoi(argv[3]) : 200,
                    reply_ids = argc > 4 ? (uint32_t)atoi(argv[4]) : 100, total = turns * (new_ids + reply_ids);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(argv[1], &err);
     if (!m) {
         fprintf(stderr, "swa: %s\n", err.msg);

@@ -181,7 +181,7 @@ typedef struct {
 /* Answer the transcript's last user message: 0 after a reply (complete or cancelled), 1 when the turn
  * was refused (the user message is dropped), -1 on an engine failure (printed). */
 static int chat_turn(chat_session *cs, int turn) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     int32_t *prompt = NULL;
     uint32_t n_prompt = 0;
     if (chat_prompt_ids(cs->m, &cs->tmpl, cs->conv.msgs, cs->conv.n, NULL, &prompt, &n_prompt, &err)) {
@@ -289,15 +289,15 @@ static int chat_loop(chat_session *cs) {
 
 int cli_chat(int argc, char **argv) {
     chat_args a = {.n_predict = 256, .sp = fkv_sampler_default_params()};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (fkv_engine_default_params(&a.engine, &err)) return cli_usage_error("chat", "%s", err.msg);
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     chat_session cs = {.n_predict = a.n_predict};
     if (a.template_name && chat_template_by_name(a.template_name, &cs.tmpl, &err))
         return cli_usage_error("chat", "--chat-template: %s", err.msg);
-    fkv_model *m = cli_load_model("chat", a.model_path);
-    if (!m) return CLI_USAGE_EXIT;
+    fkv_model *m = cli_load_model("chat", a.model_path, &rc);
+    if (!m) return rc;
     cs.m = m;
     if (!a.template_name) {
         cs.tmpl = chat_template_detect(fkv_model_chat_template(m));
@@ -307,13 +307,10 @@ int cli_chat(int argc, char **argv) {
     }
     cs.n_vocab = fkv_model_get_info(m).n_vocab;
     rc = 1;
-    fkv_engine *engine = cli_engine_new("chat", m, &a.engine);
-    if (!engine) {
-        rc = CLI_USAGE_EXIT;
-        goto out;
-    }
+    fkv_engine *engine = cli_engine_new("chat", m, &a.engine, &rc);
+    if (!engine) goto out;
     if (!(cs.seq = fkv_seq_open(engine, NULL, &err))) {
-        fprintf(stderr, "flatkv chat: %s\n", err.msg);
+        rc = cli_fail("chat", &err);
         goto out;
     }
     cs.n_ctx = fkv_seq_n_ctx(cs.seq);

@@ -92,14 +92,23 @@ char *cli_read_file(const char *path, size_t *len) {
     return buf;
 }
 
-fkv_model *cli_load_model(const char *sub, const char *path) {
+int cli_fail(const char *sub, const fkv_error *err) {
+    static const int exit_status[] = {
+        [FKV_OK] = 1, [FKV_E_INPUT] = CLI_USAGE_EXIT, [FKV_E_UNSUPPORTED] = CLI_USAGE_EXIT, [FKV_E_NOMEM] = 1,
+        [FKV_E_KV_FULL] = 1, [FKV_E_IO] = 1, [FKV_E_BUSY] = 1, [FKV_E_TIMEOUT] = 1, [FKV_E_CANCELLED] = 1,
+    };
+    fprintf(stderr, "flatkv %s: %s\n", sub, err->msg[0] ? err->msg : fkv_status_name(err->code));
+    return (unsigned)err->code < sizeof exit_status / sizeof *exit_status ? exit_status[err->code] : 1;
+}
+
+fkv_model *cli_load_model(const char *sub, const char *path, int *rc) {
     if (!path) {
-        cli_usage_error(sub, "-m MODEL is required (see flatkv %s --help)", sub);
+        *rc = cli_usage_error(sub, "-m MODEL is required (see flatkv %s --help)", sub);
         return NULL;
     }
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(path, &err);
-    if (!m) cli_usage_error(sub, "%s", err.msg);
+    if (!m) *rc = cli_fail(sub, &err);
     return m;
 }
 
@@ -119,7 +128,7 @@ char *cli_prompt_text(const char *sub, const char *text, const char *file, size_
 
 int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text, size_t len, bool parse_special,
                            int *n_ids) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     int n = fkv_tokenize(m, text, len, true, parse_special, NULL, 0, &err);
     int32_t *ids = n >= 0 ? malloc(sizeof(int32_t) * (size_t)(n ? n : 1)) : NULL;
     if (ids && fkv_tokenize(m, text, len, true, parse_special, ids, n, &err) != n) {
@@ -179,10 +188,10 @@ int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params
     }
 }
 
-fkv_engine *cli_engine_new(const char *sub, const fkv_model *m, const fkv_engine_params *p) {
-    fkv_error err = {{0}};
+fkv_engine *cli_engine_new(const char *sub, const fkv_model *m, const fkv_engine_params *p, int *rc) {
+    fkv_error err = {0};
     fkv_engine *e = fkv_engine_new(m, p, &err);
-    if (!e) cli_usage_error(sub, "%s", err.msg);
+    if (!e) *rc = cli_fail(sub, &err);
     return e;
 }
 

@@ -15,6 +15,9 @@
 
 /* Print "flatkv SUB: message" and return CLI_USAGE_EXIT (for `return cli_usage_error(...)`). */
 int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print "flatkv SUB: <the failure's sentence>" and return the exit status its kind maps to, in the one table that
+ * maps them (cli.c): CLI_USAGE_EXIT for bad input and what flatkv does not compute, 1 for a failure while running. */
+int cli_fail(const char *sub, const fkv_error *err);
 
 /* Parse optarg strictly (the whole string, in range) or print the flag's name and return -1. */
 int cli_parse_u32(const char *sub, const char *flag, const char *s, uint32_t min, uint32_t max, uint32_t *out);
@@ -74,8 +77,8 @@ int cli_run_option(const char *sub, int c, const char *arg, fkv_engine_params *p
 /* Apply engine option c (one of CLI_O_*) to p: 1 when handled, 0 when c is not one, -1 after printing a bad
  * value. Flags beat the environment because p starts from fkv_engine_default_params. */
 int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params *p);
-/* The engine of p for model m, or NULL after printing why. */
-fkv_engine *cli_engine_new(const char *sub, const fkv_model *m, const fkv_engine_params *p);
+/* The engine of p for model m, or NULL after printing why (*rc: the exit status, cli_fail's). */
+fkv_engine *cli_engine_new(const char *sub, const fkv_model *m, const fkv_engine_params *p, int *rc);
 
 /* Generated text gathered piece by piece (an fkv_gen_params.on_token callback: cli_collect_piece). */
 typedef struct {
@@ -94,8 +97,8 @@ double cli_now_ms(void);
 /* Whole file into a malloc'd NUL-terminated buffer; NULL with errno set. */
 char *cli_read_file(const char *path, size_t *len);
 
-/* Load a model, or print why not (one line) and return NULL. */
-fkv_model *cli_load_model(const char *sub, const char *path);
+/* Load a model, or print why not (one line) and return NULL (*rc: the exit status, cli_fail's). */
+fkv_model *cli_load_model(const char *sub, const char *path, int *rc);
 /* The prompt text from -p TEXT or -f FILE (exactly one); malloc'd; NULL after printing why. */
 char *cli_prompt_text(const char *sub, const char *text, const char *file, size_t *len);
 /* Encode text with BOS (when the model uses one); malloc'd ids; NULL after printing why. */

@@ -104,7 +104,7 @@ int cli_gen_model(int argc, char **argv) {
     if (!p.dim || !p.hidden || !p.n_layers || !p.n_heads || !p.vocab_from || !out)
         return cli_usage_error(sub, "--dim, --hidden, --layers, --heads, --vocab-from and -o are required");
     if (!p.n_kv_heads) p.n_kv_heads = p.n_heads;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (genmodel_write(&p, out, &err)) return cli_usage_error(sub, "%s", err.msg);
     fprintf(stderr, "flatkv gen-model: wrote %s\n", out);
     return 0;

@@ -85,7 +85,7 @@ static fkv_grammar *load_grammar(const gen_args *a, const fkv_model *m, bool *fa
         cli_usage_error("generate", "cannot read '%s': %s", path, strerror(errno));
         return NULL;
     }
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (a->schema_file && !(gbnf = fkv_json_schema_gbnf(text, len, "", &err))) {
         cli_usage_error("generate", "--json-schema %s: %s", path, err.msg);
         free(text);
@@ -147,7 +147,7 @@ static bool print_piece(void *user, int32_t id, const char *piece, int len) {
 
 int cli_generate(int argc, char **argv) {
     gen_args a = {.n_predict = 128, .sp = fkv_sampler_default_params()};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (fkv_engine_default_params(&a.engine, &err)) return cli_usage_error("generate", "%s", err.msg);
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
@@ -156,7 +156,8 @@ int cli_generate(int argc, char **argv) {
     if (a.ids_file && (a.text || a.file))
         return cli_usage_error("generate", "give one of -p TEXT, -f FILE or --prompt-ids FILE");
     if (!a.ids_file && !(prompt = cli_prompt_text("generate", a.text, a.file, &len))) return CLI_USAGE_EXIT;
-    fkv_model *m = cli_load_model("generate", a.model_path);
+    rc = CLI_USAGE_EXIT;
+    fkv_model *m = cli_load_model("generate", a.model_path, &rc);
     int n_prompt = 0;
     int32_t *ids = !m              ? NULL
                    : a.ids_file    ? read_prompt_ids(a.ids_file, fkv_model_get_info(m).n_vocab, &n_prompt)
@@ -164,7 +165,7 @@ int cli_generate(int argc, char **argv) {
     free(prompt);
     if (!ids) {
         fkv_model_free(m);
-        return CLI_USAGE_EXIT;
+        return rc;
     }
     fkv_engine *engine = NULL;
     fkv_seq *seq = NULL;
@@ -185,12 +186,9 @@ int cli_generate(int argc, char **argv) {
         goto out;
     }
     const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
-    if (!(engine = cli_engine_new("generate", m, &a.engine))) {
-        rc = CLI_USAGE_EXIT;
-        goto out;
-    }
+    if (!(engine = cli_engine_new("generate", m, &a.engine, &rc))) goto out;
     if (!(seq = fkv_seq_open(engine, NULL, &err))) {
-        fprintf(stderr, "flatkv generate: %s\n", err.msg);
+        rc = cli_fail("generate", &err);
         goto out;
     }
     if (n_prompt == 0 || (uint32_t)n_prompt > fkv_seq_n_ctx(seq)) {
@@ -208,7 +206,7 @@ int cli_generate(int argc, char **argv) {
     double t0 = cli_now_ms();
     uint32_t cached = 0;
     if (fkv_seq_prefill(seq, ids, (uint32_t)n_prompt, logits, &cached, &err)) {
-        fprintf(stderr, "flatkv generate: %s\n", err.msg);
+        rc = cli_fail("generate", &err);
         goto out;
     }
     double t1 = cli_now_ms();
@@ -216,7 +214,8 @@ int cli_generate(int argc, char **argv) {
                          .user = &o, .on_logits = a.logits_file ? write_logits : NULL, .grammar = grammar};
     fkv_gen_result res;
     if (fkv_seq_generate(seq, logits, &gp, out, &res, &err)) {
-        fprintf(stderr, "\nflatkv generate: %s\n", err.msg);
+        fputc('\n', stderr);
+        rc = cli_fail("generate", &err);
         goto out;
     }
     if (o.logits && (fclose(o.logits) != 0 || res.cancelled)) {

@@ -40,7 +40,7 @@ typedef struct {
 static fkv_seq *conversation_seq(conversations *c, fkv_engine *e, const char *name) {
     for (size_t i = 0; i < c->n; i++)
         if (!strcmp(c->names[i], name)) return c->seqs[i];
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char **names = realloc(c->names, sizeof *names * (c->n + 1));
     if (names) c->names = names;
     fkv_seq **seqs = names ? realloc(c->seqs, sizeof *seqs * (c->n + 1)) : NULL;
@@ -137,7 +137,7 @@ out:
 /* Run one turn and print its line; 0, or -1 after printing an error. */
 static int run_turn(fkv_engine *e, fkv_seq *seq, const fkv_model *m, const turn *t, int turn_no, float *logits,
                     int32_t *out) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_sampler_params sp = fkv_sampler_default_params();
     sp.temp = t->temp;
     fkv_sampler *smp = fkv_sampler_new(&sp, (int32_t)fkv_model_get_info(m).n_vocab);
@@ -187,7 +187,7 @@ int cli_replay(int argc, char **argv) {
                                          {"help", no_argument, 0, 'h'}, CLI_ENGINE_OPTIONS, {0, 0, 0, 0}};
     const char *sub = "replay", *model_path = NULL, *session = NULL;
     fkv_engine_params ep;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (fkv_engine_default_params(&ep, &err)) return cli_usage_error(sub, "%s", err.msg);
     int c;
     opterr = 0;
@@ -210,12 +210,13 @@ int cli_replay(int argc, char **argv) {
     if (!session) return cli_usage_error(sub, "--session FILE is required");
     FILE *fp = fopen(session, "r");
     if (!fp) return cli_usage_error(sub, "cannot read session file '%s'", session);
-    fkv_model *m = cli_load_model(sub, model_path);
-    fkv_engine *engine = m ? cli_engine_new(sub, m, &ep) : NULL;
+    int rc = CLI_USAGE_EXIT;
+    fkv_model *m = cli_load_model(sub, model_path, &rc);
+    fkv_engine *engine = m ? cli_engine_new(sub, m, &ep, &rc) : NULL;
     if (!engine) {
         fclose(fp);
         fkv_model_free(m);
-        return CLI_USAGE_EXIT;
+        return rc;
     }
     conversations convs = {0};
     uint32_t n_vocab = fkv_model_get_info(m).n_vocab, n_ctx = fkv_engine_n_ctx(engine);
@@ -223,7 +224,8 @@ int cli_replay(int argc, char **argv) {
     int32_t *out = malloc(sizeof(int32_t) * n_ctx);
     char *line = NULL;
     size_t cap = 0;
-    int rc = 0, line_no = 0, turn_no = 0;
+    int line_no = 0, turn_no = 0;
+    rc = 0;
     while (getline(&line, &cap, fp) > 0) {
         line_no++;
         if (strspn(line, " \t\r\n") == strlen(line)) continue;

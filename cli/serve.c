@@ -39,7 +39,7 @@ int cli_serve(int argc, char **argv) {
     const char *sub = "serve", *model_path = NULL, *template_name = NULL;
     server_params p = {.host = "127.0.0.1", .port = 8080, .max_body = 16u << 20, .parallel = 4,
                        .responses_max = 1024, .responses_mem = 64u << 20};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (fkv_engine_default_params(&p.engine, &err)) return cli_usage_error(sub, "%s", err.msg);
     int c;
     uint32_t u;
@@ -80,8 +80,9 @@ int cli_serve(int argc, char **argv) {
     if (template_name && chat_template_by_name(template_name, &p.tmpl, &err)) return cli_usage_error(sub, "%s", err.msg);
     fprintf(stderr, "flatkv serve: loading %s\n", model_path ? model_path : "(no model)");
     double t0 = cli_now_ms();
-    fkv_model *m = cli_load_model(sub, model_path);
-    if (!m) return CLI_USAGE_EXIT;
+    int rc = CLI_USAGE_EXIT;
+    fkv_model *m = cli_load_model(sub, model_path, &rc);
+    if (!m) return rc;
     fkv_model_info info = fkv_model_get_info(m);
     fprintf(stderr, "flatkv serve: loaded '%s' in %.0f ms (%u layers, dim %u, vocabulary %u, context %u; %s kernels)\n",
             info.name, cli_now_ms() - t0, info.n_layers, info.dim, info.n_vocab, info.n_ctx_train, fkv_kernels_name());
@@ -89,8 +90,7 @@ int cli_serve(int argc, char **argv) {
         p.tmpl = chat_template_detect(fkv_model_chat_template(m));
         if (p.tmpl.guessed) fprintf(stderr, "flatkv serve: unknown chat template; using ChatML\n");
     }
-    int rc = server_run(m, &p, &err);
-    if (rc) fprintf(stderr, "flatkv serve: %s\n", err.msg);
+    rc = server_run(m, &p, &err) ? cli_fail(sub, &err) : 0;
     fkv_model_free(m);
-    return rc ? 1 : 0;
+    return rc;
 }

@@ -41,13 +41,14 @@ int cli_tokenize(int argc, char **argv) {
     size_t len;
     char *prompt = cli_prompt_text("tokenize", text, file, &len);
     if (!prompt) return CLI_USAGE_EXIT;
-    fkv_model *m = cli_load_model("tokenize", model_path);
+    int rc = CLI_USAGE_EXIT;
+    fkv_model *m = cli_load_model("tokenize", model_path, &rc);
     int n = 0;
     int32_t *ids = m ? cli_tokenize_text("tokenize", m, prompt, len, parse_special, &n) : NULL;
     free(prompt);
     if (!ids) {
         fkv_model_free(m);
-        return CLI_USAGE_EXIT;
+        return rc;
     }
     if (json) {
         json_t *arr = json_array();

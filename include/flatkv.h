@@ -5,8 +5,9 @@
  * count or batch computed it (DESIGN.md §1). Everything a program needs to load a model, tokenize,
  * evaluate chunks of positions into a KV buffer and sample is here.
  *
- * Errors: functions that can fail return NULL or a negative status and fill an fkv_error with one
- * sentence naming what is wrong and where. Nothing here prints or exits.
+ * Errors: functions that can fail return NULL or a negative status and fill an fkv_error with a status code (what
+ * kind of failure: callers decide on it, never on the text) and one sentence naming what is wrong and where.
+ * Nothing here prints or exits.
  * Ownership: whoever creates frees (fkv_x_new / fkv_x_free).
  */
 #ifndef FLATKV_H
@@ -20,9 +21,27 @@
 extern "C" {
 #endif
 
+/* What kind of failure an fkv_error reports. A caller maps it to an exit status or an HTTP status in one table. */
+typedef enum fkv_status {
+    FKV_OK = 0,
+    FKV_E_INPUT,       /* the input is wrong: a file, an argument, a request, a call out of order */
+    FKV_E_UNSUPPORTED, /* well formed, but flatkv does not compute it (an architecture, a tensor type, a feature) */
+    FKV_E_NOMEM,       /* an allocation failed */
+    FKV_E_KV_FULL,     /* the KV memory cannot hold the sequence now (others hold it; it may fit later) */
+    FKV_E_IO,          /* reading or writing a file failed */
+    FKV_E_BUSY,        /* no room for it now (slots, a queue): it may succeed later */
+    FKV_E_TIMEOUT,     /* the time it was given ran out */
+    FKV_E_CANCELLED,   /* the caller asked it to stop */
+} fkv_status;
+
 typedef struct fkv_error {
+    fkv_status code;
     char msg[512];
 } fkv_error;
+
+/* A short stable name of a status ("input", "unsupported", "out_of_memory", "kv_full", "io", "busy", "timeout",
+ * "cancelled"). */
+const char *fkv_status_name(fkv_status code);
 
 /* ---- kernels: which instruction-set variant computes (every one gives the same bits) ---- */
 

@@ -352,7 +352,7 @@ int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size
         oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto out;
     }
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, tools, &job->ids, &job->n_ids, &err)) {
         BAD("messages: %s", err.msg);
         goto out;
@@ -437,9 +437,9 @@ static void block_stop(anth_request *req, json_t *events) {
 }
 
 void anth_stream(anth_request *req, const sched_job *job, json_t *events) {
-    if (job->error_status) {
+    if (job->error.code) {
         oai_error err;
-        oai_fail(&err, job->error_status, "server_error", NULL, NULL, "%s", job->error);
+        oai_fail_with(&err, &job->error);
         emit(events, anth_error_body(&err));
         req->finished = true;
         return;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "anthropic.h"
+#include "err.h"
 #include "metrics.h"
 #include "openai.h"
 #include "responses.h"
@@ -155,7 +156,7 @@ static bool produce_choice_events(conn *st, uint32_t i) {
     }
     if (j->done && c->sent == j->stable && !c->done) {
         if (j->tool_calls) push_event(st, oai_tool_calls_chunk(&st->req, (int)i, j), NULL);
-        if (!j->error_status)
+        if (!j->error.code)
             push_event(st, oai_stream_chunk(&st->req, (int)i, NULL, 0, j->finish_reason, false, NULL), NULL);
         c->done = true;
     }
@@ -174,10 +175,10 @@ static bool produce_events(conn *st) {
     if (all_done && !st->finished) {
         sched_job *failed = NULL;
         for (uint32_t i = 0; i <= st->job->n_followers && !failed; i++)
-            if (choice_job(st, i)->error_status) failed = choice_job(st, i);
+            if (choice_job(st, i)->error.code) failed = choice_job(st, i);
         if (failed) {
             oai_error e;
-            oai_fail(&e, failed->error_status, "server_error", NULL, NULL, "%s", failed->error);
+            oai_fail_with(&e, &failed->error);
             push_event(st, oai_error_body(&e), NULL);
         } else if (st->req.include_usage) {
             push_event(st, oai_usage_chunk(&st->req, st->job), NULL);
@@ -297,7 +298,11 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
             }
         }
         pthread_mutex_unlock(&choice->mu);
-        if (choice->error_status) return fail(c, st, choice->error_status, "server_error", NULL, NULL, choice->error);
+        if (choice->error.code) {
+            oai_error e;
+            oai_fail_with(&e, &choice->error);
+            return send_error(c, st, &e);
+        }
     }
     return send_json(c, st, 200,
                      st->api == API_MESSAGES    ? anth_response(&st->areq, j)
@@ -438,7 +443,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         /* A cancelled job ends at its next token; wait briefly so its work is logged and counted. */
         for (int waited = 0; !j->done && waited < 1000; waited += LIVENESS_MS)
             sched_job_wait_locked(j, SIZE_MAX, LIVENESS_MS);
-        if (j->done && !j->error_status) {
+        if (j->done && !j->error.code) {
             prompt = j->n_ids, cached = j->cached, generated = j->n_gen;
             int at = j->diverged ? snprintf(diverged, sizeof diverged, " diverged_at=%u", j->diverged_at) : 0;
             if (j->reuse.held < j->reuse.capped) /* the rest agreed, but the window layers no longer held its rows */
@@ -474,7 +479,7 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(p->port)};
     const char *host = strcmp(p->host, "localhost") ? p->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        snprintf(err->msg, sizeof err->msg, "--host '%s' is not an IPv4 address", p->host);
+        err_input(err, "--host '%s' is not an IPv4 address", p->host);
         return -1;
     }
     server srv = {.model = m, .p = p, .metrics = metrics_new()};
@@ -484,7 +489,7 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
     }
     srv.oai = (oai_context){m, &p->tmpl, sched_n_ctx(srv.sched)};
     if (!(srv.responses = resp_store_new(p->responses_max, p->responses_mem))) {
-        snprintf(err->msg, sizeof err->msg, "out of memory");
+        err_nomem(err, "out of memory");
         sched_free(srv.sched);
         metrics_free(srv.metrics);
         return -1;
@@ -494,7 +499,7 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
         on_request, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
         &srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
     if (!d) {
-        snprintf(err->msg, sizeof err->msg, "cannot listen on %s:%u (in use, or not an address of this machine)",
+        err_io(err, "cannot listen on %s:%u (in use, or not an address of this machine)",
                  p->host, p->port);
         sched_free(srv.sched);
         metrics_free(srv.metrics);

@@ -24,6 +24,27 @@ int oai_fail(oai_error *e, int status, const char *type, const char *param, cons
     return -1;
 }
 
+/* What each kind of failure is over HTTP (the Messages and Responses APIs derive their types from the status). */
+static const struct {
+    int status;
+    const char *type, *code;
+} failure_http[] = {
+    [FKV_OK] = {500, "server_error", NULL}, /* not a failure: never asked for */
+    [FKV_E_INPUT] = {400, "invalid_request_error", NULL},
+    [FKV_E_UNSUPPORTED] = {400, "invalid_request_error", "unsupported"},
+    [FKV_E_NOMEM] = {500, "server_error", "out_of_memory"},
+    [FKV_E_KV_FULL] = {503, "server_error", "kv_full"},
+    [FKV_E_IO] = {500, "server_error", "io_error"},
+    [FKV_E_BUSY] = {503, "server_error", "busy"},
+    [FKV_E_TIMEOUT] = {504, "server_error", "timeout"},
+    [FKV_E_CANCELLED] = {499, "server_error", "cancelled"},
+};
+
+int oai_fail_with(oai_error *e, const fkv_error *failure) {
+    const unsigned k = (unsigned)failure->code < sizeof failure_http / sizeof *failure_http ? failure->code : 0;
+    return oai_fail(e, failure_http[k].status, failure_http[k].type, NULL, failure_http[k].code, "%s", failure->msg);
+}
+
 #define BAD(param, ...) oai_fail(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
 
 /* A text part array ([{type: "text", text}...]) or a string, as one malloc'd string. */
@@ -123,7 +144,7 @@ static int parse_format(const oai_context *ctx, const json_t *root, sched_job *j
     if (has_rf && has_gbnf) return BAD("grammar", "give 'grammar' or 'response_format', not both");
     if (has_gbnf) {
         if (!json_is_string(gbnf)) return BAD("grammar", "'grammar' must be a string (GBNF)");
-        fkv_error err = {{0}};
+        fkv_error err = {0};
         job->grammar = fkv_grammar_new(ctx->model, json_string_value(gbnf), json_string_length(gbnf), &err);
         return job->grammar ? 0 : BAD("grammar", "grammar: %s", err.msg);
     }
@@ -146,7 +167,7 @@ int oai_constrain(const oai_context *ctx, sched_job *job, const json_t *tools, o
     if ((job->grammar != NULL) + (job->response_format != NULL) + calls > 1)
         return BAD(calls ? "tool_choice" : "response_format",
                    "one constraint at a time: a grammar, a response_format or an enforced tool_choice");
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *gbnf = NULL;
     const char *param = calls ? "tool_choice" : "response_format";
     if (calls) {
@@ -219,7 +240,7 @@ static int parse_messages(const oai_context *ctx, const chat_template *t, const 
             goto out;
         msgs[i].tool_calls = calls[i];
     }
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     uint32_t n_ids;
     if (chat_prompt_ids(ctx->model, t, msgs, n, tools, &job->ids, &n_ids, &err)) {
         BAD("messages", "%s", err.msg);
@@ -237,14 +258,14 @@ out:
 
 /* prompt: a string or an array of token ids. */
 static int parse_prompt(const oai_context *ctx, const json_t *prompt, sched_job *job, oai_error *e) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (json_is_string(prompt)) {
         const char *text = json_string_value(prompt);
         size_t len = json_string_length(prompt);
         int n = fkv_tokenize(ctx->model, text, len, true, false, NULL, 0, &err);
         if (n < 0 || !(job->ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1))) ||
             fkv_tokenize(ctx->model, text, len, true, false, job->ids, n, &err) != n)
-            return oai_fail(e, 500, "server_error", NULL, NULL, "cannot tokenize the prompt: %s", err.msg);
+            return oai_fail_with(e, &err);
         job->n_ids = (uint32_t)n;
         return 0;
     }

@@ -78,6 +78,9 @@ json_t *oai_tool_calls_chunk(const oai_request *req, int index, const sched_job 
 json_t *oai_usage_chunk(const oai_request *req, const sched_job *job);
 /* {"error": {message, type, param, code}} */
 json_t *oai_error_body(const oai_error *e);
+/* Fill e from a failure of the library or the scheduler: its code decides the HTTP status and the error's type, in
+ * the one table that maps them (openai.c). Returns -1. */
+int oai_fail_with(oai_error *e, const fkv_error *failure);
 /* Fill e; returns -1 for `return oai_fail(...)`. */
 int oai_fail(oai_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));

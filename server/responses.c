@@ -482,7 +482,7 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
         oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto out;
     }
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (!continued) {
         json_t *render = req->tools ? chat_tools : NULL;
         if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, render, &job->ids, &job->n_ids, &err)) {
@@ -684,7 +684,7 @@ void resp_stream(resp_request *req, const sched_job *job, json_t *events) {
         emit(req, events, json_pack("{s:s,s:o}", "type", "response.in_progress", "response", r));
         req->started = true;
     }
-    if (job->stable > req->sent && !job->error_status) {
+    if (job->stable > req->sent && !job->error.code) {
         if (!req->msg_open) message_open(req, events);
         char item_id[48];
         snprintf(item_id, sizeof item_id, "msg_%s", req->id + strlen("resp_"));
@@ -693,12 +693,13 @@ void resp_stream(resp_request *req, const sched_job *job, json_t *events) {
                                     job->stable - req->sent, "logprobs"));
         req->sent = job->stable;
     }
-    if (!job->done || (req->sent < job->stable && !job->error_status)) return;
+    if (!job->done || (req->sent < job->stable && !job->error.code)) return;
     req->finished = true;
-    if (job->error_status) {
+    if (job->error.code) {
         json_t *r = response_object(req, NULL);
         json_object_set_new(r, "status", json_string("failed"));
-        json_object_set_new(r, "error", json_pack("{s:s,s:s}", "code", "server_error", "message", job->error));
+        json_object_set_new(r, "error", json_pack("{s:s,s:s}", "code", fkv_status_name(job->error.code), "message",
+                                                         job->error.msg));
         emit(req, events, json_pack("{s:s,s:o}", "type", "response.failed", "response", r));
         return;
     }

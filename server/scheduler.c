@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "err.h"
 #include "toolcall.h"
 #include "utf8.h"
 
@@ -163,7 +164,7 @@ static size_t sanitize_span(sched_job *j, size_t from, size_t to);
 static void finish_locked(sched_job *j, const char *reason) {
     if (j->text) sanitize_span(j, j->stable, j->len);
     j->content_len = j->len;
-    if (j->tool_format && !j->error_status &&
+    if (j->tool_format && !j->error.code &&
         (j->tool_calls = toolcall_parse(j->tool_format, j->text, j->len, j->id, &j->content_len))) {
         reason = "tool_calls";
         while (j->single_tool_call && json_array_size(j->tool_calls) > 1)
@@ -276,7 +277,7 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
 }
 
 /* The job ends (engine thread): results published, the sequence released (its rows stay cached). */
-static void end_job(sched *s, sched_job *j, int error_status, const char *error) {
+static void end_job(sched *s, sched_job *j, const fkv_error *failure) {
     sched_run *r = j->run;
     double t = now_ms();
     fkv_gen_result res = r && r->gen ? fkv_gen_result_get(r->gen) : (fkv_gen_result){0};
@@ -285,10 +286,7 @@ static void end_job(sched *s, sched_job *j, int error_status, const char *error)
         j->prefill_ms = (r->prefilled ? r->t_prefilled : t) - r->t_start;
         j->decode_ms = r->prefilled ? t - r->t_prefilled : 0;
     }
-    if (error_status) {
-        j->error_status = error_status;
-        snprintf(j->error, sizeof j->error, "%s", error);
-    }
+    if (failure) j->error = *failure;
     if (r) { /* the generated ids go to the job, which outlives the run */
         j->out = r->out;
         j->n_out = res.n_tokens;
@@ -318,12 +316,19 @@ static void end_job(sched *s, sched_job *j, int error_status, const char *error)
             pthread_mutex_lock(&s->mu);
             f->refs++;
             pthread_mutex_unlock(&s->mu);
-            end_job(s, f, error_status, error);
+            end_job(s, f, failure);
         }
     sched_job_release(s, j);
 }
 
-static bool memory_full(const fkv_error *err) { return strstr(err->msg, "KV memory is full") != NULL; }
+static bool memory_full(const fkv_error *err) { return err->code == FKV_E_KV_FULL; }
+
+/* End j with a failure of this kind. */
+static void fail_job(sched *s, sched_job *j, fkv_status code, const char *msg) {
+    fkv_error e = {0};
+    err_set(&e, code, "%s", msg);
+    end_job(s, j, &e);
+}
 
 /* Out of KV memory while others run: give j's blocks back (its rows stay cached) and requeue it at the
  * front. When it runs again it recomputes — or reuses, if still cached — the ids it was fed, plus the
@@ -335,7 +340,7 @@ static void preempt(sched *s, sched_job *j) {
         const int32_t *fed = fkv_eseq_ids(r->seq, &n_fed);
         int32_t *ids = malloc(sizeof(int32_t) * (n_fed + 1));
         if (!ids) {
-            end_job(s, j, 500, "out of memory");
+            fail_job(s, j, FKV_E_NOMEM, "out of memory");
             return;
         }
         memcpy(ids, fed, sizeof(int32_t) * n_fed);
@@ -408,7 +413,7 @@ static sched_run *new_run(sched *s, sched_job *j) {
         !(r->out = malloc(sizeof(int32_t) * (j->max_tokens ? j->max_tokens : 1))) ||
         !(gp.sampler = r->sampler = fkv_sampler_new(&j->sampling, (int32_t)s->n_vocab)) ||
         !(r->gen = fkv_gen_new(s->model, &gp, r->out))) {
-        end_job(s, j, 500, "out of memory");
+        fail_job(s, j, FKV_E_NOMEM, "out of memory");
         return NULL;
     }
     r->t_start = now_ms();
@@ -417,10 +422,10 @@ static sched_run *new_run(sched *s, sched_job *j) {
 
 /* Start a queued job on the engine: 0, or -1 when the KV memory cannot take it now (it stays queued). */
 static int admit(sched *s, sched_job *j) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     s->running[s->n_running++] = j;
     if (job_cancelled(j)) {
-        end_job(s, j, 0, NULL);
+        end_job(s, j, NULL);
         return 0;
     }
     sched_run *r = j->run ? j->run : new_run(s, j);
@@ -432,7 +437,7 @@ static int admit(sched *s, sched_job *j) {
             s->n_running--; /* others hold the memory: wait for them */
             return -1;
         }
-        end_job(s, j, memory_full(&err) ? 503 : 400, err.msg);
+        end_job(s, j, &err);
         return 0;
     }
     if (j->memory_only) fkv_eseq_memory_only(r->seq);
@@ -453,7 +458,7 @@ static void after_logits(sched *s, sched_job *j) {
     uint32_t n_hist;
     const int32_t *hist = fkv_eseq_ids(r->seq, &n_hist);
     r->next = fkv_gen_next(r->gen, r->logits, hist, (int)n_hist, n_hist, fkv_engine_n_ctx(s->engine));
-    if (r->next < 0) end_job(s, j, 0, NULL);
+    if (r->next < 0) end_job(s, j, NULL);
 }
 
 /* j's prompt is computed: each of its followers starts from j's rows and last row's logits, and samples its first
@@ -466,7 +471,7 @@ static void start_followers(sched *s, sched_job *j) {
         f->refs++; /* the scheduler's, as sched_submit takes */
         pthread_mutex_unlock(&s->mu);
         if (s->n_running == s->cap_running) {
-            end_job(s, f, 503, "too many choices running at once");
+            fail_job(s, f, FKV_E_BUSY, "too many choices running at once");
             continue;
         }
         s->running[s->n_running++] = f;
@@ -474,9 +479,9 @@ static void start_followers(sched *s, sched_job *j) {
         if (!r) continue;
         r->follower = r->admitted_once = true;
         s->n_followers++;
-        fkv_error err = {{0}};
+        fkv_error err = {0};
         if (job_cancelled(f) || !(r->seq = fkv_engine_fork(s->engine, j->run->seq, &err))) {
-            end_job(s, f, job_cancelled(f) ? 0 : 500, err.msg);
+            end_job(s, f, job_cancelled(f) ? NULL : &err);
             continue;
         }
         memcpy(r->logits, j->run->logits, sizeof(float) * s->n_vocab);
@@ -487,7 +492,7 @@ static void start_followers(sched *s, sched_job *j) {
         f->reuse = fkv_eseq_reuse(r->seq);
         pthread_mutex_unlock(&f->mu);
         if (f->max_tokens == 0)
-            end_job(s, f, 0, NULL);
+            end_job(s, f, NULL);
         else
             after_logits(s, f);
     }
@@ -501,21 +506,21 @@ static void prefill_step(sched *s) {
         if (r->prefilled) continue;
         s->prefill_turn = (s->prefill_turn + k + 1) % (s->n_running ? s->n_running : 1);
         if (job_cancelled(j)) {
-            end_job(s, j, 0, NULL);
+            end_job(s, j, NULL);
             return;
         }
-        fkv_error err = {{0}};
+        fkv_error err = {0};
         int rc = fkv_engine_prefill(s->engine, r->seq, r->logits, &err);
         if (rc < 0 && memory_full(&err) && s->n_running > 1) {
             preempt(s, j);
         } else if (rc < 0) {
-            end_job(s, j, memory_full(&err) ? 503 : 500, err.msg);
+            end_job(s, j, &err);
         } else if (rc == 1) {
             r->prefilled = true;
             r->t_prefilled = now_ms();
             start_followers(s, j);
             if (j->max_tokens == 0)
-                end_job(s, j, 0, NULL);
+                end_job(s, j, NULL);
             else
                 after_logits(s, j);
         }
@@ -535,13 +540,13 @@ static void decode_step(sched *s) {
         s->batch_jobs[n++] = j;
     }
     if (!n) return;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     uint32_t failed = 0;
     if (fkv_engine_decode(s->engine, s->batch, s->batch_ids, n, s->batch_logits, &failed, &err)) {
         if (memory_full(&err) && s->n_running > 1)
             preempt(s, s->batch_jobs[failed]);
         else
-            end_job(s, s->batch_jobs[failed], memory_full(&err) ? 503 : 500, err.msg);
+            end_job(s, s->batch_jobs[failed], &err);
         return;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -613,7 +618,7 @@ sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parall
     s->stats = fkv_engine_get_stats(s->engine);
     if (!s->running || !s->batch || !s->batch_ids || !s->batch_jobs || !s->batch_logits ||
         pthread_create(&s->thread, NULL, engine_thread, s)) {
-        snprintf(err->msg, sizeof err->msg, "cannot start the engine thread");
+        err_nomem(err, "cannot start the engine thread");
         s->stopped = true;
         sched_free(s);
         return NULL;

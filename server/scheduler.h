@@ -83,8 +83,7 @@ typedef struct sched_job {
     uint32_t n_out;
     struct sched_logprob *lps; /* with logprobs: one per token appended, in order (n_lps of them) */
     size_t n_lps, cap_lps;
-    int error_status;          /* 0, or the HTTP status of a failure (error in `error`) */
-    char error[512];
+    fkv_error error;           /* code FKV_OK, or why the job failed */
     uint32_t cached;
     fkv_reuse reuse; /* how the reuse came to be (held < capped: the window layers' rows there were given back) */
     double prefill_ms, decode_ms;

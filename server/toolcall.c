@@ -1,5 +1,7 @@
 #include "toolcall.h"
 
+#include "err.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -107,7 +109,7 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
     size_t size = 0;
     FILE *out = open_memstream(&text, &size);
     if (!out) {
-        snprintf(err->msg, sizeof err->msg, "out of memory for a tool-call grammar");
+        err_nomem(err, "out of memory for a tool-call grammar");
         return NULL;
     }
     /* One rule per tool: its call, with its arguments' own rules (prefixed t<i>-). */
@@ -148,7 +150,7 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
     else if (ok)
         fputs("root ::= call\n", out);
     if (fclose(out) || !ok || !any) {
-        if (ok && !any) snprintf(err->msg, sizeof err->msg, "no tool is named '%s'", only ? only : "");
+        if (ok && !any) err_input(err, "no tool is named '%s'", only ? only : "");
         free(text);
         return NULL;
     }

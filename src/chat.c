@@ -101,7 +101,7 @@ int chat_template_by_name(const char *name, chat_template *out, fkv_error *err) 
             *out = chat_presets[i].t;
             return 0;
         }
-    return err_set(err, "chat template '%s' is not one of chatml, qwen3, llama2, llama3, mistral, phi3, phi4-mini, "
+    return err_input(err, "chat template '%s' is not one of chatml, qwen3, llama2, llama3, mistral, phi3, phi4-mini, "
                         "gemma, gemma3, zephyr, deepseek, smollm3, plain",
                    name);
 }
@@ -403,7 +403,7 @@ static int chat_render_llama2(const chat_message *msgs, size_t n, const char *bo
         const chat_message *m = &msgs[i];
         bool user = chat_role_is(m, "user");
         if (user != (i % 2 == 0))
-            return err_set(err, "chat_render: message %zu is '%s' but the Llama-2 template needs roles to alternate "
+            return err_input(err, "chat_render: message %zu is '%s' but the Llama-2 template needs roles to alternate "
                                 "user/assistant starting with user",
                            i + (system != NULL), m->role);
         if (user) {
@@ -481,7 +481,7 @@ static int chat_render_llama3(const chat_template *t, const chat_message *msgs, 
     }
     if (tools) { /* the function list goes in the first user message */
         if (n == 0 || !chat_role_is(&msgs[0], "user"))
-            return err_set(err, "chat_render: with tools, the Llama-3 template needs a user message first");
+            return err_input(err, "chat_render: with tools, the Llama-3 template needs a user message first");
         chat_put_header(b, "user");
         chat_put(b, "Given the following functions, please respond with a JSON for a function call with its proper "
                     "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function "
@@ -501,7 +501,8 @@ static int chat_render_llama3(const chat_template *t, const chat_message *msgs, 
             chat_text(b, m->content);
         } else if (t->date_string && chat_role_is(m, "assistant") && m->n_tool_calls) {
             if (m->n_tool_calls != 1)
-                return err_set(err, "chat_render: message %zu: the Llama-3 template takes one tool call at a time", i);
+                return err_input(err, "chat_render: message %zu: the Llama-3 template takes one tool call at a time",
+                                      i);
             chat_put_header(b, "assistant");
             chat_put(b, "{\"name\": \"");
             chat_text(b, m->tool_calls[0].name);
@@ -534,11 +535,11 @@ static int chat_render_mistral(const chat_template *t, const chat_message *msgs,
     if (!v1 && n > 0 && chat_role_is(&msgs[0], "system")) system = msgs[first++].content;
     for (size_t i = first; i < n; i++) {
         if (chat_role_is(&msgs[i], "tool"))
-            return err_set(err, "chat_render: message %zu is a tool result, which Mistral's template renders only "
+            return err_input(err, "chat_render: message %zu is a tool result, which Mistral's template renders only "
                                 "with a 9-character tool_call_id that chat_message does not carry",
                            i);
         if (chat_role_is(&msgs[i], "user") != ((i - first) % 2 == 0) || chat_role_is(&msgs[i], "system"))
-            return err_set(err, "chat_render: message %zu is '%s' but Mistral's template needs roles to alternate "
+            return err_input(err, "chat_render: message %zu is '%s' but Mistral's template needs roles to alternate "
                                 "user/assistant starting with user%s",
                            i, msgs[i].role, v1 ? ", with no system message" : " after an optional system message");
     }
@@ -594,13 +595,13 @@ static int chat_render_gemma(const chat_template *t, const chat_message *msgs, s
     size_t first = 0;
     if (n > 0 && chat_role_is(&msgs[0], "system")) {
         if (!t->fold_system)
-            return err_set(err, "chat_render: message 0 is a system message, which Gemma-2's template refuses "
+            return err_unsupported(err, "chat_render: message 0 is a system message, which Gemma-2's template refuses "
                                 "(\"System role not supported\")");
         system = msgs[first++].content;
     }
     for (size_t i = first; i < n; i++)
         if (chat_role_is(&msgs[i], "user") != ((i - first) % 2 == 0))
-            return err_set(err, "chat_render: message %zu is '%s' but Gemma's template needs roles to alternate "
+            return err_input(err, "chat_render: message %zu is '%s' but Gemma's template needs roles to alternate "
                                 "user/assistant starting with user",
                            i, msgs[i].role);
     chat_put(b, bos);
@@ -681,17 +682,18 @@ static int chat_render_buf(const chat_template *t, const chat_message *messages,
         size_t r = 0;
         while (r < 4 && (!messages[i].role || strcmp(messages[i].role, roles[r]))) r++;
         if (r == 4)
-            return err_set(err, "chat_render: message %zu has role '%s', not system, user, assistant or tool", i,
+            return err_input(err, "chat_render: message %zu has role '%s', not system, user, assistant or tool", i,
                            messages[i].role ? messages[i].role : "(null)");
-        if (!messages[i].content) return err_set(err, "chat_render: message %zu (%s) has no content", i, messages[i].role);
+        if (!messages[i].content) return err_input(err, "chat_render: message %zu (%s) has no content",
+                                                        i, messages[i].role);
     }
     size_t f = chat_family_index(t->family);
     const char *bos = bos_text ? bos_text : chat_families[f].bos ? chat_families[f].bos : "";
     const char *eos = eos_text ? eos_text : chat_families[f].eos ? chat_families[f].eos : "";
     bool with_tools = tools && json_array_size(tools) > 0;
     if (with_tools && t->family != CHAT_CHATML && !(t->family == CHAT_LLAMA3 && t->date_string))
-        return err_set(err, "chat_render: the %s template has no tool form in flatkv (tools work with ChatML/Qwen "
-                       "and Llama-3.1+)", chat_families[chat_family_index(t->family)].name);
+        return err_unsupported(err, "chat_render: the %s template has no tool form in flatkv (tools work with "
+                                    "ChatML/Qwen and Llama-3.1+)", chat_families[chat_family_index(t->family)].name);
     chat_put(b, ""); /* an empty conversation still gives a string */
     int rc = 0;
     switch (t->family) {
@@ -714,7 +716,7 @@ static int chat_render_buf(const chat_template *t, const chat_message *messages,
     case CHAT_DEEPSEEK: chat_render_deepseek(messages, n, add_generation_prompt, bos, b); break;
     }
     if (rc) return -1;
-    if (b->oom) return err_set(err, "chat_render: out of memory rendering %zu messages", n);
+    if (b->oom) return err_nomem(err, "chat_render: out of memory rendering %zu messages", n);
     return 0;
 }
 
@@ -739,7 +741,7 @@ int chat_render(const chat_template *t, const chat_message *messages, size_t n, 
 static const char *chat_vocab_text(const fkv_model *m, const char *text, bool is_bos) {
     if (!text) return "";
     int32_t ids[2];
-    fkv_error ignored = {{0}};
+    fkv_error ignored = {0};
     int n = fkv_tokenize(m, text, strlen(text), false, true, ids, 2, &ignored);
     bool single = n == 1 && (is_bos ? ids[0] == fkv_token_bos(m) : fkv_token_is_eog(m, ids[0]));
     return single ? text : "";
@@ -767,7 +769,7 @@ int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_messa
     }
     free(b.s);
     free(b.spans);
-    if (!*ids) return count < 0 ? -1 : err_set(err, "out of memory tokenizing the conversation");
+    if (!*ids) return count < 0 ? -1 : err_nomem(err, "out of memory tokenizing the conversation");
     *n_ids = (uint32_t)count;
     return 0;
 }
@@ -778,11 +780,11 @@ static const char chat_mark_user[] = "\x1f" "flatkv:past-user" "\x1f", chat_mark
 /* The continuation's text and plain spans into *out (the caller frees both, also on failure). */
 static int chat_continuation_buf(const chat_template *t, const char *system, const chat_message *messages, size_t n,
                                  const char *bos_text, const char *eos_text, chat_buf *out, fkv_error *err) {
-    if (n == 0) return err_set(err, "chat_render_continuation: no messages follow the reply");
+    if (n == 0) return err_input(err, "chat_render_continuation: no messages follow the reply");
     /* The shortest conversation that ends in a finished reply — [system,] user, assistant — then the messages: the
      * rendering after the reply's stand-in is what the template writes after any reply. */
     chat_message *all = malloc(sizeof *all * (n + 3));
-    if (!all) return err_set(err, "out of memory rendering a continuation");
+    if (!all) return err_nomem(err, "out of memory rendering a continuation");
     size_t k = 0;
     if (system) all[k++] = (chat_message){.role = "system", .content = system};
     all[k++] = (chat_message){.role = "user", .content = chat_mark_user};
@@ -793,7 +795,7 @@ static int chat_continuation_buf(const chat_template *t, const char *system, con
     free(all);
     const char *mark = rc ? NULL : strstr(b.s, chat_mark_reply);
     if (!rc && (!mark || strstr(mark + 1, chat_mark_reply)))
-        rc = err_set(err, "chat_render_continuation: a message contains the text that stands for the past reply");
+        rc = err_input(err, "chat_render_continuation: a message contains the text that stands for the past reply");
     if (!rc) { /* what follows the reply, its plain spans shifted to its start */
         const size_t from = (size_t)(mark - b.s) + strlen(chat_mark_reply);
         chat_put_n(out, b.s + from, b.len - from);
@@ -812,7 +814,7 @@ static int chat_continuation_buf(const chat_template *t, const char *system, con
             }
             out->spans[out->n_spans++] = (tok_span){off - from, end - off};
         }
-        if (out->oom) rc = err_set(err, "chat_render_continuation: out of memory");
+        if (out->oom) rc = err_nomem(err, "chat_render_continuation: out of memory");
     }
     free(b.s);
     free(b.spans);
@@ -850,7 +852,7 @@ int chat_continuation_ids(const fkv_model *m, const chat_template *t, const char
             free(*ids);
             *ids = NULL;
         }
-        if (!*ids) rc = count < 0 ? -1 : err_set(err, "out of memory tokenizing a continuation");
+        if (!*ids) rc = count < 0 ? -1 : err_nomem(err, "out of memory tokenizing a continuation");
         else *n_ids = (uint32_t)count;
     }
     free(b.s);

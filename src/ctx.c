@@ -41,7 +41,7 @@ void fkv_ctx_free(fkv_ctx *c) {
 fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error *err) {
     fkv_ctx *c = calloc(1, sizeof *c);
     if (!c) {
-        err_set(err, "out of memory for a context");
+        err_nomem(err, "out of memory for a context");
         return NULL;
     }
     const model_hparams *hp = &m->hp;
@@ -50,7 +50,7 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
     if (c->p.n_ctx == 0) c->p.n_ctx = hp->n_ctx_train;
     if (c->p.prefill_rows == 0) c->p.prefill_rows = FORWARD_DEFAULT_GRID;
     if (c->p.kv_type != FKV_KV_F32 && c->p.kv_type != FKV_KV_F16) {
-        err_set(err, "unknown KV storage type %d", (int)c->p.kv_type);
+        err_input(err, "unknown KV storage type %d", (int)c->p.kv_type);
         fkv_ctx_free(c);
         return NULL;
     }
@@ -65,7 +65,7 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
     c->pos = malloc(sizeof *c->pos * rows);
     c->maps = malloc(sizeof *c->maps * rows);
     if (!c->pos || !c->maps) {
-        err_set(err, "out of memory for the scratch of %u-row chunks", rows);
+        err_nomem(err, "out of memory for the scratch of %u-row chunks", rows);
         fkv_ctx_free(c);
         return NULL;
     }
@@ -77,14 +77,14 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
 static int eval_rows(fkv_ctx *c, const int32_t *ids, const float *embd, uint32_t n, uint32_t pos0, uint32_t n_logits,
                      float *logits, fkv_error *err) {
     const uint32_t n_vocab = c->m->hp.n_vocab, dim = c->m->hp.dim, grid = c->p.prefill_rows;
-    if (n == 0) return err_set(err, "nothing to evaluate: 0 rows");
+    if (n == 0) return err_input(err, "nothing to evaluate: 0 rows");
     if (pos0 > c->p.n_ctx || n > c->p.n_ctx - pos0)
-        return err_set(err, "positions [%u, %u) exceed the context of %u", pos0, pos0 + n, c->p.n_ctx);
-    if (n_logits > n) return err_set(err, "asked for the logits of %u rows of a %u-row evaluation", n_logits, n);
-    if (n_logits && !logits) return err_set(err, "asked for logits without a buffer for them");
+        return err_input(err, "positions [%u, %u) exceed the context of %u", pos0, pos0 + n, c->p.n_ctx);
+    if (n_logits > n) return err_input(err, "asked for the logits of %u rows of a %u-row evaluation", n_logits, n);
+    if (n_logits && !logits) return err_input(err, "asked for logits without a buffer for them");
     for (uint32_t i = 0; ids && i < n; i++)
         if (ids[i] < 0 || (uint32_t)ids[i] >= n_vocab)
-            return err_set(err, "token id %d at position %u is outside the vocabulary (0..%u)", ids[i], pos0 + i,
+            return err_input(err, "token id %d at position %u is outside the vocabulary (0..%u)", ids[i], pos0 + i,
                            n_vocab - 1);
     const uint32_t want_from = n - n_logits;
     for (uint32_t done = 0; done < n;) {
@@ -102,13 +102,13 @@ static int eval_rows(fkv_ctx *c, const int32_t *ids, const float *embd, uint32_t
 
 int fkv_eval(fkv_ctx *c, const int32_t *ids, uint32_t n, uint32_t pos0, uint32_t n_logits, float *logits,
              fkv_error *err) {
-    if (!ids) return err_set(err, "no token ids to evaluate");
+    if (!ids) return err_input(err, "no token ids to evaluate");
     return eval_rows(c, ids, NULL, n, pos0, n_logits, logits, err);
 }
 
 int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint32_t n_logits, float *logits,
                   fkv_error *err) {
-    if (!embd) return err_set(err, "no embedding rows to evaluate");
+    if (!embd) return err_input(err, "no embedding rows to evaluate");
     return eval_rows(c, NULL, embd, n, pos0, n_logits, logits, err);
 }
 

@@ -63,8 +63,9 @@ int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err) {
  * that decides a block's bytes. */
 static int open_disk(fkv_engine *e, prefix_disk *disk, fkv_error *err) {
     if (e->wpool)
-        return err_set(err, "--kv-dir: this model's sliding-window layers keep only the rows a resume can read, which "
-                            "a block file cannot name; add --swa-full to keep every row (and use the disk tier)");
+        return err_unsupported(err, "--kv-dir: this model's sliding-window layers keep only the rows a resume can "
+                                    "read, which a block file cannot name; add --swa-full to keep every row (and use "
+                                    "the disk tier)");
     const gguf_file *f = e->m->file;
     struct {
         char magic[8];
@@ -83,7 +84,7 @@ static int open_disk(fkv_engine *e, prefix_disk *disk, fkv_error *err) {
 fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, fkv_error *err) {
     fkv_engine *e = calloc(1, sizeof *e);
     if (!e) {
-        err_set(err, "out of memory for an engine");
+        err_nomem(err, "out of memory for an engine");
         return NULL;
     }
     const model_hparams *hp = &m->hp;
@@ -110,7 +111,7 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     for (uint32_t l = 0; m->windows && !e->p.swa_full && l < hp->n_layers; l++) n_window += m->windows[l] > 0;
     if (n_window) { /* each pool may take the whole budget; the tree keeps both within it */
         if (!(e->layer_at = malloc(sizeof *e->layer_at * hp->n_layers))) {
-            err_set(err, "out of memory for the engine's layer table");
+            err_nomem(err, "out of memory for the engine's layer table");
             goto fail;
         }
         for (uint32_t l = 0, at[2] = {0, 0}; l < hp->n_layers; l++) {
@@ -133,7 +134,7 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     e->pos = malloc(sizeof *e->pos * rows);
     e->maps = malloc(sizeof *e->maps * rows);
     if (!e->pos || !e->maps) {
-        err_set(err, "out of memory for the engine's scratch");
+        err_nomem(err, "out of memory for the engine's scratch");
         goto fail;
     }
     return e;
@@ -170,7 +171,7 @@ static int reserve(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
         uint32_t cap = n_blocks * 2;
         for (int w = 0; w < (e->wpool ? 2 : 1); w++) {
             uint32_t **table = w ? &s->wblocks : &s->blocks, *grown = realloc(*table, sizeof *grown * cap);
-            if (!grown) return err_set(err, "out of memory for a block table");
+            if (!grown) return err_nomem(err, "out of memory for a block table");
             *table = grown;
         }
         s->cap_blocks = cap;
@@ -215,18 +216,18 @@ fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, 
                            fkv_error *err) {
     const uint32_t n_ctx = e->p.seq.ctx.n_ctx, n_vocab = e->m->hp.n_vocab;
     if (n == 0 || n > n_ctx) {
-        err_set(err, "the prompt has %u tokens; it must have 1 to %u (the context)", n, n_ctx);
+        err_input(err, "the prompt has %u tokens; it must have 1 to %u (the context)", n, n_ctx);
         return NULL;
     }
     for (uint32_t i = 0; i < n; i++)
         if (ids[i] < 0 || (uint32_t)ids[i] >= n_vocab) {
-            err_set(err, "token id %d at position %u is outside the vocabulary (0..%u)", ids[i], i, n_vocab - 1);
+            err_input(err, "token id %d at position %u is outside the vocabulary (0..%u)", ids[i], i, n_vocab - 1);
             return NULL;
         }
     fkv_eseq *s = calloc(1, sizeof *s);
     if (!s || !(s->ids = malloc(sizeof(int32_t) * n)) || (salt && *salt && !(s->salt = strdup(salt)))) {
         if (s) eseq_free(s);
-        err_set(err, "out of memory for a sequence");
+        err_nomem(err, "out of memory for a sequence");
         return NULL;
     }
     memcpy(s->ids, ids, sizeof(int32_t) * n);
@@ -249,7 +250,7 @@ static int ids_room(fkv_eseq *s, uint32_t n, fkv_error *err) {
     if (s->cap_ids - s->n_ids >= n) return 0;
     const uint32_t cap = s->n_ids + n + s->cap_ids + 16;
     int32_t *grown = realloc(s->ids, sizeof *grown * cap);
-    if (!grown) return err_set(err, "out of memory for a sequence's ids");
+    if (!grown) return err_nomem(err, "out of memory for a sequence's ids");
     s->ids = grown;
     s->cap_ids = cap;
     return 0;
@@ -271,7 +272,7 @@ static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, fl
 
 int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err) {
     const uint32_t grid = e->p.seq.ctx.prefill_rows, p = s->ps.n_pos;
-    if (p >= s->n_prompt) return err_set(err, "the prompt is already computed");
+    if (p >= s->n_prompt) return err_input(err, "the prompt is already computed");
     uint32_t end = forward_grid_end(p, s->n_prompt, grid);
     bool last = end == s->n_prompt;
     if (compute(e, s, NULL, end - p, last ? logits : NULL, err)) return -1;
@@ -282,16 +283,16 @@ int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err
 int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, uint32_t n, float *logits,
                       uint32_t *failed, fkv_error *err) {
     const uint32_t n_ctx = e->p.seq.ctx.n_ctx;
-    if (n > e->p.max_batch) return err_set(err, "a decode batch of %u exceeds the engine's %u", n, e->p.max_batch);
+    if (n > e->p.max_batch) return err_input(err, "a decode batch of %u exceeds the engine's %u", n, e->p.max_batch);
     for (uint32_t i = 0; i < n; i++) {
         fkv_eseq *s = seqs[i];
         int rc = 0;
         if (s->ps.n_pos < s->n_prompt)
-            rc = err_set(err, "sequence %u: its prompt is not computed yet", i);
+            rc = err_input(err, "sequence %u: its prompt is not computed yet", i);
         else if (s->ps.n_pos >= n_ctx)
-            rc = err_set(err, "sequence %u: the context of %u positions is full", i, n_ctx);
+            rc = err_input(err, "sequence %u: the context of %u positions is full", i, n_ctx);
         else if (ids[i] < 0 || (uint32_t)ids[i] >= e->m->hp.n_vocab)
-            rc = err_set(err, "sequence %u: token id %d is outside the vocabulary", i, ids[i]);
+            rc = err_input(err, "sequence %u: token id %d is outside the vocabulary", i, ids[i]);
         if (!rc) rc = ids_room(s, 1, err);
         if (!rc) rc = reserve(e, s, 1, err);
         if (rc) {
@@ -312,10 +313,10 @@ int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
 
 int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err) {
     const uint32_t n_ctx = e->p.seq.ctx.n_ctx, grid = e->p.seq.ctx.prefill_rows, dim = e->m->hp.dim;
-    if (!embd || n == 0) return err_set(err, "no embedding rows to feed");
-    if (s->ps.n_pos < s->n_prompt) return err_set(err, "the sequence's prompt is not computed yet");
+    if (!embd || n == 0) return err_input(err, "no embedding rows to feed");
+    if (s->ps.n_pos < s->n_prompt) return err_input(err, "the sequence's prompt is not computed yet");
     if (n > n_ctx - s->ps.n_pos)
-        return err_set(err, "%u embedding rows at position %u exceed the context of %u", n, s->ps.n_pos, n_ctx);
+        return err_input(err, "%u embedding rows at position %u exceed the context of %u", n, s->ps.n_pos, n_ctx);
     if (ids_room(s, n, err)) return -1;
     for (uint32_t i = 0; i < n; i++) s->ids[s->n_ids + i] = KVREC_NO_ID;
     const uint32_t from = s->ps.n_pos, to = from + n;
@@ -343,7 +344,7 @@ fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err) {
     fkv_eseq *f = calloc(1, sizeof *f);
     if (!f || !(f->ids = malloc(sizeof(int32_t) * (n ? n : 1))) || (s->salt && !(f->salt = strdup(s->salt)))) {
         if (f) eseq_free(f);
-        err_set(err, "out of memory for a sequence");
+        err_nomem(err, "out of memory for a sequence");
         return NULL;
     }
     memcpy(f->ids, s->ids, sizeof(int32_t) * n);

@@ -44,12 +44,12 @@ void forward_free(forward *c) {
 forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int n_threads, fkv_error *err) {
     forward *c = calloc(1, sizeof *c);
     if (!c) {
-        err_set(err, "out of memory for the forward pass");
+        err_nomem(err, "out of memory for the forward pass");
         return NULL;
     }
     const model_hparams *hp = &m->hp;
     if (m->kernels != quant_kernels()) {
-        err_set(err, "the model's weights are laid out for the %s kernels, but %s are in use", m->kernels,
+        err_input(err, "the model's weights are laid out for the %s kernels, but %s are in use", m->kernels,
                 quant_kernels());
         free(c);
         return NULL;
@@ -78,7 +78,7 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
     c->views = malloc(sizeof(ops_kv_view) * rows);
     if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hb || !c->hb2 || !c->rope_cs[0] || !c->rope_cs[1] || !c->xq ||
         (xp_bytes && !c->xp) || !c->views) {
-        err_set(err, "out of memory for the scratch of %zu-row batches", rows);
+        err_nomem(err, "out of memory for the scratch of %zu-row batches", rows);
         forward_free(c);
         return NULL;
     }

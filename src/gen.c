@@ -23,7 +23,7 @@ struct fkv_grammar {
 fkv_grammar *fkv_grammar_new(const fkv_model *m, const char *gbnf, size_t len, fkv_error *err) {
     fkv_grammar *fg = calloc(1, sizeof *fg);
     if (!fg) {
-        err_set(err, "out of memory for a grammar");
+        err_nomem(err, "out of memory for a grammar");
         return NULL;
     }
     fg->m = m;

@@ -85,7 +85,7 @@ static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name
     uint32_t block, block_bytes;
     ggml_type_geometry(type, &block, &block_bytes);
     if (n_in % block)
-        return err_set(err, "gen-model: tensor '%s' has rows of %u elements, not a multiple of %s's block of %u",
+        return err_input(err, "gen-model: tensor '%s' has rows of %u elements, not a multiple of %s's block of %u",
                        name, n_in, ggml_type_name(type), block);
     uint64_t key = splitmix64(p->seed) ^ XXH3_64bits(name, strlen(name));
     size_t row_bytes = ggml_row_size(type, n_in);
@@ -93,7 +93,7 @@ static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name
     uint8_t *data = malloc(row_bytes * (n_out ? n_out : 1));
     int rc = -1;
     if (!row || !data) {
-        err_set(err, "out of memory generating tensor '%s'", name);
+        err_nomem(err, "out of memory generating tensor '%s'", name);
         goto out;
     }
     for (uint32_t r = 0; r < (n_out ? n_out : 1); r++) {
@@ -113,27 +113,28 @@ static int check_params(const genmodel_params *p, fkv_error *err) {
     bool known = !p->arch;
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) known = known || !strcmp(p->arch, archs[i]);
     if (!known)
-        return err_set(err, "gen-model: --arch must be llama, qwen2, qwen3, smollm3, phi3 or gemma3, got '%s'", p->arch);
+        return err_input(err, "gen-model: --arch must be llama, qwen2, qwen3, smollm3, phi3 or gemma3, got '%s'",
+                              p->arch);
     if (!p->dim || !p->hidden || !p->n_layers || !p->n_heads || !p->n_kv_heads || !p->n_ctx)
-        return err_set(err, "gen-model: dim, hidden, layers, heads, kv-heads and ctx must all be positive");
+        return err_input(err, "gen-model: dim, hidden, layers, heads, kv-heads and ctx must all be positive");
     const uint32_t head_dim = p->head_dim ? p->head_dim : p->dim / p->n_heads;
     if (p->rope_dims && (p->rope_dims % 2 || p->rope_dims > head_dim))
-        return err_set(err, "gen-model: --rope-dims %u must be even and at most the head size %u", p->rope_dims,
+        return err_input(err, "gen-model: --rope-dims %u must be even and at most the head size %u", p->rope_dims,
                        head_dim);
     if ((p->window || p->window_pattern) && (!p->arch || (strcmp(p->arch, "gemma3") && strcmp(p->arch, "phi3"))))
-        return err_set(err, "gen-model: --window and --window-pattern are for gemma3 (and phi3's --window)");
+        return err_input(err, "gen-model: --window and --window-pattern are for gemma3 (and phi3's --window)");
     if (!p->head_dim && p->n_heads && (p->dim % p->n_heads || (p->dim / p->n_heads) % 2))
-        return err_set(err, "gen-model: dim %u must split into %u heads of an even size (or give --head-dim)", p->dim,
+        return err_input(err, "gen-model: dim %u must split into %u heads of an even size (or give --head-dim)", p->dim,
                        p->n_heads);
-    if (p->head_dim % 2) return err_set(err, "gen-model: --head-dim %u must be even", p->head_dim);
+    if (p->head_dim % 2) return err_input(err, "gen-model: --head-dim %u must be even", p->head_dim);
     if (p->n_heads % p->n_kv_heads)
-        return err_set(err, "gen-model: heads %u must be a multiple of kv-heads %u", p->n_heads, p->n_kv_heads);
+        return err_input(err, "gen-model: heads %u must be a multiple of kv-heads %u", p->n_heads, p->n_kv_heads);
     if (p->mix != GENMODEL_UNIFORM && p->mix != GENMODEL_Q4_K_M && p->mix != GENMODEL_Q5_K_M &&
         p->mix != GENMODEL_Q3_K_M)
-        return err_set(err, "gen-model: unknown type mix %d", (int)p->mix);
+        return err_input(err, "gen-model: unknown type mix %d", (int)p->mix);
     if (p->mix == GENMODEL_UNIFORM &&
         !kern_type_traits(p->type))
-        return err_set(err, "gen-model: type %s is not one flatkv computes", ggml_type_name(p->type));
+        return err_unsupported(err, "gen-model: type %s is not one flatkv computes", ggml_type_name(p->type));
     return 0;
 }
 
@@ -143,7 +144,7 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
     if (!vocab) return -1;
     const gguf_value *tokens = gguf_find(vocab, "tokenizer.ggml.tokens");
     if (!tokens || tokens->type != GGUF_TYPE_ARRAY || tokens->arr.elem_type != GGUF_TYPE_STRING) {
-        err_set(err, "%s: no tokenizer.ggml.tokens array of strings to take the vocabulary from", p->vocab_from);
+        err_input(err, "%s: no tokenizer.ggml.tokens array of strings to take the vocabulary from", p->vocab_from);
         gguf_close(vocab);
         return -1;
     }

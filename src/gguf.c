@@ -231,7 +231,7 @@ static size_t left(const cursor *c) { return c->size - c->pos; }
 static const uint8_t *take(cursor *c, size_t n) {
     if (n > left(c)) {
         char what[160];
-        err_set(c->err, "%s: truncated while reading %s (needs %zu bytes at offset %zu, file size %zu)",
+        err_input(c->err, "%s: truncated while reading %s (needs %zu bytes at offset %zu, file size %zu)",
                 c->path, describe(c, what, sizeof what), n, c->pos, c->size);
         return NULL;
     }
@@ -259,7 +259,8 @@ static int take_str(cursor *c, gguf_str *s) {
     if (take_u64(c, &len) < 0) return -1;
     if (len > left(c)) {
         char what[160];
-        return err_set(c->err, "%s: in %s: string length %llu runs past the end of the file (%zu bytes left at offset %zu)",
+        return err_input(c->err, "%s: in %s: string length %llu runs past the end of the file (%zu bytes left at "
+                                 "offset %zu)",
                        c->path, describe(c, what, sizeof what), (unsigned long long)len, left(c), c->pos);
     }
     s->ptr = (const char *)c->base + c->pos;
@@ -288,7 +289,7 @@ static int read_value(cursor *c, gguf_type type, gguf_value *v, int depth) {
     const uint8_t *p = take(c, gguf_type_size(type));
     if (!p) return -1;
     if (type == GGUF_TYPE_BOOL && p[0] > 1)
-        return err_set(c->err, "%s: in %s: bool value %u at offset %zu is neither 0 nor 1", c->path,
+        return err_input(c->err, "%s: in %s: bool value %u at offset %zu is neither 0 nor 1", c->path,
                        describe(c, what, sizeof what), p[0], c->pos - 1);
     decode_scalar(type, p, v);
     return 0;
@@ -300,11 +301,11 @@ static int read_array(cursor *c, gguf_value *v, int depth) {
     uint32_t et;
     uint64_t n;
     if (depth > GGUF_MAX_NESTING)
-        return err_set(c->err, "%s: in %s: arrays nested deeper than %d levels at offset %zu", c->path,
+        return err_input(c->err, "%s: in %s: arrays nested deeper than %d levels at offset %zu", c->path,
                        describe(c, what, sizeof what), GGUF_MAX_NESTING, c->pos);
     if (take_u32(c, &et) < 0) return -1;
     if (et >= GGUF_TYPE_COUNT)
-        return err_set(c->err, "%s: in %s: invalid array element type id %u at offset %zu", c->path,
+        return err_input(c->err, "%s: in %s: invalid array element type id %u at offset %zu", c->path,
                        describe(c, what, sizeof what), et, c->pos - 4);
     if (take_u64(c, &n) < 0) return -1;
     v->type = GGUF_TYPE_ARRAY;
@@ -315,7 +316,8 @@ static int read_array(cursor *c, gguf_value *v, int depth) {
     size_t esz = gguf_type_size((gguf_type)et);
     size_t min = esz ? esz : (et == GGUF_TYPE_STRING ? 8 : MIN_ARRAY_BYTES);
     if (n > left(c) / min)
-        return err_set(c->err, "%s: in %s: array of %llu %s elements (%s%zu bytes each) runs past the end of the file (%zu bytes left at offset %zu)",
+        return err_input(c->err, "%s: in %s: array of %llu %s elements (%s%zu bytes each) runs past the end of the "
+                                 "file (%zu bytes left at offset %zu)",
                        c->path, describe(c, what, sizeof what), (unsigned long long)n,
                        gguf_type_name((gguf_type)et), esz ? "" : "at least ", min, left(c), c->pos);
     if (esz) {
@@ -324,7 +326,7 @@ static int read_array(cursor *c, gguf_value *v, int depth) {
         if (et == GGUF_TYPE_BOOL)
             for (uint64_t i = 0; i < n; i++)
                 if (v->arr.raw[i] > 1)
-                    return err_set(c->err, "%s: in %s: bool element %llu is %u, neither 0 nor 1", c->path,
+                    return err_input(c->err, "%s: in %s: bool element %llu is %u, neither 0 nor 1", c->path,
                                    describe(c, what, sizeof what), (unsigned long long)i, v->arr.raw[i]);
         c->pos += (size_t)(n * esz);
         return 0;
@@ -332,7 +334,7 @@ static int read_array(cursor *c, gguf_value *v, int depth) {
     if (n == 0) return 0;
     v->arr.items = calloc((size_t)n, sizeof *v->arr.items);
     if (!v->arr.items)
-        return err_set(c->err, "%s: out of memory for %llu array elements in %s", c->path,
+        return err_nomem(c->err, "%s: out of memory for %llu array elements in %s", c->path,
                        (unsigned long long)n, describe(c, what, sizeof what));
     v->arr.n = n; /* zeroed items are uint8 values: safe to free if reading stops part way */
     for (uint64_t i = 0; i < n; i++)
@@ -387,14 +389,14 @@ static int index_names(gguf_file *f, uint64_t n, gguf_str (*name_at)(const gguf_
                        const char *what, name_ref **out, fkv_error *err) {
     if (n == 0) return 0;
     name_ref *refs = malloc((size_t)n * sizeof *refs);
-    if (!refs) return err_set(err, "%s: out of memory indexing %llu %ss", f->path, (unsigned long long)n, what);
+    if (!refs) return err_nomem(err, "%s: out of memory indexing %llu %ss", f->path, (unsigned long long)n, what);
     for (uint64_t i = 0; i < n; i++) refs[i] = (name_ref){name_at(f, i), i};
     qsort(refs, (size_t)n, sizeof *refs, name_ref_cmp);
     *out = refs;
     for (uint64_t i = 1; i < n; i++)
         if (name_cmp(refs[i - 1].name, refs[i].name) == 0) {
             char s[80];
-            return err_set(err, "%s: duplicate %s %s (entries %llu and %llu)", f->path, what,
+            return err_input(err, "%s: duplicate %s %s (entries %llu and %llu)", f->path, what,
                            show(refs[i].name, s), (unsigned long long)refs[i - 1].index,
                            (unsigned long long)refs[i].index);
         }
@@ -426,14 +428,15 @@ static int read_header(gguf_file *f, cursor *c) {
         char shown[5];
         for (int i = 0; i < 4; i++) shown[i] = (magic[i] >= 0x20 && magic[i] < 0x7f) ? (char)magic[i] : '?';
         shown[4] = 0;
-        return err_set(c->err, "%s: bad magic %02x %02x %02x %02x (\"%s\"), expected \"GGUF\"", f->path,
+        return err_input(c->err, "%s: bad magic %02x %02x %02x %02x (\"%s\"), expected \"GGUF\"", f->path,
                        magic[0], magic[1], magic[2], magic[3], shown);
     }
     c->at = AT_VERSION;
     if (take_u32(c, &f->version) < 0) return -1;
     if (f->version != 2 && f->version != 3) {
         uint32_t swapped = __builtin_bswap32(f->version);
-        return err_set(c->err, "%s: unsupported version %u (flatkv reads GGUF v2 and v3%s)", f->path, f->version,
+        return err_unsupported(c->err, "%s: unsupported version %u (flatkv reads GGUF v2 and v3%s)",
+                                       f->path, f->version,
                        swapped == 2 || swapped == 3 ? "; this looks like a big-endian file" : "");
     }
     c->at = AT_N_TENSORS;
@@ -441,10 +444,10 @@ static int read_header(gguf_file *f, cursor *c) {
     c->at = AT_N_KV;
     if (take_u64(c, &f->n_kv) < 0) return -1;
     if (f->n_kv > left(c) / MIN_KV_BYTES)
-        return err_set(c->err, "%s: n_kv %llu is absurd for a file of %zu bytes (each entry needs at least %d)",
+        return err_input(c->err, "%s: n_kv %llu is absurd for a file of %zu bytes (each entry needs at least %d)",
                        f->path, (unsigned long long)f->n_kv, c->size, MIN_KV_BYTES);
     if (f->n_tensors > (left(c) - f->n_kv * MIN_KV_BYTES) / MIN_TENSOR_BYTES)
-        return err_set(c->err, "%s: n_tensors %llu is absurd for a file of %zu bytes (each tensor needs at least %d)",
+        return err_input(c->err, "%s: n_tensors %llu is absurd for a file of %zu bytes (each tensor needs at least %d)",
                        f->path, (unsigned long long)f->n_tensors, c->size, MIN_TENSOR_BYTES);
     return 0;
 }
@@ -452,7 +455,7 @@ static int read_header(gguf_file *f, cursor *c) {
 static int read_metadata(gguf_file *f, cursor *c) {
     char s[80];
     if (f->n_kv && !(f->kv = calloc((size_t)f->n_kv, sizeof *f->kv)))
-        return err_set(c->err, "%s: out of memory for %llu metadata entries", f->path, (unsigned long long)f->n_kv);
+        return err_nomem(c->err, "%s: out of memory for %llu metadata entries", f->path, (unsigned long long)f->n_kv);
     for (uint64_t i = 0; i < f->n_kv; i++) {
         gguf_kv *kv = &f->kv[i];
         uint32_t type;
@@ -463,7 +466,7 @@ static int read_metadata(gguf_file *f, cursor *c) {
         c->at = AT_KV_TYPE;
         if (take_u32(c, &type) < 0) return -1;
         if (type >= GGUF_TYPE_COUNT)
-            return err_set(c->err, "%s: key %s (metadata entry %llu) has invalid type id %u", f->path,
+            return err_input(c->err, "%s: key %s (metadata entry %llu) has invalid type id %u", f->path,
                            show(kv->key, s), (unsigned long long)i, type);
         c->at = AT_VALUE;
         if (read_value(c, (gguf_type)type, &kv->value, 0) < 0) return -1;
@@ -475,9 +478,10 @@ static int read_metadata(gguf_file *f, cursor *c) {
     const gguf_value *a = gguf_find(f, "general.alignment");
     if (a) {
         if (a->type != GGUF_TYPE_UINT32)
-            return err_set(c->err, "%s: general.alignment has type %s, expected uint32", f->path, gguf_type_name(a->type));
+            return err_input(c->err, "%s: general.alignment has type %s, expected uint32",
+                                     f->path, gguf_type_name(a->type));
         if (a->u64 == 0 || (a->u64 & (a->u64 - 1)) != 0)
-            return err_set(c->err, "%s: general.alignment %llu is not a nonzero power of two", f->path,
+            return err_input(c->err, "%s: general.alignment %llu is not a nonzero power of two", f->path,
                            (unsigned long long)a->u64);
         f->alignment = (uint32_t)a->u64;
     }
@@ -487,7 +491,7 @@ static int read_metadata(gguf_file *f, cursor *c) {
 static int read_tensor_infos(gguf_file *f, cursor *c) {
     char s[80], why[160];
     if (f->n_tensors && !(f->tensors = calloc((size_t)f->n_tensors, sizeof *f->tensors)))
-        return err_set(c->err, "%s: out of memory for %llu tensors", f->path, (unsigned long long)f->n_tensors);
+        return err_nomem(c->err, "%s: out of memory for %llu tensors", f->path, (unsigned long long)f->n_tensors);
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         gguf_tensor *t = &f->tensors[i];
         uint32_t type;
@@ -498,7 +502,7 @@ static int read_tensor_infos(gguf_file *f, cursor *c) {
         c->at = AT_TENSOR_DIMS;
         if (take_u32(c, &t->n_dims) < 0) return -1;
         if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
-            return err_set(c->err, "%s: tensor %s has n_dims %u, outside 1..%d", f->path, show(t->name, s),
+            return err_input(c->err, "%s: tensor %s has n_dims %u, outside 1..%d", f->path, show(t->name, s),
                            t->n_dims, GGUF_MAX_DIMS);
         for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
         for (uint32_t d = 0; d < t->n_dims; d++)
@@ -506,12 +510,12 @@ static int read_tensor_infos(gguf_file *f, cursor *c) {
         c->at = AT_TENSOR_TYPE;
         if (take_u32(c, &type) < 0) return -1;
         if (!tensor_geometry(type, t->n_dims, t->ne, &t->nbytes, why, sizeof why))
-            return err_set(c->err, "%s: tensor %s %s", f->path, show(t->name, s), why);
+            return err_input(c->err, "%s: tensor %s %s", f->path, show(t->name, s), why);
         t->type = (ggml_type)type;
         c->at = AT_TENSOR_OFFSET;
         if (take_u64(c, &t->offset) < 0) return -1;
         if (t->offset % f->alignment != 0)
-            return err_set(c->err, "%s: tensor %s has offset %llu, not a multiple of the alignment %u", f->path,
+            return err_input(c->err, "%s: tensor %s has offset %llu, not a multiple of the alignment %u", f->path,
                            show(t->name, s), (unsigned long long)t->offset, f->alignment);
     }
     gguf_file_impl *m = (gguf_file_impl *)f;
@@ -526,7 +530,8 @@ static int place_tensor_data(gguf_file *f, cursor *c) {
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         gguf_tensor *t = &f->tensors[i];
         if (f->data_offset > f->size || t->offset > avail || t->nbytes > avail - t->offset)
-            return err_set(c->err, "%s: tensor %s: data [offset %llu, size %llu] runs past the end of the file (size %zu, data section at %llu)",
+            return err_input(c->err, "%s: tensor %s: data [offset %llu, size %llu] runs past the end of the file (size "
+                                     "%zu, data section at %llu)",
                            f->path, show(t->name, s), (unsigned long long)t->offset,
                            (unsigned long long)t->nbytes, f->size, (unsigned long long)f->data_offset);
         t->data = f->map + f->data_offset + t->offset;
@@ -541,7 +546,7 @@ static gguf_file *parse(const uint8_t *map, size_t size, bool mapped, const char
         free(m);
         free(path_copy);
         if (mapped && size) munmap((void *)map, size);
-        err_set(err, "%s: out of memory", path);
+        err_nomem(err, "%s: out of memory", path);
         return NULL;
     }
     gguf_file *f = &m->f;
@@ -565,17 +570,17 @@ gguf_file *gguf_open_buffer(const void *buf, size_t size, const char *name, fkv_
 gguf_file *gguf_open(const char *path, fkv_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        err_set(err, "%s: cannot open: %s", path, strerror(errno));
+        err_input(err, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
-        err_set(err, "%s: cannot stat: %s", path, strerror(errno));
+        err_input(err, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
         return NULL;
     }
     if (!S_ISREG(st.st_mode)) {
-        err_set(err, "%s: not a regular file", path);
+        err_input(err, "%s: not a regular file", path);
         close(fd);
         return NULL;
     }
@@ -584,7 +589,7 @@ gguf_file *gguf_open(const char *path, fkv_error *err) {
     if (size) { /* mmap refuses length 0; an empty file is then reported as truncated by the parser */
         void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
-            err_set(err, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));
+            err_io(err, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));
             close(fd);
             return NULL;
         }
@@ -609,13 +614,13 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
 
 static const gguf_value *find_or_fail(const gguf_file *f, const char *key, fkv_error *err) {
     const gguf_value *v = gguf_find(f, key);
-    if (!v) err_set(err, "%s: key '%s' is absent", f->path, key);
+    if (!v) err_input(err, "%s: key '%s' is absent", f->path, key);
     return v;
 }
 
 static int wrong_type(const gguf_file *f, const char *key, const gguf_value *v, const char *expected,
                       fkv_error *err) {
-    return err_set(err, "%s: key '%s' has type %s, expected %s", f->path, key, gguf_type_name(v->type), expected);
+    return err_input(err, "%s: key '%s' has type %s, expected %s", f->path, key, gguf_type_name(v->type), expected);
 }
 
 int gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out, fkv_error *err) {
@@ -623,13 +628,14 @@ int gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out, fkv_error *
     if (!v) return -1;
     if (type_is_unsigned(v->type)) {
         if (v->u64 > UINT32_MAX)
-            return err_set(err, "%s: key '%s' = %llu does not fit in uint32", f->path, key, (unsigned long long)v->u64);
+            return err_input(err, "%s: key '%s' = %llu does not fit in uint32",
+                                  f->path, key, (unsigned long long)v->u64);
         *out = (uint32_t)v->u64;
         return 0;
     }
     if (type_is_signed(v->type)) {
         if (v->i64 < 0 || v->i64 > (int64_t)UINT32_MAX)
-            return err_set(err, "%s: key '%s' = %lld does not fit in uint32", f->path, key, (long long)v->i64);
+            return err_input(err, "%s: key '%s' = %lld does not fit in uint32", f->path, key, (long long)v->i64);
         *out = (uint32_t)v->i64;
         return 0;
     }
@@ -641,7 +647,7 @@ int gguf_get_f32(const gguf_file *f, const char *key, float *out, fkv_error *err
     if (!v) return -1;
     if (!type_is_float(v->type)) return wrong_type(f, key, v, "float32 or float64", err);
     if (isfinite(v->f64) && fabs(v->f64) > FLT_MAX)
-        return err_set(err, "%s: key '%s' = %g does not fit in float32", f->path, key, v->f64);
+        return err_input(err, "%s: key '%s' = %g does not fit in float32", f->path, key, v->f64);
     *out = (float)v->f64;
     return 0;
 }
@@ -667,7 +673,7 @@ int gguf_get_arr(const gguf_file *f, const char *key, int elem_type, const gguf_
     if (!v) return -1;
     if (v->type != GGUF_TYPE_ARRAY) return wrong_type(f, key, v, "array", err);
     if (elem_type >= 0 && v->arr.elem_type != (gguf_type)elem_type)
-        return err_set(err, "%s: key '%s' is an array of %s, expected an array of %s", f->path, key,
+        return err_input(err, "%s: key '%s' is an array of %s, expected an array of %s", f->path, key,
                        gguf_type_name(v->arr.elem_type), gguf_type_name((gguf_type)elem_type));
     *out = v;
     return 0;
@@ -917,14 +923,14 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, uin
     writer_tensor t = {.type = type, .n_dims = n_dims};
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) t.ne[d] = d < n_dims ? ne[d] : 1;
     if (!tensor_geometry(type, n_dims, t.ne, &t.nbytes, why, sizeof why))
-        return err_set(err, "gguf writer: tensor '%s' %s", name, why);
+        return err_input(err, "gguf writer: tensor '%s' %s", name, why);
     for (size_t i = 0; i < w->n_tensors; i++)
         if (strcmp(w->tensors[i].name, name) == 0)
-            return err_set(err, "gguf writer: duplicate tensor name '%s'", name);
+            return err_input(err, "gguf writer: duplicate tensor name '%s'", name);
     if (w->n_tensors == w->cap_tensors) {
         size_t cap = w->cap_tensors ? 2 * w->cap_tensors : 16;
         writer_tensor *ts = realloc(w->tensors, cap * sizeof *ts);
-        if (!ts) return err_set(err, "gguf writer: out of memory adding tensor '%s'", name);
+        if (!ts) return err_nomem(err, "gguf writer: out of memory adding tensor '%s'", name);
         w->tensors = ts;
         w->cap_tensors = cap;
     }
@@ -933,7 +939,7 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, uin
     if (!t.name || !t.data) {
         free(t.name);
         free(t.data);
-        return err_set(err, "gguf writer: out of memory for tensor '%s' (%llu bytes)", name,
+        return err_nomem(err, "gguf writer: out of memory for tensor '%s' (%llu bytes)", name,
                        (unsigned long long)t.nbytes);
     }
     memcpy(t.data, data, (size_t)t.nbytes);
@@ -1016,13 +1022,14 @@ static void emit_value(sink *s, const gguf_value *v) {
 }
 
 int gguf_writer_write(const gguf_writer *w, const char *path, fkv_error *err) {
-    if (w->failure[0]) return err_set(err, "%s: not written: %s", path, w->failure);
+    if (w->failure[0]) return err_io(err, "%s: not written: %s", path, w->failure);
     uint32_t alignment = GGUF_DEFAULT_ALIGNMENT;
     for (size_t i = 0; i < w->n_kv; i++)
         if (strcmp(w->kv[i].key, "general.alignment") == 0) {
             const gguf_value *a = &w->kv[i].value;
             if (a->type != GGUF_TYPE_UINT32 || a->u64 == 0 || (a->u64 & (a->u64 - 1)) != 0)
-                return err_set(err, "%s: not written: general.alignment must be a nonzero power of two of type uint32", path);
+                return err_input(err, "%s: not written: general.alignment must be a nonzero power of two of type "
+                                      "uint32", path);
             alignment = (uint32_t)a->u64;
         }
 
@@ -1030,13 +1037,13 @@ int gguf_writer_write(const gguf_writer *w, const char *path, fkv_error *err) {
      * intact and nobody ever sees a half-written file under path. */
     size_t tmp_len = strlen(path) + 32;
     char *tmp = malloc(tmp_len);
-    if (!tmp) return err_set(err, "%s: out of memory", path);
+    if (!tmp) return err_nomem(err, "%s: out of memory", path);
     snprintf(tmp, tmp_len, "%s.tmp%ld", path, (long)getpid());
     sink s = {.fp = fopen(tmp, "wbx"), .ok = true};
     if (!s.fp) {
         int e = errno;
         free(tmp);
-        return err_set(err, "%s: cannot create: %s", path, strerror(e));
+        return err_io(err, "%s: cannot create: %s", path, strerror(e));
     }
 
     emit(&s, "GGUF", 4);
@@ -1080,7 +1087,7 @@ int gguf_writer_write(const gguf_writer *w, const char *path, fkv_error *err) {
     if (!s.ok) {
         unlink(tmp);
         free(tmp);
-        return err_set(err, "%s: write failed: %s", path, strerror(write_errno));
+        return err_io(err, "%s: write failed: %s", path, strerror(write_errno));
     }
     free(tmp);
     return 0;

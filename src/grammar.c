@@ -227,10 +227,10 @@ __attribute__((format(printf, 3, 4))) static int perr(gparser *p, size_t at, con
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (at == SIZE_MAX) return err_set(p->err, "grammar: %s", msg);
+    if (at == SIZE_MAX) return err_input(p->err, "grammar: %s", msg);
     int line, col;
     line_col(p->src, at, &line, &col);
-    return err_set(p->err, "grammar line %d, column %d: %s", line, col, msg);
+    return err_input(p->err, "grammar line %d, column %d: %s", line, col, msg);
 }
 
 static int oom(gparser *p) { return perr(p, SIZE_MAX, "out of memory"); }
@@ -1544,7 +1544,7 @@ grammar_state *grammar_state_new(const grammar *g, fkv_error *err) {
     if (c->cur == GS_FULL) goto fail;
     return s;
 fail:
-    err_set(err, "grammar: out of memory for a generation's state");
+    err_nomem(err, "grammar: out of memory for a generation's state");
     if (s) cache_free(s->c);
     free(s);
     return NULL;
@@ -1776,7 +1776,7 @@ grammar_vocab *grammar_vocab_new_pieces(int32_t n_vocab, const char *const *byte
     free(u);
     return gv;
 fail:
-    err_set(err, "grammar: out of memory for the vocabulary's trie");
+    err_nomem(err, "grammar: out of memory for the vocabulary's trie");
     free(sorted);
     free(open);
     free(u);
@@ -1810,7 +1810,7 @@ grammar_vocab *grammar_vocab_new(const tok_vocab *v, fkv_error *err) {
     gv = grammar_vocab_new_pieces((int32_t)n, bytes, len, eog, err);
     goto out;
 oom:
-    err_set(err, "grammar: out of memory for the vocabulary's trie");
+    err_nomem(err, "grammar: out of memory for the vocabulary's trie");
 out:
     free(buf);
     free(bytes);

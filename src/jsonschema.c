@@ -251,13 +251,13 @@ __attribute__((format(printf, 3, 4))) static int jerr(jsctx *c, const char *path
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return err_set(c->err, "%s at %s", msg, *path ? path : "the root");
+    return err_input(c->err, "%s at %s", msg, *path ? path : "the root");
 }
 
 static int joom(jsctx *c) {
     if (c->failed) return -1;
     c->failed = true;
-    return err_set(c->err, "JSON Schema: out of memory");
+    return err_nomem(c->err, "JSON Schema: out of memory");
 }
 
 /* A child's JSON pointer: path + "/" + key with ~ and / escaped (malloc'd). */
@@ -1613,14 +1613,14 @@ char *grammar_schema_gbnf(const char *schema_json, size_t len, const char *prefi
         char ch = *p;
         if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
               ch == '_')) {
-            err_set(err, "JSON Schema: the rule prefix '%s' has characters outside [A-Za-z0-9_-]", prefix);
+            err_input(err, "JSON Schema: the rule prefix '%s' has characters outside [A-Za-z0-9_-]", prefix);
             return NULL;
         }
     }
     json_error_t je;
     json_t *doc = json_loadb(schema_json, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
     if (!doc) {
-        err_set(err, "JSON Schema is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        err_input(err, "JSON Schema is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
         return NULL;
     }
     jsctx c = {.doc = doc, .prefix = prefix, .err = err};

@@ -12,7 +12,7 @@ size_t kv_tiled_rows(uint32_t n) { return ((size_t)n + OPS_ATTN_TILE - 1) / OPS_
 kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type type, fkv_error *err) {
     kv_buf *kv = calloc(1, sizeof *kv);
     if (!kv) {
-        err_set(err, "out of memory for the KV buffer");
+        err_nomem(err, "out of memory for the KV buffer");
         return NULL;
     }
     kv->type = type;
@@ -24,7 +24,7 @@ kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type t
     kv->k = calloc(1, bytes);
     kv->v = calloc(1, bytes);
     if (!kv->k || !kv->v) {
-        err_set(err, "out of memory for a KV buffer of 2 x %zu bytes (%u layers, %u positions, %u values)", bytes,
+        err_nomem(err, "out of memory for a KV buffer of 2 x %zu bytes (%u layers, %u positions, %u values)", bytes,
                 n_layers, n_ctx, kv_dim);
         kv_free(kv);
         return NULL;

@@ -327,7 +327,7 @@ int kvdisk_model_identity(const char *dir, const char *path, const void *map, si
     if (!models || make_dir(models) ||
         asprintf(&cached, "%s/%016llx.id", models, (unsigned long long)XXH3_64bits(stamp, sizeof stamp)) < 0) {
         cached = NULL;
-        err_set(err, "cannot create '%s/models' for the model identity: %s", dir, strerror(errno));
+        err_io(err, "cannot create '%s/models' for the model identity: %s", dir, strerror(errno));
         goto out;
     }
     unsigned long long hi, lo;
@@ -373,15 +373,15 @@ kvdisk *kvdisk_open(const char *dir, uint64_t budget, uint32_t block_rows, size_
     kvdisk *d = calloc(1, sizeof *d);
     char *kv = NULL, *tmp = NULL;
     if (!d || !(d->dir = strdup(dir)) || asprintf(&kv, "%s/kv", dir) < 0 || asprintf(&tmp, "%s/tmp", dir) < 0) {
-        err_set(err, "out of memory for the disk tier");
+        err_nomem(err, "out of memory for the disk tier");
         goto fail;
     }
     if (make_dir(dir) || make_dir(kv) || make_dir(tmp)) {
-        err_set(err, "--kv-dir '%s': cannot create the directory: %s", dir, strerror(errno));
+        err_io(err, "--kv-dir '%s': cannot create the directory: %s", dir, strerror(errno));
         goto fail;
     }
     if (access(kv, W_OK | R_OK | X_OK) || access(tmp, W_OK | R_OK | X_OK)) {
-        err_set(err, "--kv-dir '%s': not readable and writable: %s", dir, strerror(errno));
+        err_io(err, "--kv-dir '%s': not readable and writable: %s", dir, strerror(errno));
         goto fail;
     }
     if (!budget) {
@@ -398,7 +398,7 @@ kvdisk *kvdisk_open(const char *dir, uint64_t budget, uint32_t block_rows, size_
     if (pthread_create(&d->writer, NULL, writer_main, d)) {
         pthread_cond_destroy(&d->wake);
         pthread_mutex_destroy(&d->mu);
-        err_set(err, "cannot start the disk tier's writer thread");
+        err_io(err, "cannot start the disk tier's writer thread");
         goto fail;
     }
     free(kv);

@@ -8,12 +8,12 @@
 kvpool *kvpool_new(uint32_t n_layers, uint32_t kv_dim, fkv_kv_type type, uint32_t block_rows, size_t budget_bytes,
                    fkv_error *err) {
     if (block_rows == 0 || block_rows % OPS_ATTN_TILE) {
-        err_set(err, "the KV block size %u must be a positive multiple of %d positions", block_rows, OPS_ATTN_TILE);
+        err_input(err, "the KV block size %u must be a positive multiple of %d positions", block_rows, OPS_ATTN_TILE);
         return NULL;
     }
     kvpool *p = calloc(1, sizeof *p);
     if (!p) {
-        err_set(err, "out of memory for the KV pool");
+        err_nomem(err, "out of memory for the KV pool");
         return NULL;
     }
     p->type = type;
@@ -30,7 +30,7 @@ kvpool *kvpool_new(uint32_t n_layers, uint32_t kv_dim, fkv_kv_type type, uint32_
     p->data = calloc(p->n_blocks, p->block_bytes ? p->block_bytes : 1);
     p->free_list = malloc(sizeof(uint32_t) * p->n_blocks);
     if (!p->data || !p->free_list) {
-        err_set(err, "out of memory for a KV pool of %u blocks of %zu bytes", p->n_blocks, p->block_bytes);
+        err_nomem(err, "out of memory for a KV pool of %u blocks of %zu bytes", p->n_blocks, p->block_bytes);
         kvpool_free(p);
         return NULL;
     }

@@ -18,7 +18,7 @@ static bool type_is_computed(ggml_type t) { return kern_type_traits(t) != NULL; 
 
 int fkv_kernels_select(const char *name, fkv_error *err) {
     char why[200];
-    if (kern_select(name, why, sizeof why)) return err_set(err, "%s", why);
+    if (kern_select(name, why, sizeof why)) return err_input(err, "%s", why);
     return 0;
 }
 
@@ -29,7 +29,7 @@ static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uin
                                        bool required, fkv_error *err) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
     if (!t) {
-        if (required) err_set(err, "%s: required tensor '%s' is missing", f->path, name);
+        if (required) err_input(err, "%s: required tensor '%s' is missing", f->path, name);
         return NULL;
     }
     uint32_t want_dims = n_out ? 2 : 1;
@@ -45,11 +45,11 @@ static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uin
             len += snprintf(got + len, sizeof got - (size_t)len, "%s%llu", d ? ", " : "",
                             (unsigned long long)t->ne[d]);
         snprintf(got + len, sizeof got - (size_t)len, "]");
-        err_set(err, "%s: tensor '%s' has dims %s, but the architecture needs %s", f->path, name, got, want);
+        err_input(err, "%s: tensor '%s' has dims %s, but the architecture needs %s", f->path, name, got, want);
         return NULL;
     }
     if (!type_is_computed(t->type)) {
-        err_set(err, "%s: tensor '%s' has type %s, which flatkv does not compute (supported: f32, f16, bf16, "
+        err_unsupported(err, "%s: tensor '%s' has type %s, which flatkv does not compute (supported: f32, f16, bf16, "
                 "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)", f->path, name,
                 ggml_type_name(t->type));
         return NULL;
@@ -82,13 +82,13 @@ static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_
     const gguf_tensor *t = find_checked(f, name, n, 0, true, err);
     if (!t) return NULL;
     if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16) {
-        err_set(err, "%s: norm tensor '%s' is quantized (%s); norms must be f32, f16 or bf16", f->path, name,
+        err_input(err, "%s: norm tensor '%s' is quantized (%s); norms must be f32, f16 or bf16", f->path, name,
                 ggml_type_name(t->type));
         return NULL;
     }
     float *v = malloc(sizeof(float) * n);
     if (!v) {
-        err_set(err, "%s: out of memory copying '%s'", f->path, name);
+        err_nomem(err, "%s: out of memory copying '%s'", f->path, name);
         return NULL;
     }
     quant_dequantize_row(t->type, t->data, v, n);
@@ -114,8 +114,8 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     size_t a = 0;
     while (a < sizeof archs / sizeof *archs && !gguf_str_eq(arch, archs[a].name)) a++;
     if (a == sizeof archs / sizeof *archs)
-        return err_set(err, "%s: general.architecture is '%.*s'; flatkv computes llama, qwen2, qwen3, smollm3, phi3 "
-                       "and gemma3", f->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+        return err_unsupported(err, "%s: general.architecture is '%.*s'; flatkv computes llama, qwen2, qwen3, smollm3, "
+                                    "phi3 and gemma3", f->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     const char *A = archs[a].name;
     snprintf(hp->arch, sizeof hp->arch, "%s", A);
     hp->kind = archs[a];
@@ -134,11 +134,11 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     if (gguf_find(f, KEY("attention.head_count_kv")) && gguf_get_u32(f, key, &hp->n_kv_heads, err)) return -1;
     if (hp->dim == 0 || hp->n_layers == 0 || hp->hidden == 0 || hp->n_heads == 0 || hp->n_kv_heads == 0 ||
         hp->n_ctx_train == 0)
-        return err_set(err, "%s: a %s.* shape key is zero (dim %u, layers %u, hidden %u, heads %u, kv heads "
+        return err_input(err, "%s: a %s.* shape key is zero (dim %u, layers %u, hidden %u, heads %u, kv heads "
                        "%u, context %u)", f->path, A, hp->dim, hp->n_layers, hp->hidden, hp->n_heads,
                        hp->n_kv_heads, hp->n_ctx_train);
     if (hp->n_heads % hp->n_kv_heads)
-        return err_set(err, "%s: %s.attention.head_count (%u) is not a multiple of head_count_kv (%u)", f->path, A,
+        return err_input(err, "%s: %s.attention.head_count (%u) is not a multiple of head_count_kv (%u)", f->path, A,
                        hp->n_heads, hp->n_kv_heads);
     /* The head size is dim / heads unless key_length says otherwise (Qwen3-0.6B: dim 1024, 16 heads of 128);
      * value heads must be as wide as key heads (one head size for attention). */
@@ -147,15 +147,15 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     uint32_t head_dim_v = hp->dim / hp->n_heads;
     if (gguf_find(f, KEY("attention.value_length")) && gguf_get_u32(f, key, &head_dim_v, err)) return -1;
     if (head_dim_v != hp->head_dim)
-        return err_set(err, "%s: %s.attention.value_length %u differs from the key head size %u; flatkv needs them "
-                       "equal", f->path, A, head_dim_v, hp->head_dim);
+        return err_unsupported(err, "%s: %s.attention.value_length %u differs from the key head size %u; flatkv needs "
+                                    "them equal", f->path, A, head_dim_v, hp->head_dim);
     if (hp->head_dim == 0 || hp->head_dim % 2 || hp->head_dim > OPS_ATTN_MAX_HEAD_DIM)
-        return err_set(err, "%s: head dimension %u must be even, nonzero and at most %d", f->path, hp->head_dim,
+        return err_input(err, "%s: head dimension %u must be even, nonzero and at most %d", f->path, hp->head_dim,
                        OPS_ATTN_MAX_HEAD_DIM);
     hp->n_rot = hp->head_dim;
     if (gguf_find(f, KEY("rope.dimension_count")) && gguf_get_u32(f, key, &hp->n_rot, err)) return -1;
     if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
-        return err_set(err, "%s: %s.rope.dimension_count %u must be even and at most the head dimension %u", f->path,
+        return err_input(err, "%s: %s.rope.dimension_count %u must be even and at most the head dimension %u", f->path,
                        A, hp->n_rot, hp->head_dim);
     hp->rope_base = 10000.0f;
     if (gguf_find(f, KEY("rope.freq_base")) && gguf_get_f32(f, key, &hp->rope_base, err)) return -1;
@@ -166,7 +166,8 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
         /* llama3-type scaling arrives as the rope_freqs.weight tensor (read with the weights). */
         if (scaling->type != GGUF_TYPE_STRING ||
             (!gguf_str_eq(scaling->str, "linear") && !gguf_str_eq(scaling->str, "llama3")))
-            return err_set(err, "%s: %s.rope.scaling.type '%.*s' is not supported (none, linear, llama3)", f->path, A,
+            return err_unsupported(err, "%s: %s.rope.scaling.type '%.*s' is not supported (none, linear, llama3)",
+                                        f->path, A,
                            scaling->type == GGUF_TYPE_STRING ? (int)(scaling->str.len > 32 ? 32 : scaling->str.len) : 0,
                            scaling->type == GGUF_TYPE_STRING ? scaling->str.ptr : "");
     }
@@ -185,7 +186,7 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
         const gguf_value *v = gguf_find(f, key);
         float x = 0.0f;
         if (v && (v->type != GGUF_TYPE_FLOAT32 || (gguf_get_f32(f, key, &x, err), x != 0.0f)))
-            return err_set(err, "%s: %s is set; flatkv does not compute it", f->path, key);
+            return err_unsupported(err, "%s: %s is set; flatkv does not compute it", f->path, key);
     }
     hp->n_ctx_orig = hp->n_ctx_train;
     if (gguf_find(f, KEY("rope.scaling.original_context_length")) && gguf_get_u32(f, key, &hp->n_ctx_orig, err))
@@ -207,14 +208,16 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     if (!hp->kind.swa && !hp->kind.long_rope && gguf_find(f, KEY("attention.sliding_window"))) {
         uint32_t w = 0;
         if (gguf_get_u32(f, key, &w, err)) return -1;
-        if (w) return err_set(err, "%s: %s.attention.sliding_window is %u; flatkv computes %s with full attention only",
+        if (w) return err_unsupported(err, "%s: %s.attention.sliding_window is %u; flatkv computes %s with full "
+                                           "attention only",
                               f->path, A, w, A);
     }
     hp->swa_pattern = 6;
     if (hp->window && gguf_find(f, KEY("attention.sliding_window_pattern"))) {
         const gguf_value *v = gguf_find(f, key);
         if (v->type == GGUF_TYPE_ARRAY)
-            return err_set(err, "%s: %s is an array; flatkv reads it as one period (every Nth layer global)", f->path,
+            return err_unsupported(err, "%s: %s is an array; flatkv reads it as one period (every Nth layer global)",
+                                        f->path,
                            key);
         if (gguf_get_u32(f, key, &hp->swa_pattern, err)) return -1;
     }
@@ -223,7 +226,7 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
 #undef KEY
     if (!(hp->rope_scale > 0.0f) || !(hp->rope_base > 0.0f) || !(hp->rms_eps >= 0.0f) ||
         !(hp->rope[MODEL_ROPE_LOCAL].base > 0.0f) || !(mscale > 0.0f))
-        return err_set(err, "%s: rope base %g (window layers' %g), rope scale %g, attn_factor %g and rms epsilon %g "
+        return err_input(err, "%s: rope base %g (window layers' %g), rope scale %g, attn_factor %g and rms epsilon %g "
                        "must be positive", f->path, (double)hp->rope_base, (double)hp->rope[MODEL_ROPE_LOCAL].base,
                        (double)hp->rope_scale, (double)mscale, (double)hp->rms_eps);
     return 0;
@@ -233,9 +236,9 @@ static int load_weights(fkv_model *m, fkv_error *err) {
     const gguf_file *f = m->file;
     model_hparams *hp = &m->hp;
     const gguf_tensor *embd = gguf_find_tensor(f, "token_embd.weight");
-    if (!embd) return err_set(err, "%s: required tensor 'token_embd.weight' is missing", f->path);
+    if (!embd) return err_input(err, "%s: required tensor 'token_embd.weight' is missing", f->path);
     if (embd->n_dims != 2 || embd->ne[1] > INT32_MAX)
-        return err_set(err, "%s: tensor 'token_embd.weight' must be a matrix [dim, n_vocab]", f->path);
+        return err_input(err, "%s: tensor 'token_embd.weight' must be a matrix [dim, n_vocab]", f->path);
     hp->n_vocab = (uint32_t)embd->ne[1];
     if (load_matrix(f, "token_embd.weight", hp->dim, hp->n_vocab, &m->tok_embd, err)) return -1;
     if (gguf_find_tensor(f, "output.weight")) {
@@ -258,7 +261,7 @@ static int load_weights(fkv_model *m, fkv_error *err) {
     m->layers = calloc(hp->n_layers, sizeof *m->layers);
     if (hp->window) m->windows = calloc(hp->n_layers, sizeof *m->windows);
     if (!m->layers || (hp->window && !m->windows))
-        return err_set(err, "%s: out of memory for %u layers", f->path, hp->n_layers);
+        return err_nomem(err, "%s: out of memory for %u layers", f->path, hp->n_layers);
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         model_layer *L = &m->layers[l];
         char name[96];
@@ -291,7 +294,8 @@ static int load_weights(fkv_model *m, fkv_error *err) {
         /* Biases: required by the architectures that have them, taken where a llama file carries them. */
         bool want = hp->qkv_bias || gguf_find_tensor(f, NAME("attn_q.bias"));
         if (gguf_find_tensor(f, NAME("attn_qkv.bias")))
-            return err_set(err, "%s: tensor '%s' (a fused q/k/v bias) is not computed by flatkv", f->path, name);
+            return err_unsupported(err, "%s: tensor '%s' (a fused q/k/v bias) is not computed by flatkv",
+                                        f->path, name);
         if (want && (!(L->bq = load_vector(f, NAME("attn_q.bias"), q_dim, err)) ||
                      !(L->bk = load_vector(f, NAME("attn_k.bias"), kv_dim, err)) ||
                      !(L->bv = load_vector(f, NAME("attn_v.bias"), kv_dim, err))))
@@ -360,7 +364,7 @@ static void place_matrix(ops_matrix *w, uint8_t *dst) {
 static int pack_weights(fkv_model *m, fkv_error *err) {
     const size_t n = (size_t)7 * m->hp.n_layers + 1;
     ops_matrix **ws = malloc(n * sizeof *ws);
-    if (!ws) return err_set(err, "%s: out of memory", m->file->path);
+    if (!ws) return err_nomem(err, "%s: out of memory", m->file->path);
     ws[0] = &m->output;
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         model_layer *L = &m->layers[l];
@@ -373,7 +377,7 @@ static int pack_weights(fkv_model *m, fkv_error *err) {
         total = (total + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
         if (!(m->packed = aligned_alloc(PACK_ALIGN, total))) {
             free(ws);
-            return err_set(err, "%s: out of memory for %zu MB of weights", m->file->path, total >> 20);
+            return err_nomem(err, "%s: out of memory for %zu MB of weights", m->file->path, total >> 20);
         }
         madvise(m->packed, total, MADV_HUGEPAGE); /* a hint: without transparent huge pages, 4 KB pages serve */
         uint8_t *at = m->packed;
@@ -390,13 +394,13 @@ static int pack_weights(fkv_model *m, fkv_error *err) {
 fkv_model *fkv_model_load(const char *path, fkv_error *err) {
     fkv_model *m = calloc(1, sizeof *m);
     if (!m) {
-        err_set(err, "%s: out of memory", path);
+        err_nomem(err, "%s: out of memory", path);
         return NULL;
     }
     pthread_mutex_init(&m->gvocab_mu, NULL);
     char why[200];
     if (kern_ensure(why, sizeof why)) {
-        err_set(err, "%s: %s (FLATKV_KERNELS)", path, why);
+        err_unsupported(err, "%s: %s (FLATKV_KERNELS)", path, why);
         fkv_model_free(m);
         return NULL;
     }
@@ -407,7 +411,7 @@ fkv_model *fkv_model_load(const char *path, fkv_error *err) {
         return NULL;
     }
     if ((uint32_t)tok_n_vocab(m->vocab) != m->hp.n_vocab) {
-        err_set(err, "%s: the tokenizer has %d tokens but token_embd.weight has %u rows", path,
+        err_input(err, "%s: the tokenizer has %d tokens but token_embd.weight has %u rows", path,
                 tok_n_vocab(m->vocab), m->hp.n_vocab);
         fkv_model_free(m);
         return NULL;

@@ -155,7 +155,7 @@ static int64_t alloc_in(prefix_tree *t, kvpool *pool, fkv_error *err) {
         const int64_t b = !t->win.budget || used + pool->block_bytes <= t->win.budget ? kvpool_alloc(pool) : -1;
         if (b >= 0) return b;
         if (!evict_one(t))
-            return err_set(err, "the KV memory is full: all %zu bytes of K/V blocks of %u positions are in use by "
+            return err_kv_full(err, "the KV memory is full: all %zu bytes of K/V blocks of %u positions are in use by "
                            "running sequences (raise --kv-mem or lower --parallel)",
                            t->win.budget ? t->win.budget : t->pool->n_blocks * t->pool->block_bytes, t->B);
     }
@@ -177,7 +177,7 @@ prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, const prefix_dis
     prefix_tree *t = calloc(1, sizeof *t);
     if (!t || (disk && disk->disk && !(t->disk_rows = malloc(pool->block_bytes)))) {
         free(t);
-        err_set(err, "out of memory for the prefix tree");
+        err_nomem(err, "out of memory for the prefix tree");
         return NULL;
     }
     t->pool = pool;
@@ -376,14 +376,14 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
                      bool cache, prefix_seq *seq, fkv_error *err) {
     memset(seq, 0, sizeof *seq);
     prefix_node *root = root_for(t, salt);
-    if (!root) return err_set(err, "out of memory for a cache salt");
+    if (!root) return err_nomem(err, "out of memory for a cache salt");
     const uint32_t B = t->B;
     const bool window = t->win.pool != NULL;
 
     /* The best path: the deepest agreement over every branch (siblings may hold the same ids: two
      * sequences that wrote the same positions at once each made their own block). */
     prefix_node **walked = malloc(sizeof *walked * (n / B + 1) * 2), *partial = NULL;
-    if (!walked) return err_set(err, "out of memory matching a prompt");
+    if (!walked) return err_nomem(err, "out of memory matching a prompt");
     match m = {.path = walked + n / B + 1, .best = walked};
     if (cache) search(t, root, ids, n, 0, policy->bound_to_frontier, &m);
     uint32_t n_walked = m.best_depth, partial_rows = m.partial_rows;
@@ -416,7 +416,7 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
             if (--walked[d]->refs == 0 && !walked[d]->child) lru_add(t, walked[d], false);
             free(walked);
             prefix_finish(t, seq);
-            return err_set(err, "out of memory for a sequence path");
+            return err_nomem(err, "out of memory for a sequence path");
         }
     }
     prefix_node *parent = n_full ? walked[n_full - 1] : root;
@@ -430,7 +430,7 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
                 tail_src->refs--;
                 if (!tail_src->child) lru_add(t, tail_src, false);
                 prefix_finish(t, seq);
-                return err_set(err, "out of memory for a sequence path");
+                return err_nomem(err, "out of memory for a sequence path");
             }
         } else {
             tail_src->refs++; /* not evictable, nor its window rows droppable, while it is copied from */
@@ -462,7 +462,7 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
             }
             if (!copy) {
                 prefix_finish(t, seq);
-                return b < 0 ? -1 : err_set(err, "out of memory copying a shared block");
+                return b < 0 ? -1 : err_nomem(err, "out of memory copying a shared block");
             }
         }
     }
@@ -482,13 +482,13 @@ int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err) 
     uint32_t last = (seq->n_pos + n - 1) / t->B;
     while (seq->n_nodes <= last) {
         prefix_node *parent = seq->n_nodes ? seq->nodes[seq->n_nodes - 1] : seq->root;
-        if (!parent) return err_set(err, "a sequence must be started before it is extended");
+        if (!parent) return err_input(err, "a sequence must be started before it is extended");
         int64_t b = alloc_block(t, err);
         if (b < 0) return -1;
         prefix_node *node = node_new(t, parent, (uint32_t)b);
         if (!node) {
             kvpool_release(t->pool, (uint32_t)b);
-            return err_set(err, "out of memory for a KV block");
+            return err_nomem(err, "out of memory for a KV block");
         }
         if (alloc_window(t, node, err)) { /* pinned once: this sequence's pin */
             node_drop(t, node);
@@ -497,7 +497,7 @@ int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err) 
         if (seq_push(seq, node)) {
             if (t->win.pool) wunpin(t, node);
             node_drop(t, node);
-            return err_set(err, "out of memory for a KV block");
+            return err_nomem(err, "out of memory for a KV block");
         }
         node->refs = 1;
     }

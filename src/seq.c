@@ -27,7 +27,7 @@ static int env_u32(const char *name, uint32_t min, uint32_t *out, fkv_error *err
     char *end;
     unsigned long long x = strtoull(v, &end, 10);
     if (*end || v[0] == '-' || x < min || x > UINT32_MAX)
-        return err_set(err, "%s='%s' is not an integer >= %u", name, v, min);
+        return err_input(err, "%s='%s' is not an integer >= %u", name, v, min);
     *out = (uint32_t)x;
     return 0;
 }
@@ -37,7 +37,7 @@ int fkv_seq_default_params(fkv_seq_params *p, fkv_error *err) {
                           .bound_to_frontier = false};
     uint32_t cache = 1;
     int rc = env_u32("FLATKV_PREFIX_CACHE", 0, &cache, err);
-    if (!rc && cache > 1) rc = err_set(err, "FLATKV_PREFIX_CACHE must be 0 or 1");
+    if (!rc && cache > 1) rc = err_input(err, "FLATKV_PREFIX_CACHE must be 0 or 1");
     p->prefix_cache = cache != 0;
     if (!rc) rc = env_u32("FLATKV_PREFILL_ROWS", 1, &p->ctx.prefill_rows, err);
     if (!rc) rc = env_u32("FLATKV_PREFIX_CACHE_MIN", 0, &p->cache_min, err);
@@ -48,7 +48,7 @@ fkv_seq *fkv_seq_open(fkv_engine *e, const char *salt, fkv_error *err) {
     fkv_seq *s = calloc(1, sizeof *s);
     if (!s || (salt && *salt && !(s->salt = strdup(salt)))) {
         free(s);
-        err_set(err, "out of memory for a sequence");
+        err_nomem(err, "out of memory for a sequence");
         return NULL;
     }
     s->e = e;
@@ -93,7 +93,7 @@ int fkv_seq_prefill(fkv_seq *s, const int32_t *ids, uint32_t n, float *logits, u
 }
 
 static int started(const fkv_seq *s, fkv_error *err) {
-    return s->s ? 0 : err_set(err, "the sequence holds nothing to continue: prefill a prompt first");
+    return s->s ? 0 : err_input(err, "the sequence holds nothing to continue: prefill a prompt first");
 }
 
 int fkv_seq_decode(fkv_seq *s, int32_t id, float *logits, fkv_error *err) {
@@ -131,7 +131,7 @@ int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t
                      fkv_error *err) {
     if (started(s, err)) return -1;
     fkv_gen *g = fkv_gen_new(fkv_engine_model(s->e), p, out);
-    if (!g) return err_set(err, "out of memory for a generation");
+    if (!g) return err_nomem(err, "out of memory for a generation");
     int rc = 0;
     for (;;) {
         /* The repetition history is what the KV was fed since the last input no id describes. */

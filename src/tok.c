@@ -143,7 +143,7 @@ static int tok_load_pieces(tok_vocab *v, const gguf_file *f, const gguf_value *t
     }
     v->text = malloc(total ? total : 1);
     v->text_off = malloc(((size_t)v->n + 1) * sizeof *v->text_off);
-    if (!v->text || !v->text_off) return err_set(err, "%s: out of memory for the vocabulary", f->path);
+    if (!v->text || !v->text_off) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
     size_t off = 0;
     for (int32_t i = 0; i < v->n; i++) {
         gguf_str s = tokens->arr.items[i].str;
@@ -162,14 +162,14 @@ static int tok_load_pieces(tok_vocab *v, const gguf_file *f, const gguf_value *t
     while (n_slots < 2 * (uint64_t)v->n) n_slots *= 2;
     v->slot_mask = n_slots - 1;
     v->slots = malloc(n_slots * sizeof *v->slots);
-    if (!v->slots) return err_set(err, "%s: out of memory for the vocabulary", f->path);
+    if (!v->slots) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
     memset(v->slots, 0xff, n_slots * sizeof *v->slots);
     for (int32_t i = 0; i < v->n; i++) {
         size_t len;
         const char *t = tok_text(v, i, &len);
         int32_t dup = tok_lookup(v, t, len);
         if (dup >= 0)
-            return err_set(err, "%s: tokenizer.ggml.tokens: token %d '%.*s' repeats token %d", f->path, (int)i,
+            return err_input(err, "%s: tokenizer.ggml.tokens: token %d '%.*s' repeats token %d", f->path, (int)i,
                            (int)(len > 64 ? 64 : len), t, (int)dup);
         uint64_t s = XXH3_64bits(t, len) & v->slot_mask;
         while (v->slots[s] >= 0) s = (s + 1) & v->slot_mask;
@@ -182,23 +182,23 @@ static int tok_load_types(tok_vocab *v, const gguf_file *f, fkv_error *err) {
     v->score = calloc((size_t)v->n, sizeof *v->score);
     v->type = malloc((size_t)v->n);
     v->flags = calloc((size_t)v->n, 1);
-    if (!v->score || !v->type || !v->flags) return err_set(err, "%s: out of memory for the vocabulary", f->path);
+    if (!v->score || !v->type || !v->flags) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
     memset(v->type, TOK_TYPE_NORMAL, (size_t)v->n);
 
     const gguf_value *arr;
     if (gguf_find(f, "tokenizer.ggml.scores")) {
         if (gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &arr, err)) return -1;
         if (arr->arr.n != (uint64_t)v->n)
-            return err_set(err, "%s: tokenizer.ggml.scores has %llu entries for %d tokens", f->path,
+            return err_input(err, "%s: tokenizer.ggml.scores has %llu entries for %d tokens", f->path,
                            (unsigned long long)arr->arr.n, (int)v->n);
         for (int32_t i = 0; i < v->n; i++) v->score[i] = (float)gguf_arr_float(arr, (uint64_t)i);
     }
     if (gguf_find(f, "tokenizer.ggml.token_type")) {
         if (gguf_get_arr(f, "tokenizer.ggml.token_type", -1, &arr, err)) return -1;
         if (arr->arr.items || arr->arr.elem_type == GGUF_TYPE_FLOAT32 || arr->arr.elem_type == GGUF_TYPE_FLOAT64)
-            return err_set(err, "%s: tokenizer.ggml.token_type is not an array of integers", f->path);
+            return err_input(err, "%s: tokenizer.ggml.token_type is not an array of integers", f->path);
         if (arr->arr.n != (uint64_t)v->n)
-            return err_set(err, "%s: tokenizer.ggml.token_type has %llu entries for %d tokens", f->path,
+            return err_input(err, "%s: tokenizer.ggml.token_type has %llu entries for %d tokens", f->path,
                            (unsigned long long)arr->arr.n, (int)v->n);
         for (int32_t i = 0; i < v->n; i++) {
             int64_t t = gguf_arr_int(arr, (uint64_t)i);
@@ -345,13 +345,13 @@ static int tok_load_specials(tok_vocab *v, const gguf_file *f, fkv_error *err) {
     if (tok_apply_text_rules(v, f, eot, eom, err)) return -1;
 
     v->special = malloc((size_t)v->n * sizeof *v->special);
-    if (!v->special) return err_set(err, "%s: out of memory for the vocabulary", f->path);
+    if (!v->special) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
     v->n_special = 0;
     for (int32_t i = 0; i < v->n; i++)
         if (v->type[i] == TOK_TYPE_CONTROL || v->type[i] == TOK_TYPE_USER_DEFINED || v->type[i] == TOK_TYPE_UNKNOWN)
             v->special[v->n_special++] = i;
     tok_special_len *order = malloc((size_t)v->n_special * sizeof *order + 1);
-    if (!order) return err_set(err, "%s: out of memory for the vocabulary", f->path);
+    if (!order) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
     for (int32_t i = 0; i < v->n_special; i++) {
         int32_t id = v->special[i];
         order[i] = (tok_special_len){v->text_off[id + 1] - v->text_off[id], id};
@@ -383,7 +383,7 @@ static int tok_load_decoding(tok_vocab *v, const gguf_file *f, fkv_error *err) {
 
     v->dec = malloc(v->text_off[v->n] ? v->text_off[v->n] : 1); /* decoding never lengthens a piece */
     v->dec_off = malloc(((size_t)v->n + 1) * sizeof *v->dec_off);
-    if (!v->dec || !v->dec_off) return err_set(err, "%s: out of memory for the vocabulary", f->path);
+    if (!v->dec || !v->dec_off) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
     size_t off = 0;
     for (int32_t i = 0; i < v->n; i++) {
         size_t len;
@@ -411,7 +411,7 @@ static int tok_load_decoding(tok_vocab *v, const gguf_file *f, fkv_error *err) {
         case TOK_TYPE_BYTE: {
             int hi = len == 6 ? tok_hex(t[3]) : -1, lo = len == 6 ? tok_hex(t[4]) : -1;
             if (hi < 0 || lo < 0 || memcmp(t, "<0x", 3) != 0 || t[5] != '>')
-                return err_set(err, "%s: token %d '%.*s' has type BYTE but is not written <0xNN>", f->path, (int)i,
+                return err_input(err, "%s: token %d '%.*s' has type BYTE but is not written <0xNN>", f->path, (int)i,
                                (int)(len > 64 ? 64 : len), t);
             v->dec[off++] = (char)(hi * 16 + lo);
             break;
@@ -427,14 +427,14 @@ static int tok_load_decoding(tok_vocab *v, const gguf_file *f, fkv_error *err) {
 tok_vocab *tok_load(const gguf_file *f, fkv_error *err) {
     const gguf_value *model = gguf_find(f, "tokenizer.ggml.model");
     if (!model) {
-        err_set(err, "%s: no tokenizer in this file (key tokenizer.ggml.model is absent)", f->path);
+        err_input(err, "%s: no tokenizer in this file (key tokenizer.ggml.model is absent)", f->path);
         return NULL;
     }
     gguf_str model_name;
     if (gguf_get_str(f, "tokenizer.ggml.model", &model_name, err)) return NULL;
     bool bpe = gguf_str_eq(model_name, "gpt2");
     if (!bpe && !gguf_str_eq(model_name, "llama")) {
-        err_set(err,
+        err_input(err,
                 "%s: tokenizer.ggml.model is '%.*s'; only 'llama' (SentencePiece) and 'gpt2' (byte-level BPE) "
                 "vocabularies are supported",
                 f->path, (int)(model_name.len > 64 ? 64 : model_name.len), model_name.ptr);
@@ -443,13 +443,13 @@ tok_vocab *tok_load(const gguf_file *f, fkv_error *err) {
     const gguf_value *tokens;
     if (gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, err)) return NULL;
     if (tokens->arr.n == 0 || tokens->arr.n > (uint64_t)INT32_MAX / 2) {
-        err_set(err, "%s: tokenizer.ggml.tokens has %llu entries", f->path, (unsigned long long)tokens->arr.n);
+        err_input(err, "%s: tokenizer.ggml.tokens has %llu entries", f->path, (unsigned long long)tokens->arr.n);
         return NULL;
     }
 
     tok_vocab *v = calloc(1, sizeof *v);
     if (!v) {
-        err_set(err, "%s: out of memory for the vocabulary", f->path);
+        err_nomem(err, "%s: out of memory for the vocabulary", f->path);
         return NULL;
     }
     v->n = (int32_t)tokens->arr.n;
@@ -716,11 +716,11 @@ static int tok_encode_impl(const tok_vocab *v, const char *text, size_t len, boo
                            fkv_error *err) {
     for (size_t i = 0; i < n_plain; i++)
         if (plain[i].off + plain[i].len > len || (i > 0 && plain[i].off < plain[i - 1].off + plain[i - 1].len))
-            return err_set(err, "tok_encode: plain span %zu [%zu, +%zu) is out of order or past the text's %zu bytes",
+            return err_input(err, "tok_encode: plain span %zu [%zu, +%zu) is out of order or past the text's %zu bytes",
                            i, plain[i].off, plain[i].len, len);
     if (len > ((size_t)INT32_MAX - 3) / 3)
-        return err_set(err, "tok_encode: text of %zu bytes is too long to tokenize in one call", len);
-    if (add_bos && v->bos < 0) return err_set(err, "tok_encode: BOS requested but the vocabulary has no BOS token");
+        return err_input(err, "tok_encode: text of %zu bytes is too long to tokenize in one call", len);
+    if (add_bos && v->bos < 0) return err_input(err, "tok_encode: BOS requested but the vocabulary has no BOS token");
 
     tok_sink sink = {out, cap > 0 ? cap : 0, 0};
     tok_frags frags = {0}, scratch = {0};
@@ -754,13 +754,13 @@ static int tok_encode_impl(const tok_vocab *v, const char *text, size_t len, boo
             goto oom;
     }
     if (sink.n > INT32_MAX) {
-        err_set(err, "tok_encode: %lld tokens do not fit the int count", (long long)sink.n);
+        err_input(err, "tok_encode: %lld tokens do not fit the int count", (long long)sink.n);
         goto done;
     }
     rc = (int)sink.n;
     goto done;
 oom:
-    err_set(err, "tok_encode: out of memory tokenizing %zu bytes", len);
+    err_nomem(err, "tok_encode: out of memory tokenizing %zu bytes", len);
 done:
     free(frags.items);
     free(scratch.items);

@@ -195,7 +195,7 @@ static int tok_bpe_load_merges(tok_bpe *b, const gguf_file *f, fkv_error *err) {
     const gguf_value *merges;
     if (gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err)) return -1;
     if (merges->arr.n > (uint64_t)INT32_MAX / 2)
-        return err_set(err, "%s: tokenizer.ggml.merges has %llu entries", f->path, (unsigned long long)merges->arr.n);
+        return err_input(err, "%s: tokenizer.ggml.merges has %llu entries", f->path, (unsigned long long)merges->arr.n);
     b->n_merges = (int32_t)merges->arr.n;
     size_t total = 0;
     for (int32_t m = 0; m < b->n_merges; m++) total += merges->arr.items[m].str.len;
@@ -207,14 +207,14 @@ static int tok_bpe_load_merges(tok_bpe *b, const gguf_file *f, fkv_error *err) {
     b->merge_split = malloc(((size_t)b->n_merges + 1) * sizeof *b->merge_split);
     b->merge_slots = malloc(n_slots * sizeof *b->merge_slots);
     if (!b->merge_text || !b->merge_off || !b->merge_split || !b->merge_slots)
-        return err_set(err, "%s: out of memory for the merges", f->path);
+        return err_nomem(err, "%s: out of memory for the merges", f->path);
     memset(b->merge_slots, 0xff, n_slots * sizeof *b->merge_slots);
 
     size_t off = 0;
     for (int32_t m = 0; m < b->n_merges; m++) {
         gguf_str s = merges->arr.items[m].str;
         if (s.len > UINT32_MAX)
-            return err_set(err, "%s: tokenizer.ggml.merges[%d] is %llu bytes long", f->path, (int)m,
+            return err_input(err, "%s: tokenizer.ggml.merges[%d] is %llu bytes long", f->path, (int)m,
                            (unsigned long long)s.len);
         /* llama.cpp: the first space after the first byte splits; a line without one is the pair ("", "") */
         const char *sp = s.len > 1 ? memchr(s.ptr + 1, ' ', s.len - 1) : NULL;
@@ -255,18 +255,18 @@ tok_bpe *tok_bpe_load(const gguf_file *f, bool *add_bos, fkv_error *err) {
         if (gguf_get_str(f, "tokenizer.ggml.pre", &name, err)) return NULL;
         pre = tok_bpe_find_pre(name);
         if (!pre) {
-            err_set(err, "%s: tokenizer.ggml.pre is '%.*s', a pre-tokenizer flatkv does not know", f->path,
+            err_unsupported(err, "%s: tokenizer.ggml.pre is '%.*s', a pre-tokenizer flatkv does not know", f->path,
                     (int)(name.len > 64 ? 64 : name.len), name.ptr);
             return NULL;
         }
     }
     if (!gguf_find(f, "tokenizer.ggml.merges")) {
-        err_set(err, "%s: tokenizer.ggml.model is 'gpt2' but tokenizer.ggml.merges is absent", f->path);
+        err_input(err, "%s: tokenizer.ggml.model is 'gpt2' but tokenizer.ggml.merges is absent", f->path);
         return NULL;
     }
     tok_bpe *b = calloc(1, sizeof *b);
     if (!b) {
-        err_set(err, "%s: out of memory for the merges", f->path);
+        err_nomem(err, "%s: out of memory for the merges", f->path);
         return NULL;
     }
     b->ignore_merges = pre->ignore_merges;
@@ -293,7 +293,7 @@ tok_bpe *tok_bpe_load(const gguf_file *f, bool *add_bos, fkv_error *err) {
         if (!b->re[b->n_re]) {
             PCRE2_UCHAR msg[128];
             pcre2_get_error_message(code, msg, sizeof msg);
-            err_set(err, "%s: pre-tokenizer regex %d does not compile at offset %zu: %s", f->path, b->n_re,
+            err_input(err, "%s: pre-tokenizer regex %d does not compile at offset %zu: %s", f->path, b->n_re,
                     (size_t)at, (const char *)msg);
             goto fail;
         }
@@ -435,7 +435,7 @@ int tok_bpe_encode(const tok_bpe *b, const tok_vocab *v, tok_bpe_work *w, const 
                 if (rc < 0) {
                     PCRE2_UCHAR msg[128];
                     pcre2_get_error_message(rc, msg, sizeof msg);
-                    return err_set(err, "tok_encode: pre-tokenizer regex %d failed at byte %zu: %s", k, s.off + from,
+                    return err_input(err, "tok_encode: pre-tokenizer regex %d failed at byte %zu: %s", k, s.off + from,
                                    (const char *)msg);
                 }
                 const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(w->match);
@@ -457,5 +457,5 @@ int tok_bpe_encode(const tok_bpe *b, const tok_vocab *v, tok_bpe_work *w, const 
         if (tok_bpe_word(b, v, w, text + w->spans[cur][i].off, w->spans[cur][i].len, sink)) goto oom;
     return 0;
 oom:
-    return err_set(err, "tok_encode: out of memory tokenizing %zu bytes", len);
+    return err_nomem(err, "tok_encode: out of memory tokenizing %zu bytes", len);
 }

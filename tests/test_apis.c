@@ -20,7 +20,7 @@
 #include "toolcall.h"
 
 static fkv_model *load_stories(void) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
     return m;
@@ -252,7 +252,7 @@ static void test_a_stored_turn_is_continued_from_its_exact_ids(void **state) {
         const chat_message next[] = {{.role = "user", .content = "More."}};
         int32_t *more;
         uint32_t n_more;
-        fkv_error err = {{0}};
+        fkv_error err = {0};
         if (chat_continuation_ids(m, &plain, "Be kind.", next, 1, b, &more, &n_more, &err)) fail_msg("%s", err.msg);
         assert_int_equal(job.n_ids, n_prompt + 2 + n_more);
         assert_memory_equal(job.ids, prompt, sizeof(int32_t) * n_prompt);

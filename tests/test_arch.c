@@ -27,14 +27,14 @@ static const char *generate(const char *arch, bool rope_freqs, uint64_t seed) {
     genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
                          .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = seed,
                          .arch = arch, .rope_freqs = rope_freqs};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (genmodel_write(&p, path, &err)) fail_msg("%s", err.msg);
     return path;
 }
 
 /* Logits of every position of a fixed prompt, prefilled in chunks of `chunk`; the KV digest in *kv. */
 static float *all_logits(const char *path, uint32_t chunk, uint64_t *kv) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(path, &err);
     if (!m) fail_msg("%s", err.msg);
     uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
@@ -62,7 +62,7 @@ static float *all_logits(const char *path, uint32_t chunk, uint64_t *kv) {
 typedef enum { AS_LLAMA, DROP_FREQS, UNIT_FREQS } rewrite;
 
 static void rewrite_model(const char *src, const char *dst, rewrite how) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     gguf_file *f = gguf_open(src, &err);
     assert_non_null(f);
     gguf_writer *w = gguf_writer_new();
@@ -166,7 +166,7 @@ static void test_rope_freqs_of_one_change_no_bit_and_others_do(void **state) {
 
 
 static fkv_model *load(const char *path) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(path, &err);
     if (!m) fail_msg("%s", err.msg);
     return m;
@@ -213,7 +213,7 @@ static void test_each_architecture_reads_its_layer_roles(void **state) {
 
 /* Logits of every position of ids[0..n) from one prefill of a context of n_ctx positions. */
 static float *prompt_logits(const fkv_model *m, const int32_t *ids, uint32_t n, uint32_t n_ctx) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_ctx_params cp = fkv_ctx_default_params();
     cp.n_ctx = n_ctx;
     cp.kv_type = FKV_KV_F32;
@@ -236,7 +236,7 @@ static void test_a_window_layer_never_sees_a_key_outside_its_window(void **state
     genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = LAYERS, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
                          .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 31,
                          .arch = "gemma3", .head_dim = 32, .window = W};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (genmodel_write(&p, path, &err)) fail_msg("%s", err.msg);
     const char *all_local = tu_tmp_path(".gguf");
     {
@@ -286,7 +286,7 @@ static void test_a_window_covering_every_key_equals_full_attention(void **state)
     genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
                          .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 5,
                          .arch = "gemma3", .head_dim = 32, .window = N, .window_pattern = 2};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (genmodel_write(&p, windowed, &err)) fail_msg("%s", err.msg);
     p.window = 0;
     p.window_pattern = 0;
@@ -361,7 +361,7 @@ static void test_unsupported_metadata_is_refused_by_key(void **state) {
     } cases[] = {{"gemma3.final_logit_softcapping", 30.0f}, {"gemma3.rope.scaling.yarn_log_multiplier", 0.1f}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *path = tu_arch_model("gemma3", GGML_TYPE_F32, 2), *bad = tu_tmp_path(".gguf");
-        fkv_error err = {{0}};
+        fkv_error err = {0};
         gguf_file *f = gguf_open(path, &err);
         gguf_writer *w = gguf_writer_new();
         for (uint64_t k = 0; k < f->n_kv; k++) {
@@ -398,7 +398,7 @@ static void test_last_row_logits_never_race_the_last_residual_add(void **state) 
     int32_t ids[N];
     for (int i = 0; i < N; i++) ids[i] = 3 + (i * 41) % 500;
     float *want = malloc(sizeof(float) * n_vocab), *got = malloc(sizeof(float) * n_vocab);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     for (int run = 0; run <= RUNS; run++) {
         fkv_ctx_params cp = fkv_ctx_default_params();
         cp.n_ctx = 64;

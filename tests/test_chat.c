@@ -18,7 +18,7 @@
 
 /* Render, asserting success; the caller frees. */
 static char *render(const chat_template *t, const chat_message *msgs, size_t n, bool gen) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *out = NULL;
     size_t len = 0;
     if (chat_render(t, msgs, n, NULL, gen, NULL, NULL, &out, &len, &err)) fail_msg("chat_render: %s", err.msg);
@@ -36,14 +36,14 @@ static chat_template family(chat_family f) { return (chat_template){.family = f}
 
 static chat_template named(const char *name) {
     chat_template t;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (chat_template_by_name(name, &t, &err)) fail_msg("%s", err.msg);
     return t;
 }
 
 /* chat_render's error for msgs, asserting that it fails. */
 static void expect_refusal(const chat_template *t, const chat_message *msgs, size_t n, const char *needle) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *out = NULL;
     assert_int_equal(chat_render(t, msgs, n, NULL, true, NULL, NULL, &out, NULL, &err), -1);
     assert_null(out);
@@ -140,7 +140,7 @@ static void test_llama2_refuses_roles_that_do_not_alternate(void **state) {
     chat_template t = family(CHAT_LLAMA2);
     const chat_message two_users[] = {{.role = "user", .content = "a"}, {.role = "user", .content = "b"}};
     const chat_message starts_with_assistant[] = {{.role = "system", .content = "s"}, {.role = "assistant", .content = "a"}};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *out = NULL;
     assert_int_equal(chat_render(&t, two_users, 2, NULL, true, "<s>", "</s>", &out, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "message 1"));
@@ -431,7 +431,7 @@ static void expect_continuation(chat_template t, const char *system, const char 
     msgs[n++] = (chat_message){.role = "assistant", .content = reply};
     memcpy(msgs + n, next, sizeof *next * n_next);
     char *whole = render(&t, msgs, n + n_next, true);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *cont = NULL;
     size_t len = 0;
     if (chat_render_continuation(&t, system, next, n_next, NULL, NULL, &cont, &len, &err))
@@ -490,7 +490,7 @@ static void test_a_continuation_is_what_the_whole_rendering_writes_after_the_rep
 static void test_a_continuation_needs_messages_and_refuses_the_reply_stand_in(void **state) {
     (void)state;
     chat_template t = family(CHAT_CHATML);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *out = NULL;
     assert_int_equal(chat_render_continuation(&t, NULL, NULL, 0, NULL, NULL, &out, NULL, &err), -1);
     const chat_message sneaky[] = {{.role = "user", .content = "\x1f" "flatkv:past-reply" "\x1f"}};
@@ -724,7 +724,7 @@ static void test_qwen3_and_smollm3_sources_are_detected(void **state) {
 /* A message's control-token text stays text; the template's own are tokens (stories260K: <s> 1, </s> 2). */
 static void test_prompt_ids_keep_control_token_texts_of_messages_as_text(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
     chat_template t = family(CHAT_LLAMA2);
@@ -832,7 +832,7 @@ static void test_a_template_can_be_chosen_by_name(void **state) {
                  {"llama3", CHAT_LLAMA3}, {"mistral", CHAT_MISTRAL}, {"phi3", CHAT_PHI3},
                  {"gemma", CHAT_GEMMA}, {"zephyr", CHAT_ZEPHYR}, {"deepseek", CHAT_DEEPSEEK}};
     chat_template t;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     for (size_t i = 0; i < N_OF(names); i++) {
         assert_int_equal(chat_template_by_name(names[i].name, &t, &err), 0);
         assert_int_equal(t.family, names[i].family);
@@ -850,7 +850,7 @@ static void test_explicit_bos_and_eos_texts_replace_the_familys_own(void **state
     (void)state;
     chat_template t = named("mistral");
     const chat_message msgs[] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello!"}};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *out = NULL;
     assert_int_equal(chat_render(&t, msgs, 2, NULL, true, "[BOS]", "[EOS]", &out, NULL, &err), 0);
     assert_string_equal(out, "[BOS][INST] Hi[/INST] Hello![EOS]");
@@ -860,7 +860,7 @@ static void test_explicit_bos_and_eos_texts_replace_the_familys_own(void **state
 static void test_render_refuses_unknown_roles_and_missing_content(void **state) {
     (void)state;
     chat_template t = family(CHAT_CHATML);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *out = NULL;
     const chat_message bad_role[] = {{.role = "user", .content = "a"}, {.role = "narrator", .content = "b"}};
     assert_int_equal(chat_render(&t, bad_role, 2, NULL, true, NULL, NULL, &out, NULL, &err), -1);
@@ -876,7 +876,7 @@ static void test_render_refuses_unknown_roles_and_missing_content(void **state) 
 
 static void expect_one_bos(const fkv_model *m, chat_template t, bool with_system, int n_bos_want) {
     const chat_message msgs[] = {{.role = "system", .content = "Be kind."}, {.role = "user", .content = "Hi"}, {.role = "assistant", .content = " Hello."}, {.role = "user", .content = "<s>Bye"}};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     int32_t *ids = NULL;
     uint32_t n = 0;
     if (chat_prompt_ids(m, &t, msgs + !with_system, N_OF(msgs) - !with_system, NULL, &ids, &n, &err))
@@ -895,7 +895,7 @@ static void expect_one_bos(const fkv_model *m, chat_template t, bool with_system
 
 static void test_prompt_ids_start_with_exactly_one_bos(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
     expect_one_bos(m, family(CHAT_LLAMA2), true, 2); /* the template writes "<s>" twice: the tokenizer adds none */
@@ -917,7 +917,7 @@ static void test_prompt_ids_start_with_exactly_one_bos(void **state) {
 
 static void test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
     const chat_message msgs[] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello."}, {.role = "user", .content = "Bye"}};
@@ -943,7 +943,7 @@ static void test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them(v
 
 static char *render_tools(const chat_template *t, const chat_message *msgs, size_t n) {
     json_t *tools = json_pack("[o]", json_loads(WEATHER_TOOL, 0, NULL));
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *out = NULL;
     if (chat_render(t, msgs, n, tools, true, NULL, NULL, &out, NULL, &err)) fail_msg("%s", err.msg);
     json_decref(tools);
@@ -975,7 +975,7 @@ static void test_qwen_renders_tools_calls_and_results_as_its_template(void **sta
 static void test_llama31_renders_tools_in_the_first_user_message(void **state) {
     (void)state;
     chat_template t;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     assert_int_equal(chat_template_by_name("llama3", &t, &err), 0);
     const chat_message msgs[] = {{.role = "user", .content = "Weather in Paris?"},
                                  {.role = "assistant", .content = "", .tool_calls = &PARIS, .n_tool_calls = 1},
@@ -1002,7 +1002,7 @@ static void test_tools_with_a_family_without_a_tool_form_are_refused(void **stat
     chat_template t = family(CHAT_GEMMA);
     const chat_message msgs[] = {{.role = "user", .content = "Hi"}};
     json_t *tools = json_pack("[o]", json_loads(WEATHER_TOOL, 0, NULL));
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *out = NULL;
     assert_int_equal(chat_render(&t, msgs, 1, tools, true, NULL, NULL, &out, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "gemma"));

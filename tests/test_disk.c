@@ -47,7 +47,7 @@ static void fill(const fixture *f, int32_t *ids, uint32_t n, uint64_t seed) {
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (!(f->m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err))) return -1;
     f->n_vocab = fkv_model_get_info(f->m).n_vocab;
     fkv_seq_params p;
@@ -110,7 +110,7 @@ static fkv_engine *engine_on(const fixture *f, fkv_kv_type kv_type, uint64_t bud
 /* Prefill ids[0..n) on s (memory_only: its blocks stay off disk) and generate N_GEN greedy tokens. */
 static answer run(fixture *f, fkv_engine *e, fkv_seq *s, const int32_t *ids, uint32_t n) {
     answer a = {0};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     const uint64_t disk_before = e ? fkv_engine_get_stats(e).disk_reused_tokens : 0;
     if (fkv_seq_prefill(s, ids, n, f->logits, &a.cached, &err)) fail_msg("%s", err.msg);
     a.from_disk = e ? (uint32_t)(fkv_engine_get_stats(e).disk_reused_tokens - disk_before) : 0;
@@ -126,7 +126,7 @@ static answer run(fixture *f, fkv_engine *e, fkv_seq *s, const int32_t *ids, uin
 /* One turn of ids[0..n) on a fresh sequence of e, checked against the cold run; returns it. */
 static answer turn_exact(fixture *f, fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n,
                          const char *what) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_seq *s = fkv_seq_open(e, salt, &err);
     if (!s) fail_msg("%s", err.msg);
     answer warm = run(f, e, s, ids, n), cold = run(f, NULL, f->cold, ids, n);
@@ -259,7 +259,7 @@ static void test_other_bits_or_salts_never_share_a_block(void **state) {
 static void test_in_memory_sequences_write_nothing(void **state) {
     fixture *f = *state;
     fkv_engine *e = engine_on(f, FKV_KV_F16, 0, NULL);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     uint32_t cached;
     fkv_eseq *s = fkv_engine_start(e, NULL, f->ids, N_PROMPT, &cached, &err);
     assert_non_null(s);
@@ -293,7 +293,7 @@ static void test_window_layers_kept_apart_refuse_a_disk_tier(void **state) {
     (void)state;
     const char *path = tu_arch_model("gemma3", GGML_TYPE_Q8_0, 5);
     assert_non_null(path);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(path, &err);
     remove(path);
     assert_non_null(m);

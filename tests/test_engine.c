@@ -34,7 +34,7 @@ typedef struct {
 
 static int setup_path(void **state, const char *path) {
     fixture *f = calloc(1, sizeof *f);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (!(f->m = fkv_model_load(path, &err))) return -1;
     f->n_vocab = fkv_model_get_info(f->m).n_vocab;
     fkv_seq_params p;
@@ -76,7 +76,7 @@ static fkv_engine *new_engine(const fixture *f, size_t kv_mem, uint32_t block) {
     p.kv_mem = kv_mem;
     p.kv_block = block;
     p.max_batch = MAX_SEQS;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_engine *e = fkv_engine_new(f->m, &p, &err);
     if (!e) fail_msg("%s", err.msg);
     return e;
@@ -85,7 +85,7 @@ static fkv_engine *new_engine(const fixture *f, size_t kv_mem, uint32_t block) {
 /* The prompt alone on a cold single sequence. */
 static answer cold_answer(fixture *f, const int32_t *ids, uint32_t n) {
     answer a = {0};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     float *logits = malloc(sizeof(float) * f->n_vocab);
     if (fkv_seq_prefill(f->cold, ids, n, logits, &a.cached, &err)) fail_msg("%s", err.msg);
     a.kv = fkv_seq_kv_digest(f->cold, n);
@@ -102,7 +102,7 @@ static answer cold_answer(fixture *f, const int32_t *ids, uint32_t n) {
  * as one batch until each generation ends. */
 static void engine_answers(fixture *f, fkv_engine *e, int k, const int32_t *const *ids, const uint32_t *n,
                            const char *const *salts, answer *out) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_eseq *seqs[MAX_SEQS];
     fkv_gen *gens[MAX_SEQS];
     float *logits = malloc(sizeof(float) * f->n_vocab * MAX_SEQS);
@@ -241,7 +241,7 @@ static void test_a_shared_prefix_occupies_its_blocks_once(void **state) {
         fill(f, p[i], 200, 10 + (uint64_t)i);
         memcpy(p[i], p[0], sizeof(int32_t) * 128);
     }
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     float *logits = malloc(sizeof(float) * f->n_vocab);
     fkv_eseq *first = fkv_engine_start(e, NULL, p[0], 200, NULL, &err);
     while (fkv_engine_prefill(e, first, logits, &err) == 0) {}

@@ -31,7 +31,7 @@ static genmodel_params q4_k_m_params(void) {
 
 static const char *write_model(const genmodel_params *p) {
     const char *path = tu_tmp_path(".gguf");
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (genmodel_write(p, path, &err)) fail_msg("%s", err.msg);
     return path;
 }
@@ -51,7 +51,7 @@ static ggml_type expected_type(const char *name, bool tied) {
 
 /* Checks every tensor of path against the rule; returns the number of matrices seen. */
 static int check_types(const char *path, bool tied) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     gguf_file *f = gguf_open(path, &err);
     if (!f) fail_msg("%s", err.msg);
     int n_matrices = 0;
@@ -91,7 +91,7 @@ static void test_a_q4_k_m_model_loads_and_gives_finite_logits(void **state) {
     (void)state;
     genmodel_params p = q4_k_m_params();
     const char *path = write_model(&p);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(path, &err);
     if (!m) fail_msg("%s", err.msg);
     remove(path); /* the mapping stays valid */
@@ -143,7 +143,7 @@ static void expect_refused(uint32_t dim, uint32_t hidden, const char *tensor, co
     p.dim = dim;
     p.hidden = hidden;
     const char *path = tu_tmp_path(".gguf");
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     assert_int_equal(genmodel_write(&p, path, &err), -1);
     print_message("%s\n", err.msg);
     assert_non_null(strstr(err.msg, tensor));
@@ -193,7 +193,7 @@ static void expect_listed_types_and_finite_logits(mix_case c) {
         p.hidden = 640;
     }
     const char *path = write_model(&p);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     gguf_file *f = gguf_open(path, &err);
     if (!f) fail_msg("%s", err.msg);
     for (uint64_t t = 0; t < f->n_tensors; t++) {
@@ -248,7 +248,7 @@ static void test_mixes_write_f16_where_no_block_divides_a_row(void **state) {
     p.dim = 272; /* 8.5 blocks of 32; 4 heads of 68 */
     p.hidden = 512;
     const char *path = write_model(&p);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     gguf_file *f = gguf_open(path, &err);
     if (!f) fail_msg("%s", err.msg);
     const gguf_tensor *q = gguf_find_tensor(f, "blk.0.attn_q.weight"), *o = gguf_find_tensor(f, "output.weight"),
@@ -290,7 +290,7 @@ static void test_each_architecture_is_written_with_llama_cpp_names(void **state)
         if (!strcmp(cases[c].arch, "phi3")) p.head_dim = 0, p.rope_dims = 16;
         if (!strcmp(cases[c].arch, "gemma3")) p.window = 16, p.window_pattern = 2;
         const char *path = tu_tmp_path(".gguf");
-        fkv_error err = {{0}};
+        fkv_error err = {0};
         if (genmodel_write(&p, path, &err)) fail_msg("%s", err.msg);
         gguf_file *f = gguf_open(path, &err);
         assert_non_null(f);
@@ -305,7 +305,7 @@ static void test_each_architecture_is_written_with_llama_cpp_names(void **state)
     }
     genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
                          .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .window = 8};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     assert_int_equal(genmodel_write(&p, tu_tmp_path(".gguf"), &err), -1); /* llama has no window */
     assert_non_null(strstr(err.msg, "--window"));
     p.window = 0;

@@ -24,14 +24,14 @@
 /* ---- helpers ---- */
 
 static grammar *must_parse(const char *text) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     grammar *g = grammar_parse(text, strlen(text), &err);
     if (!g) fail_msg("grammar_parse: %s\n%s", err.msg, text);
     return g;
 }
 
 static void assert_parse_error(const char *text, const char *want) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     grammar *g = grammar_parse(text, strlen(text), &err);
     if (g) fail_msg("expected an error containing \"%s\" for:\n%s", want, text);
     if (!strstr(err.msg, want)) fail_msg("error \"%s\" does not contain \"%s\"", err.msg, want);
@@ -39,7 +39,7 @@ static void assert_parse_error(const char *text, const char *want) {
 
 /* 1: the whole text is a sentence; 0: a prefix of one; -1: refused. */
 static int match(const grammar *g, const char *text, size_t len) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     grammar_state *s = grammar_state_new(g, &err);
     assert_non_null(s);
     int r = grammar_accept_bytes(s, text, len) ? -1 : grammar_complete(s) ? 1 : 0;
@@ -221,7 +221,7 @@ static void test_a_character_may_be_split_across_tokens(void **state) {
     size_t len[9];
     for (int i = 0; i < 9; i++) len[i] = strlen(pieces[i]);
     bool eog[9] = {0};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     grammar_vocab *gv = grammar_vocab_new_pieces(9, pieces, len, eog, &err);
     assert_non_null(gv);
     grammar_state *s = grammar_state_new(g, &err);
@@ -246,7 +246,7 @@ static void test_a_character_may_be_split_across_tokens(void **state) {
 /* ---- vocabularies ---- */
 
 static tok_vocab *load_vocab(const char *rel) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     gguf_file *f = gguf_open(tu_shared(rel), &err);
     if (!f) fail_msg("gguf_open %s: %s", rel, err.msg);
     tok_vocab *v = tok_load(f, &err);
@@ -264,7 +264,7 @@ typedef struct {
 } vocab;
 
 static void vocab_load(vocab *vc, const char *rel) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     vc->v = load_vocab(rel);
     vc->gv = grammar_vocab_new(vc->v, &err);
     if (!vc->gv) fail_msg("grammar_vocab_new: %s", err.msg);
@@ -302,7 +302,7 @@ static void assert_mask_is_brute_force(const grammar *g, grammar_state *s, const
             fail_msg("token %d ('%.*s') after \"%.*s\": mask %d, alone %d", id, (int)vc->len[id],
                      vc->bytes[id] ? vc->bytes[id] : "", (int)out_len, out, m[id], want);
     }
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     grammar_state *fresh = grammar_state_new(g, &err);
     assert_non_null(fresh);
     assert_int_equal(grammar_accept_bytes(fresh, out, out_len), 0);
@@ -326,7 +326,7 @@ static void assert_mask_is_brute_force(const grammar *g, grammar_state *s, const
  * brute force when `check`; after `steps`, the allowed token that best closes the output, until it is complete (or
  * 2000 steps). The output in *out (malloc'd, NUL-terminated); returns whether it is complete. */
 static bool drive(const grammar *g, const vocab *vc, int steps, uint64_t seed, bool check, char **out) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     grammar_state *s = grammar_state_new(g, &err);
     assert_non_null(s);
     uint8_t *m = malloc((size_t)vc->n);
@@ -564,7 +564,7 @@ static void test_masks_equal_the_brute_force_on_real_vocabularies(void **state) 
             if (i < 8) {
                 text = strdup(llama_grammars[i][1]);
             } else {
-                fkv_error err = {{0}};
+                fkv_error err = {0};
                 text = grammar_schema_gbnf(schemas[i - 8], strlen(schemas[i - 8]), "", &err);
                 if (!text) fail_msg("%s", err.msg);
             }
@@ -589,7 +589,7 @@ static void test_masks_equal_the_brute_force_on_a_100k_vocabulary(void **state) 
         "{\"type\": \"object\", \"properties\": {\"s\": {\"type\": \"string\", \"maxLength\": 80}, \"t\": "
         "{\"type\": \"string\"}}, \"required\": [\"s\", \"t\"]}"};
     const char *texts[] = {llama_grammars[4][1], llama_grammars[5][1], NULL};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *gbnf = grammar_schema_gbnf(schemas[0], strlen(schemas[0]), "", &err);
     assert_non_null(gbnf);
     texts[2] = gbnf;
@@ -609,7 +609,7 @@ static void test_the_vocabulary_keeps_spaces_and_bytes_and_refuses_control_token
     vocab vc;
     vocab_load(&vc, "tokenizers/ggml-vocab-llama-spm.gguf");
     grammar *g = must_parse("root ::= \" \" [^\\x00]* | [\\xe3] [\\x80-\\xbf]*");
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     grammar_state *s = grammar_state_new(g, &err);
     uint8_t *m = malloc((size_t)vc.n);
     grammar_allowed(s, vc.gv, m);
@@ -816,7 +816,7 @@ static const char *const test_schemas[] = {
 };
 
 static grammar *schema_grammar(const char *schema, char **gbnf_out) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *gbnf = grammar_schema_gbnf(schema, strlen(schema), "", &err);
     if (!gbnf) fail_msg("grammar_schema_gbnf: %s\n%s", err.msg, schema);
     grammar *g = grammar_parse(gbnf, strlen(gbnf), &err);
@@ -963,7 +963,7 @@ static void test_unsupported_and_malformed_keywords_are_named_with_their_path(vo
         {"false", "the schema false matches nothing"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        fkv_error err = {{0}};
+        fkv_error err = {0};
         char *g = grammar_schema_gbnf(cases[i].schema, strlen(cases[i].schema), "", &err);
         if (g) fail_msg("expected \"%s\" for %s, got a grammar", cases[i].want, cases[i].schema);
         if (!strstr(err.msg, cases[i].want)) fail_msg("error \"%s\" does not contain \"%s\"", err.msg, cases[i].want);
@@ -971,7 +971,7 @@ static void test_unsupported_and_malformed_keywords_are_named_with_their_path(vo
     /* annotations and unknown keywords are ignored; uniqueItems false is a no-op */
     const char *ok = "{\"title\": \"T\", \"description\": \"d\", \"x-vendor\": 1, \"type\": \"array\", "
                      "\"uniqueItems\": false, \"examples\": [[1]], \"default\": []}";
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *g = grammar_schema_gbnf(ok, strlen(ok), "", &err);
     assert_non_null(g);
     free(g);
@@ -1013,7 +1013,7 @@ static void test_every_schema_the_converter_accepts_gives_a_grammar_that_parses(
                 snprintf(repl, sizeof repl, "%d", (int)(rng_next(&seed) % 61) - 30);
             char *mut = malloc(n + sizeof repl);
             size_t len = (size_t)snprintf(mut, n + sizeof repl, "%.*s%s%s", (int)starts[k], src, repl, src + ends[k]);
-            fkv_error err = {{0}};
+            fkv_error err = {0};
             char *gbnf = grammar_schema_gbnf(mut, len, "", &err);
             if (gbnf) {
                 grammar *g = grammar_parse(gbnf, strlen(gbnf), &err);
@@ -1039,7 +1039,7 @@ static void test_two_schemas_with_prefixes_splice_into_one_grammar(void **state)
     (void)state;
     const char *a = "{\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"integer\"}}, \"required\": [\"x\"]}";
     const char *b = "{\"type\": \"array\", \"items\": {\"type\": \"string\"}}";
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     char *ga = grammar_schema_gbnf(a, strlen(a), "call-a-", &err), *gb = grammar_schema_gbnf(b, strlen(b), "call_b-", &err);
     assert_non_null(ga);
     assert_non_null(gb);
@@ -1066,7 +1066,7 @@ static void test_hostile_grammars_hit_the_bounds_without_crashing(void **state) 
     (void)state;
     /* nesting deeper than GRAMMAR_MAX_DEPTH frames is cut: refused, counted */
     grammar *g = must_parse("root ::= \"(\" root \")\" | \"x\"");
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     grammar_state *s = grammar_state_new(g, &err);
     int refused_at = -1;
     for (int i = 0; i < GRAMMAR_MAX_DEPTH + 10 && refused_at < 0; i++)
@@ -1121,7 +1121,7 @@ static void test_masks_stay_right_after_the_caches_are_compacted(void **state) {
     const char *pieces[] = {"a", "b1", "c", "0", "2d", "d", "e3", "5", "!", "ab", "12", "fe", "34"};
     size_t len[13];
     for (int i = 0; i < 13; i++) len[i] = strlen(pieces[i]);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     grammar_vocab *gv = grammar_vocab_new_pieces(13, pieces, len, NULL, &err);
     grammar_state *s = grammar_state_new(g, &err);
     char *chunk = malloc(9000);
@@ -1149,7 +1149,7 @@ static void test_masks_stay_right_after_the_caches_are_compacted(void **state) {
 static void test_one_grammar_serves_independent_states(void **state) {
     (void)state;
     grammar *g = schema_grammar("{\"type\": \"object\"}", NULL);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     grammar_state *a = grammar_state_new(g, &err), *b = grammar_state_new(g, &err);
     assert_int_equal(grammar_accept_bytes(a, "{\"k\": ", 6), 0);
     assert_int_equal(grammar_accept_bytes(b, "{}", 2), 0);

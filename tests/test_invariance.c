@@ -36,7 +36,7 @@ static void fill_prompt(fixture *f) {
 
 static int setup_model(void **state, const char *path) {
     fixture *f = calloc(1, sizeof *f);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     f->m = fkv_model_load(path, &err);
     if (!f->m) {
         print_error("%s\n", err.msg);
@@ -66,7 +66,7 @@ static int setup_q4_k(void **state) {
     const char *path = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 256, .hidden = 512, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
                          .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_Q4_K, .seed = 7};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (genmodel_write(&p, path, &err)) {
         print_error("%s\n", err.msg);
         return -1;
@@ -104,7 +104,7 @@ typedef struct {
  * the KV rows and the logits of every position. */
 static digests run(const fixture *f, uint32_t chunk, uint32_t grid, int threads, fkv_kv_type kv_type) {
     fkv_ctx_params cp = {.n_ctx = 512, .kv_type = kv_type, .n_threads = threads, .prefill_rows = grid};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_ctx *ctx = fkv_ctx_new(f->m, &cp, &err);
     assert_non_null(ctx);
     float *logits = malloc(sizeof(float) * f->n_vocab * N_PROMPT);
@@ -154,7 +154,7 @@ static void test_decode_rows_equal_prefill_rows(void **state) {
     const fixture *f = *state;
     enum { N_PREFILL = 70, N_DECODE = 60, N_ALL = N_PREFILL + N_DECODE };
     fkv_ctx_params cp = {.n_ctx = 512, .kv_type = FKV_KV_F16, .n_threads = 2, .prefill_rows = 64};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_ctx *warm = fkv_ctx_new(f->m, &cp, &err), *cold = fkv_ctx_new(f->m, &cp, &err);
     assert_non_null(warm);
     assert_non_null(cold);
@@ -187,7 +187,7 @@ static void test_a_context_of_any_length_equals_a_longer_one(void **state) {
     const fixture *f = *state;
     enum { N = 100 }; /* 3 tiles and 4 positions */
     fkv_ctx_params cp = {.n_ctx = N, .kv_type = FKV_KV_F16, .n_threads = 2, .prefill_rows = 64};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_ctx *exact = fkv_ctx_new(f->m, &cp, &err);
     cp.n_ctx = 512;
     fkv_ctx *longer = fkv_ctx_new(f->m, &cp, &err);

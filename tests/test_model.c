@@ -40,7 +40,7 @@ static json_t *load_vectors(void) {
 
 static void test_stories260k_matches_the_independent_reference(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
     assert_non_null(m);
     fkv_model_info info = fkv_model_get_info(m);

@@ -23,7 +23,7 @@ static int make_base(void **state) {
     genmodel_params p = {.dim = 256, .hidden = 512, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 128,
                          .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_Q8_0, .seed = 5,
                          .tied = true};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     return genmodel_write(&p, base_path, &err);
 }
 
@@ -45,7 +45,7 @@ typedef struct {
 } edit;
 
 static const char *write_edited(const edit *e) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     gguf_file *f = gguf_open(base_path, &err);
     assert_non_null(f);
     gguf_writer *w = gguf_writer_new();
@@ -77,7 +77,7 @@ static const char *write_edited(const edit *e) {
 /* Loading the edited model fails with a message containing every one of the given fragments. */
 static void expect_refused(const edit *e, const char *frag1, const char *frag2) {
     const char *path = write_edited(e);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(path, &err);
     remove(path);
     if (m) {
@@ -90,7 +90,7 @@ static void expect_refused(const edit *e, const char *frag1, const char *frag2) 
 
 static void test_the_unedited_base_model_loads(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(base_path, &err);
     if (!m) fail_msg("%s", err.msg);
     assert_int_equal(fkv_model_get_info(m).n_kv_heads, 2);
@@ -133,7 +133,7 @@ static void test_a_vocabulary_that_disagrees_with_the_embedding_is_refused(void 
 
 static void test_an_unreadable_file_is_named(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     assert_null(fkv_model_load("/nonexistent/model.gguf", &err));
     assert_non_null(strstr(err.msg, "/nonexistent/model.gguf"));
 }
@@ -144,7 +144,7 @@ static void test_tied_embeddings_equal_an_explicit_copy(void **state) {
     (void)state;
     const char *untied = write_edited(&(edit){.add_tensor_copy_of = "token_embd.weight"});
     const char *paths[2] = {base_path, untied};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     float logits[2][512];
     int32_t ids[] = {1, 403, 407, 261, 378};
     for (int i = 0; i < 2; i++) {

@@ -17,7 +17,7 @@
 #include "testutil.h"
 
 static fkv_model *load_stories(void) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
     return m;
@@ -82,7 +82,7 @@ static void test_a_message_cannot_inject_control_tokens(void **state) {
 static void test_enable_thinking_false_renders_the_empty_think_block(void **state) {
     (void)state;
     fkv_model *m = load_stories();
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     chat_template qwen3;
     if (chat_template_by_name("qwen3", &qwen3, &err)) fail_msg("%s", err.msg);
     const char *on = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}";

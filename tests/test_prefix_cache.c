@@ -40,7 +40,7 @@ static fkv_seq *new_seq(const fixture *f, bool cache) {
     p.ctx.prefill_rows = GRID;
     p.prefix_cache = cache;
     p.cache_min = 1;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_seq *s = fkv_seq_new(f->m, &p, &err);
     if (!s) fail_msg("%s", err.msg);
     return s;
@@ -48,7 +48,7 @@ static fkv_seq *new_seq(const fixture *f, bool cache) {
 
 static int setup_path(void **state, const char *path) {
     fixture *f = calloc(1, sizeof *f);
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (!(f->m = fkv_model_load(path, &err))) {
         print_error("%s\n", err.msg);
         return -1;
@@ -96,7 +96,7 @@ static int teardown(void **state) {
 /* Prefill ids on s and generate N_GEN greedy tokens. */
 static turn_result run_turn(fixture *f, fkv_seq *s, const int32_t *ids, uint32_t n) {
     turn_result r = {0};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (fkv_seq_prefill(s, ids, n, f->logits, &r.cached, &err)) fail_msg("%s", err.msg);
     r.kv = fkv_seq_kv_digest(s, n);
     fkv_gen_params gp = {.max_tokens = N_GEN, .sampler = f->sampler};
@@ -222,7 +222,7 @@ static bool stop_after_five(void *user, int32_t id, const char *piece, int len) 
  * the next turn still equals cold. */
 static void test_the_record_never_claims_a_row_the_kv_does_not_hold(void **state) {
     fixture *f = *state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     int32_t a[200];
     fill(f, a, 200, 77);
     fkv_seq_clear(f->warm);
@@ -280,7 +280,7 @@ static void test_reuse_below_the_minimum_is_not_taken(void **state) {
     assert_int_equal(fkv_seq_default_params(&p, NULL), 0);
     p.ctx.n_ctx = 512;
     p.cache_min = 64;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_seq *s = fkv_seq_new(f->m, &p, &err);
     int32_t a[120], b[120];
     fill(f, a, 120, 8);
@@ -300,7 +300,7 @@ static void test_reuse_below_the_minimum_is_not_taken(void **state) {
 static void test_environment_switches_set_the_defaults(void **state) {
     (void)state;
     fkv_seq_params p;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     setenv("FLATKV_PREFIX_CACHE", "0", 1);
     setenv("FLATKV_PREFILL_ROWS", "48", 1);
     setenv("FLATKV_PREFIX_CACHE_MIN", "7", 1);

@@ -20,7 +20,7 @@
 
 /* Copy src to dst with every tensor dequantized to F32 and all metadata kept. */
 static void write_dequantized(const char *src, const char *dst) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     gguf_file *f = gguf_open(src, &err);
     assert_non_null(f);
     gguf_writer *w = gguf_writer_new();
@@ -45,7 +45,7 @@ static void write_dequantized(const char *src, const char *dst) {
 
 /* Logits of the last row of a fixed prompt. */
 static float *last_logits(const char *path, uint32_t *n_vocab) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_model *m = fkv_model_load(path, &err);
     if (!m) fail_msg("%s", err.msg);
     *n_vocab = fkv_model_get_info(m).n_vocab;
@@ -70,7 +70,7 @@ static double relative_error(ggml_type type, uint32_t hidden) {
     const char *quantized = tu_tmp_path(".gguf"), *dequantized = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 256, .hidden = hidden, .n_layers = 4, .n_heads = 8, .n_kv_heads = 4, .n_ctx = 256,
                          .vocab_from = tu_shared("tokenizers/ggml-vocab-llama-spm.gguf"), .type = type, .seed = 3};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (genmodel_write(&p, quantized, &err)) fail_msg("%s", err.msg);
     write_dequantized(quantized, dequantized);
     uint32_t n_vocab, n_vocab2;

@@ -40,7 +40,7 @@ static model_fx load_model(uint32_t pattern, uint64_t seed) {
     genmodel_params p = {.dim = 64, .hidden = 128, .n_layers = 4, .n_heads = 2, .n_kv_heads = 1, .n_ctx = N_CTX,
                          .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = seed,
                          .arch = "gemma3", .head_dim = 32, .window = W, .window_pattern = pattern};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     if (genmodel_write(&p, path, &err)) fail_msg("%s", err.msg);
     model_fx f = {0};
     if (!(f.m = fkv_model_load(path, &err))) fail_msg("%s", err.msg);
@@ -73,7 +73,7 @@ static fkv_engine_params engine_params(bool swa_full, uint32_t grid) {
 }
 
 static fkv_engine *engine_of(const model_fx *f, const fkv_engine_params *p) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     fkv_engine *e = fkv_engine_new(f->m, p, &err);
     if (!e) fail_msg("%s", err.msg);
     return e;
@@ -94,7 +94,7 @@ static void fill(const model_fx *f, int32_t *ids, uint32_t n, uint64_t seed) {
 /* prompt[0..n), then reply[0..n_reply) fed one decode step each. */
 static run engine_run(const model_fx *f, fkv_engine *e, const int32_t *prompt, uint32_t n, const int32_t *reply,
                       uint32_t n_reply) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     float *logits = malloc(sizeof(float) * f->n_vocab);
     XXH3_state_t *st = XXH3_createState();
     XXH3_64bits_reset(st);
@@ -120,7 +120,7 @@ static run engine_run(const model_fx *f, fkv_engine *e, const int32_t *prompt, u
 }
 
 static run cold_run(const model_fx *f, const int32_t *prompt, uint32_t n, const int32_t *reply, uint32_t n_reply) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     float *logits = malloc(sizeof(float) * f->n_vocab);
     XXH3_state_t *st = XXH3_createState();
     XXH3_64bits_reset(st);

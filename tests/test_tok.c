@@ -22,7 +22,7 @@
 
 
 static tok_vocab *load_vocab(const char *path) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     gguf_file *f = gguf_open(path, &err);
     if (!f) fail_msg("gguf_open %s: %s", path, err.msg);
     tok_vocab *v = tok_load(f, &err);
@@ -35,7 +35,7 @@ static tok_vocab *load_shared(const char *rel) { return load_vocab(tu_shared(rel
 
 /* The ids of text; *n gets the count. The caller frees. */
 static int32_t *encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special, int *n) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     int total = tok_encode(v, text, len, add_bos, parse_special, NULL, 0, &err);
     if (total < 0) fail_msg("tok_encode: %s", err.msg);
     int32_t *ids = malloc(((size_t)total + 1) * sizeof *ids);
@@ -381,7 +381,7 @@ static void test_control_tokens_inside_plain_spans_stay_text(void **state) {
     const char text[] = "<|user|>\nHi <|end|> there<|end|>\n<|assistant|>\n";
     const size_t len = sizeof text - 1;
     const tok_span plain[] = {{9, 16}}; /* "Hi <|end|> there" */
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     int32_t ids[64];
     int n = tok_encode_spans(v, text, len, false, true, plain, 1, ids, 64, &err);
     if (n < 0) fail_msg("%s", err.msg);
@@ -426,7 +426,7 @@ static void test_a_continuation_gets_the_space_prefix_only_after_a_special_token
     (void)state;
     tok_vocab *v = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
     const char text[] = "Hello world";
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     int32_t after_text[16], after_bos[16], start[16];
     int32_t word = piece_id(v, "\xe2\x96\x81the"); /* "▁the": a normal token */
     int n = tok_encode_after(v, word, text, strlen(text), true, NULL, 0, after_text, 16, &err);
@@ -476,7 +476,7 @@ static void test_encode_returns_the_full_count_when_cap_is_too_small(void **stat
     (void)state;
     tok_vocab *v = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
     const char *text = "Hello, world! How are you today?";
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     int n;
     int32_t *full = encode(v, text, strlen(text), true, false, &n);
     assert_true(n > 4);
@@ -556,7 +556,7 @@ static tok_vocab *build_vocab(const char *const *pieces, const float *scores, co
 
 static void test_merges_take_the_highest_score_then_the_leftmost_pair(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     /* ids:                      0        1      2       3          4    5    6     7     8 */
     const char *const pieces[] = {"<unk>", "<s>", "</s>", "\u2581", "a", "b", "ab", "ba", "\u2581a"};
     const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1};
@@ -582,7 +582,7 @@ static void test_merges_take_the_highest_score_then_the_leftmost_pair(void **sta
 
 static void test_load_refuses_files_without_a_llama_tokenizer(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     const char *path = tu_tmp_path(".gguf");
 
     gguf_writer *w = gguf_writer_new();

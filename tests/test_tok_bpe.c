@@ -27,7 +27,7 @@ static const char *const vector_vocabs[] = {"gpt-2", "deepseek-coder", "deepseek
 #define N_VECTOR_VOCABS (sizeof vector_vocabs / sizeof *vector_vocabs)
 
 static tok_vocab *load_vocab(const char *path) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     gguf_file *f = gguf_open(path, &err);
     if (!f) fail_msg("gguf_open %s: %s", path, err.msg);
     tok_vocab *v = tok_load(f, &err);
@@ -45,7 +45,7 @@ static tok_vocab *load_named(const char *name) {
 
 /* The ids of text; *n gets the count. The caller frees. */
 static int32_t *encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special, int *n) {
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     int total = tok_encode(v, text, len, add_bos, parse_special, NULL, 0, &err);
     if (total < 0) fail_msg("tok_encode: %s", err.msg);
     int32_t *ids = malloc(((size_t)total + 1) * sizeof *ids);
@@ -440,7 +440,7 @@ static const int32_t toy_types[] = {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}; /* <
 
 static void test_merges_apply_by_rank_then_leftmost(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     const char *const bc_first[] = {"b c", "a b", "a a", "Ġ a"};
     bpe_spec s = {"qwen2", toy_tokens, toy_types, TOY_N, bc_first, 4};
     tok_vocab *v = build_bpe(&s, &err);
@@ -467,7 +467,7 @@ static void test_merges_apply_by_rank_then_leftmost(void **state) {
 /* llama3's ignore_merges: a pre-tokenized piece that is a token is taken whole, merges or not. */
 static void test_llama3_takes_whole_pieces_that_are_tokens(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     const char *const merges[] = {"b c"};
     bpe_spec s = {"llama-bpe", toy_tokens, toy_types, TOY_N, merges, 1};
     tok_vocab *v = build_bpe(&s, &err);
@@ -488,7 +488,7 @@ static void test_llama3_takes_whole_pieces_that_are_tokens(void **state) {
 
 static void test_end_of_turn_markers_end_generation(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     const char *const merges[] = {"a b"};
     bpe_spec s = {"qwen2", toy_tokens, toy_types, TOY_N, merges, 1};
     tok_vocab *v = build_bpe(&s, &err);
@@ -506,7 +506,7 @@ static void test_end_of_turn_markers_end_generation(void **state) {
 
 static void test_load_refuses_unknown_pre_tokenizers_and_missing_merges(void **state) {
     (void)state;
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     const char *const merges[] = {"a b"};
     bpe_spec s = {"no-such-pre", toy_tokens, toy_types, TOY_N, merges, 1};
     assert_null(build_bpe(&s, &err));
@@ -533,7 +533,7 @@ static void test_encode_returns_the_full_count_when_cap_is_too_small(void **stat
     (void)state;
     tok_vocab *v = load_named("gpt-2");
     const char *text = "Hello, world! How are you today?";
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     int n;
     int32_t *full = encode(v, text, strlen(text), true, false, &n);
     assert_true(n > 4);
@@ -605,7 +605,7 @@ static void test_100kb_texts_encode_and_round_trip(void **state) {
     const char *pres[] = {"llama-bpe", "qwen2", "default"};
     const char *const merges[] = {"a a"};
     for (size_t p = 0; p < 3; p++) {
-        fkv_error err = {{0}};
+        fkv_error err = {0};
         bpe_spec s = {pres[p], toy_tokens, toy_types, TOY_N, merges, 1};
         tok_vocab *v = build_bpe(&s, &err);
         if (!v) fail_msg("%s", err.msg);

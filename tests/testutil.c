@@ -57,7 +57,7 @@ const char *tu_small_model(int type, uint64_t seed) {
     const char *path = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 128, .hidden = 352, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
                          .vocab_from = tu_shared("models/stories260K.gguf"), .type = (ggml_type)type, .seed = seed};
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     return genmodel_write(&p, path, &err) ? NULL : path;
 }
 
@@ -74,7 +74,7 @@ const char *tu_arch_model(const char *arch, int type, uint64_t seed) {
         p.window = 20; /* crosses the 32-key tiles */
         p.window_pattern = 2;
     }
-    fkv_error err = {{0}};
+    fkv_error err = {0};
     return genmodel_write(&p, path, &err) ? NULL : path;
 }
 
