@@ -354,7 +354,7 @@ int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size
     }
     fkv_error err = {0};
     if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, tools, &job->ids, &job->n_ids, &err)) {
-        BAD("messages: %s", err.msg);
+        oai_fail_with(e, NULL, &err);
         goto out;
     }
     req->n_prompt = job->n_ids;
@@ -439,7 +439,7 @@ static void block_stop(anth_request *req, json_t *events) {
 void anth_stream(anth_request *req, const sched_job *job, json_t *events) {
     if (job->error.code) {
         oai_error err;
-        oai_fail_with(&err, &job->error);
+        oai_fail_with(&err, NULL, &job->error);
         emit(events, anth_error_body(&err));
         req->finished = true;
         return;

@@ -35,7 +35,13 @@ typedef struct {
     metrics *metrics;
     oai_context oai;
     resp_store *responses; /* the Responses API's stored responses */
+    pthread_mutex_t mu;
+    uint32_t connections; /* open now (guarded by mu) */
 } server;
+
+/* MHD itself would leave connections past its limit unaccepted in the kernel's backlog, where a client waits
+ * without a word; flatkv accepts this many more, to answer each with a 503 and close it. */
+#define REFUSAL_SLOTS 64
 
 /* A streamed choice's progress on the wire. */
 typedef struct {
@@ -55,6 +61,8 @@ typedef struct {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool close;      /* the response closes the connection (a refusal past --max-connections) */
+    unsigned retry_after; /* a Retry-After header on the response (seconds); 0: none */
     char key[65]; /* the routing key, for the log: X-Session-Id, else prompt_cache_key */
     int status;
     double t0;
@@ -70,12 +78,6 @@ typedef struct {
     choice_stream choice[SCHED_MAX_CHOICES]; /* per choice: the job, then its followers */
     bool finished;
 } conn;
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* A client's routing key as the log shows it: printable ASCII without spaces, truncated. */
 static void set_log_key(char key[65], const char *src) {
@@ -96,6 +98,12 @@ static bool client_gone(int fd) {
 static enum MHD_Result send_text(struct MHD_Connection *c, conn *st, int status, const char *type, char *text) {
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", type);
+    if (st->close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (st->retry_after) {
+        char seconds[16];
+        snprintf(seconds, sizeof seconds, "%u", st->retry_after);
+        MHD_add_response_header(r, "Retry-After", seconds);
+    }
     st->status = status;
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -109,6 +117,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, conn *st, int status,
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, conn *st, const oai_error *e) {
+    st->retry_after = e->retry_after;
     return send_json(c, st, e->status, st->api == API_MESSAGES ? anth_error_body(e) : oai_error_body(e));
 }
 
@@ -178,7 +187,7 @@ static bool produce_events(conn *st) {
             if (choice_job(st, i)->error.code) failed = choice_job(st, i);
         if (failed) {
             oai_error e;
-            oai_fail_with(&e, &failed->error);
+            oai_fail_with(&e, NULL, &failed->error);
             push_event(st, oai_error_body(&e), NULL);
         } else if (st->req.include_usage) {
             push_event(st, oai_usage_chunk(&st->req, st->job), NULL);
@@ -264,6 +273,7 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         return send_error(c, st, &e);
     }
     if (!st->key[0]) set_log_key(st->key, st->api == API_RESPONSES ? st->rreq.cache_key : st->req.cache_key);
+    if (srv->p->timeout_s) st->job->deadline_ms = st->t0 + srv->p->timeout_s * 1e3; /* copied by followers */
     /* The other choices: the same request, each with its seed + i, started from this one's prompt. */
     for (uint32_t i = 1; i < st->req.n; i++) {
         sched_job *f = sched_job_follower(st->job, st->job->sampling.seed + i);
@@ -274,7 +284,16 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         }
         sched_job_release(srv->sched, f); /* the leader keeps it */
     }
-    sched_submit(srv->sched, st->job);
+    fkv_error busy = {0};
+    uint32_t retry_after = 0;
+    if (sched_submit(srv->sched, st->job, &retry_after, &busy)) {
+        sched_job_release(srv->sched, st->job);
+        st->job = NULL;
+        metrics_count_rejected(srv->metrics, METRICS_QUEUE_FULL);
+        oai_fail_with(&e, NULL, &busy);
+        e.retry_after = retry_after;
+        return send_error(c, st, &e);
+    }
     if (st->api == API_MESSAGES ? st->areq.stream : st->api == API_RESPONSES ? st->rreq.stream : st->req.stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, st, NULL);
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
@@ -300,7 +319,7 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         pthread_mutex_unlock(&choice->mu);
         if (choice->error.code) {
             oai_error e;
-            oai_fail_with(&e, &choice->error);
+            oai_fail_with(&e, NULL, &choice->error);
             return send_error(c, st, &e);
         }
     }
@@ -374,7 +393,12 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
     }
     case 2: {
         fkv_engine_stats kv = sched_stats(srv->sched);
-        char *text = metrics_render(srv->metrics, &kv);
+        metrics_load load = {.max_queue = srv->p->max_queue, .max_connections = srv->p->max_connections};
+        sched_load(srv->sched, &load.queued, &load.running);
+        pthread_mutex_lock(&srv->mu);
+        load.connections = srv->connections;
+        pthread_mutex_unlock(&srv->mu);
+        char *text = metrics_render(srv->metrics, &kv, &load);
         return send_text(c, st, 200, "text/plain; version=0.0.4", text ? text : strdup(""));
     }
     case 3: case 5: case 6: return run_completion(c, st, OAI_CHAT); /* 5, 6: st->api says which */
@@ -398,7 +422,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!st) {
         if (!(st = calloc(1, sizeof *st))) return MHD_NO;
         st->srv = srv;
-        st->t0 = now_ms();
+        st->t0 = sched_now_ms();
         snprintf(st->method, sizeof st->method, "%s", method);
         snprintf(st->path, sizeof st->path, "%s", url);
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -406,9 +430,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const char *session = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Session-Id");
         if (session) set_log_key(st->key, session);
         *con_cls = st;
-        return MHD_YES;
+        pthread_mutex_lock(&srv->mu);
+        const bool over_limit = srv->connections > srv->p->max_connections;
+        pthread_mutex_unlock(&srv->mu);
+        if (!over_limit) return MHD_YES;
+        /* Answered before any body is read (libmicrohttpd takes a response then, and discards the body). */
+        st->close = true;
+        oai_error e;
+        oai_fail(&e, 503, "server_error", NULL, "busy", "The server is at its limit of %u open connections "
+                 "(--max-connections); retry after 1 s.", srv->p->max_connections);
+        e.retry_after = 1;
+        return send_error(c, st, &e);
     }
     if (*upload_size) {
+        if (srv->p->body_timeout_s && sched_now_ms() - st->t0 > srv->p->body_timeout_s * 1e3) {
+            /* A client this slow holds a connection thread: close it. No answer can go first — libmicrohttpd
+             * queues none while a body is arriving — so the log and /metrics say 408. */
+            metrics_count_rejected(srv->metrics, METRICS_BODY_TIMEOUT);
+            st->status = 408;
+            return MHD_NO;
+        }
         if (st->len + *upload_size > srv->p->max_body) {
             st->too_large = true; /* keep reading, discard: the client gets its 413 after sending */
         } else {
@@ -428,6 +469,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return dispatch(c, st);
 }
 
+/* Open connections, counted for --max-connections and /metrics. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    (void)c, (void)socket_context;
+    server *srv = cls;
+    pthread_mutex_lock(&srv->mu);
+    srv->connections += code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1;
+    pthread_mutex_unlock(&srv->mu);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     (void)c;
     server *srv = cls;
@@ -443,6 +494,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         /* A cancelled job ends at its next token; wait briefly so its work is logged and counted. */
         for (int waited = 0; !j->done && waited < 1000; waited += LIVENESS_MS)
             sched_job_wait_locked(j, SIZE_MAX, LIVENESS_MS);
+        if (j->error.code == FKV_E_TIMEOUT) metrics_count_rejected(srv->metrics, METRICS_DEADLINE);
         if (j->done && !j->error.code) {
             prompt = j->n_ids, cached = j->cached, generated = j->n_gen;
             int at = j->diverged ? snprintf(diverged, sizeof diverged, " diverged_at=%u", j->diverged_at) : 0;
@@ -459,7 +511,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     }
     if (st->status) metrics_count_request(srv->metrics, st->status);
     fprintf(stderr, "%s %s %d prompt=%u cached=%u generated=%u%s%s%s %.1fms\n", st->method, st->path, st->status,
-            prompt, cached, generated, diverged, st->key[0] ? " key=" : "", st->key, now_ms() - st->t0);
+            prompt, cached, generated, diverged, st->key[0] ? " key=" : "", st->key, sched_now_ms() - st->t0);
     resp_request_free(&st->rreq);
     free(st->body);
     free(st->pending);
@@ -482,8 +534,8 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
         err_input(err, "--host '%s' is not an IPv4 address", p->host);
         return -1;
     }
-    server srv = {.model = m, .p = p, .metrics = metrics_new()};
-    if (!(srv.sched = sched_new(m, &p->engine, p->parallel, err))) {
+    server srv = {.model = m, .p = p, .metrics = metrics_new(), .mu = PTHREAD_MUTEX_INITIALIZER};
+    if (!(srv.sched = sched_new(m, &p->engine, p->parallel, p->max_queue, err))) {
         metrics_free(srv.metrics);
         return -1;
     }
@@ -497,7 +549,9 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC, p->port, NULL, NULL,
         on_request, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        &srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
+        &srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(p->body_timeout_s ? p->body_timeout_s : 600),
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, &srv, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)(p->max_connections + REFUSAL_SLOTS), MHD_OPTION_END);
     if (!d) {
         err_io(err, "cannot listen on %s:%u (in use, or not an address of this machine)",
                  p->host, p->port);

@@ -11,6 +11,7 @@ struct metrics {
     uint64_t by_status[MAX_STATUS];
     uint64_t prompt, cached, generated;
     double prefill_s, decode_s;
+    uint64_t rejected[METRICS_N_REJECTED];
 };
 
 metrics *metrics_new(void) {
@@ -42,7 +43,13 @@ void metrics_count_completion(metrics *m, uint32_t prompt, uint32_t cached, uint
     pthread_mutex_unlock(&m->mu);
 }
 
-char *metrics_render(metrics *m, const fkv_engine_stats *kv) {
+void metrics_count_rejected(metrics *m, metrics_rejection why) {
+    pthread_mutex_lock(&m->mu);
+    m->rejected[why]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+char *metrics_render(metrics *m, const fkv_engine_stats *kv, const metrics_load *load) {
     char *buf = NULL;
     size_t size = 0;
     FILE *out = open_memstream(&buf, &size);
@@ -113,6 +120,28 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv) {
     for (size_t i = 0; i < sizeof disk / sizeof *disk; i++)
         fprintf(out, "# HELP flatkv_kv_disk_%s %s\n# TYPE flatkv_kv_disk_%s %s\nflatkv_kv_disk_%s %llu\n", disk[i].name,
                 disk[i].help, disk[i].name, disk[i].type, disk[i].name, (unsigned long long)disk[i].value);
+    static const char *const reasons[METRICS_N_REJECTED] = {
+        [METRICS_QUEUE_FULL] = "queue_full",     /* 503 with Retry-After (--max-queue) */
+        [METRICS_DEADLINE] = "deadline",         /* 504, or a stream's error event (--timeout) */
+        [METRICS_BODY_TIMEOUT] = "body_timeout", /* closed: 408 in the log (--body-timeout) */
+    };
+    fprintf(out, "# HELP flatkv_rejected_total Requests a limit turned away or ended, by reason.\n"
+                 "# TYPE flatkv_rejected_total counter\n");
+    for (int r = 0; r < METRICS_N_REJECTED; r++)
+        fprintf(out, "flatkv_rejected_total{reason=\"%s\"} %llu\n", reasons[r], (unsigned long long)m->rejected[r]);
+    const struct {
+        const char *name, *help;
+        uint32_t value;
+    } gauges[] = {
+        {"queue_depth", "Requests waiting to run.", load->queued},
+        {"queue_limit", "Most requests that may wait (--max-queue; 0: no bound).", load->max_queue},
+        {"requests_running", "Requests running now.", load->running},
+        {"connections_open", "HTTP connections open.", load->connections},
+        {"connection_limit", "Most connections open at once (--max-connections).", load->max_connections},
+    };
+    for (size_t i = 0; i < sizeof gauges / sizeof *gauges; i++)
+        fprintf(out, "# HELP flatkv_%s %s\n# TYPE flatkv_%s gauge\nflatkv_%s %u\n", gauges[i].name, gauges[i].help,
+                gauges[i].name, gauges[i].name, gauges[i].value);
     pthread_mutex_unlock(&m->mu);
     fclose(out);
     return buf;

@@ -2,7 +2,8 @@
  *
  * Counted once per request when its response is complete: the status, and for completions the prompt,
  * cached and generated tokens and the prefill and decode seconds. The cache hit ratio is cached / prompt
- * tokens over the server's life. Thread-safety: every function locks.
+ * tokens over the server's life. Requests turned away by a limit are counted by reason; the queue, the running
+ * requests and the open connections are gauges beside their limits. Thread-safety: every function locks.
  */
 #ifndef FKV_METRICS_H
 #define FKV_METRICS_H
@@ -14,12 +15,22 @@
 
 typedef struct metrics metrics;
 
+/* Why a request was turned away (flatkv_rejected_total{reason}). */
+typedef enum { METRICS_QUEUE_FULL, METRICS_DEADLINE, METRICS_BODY_TIMEOUT, METRICS_N_REJECTED } metrics_rejection;
+
+/* The server's load at the time of a scrape, beside its limits (0: none). */
+typedef struct {
+    uint32_t queued, running, max_queue;
+    uint32_t connections, max_connections;
+} metrics_load;
+
 metrics *metrics_new(void);
 void metrics_free(metrics *m);
 void metrics_count_request(metrics *m, int status);
 void metrics_count_completion(metrics *m, uint32_t prompt, uint32_t cached, uint32_t generated, double prefill_ms,
                               double decode_ms);
-/* The Prometheus text exposition with the engine's block and cache counters, malloc'd. */
-char *metrics_render(metrics *m, const fkv_engine_stats *kv);
+void metrics_count_rejected(metrics *m, metrics_rejection why);
+/* The Prometheus text exposition with the engine's block and cache counters and the load, malloc'd. */
+char *metrics_render(metrics *m, const fkv_engine_stats *kv, const metrics_load *load);
 
 #endif

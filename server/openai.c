@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "err.h"
 #include "toolcall.h"
 #include "utf8.h"
 
@@ -17,6 +18,7 @@ int oai_fail(oai_error *e, int status, const char *type, const char *param, cons
     e->type = type;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     e->code = code;
+    e->retry_after = 0;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -40,9 +42,9 @@ static const struct {
     [FKV_E_CANCELLED] = {499, "server_error", "cancelled"},
 };
 
-int oai_fail_with(oai_error *e, const fkv_error *failure) {
+int oai_fail_with(oai_error *e, const char *param, const fkv_error *failure) {
     const unsigned k = (unsigned)failure->code < sizeof failure_http / sizeof *failure_http ? failure->code : 0;
-    return oai_fail(e, failure_http[k].status, failure_http[k].type, NULL, failure_http[k].code, "%s", failure->msg);
+    return oai_fail(e, failure_http[k].status, failure_http[k].type, param, failure_http[k].code, "%s", failure->msg);
 }
 
 #define BAD(param, ...) oai_fail(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
@@ -243,7 +245,7 @@ static int parse_messages(const oai_context *ctx, const chat_template *t, const 
     fkv_error err = {0};
     uint32_t n_ids;
     if (chat_prompt_ids(ctx->model, t, msgs, n, tools, &job->ids, &n_ids, &err)) {
-        BAD("messages", "%s", err.msg);
+        oai_fail_with(e, "messages", &err);
         goto out;
     }
     job->n_ids = n_ids;
@@ -263,9 +265,10 @@ static int parse_prompt(const oai_context *ctx, const json_t *prompt, sched_job 
         const char *text = json_string_value(prompt);
         size_t len = json_string_length(prompt);
         int n = fkv_tokenize(ctx->model, text, len, true, false, NULL, 0, &err);
-        if (n < 0 || !(job->ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1))) ||
-            fkv_tokenize(ctx->model, text, len, true, false, job->ids, n, &err) != n)
-            return oai_fail_with(e, &err);
+        if (n >= 0 && !(job->ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1))))
+            n = err_nomem(&err, "out of memory for the prompt's %d ids", n);
+        if (n < 0 || fkv_tokenize(ctx->model, text, len, true, false, job->ids, n, &err) != n)
+            return oai_fail_with(e, "prompt", &err);
         job->n_ids = (uint32_t)n;
         return 0;
     }

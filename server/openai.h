@@ -24,6 +24,7 @@ typedef struct {
     char param[64]; /* "": null */
     const char *code;  /* NULL: null */
     char message[512];
+    unsigned retry_after; /* seconds for a Retry-After header; 0: none */
 } oai_error;
 
 typedef enum { OAI_CHAT, OAI_COMPLETION } oai_kind;
@@ -80,7 +81,7 @@ json_t *oai_usage_chunk(const oai_request *req, const sched_job *job);
 json_t *oai_error_body(const oai_error *e);
 /* Fill e from a failure of the library or the scheduler: its code decides the HTTP status and the error's type, in
  * the one table that maps them (openai.c). Returns -1. */
-int oai_fail_with(oai_error *e, const fkv_error *failure);
+int oai_fail_with(oai_error *e, const char *param, const fkv_error *failure);
 /* Fill e; returns -1 for `return oai_fail(...)`. */
 int oai_fail(oai_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));

@@ -486,7 +486,7 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
     if (!continued) {
         json_t *render = req->tools ? chat_tools : NULL;
         if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, render, &job->ids, &job->n_ids, &err)) {
-            BAD("input", "%s", err.msg);
+            oai_fail_with(e, "input", &err);
             goto out;
         }
     } else {
@@ -495,7 +495,7 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
         uint32_t n_more;
         if (chat_continuation_ids(ctx->model, ctx->tmpl, req->instructions, msgs, c.n, chain.ids[chain.n_ids - 1], &more,
                                   &n_more, &err)) {
-            BAD("input", "%s", err.msg);
+            oai_fail_with(e, "input", &err);
             goto out;
         }
         job->ids = realloc(chain.ids, sizeof(int32_t) * (chain.n_ids + n_more));

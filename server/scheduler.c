@@ -28,6 +28,8 @@ struct sched {
     const fkv_model *model;
     fkv_engine *engine;
     uint32_t parallel, n_vocab;
+    uint32_t max_queue, n_queued; /* bound on the queue (0: none) and its length */
+    double mean_job_ms;           /* a running mean of how long jobs took, for Retry-After */
     sched_job **running; /* [parallel] */
     uint32_t n_running;
     uint32_t prefill_turn; /* round robin over running prompts */
@@ -48,7 +50,7 @@ struct sched {
     bool stopped; /* the engine thread was joined */
 };
 
-static double now_ms(void) {
+double sched_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
@@ -109,6 +111,7 @@ sched_job *sched_job_follower(sched_job *j, uint64_t seed) {
     }
     memcpy(f->id, j->id, sizeof f->id);
     f->memory_only = j->memory_only;
+    f->deadline_ms = j->deadline_ms;
     f->logprobs = j->logprobs;
     f->grammar = j->grammar;
     f->top_logprobs = j->top_logprobs;
@@ -145,8 +148,18 @@ bool sched_job_wait_locked(sched_job *j, size_t from, int timeout_ms) {
     return j->done || j->stable > from;
 }
 
-void sched_submit(sched *s, sched_job *j) {
+int sched_submit(sched *s, sched_job *j, uint32_t *retry_after_s, fkv_error *err) {
     pthread_mutex_lock(&s->mu);
+    if (s->max_queue && s->n_queued >= s->max_queue) {
+        /* The queue drains `parallel` jobs per mean job time: retry about when this one's turn would have come. */
+        const double drain_s = (s->n_queued + 1.0) / s->parallel * s->mean_job_ms / 1e3;
+        *retry_after_s = drain_s < 1 ? 1 : drain_s > 60 ? 60 : (uint32_t)(drain_s + 0.5);
+        const uint32_t queued = s->n_queued;
+        pthread_mutex_unlock(&s->mu);
+        return err_set(err, FKV_E_BUSY, "the server is at capacity: %u requests are waiting (--max-queue); retry "
+                                        "after %u s", queued, *retry_after_s);
+    }
+    s->n_queued++;
     j->refs++;
     j->next = NULL;
     if (s->tail)
@@ -156,6 +169,7 @@ void sched_submit(sched *s, sched_job *j) {
     s->tail = j;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    return 0;
 }
 
 static size_t sanitize_span(sched_job *j, size_t from, size_t to);
@@ -279,7 +293,7 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
 /* The job ends (engine thread): results published, the sequence released (its rows stay cached). */
 static void end_job(sched *s, sched_job *j, const fkv_error *failure) {
     sched_run *r = j->run;
-    double t = now_ms();
+    double t = sched_now_ms();
     fkv_gen_result res = r && r->gen ? fkv_gen_result_get(r->gen) : (fkv_gen_result){0};
     pthread_mutex_lock(&j->mu);
     if (r) {
@@ -308,8 +322,13 @@ static void end_job(sched *s, sched_job *j, const fkv_error *failure) {
             break;
         }
     if (r && r->follower) s->n_followers--;
+    if (r) {
+        pthread_mutex_lock(&s->mu);
+        s->mean_job_ms = s->mean_job_ms ? 0.9 * s->mean_job_ms + 0.1 * (t - r->t_start) : t - r->t_start;
+        pthread_mutex_unlock(&s->mu);
+        s->admission_held = false; /* memory came free */
+    }
     free(r);
-    s->admission_held = false; /* memory came free */
     for (uint32_t i = 0; i < j->n_followers; i++) /* a prompt that failed fails its other choices too */
         if (!j->followers[i]->run) {
             sched_job *f = j->followers[i];
@@ -363,6 +382,7 @@ static void preempt(sched *s, sched_job *j) {
     j->next = s->head;
     s->head = j;
     if (!s->tail) s->tail = j;
+    s->n_queued++;
     s->admission_held = true;
     pthread_mutex_unlock(&s->mu);
 }
@@ -416,7 +436,7 @@ static sched_run *new_run(sched *s, sched_job *j) {
         fail_job(s, j, FKV_E_NOMEM, "out of memory");
         return NULL;
     }
-    r->t_start = now_ms();
+    r->t_start = sched_now_ms();
     return r;
 }
 
@@ -517,7 +537,7 @@ static void prefill_step(sched *s) {
             end_job(s, j, &err);
         } else if (rc == 1) {
             r->prefilled = true;
-            r->t_prefilled = now_ms();
+            r->t_prefilled = sched_now_ms();
             start_followers(s, j);
             if (j->max_tokens == 0)
                 end_job(s, j, NULL);
@@ -556,6 +576,39 @@ static void decode_step(sched *s) {
     }
 }
 
+/* Jobs whose deadline passed end now with FKV_E_TIMEOUT, waiting or running (a running one's rows stay cached, as
+ * any ended job's do). */
+static void end_expired(sched *s) {
+    const double now = sched_now_ms();
+    sched_job *expired = NULL;
+    pthread_mutex_lock(&s->mu);
+    for (sched_job **at = &s->head, *prev = NULL; *at;) {
+        sched_job *j = *at;
+        if (j->deadline_ms && now > j->deadline_ms) {
+            *at = j->next;
+            if (s->tail == j) s->tail = prev;
+            s->n_queued--;
+            j->next = expired;
+            expired = j;
+        } else {
+            prev = j;
+            at = &j->next;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    fkv_error waited = {0}, ran = {0};
+    err_set(&waited, FKV_E_TIMEOUT, "the request waited past its deadline (--timeout); the server is busy");
+    err_set(&ran, FKV_E_TIMEOUT, "the request ran past its deadline (--timeout)");
+    while (expired) {
+        sched_job *j = expired;
+        expired = j->next;
+        end_job(s, j, &waited);
+    }
+    /* end_job moves the last running job into the slot it frees: going down, each job is looked at once. */
+    for (uint32_t i = s->n_running; i-- > 0;)
+        if (s->running[i]->deadline_ms && now > s->running[i]->deadline_ms) end_job(s, s->running[i], &ran);
+}
+
 static void *engine_thread(void *arg) {
     sched *s = arg;
     for (;;) {
@@ -572,6 +625,7 @@ static void *engine_thread(void *arg) {
             sched_job *j = s->head;
             s->head = j->next;
             if (!s->head) s->tail = NULL;
+            s->n_queued--;
             pthread_mutex_unlock(&s->mu);
             int rc = admit(s, j);
             pthread_mutex_lock(&s->mu);
@@ -579,10 +633,12 @@ static void *engine_thread(void *arg) {
                 j->next = s->head;
                 s->head = j;
                 if (!s->tail) s->tail = j;
+                s->n_queued++;
                 break;
             }
         }
         pthread_mutex_unlock(&s->mu);
+        end_expired(s);
         if (idle && s->shutdown) break;
         prefill_step(s);
         decode_step(s);
@@ -594,11 +650,16 @@ static void *engine_thread(void *arg) {
     return NULL;
 }
 
-sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parallel, fkv_error *err) {
+sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parallel, uint32_t max_queue,
+                 fkv_error *err) {
     sched *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
+    if (!s) {
+        err_nomem(err, "out of memory for the scheduler");
+        return NULL;
+    }
     s->model = m;
     s->parallel = parallel ? parallel : 1;
+    s->max_queue = max_queue;
     s->n_vocab = fkv_model_get_info(m).n_vocab;
     fkv_engine_params ep = *p;
     if (ep.max_batch < s->parallel) ep.max_batch = s->parallel;
@@ -654,6 +715,13 @@ void sched_free(sched *s) {
 }
 
 uint32_t sched_n_ctx(const sched *s) { return fkv_engine_n_ctx(s->engine); }
+
+void sched_load(sched *s, uint32_t *queued, uint32_t *running) {
+    pthread_mutex_lock(&s->mu);
+    *queued = s->n_queued;
+    *running = s->n_running - s->n_followers; /* read racily by the engine thread's own writes: a gauge */
+    pthread_mutex_unlock(&s->mu);
+}
 
 fkv_engine_stats sched_stats(sched *s) {
     pthread_mutex_lock(&s->mu);

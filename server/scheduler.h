@@ -19,6 +19,9 @@
  * at any time (a client that went away). A cancelled generation stops at the next token; the sequence's
  * record then describes exactly what its KV holds, because ids are recorded only when fed.
  *
+ * Limits: at most `max_queue` requests wait (sched_submit refuses the next with FKV_E_BUSY, and says when to retry);
+ * a request with a deadline that passes — waiting or running — ends with FKV_E_TIMEOUT at the next step.
+ *
  * Thread-safety: sched_submit/sched_cancel/sched_job_* from any thread.
  */
 #ifndef FKV_SCHEDULER_H
@@ -63,6 +66,7 @@ typedef struct sched_job {
     json_t *tool_choice;      /* "none", "auto", "required" or {"type": "function", "function": {"name": ...}} */
     json_t *response_format;  /* {"type": "json_object"} or {"type": "json_schema", "json_schema": {name, schema, ...}} */
     bool single_tool_call;    /* parallel_tool_calls false (the Messages API's disable_parallel_tool_use) */
+    double deadline_ms;       /* CLOCK_MONOTONIC milliseconds past which it fails with FKV_E_TIMEOUT; 0: none */
 
     /* progress, guarded by mu; cv is signalled on every change */
     pthread_mutex_t mu;
@@ -108,14 +112,20 @@ typedef struct sched_job {
 
 typedef struct sched sched;
 
-/* Start the engine thread on a new engine for model m, running up to `parallel` requests at once. */
-sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parallel, fkv_error *err);
+/* Start the engine thread on a new engine for model m, running up to `parallel` requests at once while at most
+ * `max_queue` wait (0: no bound). */
+sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parallel, uint32_t max_queue,
+                 fkv_error *err);
 /* Cancel what runs and what waits and stop the engine thread; jobs still referenced stay valid. */
 void sched_stop(sched *s);
 /* sched_stop if needed, then free (no job may still be referenced). */
 void sched_free(sched *s);
 
 uint32_t sched_n_ctx(const sched *s);
+/* Requests waiting and running now (followers not counted), for metrics. */
+void sched_load(sched *s, uint32_t *queued, uint32_t *running);
+/* CLOCK_MONOTONIC now, in milliseconds (the clock deadline_ms is on). */
+double sched_now_ms(void);
 /* The engine's block and cache counters after the last step, the disk tier's as they are now (for metrics). */
 fkv_engine_stats sched_stats(sched *s);
 
@@ -124,8 +134,9 @@ sched_job *sched_job_new(void);
 /* Another choice of job's request (its fields copied; the sampler's seed `seed`), a follower of it: call before
  * sched_submit(job). NULL when out of memory. The caller owns one reference, as for sched_job_new. */
 sched_job *sched_job_follower(sched_job *job, uint64_t seed);
-/* Queue the job (the scheduler takes its own reference). */
-void sched_submit(sched *s, sched_job *job);
+/* Queue the job (the scheduler takes its own reference): 0; or -1 with FKV_E_BUSY in err when max_queue requests
+ * already wait, *retry_after_s then saying when a retry is likely to be taken (the queue's expected drain, 1..60). */
+int sched_submit(sched *s, sched_job *job, uint32_t *retry_after_s, fkv_error *err);
 /* Drop a reference; the last one frees the job. */
 void sched_job_release(sched *s, sched_job *job);
 /* Ask the job to stop (waiting: it will not run; running: at the next token). */

@@ -3,8 +3,13 @@
  * Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET and DELETE /v1/responses/{id}
  * (responses.h), POST /v1/messages (Anthropic's, anthropic.h), GET /v1/models, GET /health, GET /metrics.
  * Every failure is a 4xx/5xx with an error body in its API's shape — OpenAI's {"error": {message, type, param,
- * code}}, under /v1/messages Anthropic's {"type": "error", "error": {type, message}}; the server keeps serving. Requests queue fairly (sched.h). A client that disconnects stops its generation
- * at the next token. SIGINT/SIGTERM: stop accepting, cancel what runs, exit 0.
+ * code}}, under /v1/messages Anthropic's {"type": "error", "error": {type, message}}; the server keeps serving.
+ * Requests queue fairly (scheduler.h). A client that disconnects stops its generation at the next token.
+ *
+ * Overload: past --max-queue waiting requests the next gets 503 with Retry-After; past --max-connections new
+ * connections are refused; a request still waiting or running --timeout seconds after it arrived ends with 504;
+ * a body that has not fully arrived --body-timeout seconds after the headers gets 408 and the connection closes.
+ * Each is counted on /metrics. SIGINT/SIGTERM: stop accepting, cancel what runs, exit 0.
  */
 #ifndef FKV_SERVER_H
 #define FKV_SERVER_H
@@ -22,6 +27,10 @@ typedef struct {
     size_t max_body;
     fkv_engine_params engine;
     uint32_t parallel; /* requests run at once */
+    uint32_t max_queue;       /* requests waiting at most (past it: 503 with Retry-After); 0: no bound */
+    uint32_t max_connections; /* connections open at once (past it new ones are refused) */
+    float timeout_s;          /* a request's deadline from its arrival (seconds), waiting and running; 0: none */
+    uint32_t body_timeout_s;  /* the whole request must arrive within this, and a connection idle this long closes */
     uint32_t responses_max; /* the Responses API's store: most responses kept */
     size_t responses_mem;   /* and most bytes they take */
     chat_template tmpl;

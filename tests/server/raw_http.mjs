@@ -4,70 +4,9 @@
 // cold server; concurrent clients each get the answer they would get alone.
 import http from 'node:http';
 
-import { REQUEST_MS, check, checkEqual, finish, runSections, startServer } from './common.mjs';
-
-/** One request on a fresh connection: {status, headers, text, json} (json: null when not JSON). */
-function request(base, method, path, { body, headers = {} } = {}) {
-  const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
-  return new Promise((res, rej) => {
-    const req = http.request(
-      `${base}${path}`,
-      {
-        method,
-        agent: false,
-        timeout: REQUEST_MS,
-        headers: { ...(payload !== undefined && { 'Content-Type': 'application/json' }), ...headers },
-      },
-      (r) => {
-        let text = '';
-        r.setEncoding('utf8');
-        r.on('data', (d) => (text += d));
-        r.on('end', () => {
-          let json = null;
-          try {
-            json = JSON.parse(text);
-          } catch {}
-          res({ status: r.statusCode, headers: r.headers, text, json });
-        });
-        r.on('error', rej);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within ${REQUEST_MS} ms`)));
-    req.on('error', rej);
-    req.end(payload);
-  });
-}
-
-/** The content of complete SSE events in text ("data: X\n\n"), parsed, up to [DONE]. */
-function sseEvents(text) {
-  const events = [];
-  for (const block of text.split('\n\n').slice(0, -1)) {
-    const data = block.replace(/^data: /, '');
-    if (data === '[DONE]') break;
-    events.push(JSON.parse(data));
-  }
-  return events;
-}
-
-/** Text of a streamed completion or chat completion, from its events. */
-const streamedText = (events) =>
-  events.map((e) => e.choices?.[0]?.delta?.content ?? e.choices?.[0]?.text ?? '').join('');
-
-/** check() that r is an OpenAI-style error with this status (and param/code, when given). */
-function checkError(name, r, status, { param, code } = {}) {
-  const e = r.json?.error;
-  const shaped =
-    e &&
-    typeof e.message === 'string' &&
-    e.message.length > 0 &&
-    typeof e.type === 'string' &&
-    'param' in e &&
-    'code' in e &&
-    (param === undefined || e.param === param) &&
-    (code === undefined || e.code === code);
-  check(`${name} → ${status}${param ? ` param=${param}` : ''}${code ? ` code=${code}` : ''}`, r.status === status && shaped,
-    `${r.status} ${r.text.slice(0, 160)}`);
-}
+import {
+  REQUEST_MS, check, checkEqual, checkError, finish, request, runSections, sseEvents, startServer, streamedText,
+} from './common.mjs';
 
 const user = (content) => [{ role: 'user', content }];
 const CHAT = '/v1/chat/completions';
