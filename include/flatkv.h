@@ -183,6 +183,9 @@ typedef struct fkv_grammar fkv_grammar;
 /* A grammar in llama.cpp's GBNF (root rule `root`) over model m's tokens: immutable, shareable by any number of
  * generations and threads; m must outlive it. NULL with err naming the line:column and what is wrong. */
 fkv_grammar *fkv_grammar_new(const fkv_model *m, const char *gbnf, size_t len, fkv_error *err);
+/* One more owner of g (NULL: NULL), for a user that may outlive the others: each owner calls fkv_grammar_free once,
+ * and the last call frees it. */
+fkv_grammar *fkv_grammar_share(fkv_grammar *g);
 void fkv_grammar_free(fkv_grammar *g);
 /* GBNF (malloc'd) for the JSON Schema text schema[0..len): its rules prefixed by prefix, its start rule
  * <prefix>root. NULL with err naming an unsupported or malformed keyword and where. */

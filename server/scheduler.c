@@ -77,7 +77,7 @@ static void job_free(sched_job *j) {
     json_decref(j->tool_choice);
     json_decref(j->response_format);
     free(j->followers);
-    if (!j->leader) fkv_grammar_free(j->grammar);
+    fkv_grammar_free(j->grammar);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -113,9 +113,8 @@ sched_job *sched_job_follower(sched_job *j, uint64_t seed) {
     f->memory_only = j->memory_only;
     f->deadline_ms = j->deadline_ms;
     f->logprobs = j->logprobs;
-    f->grammar = j->grammar;
+    f->grammar = fkv_grammar_share(j->grammar); /* a cancelled leader can be freed while its followers still run */
     f->top_logprobs = j->top_logprobs;
-    f->leader = j;
     f->refs = 2; /* the caller's, and the leader's (dropped when the leader is freed) */
     j->followers[j->n_followers++] = f;
     return f;

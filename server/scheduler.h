@@ -55,7 +55,7 @@ typedef struct sched_job {
     char *salt;  /* cache_salt: requests under different salts never share rows; NULL: the default */
     bool memory_only; /* prompt_cache_retention "in_memory": its blocks are never written to the disk tier */
     fkv_grammar *grammar;  /* the output follows it (response_format, grammar, an enforced tool_choice); NULL: free.
-                            * A leader's, shared by its followers */
+                            * One owner each: a leader's is shared (fkv_grammar_share) with its followers */
     bool logprobs;         /* record each content token's log-probabilities (sched_logprob) */
     uint32_t top_logprobs; /* and this many most likely ids at its step */
     int tool_format;  /* a toolcall_format: the request offered tools, calls may come back */
@@ -98,10 +98,9 @@ typedef struct sched_job {
 
     /* n > 1: the other choices of this prompt (set before sched_submit; never queued themselves). When this job's
      * prompt is computed, each starts from its rows and its last row's logits (fkv_engine_fork): the prompt is
-     * computed once. A follower's leader is the job it follows. */
+     * computed once. */
     struct sched_job **followers;
     uint32_t n_followers;
-    struct sched_job *leader;
 
     int refs; /* guarded by the scheduler's lock */
     struct sched_job *next;

@@ -18,6 +18,7 @@
 struct fkv_grammar {
     const fkv_model *m;
     grammar *g;
+    int owners; /* fkv_grammar_new's caller and every fkv_grammar_share; atomic */
 };
 
 fkv_grammar *fkv_grammar_new(const fkv_model *m, const char *gbnf, size_t len, fkv_error *err) {
@@ -27,6 +28,7 @@ fkv_grammar *fkv_grammar_new(const fkv_model *m, const char *gbnf, size_t len, f
         return NULL;
     }
     fg->m = m;
+    fg->owners = 1;
     fkv_model *mm = (fkv_model *)m; /* the vocabulary's masks are built once, by the first grammar that needs them */
     pthread_mutex_lock(&mm->gvocab_mu);
     if (!mm->gvocab) mm->gvocab = grammar_vocab_new(m->vocab, err);
@@ -39,8 +41,13 @@ fkv_grammar *fkv_grammar_new(const fkv_model *m, const char *gbnf, size_t len, f
     return fg;
 }
 
+fkv_grammar *fkv_grammar_share(fkv_grammar *g) {
+    if (g) __atomic_add_fetch(&g->owners, 1, __ATOMIC_RELAXED);
+    return g;
+}
+
 void fkv_grammar_free(fkv_grammar *g) {
-    if (!g) return;
+    if (!g || __atomic_sub_fetch(&g->owners, 1, __ATOMIC_ACQ_REL) > 0) return;
     grammar_free(g->g);
     free(g);
 }
