@@ -39,7 +39,7 @@ static void test_a_follower_outliving_its_freed_leader_keeps_the_grammar(void **
     if (!m) fail_msg("%s", err.msg);
     fkv_engine_params ep;
     assert_int_equal(fkv_engine_default_params(&ep, &err), 0);
-    sched *s = sched_new(m, &ep, 1, &err);
+    sched *s = sched_new(m, &ep, 1, 0, &err);
     if (!s) fail_msg("%s", err.msg);
 
     sched_job *leader = sched_job_new();
@@ -57,7 +57,8 @@ static void test_a_follower_outliving_its_freed_leader_keeps_the_grammar(void **
     if (!leader->grammar) fail_msg("%s", err.msg);
     sched_job *follower = sched_job_follower(leader, 2); /* our reference, kept to read its result */
     assert_non_null(follower);
-    sched_submit(s, leader);
+    uint32_t retry_after;
+    assert_int_equal(sched_submit(s, leader, &retry_after, &err), 0);
 
     /* The leader ends (its own client went away) while its follower decodes; then its last reference goes. */
     assert_true(wait_for(follower, generated_one));
