@@ -221,7 +221,7 @@ static int parse_tools(const oai_context *ctx, const json_t *root, json_t **rend
             json_decref(chat_tools);
             return BAD("tool_choice.disable_parallel_tool_use: must be a boolean");
         }
-        job->single_tool_call = json_is_true(single);
+        job->req.single_tool_call = json_is_true(single);
         bool known = false;
         for (i = 0; json_is_string(name) && i < n; i++)
             known = known || json_equal(json_object_get(json_array_get(tools, i), "name"), (json_t *)name);
@@ -234,7 +234,7 @@ static int parse_tools(const oai_context *ctx, const json_t *root, json_t **rend
             return BAD("tool_choice.name: must name one of the tools");
         }
         /* Chat's shapes, where constrained decoding will read them (sched_job.tool_choice). */
-        job->tool_choice = !strcmp(kind, "any")    ? json_string("required")
+        job->req.tool_choice = !strcmp(kind, "any")    ? json_string("required")
                            : !strcmp(kind, "tool") ? json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name)
                                                    : json_string(kind);
     }
@@ -243,7 +243,7 @@ static int parse_tools(const oai_context *ctx, const json_t *root, json_t **rend
         return 0;
     }
     *rendered = chat_tools;
-    job->tool_format = toolcall_format_of(ctx->tmpl);
+    job->req.tool_format = toolcall_format_of(ctx->tmpl);
     return 0;
 bad_tool:
     json_decref(chat_tools);
@@ -261,29 +261,29 @@ static int get_number(const json_t *root, const char *key, double lo, double hi,
 }
 
 static int parse_sampling(const json_t *root, sched_job *job, oai_error *e) {
-    job->sampling = fkv_sampler_default_params();
-    job->sampling.seed = (uint64_t)time(NULL);
-    if (get_number(root, "temperature", 0, 1, &job->sampling.temp, e) ||
-        get_number(root, "top_p", 0, 1, &job->sampling.top_p, e))
+    job->req.sampling = fkv_sampler_default_params();
+    job->req.sampling.seed = (uint64_t)time(NULL);
+    if (get_number(root, "temperature", 0, 1, &job->req.sampling.temp, e) ||
+        get_number(root, "top_p", 0, 1, &job->req.sampling.top_p, e))
         return -1;
     const json_t *top_k = json_object_get(root, "top_k");
     if (top_k && !json_is_null(top_k)) {
         if (!json_is_integer(top_k) || json_integer_value(top_k) < 0 || json_integer_value(top_k) > 1000000)
             return BAD("top_k: must be an integer of at least 0");
-        job->sampling.top_k = (int32_t)json_integer_value(top_k);
+        job->req.sampling.top_k = (int32_t)json_integer_value(top_k);
     }
     const json_t *stop = json_object_get(root, "stop_sequences");
     if (!stop || json_is_null(stop)) return 0;
     if (!json_is_array(stop)) return BAD("stop_sequences: must be an array of strings");
     size_t n = json_array_size(stop);
     if (n > MAX_STOP) return BAD("stop_sequences: %zu strings; at most %d are supported", n, MAX_STOP);
-    job->stop = calloc(n ? n : 1, sizeof *job->stop);
-    if (!job->stop) return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    job->req.stop = calloc(n ? n : 1, sizeof *job->req.stop);
+    if (!job->req.stop) return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const json_t *s = json_array_get(stop, i);
         if (!json_is_string(s) || json_string_length(s) == 0 || strlen(json_string_value(s)) != json_string_length(s))
             return BAD("stop_sequences.%zu: must be a non-empty string", i);
-        job->stop[job->n_stop++] = strdup(json_string_value(s));
+        job->req.stop[job->req.n_stop++] = strdup(json_string_value(s));
     }
     return 0;
 }
@@ -300,7 +300,7 @@ int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size
     req->prefix_cache = prefix_cache;
     snprintf(req->id, sizeof req->id, "msg_%llx%llx", (unsigned long long)time(NULL),
              __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
-    snprintf(job->id, sizeof job->id, "%s", req->id);
+    snprintf(job->req.id, sizeof job->req.id, "%s", req->id);
     const json_t *model = json_object_get(root, "model"), *max_tokens = json_object_get(root, "max_tokens");
     const json_t *stream = json_object_get(root, "stream"), *metadata = json_object_get(root, "metadata");
     const json_t *system = json_object_get(root, "system"), *thinking = json_object_get(root, "thinking");
@@ -353,18 +353,19 @@ int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size
         goto out;
     }
     fkv_error err = {0};
-    if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, tools, &job->ids, &job->n_ids, &err)) {
+    if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, tools, &job->req.ids, &job->req.n_ids, &err)) {
         oai_fail_with(e, NULL, &err);
         goto out;
     }
-    req->n_prompt = job->n_ids;
-    if (job->n_ids > ctx->n_ctx) {
-        BAD("prompt is too long: %u tokens > %u maximum", job->n_ids, ctx->n_ctx);
+    req->n_prompt = job->req.n_ids;
+    if (job->req.n_ids > ctx->n_ctx) {
+        BAD("prompt is too long: %u tokens > %u maximum", job->req.n_ids, ctx->n_ctx);
         goto out;
     }
     /* Generation may run to the end of the context; max_tokens caps it. */
-    job->max_tokens = ctx->n_ctx - job->n_ids + 1;
-    if ((json_int_t)job->max_tokens > json_integer_value(max_tokens)) job->max_tokens = (uint32_t)json_integer_value(max_tokens);
+    job->req.max_tokens = ctx->n_ctx - job->req.n_ids + 1;
+    if ((json_int_t)job->req.max_tokens > json_integer_value(max_tokens))
+        job->req.max_tokens = (uint32_t)json_integer_value(max_tokens);
     rc = 0;
 out:
     convo_free(&c);
@@ -376,21 +377,22 @@ out:
 /* --- the answer --- */
 
 static json_t *usage_json(const anth_request *req, const sched_job *job) {
-    uint32_t computed = req->n_prompt - job->cached, left_cached = req->prefix_cache ? computed : 0;
+    uint32_t computed = req->n_prompt - job->prog.cached, left_cached = req->prefix_cache ? computed : 0;
     return json_pack("{s:i,s:i,s:i,s:i}", "input_tokens", (int)(computed - left_cached), "cache_creation_input_tokens",
-                     (int)left_cached, "cache_read_input_tokens", (int)job->cached, "output_tokens", (int)job->n_gen);
+                     (int)left_cached, "cache_read_input_tokens", (int)job->prog.cached, "output_tokens",
+                     (int)job->prog.n_gen);
 }
 
 static const char *stop_reason(const sched_job *job) {
-    if (job->tool_calls) return "tool_use";
-    if (!strcmp(job->finish_reason, "length")) return "max_tokens";
-    return job->stop_hit ? "stop_sequence" : "end_turn";
+    if (job->prog.tool_calls) return "tool_use";
+    if (!strcmp(job->prog.finish_reason, "length")) return "max_tokens";
+    return job->prog.text.stop_hit ? "stop_sequence" : "end_turn";
 }
 
 /* Call i of the job (an OpenAI tool call) as a tool_use block, its input the arguments parsed (with_input), or {}
  * to be streamed as input_json_delta. Arguments that are not a JSON object give {}: a tool_use input is one. */
 static json_t *tool_use_block(const anth_request *req, const sched_job *job, size_t i, bool with_input) {
-    const json_t *fn = json_object_get(json_array_get(job->tool_calls, i), "function");
+    const json_t *fn = json_object_get(json_array_get(job->prog.tool_calls, i), "function");
     json_t *input = with_input ? json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL) : NULL;
     if (!json_is_object(input)) {
         json_decref(input);
@@ -404,8 +406,8 @@ static json_t *tool_use_block(const anth_request *req, const sched_job *job, siz
 
 /* The arguments of call i as they stream: the input's JSON text. */
 static const char *tool_arguments(const sched_job *job, size_t i) {
-    const char *args = json_string_value(json_object_get(json_object_get(json_array_get(job->tool_calls, i), "function"),
-                                                         "arguments"));
+    const char *args = json_string_value(
+        json_object_get(json_object_get(json_array_get(job->prog.tool_calls, i), "function"), "arguments"));
     json_t *parsed = json_loads(args ? args : "", 0, NULL);
     bool object = json_is_object(parsed);
     json_decref(parsed);
@@ -418,12 +420,14 @@ static json_t *text_block(const char *text, size_t len) {
 
 json_t *anth_response(const anth_request *req, const sched_job *job) {
     json_t *content = json_array();
-    if (job->content_len || !job->tool_calls) json_array_append_new(content, text_block(job->text, job->content_len));
-    for (size_t i = 0; i < json_array_size(job->tool_calls); i++)
+    if (job->prog.content_len || !job->prog.tool_calls)
+        json_array_append_new(content, text_block(job->prog.text.text, job->prog.content_len));
+    for (size_t i = 0; i < json_array_size(job->prog.tool_calls); i++)
         json_array_append_new(content, tool_use_block(req, job, i, true));
-    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o}", "id", req->id, "type", "message", "role", "assistant", "model",
-                     req->model, "content", content, "stop_reason", stop_reason(job), "stop_sequence",
-                     job->stop_hit ? json_string(job->stop_hit) : json_null(), "usage", usage_json(req, job));
+    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o}", "id", req->id, "type", "message", "role", "assistant",
+                     "model", req->model, "content", content, "stop_reason", stop_reason(job), "stop_sequence",
+                     job->prog.text.stop_hit ? json_string(job->prog.text.stop_hit) : json_null(), "usage",
+                     usage_json(req, job));
 }
 
 static void emit(json_t *events, json_t *event) { json_array_append_new(events, event); }
@@ -437,15 +441,15 @@ static void block_stop(anth_request *req, json_t *events) {
 }
 
 void anth_stream(anth_request *req, const sched_job *job, json_t *events) {
-    if (job->error.code) {
+    if (job->prog.error.code) {
         oai_error err;
-        oai_fail_with(&err, NULL, &job->error);
+        oai_fail_with(&err, NULL, &job->prog.error);
         emit(events, anth_error_body(&err));
         req->finished = true;
         return;
     }
     /* message_start carries the usage of the prompt, known once the job has started generating. */
-    if (!req->started && !(job->stable > 0 || job->done)) return;
+    if (!req->started && !(job->prog.text.stable > 0 || job->prog.done)) return;
     if (!req->started) {
         json_t *usage = usage_json(req, job);
         json_object_set_new(usage, "output_tokens", json_integer(0));
@@ -455,25 +459,27 @@ void anth_stream(anth_request *req, const sched_job *job, json_t *events) {
         emit(events, json_pack("{s:s}", "type", "ping"));
         req->started = true;
     }
-    if (job->stable > req->sent) {
+    if (job->prog.text.stable > req->sent) {
         if (!req->text_open) block_start(req, events, text_block("", 0));
         req->text_open = true;
         emit(events, json_pack("{s:s,s:i,s:{s:s,s:s%}}", "type", "content_block_delta", "index", req->n_blocks - 1,
-                               "delta", "type", "text_delta", "text", job->text + req->sent, job->stable - req->sent));
-        req->sent = job->stable;
+                               "delta", "type", "text_delta", "text", job->prog.text.text + req->sent,
+                               job->prog.text.stable - req->sent));
+        req->sent = job->prog.text.stable;
     }
-    if (!job->done || req->sent < job->stable) return;
-    if (!req->text_open && !job->tool_calls) block_start(req, events, text_block("", 0)); /* as anth_response */
-    if (req->text_open || !job->tool_calls) block_stop(req, events);
-    for (size_t i = 0; i < json_array_size(job->tool_calls); i++) {
+    if (!job->prog.done || req->sent < job->prog.text.stable) return;
+    if (!req->text_open && !job->prog.tool_calls) block_start(req, events, text_block("", 0)); /* as anth_response */
+    if (req->text_open || !job->prog.tool_calls) block_stop(req, events);
+    for (size_t i = 0; i < json_array_size(job->prog.tool_calls); i++) {
         block_start(req, events, tool_use_block(req, job, i, false));
         emit(events, json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index", req->n_blocks - 1,
                                "delta", "type", "input_json_delta", "partial_json", tool_arguments(job, i)));
         block_stop(req, events);
     }
-    emit(events, json_pack("{s:s,s:{s:s,s:o},s:o}", "type", "message_delta", "delta", "stop_reason", stop_reason(job),
-                           "stop_sequence", job->stop_hit ? json_string(job->stop_hit) : json_null(), "usage",
-                           usage_json(req, job)));
+    emit(events,
+         json_pack("{s:s,s:{s:s,s:o},s:o}", "type", "message_delta", "delta", "stop_reason", stop_reason(job),
+                   "stop_sequence", job->prog.text.stop_hit ? json_string(job->prog.text.stop_hit) : json_null(),
+                   "usage", usage_json(req, job)));
     emit(events, json_pack("{s:s}", "type", "message_stop"));
     req->finished = true;
 }

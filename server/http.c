@@ -154,19 +154,23 @@ static bool produce_choice_events(conn *st, uint32_t i) {
     if (!c->first_sent && st->req.kind == OAI_CHAT)
         push_event(st, oai_stream_chunk(&st->req, (int)i, "", 0, NULL, true, NULL), NULL);
     c->first_sent = true;
-    if (j->stable > c->sent) {
+    if (j->prog.text.stable > c->sent) {
         size_t lps_to = c->lps_sent; /* the tokens whose text this chunk completes */
-        while (lps_to < j->n_lps && j->lps[lps_to].end <= j->stable) lps_to++;
-        json_t *lps = j->logprobs ? oai_logprobs(&st->req, j, c->lps_sent, lps_to) : NULL;
-        push_event(st, oai_stream_chunk(&st->req, (int)i, j->text + c->sent, j->stable - c->sent, NULL, false, lps),
+        while (lps_to < j->prog.n_lps && lps_to < j->prog.text.n_tokens &&
+               j->prog.text.ends[lps_to] <= j->prog.text.stable)
+            lps_to++;
+        json_t *lps = j->req.logprobs ? oai_logprobs(&st->req, j, c->lps_sent, lps_to) : NULL;
+        push_event(st,
+                   oai_stream_chunk(&st->req, (int)i, j->prog.text.text + c->sent, j->prog.text.stable - c->sent, NULL,
+                                    false, lps),
                    NULL);
-        c->sent = j->stable;
+        c->sent = j->prog.text.stable;
         c->lps_sent = lps_to;
     }
-    if (j->done && c->sent == j->stable && !c->done) {
-        if (j->tool_calls) push_event(st, oai_tool_calls_chunk(&st->req, (int)i, j), NULL);
-        if (!j->error.code)
-            push_event(st, oai_stream_chunk(&st->req, (int)i, NULL, 0, j->finish_reason, false, NULL), NULL);
+    if (j->prog.done && c->sent == j->prog.text.stable && !c->done) {
+        if (j->prog.tool_calls) push_event(st, oai_tool_calls_chunk(&st->req, (int)i, j), NULL);
+        if (!j->prog.error.code)
+            push_event(st, oai_stream_chunk(&st->req, (int)i, NULL, 0, j->prog.finish_reason, false, NULL), NULL);
         c->done = true;
     }
     pthread_mutex_unlock(&j->mu);
@@ -184,10 +188,10 @@ static bool produce_events(conn *st) {
     if (all_done && !st->finished) {
         sched_job *failed = NULL;
         for (uint32_t i = 0; i <= st->job->n_followers && !failed; i++)
-            if (choice_job(st, i)->error.code) failed = choice_job(st, i);
+            if (choice_job(st, i)->prog.error.code) failed = choice_job(st, i);
         if (failed) {
             oai_error e;
-            oai_fail_with(&e, NULL, &failed->error);
+            oai_fail_with(&e, NULL, &failed->prog.error);
             push_event(st, oai_error_body(&e), NULL);
         } else if (st->req.include_usage) {
             push_event(st, oai_usage_chunk(&st->req, st->job), NULL);
@@ -273,10 +277,10 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
         return send_error(c, st, &e);
     }
     if (!st->key[0]) set_log_key(st->key, st->api == API_RESPONSES ? st->rreq.cache_key : st->req.cache_key);
-    if (srv->p->timeout_s) st->job->deadline_ms = st->t0 + srv->p->timeout_s * 1e3; /* copied by followers */
+    if (srv->p->timeout_s) st->job->req.deadline_ms = st->t0 + srv->p->timeout_s * 1e3; /* copied by followers */
     /* The other choices: the same request, each with its seed + i, started from this one's prompt. */
     for (uint32_t i = 1; i < st->req.n; i++) {
-        sched_job *f = sched_job_follower(st->job, st->job->sampling.seed + i);
+        sched_job *f = sched_job_follower(st->job, st->job->req.sampling.seed + i);
         if (!f) {
             sched_job_release(srv->sched, st->job);
             st->job = NULL;
@@ -307,9 +311,9 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
     for (uint32_t i = 0; i <= j->n_followers; i++) { /* every choice */
         sched_job *choice = i ? j->followers[i - 1] : j;
         pthread_mutex_lock(&choice->mu);
-        while (!choice->done) {
+        while (!choice->prog.done) {
             sched_job_wait_locked(choice, SIZE_MAX, LIVENESS_MS);
-            if (!choice->done && client_gone(st->fd)) {
+            if (!choice->prog.done && client_gone(st->fd)) {
                 pthread_mutex_unlock(&choice->mu);
                 for (uint32_t k = 0; k <= j->n_followers; k++) sched_job_cancel(k ? j->followers[k - 1] : j);
                 st->status = 499; /* client closed the request */
@@ -317,9 +321,9 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
             }
         }
         pthread_mutex_unlock(&choice->mu);
-        if (choice->error.code) {
+        if (choice->prog.error.code) {
             oai_error e;
-            oai_fail_with(&e, NULL, &choice->error);
+            oai_fail_with(&e, NULL, &choice->prog.error);
             return send_error(c, st, &e);
         }
     }
@@ -492,18 +496,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
             for (uint32_t k = 0; k <= j->n_followers; k++) sched_job_cancel(k ? j->followers[k - 1] : j);
         pthread_mutex_lock(&j->mu);
         /* A cancelled job ends at its next token; wait briefly so its work is logged and counted. */
-        for (int waited = 0; !j->done && waited < 1000; waited += LIVENESS_MS)
+        for (int waited = 0; !j->prog.done && waited < 1000; waited += LIVENESS_MS)
             sched_job_wait_locked(j, SIZE_MAX, LIVENESS_MS);
-        if (j->error.code == FKV_E_TIMEOUT) metrics_count_rejected(srv->metrics, METRICS_DEADLINE);
-        if (j->done && !j->error.code) {
-            prompt = j->n_ids, cached = j->cached, generated = j->n_gen;
-            int at = j->diverged ? snprintf(diverged, sizeof diverged, " diverged_at=%u", j->diverged_at) : 0;
-            if (j->reuse.held < j->reuse.capped) /* the rest agreed, but the window layers no longer held its rows */
-                at += snprintf(diverged + at, sizeof diverged - (size_t)at, " window_held=%u/%u", j->reuse.held,
-                               j->reuse.capped);
-            if (j->reuse.from_disk)
-                snprintf(diverged + at, sizeof diverged - (size_t)at, " disk=%u", j->reuse.from_disk);
-            metrics_count_completion(srv->metrics, prompt, cached, generated, j->prefill_ms, j->decode_ms);
+        if (j->prog.error.code == FKV_E_TIMEOUT) metrics_count_rejected(srv->metrics, METRICS_DEADLINE);
+        if (j->prog.done && !j->prog.error.code) {
+            prompt = j->req.n_ids, cached = j->prog.cached, generated = j->prog.n_gen;
+            int at = j->prog.diverged ? snprintf(diverged, sizeof diverged, " diverged_at=%u", j->prog.diverged_at) : 0;
+            if (j->prog.reuse.held <
+                j->prog.reuse.capped) /* the rest agreed, but the window layers no longer held its rows */
+                at += snprintf(diverged + at, sizeof diverged - (size_t)at, " window_held=%u/%u", j->prog.reuse.held,
+                               j->prog.reuse.capped);
+            if (j->prog.reuse.from_disk)
+                snprintf(diverged + at, sizeof diverged - (size_t)at, " disk=%u", j->prog.reuse.from_disk);
+            metrics_count_completion(srv->metrics, prompt, cached, generated, j->prog.prefill_ms, j->prog.decode_ms);
         }
         pthread_mutex_unlock(&j->mu);
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && st->status == 200) st->status = 499;

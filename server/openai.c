@@ -132,14 +132,14 @@ static int parse_tools(const oai_context *ctx, const json_t *root, const json_t 
         return BAD("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
     if (json_array_size(t) == 0) return 0;
     *tools = t;
-    job->tool_format = toolcall_format_of(ctx->tmpl);
-    job->single_tool_call = json_is_false(parallel);
-    if (choice && !json_is_null(choice)) job->tool_choice = json_deep_copy(choice);
+    job->req.tool_format = toolcall_format_of(ctx->tmpl);
+    job->req.single_tool_call = json_is_false(parallel);
+    if (choice && !json_is_null(choice)) job->req.tool_choice = json_deep_copy(choice);
     return 0;
 }
 
-/* response_format (text, json_object, json_schema: {name, schema, strict}) into job->response_format, and grammar
- * (GBNF text, llama.cpp's field) compiled into job->grammar. */
+/* response_format (text, json_object, json_schema: {name, schema, strict}) into job->req.response_format, and grammar
+ * (GBNF text, llama.cpp's field) compiled into job->req.grammar. */
 static int parse_format(const oai_context *ctx, const json_t *root, sched_job *job, oai_error *e) {
     const json_t *rf = json_object_get(root, "response_format"), *gbnf = json_object_get(root, "grammar");
     const bool has_rf = rf && !json_is_null(rf), has_gbnf = gbnf && !json_is_null(gbnf);
@@ -147,8 +147,8 @@ static int parse_format(const oai_context *ctx, const json_t *root, sched_job *j
     if (has_gbnf) {
         if (!json_is_string(gbnf)) return BAD("grammar", "'grammar' must be a string (GBNF)");
         fkv_error err = {0};
-        job->grammar = fkv_grammar_new(ctx->model, json_string_value(gbnf), json_string_length(gbnf), &err);
-        return job->grammar ? 0 : BAD("grammar", "grammar: %s", err.msg);
+        job->req.grammar = fkv_grammar_new(ctx->model, json_string_value(gbnf), json_string_length(gbnf), &err);
+        return job->req.grammar ? 0 : BAD("grammar", "grammar: %s", err.msg);
     }
     if (!has_rf) return 0;
     const char *type = json_string_value(json_object_get(rf, "type"));
@@ -158,33 +158,33 @@ static int parse_format(const oai_context *ctx, const json_t *root, sched_job *j
                                       "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": ...}}");
     if (!strcmp(type, "json_schema") && !json_is_object(json_object_get(json_object_get(rf, "json_schema"), "schema")))
         return BAD("response_format", "'response_format.json_schema.schema' must be a JSON Schema object");
-    if (strcmp(type, "text")) job->response_format = json_deep_copy(rf);
+    if (strcmp(type, "text")) job->req.response_format = json_deep_copy(rf);
     return 0;
 }
 
 int oai_constrain(const oai_context *ctx, sched_job *job, const json_t *tools, oai_error *e) {
-    const json_t *choice = job->tool_choice;
+    const json_t *choice = job->req.tool_choice;
     const char *named = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
     const bool calls = tools && (named || (json_is_string(choice) && !strcmp(json_string_value(choice), "required")));
-    if ((job->grammar != NULL) + (job->response_format != NULL) + calls > 1)
+    if ((job->req.grammar != NULL) + (job->req.response_format != NULL) + calls > 1)
         return BAD(calls ? "tool_choice" : "response_format",
                    "one constraint at a time: a grammar, a response_format or an enforced tool_choice");
     fkv_error err = {0};
     char *gbnf = NULL;
     const char *param = calls ? "tool_choice" : "response_format";
     if (calls) {
-        gbnf = toolcall_gbnf(job->tool_format, tools, named, !job->single_tool_call, &err);
-    } else if (job->response_format) {
-        const json_t *schema = json_object_get(json_object_get(job->response_format, "json_schema"), "schema");
+        gbnf = toolcall_gbnf(job->req.tool_format, tools, named, !job->req.single_tool_call, &err);
+    } else if (job->req.response_format) {
+        const json_t *schema = json_object_get(json_object_get(job->req.response_format, "json_schema"), "schema");
         char *text = schema ? json_dumps(schema, JSON_COMPACT) : strdup("{\"type\": \"object\"}"); /* json_object */
         gbnf = text ? fkv_json_schema_gbnf(text, strlen(text), "", &err) : NULL;
         free(text);
     } else {
         return 0;
     }
-    if (gbnf) job->grammar = fkv_grammar_new(ctx->model, gbnf, strlen(gbnf), &err);
+    if (gbnf) job->req.grammar = fkv_grammar_new(ctx->model, gbnf, strlen(gbnf), &err);
     free(gbnf);
-    return job->grammar ? 0 : BAD(param, "%s: %s", param, err.msg[0] ? err.msg : "out of memory");
+    return job->req.grammar ? 0 : BAD(param, "%s: %s", param, err.msg[0] ? err.msg : "out of memory");
 }
 
 /* chat_template_kwargs (vLLM's and llama.cpp's field): enable_thinking, a boolean, switches the reasoning of the
@@ -244,11 +244,11 @@ static int parse_messages(const oai_context *ctx, const chat_template *t, const 
     }
     fkv_error err = {0};
     uint32_t n_ids;
-    if (chat_prompt_ids(ctx->model, t, msgs, n, tools, &job->ids, &n_ids, &err)) {
+    if (chat_prompt_ids(ctx->model, t, msgs, n, tools, &job->req.ids, &n_ids, &err)) {
         oai_fail_with(e, "messages", &err);
         goto out;
     }
-    job->n_ids = n_ids;
+    job->req.n_ids = n_ids;
     rc = 0;
 out:
     for (i = 0; i < n; i++) free(texts[i]), free(calls[i]);
@@ -265,27 +265,27 @@ static int parse_prompt(const oai_context *ctx, const json_t *prompt, sched_job 
         const char *text = json_string_value(prompt);
         size_t len = json_string_length(prompt);
         int n = fkv_tokenize(ctx->model, text, len, true, false, NULL, 0, &err);
-        if (n >= 0 && !(job->ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1))))
+        if (n >= 0 && !(job->req.ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1))))
             n = err_nomem(&err, "out of memory for the prompt's %d ids", n);
-        if (n < 0 || fkv_tokenize(ctx->model, text, len, true, false, job->ids, n, &err) != n)
+        if (n < 0 || fkv_tokenize(ctx->model, text, len, true, false, job->req.ids, n, &err) != n)
             return oai_fail_with(e, "prompt", &err);
-        job->n_ids = (uint32_t)n;
+        job->req.n_ids = (uint32_t)n;
         return 0;
     }
     if (!json_is_array(prompt)) return BAD("prompt", "'prompt' must be a string or an array of token ids");
     uint32_t n_vocab = fkv_model_get_info(ctx->model).n_vocab;
     size_t n = json_array_size(prompt), i;
     json_t *v;
-    if (!(job->ids = malloc(sizeof(int32_t) * (n ? n : 1))))
+    if (!(job->req.ids = malloc(sizeof(int32_t) * (n ? n : 1))))
         return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     json_array_foreach(prompt, i, v) {
         if (!json_is_integer(v)) return BAD("prompt", "'prompt[%zu]' is not a token id (batches are not supported)", i);
         json_int_t id = json_integer_value(v);
         if (id < 0 || id >= n_vocab)
             return BAD("prompt", "'prompt[%zu]' = %lld is outside the vocabulary (0..%u)", i, (long long)id, n_vocab - 1);
-        job->ids[i] = (int32_t)id;
+        job->req.ids[i] = (int32_t)id;
     }
-    job->n_ids = (uint32_t)n;
+    job->req.n_ids = (uint32_t)n;
     return 0;
 }
 
@@ -310,16 +310,16 @@ static int get_logprobs(const json_t *body, oai_kind kind, sched_job *job, oai_e
             return BAD("top_logprobs", "'top_logprobs' must be an integer from 0 to %d", FKV_MAX_TOP_LOGPROBS);
         if (top && !json_is_null(top) && !json_is_true(lp))
             return BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
-        job->logprobs = json_is_true(lp);
-        job->top_logprobs = json_is_integer(top) ? (uint32_t)json_integer_value(top) : 0;
+        job->req.logprobs = json_is_true(lp);
+        job->req.top_logprobs = json_is_integer(top) ? (uint32_t)json_integer_value(top) : 0;
         return 0;
     }
     if (top) return BAD("top_logprobs", "'top_logprobs' is a chat parameter; legacy completions take 'logprobs': N");
     if (lp && !json_is_null(lp) &&
         (!json_is_integer(lp) || json_integer_value(lp) < 0 || json_integer_value(lp) > FKV_MAX_TOP_LOGPROBS))
         return BAD("logprobs", "'logprobs' must be an integer from 0 to %d", FKV_MAX_TOP_LOGPROBS);
-    job->logprobs = json_is_integer(lp);
-    job->top_logprobs = job->logprobs ? (uint32_t)json_integer_value(lp) : 0;
+    job->req.logprobs = json_is_integer(lp);
+    job->req.top_logprobs = job->req.logprobs ? (uint32_t)json_integer_value(lp) : 0;
     return 0;
 }
 
@@ -329,12 +329,12 @@ static int get_stop(const json_t *body, sched_job *job, oai_error *e) {
     size_t n = json_is_array(stop) ? json_array_size(stop) : 1;
     if (!json_is_string(stop) && !json_is_array(stop)) return BAD("stop", "'stop' must be a string or an array of strings");
     if (n > MAX_STOP) return BAD("stop", "'stop' has %zu strings; at most %d are supported", n, MAX_STOP);
-    job->stop = calloc(n ? n : 1, sizeof *job->stop);
+    job->req.stop = calloc(n ? n : 1, sizeof *job->req.stop);
     for (size_t i = 0; i < n; i++) {
         json_t *s = json_is_array(stop) ? json_array_get(stop, i) : stop;
         if (!json_is_string(s) || json_string_length(s) == 0 || strlen(json_string_value(s)) != json_string_length(s))
             return BAD("stop", "every stop sequence must be a non-empty string");
-        job->stop[job->n_stop++] = strdup(json_string_value(s));
+        job->req.stop[job->req.n_stop++] = strdup(json_string_value(s));
     }
     return 0;
 }
@@ -344,7 +344,7 @@ int oai_parse_cache_fields(const json_t *root, sched_job *job, char cache_key[65
     if (salt && !json_is_null(salt)) {
         if (!json_is_string(salt) || json_string_length(salt) == 0)
             return BAD("cache_salt", "'cache_salt' must be a non-empty string");
-        job->salt = strdup(json_string_value(salt));
+        job->req.salt = strdup(json_string_value(salt));
     }
     /* OpenAI's values; "24h" (the default with --kv-dir) lets the blocks reach the disk tier, where they last as
      * long as its budget keeps them. */
@@ -353,7 +353,7 @@ int oai_parse_cache_fields(const json_t *root, sched_job *job, char cache_key[65
         const char *r = json_string_value(retention);
         if (!r || (strcmp(r, "in_memory") && strcmp(r, "24h")))
             return BAD("prompt_cache_retention", "'prompt_cache_retention' must be \"in_memory\" or \"24h\"");
-        job->memory_only = !strcmp(r, "in_memory");
+        job->req.memory_only = !strcmp(r, "in_memory");
     }
     /* Routing keys: a load balancer hashes them to a replica (deploy/haproxy.cfg). Checked as OpenAI checks
      * them, never used for the answer or the cache salt, so a conversation answers the same wherever it lands. */
@@ -414,31 +414,32 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
         req->include_usage = json_is_true(usage);
     }
 
-    job->sampling = fkv_sampler_default_params();
-    job->sampling.seed = (uint64_t)time(NULL);
-    float top_k = (float)job->sampling.top_k, repeat_last_n = 64;
-    if (get_number(root, "temperature", 0, 2, &job->sampling.temp, e) ||
-        get_number(root, "top_p", 0, 1, &job->sampling.top_p, e) ||
-        get_number(root, "min_p", 0, 1, &job->sampling.min_p, e) || get_number(root, "top_k", 0, 1e6, &top_k, e) ||
-        get_number(root, "repeat_penalty", 0.01, 100, &job->sampling.repeat_penalty, e) ||
+    job->req.sampling = fkv_sampler_default_params();
+    job->req.sampling.seed = (uint64_t)time(NULL);
+    float top_k = (float)job->req.sampling.top_k, repeat_last_n = 64;
+    if (get_number(root, "temperature", 0, 2, &job->req.sampling.temp, e) ||
+        get_number(root, "top_p", 0, 1, &job->req.sampling.top_p, e) ||
+        get_number(root, "min_p", 0, 1, &job->req.sampling.min_p, e) || get_number(root, "top_k", 0, 1e6, &top_k, e) ||
+        get_number(root, "repeat_penalty", 0.01, 100, &job->req.sampling.repeat_penalty, e) ||
         get_number(root, "repeat_last_n", 0, 1e6, &repeat_last_n, e) ||
-        get_number(root, "frequency_penalty", -2, 2, &job->sampling.frequency_penalty, e) ||
-        get_number(root, "presence_penalty", -2, 2, &job->sampling.presence_penalty, e) || get_logprobs(root, kind, job, e))
+        get_number(root, "frequency_penalty", -2, 2, &job->req.sampling.frequency_penalty, e) ||
+        get_number(root, "presence_penalty", -2, 2, &job->req.sampling.presence_penalty, e) ||
+        get_logprobs(root, kind, job, e))
         goto out;
-    job->sampling.top_k = (int32_t)top_k;
-    job->sampling.repeat_last_n = (int32_t)repeat_last_n;
+    job->req.sampling.top_k = (int32_t)top_k;
+    job->req.sampling.repeat_last_n = (int32_t)repeat_last_n;
     json_t *seed = json_object_get(root, "seed");
     if (seed && !json_is_null(seed)) {
         if (!json_is_integer(seed)) {
             BAD("seed", "'seed' must be an integer");
             goto out;
         }
-        job->sampling.seed = (uint64_t)json_integer_value(seed);
+        job->req.sampling.seed = (uint64_t)json_integer_value(seed);
     }
     if (get_stop(root, job, e)) goto out;
     if (oai_parse_cache_fields(root, job, req->cache_key, e)) goto out;
 
-    snprintf(job->id, sizeof job->id, "%s", req->id);
+    snprintf(job->req.id, sizeof job->req.id, "%s", req->id);
     if (parse_format(ctx, root, job, e)) goto out;
     if (kind == OAI_CHAT) {
         const json_t *tools;
@@ -455,18 +456,18 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
         }
         if (oai_constrain(ctx, job, NULL, e) || parse_prompt(ctx, prompt, job, e)) goto out;
     }
-    if (job->n_ids == 0) {
+    if (job->req.n_ids == 0) {
         BAD(kind == OAI_CHAT ? "messages" : "prompt", "the prompt is empty");
         goto out;
     }
-    if (job->n_ids > ctx->n_ctx) {
+    if (job->req.n_ids > ctx->n_ctx) {
         oai_fail(e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt", "context_length_exceeded",
                  "This model's maximum context length is %u tokens. However, your prompt has %u tokens.", ctx->n_ctx,
-                 job->n_ids);
+                 job->req.n_ids);
         goto out;
     }
     /* Generation may run to the end of the context; max_tokens caps it. */
-    job->max_tokens = ctx->n_ctx - job->n_ids + 1;
+    job->req.max_tokens = ctx->n_ctx - job->req.n_ids + 1;
     const char *max_keys[] = {"max_completion_tokens", "max_tokens"};
     for (int k = 0; k < 2; k++) {
         json_t *v = json_object_get(root, max_keys[k]);
@@ -475,7 +476,8 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
             BAD(max_keys[k], "'%s' must be a positive integer", max_keys[k]);
             goto out;
         }
-        if ((json_int_t)job->max_tokens > json_integer_value(v)) job->max_tokens = (uint32_t)json_integer_value(v);
+        if ((json_int_t)job->req.max_tokens > json_integer_value(v))
+            job->req.max_tokens = (uint32_t)json_integer_value(v);
         break;
     }
     rc = 0;
@@ -485,27 +487,31 @@ out:
 }
 
 static json_t *usage_json(const sched_job *job) {
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", (int)job->n_ids, "completion_tokens", (int)job->n_gen,
-                     "total_tokens", (int)(job->n_ids + job->n_gen), "prompt_tokens_details", "cached_tokens",
-                     (int)job->cached);
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", (int)job->req.n_ids, "completion_tokens",
+                     (int)job->prog.n_gen, "total_tokens", (int)(job->req.n_ids + job->prog.n_gen),
+                     "prompt_tokens_details", "cached_tokens", (int)job->prog.cached);
 }
 
 /* llama.cpp's timings object: prompt_n counts the prompt tokens actually computed. */
 static json_t *timings_json(const sched_job *job) {
-    double pn = job->n_ids - job->cached;
-    json_t *t = json_pack("{s:i,s:f,s:f,s:i,s:f,s:f,s:i}", "prompt_n", (int)pn, "prompt_ms", job->prefill_ms,
-                     "prompt_per_second", job->prefill_ms > 0 ? pn / (job->prefill_ms / 1e3) : 0.0, "predicted_n",
-                     (int)job->n_gen, "predicted_ms", job->decode_ms, "predicted_per_second",
-                     job->decode_ms > 0 ? job->n_gen / (job->decode_ms / 1e3) : 0.0, "cache_n", (int)job->cached);
-    json_object_set_new(t, "cache_disk_n", json_integer(job->reuse.from_disk)); /* of cache_n, read from --kv-dir */
+    double pn = job->req.n_ids - job->prog.cached;
+    json_t *t =
+        json_pack("{s:i,s:f,s:f,s:i,s:f,s:f,s:i}", "prompt_n", (int)pn, "prompt_ms", job->prog.prefill_ms,
+                  "prompt_per_second", job->prog.prefill_ms > 0 ? pn / (job->prog.prefill_ms / 1e3) : 0.0,
+                  "predicted_n", (int)job->prog.n_gen, "predicted_ms", job->prog.decode_ms, "predicted_per_second",
+                  job->prog.decode_ms > 0 ? job->prog.n_gen / (job->prog.decode_ms / 1e3) : 0.0, "cache_n",
+                  (int)job->prog.cached);
+    json_object_set_new(t, "cache_disk_n",
+                        json_integer(job->prog.reuse.from_disk)); /* of cache_n, read from --kv-dir */
     /* Why the cache missed: where this prompt parted from the closest cached one, and what each holds there. */
-    if (job->diverged)
-        json_object_set_new(t, "divergence", json_pack("{s:i,s:s,s:s}", "at", (int)job->diverged_at, "cached",
-                                                       job->cached_text, "prompt", job->prompt_text));
+    if (job->prog.diverged)
+        json_object_set_new(t, "divergence", json_pack("{s:i,s:s,s:s}", "at", (int)job->prog.diverged_at, "cached",
+                                                       job->prog.cached_text, "prompt", job->prog.prompt_text));
     /* Why less than the agreement was reused: the window layers' rows there were given back (prefix.h). */
-    if (job->reuse.held < job->reuse.capped)
-        json_object_set_new(t, "window_fallback",
-                            json_pack("{s:i,s:i}", "agreed", (int)job->reuse.capped, "held", (int)job->reuse.held));
+    if (job->prog.reuse.held < job->prog.reuse.capped)
+        json_object_set_new(
+            t, "window_fallback",
+            json_pack("{s:i,s:i}", "agreed", (int)job->prog.reuse.capped, "held", (int)job->prog.reuse.held));
     return t;
 }
 
@@ -534,8 +540,8 @@ json_t *oai_logprobs(const oai_request *req, const sched_job *job, size_t from, 
     json_t *content = json_array(), *tokens = json_array(), *token_lps = json_array(), *tops = json_array(),
            *offsets = json_array();
     for (size_t i = from; i < to; i++) {
-        const sched_logprob *e = &job->lps[i];
-        const int32_t prev = i ? job->lps[i - 1].id : job->ids[job->n_ids - 1];
+        const sched_logprob *e = &job->prog.lps[i];
+        const int32_t prev = i ? job->prog.lps[i - 1].id : job->req.ids[job->req.n_ids - 1];
         json_t *text, *bytes, *top = chat ? json_array() : json_object();
         token_json(req, prev, e->id, &text, chat ? &bytes : NULL);
         for (uint32_t k = 0; k < e->lp.n_top; k++) {
@@ -556,7 +562,7 @@ json_t *oai_logprobs(const oai_request *req, const sched_job *job, size_t from, 
             json_array_append_new(tokens, text);
             json_array_append_new(token_lps, json_real(e->lp.logprob));
             json_array_append_new(tops, top);
-            json_array_append_new(offsets, json_integer(i ? (json_int_t)job->lps[i - 1].end : 0));
+            json_array_append_new(offsets, json_integer(i ? (json_int_t)job->prog.text.ends[i - 1] : 0));
         }
     }
     if (chat) {
@@ -571,7 +577,7 @@ json_t *oai_logprobs(const oai_request *req, const sched_job *job, size_t from, 
 /* The entries of job's content (their text ends within it). */
 static size_t content_lps(const sched_job *job) {
     size_t n = 0;
-    while (n < job->n_lps && job->lps[n].end <= job->content_len) n++;
+    while (n < job->prog.n_lps && n < job->prog.text.n_tokens && job->prog.text.ends[n] <= job->prog.content_len) n++;
     return n;
 }
 
@@ -580,27 +586,28 @@ static json_t *choice_json(const oai_request *req, const sched_job *job, int ind
     json_t *choice;
     if (req->kind == OAI_CHAT) {
         json_t *message = json_pack("{s:s}", "role", "assistant");
-        if (job->tool_calls && job->content_len == 0)
+        if (job->prog.tool_calls && job->prog.content_len == 0)
             json_object_set_new(message, "content", json_null());
         else
-            json_object_set_new(message, "content", json_stringn(job->text ? job->text : "", job->content_len));
-        if (job->tool_calls) json_object_set(message, "tool_calls", job->tool_calls);
+            json_object_set_new(message, "content",
+                                json_stringn(job->prog.text.text ? job->prog.text.text : "", job->prog.content_len));
+        if (job->prog.tool_calls) json_object_set(message, "tool_calls", job->prog.tool_calls);
         choice = json_pack("{s:i,s:o,s:n,s:s}", "index", index, "message", message, "logprobs", "finish_reason",
-                           job->finish_reason);
+                           job->prog.finish_reason);
     } else
-        choice = json_pack("{s:i,s:s%,s:n,s:s}", "index", index, "text", job->text ? job->text : "", job->len,
-                           "logprobs", "finish_reason", job->finish_reason);
-    if (job->logprobs) json_object_set_new(choice, "logprobs", oai_logprobs(req, job, 0, content_lps(job)));
+        choice = json_pack("{s:i,s:s%,s:n,s:s}", "index", index, "text", job->prog.text.text ? job->prog.text.text : "",
+                           job->prog.text.len, "logprobs", "finish_reason", job->prog.finish_reason);
+    if (job->req.logprobs) json_object_set_new(choice, "logprobs", oai_logprobs(req, job, 0, content_lps(job)));
     return choice;
 }
 
 /* The usage of a job and its followers: the prompt counts once (the other choices started from its rows). */
 static json_t *choices_usage(const sched_job *job) {
     json_t *usage = usage_json(job);
-    uint32_t generated = job->n_gen;
-    for (uint32_t i = 0; i < job->n_followers; i++) generated += job->followers[i]->n_gen;
+    uint32_t generated = job->prog.n_gen;
+    for (uint32_t i = 0; i < job->n_followers; i++) generated += job->followers[i]->prog.n_gen;
     json_object_set_new(usage, "completion_tokens", json_integer(generated));
-    json_object_set_new(usage, "total_tokens", json_integer(job->n_ids + generated));
+    json_object_set_new(usage, "total_tokens", json_integer(job->req.n_ids + generated));
     return usage;
 }
 
@@ -635,7 +642,7 @@ json_t *oai_stream_chunk(const oai_request *req, int index, const char *text, si
 json_t *oai_tool_calls_chunk(const oai_request *req, int index, const sched_job *job) {
     json_t *calls = json_array(), *call;
     size_t i;
-    json_array_foreach(job->tool_calls, i, call) {
+    json_array_foreach(job->prog.tool_calls, i, call) {
         json_t *c = json_deep_copy(call);
         json_object_set_new(c, "index", json_integer((json_int_t)i));
         json_array_append_new(calls, c);

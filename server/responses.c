@@ -281,12 +281,12 @@ static int parse_tool_choice(const json_t *root, const json_t *tools, sched_job 
     const json_t *choice = json_object_get(root, "tool_choice"), *parallel = json_object_get(root, "parallel_tool_calls");
     if (parallel && !json_is_null(parallel) && !json_is_boolean(parallel))
         return BAD("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
-    job->single_tool_call = json_is_false(parallel);
+    job->req.single_tool_call = json_is_false(parallel);
     if (!choice || json_is_null(choice)) return 0;
     const char *s = json_string_value(choice);
     if (s && (!strcmp(s, "none") || !strcmp(s, "auto") || !strcmp(s, "required"))) {
         if (!strcmp(s, "required") && !tools) return BAD("tool_choice", "'tool_choice' \"required\" needs tools");
-        job->tool_choice = json_string(s);
+        job->req.tool_choice = json_string(s);
         return 0;
     }
     const json_t *type = json_object_get(choice, "type"), *name = json_object_get(choice, "name");
@@ -298,11 +298,11 @@ static int parse_tool_choice(const json_t *root, const json_t *tools, sched_job 
     for (size_t i = 0; i < json_array_size(tools); i++)
         known = known || json_equal(json_object_get(json_array_get(tools, i), "name"), (json_t *)name);
     if (!known) return BAD("tool_choice", "'tool_choice.name' must name one of the tools");
-    job->tool_choice = json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name);
+    job->req.tool_choice = json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name);
     return 0;
 }
 
-/* text.format into job->response_format, chat's shape: json_object as it is, json_schema's fields under
+/* text.format into job->req.response_format, chat's shape: json_object as it is, json_schema's fields under
  * "json_schema"; "text" is no constraint. */
 static int parse_text(const json_t *text, sched_job *job, oai_error *e) {
     if (!text || json_is_null(text)) return 0;
@@ -312,7 +312,7 @@ static int parse_text(const json_t *text, sched_job *job, oai_error *e) {
     const char *type = json_string_value(json_object_get(format, "type"));
     if (type && !strcmp(type, "text")) return 0;
     if (type && !strcmp(type, "json_object")) {
-        job->response_format = json_pack("{s:s}", "type", "json_object");
+        job->req.response_format = json_pack("{s:s}", "type", "json_object");
         return 0;
     }
     const json_t *name = json_object_get(format, "name"), *schema = json_object_get(format, "schema");
@@ -326,7 +326,7 @@ static int parse_text(const json_t *text, sched_job *job, oai_error *e) {
     json_t *js = json_pack("{s:O,s:O}", "name", name, "schema", schema);
     if (json_is_boolean(strict)) json_object_set(js, "strict", (json_t *)strict);
     if (json_is_string(description)) json_object_set(js, "description", (json_t *)description);
-    job->response_format = json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", js);
+    job->req.response_format = json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", js);
     return 0;
 }
 
@@ -393,7 +393,7 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
     char hex[33];
     random_hex(hex);
     snprintf(req->id, sizeof req->id, "resp_%s", hex);
-    snprintf(job->id, sizeof job->id, "%s", hex);
+    snprintf(job->req.id, sizeof job->req.id, "%s", hex);
     req->created = (long long)time(NULL);
     const json_t *model = json_object_get(root, "model"), *stream = json_object_get(root, "stream");
     const json_t *store_v = json_object_get(root, "store"), *prev = json_object_get(root, "previous_response_id");
@@ -427,13 +427,14 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
         BAD("max_output_tokens", "'max_output_tokens' must be a positive integer");
         goto out;
     }
-    job->sampling = fkv_sampler_default_params();
-    job->sampling.seed = (uint64_t)time(NULL);
-    if (get_number(root, "temperature", 0, 2, &job->sampling.temp, e) ||
-        get_number(root, "top_p", 0, 1, &job->sampling.top_p, e) || oai_parse_cache_fields(root, job, req->cache_key, e) ||
-        parse_text(json_object_get(root, "text"), job, e) || parse_tools(tools, &chat_tools, e))
+    job->req.sampling = fkv_sampler_default_params();
+    job->req.sampling.seed = (uint64_t)time(NULL);
+    if (get_number(root, "temperature", 0, 2, &job->req.sampling.temp, e) ||
+        get_number(root, "top_p", 0, 1, &job->req.sampling.top_p, e) ||
+        oai_parse_cache_fields(root, job, req->cache_key, e) || parse_text(json_object_get(root, "text"), job, e) ||
+        parse_tools(tools, &chat_tools, e))
         goto out;
-    if (job->salt && !(req->salt = strdup(job->salt))) {
+    if (job->req.salt && !(req->salt = strdup(job->req.salt))) {
         oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto out;
     }
@@ -462,11 +463,11 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
         req->tools = given_tools ? json_deep_copy(given_tools) : NULL;
     }
     if (parse_tool_choice(root, req->tools, job, e)) goto out;
-    if (req->tools && !is_string(job->tool_choice, "none"))
-        job->tool_format = toolcall_format_of(ctx->tmpl);
+    if (req->tools && !is_string(job->req.tool_choice, "none"))
+        job->req.tool_format = toolcall_format_of(ctx->tmpl);
     {
         json_t *offered = NULL; /* the tools in effect, in chat's shape, for an enforced tool_choice */
-        if (req->tools && !is_string(job->tool_choice, "none") && parse_tools(req->tools, &offered, e)) goto out;
+        if (req->tools && !is_string(job->req.tool_choice, "none") && parse_tools(req->tools, &offered, e)) goto out;
         const int rc = oai_constrain(ctx, job, offered, e);
         json_decref(offered);
         if (rc) goto out;
@@ -485,7 +486,7 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
     fkv_error err = {0};
     if (!continued) {
         json_t *render = req->tools ? chat_tools : NULL;
-        if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, render, &job->ids, &job->n_ids, &err)) {
+        if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, render, &job->req.ids, &job->req.n_ids, &err)) {
             oai_fail_with(e, "input", &err);
             goto out;
         }
@@ -498,52 +499,52 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
             oai_fail_with(e, "input", &err);
             goto out;
         }
-        job->ids = realloc(chain.ids, sizeof(int32_t) * (chain.n_ids + n_more));
-        if (!job->ids) {
+        job->req.ids = realloc(chain.ids, sizeof(int32_t) * (chain.n_ids + n_more));
+        if (!job->req.ids) {
             free(more);
             oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
             goto out;
         }
-        memcpy(job->ids + chain.n_ids, more, sizeof(int32_t) * n_more);
-        job->n_ids = chain.n_ids + n_more;
+        memcpy(job->req.ids + chain.n_ids, more, sizeof(int32_t) * n_more);
+        job->req.n_ids = chain.n_ids + n_more;
         chain.ids = NULL;
         free(more);
     }
-    if (job->n_ids > ctx->n_ctx) {
+    if (job->req.n_ids > ctx->n_ctx) {
         oai_fail(e, 400, "invalid_request_error", "input", "context_length_exceeded",
                  "This model's maximum context length is %u tokens. However, your input has %u tokens.", ctx->n_ctx,
-                 job->n_ids);
+                 job->req.n_ids);
         goto out;
     }
-    req->n_prompt = job->n_ids;
-    if (!(req->prompt = malloc(sizeof(int32_t) * job->n_ids))) {
+    req->n_prompt = job->req.n_ids;
+    if (!(req->prompt = malloc(sizeof(int32_t) * job->req.n_ids))) {
         oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto out;
     }
-    memcpy(req->prompt, job->ids, sizeof(int32_t) * job->n_ids);
+    memcpy(req->prompt, job->req.ids, sizeof(int32_t) * job->req.n_ids);
     /* Generation may run to the end of the context; max_output_tokens caps it. */
-    job->max_tokens = ctx->n_ctx - job->n_ids + 1;
-    if (json_is_integer(max_out) && (json_int_t)job->max_tokens > json_integer_value(max_out))
-        job->max_tokens = (uint32_t)json_integer_value(max_out);
+    job->req.max_tokens = ctx->n_ctx - job->req.n_ids + 1;
+    if (json_is_integer(max_out) && (json_int_t)job->req.max_tokens > json_integer_value(max_out))
+        job->req.max_tokens = (uint32_t)json_integer_value(max_out);
 
     /* What the response object repeats of the request. */
     const json_t *temp = json_object_get(root, "temperature"), *top_p = json_object_get(root, "top_p");
     const json_t *choice = json_object_get(root, "tool_choice");
-    json_t *format = job->response_format ? json_deep_copy(json_object_get(json_object_get(root, "text"), "format"))
+    json_t *format = job->req.response_format ? json_deep_copy(json_object_get(json_object_get(root, "text"), "format"))
                                           : json_pack("{s:s}", "type", "text");
-    req->base = json_pack("{s:o,s:o,s:o,s:s,s:b,s:o,s:{s:n,s:n},s:b,s:o,s:{s:o},s:o,s:o,s:o,s:s,s:n}",
-                          "instructions", req->instructions ? json_string(req->instructions) : json_null(),
-                          "max_output_tokens", json_is_integer(max_out) ? json_copy((json_t *)max_out) : json_null(),
-                          "previous_response_id", continued ? json_copy((json_t *)prev) : json_null(), "model",
-                          json_is_string(model) ? json_string_value(model) : fkv_model_get_info(ctx->model).name,
-                          "parallel_tool_calls", !job->single_tool_call, "metadata",
-                          json_is_object(metadata) ? json_deep_copy(metadata) : json_object(), "reasoning", "effort",
-                          "summary", "store", req->store_it, "temperature",
-                          json_is_number(temp) ? json_deep_copy(temp) : sampling_value(job->sampling.temp), "text", "format",
-                          format, "tool_choice", choice && !json_is_null(choice) ? json_deep_copy(choice) : json_string("auto"),
-                          "tools", req->tools ? json_deep_copy(req->tools) : json_array(), "top_p",
-                          json_is_number(top_p) ? json_deep_copy(top_p) : sampling_value(job->sampling.top_p), "truncation",
-                          "disabled", "user");
+    req->base = json_pack(
+        "{s:o,s:o,s:o,s:s,s:b,s:o,s:{s:n,s:n},s:b,s:o,s:{s:o},s:o,s:o,s:o,s:s,s:n}", "instructions",
+        req->instructions ? json_string(req->instructions) : json_null(), "max_output_tokens",
+        json_is_integer(max_out) ? json_copy((json_t *)max_out) : json_null(), "previous_response_id",
+        continued ? json_copy((json_t *)prev) : json_null(), "model",
+        json_is_string(model) ? json_string_value(model) : fkv_model_get_info(ctx->model).name, "parallel_tool_calls",
+        !job->req.single_tool_call, "metadata", json_is_object(metadata) ? json_deep_copy(metadata) : json_object(),
+        "reasoning", "effort", "summary", "store", req->store_it, "temperature",
+        json_is_number(temp) ? json_deep_copy(temp) : sampling_value(job->req.sampling.temp), "text", "format", format,
+        "tool_choice", choice && !json_is_null(choice) ? json_deep_copy(choice) : json_string("auto"), "tools",
+        req->tools ? json_deep_copy(req->tools) : json_array(), "top_p",
+        json_is_number(top_p) ? json_deep_copy(top_p) : sampling_value(job->req.sampling.top_p), "truncation",
+        "disabled", "user");
     if (!req->base) {
         oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto out;
@@ -568,9 +569,11 @@ void resp_request_free(resp_request *req) {
 
 /* --- the answer --- */
 
-static bool incomplete(const sched_job *job) { return !job->tool_calls && !strcmp(job->finish_reason, "length"); }
+static bool incomplete(const sched_job *job) {
+    return !job->prog.tool_calls && !strcmp(job->prog.finish_reason, "length");
+}
 
-static bool has_message(const sched_job *job) { return job->content_len || !job->tool_calls; }
+static bool has_message(const sched_job *job) { return job->prog.content_len || !job->prog.tool_calls; }
 
 static json_t *message_item(const resp_request *req, const char *text, size_t len, const char *status) {
     json_t *content = status && !strcmp(status, "in_progress")
@@ -583,7 +586,7 @@ static json_t *message_item(const resp_request *req, const char *text, size_t le
 
 /* Call i of the job as a function_call item (arguments "" while in progress). */
 static json_t *call_item(const resp_request *req, const sched_job *job, size_t i, bool in_progress) {
-    const json_t *call = json_array_get(job->tool_calls, i), *fn = json_object_get(call, "function");
+    const json_t *call = json_array_get(job->prog.tool_calls, i), *fn = json_object_get(call, "function");
     char id[64];
     snprintf(id, sizeof id, "fc_%s_%zu", req->id + strlen("resp_"), i);
     return json_pack("{s:s,s:s,s:O,s:O,s:s,s:s}", "type", "function_call", "id", id, "call_id",
@@ -602,24 +605,26 @@ static json_t *response_object(const resp_request *req, const sched_job *job) {
     json_object_update(r, req->base);
     json_t *output = json_array();
     if (job && has_message(job))
-        json_array_append_new(output, message_item(req, job->text, job->content_len,
+        json_array_append_new(output, message_item(req, job->prog.text.text, job->prog.content_len,
                                                    incomplete(job) ? "incomplete" : "completed"));
-    for (size_t i = 0; job && i < json_array_size(job->tool_calls); i++)
+    for (size_t i = 0; job && i < json_array_size(job->prog.tool_calls); i++)
         json_array_append_new(output, call_item(req, job, i, false));
     json_object_set_new(r, "output", output);
-    json_object_set_new(r, "usage", !job ? json_null() :
-                            json_pack("{s:i,s:{s:i},s:i,s:{s:i},s:i}", "input_tokens", (int)req->n_prompt,
-                                      "input_tokens_details", "cached_tokens", (int)job->cached, "output_tokens",
-                                      (int)job->n_gen, "output_tokens_details", "reasoning_tokens", 0, "total_tokens",
-                                      (int)(req->n_prompt + job->n_gen)));
+    json_object_set_new(r, "usage",
+                        !job
+                            ? json_null()
+                            : json_pack("{s:i,s:{s:i},s:i,s:{s:i},s:i}", "input_tokens", (int)req->n_prompt,
+                                        "input_tokens_details", "cached_tokens", (int)job->prog.cached, "output_tokens",
+                                        (int)job->prog.n_gen, "output_tokens_details", "reasoning_tokens", 0,
+                                        "total_tokens", (int)(req->n_prompt + job->prog.n_gen)));
     return r;
 }
 
 /* Keep the finished response: its object, and its ids — the prompt, then the output as generated but for an
  * end-of-generation token at its end, which was never fed and which the template's end of turn replaces. */
 static void keep(resp_request *req, const sched_job *job, const json_t *response) {
-    uint32_t n_out = job->n_out;
-    if (n_out && fkv_token_is_eog(req->model, job->out[n_out - 1])) n_out--;
+    uint32_t n_out = job->prog.n_out;
+    if (n_out && fkv_token_is_eog(req->model, job->prog.out[n_out - 1])) n_out--;
     resp_entry *x = calloc(1, sizeof *x);
     if (!x || !(x->ids = malloc(sizeof(int32_t) * (req->n_prompt + n_out)))) {
         free(x);
@@ -627,7 +632,7 @@ static void keep(resp_request *req, const sched_job *job, const json_t *response
     }
     snprintf(x->id, sizeof x->id, "%s", req->id);
     memcpy(x->ids, req->prompt, sizeof(int32_t) * req->n_prompt);
-    if (n_out) memcpy(x->ids + req->n_prompt, job->out, sizeof(int32_t) * n_out);
+    if (n_out) memcpy(x->ids + req->n_prompt, job->prog.out, sizeof(int32_t) * n_out);
     x->n_ids = req->n_prompt + n_out;
     x->salt = req->salt ? strdup(req->salt) : NULL;
     x->instructions = req->instructions ? strdup(req->instructions) : NULL;
@@ -669,11 +674,13 @@ static void message_open(resp_request *req, json_t *events) {
 
 static void message_close(resp_request *req, const sched_job *job, json_t *events, const json_t *item) {
     const char *item_id = json_string_value(json_object_get(item, "id"));
-    emit(req, events, json_pack("{s:s,s:s,s:i,s:i,s:s%,s:[]}", "type", "response.output_text.done", "item_id", item_id,
-                                "output_index", 0, "content_index", 0, "text", job->text ? job->text : "",
-                                job->content_len, "logprobs"));
-    emit(req, events, json_pack("{s:s,s:s,s:i,s:i,s:o}", "type", "response.content_part.done", "item_id", item_id,
-                                "output_index", 0, "content_index", 0, "part", text_part(job->text, job->content_len)));
+    emit(req, events,
+         json_pack("{s:s,s:s,s:i,s:i,s:s%,s:[]}", "type", "response.output_text.done", "item_id", item_id,
+                   "output_index", 0, "content_index", 0, "text", job->prog.text.text ? job->prog.text.text : "",
+                   job->prog.content_len, "logprobs"));
+    emit(req, events,
+         json_pack("{s:s,s:s,s:i,s:i,s:o}", "type", "response.content_part.done", "item_id", item_id, "output_index", 0,
+                   "content_index", 0, "part", text_part(job->prog.text.text, job->prog.content_len)));
     emit(req, events, json_pack("{s:s,s:i,s:O}", "type", "response.output_item.done", "output_index", 0, "item", item));
 }
 
@@ -684,22 +691,23 @@ void resp_stream(resp_request *req, const sched_job *job, json_t *events) {
         emit(req, events, json_pack("{s:s,s:o}", "type", "response.in_progress", "response", r));
         req->started = true;
     }
-    if (job->stable > req->sent && !job->error.code) {
+    if (job->prog.text.stable > req->sent && !job->prog.error.code) {
         if (!req->msg_open) message_open(req, events);
         char item_id[48];
         snprintf(item_id, sizeof item_id, "msg_%s", req->id + strlen("resp_"));
-        emit(req, events, json_pack("{s:s,s:s,s:i,s:i,s:s%,s:[]}", "type", "response.output_text.delta", "item_id",
-                                    item_id, "output_index", 0, "content_index", 0, "delta", job->text + req->sent,
-                                    job->stable - req->sent, "logprobs"));
-        req->sent = job->stable;
+        emit(req, events,
+             json_pack("{s:s,s:s,s:i,s:i,s:s%,s:[]}", "type", "response.output_text.delta", "item_id", item_id,
+                       "output_index", 0, "content_index", 0, "delta", job->prog.text.text + req->sent,
+                       job->prog.text.stable - req->sent, "logprobs"));
+        req->sent = job->prog.text.stable;
     }
-    if (!job->done || (req->sent < job->stable && !job->error.code)) return;
+    if (!job->prog.done || (req->sent < job->prog.text.stable && !job->prog.error.code)) return;
     req->finished = true;
-    if (job->error.code) {
+    if (job->prog.error.code) {
         json_t *r = response_object(req, NULL);
         json_object_set_new(r, "status", json_string("failed"));
-        json_object_set_new(r, "error", json_pack("{s:s,s:s}", "code", fkv_status_name(job->error.code), "message",
-                                                         job->error.msg));
+        json_object_set_new(r, "error", json_pack("{s:s,s:s}", "code", fkv_status_name(job->prog.error.code), "message",
+                                                         job->prog.error.msg));
         emit(req, events, json_pack("{s:s,s:o}", "type", "response.failed", "response", r));
         return;
     }
@@ -710,7 +718,7 @@ void resp_stream(resp_request *req, const sched_job *job, json_t *events) {
         message_close(req, job, events, json_array_get(output, 0));
         first_call = 1;
     }
-    for (size_t i = 0; i < json_array_size(job->tool_calls); i++) {
+    for (size_t i = 0; i < json_array_size(job->prog.tool_calls); i++) {
         const json_t *item = json_array_get(output, first_call + i);
         const int index = (int)(first_call + i);
         const char *item_id = json_string_value(json_object_get(item, "id"));

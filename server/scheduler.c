@@ -21,6 +21,9 @@ typedef struct sched_run {
     bool admitted_once;
     int32_t next;   /* the token to feed in the next decode step */
     bool follower;  /* started from its leader's prompt: not counted against `parallel` */
+    int32_t *resume; /* preempted: the ids it was fed and the one it was about to feed (n_resume), to start from
+                      * when admitted again; NULL: the request's prompt */
+    uint32_t n_resume;
     double t_start, t_prefilled;
 } sched_run;
 
@@ -65,19 +68,29 @@ sched_job *sched_job_new(void) {
     return j;
 }
 
+void sched_request_clear(sched_request *r) {
+    free(r->ids);
+    free(r->salt);
+    for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    json_decref(r->tool_choice);
+    json_decref(r->response_format);
+    fkv_grammar_free(r->grammar);
+    *r = (sched_request){0};
+}
+
+void sched_progress_clear(sched_progress *p) {
+    holdback_free(&p->text);
+    free(p->lps);
+    free(p->out);
+    json_decref(p->tool_calls);
+    *p = (sched_progress){0};
+}
+
 static void job_free(sched_job *j) {
-    free(j->ids);
-    free(j->salt);
-    for (size_t i = 0; i < j->n_stop; i++) free(j->stop[i]);
-    free(j->stop);
-    free(j->text);
-    free(j->lps);
-    free(j->out);
-    json_decref(j->tool_calls);
-    json_decref(j->tool_choice);
-    json_decref(j->response_format);
+    sched_request_clear(&j->req);
+    sched_progress_clear(&j->prog);
     free(j->followers);
-    fkv_grammar_free(j->grammar);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -86,35 +99,37 @@ static void job_free(sched_job *j) {
 sched_job *sched_job_follower(sched_job *j, uint64_t seed) {
     sched_job *f = sched_job_new(), **grown = realloc(j->followers, sizeof *grown * (j->n_followers + 1));
     if (grown) j->followers = grown;
-    if (!f || !grown || !(f->ids = malloc(sizeof(int32_t) * j->n_ids)) ||
-        (j->salt && !(f->salt = strdup(j->salt))) || (j->n_stop && !(f->stop = calloc(j->n_stop, sizeof *f->stop)))) {
+    if (!f || !grown || !(f->req.ids = malloc(sizeof(int32_t) * j->req.n_ids)) ||
+        (j->req.salt && !(f->req.salt = strdup(j->req.salt))) ||
+        (j->req.n_stop && !(f->req.stop = calloc(j->req.n_stop, sizeof *f->req.stop)))) {
         if (f) job_free(f);
         return NULL;
     }
-    memcpy(f->ids, j->ids, sizeof(int32_t) * j->n_ids);
-    f->n_ids = j->n_ids;
-    f->max_tokens = j->max_tokens;
-    f->sampling = j->sampling;
-    f->sampling.seed = seed;
-    for (size_t i = 0; i < j->n_stop; i++, f->n_stop++)
-        if (!(f->stop[i] = strdup(j->stop[i]))) {
+    memcpy(f->req.ids, j->req.ids, sizeof(int32_t) * j->req.n_ids);
+    f->req.n_ids = j->req.n_ids;
+    f->req.max_tokens = j->req.max_tokens;
+    f->req.sampling = j->req.sampling;
+    f->req.sampling.seed = seed;
+    for (size_t i = 0; i < j->req.n_stop; i++, f->req.n_stop++)
+        if (!(f->req.stop[i] = strdup(j->req.stop[i]))) {
             job_free(f);
             return NULL;
         }
-    f->tool_format = j->tool_format;
-    f->tool_choice = j->tool_choice ? json_deep_copy(j->tool_choice) : NULL;
-    f->response_format = j->response_format ? json_deep_copy(j->response_format) : NULL;
-    f->single_tool_call = j->single_tool_call;
-    if ((j->tool_choice && !f->tool_choice) || (j->response_format && !f->response_format)) {
+    f->req.tool_format = j->req.tool_format;
+    f->req.tool_choice = j->req.tool_choice ? json_deep_copy(j->req.tool_choice) : NULL;
+    f->req.response_format = j->req.response_format ? json_deep_copy(j->req.response_format) : NULL;
+    f->req.single_tool_call = j->req.single_tool_call;
+    if ((j->req.tool_choice && !f->req.tool_choice) || (j->req.response_format && !f->req.response_format)) {
         job_free(f);
         return NULL;
     }
-    memcpy(f->id, j->id, sizeof f->id);
-    f->memory_only = j->memory_only;
-    f->deadline_ms = j->deadline_ms;
-    f->logprobs = j->logprobs;
-    f->grammar = fkv_grammar_share(j->grammar); /* a cancelled leader can be freed while its followers still run */
-    f->top_logprobs = j->top_logprobs;
+    memcpy(f->req.id, j->req.id, sizeof f->req.id);
+    f->req.memory_only = j->req.memory_only;
+    f->req.deadline_ms = j->req.deadline_ms;
+    f->req.logprobs = j->req.logprobs;
+    f->req.grammar =
+        fkv_grammar_share(j->req.grammar); /* a cancelled leader can be freed while its followers still run */
+    f->req.top_logprobs = j->req.top_logprobs;
     f->refs = 2; /* the caller's, and the leader's (dropped when the leader is freed) */
     j->followers[j->n_followers++] = f;
     return f;
@@ -142,9 +157,9 @@ bool sched_job_wait_locked(sched_job *j, size_t from, int timeout_ms) {
     until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
     until.tv_sec += timeout_ms / 1000 + until.tv_nsec / 1000000000L;
     until.tv_nsec %= 1000000000L;
-    while (!j->done && j->stable <= from)
+    while (!j->prog.done && j->prog.text.stable <= from)
         if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) break;
-    return j->done || j->stable > from;
+    return j->prog.done || j->prog.text.stable > from;
 }
 
 int sched_submit(sched *s, sched_job *j, uint32_t *retry_after_s, fkv_error *err) {
@@ -171,74 +186,37 @@ int sched_submit(sched *s, sched_job *j, uint32_t *retry_after_s, fkv_error *err
     return 0;
 }
 
-static size_t sanitize_span(sched_job *j, size_t from, size_t to);
+static holdback_rules rules_of(const sched_job *j) {
+    return (holdback_rules){j->req.stop, j->req.n_stop, j->req.tool_format};
+}
 
-/* Mark done (job->mu held): all text becomes stable, valid UTF-8. */
+/* Mark done (job->mu held): all text becomes stable, valid UTF-8; a tool call it ends with becomes tool_calls. */
 static void finish_locked(sched_job *j, const char *reason) {
-    if (j->text) sanitize_span(j, j->stable, j->len);
-    j->content_len = j->len;
-    if (j->tool_format && !j->error.code &&
-        (j->tool_calls = toolcall_parse(j->tool_format, j->text, j->len, j->id, &j->content_len))) {
+    holdback *h = &j->prog.text;
+    holdback_finish(h);
+    j->prog.content_len = h->len;
+    if (j->req.tool_format && !j->prog.error.code &&
+        (j->prog.tool_calls = toolcall_parse(j->req.tool_format, h->text, h->len, j->req.id, &j->prog.content_len))) {
         reason = "tool_calls";
-        while (j->single_tool_call && json_array_size(j->tool_calls) > 1)
-            json_array_remove(j->tool_calls, json_array_size(j->tool_calls) - 1);
+        while (j->req.single_tool_call && json_array_size(j->prog.tool_calls) > 1)
+            json_array_remove(j->prog.tool_calls, json_array_size(j->prog.tool_calls) - 1);
     }
-    j->stable = j->content_len;
-    j->finish_reason = reason;
-    j->done = true;
+    holdback_end_content(h, j->prog.content_len);
+    j->prog.finish_reason = reason;
+    j->prog.done = true;
     pthread_cond_broadcast(&j->cv);
-}
-
-static size_t longest_stop(const sched_job *j) {
-    size_t m = 0;
-    for (size_t i = 0; i < j->n_stop; i++)
-        if (strlen(j->stop[i]) > m) m = strlen(j->stop[i]);
-    return m;
-}
-
-/* Make j->text[from, to) valid UTF-8 (invalid bytes become U+FFFD, as finish_locked makes the rest), so that the
- * stable text a stream has sent is the text the job ends with; the new end of the span, or `to` out of memory. */
-static size_t sanitize_span(sched_job *j, size_t from, size_t to) {
-    size_t clean_len;
-    char *clean = utf8_sanitize(j->text + from, to - from, &clean_len);
-    if (!clean) return to;
-    const size_t len = j->len - (to - from) + clean_len;
-    if (len + 1 > j->cap) {
-        char *grown = realloc(j->text, len + 1);
-        if (!grown) {
-            free(clean);
-            return to;
-        }
-        j->text = grown;
-        j->cap = len + 1;
-    }
-    /* The tokens whose text moves: after the span by the change in length, inside it to where their bytes went. */
-    for (size_t i = j->n_lps; i-- > 0 && j->lps[i].end > from && j->lps[i].end != SIZE_MAX;) {
-        size_t *end = &j->lps[i].end, inside = 0;
-        if (*end >= to) {
-            *end = *end - to + from + clean_len;
-            continue;
-        }
-        free(utf8_sanitize(j->text + from, *end - from, &inside));
-        *end = from + inside;
-    }
-    memmove(j->text + from + clean_len, j->text + to, j->len - to + 1);
-    memcpy(j->text + from, clean, clean_len);
-    j->len = len;
-    free(clean);
-    return from + clean_len;
 }
 
 /* fkv_gen_params.on_logprobs: an entry for the token on_token is about to append (its end set there). */
 static void on_logprobs(void *user, int32_t id, const fkv_logprobs *lp) {
     sched_job *j = user;
     pthread_mutex_lock(&j->mu);
-    if (j->n_lps == j->cap_lps) {
-        const size_t cap = j->cap_lps * 2 + 16;
-        sched_logprob *grown = realloc(j->lps, sizeof *grown * cap);
-        if (grown) j->lps = grown, j->cap_lps = cap;
+    if (j->prog.n_lps == j->prog.cap_lps) {
+        const size_t cap = j->prog.cap_lps * 2 + 16;
+        sched_logprob *grown = realloc(j->prog.lps, sizeof *grown * cap);
+        if (grown) j->prog.lps = grown, j->prog.cap_lps = cap;
     }
-    if (j->n_lps < j->cap_lps) j->lps[j->n_lps++] = (sched_logprob){.end = SIZE_MAX, .id = id, .lp = *lp};
+    if (j->prog.n_lps < j->prog.cap_lps) j->prog.lps[j->prog.n_lps++] = (sched_logprob){.id = id, .lp = *lp};
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -247,46 +225,15 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
     (void)id;
     sched_job *j = user;
     pthread_mutex_lock(&j->mu);
-    bool go_on = !j->cancelled;
-    if (j->len + (size_t)piece_len + 1 > j->cap) {
-        size_t cap = 2 * j->cap + (size_t)piece_len + 64;
-        char *grown = realloc(j->text, cap);
-        if (!grown) go_on = false;
-        else j->text = grown, j->cap = cap;
-    }
-    if (go_on) {
-        size_t before = j->len, hold = longest_stop(j);
-        memcpy(j->text + j->len, piece, (size_t)piece_len);
-        j->len += (size_t)piece_len;
-        j->text[j->len] = 0;
-        j->n_gen++;
-        if (j->n_lps && j->lps[j->n_lps - 1].end == SIZE_MAX) j->lps[j->n_lps - 1].end = j->len;
-        /* A stop string may straddle the last piece: search from where it could have begun. */
-        size_t from = before >= hold ? before - hold : 0;
-        for (size_t i = 0; i < j->n_stop; i++) {
-            char *hit = strstr(j->text + from, j->stop[i]);
-            if (hit && (size_t)(hit - j->text) < j->len) {
-                j->len = (size_t)(hit - j->text);
-                j->text[j->len] = 0;
-                while (j->n_lps && j->lps[j->n_lps - 1].end > j->len) j->n_lps--; /* tokens of the stop string */
-                j->finish_reason = "stop";
-                j->stop_hit = j->stop[i];
-                go_on = false;
-            }
-        }
-        if (go_on) {
-            size_t safe = j->len > (hold ? hold - 1 : 0) ? j->len - (hold ? hold - 1 : 0) : 0;
-            size_t call_free = toolcall_safe_prefix(j->tool_format, j->text, j->len);
-            if (safe > call_free) safe = call_free;
-            safe = utf8_complete_prefix(j->text, safe);
-            if (safe > j->stable) {
-                j->stable = sanitize_span(j, j->stable, safe);
-                pthread_cond_broadcast(&j->cv);
-            }
-        }
-    }
+    const size_t stable = j->prog.text.stable;
+    const holdback_rules rules = rules_of(j);
+    int rc = j->cancelled ? -1 : holdback_append(&j->prog.text, &rules, piece, (size_t)piece_len);
+    if (rc >= 0) j->prog.n_gen++;
+    if (j->prog.n_lps > j->prog.text.n_tokens) j->prog.n_lps = j->prog.text.n_tokens; /* a stop string's, or none */
+    if (rc == 1) j->prog.finish_reason = "stop";
+    if (j->prog.text.stable > stable) pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
-    return go_on;
+    return rc == 0;
 }
 
 /* The job ends (engine thread): results published, the sequence released (its rows stay cached). */
@@ -296,16 +243,16 @@ static void end_job(sched *s, sched_job *j, const fkv_error *failure) {
     fkv_gen_result res = r && r->gen ? fkv_gen_result_get(r->gen) : (fkv_gen_result){0};
     pthread_mutex_lock(&j->mu);
     if (r) {
-        j->prefill_ms = (r->prefilled ? r->t_prefilled : t) - r->t_start;
-        j->decode_ms = r->prefilled ? t - r->t_prefilled : 0;
+        j->prog.prefill_ms = (r->prefilled ? r->t_prefilled : t) - r->t_start;
+        j->prog.decode_ms = r->prefilled ? t - r->t_prefilled : 0;
     }
-    if (failure) j->error = *failure;
+    if (failure) j->prog.error = *failure;
     if (r) { /* the generated ids go to the job, which outlives the run */
-        j->out = r->out;
-        j->n_out = res.n_tokens;
+        j->prog.out = r->out;
+        j->prog.n_out = res.n_tokens;
         r->out = NULL;
     }
-    finish_locked(j, j->finish_reason ? j->finish_reason : res.eog || res.cancelled ? "stop" : "length");
+    finish_locked(j, j->prog.finish_reason ? j->prog.finish_reason : res.eog || res.cancelled ? "stop" : "length");
     pthread_mutex_unlock(&j->mu);
     if (r) {
         fkv_engine_finish(s->engine, r->seq);
@@ -313,6 +260,7 @@ static void end_job(sched *s, sched_job *j, const fkv_error *failure) {
         fkv_sampler_free(r->sampler);
         free(r->out);
         free(r->logits);
+        free(r->resume);
         j->run = NULL;
     }
     for (uint32_t i = 0; i < s->n_running; i++)
@@ -363,9 +311,9 @@ static void preempt(sched *s, sched_job *j) {
         }
         memcpy(ids, fed, sizeof(int32_t) * n_fed);
         ids[n_fed] = r->next;
-        free(j->ids);
-        j->ids = ids; /* only the engine thread reads a submitted job's ids */
-        j->n_ids = n_fed + 1;
+        free(r->resume);
+        r->resume = ids;
+        r->n_resume = n_fed + 1;
     }
     fkv_engine_finish(s->engine, r->seq);
     r->seq = NULL;
@@ -413,24 +361,24 @@ static void ids_text(const fkv_model *m, int32_t prev, const int32_t *ids, uint3
 static void note_divergence(sched *s, sched_job *j, const fkv_eseq *seq) {
     int32_t cached_ids[8];
     uint32_t at, n_cached;
-    j->diverged = fkv_eseq_divergence(seq, &at, cached_ids, &n_cached) && at < j->n_ids;
-    if (!j->diverged) return;
-    j->diverged_at = at;
-    int32_t prev = at ? j->ids[at - 1] : -1;
-    uint32_t n_prompt = j->n_ids - at < 8 ? j->n_ids - at : 8;
-    ids_text(s->model, prev, cached_ids, n_cached, j->cached_text, sizeof j->cached_text);
-    ids_text(s->model, prev, j->ids + at, n_prompt, j->prompt_text, sizeof j->prompt_text);
+    j->prog.diverged = fkv_eseq_divergence(seq, &at, cached_ids, &n_cached) && at < j->req.n_ids;
+    if (!j->prog.diverged) return;
+    j->prog.diverged_at = at;
+    int32_t prev = at ? j->req.ids[at - 1] : -1;
+    uint32_t n_prompt = j->req.n_ids - at < 8 ? j->req.n_ids - at : 8;
+    ids_text(s->model, prev, cached_ids, n_cached, j->prog.cached_text, sizeof j->prog.cached_text);
+    ids_text(s->model, prev, j->req.ids + at, n_prompt, j->prog.prompt_text, sizeof j->prog.prompt_text);
 }
 
 /* j's run state: its sampler and generation; NULL after ending j (out of memory). */
 static sched_run *new_run(sched *s, sched_job *j) {
     sched_run *r = j->run = calloc(1, sizeof *r);
-    fkv_gen_params gp = {.max_tokens = j->max_tokens, .on_token = on_token, .user = j,
-                         .on_logprobs = j->logprobs ? on_logprobs : NULL, .top_logprobs = j->top_logprobs,
-                         .grammar = j->grammar};
+    fkv_gen_params gp = {.max_tokens = j->req.max_tokens, .on_token = on_token, .user = j,
+                         .on_logprobs = j->req.logprobs ? on_logprobs : NULL, .top_logprobs = j->req.top_logprobs,
+                         .grammar = j->req.grammar};
     if (!r || !(r->logits = malloc(sizeof(float) * s->n_vocab)) ||
-        !(r->out = malloc(sizeof(int32_t) * (j->max_tokens ? j->max_tokens : 1))) ||
-        !(gp.sampler = r->sampler = fkv_sampler_new(&j->sampling, (int32_t)s->n_vocab)) ||
+        !(r->out = malloc(sizeof(int32_t) * (j->req.max_tokens ? j->req.max_tokens : 1))) ||
+        !(gp.sampler = r->sampler = fkv_sampler_new(&j->req.sampling, (int32_t)s->n_vocab)) ||
         !(r->gen = fkv_gen_new(s->model, &gp, r->out))) {
         fail_job(s, j, FKV_E_NOMEM, "out of memory");
         return NULL;
@@ -450,7 +398,8 @@ static int admit(sched *s, sched_job *j) {
     sched_run *r = j->run ? j->run : new_run(s, j);
     if (!r) return 0;
     uint32_t cached = 0;
-    r->seq = fkv_engine_start(s->engine, j->salt, j->ids, j->n_ids, &cached, &err);
+    r->seq = r->resume ? fkv_engine_start(s->engine, j->req.salt, r->resume, r->n_resume, &cached, &err)
+                       : fkv_engine_start(s->engine, j->req.salt, j->req.ids, j->req.n_ids, &cached, &err);
     if (!r->seq) {
         if (s->n_running > 1 && memory_full(&err)) {
             s->n_running--; /* others hold the memory: wait for them */
@@ -459,12 +408,12 @@ static int admit(sched *s, sched_job *j) {
         end_job(s, j, &err);
         return 0;
     }
-    if (j->memory_only) fkv_eseq_memory_only(r->seq);
+    if (j->req.memory_only) fkv_eseq_memory_only(r->seq);
     if (!r->admitted_once) {
         r->admitted_once = true;
         pthread_mutex_lock(&j->mu);
-        j->cached = cached;
-        j->reuse = fkv_eseq_reuse(r->seq);
+        j->prog.cached = cached;
+        j->prog.reuse = fkv_eseq_reuse(r->seq);
         note_divergence(s, j, r->seq);
         pthread_mutex_unlock(&j->mu);
     }
@@ -507,10 +456,10 @@ static void start_followers(sched *s, sched_job *j) {
         r->prefilled = true;
         r->t_prefilled = r->t_start;
         pthread_mutex_lock(&f->mu);
-        f->cached = j->n_ids; /* every prompt row came from the leader */
-        f->reuse = fkv_eseq_reuse(r->seq);
+        f->prog.cached = j->req.n_ids; /* every prompt row came from the leader */
+        f->prog.reuse = fkv_eseq_reuse(r->seq);
         pthread_mutex_unlock(&f->mu);
-        if (f->max_tokens == 0)
+        if (f->req.max_tokens == 0)
             end_job(s, f, NULL);
         else
             after_logits(s, f);
@@ -538,7 +487,7 @@ static void prefill_step(sched *s) {
             r->prefilled = true;
             r->t_prefilled = sched_now_ms();
             start_followers(s, j);
-            if (j->max_tokens == 0)
+            if (j->req.max_tokens == 0)
                 end_job(s, j, NULL);
             else
                 after_logits(s, j);
@@ -583,7 +532,7 @@ static void end_expired(sched *s) {
     pthread_mutex_lock(&s->mu);
     for (sched_job **at = &s->head, *prev = NULL; *at;) {
         sched_job *j = *at;
-        if (j->deadline_ms && now > j->deadline_ms) {
+        if (j->req.deadline_ms && now > j->req.deadline_ms) {
             *at = j->next;
             if (s->tail == j) s->tail = prev;
             s->n_queued--;
@@ -605,7 +554,7 @@ static void end_expired(sched *s) {
     }
     /* end_job moves the last running job into the slot it frees: going down, each job is looked at once. */
     for (uint32_t i = s->n_running; i-- > 0;)
-        if (s->running[i]->deadline_ms && now > s->running[i]->deadline_ms) end_job(s, s->running[i], &ran);
+        if (s->running[i]->req.deadline_ms && now > s->running[i]->req.deadline_ms) end_job(s, s->running[i], &ran);
 }
 
 static void *engine_thread(void *arg) {

@@ -35,17 +35,17 @@
 #include <jansson.h>
 
 #include "flatkv.h"
+#include "holdback.h"
 
-/* A generated token's log-probabilities; its text ends at byte `end` of the job's text (it is part of the stable
- * text once end <= stable). The id before it (for its piece) is the previous entry's, or the prompt's last. */
+/* A generated token's log-probabilities (its text's end: the job's text.ends at its index). The id before it (for
+ * its piece) is the previous entry's, or the prompt's last. */
 typedef struct sched_logprob {
-    size_t end;
     int32_t id;
     fkv_logprobs lp;
 } sched_logprob;
 
-typedef struct sched_job {
-    /* the request: set before sched_submit, read-only after */
+/* A request as its parser made it: set before sched_submit, read-only after, by every thread. */
+typedef struct sched_request {
     int32_t *ids;
     uint32_t n_ids;
     uint32_t max_tokens;
@@ -67,25 +67,23 @@ typedef struct sched_job {
     json_t *response_format;  /* {"type": "json_object"} or {"type": "json_schema", "json_schema": {name, schema, ...}} */
     bool single_tool_call;    /* parallel_tool_calls false (the Messages API's disable_parallel_tool_use) */
     double deadline_ms;       /* CLOCK_MONOTONIC milliseconds past which it fails with FKV_E_TIMEOUT; 0: none */
+} sched_request;
 
-    /* progress, guarded by mu; cv is signalled on every change */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    char *text; /* generated text, stop string removed */
-    size_t len, cap;
-    size_t stable; /* text[0..stable) is final */
+/* A request's progress: written by the scheduler alone (its engine thread), under the job's mu; read by the
+ * connection under the same lock. */
+typedef struct sched_progress {
+    holdback text;    /* the generated text, stop string removed, and how much of it is final (text.stable) */
     uint32_t n_gen;
     bool done;
-    bool cancelled;           /* asked to stop by the connection */
     const char *finish_reason; /* "stop", "length" or "tool_calls" once done */
     json_t *tool_calls;        /* the calls the output made (OpenAI tool_calls), or NULL */
     size_t content_len;        /* once done: text[0..content_len) is content (the rest were calls) */
-    const char *stop_hit;      /* the stop string (one of stop[]) that ended the text, or NULL */
     int32_t *out;              /* once done: the ids generated, as sampled (n_out of them); the last one — an
                                 * end-of-generation token, the max_tokens-th, the one completing a stop string —
                                 * was never fed */
     uint32_t n_out;
-    struct sched_logprob *lps; /* with logprobs: one per token appended, in order (n_lps of them) */
+    struct sched_logprob *lps; /* with logprobs: one per token appended, in order (n_lps of them); entry i's text
+                                * ends at text.ends[i] */
     size_t n_lps, cap_lps;
     fkv_error error;           /* code FKV_OK, or why the job failed */
     uint32_t cached;
@@ -95,6 +93,14 @@ typedef struct sched_job {
     bool diverged;
     uint32_t diverged_at;
     char cached_text[96], prompt_text[96]; /* the next ids on each side, as text */
+} sched_progress;
+
+typedef struct sched_job {
+    sched_request req;
+    pthread_mutex_t mu; /* guards prog and cancelled; cv is signalled on every change */
+    pthread_cond_t cv;
+    sched_progress prog;
+    bool cancelled; /* asked to stop by the connection */
 
     /* n > 1: the other choices of this prompt (set before sched_submit; never queued themselves). When this job's
      * prompt is computed, each starts from its rows and its last row's logits (fkv_engine_fork): the prompt is
@@ -127,6 +133,11 @@ void sched_load(sched *s, uint32_t *queued, uint32_t *running);
 double sched_now_ms(void);
 /* The engine's block and cache counters after the last step, the disk tier's as they are now (for metrics). */
 fkv_engine_stats sched_stats(sched *s);
+
+/* Free what a request or a progress record holds, and zero it (job_free's parts; tests parse into jobs of their own).
+ */
+void sched_request_clear(sched_request *r);
+void sched_progress_clear(sched_progress *p);
 
 /* A new job with one reference (the caller's); fill the request fields, then sched_submit. */
 sched_job *sched_job_new(void);

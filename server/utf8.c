@@ -56,3 +56,14 @@ char *utf8_sanitize(const char *str, size_t len, size_t *out_len) {
     if (out_len) *out_len = (size_t)(o - out);
     return out;
 }
+
+size_t utf8_sanitized_len(const char *str, size_t len) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        const int k = seq_len(s + i, len - i);
+        n += k > 0 ? (size_t)k : 3; /* an invalid byte becomes U+FFFD's 3 */
+        i += k > 0 ? (size_t)k : 1;
+    }
+    return n;
+}

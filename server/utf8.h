@@ -13,5 +13,7 @@
 size_t utf8_complete_prefix(const char *s, size_t len);
 /* s[0..len) with every invalid sequence replaced by U+FFFD; malloc'd, NUL-terminated, length in *out_len. */
 char *utf8_sanitize(const char *s, size_t len, size_t *out_len);
+/* The length utf8_sanitize would give s[0..len), without making it. */
+size_t utf8_sanitized_len(const char *s, size_t len);
 
 #endif

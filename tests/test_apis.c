@@ -27,30 +27,22 @@ static fkv_model *load_stories(void) {
 }
 
 static void free_job(sched_job *job) {
-    free(job->ids);
-    for (size_t i = 0; i < job->n_stop; i++) free(job->stop[i]);
-    free(job->stop);
-    free(job->salt);
-    free(job->text);
-    free(job->out);
-    json_decref(job->tool_calls);
-    json_decref(job->tool_choice);
-    json_decref(job->response_format);
-    fkv_grammar_free(job->grammar);
-    memset(job, 0, sizeof *job);
+    sched_request_clear(&job->req);
+    sched_progress_clear(&job->prog);
 }
 
 /* The job as the scheduler leaves it after writing text: done, its calls parsed as finish_locked parses them. */
 static void finish_with(sched_job *job, const char *text, uint32_t n_gen, uint32_t cached) {
-    job->text = strdup(text);
-    job->len = strlen(text);
-    job->content_len = job->len;
-    job->tool_calls = toolcall_parse(job->tool_format, job->text, job->len, job->id, &job->content_len);
-    job->finish_reason = job->tool_calls ? "tool_calls" : "stop";
-    job->stable = job->content_len;
-    job->n_gen = n_gen;
-    job->cached = cached;
-    job->done = true;
+    job->prog.text.text = strdup(text);
+    job->prog.text.len = strlen(text);
+    job->prog.content_len = job->prog.text.len;
+    job->prog.tool_calls = toolcall_parse(job->req.tool_format, job->prog.text.text, job->prog.text.len, job->req.id,
+                                          &job->prog.content_len);
+    job->prog.finish_reason = job->prog.tool_calls ? "tool_calls" : "stop";
+    job->prog.text.stable = job->prog.content_len;
+    job->prog.n_gen = n_gen;
+    job->prog.cached = cached;
+    job->prog.done = true;
 }
 
 static const char CALL_OUTPUT[] = "Checking.\n<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
@@ -81,8 +73,8 @@ static void test_a_call_comes_back_as_a_tool_use_block(void **state) {
     oai_error e;
     memset(&job, 0, sizeof job);
     if (anth_parse(&ctx, true, body, strlen(body), &req, &job, &e)) fail_msg("anth_parse: %s", e.message);
-    assert_int_equal(job.tool_format, TOOLCALL_HERMES);
-    assert_string_equal(json_string_value(job.tool_choice), "required"); /* "any", in chat's form */
+    assert_int_equal(job.req.tool_format, TOOLCALL_HERMES);
+    assert_string_equal(json_string_value(job.req.tool_choice), "required"); /* "any", in chat's form */
     finish_with(&job, CALL_OUTPUT, 20, 5);
 
     json_t *r = anth_response(&req, &job);
@@ -97,7 +89,8 @@ static void test_a_call_comes_back_as_a_tool_use_block(void **state) {
     assert_string_equal(json_string_value(json_object_get(r, "stop_reason")), "tool_use");
     json_t *usage = json_object_get(r, "usage");
     assert_int_equal(json_integer_value(json_object_get(usage, "cache_read_input_tokens")), 5);
-    assert_int_equal(json_integer_value(json_object_get(usage, "cache_creation_input_tokens")), (json_int_t)job.n_ids - 5);
+    assert_int_equal(json_integer_value(json_object_get(usage, "cache_creation_input_tokens")),
+                     (json_int_t)job.req.n_ids - 5);
     assert_int_equal(json_integer_value(json_object_get(usage, "input_tokens")), 0);
     assert_int_equal(json_integer_value(json_object_get(usage, "output_tokens")), 20);
 
@@ -136,13 +129,13 @@ static void test_the_messages_usage_partitions_the_prompt(void **state) {
         memset(&job, 0, sizeof job);
         if (anth_parse(&ctx, cache, body, strlen(body), &req, &job, &e)) fail_msg("anth_parse: %s", e.message);
         finish_with(&job, " Hello", 2, cache ? 3 : 0);
-        job.stop_hit = job.stop[0];
+        job.prog.text.stop_hit = job.req.stop[0];
         json_t *r = anth_response(&req, &job), *usage = json_object_get(r, "usage");
         json_int_t in = json_integer_value(json_object_get(usage, "input_tokens"));
         json_int_t created = json_integer_value(json_object_get(usage, "cache_creation_input_tokens"));
         json_int_t read = json_integer_value(json_object_get(usage, "cache_read_input_tokens"));
-        assert_int_equal(in + created + read, job.n_ids);
-        assert_int_equal(created, cache ? (json_int_t)job.n_ids - 3 : 0); /* computed and left cached */
+        assert_int_equal(in + created + read, job.req.n_ids);
+        assert_int_equal(created, cache ? (json_int_t)job.req.n_ids - 3 : 0); /* computed and left cached */
         assert_string_equal(json_string_value(json_object_get(r, "stop_reason")), "stop_sequence");
         assert_string_equal(json_string_value(json_object_get(r, "stop_sequence")), "zz");
         json_decref(r);
@@ -165,9 +158,9 @@ static void test_a_call_comes_back_as_a_function_call_item(void **state) {
     oai_error e;
     memset(&job, 0, sizeof job);
     if (resp_parse(&ctx, store, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
-    assert_int_equal(job.tool_format, TOOLCALL_HERMES);
-    assert_true(job.single_tool_call);
-    assert_string_equal(json_string_value(json_object_get(json_object_get(job.tool_choice, "function"), "name")),
+    assert_int_equal(job.req.tool_format, TOOLCALL_HERMES);
+    assert_true(job.req.single_tool_call);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(job.req.tool_choice, "function"), "name")),
                         "weather"); /* chat's form of the Responses' {"type": "function", "name": ...} */
     finish_with(&job, CALL_OUTPUT, 20, 0);
 
@@ -216,9 +209,9 @@ static void stored_turn(const oai_context *ctx, resp_store *store, const char *b
     memset(&job, 0, sizeof job);
     if (resp_parse(ctx, store, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
     finish_with(&job, " Once", n_out, 0);
-    job.out = malloc(sizeof(int32_t) * n_out);
-    memcpy(job.out, out, sizeof(int32_t) * n_out);
-    job.n_out = n_out;
+    job.prog.out = malloc(sizeof(int32_t) * n_out);
+    memcpy(job.prog.out, out, sizeof(int32_t) * n_out);
+    job.prog.n_out = n_out;
     json_decref(resp_response(&req, &job));
     snprintf(id, 48, "%s", req.id);
     *prompt = malloc(sizeof(int32_t) * req.n_prompt);
@@ -254,10 +247,10 @@ static void test_a_stored_turn_is_continued_from_its_exact_ids(void **state) {
         uint32_t n_more;
         fkv_error err = {0};
         if (chat_continuation_ids(m, &plain, "Be kind.", next, 1, b, &more, &n_more, &err)) fail_msg("%s", err.msg);
-        assert_int_equal(job.n_ids, n_prompt + 2 + n_more);
-        assert_memory_equal(job.ids, prompt, sizeof(int32_t) * n_prompt);
-        assert_memory_equal(job.ids + n_prompt, cut, sizeof cut);
-        assert_memory_equal(job.ids + n_prompt + 2, more, sizeof(int32_t) * n_more);
+        assert_int_equal(job.req.n_ids, n_prompt + 2 + n_more);
+        assert_memory_equal(job.req.ids, prompt, sizeof(int32_t) * n_prompt);
+        assert_memory_equal(job.req.ids + n_prompt, cut, sizeof cut);
+        assert_memory_equal(job.req.ids + n_prompt + 2, more, sizeof(int32_t) * n_more);
         assert_string_equal(req.instructions, "Be kind."); /* the chain's */
         free(more);
         free(prompt);
@@ -305,10 +298,10 @@ static void test_text_format_reaches_the_job_as_chats_response_format(void **sta
         memset(&job, 0, sizeof job);
         if (resp_parse(&ctx, store, bodies[k], strlen(bodies[k]), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
         if (!expected[k]) {
-            assert_null(job.response_format);
+            assert_null(job.req.response_format);
         } else {
             json_t *want = json_loads(expected[k], 0, NULL);
-            assert_true(json_equal(job.response_format, want));
+            assert_true(json_equal(job.req.response_format, want));
             json_decref(want);
         }
         resp_request_free(&req);

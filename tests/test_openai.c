@@ -24,13 +24,8 @@ static fkv_model *load_stories(void) {
 }
 
 static void free_job(sched_job *job) {
-    free(job->ids);
-    for (size_t i = 0; i < job->n_stop; i++) free(job->stop[i]);
-    free(job->stop);
-    free(job->salt);
-    json_decref(job->tool_choice);
-    json_decref(job->response_format);
-    fkv_grammar_free(job->grammar);
+    sched_request_clear(&job->req);
+    sched_progress_clear(&job->prog);
 }
 
 /* The prompt ids of body under template t; asserts the parse succeeds. *n their count; the caller frees. */
@@ -42,9 +37,9 @@ static int32_t *parse_ids(const fkv_model *m, const chat_template *t, const char
     memset(&job, 0, sizeof job);
     memset(&req, 0, sizeof req);
     if (oai_parse(&ctx, OAI_CHAT, body, strlen(body), &req, &job, &e)) fail_msg("oai_parse: %s", e.message);
-    int32_t *ids = job.ids;
-    *n = job.n_ids;
-    job.ids = NULL;
+    int32_t *ids = job.req.ids;
+    *n = job.req.n_ids;
+    job.req.ids = NULL;
     free_job(&job);
     return ids;
 }
@@ -149,10 +144,10 @@ static void test_routing_keys_change_neither_the_prompt_nor_the_salt(void **stat
         oai_error e;
         if (parse(m, cases[i].kind, cases[i].plain, &req_plain, &plain, &e)) fail_msg("oai_parse: %s", e.message);
         if (parse(m, cases[i].kind, cases[i].keyed, &req_keyed, &keyed, &e)) fail_msg("oai_parse: %s", e.message);
-        assert_int_equal(keyed.n_ids, plain.n_ids);
-        assert_memory_equal(keyed.ids, plain.ids, plain.n_ids * sizeof *plain.ids);
-        assert_true((keyed.salt == NULL) == (plain.salt == NULL));
-        if (plain.salt) assert_string_equal(keyed.salt, plain.salt);
+        assert_int_equal(keyed.req.n_ids, plain.req.n_ids);
+        assert_memory_equal(keyed.req.ids, plain.req.ids, plain.req.n_ids * sizeof *plain.req.ids);
+        assert_true((keyed.req.salt == NULL) == (plain.req.salt == NULL));
+        if (plain.req.salt) assert_string_equal(keyed.req.salt, plain.req.salt);
         assert_string_equal(req_plain.cache_key, "");
         assert_string_equal(req_keyed.cache_key, cases[i].logged); /* kept for the log, truncated */
         free_job(&plain);

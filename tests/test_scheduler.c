@@ -23,14 +23,14 @@
 /* Wait (job->mu not held) until pred(job) or WAIT_MS; true if pred holds. */
 static bool wait_for(sched_job *j, bool (*pred)(const sched_job *)) {
     pthread_mutex_lock(&j->mu);
-    for (int waited = 0; !pred(j) && waited < WAIT_MS; waited += 20) sched_job_wait_locked(j, j->stable, 20);
+    for (int waited = 0; !pred(j) && waited < WAIT_MS; waited += 20) sched_job_wait_locked(j, j->prog.text.stable, 20);
     bool ok = pred(j);
     pthread_mutex_unlock(&j->mu);
     return ok;
 }
 
-static bool generated_one(const sched_job *j) { return j->n_gen > 0 || j->done; }
-static bool is_done(const sched_job *j) { return j->done; }
+static bool generated_one(const sched_job *j) { return j->prog.n_gen > 0 || j->prog.done; }
+static bool is_done(const sched_job *j) { return j->prog.done; }
 
 static void test_a_follower_outliving_its_freed_leader_keeps_the_grammar(void **state) {
     (void)state;
@@ -44,17 +44,17 @@ static void test_a_follower_outliving_its_freed_leader_keeps_the_grammar(void **
 
     sched_job *leader = sched_job_new();
     static const char prompt[] = "Once upon a time";
-    leader->ids = malloc(sizeof(int32_t) * 64);
-    int n = fkv_tokenize(m, prompt, strlen(prompt), true, false, leader->ids, 64, &err);
+    leader->req.ids = malloc(sizeof(int32_t) * 64);
+    int n = fkv_tokenize(m, prompt, strlen(prompt), true, false, leader->req.ids, 64, &err);
     assert_true(n > 0);
-    leader->n_ids = (uint32_t)n;
-    leader->max_tokens = 400;
-    leader->sampling = fkv_sampler_default_params();
-    leader->sampling.seed = 1;
+    leader->req.n_ids = (uint32_t)n;
+    leader->req.max_tokens = 400;
+    leader->req.sampling = fkv_sampler_default_params();
+    leader->req.sampling.seed = 1;
     /* 300 characters of lowercase and spaces: the follower cannot end before the leader is gone. */
     static const char gbnf[] = "root ::= [a-z ]{300}";
-    leader->grammar = fkv_grammar_new(m, gbnf, strlen(gbnf), &err);
-    if (!leader->grammar) fail_msg("%s", err.msg);
+    leader->req.grammar = fkv_grammar_new(m, gbnf, strlen(gbnf), &err);
+    if (!leader->req.grammar) fail_msg("%s", err.msg);
     sched_job *follower = sched_job_follower(leader, 2); /* our reference, kept to read its result */
     assert_non_null(follower);
     uint32_t retry_after;
@@ -67,9 +67,9 @@ static void test_a_follower_outliving_its_freed_leader_keeps_the_grammar(void **
     sched_job_release(s, leader);
 
     assert_true(wait_for(follower, is_done));
-    assert_int_equal(follower->error.code, FKV_OK);
-    assert_true(follower->len > 0);
-    assert_int_equal(strspn(follower->text, "abcdefghijklmnopqrstuvwxyz "), follower->len);
+    assert_int_equal(follower->prog.error.code, FKV_OK);
+    assert_true(follower->prog.text.len > 0);
+    assert_int_equal(strspn(follower->prog.text.text, "abcdefghijklmnopqrstuvwxyz "), follower->prog.text.len);
     sched_job_release(s, follower);
     sched_free(s);
     fkv_model_free(m);

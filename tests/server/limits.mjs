@@ -26,7 +26,8 @@ async function queueBound() {
   const answers = await Promise.all(Array.from({ length: 8 }, () => request(server.url, 'POST', CHAT, { body: story(300) })));
   const full = answers.filter((r) => r.status === 503);
   const ok = answers.filter((r) => r.status === 200);
-  check('requests past the queue are refused with 503', full.length >= 1 && ok.length >= 2,
+  // At least the first is answered; how many more depends on when the engine thread takes them from the queue.
+  check('requests past the queue are refused with 503', full.length >= 1 && ok.length >= 1,
     `statuses ${answers.map((r) => r.status).join(',')}`);
   checkEqual('every answer is 200 or 503', ok.length + full.length, answers.length);
   if (full.length) {

@@ -1,0 +1,45 @@
+/* holdback.h — a generated text as it grows token by token, and how much of it a client may be sent.
+ *
+ * WHY: a stream must never send bytes it would have to take back. Three things can still change the end of the
+ * text: a stop string that has begun (the text is cut where it begins), a character whose bytes are still
+ * arriving (or that never completes: its bytes become U+FFFD), and a tool call that has begun (its text becomes a
+ * call, not content). What none of them can touch is stable.
+ *
+ * INVARIANT: text[0, stable) is valid UTF-8 and never changes once stable has passed it. ends[0, n_tokens) are the
+ * byte offsets where each appended token's text ends, nondecreasing; where bytes were replaced, a token ends where
+ * its bytes went.
+ *
+ * Thread-safety: none; the scheduler keeps one per job under the job's lock.
+ */
+#ifndef FKV_HOLDBACK_H
+#define FKV_HOLDBACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct holdback {
+    char *text; /* NUL-terminated; NULL until the first append */
+    size_t len, cap;
+    size_t stable;
+    size_t *ends;
+    size_t n_tokens, cap_tokens;
+    const char *stop_hit; /* the stop string (one of the rules') that ended the text, or NULL */
+} holdback;
+
+/* What holds text back: stop strings (never part of the output) and the tool-call form the output may take. */
+typedef struct holdback_rules {
+    char *const *stop;
+    size_t n_stop;
+    int tool_format; /* a toolcall_format; TOOLCALL_NONE: no calls expected */
+} holdback_rules;
+
+/* Append one token's piece. 0: go on; 1: a stop string completed — the text ends where it began, the tokens that
+ * made it are dropped, stop_hit names it; -1: out of memory (nothing appended). stable moves as far as it can. */
+int holdback_append(holdback *h, const holdback_rules *r, const char *piece, size_t len);
+/* The text is complete: all of it becomes stable, invalid bytes replaced by U+FFFD. */
+void holdback_finish(holdback *h);
+/* After holdback_finish: text[content_end, len) is not content (tool calls) — stable ends at content_end. */
+void holdback_end_content(holdback *h, size_t content_end);
+void holdback_free(holdback *h);
+
+#endif

@@ -1,0 +1,89 @@
+/* The stream holdback (server/holdback.h): a client is sent only text that can no longer change — not the start of
+ * a stop string, not a character still arriving, not the start of a tool call — and what it was sent is a prefix
+ * of the final text. Token ends follow the bytes when invalid ones are replaced. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "holdback.h"
+#include "toolcall.h"
+
+static int append(holdback *h, const holdback_rules *r, const char *piece) {
+    return holdback_append(h, r, piece, strlen(piece));
+}
+
+static void test_a_stop_string_split_across_tokens_is_never_sent_and_ends_the_text(void **state) {
+    (void)state;
+    char *stop[] = {"The end"};
+    const holdback_rules r = {stop, 1, TOOLCALL_NONE};
+    holdback h = {0};
+    assert_int_equal(append(&h, &r, "Once. Th"), 0);
+    assert_true(h.stable <= strlen("Once. ")); /* "Th" may begin the stop string */
+    assert_int_equal(append(&h, &r, "e e"), 0);
+    assert_true(h.stable <= strlen("Once. "));
+    assert_int_equal(append(&h, &r, "nd!"), 1);
+    assert_string_equal(h.text, "Once. ");
+    assert_ptr_equal(h.stop_hit, stop[0]);
+    assert_int_equal(h.n_tokens, 0); /* every token holding part of the stop string is dropped, "Once. Th" too */
+    holdback_finish(&h);
+    assert_int_equal(h.stable, strlen("Once. "));
+    holdback_free(&h);
+}
+
+static void test_a_character_split_across_tokens_is_held_until_whole(void **state) {
+    (void)state;
+    const holdback_rules r = {NULL, 0, TOOLCALL_NONE};
+    holdback h = {0};
+    assert_int_equal(append(&h, &r, "caf\xC3"), 0); /* é's first byte */
+    assert_int_equal(h.stable, 3);
+    assert_int_equal(append(&h, &r, "\xA9!"), 0);
+    assert_int_equal(h.stable, strlen("caf\xC3\xA9!"));
+    holdback_free(&h);
+}
+
+static void test_invalid_bytes_become_replacement_characters_and_token_ends_follow(void **state) {
+    (void)state;
+    const holdback_rules r = {NULL, 0, TOOLCALL_NONE};
+    holdback h = {0};
+    assert_int_equal(append(&h, &r, "a\xFF"), 0);
+    assert_int_equal(append(&h, &r, "b"), 0);
+    assert_string_equal(h.text, "a\xEF\xBF\xBD" "b");
+    assert_int_equal(h.stable, h.len);
+    assert_int_equal(h.ends[0], 4); /* "a" and U+FFFD */
+    assert_int_equal(h.ends[1], 5);
+    /* A character that never completes is replaced when the text ends. */
+    assert_int_equal(append(&h, &r, "\xE2\x82"), 0);
+    assert_int_equal(h.stable, 5);
+    holdback_finish(&h);
+    assert_string_equal(h.text, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
+    assert_int_equal(h.ends[2], h.len);
+    holdback_free(&h);
+}
+
+static void test_the_start_of_a_tool_call_is_held_back(void **state) {
+    (void)state;
+    const holdback_rules r = {NULL, 0, TOOLCALL_HERMES};
+    holdback h = {0};
+    assert_int_equal(append(&h, &r, "Let me look. <tool"), 0);
+    assert_true(h.stable <= strlen("Let me look. "));
+    assert_int_equal(append(&h, &r, "_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"), 0);
+    assert_true(h.stable <= strlen("Let me look. "));
+    holdback_finish(&h);
+    holdback_end_content(&h, strlen("Let me look. "));
+    assert_int_equal(h.stable, strlen("Let me look. "));
+    holdback_free(&h);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_stop_string_split_across_tokens_is_never_sent_and_ends_the_text),
+        cmocka_unit_test(test_a_character_split_across_tokens_is_held_until_whole),
+        cmocka_unit_test(test_invalid_bytes_become_replacement_characters_and_token_ends_follow),
+        cmocka_unit_test(test_the_start_of_a_tool_call_is_held_back),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
