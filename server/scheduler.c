@@ -596,7 +596,10 @@ static void *engine_thread(void *arg) {
 
 sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parallel, fkv_error *err) {
     sched *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
+    if (!s) {
+        err_nomem(err, "out of memory for the scheduler");
+        return NULL;
+    }
     s->model = m;
     s->parallel = parallel ? parallel : 1;
     s->n_vocab = fkv_model_get_info(m).n_vocab;
@@ -654,6 +657,8 @@ void sched_free(sched *s) {
 }
 
 uint32_t sched_n_ctx(const sched *s) { return fkv_engine_n_ctx(s->engine); }
+
+const char *sched_note(const sched *s) { return fkv_engine_note(s->engine); }
 
 fkv_engine_stats sched_stats(sched *s) {
     pthread_mutex_lock(&s->mu);

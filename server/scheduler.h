@@ -116,6 +116,8 @@ void sched_stop(sched *s);
 void sched_free(sched *s);
 
 uint32_t sched_n_ctx(const sched *s);
+/* fkv_engine_note of the engine: a default it changed (the context capped to the KV memory), or NULL. */
+const char *sched_note(const sched *s);
 /* The engine's block and cache counters after the last step, the disk tier's as they are now (for metrics). */
 fkv_engine_stats sched_stats(sched *s);
 
