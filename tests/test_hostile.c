@@ -61,6 +61,9 @@ static void report(const tally *t) {
  * 4 greedy tokens. It may refuse (a context too small, a vocabulary without these ids) — cleanly. */
 static void exercise(fkv_model *m, const char *what) {
     fkv_error err = {0};
+    fkv_ctx *c = fkv_ctx_new(m, NULL, &err); /* the single-sequence context, with the model's context */
+    if (!c && err.code != FKV_E_INPUT) fail_msg("%s: a context failed with code %d: %s", what, (int)err.code, err.msg);
+    fkv_ctx_free(c);
     fkv_engine_params ep;
     assert_int_equal(fkv_engine_default_params(&ep, &err), 0);
     fkv_engine *e = fkv_engine_new(m, &ep, &err);
