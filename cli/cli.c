@@ -192,6 +192,7 @@ fkv_engine *cli_engine_new(const char *sub, const fkv_model *m, const fkv_engine
     fkv_error err = {0};
     fkv_engine *e = fkv_engine_new(m, p, &err);
     if (!e) *rc = cli_fail(sub, &err);
+    else if (fkv_engine_note(e)) fprintf(stderr, "flatkv %s: %s\n", sub, fkv_engine_note(e));
     return e;
 }
 

@@ -343,6 +343,9 @@ fkv_reuse fkv_eseq_reuse(const fkv_eseq *s);
 /* The ids fed to s so far (prompt rows computed, then decoded tokens), and their count. */
 const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n);
 uint32_t fkv_engine_n_ctx(const fkv_engine *e);
+/* A sentence about a default the engine had to change (the model's context capped to what the KV memory holds), for
+ * the caller to show; NULL when none. Borrowed: lives as long as e. */
+const char *fkv_engine_note(const fkv_engine *e);
 const fkv_model *fkv_engine_model(const fkv_engine *e);
 uint32_t fkv_engine_max_batch(const fkv_engine *e);
 /* xxh3-64 of s's K and V rows [0, n_pos) of every layer — of a sliding-window layer the last window - 1 of them —

@@ -544,6 +544,7 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
         metrics_free(srv.metrics);
         return -1;
     }
+    if (sched_note(srv.sched)) fprintf(stderr, "flatkv serve: %s\n", sched_note(srv.sched));
     srv.oai = (oai_context){m, &p->tmpl, sched_n_ctx(srv.sched)};
     if (!(srv.responses = resp_store_new(p->responses_max, p->responses_mem))) {
         err_nomem(err, "out of memory");

@@ -671,6 +671,8 @@ void sched_load(sched *s, uint32_t *queued, uint32_t *running) {
     pthread_mutex_unlock(&s->mu);
 }
 
+const char *sched_note(const sched *s) { return fkv_engine_note(s->engine); }
+
 fkv_engine_stats sched_stats(sched *s) {
     pthread_mutex_lock(&s->mu);
     fkv_engine_stats st = s->stats;

@@ -131,6 +131,8 @@ uint32_t sched_n_ctx(const sched *s);
 void sched_load(sched *s, uint32_t *queued, uint32_t *running);
 /* CLOCK_MONOTONIC now, in milliseconds (the clock deadline_ms is on). */
 double sched_now_ms(void);
+/* fkv_engine_note of the engine: a default it changed (the context capped to the KV memory), or NULL. */
+const char *sched_note(const sched *s);
 /* The engine's block and cache counters after the last step, the disk tier's as they are now (for metrics). */
 fkv_engine_stats sched_stats(sched *s);
 

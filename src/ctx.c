@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "forward.h"
@@ -47,7 +48,20 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
     const model_hparams *hp = &m->hp;
     c->m = m;
     c->p = params ? *params : fkv_ctx_default_params();
-    if (c->p.n_ctx == 0) c->p.n_ctx = hp->n_ctx_train;
+    /* A context must fit a quarter of RAM: the model's is capped to it (a file's context_length is only a claim;
+     * fkv_ctx_n_ctx tells what was taken), an explicit one larger is refused — the engine's rule (engine.c
+     * fit_context), with this buffer as the whole budget. */
+    const size_t bytes_per_pos = (size_t)2 * hp->n_layers * hp->n_kv_heads * hp->head_dim *
+                                 (c->p.kv_type == FKV_KV_F32 ? sizeof(float) : sizeof(uint16_t));
+    const size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    const size_t fits = bytes_per_pos ? ram / 4 / bytes_per_pos : UINT32_MAX;
+    if (c->p.n_ctx == 0) c->p.n_ctx = hp->n_ctx_train < fits ? hp->n_ctx_train : (uint32_t)fits;
+    if (c->p.n_ctx > fits || c->p.n_ctx == 0) {
+        err_input(err, "a context of %u positions is more than a quarter of RAM holds (%zu positions of %zu bytes)",
+                  c->p.n_ctx, fits, bytes_per_pos);
+        fkv_ctx_free(c);
+        return NULL;
+    }
     if (c->p.prefill_rows == 0) c->p.prefill_rows = FORWARD_DEFAULT_GRID;
     if (c->p.kv_type != FKV_KV_F32 && c->p.kv_type != FKV_KV_F16) {
         err_input(err, "unknown KV storage type %d", (int)c->p.kv_type);

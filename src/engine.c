@@ -8,6 +8,7 @@
  * Sliding-window layers: unless swa_full, their rows go to a pool of their own, which the prefix tree empties of
  * rows no resume can read (prefix.h); the map of a sequence then names both pools and where each layer is.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@ struct fkv_engine {
     forward *fw;
     uint32_t *pos;        /* [max rows] */
     const kv_map **maps;  /* [max rows] */
+    char note[256];       /* fkv_engine_note: a default the engine changed, or "" */
 };
 
 struct fkv_eseq {
@@ -81,6 +83,48 @@ static int open_disk(fkv_engine *e, prefix_disk *disk, fkv_error *err) {
     return 0;
 }
 
+/* The context and the KV budget, from each other and the machine, before either sizes anything.
+ *
+ * Default budget (kv_mem 0): room for 16 full contexts, at most a quarter of RAM. Default context (n_ctx 0): the
+ * model's, capped to the positions the budget holds — a file's context_length is only a claim (2^32-1 would ask for
+ * terabytes), and a context the KV cannot hold is one a generation would run out of midway; the cap is said in
+ * e->note for the CLI and the server to print. An explicit n_ctx with the default budget must fit that budget, or
+ * the engine is refused (FKV_E_INPUT): as llama.cpp fails at start when its KV cache for -c cannot be allocated, a
+ * user who asked for a context learns now, not at position 10^6. With an explicit kv_mem both are the user's: a
+ * budget smaller than one context is legitimate (sequences share and evict blocks; one that outgrows the budget
+ * gets FKV_E_KV_FULL). */
+static int fit_context(fkv_engine *e, size_t bytes_per_pos, fkv_error *err) {
+    fkv_ctx_params *cp = &e->p.seq.ctx;
+    const uint32_t n_ctx_model = e->m->hp.n_ctx_train;
+    const size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    const bool default_budget = !e->p.kv_mem;
+    if (default_budget) {
+        size_t want;
+        if (__builtin_mul_overflow(bytes_per_pos, (size_t)(cp->n_ctx ? cp->n_ctx : n_ctx_model), &want) ||
+            __builtin_mul_overflow(want, (size_t)16, &want))
+            want = SIZE_MAX;
+        e->p.kv_mem = want < ram / 4 ? want : ram / 4;
+    }
+    const size_t held = e->p.kv_mem / bytes_per_pos / e->p.kv_block * e->p.kv_block;
+    const uint32_t fits = held > UINT32_MAX ? UINT32_MAX / e->p.kv_block * e->p.kv_block
+                                            : held < e->p.kv_block ? e->p.kv_block : (uint32_t)held;
+    if (!cp->n_ctx) {
+        cp->n_ctx = n_ctx_model;
+        if (cp->n_ctx > fits) {
+            cp->n_ctx = fits;
+            snprintf(e->note, sizeof e->note, "the model's context_length %u is more than the KV memory holds (%zu MB, "
+                     "%zu bytes a position); using %u", n_ctx_model, e->p.kv_mem >> 20, bytes_per_pos, fits);
+        }
+    } else if (default_budget && cp->n_ctx > fits) {
+        return err_input(err, "a context of %u positions is more than the KV memory holds (a quarter of RAM, %zu MB: "
+                              "%u positions of %zu bytes); ask for a smaller context or set the KV memory (--kv-mem)",
+                         cp->n_ctx, e->p.kv_mem >> 20, fits, bytes_per_pos);
+    }
+    return 0;
+}
+
+const char *fkv_engine_note(const fkv_engine *e) { return e->note[0] ? e->note : NULL; }
+
 fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, fkv_error *err) {
     fkv_engine *e = calloc(1, sizeof *e);
     if (!e) {
@@ -94,17 +138,13 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     else if (fkv_engine_default_params(&e->p, err))
         goto fail;
     fkv_ctx_params *cp = &e->p.seq.ctx;
-    if (!cp->n_ctx) cp->n_ctx = hp->n_ctx_train;
     if (!cp->prefill_rows) cp->prefill_rows = FORWARD_DEFAULT_GRID;
     if (!e->p.kv_block) e->p.kv_block = DEFAULT_BLOCK_ROWS;
     if (!e->p.max_batch) e->p.max_batch = DEFAULT_MAX_BATCH;
     uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;
     size_t bytes_per_pos = (size_t)2 * hp->n_layers * kv_dim * (cp->kv_type == FKV_KV_F16 ? 2 : 4);
-    if (!e->p.kv_mem) {
-        size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
-        size_t want = bytes_per_pos * cp->n_ctx * 16;
-        e->p.kv_mem = want < ram / 4 ? want : ram / 4;
-    }
+    if (bytes_per_pos == 0) bytes_per_pos = 1;
+    if (fit_context(e, bytes_per_pos, err)) goto fail;
     uint32_t rows = cp->prefill_rows > e->p.max_batch ? cp->prefill_rows : e->p.max_batch;
     prefix_window win = {0};
     uint32_t n_window = 0;

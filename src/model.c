@@ -137,6 +137,12 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
         return err_input(err, "%s: a %s.* shape key is zero (dim %u, layers %u, hidden %u, heads %u, kv heads "
                        "%u, context %u)", f->path, A, hp->dim, hp->n_layers, hp->hidden, hp->n_heads,
                        hp->n_kv_heads, hp->n_ctx_train);
+    /* Sizes the file cannot back are refused before they size anything: every layer needs its tensors (at least 6:
+     * two norms, attention in and out, the feed-forward in and out), so block_count is bounded by the tensor count;
+     * the others are checked against the tensors' dims when the weights are found (find_checked). */
+    if (hp->n_layers > f->n_tensors / 6)
+        return err_input(err, "%s: %s.block_count %u is more layers than the file's %llu tensors can hold (each layer "
+                              "has at least 6)", f->path, A, hp->n_layers, (unsigned long long)f->n_tensors);
     if (hp->n_heads % hp->n_kv_heads)
         return err_input(err, "%s: %s.attention.head_count (%u) is not a multiple of head_count_kv (%u)", f->path, A,
                        hp->n_heads, hp->n_kv_heads);
@@ -152,6 +158,13 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     if (hp->head_dim == 0 || hp->head_dim % 2 || hp->head_dim > OPS_ATTN_MAX_HEAD_DIM)
         return err_input(err, "%s: head dimension %u must be even, nonzero and at most %d", f->path, hp->head_dim,
                        OPS_ATTN_MAX_HEAD_DIM);
+    /* The products that size the attention's rows must fit the 32 bits they are held in (else a wrapped product
+     * could match a tensor's dims); the weights' dims then bound them by the file's size. */
+    if ((uint64_t)hp->n_heads * hp->head_dim > UINT32_MAX / 4 || (uint64_t)hp->hidden > UINT32_MAX / 4 ||
+        (uint64_t)hp->dim > UINT32_MAX / 4)
+        return err_input(err, "%s: %s.attention.head_count %u x head size %u, feed_forward_length %u or "
+                              "embedding_length %u is too large", f->path, A, hp->n_heads, hp->head_dim, hp->hidden,
+                         hp->dim);
     hp->n_rot = hp->head_dim;
     if (gguf_find(f, KEY("rope.dimension_count")) && gguf_get_u32(f, key, &hp->n_rot, err)) return -1;
     if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
@@ -428,6 +441,11 @@ fkv_model *fkv_model_load(const char *path, fkv_error *err) {
     m->name = strndup(name.ptr, name.len);
     const gguf_value *tmpl = gguf_find(m->file, "tokenizer.chat_template");
     if (tmpl && tmpl->type == GGUF_TYPE_STRING) m->chat_template = strndup(tmpl->str.ptr, tmpl->str.len);
+    if (!m->name || (tmpl && tmpl->type == GGUF_TYPE_STRING && !m->chat_template)) {
+        err_nomem(err, "%s: out of memory for the model's name and chat template", path);
+        fkv_model_free(m);
+        return NULL;
+    }
     return m;
 }
 

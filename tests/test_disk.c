@@ -1,6 +1,8 @@
 /* The disk tier (src/kvdisk.h) through the engine: a conversation resumed by another engine — a restart — from the
  * block files alone, compared with a cold run by KV digest, logits digest and ids; files that do not verify are
- * never used; blocks of other bits or salts are never shared; the budget evicts; in-memory sequences write nothing. */
+ * never used; blocks of other bits or salts are never shared; the budget evicts; in-memory sequences write nothing;
+ * and writes that fail (ENOSPC, EIO, short writes, failed fsyncs and renames, injected by tests/faultio.h) lose nothing
+ * memory holds and leave nothing partial to read. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "faultio.h"
 #include "flatkv.h"
 #include "gguf.h"
 #include "testutil.h"
@@ -312,6 +315,77 @@ static void test_window_layers_kept_apart_refuse_a_disk_tier(void **state) {
     remove_tree(models);
 }
 
+/* Every file under dir/tmp (the writer's temporary files). */
+static size_t count_tmp(const fixture *f) {
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s/tmp", f->dir);
+    size_t n = 0;
+    DIR *d = opendir(tmp);
+    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+/* The writer thread has written (or failed) everything queued. */
+static fkv_engine_stats drained(const fkv_engine *e) {
+    fkv_engine_stats st = fkv_engine_get_stats(e);
+    for (int i = 0; i < 2000; i++) {
+        fkv_engine_disk_stats_now(e, &st);
+        if (!st.disk_pending) return st;
+        usleep(5000);
+    }
+    fail_msg("the disk tier's writer did not drain its queue in 10 s");
+    return st;
+}
+
+/* For each fault, every call (every 1) and every 3rd: while the disk fails, the engine answers as a cold run does and
+ * a second turn reuses its rows from memory; the failures are counted; no temporary file is left and no partial
+ * file is under a block's name — a later engine on the directory reads only verified blocks (none corrupt) and
+ * answers as a cold run does. */
+static void test_failing_disk_writes_lose_nothing_memory_holds_and_leave_nothing_partial(void **state) {
+    fixture *f = *state;
+    for (int fault = FIO_WRITE_ENOSPC; fault <= FIO_RENAME_ENOSPC; fault++)
+        for (uint32_t every = 1; every <= 3; every += 2) {
+            if (fault == FIO_WRITE_SHORT_THEN_ENOSPC && every > 1) continue; /* it alternates on its own */
+            char what[128];
+            snprintf(what, sizeof what, "%s (every %u)", fio_name((fio_fault)fault), every);
+            remove_tree(f->dir);
+            fkv_engine *e = engine_on(f, FKV_KV_F16, 0, NULL);
+            fio_arm((fio_fault)fault, every);
+            turn_exact(f, e, NULL, f->ids, N_PROMPT, what);
+            fkv_engine_stats st = drained(e);
+            const bool all_fail = every == 1 && fault != FIO_WRITE_SHORT;
+            if (fault == FIO_WRITE_SHORT) { /* short writes are finished: every file whole */
+                if (st.disk_errors || !st.disk_writes) fail_msg("%s: %llu errors, %llu writes", what,
+                                                                (unsigned long long)st.disk_errors,
+                                                                (unsigned long long)st.disk_writes);
+            } else if (!st.disk_errors || (all_fail && st.disk_writes)) {
+                fail_msg("%s: %llu failures counted, %llu files written", what, (unsigned long long)st.disk_errors,
+                         (unsigned long long)st.disk_writes);
+            }
+            assert_true(fio_injected() > 0);
+            /* memory still holds the rows: the same prompt again reuses them, from memory */
+            answer again = turn_exact(f, e, NULL, f->ids, N_PROMPT, what);
+            assert_int_equal(again.cached, N_PROMPT - 1);
+            assert_int_equal(again.from_disk, 0);
+            fkv_engine_free(e); /* still failing: what is queued fails too */
+            fio_disarm();
+            assert_int_equal(count_tmp(f), 0);
+            const size_t n_files = count_blocks(f);
+            if (all_fail) assert_int_equal(n_files, 0);
+            /* a later process reads what verifies and recomputes the rest */
+            e = engine_on(f, FKV_KV_F16, 0, NULL);
+            answer later = turn_exact(f, e, NULL, f->ids, N_PROMPT, what);
+            st = fkv_engine_get_stats(e);
+            assert_int_equal(st.disk_corrupt, 0);
+            if (all_fail) assert_int_equal(later.from_disk, 0);
+            if (fault == FIO_WRITE_SHORT) assert_true(later.from_disk > 0);
+            print_message("  %-30s %3llu faults: %2zu block files kept, %3u positions read back\n", what,
+                          (unsigned long long)fio_injected(), n_files, later.from_disk);
+            fkv_engine_free(e);
+        }
+}
+
 int main(void) {
 #define CASE(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -320,6 +394,7 @@ int main(void) {
         CASE(test_other_bits_or_salts_never_share_a_block),
         CASE(test_in_memory_sequences_write_nothing),
         CASE(test_the_budget_bounds_the_files_kept),
+        CASE(test_failing_disk_writes_lose_nothing_memory_holds_and_leave_nothing_partial),
         cmocka_unit_test(test_window_layers_kept_apart_refuse_a_disk_tier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
