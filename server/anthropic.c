@@ -237,6 +237,10 @@ static int parse_tools(const oai_context *ctx, const json_t *root, json_t **rend
         job->req.tool_choice = !strcmp(kind, "any")    ? json_string("required")
                            : !strcmp(kind, "tool") ? json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name)
                                                    : json_string(kind);
+        if (!job->req.tool_choice) {
+            json_decref(chat_tools);
+            return oai_fail(e, 500, "server_error", NULL, "out_of_memory", "out of memory reading the request");
+        }
     }
     if (n == 0 || !strcmp(kind, "none")) {
         json_decref(chat_tools);
@@ -283,7 +287,9 @@ static int parse_sampling(const json_t *root, sched_job *job, oai_error *e) {
         const json_t *s = json_array_get(stop, i);
         if (!json_is_string(s) || json_string_length(s) == 0 || strlen(json_string_value(s)) != json_string_length(s))
             return BAD("stop_sequences.%zu: must be a non-empty string", i);
-        job->req.stop[job->req.n_stop++] = strdup(json_string_value(s));
+        if (!(job->req.stop[job->req.n_stop] = strdup(json_string_value(s))))
+            return oai_fail(e, 500, "server_error", NULL, "out_of_memory", "out of memory reading the request");
+        job->req.n_stop++;
     }
     return 0;
 }
@@ -291,11 +297,10 @@ static int parse_sampling(const json_t *root, sched_job *job, oai_error *e) {
 int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size_t len, anth_request *req,
                sched_job *job, oai_error *e) {
     static unsigned long long counter;
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, 0, &jerr), *tools = NULL;
+    json_t *root = oai_load_body(body, len, e), *tools = NULL;
     convo c = {0};
     int rc = -1;
-    if (!root) return BAD("the request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line, jerr.column);
+    if (!root) return -1;
     memset(req, 0, sizeof *req);
     req->prefix_cache = prefix_cache;
     snprintf(req->id, sizeof req->id, "msg_%llx%llx", (unsigned long long)time(NULL),

@@ -77,6 +77,7 @@ typedef struct {
     size_t pending_len, pending_off;
     choice_stream choice[SCHED_MAX_CHOICES]; /* per choice: the job, then its followers */
     bool finished;
+    bool broken; /* an event could not be made (out of memory): the stream ends with an error */
 } conn;
 
 /* A client's routing key as the log shows it: printable ASCII without spaces, truncated. */
@@ -113,7 +114,18 @@ static enum MHD_Result send_text(struct MHD_Connection *c, conn *st, int status,
 static enum MHD_Result send_json(struct MHD_Connection *c, conn *st, int status, json_t *body) {
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
-    return send_text(c, st, status, "application/json", text ? text : strdup("{}"));
+    if (oai_json_failed() || !text) { /* the body lost parts as it was built: never send it as if whole */
+        free(text);
+        static const char failed[] = "{\"error\": {\"message\": \"out of memory building the response\", \"type\": "
+                                     "\"server_error\", \"param\": null, \"code\": \"out_of_memory\"}}";
+        struct MHD_Response *r = MHD_create_response_from_buffer(strlen(failed), (void *)failed, MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        st->status = 500;
+        enum MHD_Result ret = MHD_queue_response(c, 500, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    return send_text(c, st, status, "application/json", text);
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, conn *st, const oai_error *e) {
@@ -133,11 +145,12 @@ static void push_event(conn *st, json_t *obj, const char *literal) {
     char *json = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
     json_decref(obj);
     const char *payload = json ? json : literal;
-    size_t need = strlen(payload) + 8;
-    char *grown = realloc(st->pending, st->pending_len + need + 1);
+    char *grown = payload && !oai_json_failed() ? realloc(st->pending, st->pending_len + strlen(payload) + 9) : NULL;
     if (grown) {
         st->pending = grown;
         st->pending_len += (size_t)sprintf(st->pending + st->pending_len, "data: %s\n\n", payload);
+    } else {
+        st->broken = true; /* an event lost: the stream must not look whole */
     }
     free(json);
 }
@@ -223,9 +236,12 @@ static bool produce_typed_events(conn *st) {
         const char *type = json_string_value(json_object_get(event, "type"));
         size_t need = (json ? strlen(json) : 0) + strlen(type) + 16;
         char *grown = json ? realloc(st->pending, st->pending_len + need + 1) : NULL;
-        if (grown) {
+        if (grown && !oai_json_failed()) {
             st->pending = grown;
             st->pending_len += (size_t)sprintf(st->pending + st->pending_len, "event: %s\ndata: %s\n\n", type, json);
+        } else {
+            if (grown) st->pending = grown;
+            st->broken = true;
         }
         free(json);
     }
@@ -245,6 +261,10 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             return (ssize_t)n;
         }
         st->pending_off = st->pending_len = 0;
+        if (st->broken) {
+            for (uint32_t k = 0; k <= st->job->n_followers; k++) sched_job_cancel(choice_job(st, k));
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
         if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         uint32_t waiting = 0; /* the first choice still going: its progress wakes this reader (the others' shows at
                                * the next wake, at most LIVENESS_MS later) */
@@ -424,6 +444,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     server *srv = cls;
     conn *st = *con_cls;
     if (!st) {
+        oai_json_failed(); /* what this thread met before is not this request's */
         if (!(st = calloc(1, sizeof *st))) return MHD_NO;
         st->srv = srv;
         st->t0 = sched_now_ms();
@@ -539,6 +560,7 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
         err_input(err, "--host '%s' is not an IPv4 address", p->host);
         return -1;
     }
+    oai_json_init();
     server srv = {.model = m, .p = p, .metrics = metrics_new(), .mu = PTHREAD_MUTEX_INITIALIZER};
     if (!(srv.sched = sched_new(m, &p->engine, p->parallel, p->max_queue, err))) {
         metrics_free(srv.metrics);

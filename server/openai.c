@@ -42,16 +42,50 @@ static const struct {
     [FKV_E_CANCELLED] = {499, "server_error", "cancelled"},
 };
 
+static _Thread_local bool json_out_of_memory;
+
+static void *json_alloc(size_t n) {
+    void *p = malloc(n);
+    if (!p) json_out_of_memory = true;
+    return p;
+}
+
+void oai_json_init(void) { json_set_alloc_funcs(json_alloc, free); }
+
+bool oai_json_failed(void) {
+    const bool failed = json_out_of_memory;
+    json_out_of_memory = false;
+    return failed;
+}
+
+json_t *oai_load_body(const char *body, size_t len, oai_error *e) {
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr);
+    if (root) return root;
+    /* jansson leaves the error blank (line -1) when an allocation fails before it could say anything */
+    if (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0])
+        oai_fail(e, 500, "server_error", NULL, "out_of_memory", "out of memory reading the request body");
+    else
+        oai_fail(e, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON: %s (line %d, "
+                 "column %d)", jerr.text, jerr.line, jerr.column);
+    return NULL;
+}
+
 int oai_fail_with(oai_error *e, const char *param, const fkv_error *failure) {
     const unsigned k = (unsigned)failure->code < sizeof failure_http / sizeof *failure_http ? failure->code : 0;
     return oai_fail(e, failure_http[k].status, failure_http[k].type, param, failure_http[k].code, "%s", failure->msg);
 }
 
 #define BAD(param, ...) oai_fail(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
+#define OOM() oai_fail(e, 500, "server_error", NULL, "out_of_memory", "out of memory reading the request")
 
-/* A text part array ([{type: "text", text}...]) or a string, as one malloc'd string. */
+/* A text part array ([{type: "text", text}...]) or a string, as one malloc'd string; NULL with e. */
 static char *content_text(const json_t *content, const char *param, oai_error *e) {
-    if (json_is_string(content)) return strdup(json_string_value(content));
+    if (json_is_string(content)) {
+        char *copy = strdup(json_string_value(content));
+        if (!copy) OOM();
+        return copy;
+    }
     if (!json_is_array(content)) {
         BAD(param, "'%s' must be a string or an array of text parts", param);
         return NULL;
@@ -69,7 +103,10 @@ static char *content_text(const json_t *content, const char *param, oai_error *e
         len += json_string_length(text);
     }
     char *out = malloc(len + 1), *o = out;
-    if (!out) return NULL;
+    if (!out) {
+        OOM();
+        return NULL;
+    }
     json_array_foreach(content, i, part) {
         json_t *text = json_object_get(part, "text");
         memcpy(o, json_string_value(text), json_string_length(text));
@@ -134,7 +171,7 @@ static int parse_tools(const oai_context *ctx, const json_t *root, const json_t 
     *tools = t;
     job->req.tool_format = toolcall_format_of(ctx->tmpl);
     job->req.single_tool_call = json_is_false(parallel);
-    if (choice && !json_is_null(choice)) job->req.tool_choice = json_deep_copy(choice);
+    if (choice && !json_is_null(choice) && !(job->req.tool_choice = json_deep_copy(choice))) return OOM();
     return 0;
 }
 
@@ -148,7 +185,7 @@ static int parse_format(const oai_context *ctx, const json_t *root, sched_job *j
         if (!json_is_string(gbnf)) return BAD("grammar", "'grammar' must be a string (GBNF)");
         fkv_error err = {0};
         job->req.grammar = fkv_grammar_new(ctx->model, json_string_value(gbnf), json_string_length(gbnf), &err);
-        return job->req.grammar ? 0 : BAD("grammar", "grammar: %s", err.msg);
+        return job->req.grammar ? 0 : err.code == FKV_E_NOMEM ? OOM() : BAD("grammar", "grammar: %s", err.msg);
     }
     if (!has_rf) return 0;
     const char *type = json_string_value(json_object_get(rf, "type"));
@@ -158,7 +195,7 @@ static int parse_format(const oai_context *ctx, const json_t *root, sched_job *j
                                       "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": ...}}");
     if (!strcmp(type, "json_schema") && !json_is_object(json_object_get(json_object_get(rf, "json_schema"), "schema")))
         return BAD("response_format", "'response_format.json_schema.schema' must be a JSON Schema object");
-    if (strcmp(type, "text")) job->req.response_format = json_deep_copy(rf);
+    if (strcmp(type, "text") && !(job->req.response_format = json_deep_copy(rf))) return OOM();
     return 0;
 }
 
@@ -184,7 +221,8 @@ int oai_constrain(const oai_context *ctx, sched_job *job, const json_t *tools, o
     }
     if (gbnf) job->req.grammar = fkv_grammar_new(ctx->model, gbnf, strlen(gbnf), &err);
     free(gbnf);
-    return job->req.grammar ? 0 : BAD(param, "%s: %s", param, err.msg[0] ? err.msg : "out of memory");
+    if (job->req.grammar) return 0;
+    return !err.msg[0] || err.code == FKV_E_NOMEM ? OOM() : BAD(param, "%s: %s", param, err.msg);
 }
 
 /* chat_template_kwargs (vLLM's and llama.cpp's field): enable_thinking, a boolean, switches the reasoning of the
@@ -214,6 +252,10 @@ static int parse_messages(const oai_context *ctx, const chat_template *t, const 
     int rc = -1;
     json_t *msg;
     char param[64];
+    if (!msgs || !texts || !calls) {
+        OOM();
+        goto out;
+    }
     json_array_foreach(messages, i, msg) {
         snprintf(param, sizeof param, "messages[%zu]", i);
         json_t *role = json_object_get(msg, "role"), *content = json_object_get(msg, "content");
@@ -232,7 +274,10 @@ static int parse_messages(const oai_context *ctx, const chat_template *t, const 
                 BAD(param, "'%s.content' is required for role '%s'", param, r);
                 goto out;
             }
-            texts[i] = strdup("");
+            if (!(texts[i] = strdup(""))) {
+                OOM();
+                goto out;
+            }
         } else if (!(texts[i] = content_text(content, param, e))) {
             goto out;
         }
@@ -251,7 +296,7 @@ static int parse_messages(const oai_context *ctx, const chat_template *t, const 
     job->req.n_ids = n_ids;
     rc = 0;
 out:
-    for (i = 0; i < n; i++) free(texts[i]), free(calls[i]);
+    for (i = 0; i < n && texts && calls; i++) free(texts[i]), free(calls[i]);
     free(texts);
     free(calls);
     free(msgs);
@@ -329,12 +374,13 @@ static int get_stop(const json_t *body, sched_job *job, oai_error *e) {
     size_t n = json_is_array(stop) ? json_array_size(stop) : 1;
     if (!json_is_string(stop) && !json_is_array(stop)) return BAD("stop", "'stop' must be a string or an array of strings");
     if (n > MAX_STOP) return BAD("stop", "'stop' has %zu strings; at most %d are supported", n, MAX_STOP);
-    job->req.stop = calloc(n ? n : 1, sizeof *job->req.stop);
+    if (!(job->req.stop = calloc(n ? n : 1, sizeof *job->req.stop))) return OOM();
     for (size_t i = 0; i < n; i++) {
         json_t *s = json_is_array(stop) ? json_array_get(stop, i) : stop;
         if (!json_is_string(s) || json_string_length(s) == 0 || strlen(json_string_value(s)) != json_string_length(s))
             return BAD("stop", "every stop sequence must be a non-empty string");
-        job->req.stop[job->req.n_stop++] = strdup(json_string_value(s));
+        if (!(job->req.stop[job->req.n_stop] = strdup(json_string_value(s)))) return OOM();
+        job->req.n_stop++;
     }
     return 0;
 }
@@ -344,7 +390,7 @@ int oai_parse_cache_fields(const json_t *root, sched_job *job, char cache_key[65
     if (salt && !json_is_null(salt)) {
         if (!json_is_string(salt) || json_string_length(salt) == 0)
             return BAD("cache_salt", "'cache_salt' must be a non-empty string");
-        job->req.salt = strdup(json_string_value(salt));
+        if (!(job->req.salt = strdup(json_string_value(salt)))) return OOM();
     }
     /* OpenAI's values; "24h" (the default with --kv-dir) lets the blocks reach the disk tier, where they last as
      * long as its budget keeps them. */
@@ -370,11 +416,9 @@ int oai_parse_cache_fields(const json_t *root, sched_job *job, char cache_key[65
 int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t len, oai_request *req,
               sched_job *job, oai_error *e) {
     static unsigned long long counter;
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, 0, &jerr);
+    json_t *root = oai_load_body(body, len, e);
     int rc = -1;
-    if (!root) return BAD(NULL, "the request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-                          jerr.column);
+    if (!root) return -1;
     if (!json_is_object(root)) {
         BAD(NULL, "the request body must be a JSON object");
         goto out;
@@ -528,6 +572,7 @@ static void token_json(const oai_request *req, int32_t prev, int32_t id, json_t 
     len = len < 0 ? 0 : len > (int)sizeof piece ? (int)sizeof piece : len;
     size_t clean_len;
     char *clean = utf8_sanitize(piece, (size_t)len, &clean_len);
+    if (!clean) json_out_of_memory = true; /* the body would lose the token's text: oai_json_failed says so */
     *text = json_stringn(clean ? clean : "", clean ? clean_len : 0);
     free(clean);
     if (!bytes) return;

@@ -79,6 +79,14 @@ json_t *oai_tool_calls_chunk(const oai_request *req, int index, const sched_job 
 json_t *oai_usage_chunk(const oai_request *req, const sched_job *job);
 /* {"error": {message, type, param, code}} */
 json_t *oai_error_body(const oai_error *e);
+/* jansson allocates through oai_json_init's allocator, which remembers a failure in the thread that met it: a body
+ * built while memory ran out has lost parts silently (jansson's setters drop what they cannot add), so before
+ * sending one, oai_json_failed says whether that happened since it was last asked (and clears it). */
+void oai_json_init(void);
+bool oai_json_failed(void);
+/* The request body as JSON, or NULL with e: 400 for what is not JSON, 500 when memory ran out reading it. Every API's
+ * parser reads its body so. */
+json_t *oai_load_body(const char *body, size_t len, oai_error *e);
 /* Fill e from a failure of the library or the scheduler: its code decides the HTTP status and the error's type, in
  * the one table that maps them (openai.c). Returns -1. */
 int oai_fail_with(oai_error *e, const char *param, const fkv_error *failure);

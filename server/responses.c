@@ -11,6 +11,7 @@
 #include "toolcall.h"
 
 #define BAD(param, ...) oai_fail(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
+#define OOM() oai_fail(e, 500, "server_error", NULL, "out_of_memory", "out of memory reading the request")
 
 /* --- the store --- */
 
@@ -157,9 +158,10 @@ static int chain_get(resp_store *s, const char *id, const char *salt, resp_chain
         c->instructions = x->instructions ? strdup(x->instructions) : NULL;
         c->tools = x->tools ? json_deep_copy(x->tools) : NULL;
     }
+    const bool copied = x && c->ids && (!x->instructions || c->instructions) && (!x->tools || c->tools);
     pthread_mutex_unlock(&s->mu);
     if (!x) return not_found(e, "previous_response_id", "Previous response", id);
-    if (!c->ids) return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!copied) return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     return 0;
 }
 
@@ -287,7 +289,7 @@ static int parse_tool_choice(const json_t *root, const json_t *tools, sched_job 
     if (s && (!strcmp(s, "none") || !strcmp(s, "auto") || !strcmp(s, "required"))) {
         if (!strcmp(s, "required") && !tools) return BAD("tool_choice", "'tool_choice' \"required\" needs tools");
         job->req.tool_choice = json_string(s);
-        return 0;
+        return job->req.tool_choice ? 0 : OOM();
     }
     const json_t *type = json_object_get(choice, "type"), *name = json_object_get(choice, "name");
     if (!json_is_object(choice) || !json_is_string(type) || strcmp(json_string_value(type), "function") ||
@@ -299,7 +301,7 @@ static int parse_tool_choice(const json_t *root, const json_t *tools, sched_job 
         known = known || json_equal(json_object_get(json_array_get(tools, i), "name"), (json_t *)name);
     if (!known) return BAD("tool_choice", "'tool_choice.name' must name one of the tools");
     job->req.tool_choice = json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name);
-    return 0;
+    return job->req.tool_choice ? 0 : OOM();
 }
 
 /* text.format into job->req.response_format, chat's shape: json_object as it is, json_schema's fields under
@@ -313,7 +315,7 @@ static int parse_text(const json_t *text, sched_job *job, oai_error *e) {
     if (type && !strcmp(type, "text")) return 0;
     if (type && !strcmp(type, "json_object")) {
         job->req.response_format = json_pack("{s:s}", "type", "json_object");
-        return 0;
+        return job->req.response_format ? 0 : OOM();
     }
     const json_t *name = json_object_get(format, "name"), *schema = json_object_get(format, "schema");
     const json_t *strict = json_object_get(format, "strict"), *description = json_object_get(format, "description");
@@ -324,10 +326,13 @@ static int parse_text(const json_t *text, sched_job *job, oai_error *e) {
         return BAD("text.format", "'text.format' json_schema needs a string 'name' and an object 'schema' (and "
                    "optionally a boolean 'strict' and a string 'description')");
     json_t *js = json_pack("{s:O,s:O}", "name", name, "schema", schema);
-    if (json_is_boolean(strict)) json_object_set(js, "strict", (json_t *)strict);
-    if (json_is_string(description)) json_object_set(js, "description", (json_t *)description);
-    job->req.response_format = json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", js);
-    return 0;
+    if ((json_is_boolean(strict) && json_object_set(js, "strict", (json_t *)strict)) ||
+        (json_is_string(description) && json_object_set(js, "description", (json_t *)description))) {
+        json_decref(js);
+        return OOM();
+    }
+    job->req.response_format = js ? json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", js) : NULL;
+    return job->req.response_format ? 0 : OOM();
 }
 
 /* A number field in [lo, hi] (absent or null: keep *out). */
@@ -380,16 +385,14 @@ static void random_hex(char out[33]) {
 
 int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size_t len, resp_request *req,
                sched_job *job, oai_error *e) {
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, 0, &jerr), *chat_tools = NULL;
+    json_t *root = oai_load_body(body, len, e), *chat_tools = NULL;
     convo c = {0};
     resp_chain chain = {0};
     int rc = -1;
     memset(req, 0, sizeof *req);
     req->store = store;
     req->model = ctx->model;
-    if (!root) return BAD(NULL, "the request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-                          jerr.column);
+    if (!root) return -1;
     char hex[33];
     random_hex(hex);
     snprintf(req->id, sizeof req->id, "resp_%s", hex);
@@ -461,6 +464,10 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
     } else {
         req->instructions = json_is_string(instructions) ? strdup(json_string_value(instructions)) : NULL;
         req->tools = given_tools ? json_deep_copy(given_tools) : NULL;
+        if ((json_is_string(instructions) && !req->instructions) || (given_tools && !req->tools)) {
+            oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            goto out;
+        }
     }
     if (parse_tool_choice(root, req->tools, job, e)) goto out;
     if (req->tools && !is_string(job->req.tool_choice, "none"))
@@ -638,6 +645,11 @@ static void keep(resp_request *req, const sched_job *job, const json_t *response
     x->instructions = req->instructions ? strdup(req->instructions) : NULL;
     x->tools = req->tools ? json_deep_copy(req->tools) : NULL;
     x->response = json_deep_copy(response);
+    if ((req->salt && !x->salt) || (req->instructions && !x->instructions) || (req->tools && !x->tools) ||
+        !x->response) {
+        entry_free(x);
+        return; /* out of memory: not kept, as if evicted */
+    }
     char *dump = json_dumps(response, JSON_COMPACT), *tools = x->tools ? json_dumps(x->tools, JSON_COMPACT) : NULL;
     x->bytes = sizeof *x + sizeof(int32_t) * x->n_ids + (dump ? 2 * strlen(dump) : 0) + (tools ? 2 * strlen(tools) : 0) +
                (x->instructions ? strlen(x->instructions) : 0); /* a parsed JSON value takes about twice its text */

@@ -216,7 +216,10 @@ static void on_logprobs(void *user, int32_t id, const fkv_logprobs *lp) {
         sched_logprob *grown = realloc(j->prog.lps, sizeof *grown * cap);
         if (grown) j->prog.lps = grown, j->prog.cap_lps = cap;
     }
-    if (j->prog.n_lps < j->prog.cap_lps) j->prog.lps[j->prog.n_lps++] = (sched_logprob){.id = id, .lp = *lp};
+    if (j->prog.n_lps < j->prog.cap_lps)
+        j->prog.lps[j->prog.n_lps++] = (sched_logprob){.id = id, .lp = *lp};
+    else /* an answer without this entry would misalign the rest: fail it (on_token then stops) */
+        err_nomem(&j->prog.error, "out of memory for a token's log-probabilities");
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -227,7 +230,9 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
     pthread_mutex_lock(&j->mu);
     const size_t stable = j->prog.text.stable;
     const holdback_rules rules = rules_of(j);
-    int rc = j->cancelled ? -1 : holdback_append(&j->prog.text, &rules, piece, (size_t)piece_len);
+    int rc = j->cancelled || j->prog.error.code ? -1 : holdback_append(&j->prog.text, &rules, piece, (size_t)piece_len);
+    if (rc < 0 && !j->cancelled && !j->prog.error.code) /* a shorter answer must not pass for the whole one */
+        err_nomem(&j->prog.error, "out of memory for the generated text");
     if (rc >= 0) j->prog.n_gen++;
     if (j->prog.n_lps > j->prog.text.n_tokens) j->prog.n_lps = j->prog.text.n_tokens; /* a stop string's, or none */
     if (rc == 1) j->prog.finish_reason = "stop";

@@ -233,7 +233,11 @@ __attribute__((format(printf, 3, 4))) static int perr(gparser *p, size_t at, con
     return err_input(p->err, "grammar line %d, column %d: %s", line, col, msg);
 }
 
-static int oom(gparser *p) { return perr(p, SIZE_MAX, "out of memory"); }
+static int oom(gparser *p) {
+    if (p->failed) return -1;
+    p->failed = true;
+    return err_nomem(p->err, "grammar: out of memory");
+}
 
 static bool is_name_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';

@@ -1620,7 +1620,10 @@ char *grammar_schema_gbnf(const char *schema_json, size_t len, const char *prefi
     json_error_t je;
     json_t *doc = json_loadb(schema_json, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
     if (!doc) {
-        err_input(err, "JSON Schema is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        if (json_error_code(&je) == json_error_out_of_memory || !je.text[0]) /* jansson: blank when out of memory */
+            err_nomem(err, "out of memory reading a JSON Schema");
+        else
+            err_input(err, "JSON Schema is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
         return NULL;
     }
     jsctx c = {.doc = doc, .prefix = prefix, .err = err};
