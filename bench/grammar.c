@@ -1,7 +1,7 @@
 /* bench/grammar — what constrained decoding's mask costs per token (grammar_allowed, src/grammar.h).
  *
  * For each vocabulary (the 32k SPM one, deepseek-llm's ~100k byte-level BPE one, and a 150k set made of
- * deepseek's byte strings plus distinct generated ones — no 150k vocabulary is in ../shared/tokenizers) and each
+ * deepseek's byte strings plus distinct generated ones — no 150k vocabulary is in data/tokenizers) and each
  * grammar (response_format json_object, a JSON schema of a typical tool result, and the same schema with bounded
  * string lengths, whose counting states never repeat), generations are driven two ways and every grammar_allowed
  * call is timed:
@@ -13,7 +13,7 @@
  * It prints per case the calls, mean / median / 99th percentile / max ns per call, the share of calls answered from
  * the kept masks, and the CPU share the process got (the machine may be shared).
  *
- * usage: flatkv_grammar_bench [TOKENIZERS_DIR (../shared/tokenizers)] [generations per case (20)]
+ * usage: flatkv_grammar_bench [TOKENIZERS_DIR (data/tokenizers)] [generations per case (20)]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,7 +296,7 @@ static void report(const char *vocab, const char *grammar_name, const char *driv
 }
 
 int main(int argc, char **argv) {
-    const char *dir = argc > 1 ? argv[1] : "../shared/tokenizers";
+    const char *dir = argc > 1 ? argv[1] : "data/tokenizers";
     int gens = argc > 2 ? atoi(argv[2]) : 20;
     char path[4096];
     bvocab vocabs[3];

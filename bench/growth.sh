@@ -11,5 +11,5 @@ models=bench/.peer/models
 mkdir -p "$models"
 model=$models/growth-110m-q8_0.gguf
 [ -f "$model" ] || build/flatkv gen-model --dim 768 --hidden 2048 --layers 12 --heads 12 --kv-heads 12 --ctx 4096 \
-  --vocab-from ../shared/tokenizers/ggml-vocab-llama-spm.gguf --type q8_0 --seed 1 -o "$model"
+  --vocab-from data/tokenizers/ggml-vocab-llama-spm.gguf --type q8_0 --seed 1 -o "$model"
 build/flatkv_growth "$model" "${1:-4096}" "${2:-2}"

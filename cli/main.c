@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "version.h" /* generated at build time: cmake/version.cmake */
 
 static const char USAGE[] =
     "usage: flatkv COMMAND [options]\n"
@@ -15,12 +16,16 @@ static const char USAGE[] =
     "  tokenize   print the token ids of a text\n"
     "  gen-model  write a llama model of a given shape with random weights (for benchmarks and tests)\n"
     "\n"
-    "Run 'flatkv COMMAND --help' for a command's options.\n";
+    "Run 'flatkv COMMAND --help' for a command's options; 'flatkv --version' prints the version.\n";
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(USAGE, argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE_EXIT : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        puts(FKV_VERSION_STRING);
+        return 0;
     }
     static const struct {
         const char *name;

@@ -12,7 +12,7 @@
  * the few template families in wide use are written out in C, each following its source line by line.
  *
  * The families (what chat_render writes; [x] is optional, `+` concatenates, no other whitespace):
- * - CHAT_CHATML — Qwen2.5-Instruct's template (../shared/templates/Qwen-Qwen2.5-7B-Instruct.jinja) without
+ * - CHAT_CHATML — Qwen2.5-Instruct's template (data/templates/Qwen-Qwen2.5-7B-Instruct.jinja) without
  *   tool definitions:
  *     ["<|im_start|>system\n" + default_system + "<|im_end|>\n"]   when messages[0] is not a system message
  *                                                                   and the template has a default system
@@ -62,7 +62,7 @@
  *   matters only for content that begins or ends with them; the same holds for every family's strip).
  *   Prefix-stable when the reply is " " + strip(reply) — what a SentencePiece model writes, since its
  *   first piece carries the space.
- * - CHAT_LLAMA3 — Llama-3.1/3.2/3.3-Instruct's template (../shared/templates/meta-llama-Llama-3.*.jinja)
+ * - CHAT_LLAMA3 — Llama-3.1/3.2/3.3-Instruct's template (data/templates/meta-llama-Llama-3.*.jinja)
  *   without tools, and Llama-3.0's (date_string NULL):
  *     bos_text
  *     3.1+ only: "<|start_header_id|>system<|end_header_id|>\n\n" + "Cutting Knowledge Date: December 2023\n"
@@ -77,7 +77,7 @@
  *   reuse. Prefix-stable for replies without leading or trailing whitespace.
  * - CHAT_MISTRAL — Mistral-Instruct's "[INST]" templates, in one of three whitespace variants:
  *     V3 (Mistral-7B-Instruct-v0.3):   user "[INST] " + c + "[/INST]"    assistant " " + strip(c) + eos_text
- *     TEKKEN (../shared/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja):
+ *     TEKKEN (data/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja):
  *                                      user "[INST]" + c + "[/INST]"     assistant c + eos_text
  *     V1 (v0.1/v0.2 as first released): user "[INST] " + c + " [/INST]"  assistant c + eos_text
  *   preceded by bos_text once; after an optional leading system message (V1: none), roles must
@@ -88,14 +88,14 @@
  *   replies " " + strip(reply), as LLAMA2; TEKKEN/V1 for any reply). Tool messages are refused: the
  *   templates require a 9-character tool_call_id, which chat_message does not carry. No generation
  *   prompt.
- * - CHAT_PHI3 — Phi-3/3.5-mini-instruct's (../shared/templates/microsoft-Phi-3.5-mini-instruct.jinja):
+ * - CHAT_PHI3 — Phi-3/3.5-mini-instruct's (data/templates/microsoft-Phi-3.5-mini-instruct.jinja):
  *     system (non-empty only)/user/assistant: "<|" + role + "|>\n" + content + "<|end|>\n"
  *     tool: nothing (the template has no branch for it)
  *     generation prompt: "<|assistant|>\n"; without it the rendering ends in eos_text
  *   Phi-4-mini (phi = CHAT_PHI_4_MINI; its template without tools): every message, tool and empty system
  *   included, "<|" + role + "|>" + content + "<|end|>"; generation prompt "<|assistant|>", else eos_text.
  *   Prefix-stable for any reply.
- * - CHAT_GEMMA — Gemma-2's (../shared/templates/google-gemma-2-2b-it.jinja) and Gemma-3's:
+ * - CHAT_GEMMA — Gemma-2's (data/templates/google-gemma-2-2b-it.jinja) and Gemma-3's:
  *     bos_text, then for message i (roles must alternate user, other, user...; the template raises):
  *     "<start_of_turn>" + ("model" for assistant, else role) + "\n" + strip(content) + "<end_of_turn>\n"
  *     generation prompt: "<start_of_turn>model\n"
@@ -107,7 +107,7 @@
  *     system/user/assistant: "<|" + role + "|>\n" + content + eos_text + "\n";  tool: nothing
  *     generation prompt (after at least one message): "<|assistant|>\n"
  *   Prefix-stable for any reply.
- * - CHAT_DEEPSEEK — DeepSeek-R1-Distill's (../shared/templates/deepseek-ai-DeepSeek-R1-Distill-*.jinja):
+ * - CHAT_DEEPSEEK — DeepSeek-R1-Distill's (data/templates/deepseek-ai-DeepSeek-R1-Distill-*.jinja):
  *     bos_text + the LAST system message's content (system messages are written nowhere else), then
  *     user: "<｜User｜>" + content
  *     assistant: "<｜Assistant｜>" + (the text after the last "</think>" of content, or all of it)

@@ -3,7 +3,7 @@
  *
  * WHY: prompts must become exactly the ids the model was trained on, or nothing downstream (the prefix
  * cache's id comparison included) means anything. The reference is llama.cpp's tokenizers, whose
- * test vectors live in ../shared/tokenizers/.
+ * test vectors live in data/tokenizers/.
  *
  * Encoding (llama.cpp's SPM behaviour): spaces become U+2581 "▁"; when add_space_prefix is set (GGUF
  * tokenizer.ggml.add_space_prefix, default true) a "▁" is prepended to the text; the text is split into

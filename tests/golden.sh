@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Golden digests: the bits of a few fixed prompts, checked against tests/golden/digests.txt.
 #
-# usage: golden.sh FLATKV_BIN SHARED_DIR [--write]
+# usage: golden.sh FLATKV_BIN DATA_DIR [--write]
 #   Runs every case under each kernel variant this CPU runs (FLATKV_KERNELS; the others are reported skipped, by
 #   name and why), then — when qemu-x86_64 is installed — the same binary on emulated CPUs: Haswell-v4 (AVX2, no
 #   AVX-512), where it must choose avx2, and Nehalem-v2 (no AVX), where it must choose ref. Every run must print the
 #   committed digests. --write records the reference variant's digests instead.
 set -euo pipefail
-bin=$1 shared=$2 mode=${3:-check}
+bin=$1 data=$2 mode=${3:-check}
 here=$(cd "$(dirname "$0")" && pwd)
 golden=$here/golden/digests.txt
 work=$(mktemp -d)
@@ -15,10 +15,10 @@ work=$(mktemp -d)
 [ -n "${GOLDEN_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
 
 # The models: the real tiny llama, and generated ones of each quantized type (rows of 256: K-quant super-blocks).
-models=(stories260K=$shared/models/stories260K.gguf)
+models=(stories260K=$data/models/stories260K.gguf)
 for type in q8_0 q4_0 q4_k_m; do
   "$bin" gen-model --dim 256 --hidden 768 --layers 2 --heads 4 --kv-heads 2 --ctx 512 --seed 7 \
-    --vocab-from "$shared/models/stories260K.gguf" --type $type -o "$work/$type.gguf" >/dev/null
+    --vocab-from "$data/models/stories260K.gguf" --type $type -o "$work/$type.gguf" >/dev/null
   models+=("$type=$work/$type.gguf")
 done
 # Two turns: a 150-token prompt (prefill chunks on the 128 grid, panels and direct tiles), then its extension (a
@@ -65,7 +65,7 @@ check() { # label expected-kernels
   fi
 }
 for kernels in ref avx2 avx512 amx; do
-  if ! why=$(FLATKV_KERNELS=$kernels "$bin" generate -m "$shared/models/stories260K.gguf" -p x -n 1 --json 2>&1 >/dev/null); then
+  if ! why=$(FLATKV_KERNELS=$kernels "$bin" generate -m "$data/models/stories260K.gguf" -p x -n 1 --json 2>&1 >/dev/null); then
     echo "skipped: kernels $kernels: ${why#*: }"
     continue
   fi

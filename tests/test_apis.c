@@ -21,7 +21,7 @@
 
 static fkv_model *load_stories(void) {
     fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
+    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
     return m;
 }

@@ -25,7 +25,7 @@
 static const char *generate(const char *arch, bool rope_freqs, uint64_t seed) {
     const char *path = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = seed,
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = seed,
                          .arch = arch, .rope_freqs = rope_freqs};
     fkv_error err = {0};
     if (genmodel_write(&p, path, &err)) fail_msg("%s", err.msg);
@@ -234,7 +234,7 @@ static void test_a_window_layer_never_sees_a_key_outside_its_window(void **state
     enum { W = 9, LAYERS = 2, N = 80 };
     const char *path = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = LAYERS, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 31,
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 31,
                          .arch = "gemma3", .head_dim = 32, .window = W};
     fkv_error err = {0};
     if (genmodel_write(&p, path, &err)) fail_msg("%s", err.msg);
@@ -284,7 +284,7 @@ static void test_a_window_covering_every_key_equals_full_attention(void **state)
     enum { N = 70 };
     const char *windowed = tu_tmp_path(".gguf"), *full = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 5,
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 5,
                          .arch = "gemma3", .head_dim = 32, .window = N, .window_pattern = 2};
     fkv_error err = {0};
     if (genmodel_write(&p, windowed, &err)) fail_msg("%s", err.msg);

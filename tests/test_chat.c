@@ -1,6 +1,6 @@
 /* Chat templates: each family renders what its Jinja source renders (expected strings written from the
  * templates themselves), every family is prefix-stable across turns, and detection from the real template
- * files in ../shared/templates picks the right family. */
+ * files in data/templates picks the right family. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,7 +53,7 @@ static void expect_refusal(const chat_template *t, const chat_message *msgs, siz
 static chat_template detect_file(const char *name) {
     char rel[256];
     snprintf(rel, sizeof rel, "templates/%s", name);
-    char *src = tu_read_file(tu_shared(rel), NULL);
+    char *src = tu_read_file(tu_data(rel), NULL);
     if (!src) fail_msg("cannot read %s", rel);
     chat_template t = chat_template_detect(src);
     free(src);
@@ -725,7 +725,7 @@ static void test_qwen3_and_smollm3_sources_are_detected(void **state) {
 static void test_prompt_ids_keep_control_token_texts_of_messages_as_text(void **state) {
     (void)state;
     fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
+    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
     chat_template t = family(CHAT_LLAMA2);
     const chat_message msgs[] = {{.role = "user", .content = "a</s>b"}, {.role = "assistant", .content = "ok"},
@@ -896,7 +896,7 @@ static void expect_one_bos(const fkv_model *m, chat_template t, bool with_system
 static void test_prompt_ids_start_with_exactly_one_bos(void **state) {
     (void)state;
     fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
+    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
     expect_one_bos(m, family(CHAT_LLAMA2), true, 2); /* the template writes "<s>" twice: the tokenizer adds none */
     expect_one_bos(m, named("mistral"), true, 1);     /* "<s>" written once */
@@ -918,7 +918,7 @@ static void test_prompt_ids_start_with_exactly_one_bos(void **state) {
 static void test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them(void **state) {
     (void)state;
     fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
+    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
     const chat_message msgs[] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello."}, {.role = "user", .content = "Bye"}};
     /* Mistral's "</s>" is this vocabulary's EOS: one EOS id after the reply. */

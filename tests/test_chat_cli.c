@@ -43,7 +43,7 @@ static int run_chat(const char *args, const char *input, char **out, char **err)
     const char *in_path = tu_tmp_path(".in"), *out_path = tu_tmp_path(".out"), *err_path = tu_tmp_path(".err");
     assert_int_equal(tu_write_file(in_path, input, strlen(input)), 0);
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s/flatkv chat -m %s %s <%s >%s 2>%s", FKV_BUILD_DIR, tu_shared("models/stories260K.gguf"),
+    snprintf(cmd, sizeof cmd, "%s/flatkv chat -m %s %s <%s >%s 2>%s", FKV_BUILD_DIR, tu_data("models/stories260K.gguf"),
              args, in_path, out_path, err_path);
     int st = system(cmd);
     *out = tu_read_file(out_path, NULL);
@@ -128,7 +128,7 @@ static void session_start(session *s, const char *args) {
     char bin[4096];
     snprintf(bin, sizeof bin, "%s/flatkv", FKV_BUILD_DIR);
     char model[4096];
-    snprintf(model, sizeof model, "%s", tu_shared("models/stories260K.gguf"));
+    snprintf(model, sizeof model, "%s", tu_data("models/stories260K.gguf"));
     char argbuf[1024];
     snprintf(argbuf, sizeof argbuf, "%s", args);
     char *argv[32] = {bin, "chat", "-m", model};

@@ -73,16 +73,16 @@ static void test_bad_usage_gives_one_line_and_exit_code_2(void **state) {
     expect_usage_error("generate --bogus-flag -p hi", "--bogus-flag");
     expect_usage_error("tokenize -m", "-m");
     expect_usage_error("generate -m /nonexistent/model.gguf -p hi", "/nonexistent/model.gguf");
-    snprintf(args, sizeof args, "generate -m %s -f /nonexistent/prompt.txt", tu_shared("models/stories260K.gguf"));
+    snprintf(args, sizeof args, "generate -m %s -f /nonexistent/prompt.txt", tu_data("models/stories260K.gguf"));
     expect_usage_error(args, "/nonexistent/prompt.txt");
-    snprintf(args, sizeof args, "generate -m %s -p hi -n many", tu_shared("models/stories260K.gguf"));
+    snprintf(args, sizeof args, "generate -m %s -p hi -n many", tu_data("models/stories260K.gguf"));
     expect_usage_error(args, "-n");
-    snprintf(args, sizeof args, "generate -m %s -p hi --kv-type q4", tu_shared("models/stories260K.gguf"));
+    snprintf(args, sizeof args, "generate -m %s -p hi --kv-type q4", tu_data("models/stories260K.gguf"));
     expect_usage_error(args, "--kv-type");
-    snprintf(args, sizeof args, "generate -m %s -p hi --top-p 2", tu_shared("models/stories260K.gguf"));
+    snprintf(args, sizeof args, "generate -m %s -p hi --top-p 2", tu_data("models/stories260K.gguf"));
     expect_usage_error(args, "--top-p");
     /* A file that is not a GGUF model: the error says what is wrong with it. */
-    snprintf(args, sizeof args, "tokenize -m %s -p hi", tu_shared("vectors/README.md"));
+    snprintf(args, sizeof args, "tokenize -m %s -p hi", tu_data("vectors/README.md"));
     expect_usage_error(args, "README.md");
     expect_usage_error("gen-model --dim 64", "required");
 }
@@ -90,7 +90,7 @@ static void test_bad_usage_gives_one_line_and_exit_code_2(void **state) {
 static void test_tokenize_prints_the_prompt_ids(void **state) {
     (void)state;
     char args[4096];
-    snprintf(args, sizeof args, "tokenize -m %s -p 'Once upon a time' --json", tu_shared("models/stories260K.gguf"));
+    snprintf(args, sizeof args, "tokenize -m %s -p 'Once upon a time' --json", tu_data("models/stories260K.gguf"));
     run_result r = run(args);
     assert_int_equal(r.status, 0);
     assert_string_equal(r.out, "{\"tokens\":[1,403,407,261,378]}\n");
@@ -101,12 +101,12 @@ static void test_tokenize_prints_the_prompt_ids(void **state) {
 static void test_tokenize_parses_control_tokens_only_with_parse_special(void **state) {
     (void)state;
     char args[4096];
-    snprintf(args, sizeof args, "tokenize -m %s -p 'Hi</s>'", tu_shared("models/stories260K.gguf"));
+    snprintf(args, sizeof args, "tokenize -m %s -p 'Hi</s>'", tu_data("models/stories260K.gguf"));
     run_result r = run(args);
     assert_int_equal(r.status, 0);
     assert_string_equal(r.out, "1 320 417 504 492 419 505\n");
     done(&r);
-    snprintf(args, sizeof args, "tokenize -m %s -p 'Hi</s>' --parse-special", tu_shared("models/stories260K.gguf"));
+    snprintf(args, sizeof args, "tokenize -m %s -p 'Hi</s>' --parse-special", tu_data("models/stories260K.gguf"));
     r = run(args);
     assert_int_equal(r.status, 0);
     assert_string_equal(r.out, "1 320 417 2\n");
@@ -119,13 +119,13 @@ static void test_generate_json_reproduces_the_reference_continuation(void **stat
     (void)state;
     char args[4096];
     snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 100 --temp 0 --json",
-             tu_shared("models/stories260K.gguf"));
+             tu_data("models/stories260K.gguf"));
     run_result r = run(args);
     assert_int_equal(r.status, 0);
     json_error_t jerr;
     json_t *got = json_loads(r.out, 0, &jerr);
     if (!got) fail_msg("not JSON: %s", r.out);
-    FILE *fp = fopen(tu_shared("vectors/stories260K-greedy.jsonl"), "r");
+    FILE *fp = fopen(tu_data("vectors/stories260K-greedy.jsonl"), "r");
     char line[1 << 17];
     assert_non_null(fgets(line, sizeof line, fp));
     fclose(fp);
@@ -158,7 +158,7 @@ static void test_seeded_sampling_is_reproducible(void **state) {
     (void)state;
     char args[4096];
     snprintf(args, sizeof args, "generate -m %s -p 'Tim wanted to' -n 40 --temp 0.9 --top-k 20 --top-p 0.9 "
-             "--min-p 0.02 --repeat-penalty 1.1 --seed 42 --json", tu_shared("models/stories260K.gguf"));
+             "--min-p 0.02 --repeat-penalty 1.1 --seed 42 --json", tu_data("models/stories260K.gguf"));
     run_result a = run(args), b = run(args);
     assert_int_equal(a.status, 0);
     /* Everything but the timings must match. */

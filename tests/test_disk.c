@@ -51,7 +51,7 @@ static void fill(const fixture *f, int32_t *ids, uint32_t n, uint64_t seed) {
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     fkv_error err = {0};
-    if (!(f->m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err))) return -1;
+    if (!(f->m = fkv_model_load(tu_data("models/stories260K.gguf"), &err))) return -1;
     f->n_vocab = fkv_model_get_info(f->m).n_vocab;
     fkv_seq_params p;
     fkv_seq_default_params(&p, NULL);

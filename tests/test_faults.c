@@ -71,7 +71,7 @@ static fkv_sampler *greedy(void) {
 static int setup(void **state) {
     (void)state;
     fkv_error err = {0};
-    if (!(fx.m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err))) return -1;
+    if (!(fx.m = fkv_model_load(tu_data("models/stories260K.gguf"), &err))) return -1;
     fx.n_vocab = fkv_model_get_info(fx.m).n_vocab;
     fx.logits = malloc(sizeof(float) * fx.n_vocab);
     const char *text = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun "
@@ -158,7 +158,7 @@ static fkv_model *loaded;
 
 static int run_load(void *st, fkv_error *err) {
     (void)st;
-    loaded = fkv_model_load(tu_shared("models/stories260K.gguf"), err);
+    loaded = fkv_model_load(tu_data("models/stories260K.gguf"), err);
     return loaded ? 0 : -1;
 }
 
@@ -178,7 +178,7 @@ static void check_load(void *st, int rc) {
     fkv_error err = {0};
     if (rc) { /* the next load succeeds */
         assert_null(loaded);
-        assert_non_null(loaded = fkv_model_load(tu_shared("models/stories260K.gguf"), &err));
+        assert_non_null(loaded = fkv_model_load(tu_data("models/stories260K.gguf"), &err));
     }
     const fkv_model *keep = fx.m;
     fx.m = loaded;

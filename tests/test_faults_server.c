@@ -90,7 +90,7 @@ static int request_once(char **answer, int *status, fkv_error *failure) {
 static int setup(void **state) {
     (void)state;
     fkv_error err = {0};
-    if (!(fx.m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err))) return -1;
+    if (!(fx.m = fkv_model_load(tu_data("models/stories260K.gguf"), &err))) return -1;
     fx.tmpl = (chat_template){.family = CHAT_CHATML};
     fa_arm(FA_ONCE, 0); /* the shim routes jansson to itself when first armed: the server's allocator goes over it, */
     fa_disarm();        /* and its malloc calls are the shim's too */

@@ -25,7 +25,7 @@ static const bool MORE_BITS[N_LAYERS] = {true, false, false, true, false, false,
 
 static genmodel_params q4_k_m_params(void) {
     return (genmodel_params){.dim = 256, .hidden = 512, .n_layers = N_LAYERS, .n_heads = 4, .n_kv_heads = 2,
-                             .n_ctx = 256, .vocab_from = tu_shared("tokenizers/ggml-vocab-llama-spm.gguf"),
+                             .n_ctx = 256, .vocab_from = tu_data("tokenizers/ggml-vocab-llama-spm.gguf"),
                              .mix = GENMODEL_Q4_K_M, .seed = 11};
 }
 
@@ -285,7 +285,7 @@ static void test_each_architecture_is_written_with_llama_cpp_names(void **state)
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
-                             .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 1,
+                             .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 1,
                              .arch = cases[c].arch, .head_dim = 64};
         if (!strcmp(cases[c].arch, "phi3")) p.head_dim = 0, p.rope_dims = 16;
         if (!strcmp(cases[c].arch, "gemma3")) p.window = 16, p.window_pattern = 2;
@@ -304,7 +304,7 @@ static void test_each_architecture_is_written_with_llama_cpp_names(void **state)
         remove(path);
     }
     genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 256,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .window = 8};
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_F32, .window = 8};
     fkv_error err = {0};
     assert_int_equal(genmodel_write(&p, tu_tmp_path(".gguf"), &err), -1); /* llama has no window */
     assert_non_null(strstr(err.msg, "--window"));

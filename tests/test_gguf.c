@@ -1,6 +1,6 @@
 /* test_gguf.c — the GGUF reader and writer: round trips of every metadata type and tensor layout, one
  * refusal per kind of corruption (each with its own message), truncation at every length, random byte
- * flips, and the real files in ../shared. */
+ * flips, and the real files in data/. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -402,7 +402,7 @@ static void test_setting_a_key_twice_replaces_it(void **state) {
 static void test_set_value_deep_copies_a_tokenizer_from_another_file(void **state) {
     (void)state;
     fkv_error err = {0};
-    const char *src_path = tu_shared("tokenizers/ggml-vocab-llama-spm.gguf");
+    const char *src_path = tu_data("tokenizers/ggml-vocab-llama-spm.gguf");
     gguf_file *src = gguf_open(src_path, &err);
     if (!src) fail_msg("%s", err.msg);
     gguf_writer *w = gguf_writer_new();
@@ -418,7 +418,7 @@ static void test_set_value_deep_copies_a_tokenizer_from_another_file(void **stat
     gguf_writer_free(w);
 
     gguf_file *copy = gguf_open(path, &err);
-    src = gguf_open(tu_shared("tokenizers/ggml-vocab-llama-spm.gguf"), &err);
+    src = gguf_open(tu_data("tokenizers/ggml-vocab-llama-spm.gguf"), &err);
     assert_non_null(copy);
     assert_non_null(src);
     assert_int_equal(copy->n_kv, n_kv);
@@ -770,7 +770,7 @@ static void test_a_missing_file_is_refused_naming_the_path(void **state) {
     fkv_error err = {0};
     assert_null(gguf_open("/nonexistent/dir/model.gguf", &err));
     assert_non_null(strstr(err.msg, "/nonexistent/dir/model.gguf"));
-    assert_null(gguf_open(tu_shared("models"), &err));
+    assert_null(gguf_open(tu_data("models"), &err));
     assert_non_null(strstr(err.msg, "not a regular file"));
 }
 
@@ -833,7 +833,7 @@ static void test_writer_refuses_what_the_reader_would_refuse(void **state) {
 static void test_stories260k_opens_with_its_tokenizer_and_weights(void **state) {
     (void)state;
     fkv_error err = {0};
-    gguf_file *f = gguf_open(tu_shared("models/stories260K.gguf"), &err);
+    gguf_file *f = gguf_open(tu_data("models/stories260K.gguf"), &err);
     if (!f) fail_msg("%s", err.msg);
     gguf_str s;
     assert_int_equal(gguf_get_str(f, "general.architecture", &s, &err), 0);
@@ -862,7 +862,7 @@ static void test_stories260k_opens_with_its_tokenizer_and_weights(void **state) 
 static void test_every_shared_tokenizer_file_opens(void **state) {
     (void)state;
     fkv_error err = {0};
-    gguf_file *f = gguf_open(tu_shared("tokenizers/ggml-vocab-llama-spm.gguf"), &err);
+    gguf_file *f = gguf_open(tu_data("tokenizers/ggml-vocab-llama-spm.gguf"), &err);
     if (!f) fail_msg("%s", err.msg);
     const gguf_value *v;
     assert_int_equal(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &v, &err), 0);
@@ -875,7 +875,7 @@ static void test_every_shared_tokenizer_file_opens(void **state) {
     gguf_close(f);
 
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s", tu_shared("tokenizers"));
+    snprintf(dir, sizeof dir, "%s", tu_data("tokenizers"));
     DIR *d = opendir(dir);
     assert_non_null(d);
     int n = 0;

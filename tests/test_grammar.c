@@ -247,7 +247,7 @@ static void test_a_character_may_be_split_across_tokens(void **state) {
 
 static tok_vocab *load_vocab(const char *rel) {
     fkv_error err = {0};
-    gguf_file *f = gguf_open(tu_shared(rel), &err);
+    gguf_file *f = gguf_open(tu_data(rel), &err);
     if (!f) fail_msg("gguf_open %s: %s", rel, err.msg);
     tok_vocab *v = tok_load(f, &err);
     if (!v) fail_msg("tok_load %s: %s", rel, err.msg);

@@ -32,7 +32,7 @@ static gguf_file *base_f;  /* parsed over base, to find fields' offsets */
 
 static int load_base(void **state) {
     (void)state;
-    base = (uint8_t *)tu_read_file(tu_shared("models/stories260K.gguf"), &base_size);
+    base = (uint8_t *)tu_read_file(tu_data("models/stories260K.gguf"), &base_size);
     if (!base) return -1;
     fkv_error err = {0};
     base_f = gguf_open_buffer(base, base_size, "stories260K", &err);

@@ -48,7 +48,7 @@ static int setup_model(void **state, const char *path) {
     return 0;
 }
 
-static int setup_stories(void **state) { return setup_model(state, tu_shared("models/stories260K.gguf")); }
+static int setup_stories(void **state) { return setup_model(state, tu_data("models/stories260K.gguf")); }
 
 /* A generated GQA model with quantized weights, so the Q8_0 activation path is covered too. */
 static int setup_generated(void **state, ggml_type type) {
@@ -65,7 +65,7 @@ static int setup_q4(void **state) { return setup_generated(state, GGML_TYPE_Q4_0
 static int setup_q4_k(void **state) {
     const char *path = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 256, .hidden = 512, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_Q4_K, .seed = 7};
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_Q4_K, .seed = 7};
     fkv_error err = {0};
     if (genmodel_write(&p, path, &err)) {
         print_error("%s\n", err.msg);

@@ -1,4 +1,4 @@
-/* The llama forward pass against an independent float32 implementation (../shared/vectors/README.md):
+/* The llama forward pass against an independent float32 implementation (data/vectors/README.md):
  * prompt ids exact, first-step logits within float32 rounding, greedy ids equal up to the first near-tie. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,7 +24,7 @@ static int32_t argmax(const float *x, uint32_t n) {
 
 static json_t *load_vectors(void) {
     json_t *all = json_array();
-    FILE *fp = fopen(tu_shared("vectors/stories260K-greedy.jsonl"), "r");
+    FILE *fp = fopen(tu_data("vectors/stories260K-greedy.jsonl"), "r");
     assert_non_null(fp);
     char line[1 << 17];
     while (fgets(line, sizeof line, fp)) {
@@ -41,7 +41,7 @@ static json_t *load_vectors(void) {
 static void test_stories260k_matches_the_independent_reference(void **state) {
     (void)state;
     fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
+    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
     assert_non_null(m);
     fkv_model_info info = fkv_model_get_info(m);
     assert_int_equal(info.n_vocab, 512);

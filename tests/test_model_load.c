@@ -21,7 +21,7 @@ static int make_base(void **state) {
     (void)state;
     snprintf(base_path, sizeof base_path, "%s", tu_tmp_path(".gguf"));
     genmodel_params p = {.dim = 256, .hidden = 512, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 128,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_Q8_0, .seed = 5,
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_Q8_0, .seed = 5,
                          .tied = true};
     fkv_error err = {0};
     return genmodel_write(&p, base_path, &err);

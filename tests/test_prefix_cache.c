@@ -64,7 +64,7 @@ static int setup_path(void **state, const char *path) {
     return 0;
 }
 
-static int setup_stories(void **state) { return setup_path(state, tu_shared("models/stories260K.gguf")); }
+static int setup_stories(void **state) { return setup_path(state, tu_data("models/stories260K.gguf")); }
 
 static int setup_q8(void **state) {
     const char *path = tu_small_model(GGML_TYPE_Q8_0, 11);

@@ -69,7 +69,7 @@ static float *last_logits(const char *path, uint32_t *n_vocab) {
 static double relative_error(ggml_type type, uint32_t hidden) {
     const char *quantized = tu_tmp_path(".gguf"), *dequantized = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 256, .hidden = hidden, .n_layers = 4, .n_heads = 8, .n_kv_heads = 4, .n_ctx = 256,
-                         .vocab_from = tu_shared("tokenizers/ggml-vocab-llama-spm.gguf"), .type = type, .seed = 3};
+                         .vocab_from = tu_data("tokenizers/ggml-vocab-llama-spm.gguf"), .type = type, .seed = 3};
     fkv_error err = {0};
     if (genmodel_write(&p, quantized, &err)) fail_msg("%s", err.msg);
     write_dequantized(quantized, dequantized);

@@ -30,7 +30,7 @@ static json_t *replay(const char *session, const char *flags, int *status, char 
     assert_int_equal(tu_write_file(in, session, strlen(session)), 0);
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "%s/flatkv replay -m %s --session %s %s >%s 2>%s", FKV_BUILD_DIR,
-             tu_shared("models/stories260K.gguf"), in, flags, out, err);
+             tu_data("models/stories260K.gguf"), in, flags, out, err);
     int st = system(cmd);
     *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     char *text = tu_read_file(out, NULL);

@@ -35,7 +35,7 @@ static bool is_done(const sched_job *j) { return j->prog.done; }
 static void test_a_follower_outliving_its_freed_leader_keeps_the_grammar(void **state) {
     (void)state;
     fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_shared("models/stories260K.gguf"), &err);
+    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
     if (!m) fail_msg("%s", err.msg);
     fkv_engine_params ep;
     assert_int_equal(fkv_engine_default_params(&ep, &err), 0);

@@ -38,7 +38,7 @@ typedef struct {
 static model_fx load_model(uint32_t pattern, uint64_t seed) {
     const char *path = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 64, .hidden = 128, .n_layers = 4, .n_heads = 2, .n_kv_heads = 1, .n_ctx = N_CTX,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = seed,
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = seed,
                          .arch = "gemma3", .head_dim = 32, .window = W, .window_pattern = pattern};
     fkv_error err = {0};
     if (genmodel_write(&p, path, &err)) fail_msg("%s", err.msg);

@@ -31,7 +31,7 @@ static tok_vocab *load_vocab(const char *path) {
     return v;
 }
 
-static tok_vocab *load_shared(const char *rel) { return load_vocab(tu_shared(rel)); }
+static tok_vocab *load_data(const char *rel) { return load_vocab(tu_data(rel)); }
 
 /* The ids of text; *n gets the count. The caller frees. */
 static int32_t *encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special, int *n) {
@@ -103,7 +103,7 @@ static void check_one_vector(const char *text, size_t len, const int32_t *want, 
 static void check_vocab_vectors(const char *name) {
     char rel[256];
     snprintf(rel, sizeof rel, "tokenizers/%s", name);
-    tok_vocab *v = load_shared(rel);
+    tok_vocab *v = load_data(rel);
     assert_true(tu_for_each_vocab_vector(name, check_one_vector, v) >= 40);
     tok_free(v);
 }
@@ -120,8 +120,8 @@ static void test_phi3_vocab_matches_llama_cpp_vectors(void **state) {
 
 static void test_stories260k_prompts_encode_to_the_reference_ids(void **state) {
     (void)state;
-    tok_vocab *v = load_shared("models/stories260K.gguf");
-    FILE *fp = fopen(tu_shared("vectors/stories260K-greedy.jsonl"), "r");
+    tok_vocab *v = load_data("models/stories260K.gguf");
+    FILE *fp = fopen(tu_data("vectors/stories260K-greedy.jsonl"), "r");
     assert_non_null(fp);
     char *line = NULL;
     size_t cap = 0;
@@ -163,11 +163,11 @@ static void round_trip_vector(const char *text, size_t len, const int32_t *want,
 static void test_vector_texts_round_trip_through_decode(void **state) {
     (void)state;
     const char *names[] = {"ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"};
-    tok_vocab *stories = load_shared("models/stories260K.gguf");
+    tok_vocab *stories = load_data("models/stories260K.gguf");
     for (int k = 0; k < 2; k++) {
         char rel[256];
         snprintf(rel, sizeof rel, "tokenizers/%s", names[k]);
-        round_trip_vocabs r = {load_shared(rel), stories};
+        round_trip_vocabs r = {load_data(rel), stories};
         tu_for_each_vocab_vector(names[k], round_trip_vector, &r);
         tok_free((tok_vocab *)r.v);
     }
@@ -200,8 +200,8 @@ static size_t random_char(uint64_t *rng, char *out) {
 
 static void test_random_utf8_strings_round_trip(void **state) {
     (void)state;
-    tok_vocab *vs[3] = {load_shared("tokenizers/ggml-vocab-llama-spm.gguf"),
-                        load_shared("tokenizers/ggml-vocab-phi-3.gguf"), load_shared("models/stories260K.gguf")};
+    tok_vocab *vs[3] = {load_data("tokenizers/ggml-vocab-llama-spm.gguf"),
+                        load_data("tokenizers/ggml-vocab-phi-3.gguf"), load_data("models/stories260K.gguf")};
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     char text[4096];
     for (int iter = 0; iter < 300; iter++) {
@@ -217,8 +217,8 @@ static void test_random_utf8_strings_round_trip(void **state) {
 
 static void test_invalid_utf8_bytes_survive_byte_fallback(void **state) {
     (void)state;
-    tok_vocab *vs[3] = {load_shared("tokenizers/ggml-vocab-llama-spm.gguf"),
-                        load_shared("tokenizers/ggml-vocab-phi-3.gguf"), load_shared("models/stories260K.gguf")};
+    tok_vocab *vs[3] = {load_data("tokenizers/ggml-vocab-llama-spm.gguf"),
+                        load_data("tokenizers/ggml-vocab-phi-3.gguf"), load_data("models/stories260K.gguf")};
     const char *fixed[] = {"\x80", "\xff\xfe", "abc\xe2\x96", "\xc3(", "caf\xc3", "\xf0\x9f\xa6", "\xed\xa0\x80",
                            "a\x00" "b"};
     const size_t fixed_len[] = {1, 2, 5, 2, 4, 3, 3, 3};
@@ -249,7 +249,7 @@ static void test_invalid_utf8_bytes_survive_byte_fallback(void **state) {
 
 static void test_parse_special_turns_literal_special_tokens_into_their_ids(void **state) {
     (void)state;
-    tok_vocab *v = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
+    tok_vocab *v = load_data("tokenizers/ggml-vocab-llama-spm.gguf");
     const int32_t bos_only[] = {1};
     assert_ids(v, "<s>", 3, false, true, bos_only, 1);
 
@@ -281,7 +281,7 @@ static void test_parse_special_turns_literal_special_tokens_into_their_ids(void 
 
 static void test_phi3_special_tokens_swallow_the_whitespace_after_them(void **state) {
     (void)state;
-    tok_vocab *v = load_shared("tokenizers/ggml-vocab-phi-3.gguf");
+    tok_vocab *v = load_data("tokenizers/ggml-vocab-phi-3.gguf");
     /* <|user|> 32010 and <|end|> 32007 eat the newline; "Hello" then gets the prefix space: ▁Hello 15043 */
     const int32_t chat[] = {32010, 15043, 32007};
     assert_ids(v, "<|user|>\nHello<|end|>\n", 22, false, true, chat, 3);
@@ -327,7 +327,7 @@ static void test_every_special_token_follows_llama_cpps_rule_for_its_type(void *
     for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
         char rel[96];
         snprintf(rel, sizeof rel, "tokenizers/ggml-vocab-%s.gguf", names[k]);
-        tok_vocab *v = load_shared(rel);
+        tok_vocab *v = load_data(rel);
         int n_checked = 0;
         for (int32_t id = 0; id < tok_n_vocab(v); id++) {
             tok_type t = tok_token_type(v, id);
@@ -350,21 +350,21 @@ static void test_every_special_token_follows_llama_cpps_rule_for_its_type(void *
  * FIM detection make tokens CONTROL; FIM pad/repo tokens end generation). */
 static void test_token_types_are_corrected_by_text_as_llama_cpp_does(void **state) {
     (void)state;
-    tok_vocab *v = load_shared("tokenizers/ggml-vocab-deepseek-coder.gguf");
+    tok_vocab *v = load_data("tokenizers/ggml-vocab-deepseek-coder.gguf");
     /* <｜fim▁hole｜> 32015, <｜fim▁begin｜> 32016, <｜fim▁end｜> 32017 are USER_DEFINED in the file */
     for (int32_t id = 32015; id <= 32017; id++) assert_int_equal(tok_token_type(v, id), TOK_TYPE_CONTROL);
     assert_int_equal(tok_token_type(v, 32000), TOK_TYPE_USER_DEFINED); /* "õ" keeps its type */
     assert_false(tok_is_eog(v, 32016));
     tok_free(v);
 
-    v = load_shared("tokenizers/ggml-vocab-refact.gguf");
+    v = load_data("tokenizers/ggml-vocab-refact.gguf");
     assert_true(tok_is_eog(v, 0));   /* <|endoftext|> */
     assert_true(tok_is_eog(v, 4));   /* <fim_pad> */
     assert_true(tok_is_eog(v, 18));  /* <reponame> */
     assert_false(tok_is_eog(v, 1));  /* <fim_prefix> */
     tok_free(v);
 
-    v = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
+    v = load_data("tokenizers/ggml-vocab-llama-spm.gguf");
     int n;
     int32_t *ids = encode(v, "</s>", 4, false, false, &n); /* CONTROL in the file: "</s>" stays text */
     assert_true(n > 1);
@@ -377,7 +377,7 @@ static void test_token_types_are_corrected_by_text_as_llama_cpp_does(void **stat
  * around them is encoded as one fragment across the spans' edges. */
 static void test_control_tokens_inside_plain_spans_stay_text(void **state) {
     (void)state;
-    tok_vocab *v = load_shared("tokenizers/ggml-vocab-phi-3.gguf");
+    tok_vocab *v = load_data("tokenizers/ggml-vocab-phi-3.gguf");
     const char text[] = "<|user|>\nHi <|end|> there<|end|>\n<|assistant|>\n";
     const size_t len = sizeof text - 1;
     const tok_span plain[] = {{9, 16}}; /* "Hi <|end|> there" */
@@ -424,7 +424,7 @@ static int32_t piece_id(const tok_vocab *v, const char *text) {
  * a fragment; after a control token (or at the start) it gets the prefix tok_encode gives a text. */
 static void test_a_continuation_gets_the_space_prefix_only_after_a_special_token(void **state) {
     (void)state;
-    tok_vocab *v = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
+    tok_vocab *v = load_data("tokenizers/ggml-vocab-llama-spm.gguf");
     const char text[] = "Hello world";
     fkv_error err = {0};
     int32_t after_text[16], after_bos[16], start[16];
@@ -448,7 +448,7 @@ static void test_a_continuation_gets_the_space_prefix_only_after_a_special_token
 
 static void test_end_of_generation_covers_eos_and_end_of_turn_markers(void **state) {
     (void)state;
-    tok_vocab *llama = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
+    tok_vocab *llama = load_data("tokenizers/ggml-vocab-llama-spm.gguf");
     assert_int_equal(tok_bos(llama), 1);
     assert_int_equal(tok_eos(llama), 2);
     assert_true(tok_add_bos(llama));
@@ -462,7 +462,7 @@ static void test_end_of_generation_covers_eos_and_end_of_turn_markers(void **sta
     assert_int_equal(tok_token_type(llama, 0), TOK_TYPE_UNKNOWN);
     tok_free(llama);
 
-    tok_vocab *phi3 = load_shared("tokenizers/ggml-vocab-phi-3.gguf");
+    tok_vocab *phi3 = load_data("tokenizers/ggml-vocab-phi-3.gguf");
     assert_int_equal(tok_n_vocab(phi3), 32064);
     assert_int_equal(tok_eos(phi3), 32000);
     assert_true(tok_is_eog(phi3, 32000)); /* <|endoftext|>, the EOS */
@@ -474,7 +474,7 @@ static void test_end_of_generation_covers_eos_and_end_of_turn_markers(void **sta
 
 static void test_encode_returns_the_full_count_when_cap_is_too_small(void **state) {
     (void)state;
-    tok_vocab *v = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
+    tok_vocab *v = load_data("tokenizers/ggml-vocab-llama-spm.gguf");
     const char *text = "Hello, world! How are you today?";
     fkv_error err = {0};
     int n;
@@ -495,7 +495,7 @@ static void test_encode_returns_the_full_count_when_cap_is_too_small(void **stat
 
 static void test_bad_ids_are_refused_by_piece_and_decode(void **state) {
     (void)state;
-    tok_vocab *v = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
+    tok_vocab *v = load_data("tokenizers/ggml-vocab-llama-spm.gguf");
     char buf[64];
     assert_int_equal(tok_piece(v, -1, -1, buf, sizeof buf), -1);
     assert_int_equal(tok_piece(v, -1, tok_n_vocab(v), buf, sizeof buf), -1);
@@ -508,7 +508,7 @@ static void test_bad_ids_are_refused_by_piece_and_decode(void **state) {
 
 static void test_pieces_drop_the_prefix_space_only_at_the_start(void **state) {
     (void)state;
-    tok_vocab *v = load_shared("tokenizers/ggml-vocab-llama-spm.gguf");
+    tok_vocab *v = load_data("tokenizers/ggml-vocab-llama-spm.gguf");
     char buf[64];
     int n = tok_piece(v, -1, 15043, buf, sizeof buf); /* "▁Hello" */
     assert_int_equal(n, 5);
@@ -659,7 +659,7 @@ static void test_a_100kb_text_encodes_and_round_trips(void **state) {
     const char *vocabs[] = {"tokenizers/ggml-vocab-llama-spm.gguf", "tokenizers/ggml-vocab-phi-3.gguf",
                             "models/stories260K.gguf"};
     for (int k = 0; k < 3; k++) {
-        tok_vocab *v = load_shared(vocabs[k]);
+        tok_vocab *v = load_data(vocabs[k]);
         int n;
         int32_t *ids = encode(v, text, len, true, true, &n);
         assert_true(n > 10000);

@@ -1,5 +1,5 @@
 /* test_tok_bpe.c — byte-level BPE (tokenizer.ggml.model = "gpt2") against llama.cpp's test vectors for every
- * BPE vocabulary in ../shared/tokenizers/, round trips (valid UTF-8, invalid bytes, degenerate 100 KB
+ * BPE vocabulary in data/tokenizers/, round trips (valid UTF-8, invalid bytes, degenerate 100 KB
  * inputs), special tokens only with parse_special (user-defined ones always), end-of-generation markers,
  * merge order and pre-tokenizer choice on hand-built vocabularies, and the load errors.
  *
@@ -40,7 +40,7 @@ static tok_vocab *load_vocab(const char *path) {
 static tok_vocab *load_named(const char *name) {
     char rel[256];
     snprintf(rel, sizeof rel, "tokenizers/ggml-vocab-%s.gguf", name);
-    return load_vocab(tu_shared(rel));
+    return load_vocab(tu_data(rel));
 }
 
 /* The ids of text; *n gets the count. The caller frees. */

@@ -12,9 +12,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-const char *tu_shared(const char *rel) {
+const char *tu_data(const char *rel) {
     static char buf[4096];
-    snprintf(buf, sizeof buf, "%s/%s", FKV_SHARED_DIR, rel);
+    snprintf(buf, sizeof buf, "%s/%s", FKV_DATA_DIR, rel);
+    if (access(buf, R_OK) != 0) {
+        print_message("skipped: needs %s, which is not here\n", buf);
+        skip();
+    }
     return buf;
 }
 
@@ -56,7 +60,7 @@ int tu_write_file(const char *path, const void *data, size_t size) {
 const char *tu_small_model(int type, uint64_t seed) {
     const char *path = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 128, .hidden = 352, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = (ggml_type)type, .seed = seed};
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = (ggml_type)type, .seed = seed};
     fkv_error err = {0};
     return genmodel_write(&p, path, &err) ? NULL : path;
 }
@@ -64,7 +68,7 @@ const char *tu_small_model(int type, uint64_t seed) {
 const char *tu_arch_model(const char *arch, int type, uint64_t seed) {
     const char *path = tu_tmp_path(".gguf");
     genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
-                         .vocab_from = tu_shared("models/stories260K.gguf"), .type = (ggml_type)type, .seed = seed,
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = (ggml_type)type, .seed = seed,
                          .arch = arch};
     if (!strcmp(arch, "qwen3")) p.head_dim = 64; /* q_dim 256 != dim 128 */
     if (!strcmp(arch, "phi3")) p.rope_dims = 16;
@@ -83,10 +87,10 @@ int tu_for_each_vocab_vector(const char *vocab, tu_vector_fn fn, void *user) {
     char rel[256];
     snprintf(rel, sizeof rel, "tokenizers/%s.inp", vocab);
     size_t inp_len;
-    char *inp = tu_read_file(tu_shared(rel), &inp_len);
+    char *inp = tu_read_file(tu_data(rel), &inp_len);
     assert_non_null(inp);
     snprintf(rel, sizeof rel, "tokenizers/%s.out", vocab);
-    char *out = tu_read_file(tu_shared(rel), NULL);
+    char *out = tu_read_file(tu_data(rel), NULL);
     assert_non_null(out);
     int n_cases = 0;
     size_t pos = 0;

@@ -1,12 +1,13 @@
-/* testutil.h — small helpers shared by the tests: paths to the shared data, temp files, file reading. */
+/* testutil.h — small helpers shared by the tests: paths to the test data (data/), temp files, file reading. */
 #ifndef FKV_TESTUTIL_H
 #define FKV_TESTUTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* FKV_SHARED_DIR "/" rel, in a static buffer (one at a time). */
-const char *tu_shared(const char *rel);
+/* FKV_DATA_DIR "/" rel, in a static buffer (one at a time). When that file is missing (a data folder without it),
+ * the running test is skipped, naming the path: call it inside a test or its setup. */
+const char *tu_data(const char *rel);
 /* A fresh path under the system temp dir, unique per call and process; the file is not created. */
 const char *tu_tmp_path(const char *suffix);
 /* Whole file into a malloc'd buffer (NUL-terminated); NULL when unreadable. */

@@ -1,8 +1,8 @@
 // common.mjs — what both server test programs share: starting `flatkv serve` on a free loopback port,
 // running `flatkv generate`, and counting checks.
 //
-// The binary comes from FLATKV_BIN and the model from FLATKV_SHARED (ctest sets both; by hand they default
-// to the Release build and ../shared beside the repository). Every wait is bounded: a hung server fails
+// The binary comes from FLATKV_BIN and the model from the data folder FLATKV_DATA (ctest sets both; by hand
+// they default to the Release build and the repository's data/). Every wait is bounded: a hung server fails
 // the test instead of hanging CI, and servers still running when the program exits are killed.
 import { spawn, execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -12,15 +12,15 @@ import { fileURLToPath } from 'node:url';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const BIN = process.env.FLATKV_BIN || resolve(repo, 'build/flatkv');
-export const SHARED = process.env.FLATKV_SHARED || resolve(repo, '../shared');
-export const MODEL = resolve(SHARED, 'models/stories260K.gguf');
+export const DATA = process.env.FLATKV_DATA || resolve(repo, 'data');
+export const MODEL = resolve(DATA, 'models/stories260K.gguf');
 
 // A sanitizer build runs several times slower; every timeout below is sized for that, not for Release.
 export const START_MS = 60_000;
 export const REQUEST_MS = 60_000;
 export const STOP_MS = 30_000;
 
-for (const [what, path] of [['FLATKV_BIN', BIN], ['the model (FLATKV_SHARED)', MODEL]]) {
+for (const [what, path] of [['FLATKV_BIN', BIN], ['the model (FLATKV_DATA)', MODEL]]) {
   if (!existsSync(path)) {
     console.error(`FAIL: ${what} not found at ${path}`);
     process.exit(1);
