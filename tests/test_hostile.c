@@ -245,8 +245,9 @@ static void test_bad_misaligned_and_out_of_file_offsets_are_refused(void **state
     report(&t);
 }
 
-/* The base rewritten with metadata key `key` replaced by a value (or removed when v is NULL). */
-static void try_rewritten(tally *t, const char *key, const gguf_value *v, const char *what) {
+/* The base rewritten with metadata key `key` replaced by a value (or removed when v is NULL), in a temporary file:
+ * its path (the caller removes it). */
+static const char *write_rewritten(const char *key, const gguf_value *v, const char *what) {
     gguf_writer *w = gguf_writer_new();
     gguf_writer_copy_kv(w, base_f, "", key);
     if (v) gguf_writer_set_value(w, key, v);
@@ -260,6 +261,11 @@ static void try_rewritten(tally *t, const char *key, const gguf_value *v, const 
     const char *path = tu_tmp_path(".gguf");
     if (gguf_writer_write(w, path, &err)) fail_msg("%s: writing it failed: %s", what, err.msg);
     gguf_writer_free(w);
+    return path;
+}
+
+static void try_rewritten(tally *t, const char *key, const gguf_value *v, const char *what) {
+    const char *path = write_rewritten(key, v, what);
     size_t size;
     uint8_t *bytes = (uint8_t *)tu_read_file(path, &size);
     remove(path);
@@ -340,19 +346,9 @@ static void test_broken_hyperparameters_are_refused_or_capped(void **state) {
 
 /* The base with context_length 2^32-1 loaded (it does: the claim sizes nothing at load). */
 static fkv_model *load_huge_context(void) {
-    gguf_writer *w = gguf_writer_new();
-    gguf_writer_copy_kv(w, base_f, "", "llama.context_length");
-    gguf_writer_set_u32(w, "llama.context_length", UINT32_MAX);
+    const gguf_value huge = {.type = GGUF_TYPE_UINT32, .u64 = UINT32_MAX};
+    const char *path = write_rewritten("llama.context_length", &huge, "context_length 2^32-1");
     fkv_error err = {0};
-    for (uint64_t k = 0; k < base_f->n_tensors; k++) {
-        const gguf_tensor *ti = &base_f->tensors[k];
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
-        assert_int_equal(gguf_writer_add_tensor(w, name, ti->type, ti->n_dims, ti->ne, ti->data, &err), 0);
-    }
-    const char *path = tu_tmp_path(".gguf");
-    assert_int_equal(gguf_writer_write(w, path, &err), 0);
-    gguf_writer_free(w);
     fkv_model *m = fkv_model_load(path, &err);
     remove(path);
     if (!m) fail_msg("%s", err.msg);
