@@ -215,7 +215,9 @@ static void write_block(kvdisk *d, const job *j) {
     free(tmp);
     free(path);
     d->writes++;
-    if ((d->bytes += sizeof h + n_ids + d->block_bytes) > d->budget) evict(d);
+    /* fetch_add rather than (bytes += n) > budget: clang 14 refuses to compare the result of an _Atomic +=. */
+    const uint64_t added = sizeof h + n_ids + d->block_bytes;
+    if (atomic_fetch_add(&d->bytes, added) + added > d->budget) evict(d);
     return;
 failed:
     d->errors++;
