@@ -404,7 +404,8 @@ static int pack_weights(fkv_model *m, fkv_error *err) {
     return 0;
 }
 
-fkv_model *fkv_model_load(const char *path, fkv_error *err) {
+/* The model in the file at path, or (buf not NULL) in buf[0..size), named path in errors. */
+static fkv_model *model_load(const char *path, const void *buf, size_t size, fkv_error *err) {
     fkv_model *m = calloc(1, sizeof *m);
     if (!m) {
         err_nomem(err, "%s: out of memory", path);
@@ -418,7 +419,8 @@ fkv_model *fkv_model_load(const char *path, fkv_error *err) {
         return NULL;
     }
     m->kernels = quant_kernels();
-    if (!(m->file = gguf_open(path, err)) || read_hparams(m->file, &m->hp, err) || load_weights(m, err) ||
+    m->file = buf ? gguf_open_buffer(buf, size, path, err) : gguf_open(path, err);
+    if (!m->file || read_hparams(m->file, &m->hp, err) || load_weights(m, err) ||
         pack_weights(m, err) || !(m->vocab = tok_load(m->file, err))) {
         fkv_model_free(m);
         return NULL;
@@ -447,6 +449,12 @@ fkv_model *fkv_model_load(const char *path, fkv_error *err) {
         return NULL;
     }
     return m;
+}
+
+fkv_model *fkv_model_load(const char *path, fkv_error *err) { return model_load(path, NULL, 0, err); }
+
+fkv_model *model_load_buffer(const void *buf, size_t size, const char *name, fkv_error *err) {
+    return model_load(name, buf, size, err);
 }
 
 void fkv_model_free(fkv_model *m) {

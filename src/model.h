@@ -141,6 +141,9 @@ struct fkv_model {
 /* Load and validate (see INVARIANT); NULL with err naming the file and the key or tensor at fault. */
 fkv_model *fkv_model_load(const char *path, fkv_error *err);
 void fkv_model_free(fkv_model *m);
+/* The same from a GGUF image in memory (borrowed, not copied: it must outlive the model); name stands for the file
+ * in errors and as the default model name. For the fuzzer (fuzz/fuzz_model.c) and tests of hostile files. */
+fkv_model *model_load_buffer(const void *buf, size_t size, const char *name, fkv_error *err);
 
 /* The global rotary table's frequency divisors for a context of n_ctx positions: rope_freqs.weight, or LongRoPE's
  * long factors when n_ctx > n_ctx_orig and its short ones otherwise (llama.cpp's choice), or NULL. */
