@@ -74,6 +74,7 @@ toolcall_format toolcall_format_of(const chat_template *t) {
 
 json_t *toolcall_parse(toolcall_format f, const char *text, size_t len, const char *id_base, size_t *content_len) {
     *content_len = len;
+    if (!len) return NULL; /* an empty output (text may then be NULL: memmem's arguments must not be) */
     if (f == TOOLCALL_HERMES) return parse_hermes(text, len, id_base, content_len);
     if (f == TOOLCALL_LLAMA3) return parse_llama3(text, len, id_base, content_len);
     return NULL;
