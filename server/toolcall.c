@@ -88,12 +88,17 @@ size_t toolcall_safe_prefix(toolcall_format f, const char *text, size_t len) {
         return i < len && (text[i] == '{' || text[i] == '<') ? 0 : i == len ? 0 : len;
     }
     if (f != TOOLCALL_HERMES) return len;
-    /* Stop before "<tool_call>" or before a trailing piece of it still arriving. */
+    /* Stop before "<tool_call>" or before a trailing piece of it still arriving, and before the whitespace in front
+     * of either: parse_hermes does not count that whitespace as content, and what was streamed must stay content. */
     const char *open = memmem(text, len, OPEN, sizeof OPEN - 1);
-    if (open) return (size_t)(open - text);
-    for (size_t k = sizeof OPEN - 2; k > 0; k--)
-        if (len >= k && !memcmp(text + len - k, OPEN, k)) return len - k;
-    return len;
+    size_t cut = open ? (size_t)(open - text) : len;
+    for (size_t k = sizeof OPEN - 2; !open && k > 0; k--)
+        if (len >= k && !memcmp(text + len - k, OPEN, k)) {
+            cut = len - k;
+            break;
+        }
+    while (cut && is_space(text[cut - 1])) cut--;
+    return cut;
 }
 
 /* s as the body of a GBNF literal (quotes and backslashes escaped) appended to out; false when out of memory. */

@@ -81,10 +81,24 @@ static void test_malformed_calls_stay_text(void **state) {
 
 static void test_streaming_holds_back_what_may_become_a_call(void **state) {
     (void)state;
+    /* The whitespace before a call is not content (toolcall_parse's content_len), so it is not streamed either: a
+     * stream that had sent it could never end (found by fuzz/fuzz_holdback.c). */
     const char *t = "Sure. <tool_call>\n{\"name\"";
-    assert_int_equal(toolcall_safe_prefix(TOOLCALL_HERMES, t, strlen(t)), strlen("Sure. "));
+    assert_int_equal(toolcall_safe_prefix(TOOLCALL_HERMES, t, strlen(t)), strlen("Sure."));
     t = "Sure. <tool_c"; /* the tag is still arriving */
-    assert_int_equal(toolcall_safe_prefix(TOOLCALL_HERMES, t, strlen(t)), strlen("Sure. "));
+    assert_int_equal(toolcall_safe_prefix(TOOLCALL_HERMES, t, strlen(t)), strlen("Sure."));
+    t = "Sure.\n\n"; /* a call may follow */
+    assert_int_equal(toolcall_safe_prefix(TOOLCALL_HERMES, t, strlen(t)), strlen("Sure."));
+    t = "Sure.\n\nIt is";
+    assert_int_equal(toolcall_safe_prefix(TOOLCALL_HERMES, t, strlen(t)), strlen(t));
+    size_t content;
+    t = "Sure.\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    json_t *calls = parse(TOOLCALL_HERMES, t, &content);
+    assert_non_null(calls);
+    for (size_t k = 0; k <= strlen(t); k++) assert_true(toolcall_safe_prefix(TOOLCALL_HERMES, t, k) <= content);
+    json_decref(calls);
+    /* An empty output (no text buffer at all) has no calls. */
+    assert_null(toolcall_parse(TOOLCALL_HERMES, NULL, 0, "t", &content));
     t = "Sure, 3 < 4.";
     assert_int_equal(toolcall_safe_prefix(TOOLCALL_HERMES, t, strlen(t)), strlen(t));
     t = "  {\"name\": \"f\"";
