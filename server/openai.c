@@ -23,6 +23,16 @@ int oai_fail(oai_error *e, int status, const char *type, const char *param, cons
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    /* A message quotes the request (a value, the JSON parser's "near '...'"), which can be invalid UTF-8, and the
+     * truncation above can cut a character: the error body is a JSON string, which must be valid UTF-8. */
+    size_t n;
+    char *clean = utf8_sanitize(e->message, strlen(e->message), &n);
+    if (clean) {
+        n = utf8_complete_prefix(clean, n < sizeof e->message - 1 ? n : sizeof e->message - 1);
+        memcpy(e->message, clean, n);
+        e->message[n] = 0;
+        free(clean);
+    }
     return -1;
 }
 

@@ -187,12 +187,35 @@ static void test_a_routing_key_that_is_not_a_string_is_a_400(void **state) {
     fkv_model_free(m);
 }
 
+/* Found by fuzz/fuzz_openai.c: the JSON parser's message quotes the body near the error, so a body that is not UTF-8
+ * made a message that is not either, and the error body could not be built (the client got "{}"). */
+static void test_an_error_quoting_invalid_utf8_still_has_a_json_body(void **state) {
+    (void)state;
+    fkv_model *m = load_stories();
+    chat_template chatml = {.family = CHAT_CHATML};
+    oai_context ctx = {m, &chatml, 512};
+    oai_request req;
+    sched_job job;
+    oai_error e;
+    memset(&job, 0, sizeof job);
+    const char body[] = "{\"messages\": \"\\\xde\x9e\xa3\xff\"}";
+    assert_int_equal(oai_parse(&ctx, OAI_CHAT, body, sizeof body - 1, &req, &job, &e), -1);
+    assert_int_equal(e.status, 400);
+    json_t *err_body = oai_error_body(&e);
+    assert_non_null(err_body);
+    assert_non_null(strstr(json_string_value(json_object_get(json_object_get(err_body, "error"), "message")), "JSON"));
+    json_decref(err_body);
+    free_job(&job);
+    fkv_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_message_cannot_inject_control_tokens),
         cmocka_unit_test(test_enable_thinking_false_renders_the_empty_think_block),
         cmocka_unit_test(test_routing_keys_change_neither_the_prompt_nor_the_salt),
         cmocka_unit_test(test_a_routing_key_that_is_not_a_string_is_a_400),
+        cmocka_unit_test(test_an_error_quoting_invalid_utf8_still_has_a_json_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
