@@ -132,6 +132,13 @@ static double rope_log(double x) {
 /* sin and cos of x (|x| < 2^20 · pi/2): x = k·pi/2 + r by a three-part pi/2 (each part's product with k exact),
  * |r| <= pi/4, Taylor to r^19 / r^18, then the quadrant. */
 static void rope_sincos(double x, double *sin_x, double *cos_x) {
+    /* Far outside that (only a file's absurd rope hyperparameters or divisors lead here: the loader refuses the
+     * non-finite ones, but a finite base, scale or divisor can still overflow the float angle), the quadrant below
+     * would be an undefined conversion: such a pair is not rotated instead. */
+    if (!(fabs(x) < 0x1p52)) {
+        *sin_x = 0.0, *cos_x = 1.0;
+        return;
+    }
     const double pio2_1 = 1.57079632673412561417e+00, pio2_2 = 6.07710050630396597660e-11,
                  pio2_3 = 2.02226624871116645580e-21;
     const double k = nearbyint(x * 6.36619772367581382433e-01);
