@@ -78,6 +78,9 @@ static ops_matrix matrix_rows(const ops_matrix *w, uint32_t r0, uint32_t n) {
     return part;
 }
 
+/* x > 0 and finite (a NaN is neither). */
+static bool positive(float x) { return x > 0.0f && isfinite(x); }
+
 static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_error *err) {
     const gguf_tensor *t = find_checked(f, name, n, 0, true, err);
     if (!t) return NULL;
@@ -237,10 +240,10 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     /* Gemma 3 27B (62 layers: llama.cpp tells it by that) scales queries by 1/sqrt(dim/heads), as gemma_pytorch. */
     if (hp->kind.swa && hp->n_layers == 62) hp->attn_scale = 1.0f / sqrtf((float)(hp->dim / hp->n_heads));
 #undef KEY
-    if (!(hp->rope_scale > 0.0f) || !(hp->rope_base > 0.0f) || !(hp->rms_eps >= 0.0f) ||
-        !(hp->rope[MODEL_ROPE_LOCAL].base > 0.0f) || !(mscale > 0.0f))
+    if (!positive(hp->rope_scale) || !positive(hp->rope_base) || !(hp->rms_eps >= 0.0f && isfinite(hp->rms_eps)) ||
+        !positive(hp->rope[MODEL_ROPE_LOCAL].base) || !positive(mscale))
         return err_input(err, "%s: rope base %g (window layers' %g), rope scale %g, attn_factor %g and rms epsilon %g "
-                       "must be positive", f->path, (double)hp->rope_base, (double)hp->rope[MODEL_ROPE_LOCAL].base,
+                       "must be positive and finite", f->path, (double)hp->rope_base, (double)hp->rope[MODEL_ROPE_LOCAL].base,
                        (double)hp->rope_scale, (double)mscale, (double)hp->rms_eps);
     return 0;
 }
@@ -269,6 +272,15 @@ static int load_weights(fkv_model *m, fkv_error *err) {
         (!(m->rope_long = load_vector(f, "rope_factors_long.weight", hp->n_rot / 2, err)) ||
          !(m->rope_short = load_vector(f, "rope_factors_short.weight", hp->n_rot / 2, err))))
         return -1;
+    /* The rotary frequencies are divided by these: a zero, negative or non-finite one has no angle. */
+    const struct { const char *name; const float *v; } divisors[] = {
+        {"rope_freqs.weight", m->rope_freqs}, {"rope_factors_long.weight", m->rope_long},
+        {"rope_factors_short.weight", m->rope_short}};
+    for (size_t d = 0; d < sizeof divisors / sizeof *divisors; d++)
+        for (uint32_t i = 0; divisors[d].v && i < hp->n_rot / 2; i++)
+            if (!positive(divisors[d].v[i]))
+                return err_input(err, "%s: tensor '%s': element %u is %g; rotary divisors must be positive and finite",
+                               f->path, divisors[d].name, i, (double)divisors[d].v[i]);
 
     uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     m->layers = calloc(hp->n_layers, sizeof *m->layers);

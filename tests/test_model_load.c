@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,8 @@ typedef struct {
     ggml_type edit_type;
     uint64_t edit_ne[2];
     const char *add_tensor_copy_of; /* add output.weight as a copy of this tensor */
+    const char *set_f32_key; /* replace a key's value */
+    float f32;
 } edit;
 
 static const char *write_edited(const edit *e) {
@@ -51,6 +54,7 @@ static const char *write_edited(const edit *e) {
     gguf_writer *w = gguf_writer_new();
     gguf_writer_copy_kv(w, f, "", e->drop_key);
     if (e->set_arch) gguf_writer_set_str(w, "general.architecture", e->set_arch);
+    if (e->set_f32_key) gguf_writer_set_f32(w, e->set_f32_key, e->f32);
     for (uint64_t t = 0; t < f->n_tensors; t++) {
         const gguf_tensor *ti = &f->tensors[t];
         char name[256];
@@ -131,6 +135,15 @@ static void test_a_vocabulary_that_disagrees_with_the_embedding_is_refused(void 
                    "500", "tokenizer");
 }
 
+/* Beside what fuzz/fuzz_model.c found (an absurd finite rope angle): an infinite rope base or epsilon passed the
+ * "positive" checks. */
+static void test_non_finite_rope_and_norm_values_are_refused(void **state) {
+    (void)state;
+    expect_refused(&(edit){.set_f32_key = "llama.rope.freq_base", .f32 = INFINITY}, "rope base", "finite");
+    expect_refused(&(edit){.set_f32_key = "llama.attention.layer_norm_rms_epsilon", .f32 = INFINITY},
+                   "rms epsilon", "finite");
+}
+
 static void test_an_unreadable_file_is_named(void **state) {
     (void)state;
     fkv_error err = {0};
@@ -168,6 +181,7 @@ int main(void) {
         cmocka_unit_test(test_dims_that_do_not_match_the_architecture_are_named),
         cmocka_unit_test(test_a_type_flatkv_does_not_compute_is_named),
         cmocka_unit_test(test_a_vocabulary_that_disagrees_with_the_embedding_is_refused),
+        cmocka_unit_test(test_non_finite_rope_and_norm_values_are_refused),
         cmocka_unit_test(test_an_unreadable_file_is_named),
         cmocka_unit_test(test_tied_embeddings_equal_an_explicit_copy),
     };
