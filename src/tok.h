@@ -19,7 +19,7 @@
  *
  * Decoding: piece text with "▁" → " ", <0xNN> → the raw byte, control tokens → "" (BOS/EOS print
  * nothing). tok_decode of tok_encode(text) reproduces text (minus the added leading space) for any
- * valid UTF-8.
+ * valid UTF-8 without a literal "▁" (it is the space symbol, and decodes as a space, as in llama.cpp).
  *
  * Byte-level BPE (llama.cpp's): special tokens are split out exactly as above; each text fragment is cut
  * by the regexes of its tokenizer.ggml.pre (an absent key means llama.cpp's "default"; an unknown one is
