@@ -15,7 +15,9 @@ static size_t longest_stop(const holdback_rules *r) {
 }
 
 /* Make text[from, to) valid UTF-8 in place, moving the token ends after it by the change in length and the ends
- * inside it to where their bytes went; the span's new end, or `to` out of memory (then nothing changed). */
+ * inside it to where their bytes went — measured in the whole span: a token can end inside a character that the
+ * next token completes, and then ends where that character begins (its bytes sanitized alone would be U+FFFDs,
+ * past the next token's end). The span's new end, or `to` out of memory (then nothing changed). */
 static size_t sanitize_span(holdback *h, size_t from, size_t to) {
     size_t clean_len;
     char *clean = utf8_sanitize(h->text + from, to - from, &clean_len);
@@ -32,7 +34,7 @@ static size_t sanitize_span(holdback *h, size_t from, size_t to) {
     }
     for (size_t i = h->n_tokens; i-- > 0 && h->ends[i] > from;)
         h->ends[i] = h->ends[i] >= to ? h->ends[i] - to + from + clean_len
-                                      : from + utf8_sanitized_len(h->text + from, h->ends[i] - from);
+                                      : from + utf8_sanitized_offset(h->text + from, to - from, h->ends[i] - from);
     memmove(h->text + from + clean_len, h->text + to, h->len - to + 1);
     memcpy(h->text + from, clean, clean_len);
     h->len = len;

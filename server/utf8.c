@@ -57,13 +57,15 @@ char *utf8_sanitize(const char *str, size_t len, size_t *out_len) {
     return out;
 }
 
-size_t utf8_sanitized_len(const char *str, size_t len) {
+size_t utf8_sanitized_offset(const char *str, size_t len, size_t at) {
     const unsigned char *s = (const unsigned char *)str;
-    size_t n = 0;
-    for (size_t i = 0; i < len;) {
+    size_t i = 0, o = 0;
+    while (i < len) { /* the units utf8_sanitize writes: a valid sequence as it is, an invalid byte as U+FFFD */
         const int k = seq_len(s + i, len - i);
-        n += k > 0 ? (size_t)k : 3; /* an invalid byte becomes U+FFFD's 3 */
-        i += k > 0 ? (size_t)k : 1;
+        const size_t in = k > 0 ? (size_t)k : 1;
+        if (at < i + in) return o;
+        o += k > 0 ? (size_t)k : 3;
+        i += in;
     }
-    return n;
+    return o;
 }

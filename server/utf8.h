@@ -13,7 +13,9 @@
 size_t utf8_complete_prefix(const char *s, size_t len);
 /* s[0..len) with every invalid sequence replaced by U+FFFD; malloc'd, NUL-terminated, length in *out_len. */
 char *utf8_sanitize(const char *s, size_t len, size_t *out_len);
-/* The length utf8_sanitize would give s[0..len), without making it. */
-size_t utf8_sanitized_len(const char *s, size_t len);
+/* Where byte `at` of s[0..len) lands in utf8_sanitize(s, len): the output offset of the character (or invalid byte)
+ * that holds it, so an offset inside a multi-byte character maps to where that character begins; at == len maps to
+ * the output's length (what utf8_sanitize's length would be). Allocates nothing. */
+size_t utf8_sanitized_offset(const char *s, size_t len, size_t at);
 
 #endif

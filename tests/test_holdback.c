@@ -64,6 +64,22 @@ static void test_invalid_bytes_become_replacement_characters_and_token_ends_foll
     holdback_free(&h);
 }
 
+/* Found by fuzz/fuzz_holdback.c: a token ending inside "€" (its first two bytes) was given the end of its bytes
+ * sanitized alone (two U+FFFD, 6), past the 3-byte text and the next token's end; chat's logprobs then stopped at
+ * it (openai.c counts tokens up to content_len) and text offsets ran backwards. */
+static void test_a_token_ending_inside_a_character_ends_where_it_begins(void **state) {
+    (void)state;
+    const holdback_rules r = {NULL, 0, TOOLCALL_NONE};
+    holdback h = {0};
+    assert_int_equal(append(&h, &r, "a\xE2\x82"), 0);
+    assert_int_equal(append(&h, &r, "\xAC" "b"), 0);
+    holdback_finish(&h);
+    assert_string_equal(h.text, "a\xE2\x82\xAC" "b");
+    assert_int_equal(h.ends[0], 1); /* "a"; the euro sign is the next token's */
+    assert_int_equal(h.ends[1], 5);
+    holdback_free(&h);
+}
+
 static void test_the_start_of_a_tool_call_is_held_back(void **state) {
     (void)state;
     const holdback_rules r = {NULL, 0, TOOLCALL_HERMES};
@@ -83,6 +99,7 @@ int main(void) {
         cmocka_unit_test(test_a_stop_string_split_across_tokens_is_never_sent_and_ends_the_text),
         cmocka_unit_test(test_a_character_split_across_tokens_is_held_until_whole),
         cmocka_unit_test(test_invalid_bytes_become_replacement_characters_and_token_ends_follow),
+        cmocka_unit_test(test_a_token_ending_inside_a_character_ends_where_it_begins),
         cmocka_unit_test(test_the_start_of_a_tool_call_is_held_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
