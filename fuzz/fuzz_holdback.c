@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check(&h, &r, false, &sent, &n_sent);
     }
     /* The end, as finish_locked makes it. */
-    holdback_finish(&h);
+    holdback_finish(&h, &r);
     size_t content_len = h.len;
     json_t *calls = r.tool_format ? toolcall_parse(r.tool_format, h.text, h.len, "fuzz", &content_len) : NULL;
     holdback_end_content(&h, content_len);

@@ -36,8 +36,9 @@ typedef struct holdback_rules {
 /* Append one token's piece. 0: go on; 1: a stop string completed — the text ends where it began, the tokens that
  * made it are dropped, stop_hit names it; -1: out of memory (nothing appended). stable moves as far as it can. */
 int holdback_append(holdback *h, const holdback_rules *r, const char *piece, size_t len);
-/* The text is complete: all of it becomes stable, invalid bytes replaced by U+FFFD. */
-void holdback_finish(holdback *h);
+/* The text is complete: all of it becomes stable, invalid bytes replaced by U+FFFD. 1 when those U+FFFDs completed
+ * a stop string (cut as holdback_append cuts), else 0. */
+int holdback_finish(holdback *h, const holdback_rules *r);
 /* After holdback_finish: text[content_end, len) is not content (tool calls) — stable ends at content_end. */
 void holdback_end_content(holdback *h, size_t content_end);
 void holdback_free(holdback *h);

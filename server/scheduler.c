@@ -193,7 +193,9 @@ static holdback_rules rules_of(const sched_job *j) {
 /* Mark done (job->mu held): all text becomes stable, valid UTF-8; a tool call it ends with becomes tool_calls. */
 static void finish_locked(sched_job *j, const char *reason) {
     holdback *h = &j->prog.text;
-    holdback_finish(h);
+    const holdback_rules rules = rules_of(j);
+    if (holdback_finish(h, &rules) == 1 && !j->prog.error.code) reason = "stop";
+    if (j->prog.n_lps > h->n_tokens) j->prog.n_lps = h->n_tokens; /* the stop string's tokens, as in on_token */
     j->prog.content_len = h->len;
     if (j->req.tool_format && !j->prog.error.code &&
         (j->prog.tool_calls = toolcall_parse(j->req.tool_format, h->text, h->len, j->req.id, &j->prog.content_len))) {

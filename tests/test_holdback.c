@@ -29,7 +29,7 @@ static void test_a_stop_string_split_across_tokens_is_never_sent_and_ends_the_te
     assert_string_equal(h.text, "Once. ");
     assert_ptr_equal(h.stop_hit, stop[0]);
     assert_int_equal(h.n_tokens, 0); /* every token holding part of the stop string is dropped, "Once. Th" too */
-    holdback_finish(&h);
+    holdback_finish(&h, &r);
     assert_int_equal(h.stable, strlen("Once. "));
     holdback_free(&h);
 }
@@ -58,7 +58,7 @@ static void test_invalid_bytes_become_replacement_characters_and_token_ends_foll
     /* A character that never completes is replaced when the text ends. */
     assert_int_equal(append(&h, &r, "\xE2\x82"), 0);
     assert_int_equal(h.stable, 5);
-    holdback_finish(&h);
+    holdback_finish(&h, &r);
     assert_string_equal(h.text, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
     assert_int_equal(h.ends[2], h.len);
     holdback_free(&h);
@@ -73,10 +73,39 @@ static void test_a_token_ending_inside_a_character_ends_where_it_begins(void **s
     holdback h = {0};
     assert_int_equal(append(&h, &r, "a\xE2\x82"), 0);
     assert_int_equal(append(&h, &r, "\xAC" "b"), 0);
-    holdback_finish(&h);
+    holdback_finish(&h, &r);
     assert_string_equal(h.text, "a\xE2\x82\xAC" "b");
     assert_int_equal(h.ends[0], 1); /* "a"; the euro sign is the next token's */
     assert_int_equal(h.ends[1], 5);
+    holdback_free(&h);
+}
+
+/* Found by fuzz/fuzz_holdback.c: strstr stopped at a NUL byte (a <0x00> token's), so a stop string after one was
+ * never found; and a stop string holding U+FFFD matched nothing while invalid bytes were still raw, then appeared
+ * in the output once they were replaced (during generation, or at the end). */
+static void test_stop_strings_are_found_in_the_text_the_client_sees(void **state) {
+    (void)state;
+    char *end[] = {"END"};
+    const holdback_rules r = {end, 1, TOOLCALL_NONE};
+    holdback h = {0};
+    assert_int_equal(holdback_append(&h, &r, "Hel\0lo", 6), 0);
+    assert_int_equal(append(&h, &r, " END more"), 1);
+    assert_int_equal(h.len, 7); /* "Hel\0lo " */
+    holdback_free(&h);
+
+    char *fffd[] = {"\xEF\xBF\xBD\xEF\xBF\xBD"}; /* two U+FFFD */
+    const holdback_rules rf = {fffd, 1, TOOLCALL_NONE};
+    assert_int_equal(append(&h, &rf, "ok \xFF"), 0);
+    assert_int_equal(append(&h, &rf, "\xFE!"), 1);
+    assert_string_equal(h.text, "ok ");
+    holdback_free(&h);
+
+    assert_int_equal(append(&h, &rf, "ok \xDF"), 0);
+    assert_int_equal(append(&h, &rf, "\xDF"), 0); /* the first is invalid now, the second still may complete */
+    assert_true(h.stable <= strlen("ok "));
+    assert_int_equal(holdback_finish(&h, &rf), 1);
+    assert_string_equal(h.text, "ok ");
+    assert_int_equal(h.stable, strlen("ok "));
     holdback_free(&h);
 }
 
@@ -88,7 +117,7 @@ static void test_the_start_of_a_tool_call_is_held_back(void **state) {
     assert_true(h.stable <= strlen("Let me look. "));
     assert_int_equal(append(&h, &r, "_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"), 0);
     assert_true(h.stable <= strlen("Let me look. "));
-    holdback_finish(&h);
+    holdback_finish(&h, &r);
     holdback_end_content(&h, strlen("Let me look. "));
     assert_int_equal(h.stable, strlen("Let me look. "));
     holdback_free(&h);
@@ -100,6 +129,7 @@ int main(void) {
         cmocka_unit_test(test_a_character_split_across_tokens_is_held_until_whole),
         cmocka_unit_test(test_invalid_bytes_become_replacement_characters_and_token_ends_follow),
         cmocka_unit_test(test_a_token_ending_inside_a_character_ends_where_it_begins),
+        cmocka_unit_test(test_stop_strings_are_found_in_the_text_the_client_sees),
         cmocka_unit_test(test_the_start_of_a_tool_call_is_held_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
