@@ -208,10 +208,20 @@ void prefix_free(prefix_tree *t) {
     free(t);
 }
 
+/* The root of salt's rows. A root no sequence holds (refs: the sequences started under it) and with nothing under it
+ * is taken over by a new salt: a client sending a new cache_salt with every request grows nothing. */
 static prefix_node *root_for(prefix_tree *t, const char *salt) {
     uint64_t h = salt && *salt ? XXH3_64bits(salt, strlen(salt)) : 0;
-    for (uint32_t i = 0; i < t->n_roots; i++)
+    salt_root *idle = NULL;
+    for (uint32_t i = 0; i < t->n_roots; i++) {
         if (t->roots[i].salt == h) return t->roots[i].root;
+        if (!idle && !t->roots[i].root->refs && !t->roots[i].root->child) idle = &t->roots[i];
+    }
+    if (idle) {
+        idle->salt = h;
+        if (t->disk.disk) idle->root->key = kvdisk_chain(&t->disk.ns, salt ? salt : "", salt ? strlen(salt) : 0);
+        return idle->root;
+    }
     salt_root *grown = realloc(t->roots, sizeof *grown * (t->n_roots + 1));
     prefix_node *root = grown ? node_new(t, NULL, 0) : NULL;
     if (!root) {
@@ -377,13 +387,19 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
     memset(seq, 0, sizeof *seq);
     prefix_node *root = root_for(t, salt);
     if (!root) return err_nomem(err, "out of memory for a cache salt");
+    root->refs++; /* held until prefix_finish: not taken over by another salt meanwhile */
+    seq->root = root;
     const uint32_t B = t->B;
     const bool window = t->win.pool != NULL;
 
     /* The best path: the deepest agreement over every branch (siblings may hold the same ids: two
      * sequences that wrote the same positions at once each made their own block). */
     prefix_node **walked = malloc(sizeof *walked * (n / B + 1) * 2), *partial = NULL;
-    if (!walked) return err_nomem(err, "out of memory matching a prompt");
+    if (!walked) {
+        root->refs--;
+        seq->root = NULL;
+        return err_nomem(err, "out of memory matching a prompt");
+    }
     match m = {.path = walked + n / B + 1, .best = walked};
     if (cache) search(t, root, ids, n, 0, policy->bound_to_frontier, &m);
     uint32_t n_walked = m.best_depth, partial_rows = m.partial_rows;
@@ -409,7 +425,6 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
         seq->wfrom = (reusable - 1) / B;
         while (seq->wfrom > lo && matched(walked, n_walked, partial, seq->wfrom - 1)->wpins) seq->wfrom--;
     }
-    seq->root = root;
     for (uint32_t d = 0; d < n_full; d++) {
         acquire(t, walked[d]);
         if (push_node(seq, walked[d], window)) {
@@ -559,6 +574,7 @@ void prefix_finish(prefix_tree *t, prefix_seq *seq) {
         else if (!node->child)
             lru_add(t, node, false);
     }
+    if (seq->root) seq->root->refs--;
     free(seq->nodes);
     memset(seq, 0, sizeof *seq);
 }
@@ -587,5 +603,6 @@ prefix_stats prefix_get_stats(const prefix_tree *t) {
     s.blocks_shared = 0;
     s.window_blocks_in_use = t->win.pool ? t->win.pool->n_blocks - t->win.pool->n_free : 0;
     for (uint32_t i = 0; i < t->n_roots; i++) count_shared(t->roots[i].root, &s.blocks_shared);
+    s.salts = t->n_roots;
     return s;
 }

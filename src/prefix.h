@@ -81,6 +81,7 @@ typedef struct {
     uint32_t blocks_in_use; /* blocks holding rows (referenced or cached) */
     uint32_t blocks_free;
     uint32_t blocks_shared; /* blocks referenced by two or more sequences */
+    uint32_t salts;         /* cache salts with a root now (one is taken over once nothing is under it) */
     uint32_t window_blocks_in_use; /* window layers' blocks held */
     uint64_t window_blocks_dropped; /* window layers' blocks given back once nothing could read them */
     uint64_t window_fallbacks;      /* starts that reused less than they agreed because window rows were dropped */

@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "prefix.h"
@@ -201,6 +202,29 @@ static void test_different_salts_never_share(void **state) {
     prefix_finish(f->tree, &s);
 }
 
+/* Six blocks: a client sending a new cache_salt with every request grows nothing — a salt's root is taken over once
+ * its rows are evicted and no sequence holds it — and a taken-over root shows the new salt none of the old one's rows. */
+static void test_a_new_salt_per_request_reuses_the_roots_of_evicted_salts(void **state) {
+    fixture *f = *state;
+    int32_t a[64];
+    ids_from(a, 64, 7);
+    prefix_seq s, held;
+    char salt[32];
+    start(f, &held, "held", a, 64); /* running: its root is never taken over */
+    for (int i = 0; i < 200; i++) {
+        snprintf(salt, sizeof salt, "tenant-%d", i);
+        assert_int_equal(start(f, &s, salt, a, 64), 0); /* a new salt: nothing of the others' */
+        feed(f, &s, a, 64, true);
+        prefix_finish(f->tree, &s);
+        assert_true(prefix_get_stats(f->tree).salts <= 5); /* 6 blocks hold at most 3 salts' rows, + held, + "" */
+    }
+    assert_int_equal(start(f, &s, salt, a, 64), 63); /* the last salt's rows are still its own */
+    prefix_finish(f->tree, &s);
+    assert_int_equal(start(f, &s, "tenant-0", a, 64), 0);
+    prefix_finish(f->tree, &s);
+    prefix_finish(f->tree, &held);
+}
+
 /* Six blocks: two finished sequences of 3 blocks fill the pool; a third evicts the least recently used,
  * never a referenced block, and fails cleanly when everything is referenced. */
 static void test_eviction_is_lru_and_spares_referenced_blocks(void **state) {
@@ -257,6 +281,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_the_frontier_bound_skips_rows_decode_wrote, setup, teardown),
         cmocka_unit_test_setup_teardown(test_different_salts_never_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_is_lru_and_spares_referenced_blocks, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_a_new_salt_per_request_reuses_the_roots_of_evicted_salts, setup_small,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
