@@ -73,7 +73,7 @@ static int parse_args(int argc, char **argv, chat_args *a) {
         case 'n': bad = cli_parse_u32(sub, "-n", optarg, 1, UINT32_MAX, &a->n_predict); break;
         case 'h': fputs(HELP, stdout); return 0;
         default:
-            bad = cli_run_option(sub, c, optarg, &a->engine, &a->sp);
+            bad = cli_run_option(sub, c, optarg, &a->engine, &a->sp, NULL);
             if (bad == 0) return cli_bad_option(sub, argv);
             bad = bad < 0;
         }

@@ -196,6 +196,50 @@ fkv_engine *cli_engine_new(const char *sub, const fkv_model *m, const fkv_engine
     return e;
 }
 
+cli_spec cli_spec_default(void) { return (cli_spec){.p = {.mode = CLI_SPEC_DEFAULT}}; }
+
+int cli_spec_option(const char *sub, int c, const char *arg, cli_spec *s) {
+    switch (c) {
+    case CLI_O_SPEC: {
+        const int mode = fkv_spec_mode_parse(arg);
+        if (mode < 0) return cli_usage_error(sub, "--spec must be off, lookup or draft, got '%s'", arg), -1;
+        s->p.mode = (fkv_spec_mode)mode;
+        s->mode_given = true;
+        return 1;
+    }
+    case CLI_O_DRAFT_MAX:
+        return cli_parse_u32(sub, "--draft-max", arg, 1, FKV_SPEC_MAX_DRAFT, &s->p.draft_max) ? -1 : 1;
+    case CLI_O_MODEL_DRAFT:
+        if (!*arg) return cli_usage_error(sub, "--model-draft needs a file"), -1;
+        s->model_path = arg;
+        return 1;
+    default: return 0;
+    }
+}
+
+int cli_spec_start(const char *sub, const fkv_model *target, const fkv_engine_params *ep, cli_spec *s) {
+    if (s->model_path && !s->mode_given) s->p.mode = FKV_SPEC_DRAFT;
+    if (s->p.mode != FKV_SPEC_DRAFT) return 0;
+    if (!s->model_path) return cli_usage_error(sub, "--spec draft needs a draft model (--model-draft PATH)");
+    int rc = CLI_USAGE_EXIT;
+    if (!(s->model = cli_load_model(sub, s->model_path, &rc))) return rc;
+    if (!fkv_model_vocab_equal(target, s->model))
+        return cli_usage_error(sub, "--model-draft %s: its vocabulary is not the model's (%u tokens against %u, or "
+                                    "other pieces); a draft model must share the target's tokens",
+                               s->model_path, fkv_model_get_info(s->model).n_vocab, fkv_model_get_info(target).n_vocab);
+    fkv_engine_params dp = *ep;
+    dp.kv_dir = NULL;
+    dp.kv_mem = 0;
+    return (s->p.draft = cli_engine_new(sub, s->model, &dp, &rc)) ? 0 : rc;
+}
+
+void cli_spec_end(cli_spec *s) {
+    fkv_engine_free(s->p.draft);
+    fkv_model_free(s->model);
+    s->p.draft = NULL;
+    s->model = NULL;
+}
+
 bool cli_collect_piece(void *user, int32_t id, const char *piece, int len) {
     (void)id;
     cli_text *t = user;
@@ -239,7 +283,9 @@ static int sampling_option(const char *sub, int c, const char *arg, fkv_sampler_
     }
 }
 
-int cli_run_option(const char *sub, int c, const char *arg, fkv_engine_params *p, fkv_sampler_params *sp) {
+int cli_run_option(const char *sub, int c, const char *arg, fkv_engine_params *p, fkv_sampler_params *sp,
+                   cli_spec *spec) {
     int handled = cli_engine_option(sub, c, arg, p);
-    return handled || !sp ? handled : sampling_option(sub, c, arg, sp);
+    if (!handled && sp) handled = sampling_option(sub, c, arg, sp);
+    return handled || !spec ? handled : cli_spec_option(sub, c, arg, spec);
 }

@@ -70,9 +70,41 @@ enum { CLI_O_TEMP = 1100, CLI_O_TOP_K, CLI_O_TOP_P, CLI_O_MIN_P, CLI_O_REPEAT_PE
     "      --repeat-penalty R penalize the last 64 tokens; 1 = off (default 1)\n"                            \
     "      --seed S           random seed (default 0)\n"
 
-/* Apply option c to the engine (CLI_O_THREADS...) or sampling (CLI_O_TEMP...) parameters: 1 when handled,
- * 0 when c is neither, -1 after printing a bad value. sp may be NULL for commands that do not sample. */
-int cli_run_option(const char *sub, int c, const char *arg, fkv_engine_params *p, fkv_sampler_params *sp);
+/* Speculative decoding options for getopt_long tables: --spec MODE --draft-max N --model-draft PATH. */
+enum { CLI_O_SPEC = 1200, CLI_O_DRAFT_MAX, CLI_O_MODEL_DRAFT };
+#define CLI_SPEC_OPTIONS                                                                                     \
+    {"spec", required_argument, 0, CLI_O_SPEC}, {"draft-max", required_argument, 0, CLI_O_DRAFT_MAX},       \
+        {"model-draft", required_argument, 0, CLI_O_MODEL_DRAFT}
+#define CLI_SPEC_HELP                                                                                       \
+    "      --spec MODE        speculative decoding, same output: off, lookup (guesses from the context's own\n" \
+    "                         tokens) or draft (a draft model's; the default with --model-draft). Default: " CLI_SPEC_DEFAULT_NAME "\n" \
+    "      --draft-max N      most tokens guessed a step, 1..16 (default 8)\n"                                \
+    "      --model-draft PATH the draft model: a GGUF with the same vocabulary\n"
+/* The default mode (bench/spec measures it). */
+#define CLI_SPEC_DEFAULT FKV_SPEC_LOOKUP
+#define CLI_SPEC_DEFAULT_NAME "lookup"
+
+/* What the speculative options ask, and the draft model and engine they load (cli_spec_start). */
+typedef struct {
+    fkv_spec_params p;
+    bool mode_given;
+    const char *model_path;
+    fkv_model *model;
+} cli_spec;
+/* Defaults: CLI_SPEC_DEFAULT, FKV_SPEC_DEFAULT_DRAFT. */
+cli_spec cli_spec_default(void);
+/* Apply option c (CLI_O_SPEC...) to s: 1 when handled, 0 when c is not one, -1 after printing a bad value. */
+int cli_spec_option(const char *sub, int c, const char *arg, cli_spec *s);
+/* Load the draft model and make its engine (ep's parameters, without a disk tier) when s asks for one: 0, or the
+ * exit status after printing why (--spec draft without --model-draft, another vocabulary than target's). */
+int cli_spec_start(const char *sub, const fkv_model *target, const fkv_engine_params *ep, cli_spec *s);
+void cli_spec_end(cli_spec *s);
+
+/* Apply option c to the engine (CLI_O_THREADS...), sampling (CLI_O_TEMP...) or speculative (CLI_O_SPEC...)
+ * parameters: 1 when handled, 0 when c is none, -1 after printing a bad value. sp and spec may be NULL for commands
+ * that do not sample or speculate. */
+int cli_run_option(const char *sub, int c, const char *arg, fkv_engine_params *p, fkv_sampler_params *sp,
+                   cli_spec *spec);
 
 /* Apply engine option c (one of CLI_O_*) to p: 1 when handled, 0 when c is not one, -1 after printing a bad
  * value. Flags beat the environment because p starts from fkv_engine_default_params. */

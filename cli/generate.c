@@ -23,13 +23,15 @@ static const char HELP[] =
     "  -n, --n-predict N      tokens to generate (default 128)\n"
     CLI_SAMPLING_HELP
     "      --json             print one JSON object: prompt_tokens, cached_tokens (reused, e.g. from --kv-dir),\n"
-    "                         tokens, text, logits_digest, kernels, prefill_ms, decode_ms\n" CLI_ENGINE_HELP;
+    "                         tokens, text, logits_digest, kernels, prefill_ms, decode_ms, spec, drafted,\n"
+    "                         accepted (tokens guessed, and kept)\n" CLI_SPEC_HELP CLI_ENGINE_HELP;
 
 typedef struct {
     const char *model_path, *text, *file, *ids_file, *logits_file, *grammar_file, *schema_file;
     uint32_t n_predict;
     fkv_sampler_params sp;
     fkv_engine_params engine;
+    cli_spec spec;
     int json;
 } gen_args;
 
@@ -41,7 +43,7 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         CLI_SAMPLING_OPTIONS,
         {"json", no_argument, 0, O_JSON}, {"prompt-ids", required_argument, 0, O_IDS},
         {"logits", required_argument, 0, O_LOGITS}, {"grammar", required_argument, 0, O_GRAMMAR},
-        {"json-schema", required_argument, 0, O_SCHEMA}, CLI_ENGINE_OPTIONS,
+        {"json-schema", required_argument, 0, O_SCHEMA}, CLI_ENGINE_OPTIONS, CLI_SPEC_OPTIONS,
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *sub = "generate";
     int c;
@@ -61,7 +63,7 @@ static int parse_args(int argc, char **argv, gen_args *a) {
         case O_SCHEMA: a->schema_file = optarg; break;
         case 'h': fputs(HELP, stdout); return 0;
         default:
-            bad = cli_run_option(sub, c, optarg, &a->engine, &a->sp);
+            bad = cli_run_option(sub, c, optarg, &a->engine, &a->sp, &a->spec);
             if (bad == 0) return cli_bad_option(sub, argv);
             bad = bad < 0;
         }
@@ -146,7 +148,7 @@ static bool print_piece(void *user, int32_t id, const char *piece, int len) {
 }
 
 int cli_generate(int argc, char **argv) {
-    gen_args a = {.n_predict = 128, .sp = fkv_sampler_default_params()};
+    gen_args a = {.n_predict = 128, .sp = fkv_sampler_default_params(), .spec = cli_spec_default()};
     fkv_error err = {0};
     if (fkv_engine_default_params(&a.engine, &err)) return cli_usage_error("generate", "%s", err.msg);
     int rc = parse_args(argc, argv, &a);
@@ -186,7 +188,10 @@ int cli_generate(int argc, char **argv) {
         goto out;
     }
     const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
-    if (!(engine = cli_engine_new("generate", m, &a.engine, &rc))) goto out;
+    if (!(engine = cli_engine_new("generate", m, &a.engine, &rc)) ||
+        (rc = cli_spec_start("generate", m, &a.engine, &a.spec)))
+        goto out;
+    rc = 1;
     if (!(seq = fkv_seq_open(engine, NULL, &err))) {
         rc = cli_fail("generate", &err);
         goto out;
@@ -211,7 +216,8 @@ int cli_generate(int argc, char **argv) {
     }
     double t1 = cli_now_ms();
     fkv_gen_params gp = {.max_tokens = a.n_predict, .sampler = smp, .on_token = a.json ? cli_collect_piece : print_piece,
-                         .user = &o, .on_logits = a.logits_file ? write_logits : NULL, .grammar = grammar};
+                         .user = &o, .on_logits = a.logits_file ? write_logits : NULL, .grammar = grammar,
+                         .spec = a.spec.p};
     fkv_gen_result res;
     if (fkv_seq_generate(seq, logits, &gp, out, &res, &err)) {
         fputc('\n', stderr);
@@ -231,10 +237,12 @@ int cli_generate(int argc, char **argv) {
         size_t clean_len; /* a model may emit bytes that are not UTF-8; JSON strings must be */
         char *clean = utf8_sanitize(o.text.text ? o.text.text : "", o.text.len, &clean_len);
         for (uint32_t i = 0; i < res.n_tokens; i++) json_array_append_new(tokens, json_integer(out[i]));
-        json_t *obj = json_pack("{s:i,s:i,s:o,s:s%,s:s,s:s,s:f,s:f}", "prompt_tokens", n_prompt, "cached_tokens",
-                                (int)cached, "tokens", tokens, "text",
-                                clean ? clean : "", clean ? clean_len : 0, "logits_digest", cli_hex64(res.logits_digest, hex),
-                                "kernels", fkv_kernels_name(), "prefill_ms", t1 - t0, "decode_ms", t2 - t1);
+        json_t *obj = json_pack("{s:i,s:i,s:o,s:s%,s:s,s:s,s:f,s:f,s:s,s:i,s:i}", "prompt_tokens", n_prompt,
+                                "cached_tokens", (int)cached, "tokens", tokens, "text", clean ? clean : "",
+                                clean ? clean_len : 0, "logits_digest", cli_hex64(res.logits_digest, hex), "kernels",
+                                fkv_kernels_name(), "prefill_ms", t1 - t0, "decode_ms", t2 - t1, "spec",
+                                fkv_spec_mode_name(a.spec.p.mode), "drafted", (int)res.drafted, "accepted",
+                                (int)res.accepted);
         free(clean);
         char *s = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
         puts(s ? s : "{\"error\": \"out of memory\"}");
@@ -242,8 +250,10 @@ int cli_generate(int argc, char **argv) {
         json_decref(obj);
     } else {
         putchar('\n');
-        fprintf(stderr, "flatkv generate: prompt %d tokens in %.1f ms (%.1f tok/s), generated %u in %.1f ms\n",
+        fprintf(stderr, "flatkv generate: prompt %d tokens in %.1f ms (%.1f tok/s), generated %u in %.1f ms",
                 n_prompt, t1 - t0, n_prompt / ((t1 - t0) / 1e3), res.n_tokens, t2 - t1);
+        if (res.drafted) fprintf(stderr, " (guessed %u, kept %u)", res.drafted, res.accepted);
+        fputc('\n', stderr);
     }
     rc = 0;
 out:
@@ -253,6 +263,7 @@ out:
     free(logits);
     fkv_sampler_free(smp);
     fkv_seq_free(seq);
+    cli_spec_end(&a.spec);
     fkv_engine_free(engine);
     fkv_grammar_free(grammar);
     free(ids);

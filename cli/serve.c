@@ -90,7 +90,7 @@ int cli_serve(int argc, char **argv) {
         }
         case 'h': fputs(HELP, stdout); return 0;
         default:
-            bad = cli_run_option(sub, c, optarg, &p.engine, NULL);
+            bad = cli_run_option(sub, c, optarg, &p.engine, NULL, NULL);
             if (bad == 0) return cli_bad_option(sub, argv);
             bad = bad < 0;
         }

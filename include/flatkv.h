@@ -136,6 +136,7 @@ uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos);
 
 typedef struct fkv_seq fkv_seq;
 typedef struct fkv_engine fkv_engine;
+typedef struct fkv_eseq fkv_eseq; /* a sequence of an engine (below) */
 
 typedef struct {
     fkv_ctx_params ctx;
@@ -203,6 +204,36 @@ typedef struct {
 } fkv_logprobs;
 
 
+/* ---- speculative decoding: several tokens a forward, the answer unchanged ----
+ *
+ * A drafter guesses the tokens that follow; the target computes the token it feeds and the guesses as one batch of rows
+ * (fkv_engine_verify), and the generation chooses each row's next token exactly as plain decoding would — the same
+ * sampler state, the same seeded draw per position, the same constraint — keeping a guess while it equals that choice.
+ * Rows are invariant, so a kept row is the row plain decoding would compute: tokens, logits and KV are those of
+ * speculation off, for every sampler setting; only the number of forwards changes. */
+typedef enum { FKV_SPEC_OFF = 0, FKV_SPEC_LOOKUP, FKV_SPEC_DRAFT } fkv_spec_mode;
+
+#define FKV_SPEC_MAX_DRAFT 16   /* most guesses a step */
+#define FKV_SPEC_DEFAULT_DRAFT 8
+
+typedef struct {
+    fkv_spec_mode mode;
+    uint32_t draft_max; /* most guesses a step, 1..FKV_SPEC_MAX_DRAFT; 0: FKV_SPEC_DEFAULT_DRAFT. A step guesses fewer
+                         * after a guess fails, more after all are kept */
+    /* LOOKUP: the guesses are the ids that followed, earlier in the sequence, the longest of its last ngram_max..1
+     * ids that occurred before (its latest occurrence); 0: 4. DRAFT: the draft model's greedy continuation. */
+    uint32_t ngram_max;
+    fkv_engine *draft; /* DRAFT: an engine on the draft model (fkv_model_vocab_equal to the target's), borrowed: the
+                        * generation keeps a sequence of its own there, resumed through that engine's cache like any
+                        * sequence, on the target engine's thread */
+} fkv_spec_params;
+
+/* "off", "lookup", "draft" (NULL for others); and back: -1 for an unknown name. */
+const char *fkv_spec_mode_name(fkv_spec_mode mode);
+int fkv_spec_mode_parse(const char *name);
+/* True when a and b have the same tokens (a draft model for a target). */
+bool fkv_model_vocab_equal(const fkv_model *a, const fkv_model *b);
+
 /* Generation after a prefill: sample from logits, feed the token, repeat. */
 typedef struct {
     uint32_t max_tokens;
@@ -221,6 +252,7 @@ typedef struct {
     /* The output follows this grammar (borrowed; NULL: free text): at each step only tokens that can continue it are
      * sampled from, and end of generation only once it is complete. */
     const fkv_grammar *grammar;
+    fkv_spec_params spec; /* speculative decoding (zero: off); used by fkv_engine_step and fkv_seq_generate */
 } fkv_gen_params;
 
 typedef struct {
@@ -228,6 +260,8 @@ typedef struct {
     uint64_t logits_digest; /* xxh3-64 of the f32 logits every token was sampled from, in order */
     bool eog;               /* stopped at an end-of-generation token (included in out) */
     bool cancelled;         /* on_token or on_logits returned false */
+    uint32_t drafted;       /* speculative decoding: tokens guessed, and how many of them were kept */
+    uint32_t accepted;
 } fkv_gen_result;
 
 /* A generation in progress, independent of how its tokens are fed (one sequence, or a batch of many):
@@ -244,7 +278,16 @@ int32_t fkv_gen_next(fkv_gen *g, const float *logits, const int32_t *history, in
                      uint32_t n_ctx);
 fkv_gen_result fkv_gen_result_get(const fkv_gen *g);
 
-/* Generate up to max_tokens ids into out on one sequence: fkv_gen_next and fkv_seq_decode in turn.
+/* One decode step of n generations as one forward: gens[i] runs on seqs[i] and is about to feed next[i] (what its last
+ * fkv_gen_next returned), with the guesses of its spec params after it (fkv_engine_verify). Each row's next token is
+ * chosen by fkv_gen_next, guesses kept while they equal it (fkv_engine_accept); next[i] becomes the id to feed at the
+ * following step, or -1 when gens[i] is over. hist_from (NULL: 0 each): where each repetition history starts in its
+ * sequence's ids. At most fkv_engine_max_batch generations. -1 with err and *failed (the index at fault) when the
+ * step cannot run even without guesses (KV memory full, a context full): nothing is fed then. */
+int fkv_engine_step(fkv_engine *e, fkv_eseq *const *seqs, fkv_gen *const *gens, int32_t *next, uint32_t n,
+                    const uint32_t *hist_from, uint32_t *failed, fkv_error *err);
+
+/* Generate up to max_tokens ids into out on one sequence: fkv_gen_next and fkv_engine_step in turn.
  * logits: in, the last prefilled row's logits; used as scratch. Stops at end of generation, at
  * max_tokens, at the end of the context, or when on_token says so. */
 int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t *out, fkv_gen_result *res,
@@ -257,8 +300,6 @@ int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t
  * what sequences share is stored once. Prompts are computed chunk by chunk on the position-fixed grid, and
  * the decode steps of many sequences run as one forward. Rows are invariant, so none of this changes an
  * answer: every sequence gives the bytes it would give alone on a cold engine. */
-
-typedef struct fkv_eseq fkv_eseq;
 
 typedef struct {
     fkv_seq_params seq; /* ctx.n_ctx: most positions per sequence; kv_type, threads, grid, cache switches */
@@ -319,6 +360,18 @@ int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err
  * err (KV memory full, end of context) and *failed = the index of the sequence at fault; nothing is fed. */
 int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, uint32_t n, float *logits,
                       uint32_t *failed, fkv_error *err);
+/* Rows ahead of the record (a speculative step's verification): sequence i feeds n_ids[i] ≥ 1 ids (NULL: 1 each;
+ * ids holds them all, sequence after sequence) after what it holds and what it has pending, in one forward of at most
+ * fkv_engine_max_rows rows; logits [Σ n_ids][n_vocab], a row per id. The rows are computed but their ids are not
+ * recorded: they are pending (fkv_eseq_pending) until fkv_engine_accept records the first k of them — the rows a
+ * verification kept — and forgets the rest, whose rows no later prompt can then match. Any other call on s forgets
+ * them too. -1 with err and *failed as fkv_engine_decode; nothing is computed. */
+int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, const uint32_t *n_ids, uint32_t n,
+                      float *logits, uint32_t *failed, fkv_error *err);
+/* Record s's first k pending ids (at most all), forget the rest. */
+void fkv_engine_accept(fkv_engine *e, fkv_eseq *s, uint32_t k);
+/* Ids pending on s: those fkv_eseq_ids' array holds after its count. */
+uint32_t fkv_eseq_pending(const fkv_eseq *s);
 /* Append embedding rows ([n][dim] f32) to s after its prompt: their ids are recorded as ones no prompt has, so no
  * prompt resumes past them. logits (may be NULL) of the last row. -1 with err; rows already computed stay. */
 int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err);
@@ -348,6 +401,8 @@ uint32_t fkv_engine_n_ctx(const fkv_engine *e);
 const char *fkv_engine_note(const fkv_engine *e);
 const fkv_model *fkv_engine_model(const fkv_engine *e);
 uint32_t fkv_engine_max_batch(const fkv_engine *e);
+/* Most rows one forward computes (fkv_engine_verify): the larger of the prefill grid and max_batch. */
+uint32_t fkv_engine_max_rows(const fkv_engine *e);
 /* xxh3-64 of s's K and V rows [0, n_pos) of every layer — of a sliding-window layer the last window - 1 of them —
  * as stored: the same bytes as fkv_seq_kv_digest. 0 when window rows asked for are no longer held. */
 uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos);

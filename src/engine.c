@@ -19,6 +19,7 @@
 #include "kvpool.h"
 #include "model.h"
 #include "prefix.h"
+#include "spec.h"
 
 /* Measured (bench/multi_flatkv, FKV_BENCH_KV_BLOCK, 4 conversations): 32 and 64 use the same peak memory,
  * 128 and 256 7% more (partial last blocks); speed does not depend on it within noise. 64 keeps half the
@@ -41,6 +42,7 @@ struct fkv_engine {
     forward *fw;
     uint32_t *pos;        /* [max rows] */
     const kv_map **maps;  /* [max rows] */
+    spec_scratch *step;   /* fkv_engine_step's */
     char note[256];       /* fkv_engine_note: a default the engine changed, or "" */
 };
 
@@ -50,8 +52,10 @@ struct fkv_eseq {
     uint32_t cap_blocks;
     uint32_t n_table; /* entries filled: a sequence's path only grows, and its nodes keep their blocks */
     kv_map map;
-    int32_t *ids; /* the prompt, then decoded ids (KVREC_NO_ID for embedding rows); [0, ps.n_pos) are fed */
+    int32_t *ids; /* the prompt, then decoded ids (KVREC_NO_ID for embedding rows); [0, ps.n_pos) are fed, then
+                   * n_pending computed ahead of the record (fkv_engine_verify) */
     uint32_t n_ids, cap_ids;
+    uint32_t n_pending;
     uint32_t n_prompt;
     char *salt; /* NULL: the default */
 };
@@ -173,7 +177,8 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
         goto fail;
     e->pos = malloc(sizeof *e->pos * rows);
     e->maps = malloc(sizeof *e->maps * rows);
-    if (!e->pos || !e->maps) {
+    e->step = spec_scratch_new(rows, e->p.max_batch, hp->n_vocab);
+    if (!e->pos || !e->maps || !e->step) {
         err_nomem(err, "out of memory for the engine's scratch");
         goto fail;
     }
@@ -193,14 +198,21 @@ void fkv_engine_free(fkv_engine *e) {
     forward_free(e->fw);
     free(e->pos);
     free(e->maps);
+    spec_scratch_free(e->step);
     free(e);
 }
+
+spec_scratch *engine_spec_scratch(fkv_engine *e) { return e->step; }
+
+const char *engine_eseq_salt(const fkv_eseq *s) { return s->salt; }
 
 uint32_t fkv_engine_n_ctx(const fkv_engine *e) { return e->p.seq.ctx.n_ctx; }
 
 const fkv_model *fkv_engine_model(const fkv_engine *e) { return e->m; }
 
 uint32_t fkv_engine_max_batch(const fkv_engine *e) { return e->p.max_batch; }
+
+uint32_t fkv_engine_max_rows(const fkv_engine *e) { return forward_max_rows(e->fw); }
 
 /* Blocks for positions [n_pos, n_pos + n), and the flat table kv_map reads brought up to date: the entries of new
  * nodes only (a window block given back later stays in its entry, never read: prefix.h). */
@@ -300,6 +312,7 @@ static int ids_room(fkv_eseq *s, uint32_t n, fkv_error *err) {
  * KVREC_NO_ID); logits of the last row when logits. */
 static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err) {
     uint32_t from = s->ps.n_pos;
+    s->n_pending = 0;
     if (reserve(e, s, n, err)) return -1;
     for (uint32_t r = 0; r < n; r++) {
         e->pos[r] = from + r;
@@ -320,34 +333,61 @@ int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err
     return last ? 1 : 0;
 }
 
-int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, uint32_t n, float *logits,
-                      uint32_t *failed, fkv_error *err) {
-    const uint32_t n_ctx = e->p.seq.ctx.n_ctx;
-    if (n > e->p.max_batch) return err_input(err, "a decode batch of %u exceeds the engine's %u", n, e->p.max_batch);
+int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, const uint32_t *n_ids, uint32_t n,
+                      float *logits, uint32_t *failed, fkv_error *err) {
+    const uint32_t n_ctx = e->p.seq.ctx.n_ctx, max_rows = forward_max_rows(e->fw);
+    uint32_t rows = 0;
     for (uint32_t i = 0; i < n; i++) {
         fkv_eseq *s = seqs[i];
+        const uint32_t k = n_ids ? n_ids[i] : 1, at = s->ps.n_pos + s->n_pending;
         int rc = 0;
         if (s->ps.n_pos < s->n_prompt)
             rc = err_input(err, "sequence %u: its prompt is not computed yet", i);
-        else if (s->ps.n_pos >= n_ctx)
+        else if (k == 0 || k > max_rows - rows)
+            rc = err_input(err, "sequence %u: %u rows in a forward of %u, at most %u", i, k, rows, max_rows);
+        else if (k > n_ctx - at)
             rc = err_input(err, "sequence %u: the context of %u positions is full", i, n_ctx);
-        else if (ids[i] < 0 || (uint32_t)ids[i] >= e->m->hp.n_vocab)
-            rc = err_input(err, "sequence %u: token id %d is outside the vocabulary", i, ids[i]);
-        if (!rc) rc = ids_room(s, 1, err);
-        if (!rc) rc = reserve(e, s, 1, err);
+        for (uint32_t j = 0; !rc && j < k; j++)
+            if (ids[rows + j] < 0 || (uint32_t)ids[rows + j] >= e->m->hp.n_vocab)
+                rc = err_input(err, "sequence %u: token id %d is outside the vocabulary", i, ids[rows + j]);
+        if (!rc) rc = ids_room(s, s->n_pending + k, err);
+        if (!rc) rc = reserve(e, s, s->n_pending + k, err);
         if (rc) {
             if (failed) *failed = i;
             return -1;
         }
-        e->pos[i] = s->ps.n_pos;
-        e->maps[i] = &s->map;
+        for (uint32_t j = 0; j < k; j++) {
+            e->pos[rows + j] = at + j;
+            e->maps[rows + j] = &s->map;
+        }
+        rows += k;
     }
-    forward_rows(e->fw, ids, NULL, n, e->pos, e->maps, 0, logits);
-    for (uint32_t i = 0; i < n; i++) {
+    forward_rows(e->fw, ids, NULL, rows, e->pos, e->maps, 0, logits);
+    for (uint32_t i = 0, r = 0; i < n; i++) {
         fkv_eseq *s = seqs[i];
-        s->ids[s->n_ids++] = ids[i];
-        prefix_commit(e->tree, &s->ps, &ids[i], 1, false);
+        const uint32_t k = n_ids ? n_ids[i] : 1;
+        memcpy(s->ids + s->n_ids + s->n_pending, ids + r, sizeof(int32_t) * k);
+        s->n_pending += k;
+        r += k;
     }
+    return 0;
+}
+
+void fkv_engine_accept(fkv_engine *e, fkv_eseq *s, uint32_t k) {
+    if (k > s->n_pending) k = s->n_pending;
+    prefix_commit(e->tree, &s->ps, s->ids + s->n_ids, k, false);
+    s->n_ids += k;
+    s->n_pending = 0;
+}
+
+uint32_t fkv_eseq_pending(const fkv_eseq *s) { return s->n_pending; }
+
+int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, uint32_t n, float *logits,
+                      uint32_t *failed, fkv_error *err) {
+    if (n > e->p.max_batch) return err_input(err, "a decode batch of %u exceeds the engine's %u", n, e->p.max_batch);
+    for (uint32_t i = 0; i < n; i++) seqs[i]->n_pending = 0;
+    if (fkv_engine_verify(e, seqs, ids, NULL, n, logits, failed, err)) return -1;
+    for (uint32_t i = 0; i < n; i++) fkv_engine_accept(e, seqs[i], 1);
     return 0;
 }
 
@@ -401,6 +441,7 @@ fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err) {
 }
 
 int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err) {
+    s->n_pending = 0;
     if (n_pos >= s->ps.n_pos) return 0;
     /* Its rows stay cached under their ids (still true of them); the path restarts on the first n_pos. */
     prefix_finish(e->tree, &s->ps);

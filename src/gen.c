@@ -14,6 +14,7 @@
 #include "flatkv.h"
 #include "grammar.h"
 #include "model.h"
+#include "spec.h"
 
 struct fkv_grammar {
     const fkv_model *m;
@@ -65,7 +66,12 @@ struct fkv_gen {
     grammar_state *gs; /* with p.grammar: where the output is in it */
     uint8_t *allowed;  /* [n_vocab] the tokens that can continue it */
     XXH3_state_t digest;
+    spec_state spec;
 };
+
+spec_state *gen_spec(fkv_gen *g) { return &g->spec; }
+
+uint32_t gen_room(const fkv_gen *g) { return g->over ? 0 : g->p.max_tokens - g->res.n_tokens; }
 
 fkv_gen *fkv_gen_new(const fkv_model *m, const fkv_gen_params *p, int32_t *out) {
     fkv_gen *g = calloc(1, sizeof *g);
@@ -80,11 +86,13 @@ fkv_gen *fkv_gen_new(const fkv_model *m, const fkv_gen_params *p, int32_t *out) 
     }
     XXH3_64bits_reset(&g->digest);
     g->over = p->max_tokens == 0;
+    g->spec = spec_state_init(&p->spec);
     return g;
 }
 
 void fkv_gen_free(fkv_gen *g) {
     if (!g) return;
+    spec_state_end(&g->spec);
     grammar_state_free(g->gs);
     free(g->allowed);
     free(g);
@@ -136,5 +144,7 @@ int32_t fkv_gen_next(fkv_gen *g, const float *logits, const int32_t *history, in
 fkv_gen_result fkv_gen_result_get(const fkv_gen *g) {
     fkv_gen_result r = g->res;
     r.logits_digest = XXH3_64bits_digest(&g->digest);
+    r.drafted = g->spec.drafted;
+    r.accepted = g->spec.accepted;
     return r;
 }

@@ -132,15 +132,12 @@ int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t
     if (started(s, err)) return -1;
     fkv_gen *g = fkv_gen_new(fkv_engine_model(s->e), p, out);
     if (!g) return err_nomem(err, "out of memory for a generation");
+    /* The repetition history is what the KV was fed since the last input no id describes. */
+    uint32_t n_fed;
+    const int32_t *fed = fkv_eseq_ids(s->s, &n_fed);
+    int32_t id = fkv_gen_next(g, logits, fed + s->hist_from, (int)(n_fed - s->hist_from), n_fed, fkv_seq_n_ctx(s));
     int rc = 0;
-    for (;;) {
-        /* The repetition history is what the KV was fed since the last input no id describes. */
-        uint32_t n_fed;
-        const int32_t *fed = fkv_eseq_ids(s->s, &n_fed);
-        int32_t id = fkv_gen_next(g, logits, fed + s->hist_from, (int)(n_fed - s->hist_from), n_fed,
-                                  fkv_seq_n_ctx(s));
-        if (id < 0 || (rc = fkv_seq_decode(s, id, logits, err))) break;
-    }
+    while (id >= 0 && !(rc = fkv_engine_step(s->e, &s->s, &g, &id, 1, &s->hist_from, NULL, err))) {}
     *res = fkv_gen_result_get(g);
     fkv_gen_free(g);
     return rc;

@@ -1,0 +1,48 @@
+/* spec.h — speculative decoding inside the library: the lookup drafter, a generation's speculation state, and the
+ * step's scratch. fkv_engine_step (flatkv.h) is the contract; spec.c implements it.
+ *
+ * WHY the answer cannot change: a step computes the fed token's row and the guesses' rows in one forward, and a guess's
+ * row is kept only once the generation, sampling from the row before it exactly as plain decoding would, chose that
+ * guess. So every kept row is computed from the ids plain decoding would have fed, at the same positions, and rows are
+ * invariant (DESIGN.md §1): the same bytes. Rows past the first rejected guess are never recorded (pending in the
+ * engine, then forgotten), so the record keeps describing exactly what the KV holds.
+ *
+ * Thread-safety: a generation and its draft sequence belong to the target engine's thread.
+ */
+#ifndef FKV_SPEC_H
+#define FKV_SPEC_H
+
+#include <stdint.h>
+
+#include "flatkv.h"
+
+/* Lookup drafting over the sequence h = ids[0..n) followed by last: the longest suffix of h of ngram_max ids down to 1
+ * that occurs earlier in h, at its latest occurrence; up to max of the ids that followed that occurrence go to out.
+ * Their count (0: no suffix recurs). */
+uint32_t spec_lookup(const int32_t *ids, uint32_t n, int32_t last, uint32_t ngram_max, uint32_t max, int32_t *out);
+
+/* A generation's speculation (fkv_gen owns one). */
+typedef struct {
+    fkv_spec_params p; /* mode OFF once a draft engine failed it: guesses are an optimisation, never a failure */
+    uint32_t k;        /* guesses to try at the next step */
+    uint32_t cap;      /* guesses this step may make */
+    fkv_eseq *dseq;    /* DRAFT: its sequence on p.draft, started at the first step */
+    uint32_t drafted, accepted;
+} spec_state;
+
+/* gen.c: g's speculation state, and how many more tokens g may sample. */
+spec_state *gen_spec(fkv_gen *g);
+uint32_t gen_room(const fkv_gen *g);
+/* A state for p (draft_max and ngram_max defaulted), and its end (the draft sequence finished). */
+spec_state spec_state_init(const fkv_spec_params *p);
+void spec_state_end(spec_state *st);
+
+/* A step's scratch, sized once for an engine: nothing allocates per token (the logits rows on the first step). */
+typedef struct spec_scratch spec_scratch;
+spec_scratch *spec_scratch_new(uint32_t max_rows, uint32_t max_seqs, uint32_t n_vocab);
+void spec_scratch_free(spec_scratch *sc);
+/* engine.c: e's scratch, and a sequence's salt (NULL: the default) for its draft sequence. */
+spec_scratch *engine_spec_scratch(fkv_engine *e);
+const char *engine_eseq_salt(const fkv_eseq *s);
+
+#endif
