@@ -37,13 +37,14 @@ static const char HELP[] =
     "  -n, --n-predict N      most tokens per reply (default 256)\n"
     "      --conversation NAME with --kv-dir: the conversation kept in DIR/chat/NAME.json after every turn and\n"
     "                         resumed from there at start, its KV from the disk tier (default: default)\n"
-    CLI_SAMPLING_HELP CLI_ENGINE_HELP;
+    CLI_SAMPLING_HELP CLI_SPEC_HELP CLI_ENGINE_HELP;
 
 typedef struct {
     const char *model_path, *system, *template_name, *conversation;
     uint32_t n_predict;
     fkv_sampler_params sp;
     fkv_engine_params engine;
+    cli_spec spec;
 } chat_args;
 
 static int parse_args(int argc, char **argv, chat_args *a) {
@@ -53,7 +54,7 @@ static int parse_args(int argc, char **argv, chat_args *a) {
         {"conversation", required_argument, 0, O_CONVERSATION},
         {"chat-template", required_argument, 0, O_TEMPLATE}, {"n-predict", required_argument, 0, 'n'},
         CLI_SAMPLING_OPTIONS,
-        CLI_ENGINE_OPTIONS,                             {"help", no_argument, 0, 'h'},
+        CLI_ENGINE_OPTIONS,                             CLI_SPEC_OPTIONS, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *sub = "chat";
     int c;
@@ -73,7 +74,7 @@ static int parse_args(int argc, char **argv, chat_args *a) {
         case 'n': bad = cli_parse_u32(sub, "-n", optarg, 1, UINT32_MAX, &a->n_predict); break;
         case 'h': fputs(HELP, stdout); return 0;
         default:
-            bad = cli_run_option(sub, c, optarg, &a->engine, &a->sp, NULL);
+            bad = cli_run_option(sub, c, optarg, &a->engine, &a->sp, &a->spec);
             if (bad == 0) return cli_bad_option(sub, argv);
             bad = bad < 0;
         }
@@ -170,6 +171,7 @@ typedef struct {
     const fkv_model *m;
     fkv_seq *seq;
     fkv_sampler *smp;
+    const fkv_spec_params *spec;
     chat_template tmpl;
     uint32_t n_predict, n_ctx, n_vocab;
     float *logits;
@@ -204,7 +206,8 @@ static int chat_turn(chat_session *cs, int turn) {
     }
     double t1 = cli_now_ms();
     int32_t *out_ids = malloc(sizeof(int32_t) * (cs->n_predict ? cs->n_predict : 1));
-    fkv_gen_params gp = {.max_tokens = cs->n_predict, .sampler = cs->smp, .on_token = show_piece, .user = &reply};
+    fkv_gen_params gp = {.max_tokens = cs->n_predict, .sampler = cs->smp, .on_token = show_piece, .user = &reply,
+                         .spec = *cs->spec};
     fkv_gen_result res = {0};
     int gen_rc = out_ids ? fkv_seq_generate(cs->seq, cs->logits, &gp, out_ids, &res, &err) : -1;
     free(out_ids);
@@ -288,7 +291,7 @@ static int chat_loop(chat_session *cs) {
 }
 
 int cli_chat(int argc, char **argv) {
-    chat_args a = {.n_predict = 256, .sp = fkv_sampler_default_params()};
+    chat_args a = {.n_predict = 256, .sp = fkv_sampler_default_params(), .spec = cli_spec_default()};
     fkv_error err = {0};
     if (fkv_engine_default_params(&a.engine, &err)) return cli_usage_error("chat", "%s", err.msg);
     int rc = parse_args(argc, argv, &a);
@@ -308,7 +311,9 @@ int cli_chat(int argc, char **argv) {
     cs.n_vocab = fkv_model_get_info(m).n_vocab;
     rc = 1;
     fkv_engine *engine = cli_engine_new("chat", m, &a.engine, &rc);
-    if (!engine) goto out;
+    if (!engine || (rc = cli_spec_start("chat", m, &a.engine, &a.spec))) goto out;
+    rc = 1;
+    cs.spec = &a.spec.p;
     if (!(cs.seq = fkv_seq_open(engine, NULL, &err))) {
         rc = cli_fail("chat", &err);
         goto out;
@@ -355,6 +360,7 @@ out:
     free(cs.logits);
     fkv_sampler_free(cs.smp);
     fkv_seq_free(cs.seq);
+    cli_spec_end(&a.spec);
     fkv_engine_free(engine);
     free(cs.save_path);
     fkv_model_free(m);

@@ -17,9 +17,9 @@ static const char HELP[] =
     "One engine serves every turn, reusing what it caches of any conversation. Per turn one JSON line:\n"
     "turn, conversation, prompt_tokens, cached_tokens, disk_tokens (of them, read from --kv-dir), generated,\n"
     "text, logits_digest, kv_digest (xxh3-64 over the K and V rows [0, prompt_tokens) of every layer, as\n"
-    "stored), kernels, prefill_ms, decode_ms.\n"
+    "stored), kernels, prefill_ms, decode_ms, drafted, accepted (speculative decoding's guesses, and kept).\n"
     "  -m, --model PATH       GGUF model\n"
-    "      --session FILE     the turns, one JSON object per line\n" CLI_ENGINE_HELP;
+    "      --session FILE     the turns, one JSON object per line\n" CLI_SPEC_HELP CLI_ENGINE_HELP;
 
 typedef struct {
     int32_t *ids;
@@ -135,8 +135,8 @@ out:
 }
 
 /* Run one turn and print its line; 0, or -1 after printing an error. */
-static int run_turn(fkv_engine *e, fkv_seq *seq, const fkv_model *m, const turn *t, int turn_no, float *logits,
-                    int32_t *out) {
+static int run_turn(fkv_engine *e, fkv_seq *seq, const fkv_model *m, const turn *t, int turn_no,
+                    const fkv_spec_params *spec, float *logits, int32_t *out) {
     fkv_error err = {0};
     fkv_sampler_params sp = fkv_sampler_default_params();
     sp.temp = t->temp;
@@ -150,7 +150,8 @@ static int run_turn(fkv_engine *e, fkv_seq *seq, const fkv_model *m, const turn 
     const uint64_t from_disk = fkv_engine_get_stats(e).disk_reused_tokens - before.disk_reused_tokens;
     fkv_gen_result res = {0};
     if (!rc) {
-        fkv_gen_params gp = {.max_tokens = t->n_gen, .sampler = smp, .on_token = cli_collect_piece, .user = &text};
+        fkv_gen_params gp = {.max_tokens = t->n_gen, .sampler = smp, .on_token = cli_collect_piece, .user = &text,
+                             .spec = *spec};
         rc = fkv_seq_generate(seq, logits, &gp, out, &res, &err);
     }
     double t2 = cli_now_ms();
@@ -162,14 +163,15 @@ static int run_turn(fkv_engine *e, fkv_seq *seq, const fkv_model *m, const turn 
         size_t clean_len; /* a model may emit bytes that are not UTF-8; JSON strings must be */
         char *clean = utf8_sanitize(text.text ? text.text : "", text.len, &clean_len);
         for (uint32_t i = 0; i < res.n_tokens; i++) json_array_append_new(gen, json_integer(out[i]));
-        json_t *line = json_pack("{s:i,s:s,s:i,s:i,s:I,s:o,s:s%,s:s,s:s,s:s,s:f,s:f}", "turn", turn_no,
+        json_t *line = json_pack("{s:i,s:s,s:i,s:i,s:I,s:o,s:s%,s:s,s:s,s:s,s:f,s:f,s:i,s:i}", "turn", turn_no,
                                  "conversation", t->conversation, "prompt_tokens", (int)t->n, "cached_tokens",
                                  (int)cached, "disk_tokens", (json_int_t)from_disk, "generated", gen, "text",
                                  clean ? clean : "",
                                  clean ? clean_len : 0, "logits_digest",
                                  cli_hex64(res.logits_digest, logits_hex), "kv_digest",
                                  cli_hex64(fkv_seq_kv_digest(seq, t->n), kv_hex), "kernels", fkv_kernels_name(),
-                                 "prefill_ms", t1 - t0, "decode_ms", t2 - t1);
+                                 "prefill_ms", t1 - t0, "decode_ms", t2 - t1, "drafted", (int)res.drafted,
+                                 "accepted", (int)res.accepted);
         free(clean);
         char *s = line ? json_dumps(line, JSON_COMPACT) : NULL;
         puts(s ? s : "{\"error\": \"out of memory\"}");
@@ -184,11 +186,13 @@ static int run_turn(fkv_engine *e, fkv_seq *seq, const fkv_model *m, const turn 
 
 int cli_replay(int argc, char **argv) {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"session", required_argument, 0, 's'},
-                                         {"help", no_argument, 0, 'h'}, CLI_ENGINE_OPTIONS, {0, 0, 0, 0}};
+                                         {"help", no_argument, 0, 'h'}, CLI_ENGINE_OPTIONS, CLI_SPEC_OPTIONS,
+                                         {0, 0, 0, 0}};
     const char *sub = "replay", *model_path = NULL, *session = NULL;
     fkv_engine_params ep;
     fkv_error err = {0};
     if (fkv_engine_default_params(&ep, &err)) return cli_usage_error(sub, "%s", err.msg);
+    cli_spec spec = cli_spec_default();
     int c;
     opterr = 0;
     optind = 1;
@@ -201,7 +205,7 @@ int cli_replay(int argc, char **argv) {
             fputs(HELP, stdout);
             return 0;
         } else {
-            int handled = cli_engine_option(sub, c, optarg, &ep);
+            int handled = cli_run_option(sub, c, optarg, &ep, NULL, &spec);
             if (handled < 0) return CLI_USAGE_EXIT;
             if (handled == 0) return cli_bad_option(sub, argv);
         }
@@ -213,7 +217,9 @@ int cli_replay(int argc, char **argv) {
     int rc = CLI_USAGE_EXIT;
     fkv_model *m = cli_load_model(sub, model_path, &rc);
     fkv_engine *engine = m ? cli_engine_new(sub, m, &ep, &rc) : NULL;
-    if (!engine) {
+    if (!engine || (rc = cli_spec_start(sub, m, &ep, &spec))) {
+        cli_spec_end(&spec);
+        fkv_engine_free(engine);
         fclose(fp);
         fkv_model_free(m);
         return rc;
@@ -236,7 +242,7 @@ int cli_replay(int argc, char **argv) {
         }
         if (t.n_gen > n_ctx) t.n_gen = n_ctx;
         fkv_seq *seq = conversation_seq(&convs, engine, t.conversation);
-        rc = !seq || run_turn(engine, seq, m, &t, ++turn_no, logits, out) ? 1 : 0;
+        rc = !seq || run_turn(engine, seq, m, &t, ++turn_no, &spec.p, logits, out) ? 1 : 0;
         free(t.ids);
         free(t.conversation);
         if (rc) break;
@@ -246,6 +252,7 @@ int cli_replay(int argc, char **argv) {
     free(out);
     free(logits);
     conversations_free(&convs);
+    cli_spec_end(&spec);
     fkv_engine_free(engine);
     fkv_model_free(m);
     return rc;

@@ -31,6 +31,8 @@ static const char HELP[] =
     "                         closes after S (default 30)\n"
     "      --responses-max N  stored responses (/v1/responses) kept at most (default 1024), least recent out first\n"
     "      --responses-mem BYTES  and the bytes they take at most (default 64 MiB)\n"
+    CLI_SPEC_HELP
+    "                         (a request's \"speculative\": {\"mode\", \"draft_max\"} asks otherwise)\n"
     CLI_ENGINE_HELP;
 
 int cli_serve(int argc, char **argv) {
@@ -48,6 +50,7 @@ int cli_serve(int argc, char **argv) {
                                          {"timeout", required_argument, 0, O_TIMEOUT},
                                          {"body-timeout", required_argument, 0, O_BODY_TIMEOUT},
                                          {"help", no_argument, 0, 'h'},         CLI_ENGINE_OPTIONS,
+                                         CLI_SPEC_OPTIONS,
                                          {0, 0, 0, 0}};
     const char *sub = "serve", *model_path = NULL, *template_name = NULL;
     server_params p = {.host = "127.0.0.1", .port = 8080, .max_body = 16u << 20, .parallel = 4,
@@ -55,6 +58,7 @@ int cli_serve(int argc, char **argv) {
                        .timeout_s = 600, .body_timeout_s = 30};
     fkv_error err = {0};
     if (fkv_engine_default_params(&p.engine, &err)) return cli_usage_error(sub, "%s", err.msg);
+    cli_spec spec = cli_spec_default();
     int c;
     uint32_t u;
     opterr = 0;
@@ -90,7 +94,7 @@ int cli_serve(int argc, char **argv) {
         }
         case 'h': fputs(HELP, stdout); return 0;
         default:
-            bad = cli_run_option(sub, c, optarg, &p.engine, NULL, NULL);
+            bad = cli_run_option(sub, c, optarg, &p.engine, NULL, &spec);
             if (bad == 0) return cli_bad_option(sub, argv);
             bad = bad < 0;
         }
@@ -110,7 +114,11 @@ int cli_serve(int argc, char **argv) {
         p.tmpl = chat_template_detect(fkv_model_chat_template(m));
         if (p.tmpl.guessed) fprintf(stderr, "flatkv serve: unknown chat template; using ChatML\n");
     }
-    rc = server_run(m, &p, &err) ? cli_fail(sub, &err) : 0;
+    if (!(rc = cli_spec_start(sub, m, &p.engine, &spec))) {
+        p.spec = spec.p;
+        rc = server_run(m, &p, &err) ? cli_fail(sub, &err) : 0;
+    }
+    cli_spec_end(&spec);
     fkv_model_free(m);
     return rc;
 }

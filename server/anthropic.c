@@ -337,7 +337,7 @@ int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size
         goto out;
     }
     char cache_key[65]; /* the Messages API has no routing key of its own */
-    if (parse_sampling(root, job, e) || oai_parse_cache_fields(root, job, cache_key, e) ||
+    if (parse_sampling(root, job, e) || oai_parse_common_fields(ctx, root, job, cache_key, e) ||
         parse_tools(ctx, root, &tools, job, e) || oai_constrain(ctx, job, tools, e))
         goto out;
     if (system && !json_is_null(system)) {

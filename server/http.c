@@ -408,7 +408,9 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
         return fail(c, st, 413, "invalid_request_error", NULL, "request_too_large", msg);
     }
     switch (route) {
-    case 0: return send_json(c, st, 200, json_pack("{s:s,s:s}", "status", "ok", "kernels", fkv_kernels_name()));
+    case 0:
+        return send_json(c, st, 200, json_pack("{s:s,s:s,s:s}", "status", "ok", "kernels", fkv_kernels_name(), "spec",
+                                               fkv_spec_mode_name(srv->p->spec.mode)));
     case 1: {
         fkv_model_info info = fkv_model_get_info(srv->model);
         return send_json(c, st, 200,
@@ -530,7 +532,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
                                j->prog.reuse.capped);
             if (j->prog.reuse.from_disk)
                 snprintf(diverged + at, sizeof diverged - (size_t)at, " disk=%u", j->prog.reuse.from_disk);
-            metrics_count_completion(srv->metrics, prompt, cached, generated, j->prog.prefill_ms, j->prog.decode_ms);
+            const metrics_completion done = {.prompt = prompt, .cached = cached, .generated = generated,
+                                             .drafted = j->prog.drafted, .accepted = j->prog.accepted,
+                                             .prefill_ms = j->prog.prefill_ms, .decode_ms = j->prog.decode_ms};
+            metrics_count_completion(srv->metrics, &done);
         }
         pthread_mutex_unlock(&j->mu);
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && st->status == 200) st->status = 499;
@@ -571,7 +576,7 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
         return -1;
     }
     if (sched_note(srv.sched)) fprintf(stderr, "flatkv serve: %s\n", sched_note(srv.sched));
-    srv.oai = (oai_context){m, &p->tmpl, sched_n_ctx(srv.sched)};
+    srv.oai = (oai_context){m, &p->tmpl, sched_n_ctx(srv.sched), p->spec};
     if (!(srv.responses = resp_store_new(p->responses_max, p->responses_mem))) {
         err_nomem(err, "out of memory");
         sched_free(srv.sched);

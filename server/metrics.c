@@ -9,7 +9,7 @@
 struct metrics {
     pthread_mutex_t mu;
     uint64_t by_status[MAX_STATUS];
-    uint64_t prompt, cached, generated;
+    uint64_t prompt, cached, generated, drafted, accepted;
     double prefill_s, decode_s;
     uint64_t rejected[METRICS_N_REJECTED];
 };
@@ -32,14 +32,15 @@ void metrics_count_request(metrics *m, int status) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void metrics_count_completion(metrics *m, uint32_t prompt, uint32_t cached, uint32_t generated, double prefill_ms,
-                              double decode_ms) {
+void metrics_count_completion(metrics *m, const metrics_completion *c) {
     pthread_mutex_lock(&m->mu);
-    m->prompt += prompt;
-    m->cached += cached;
-    m->generated += generated;
-    m->prefill_s += prefill_ms / 1e3;
-    m->decode_s += decode_ms / 1e3;
+    m->prompt += c->prompt;
+    m->cached += c->cached;
+    m->generated += c->generated;
+    m->drafted += c->drafted;
+    m->accepted += c->accepted;
+    m->prefill_s += c->prefill_ms / 1e3;
+    m->decode_s += c->decode_ms / 1e3;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -70,6 +71,12 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv, const metrics_load 
             "# TYPE flatkv_prefill_seconds_total counter\nflatkv_prefill_seconds_total %.6f\n"
             "# HELP flatkv_decode_seconds_total Time spent generating.\n"
             "# TYPE flatkv_decode_seconds_total counter\nflatkv_decode_seconds_total %.6f\n"
+            "# HELP flatkv_spec_drafted_tokens_total Tokens speculative decoding guessed.\n"
+            "# TYPE flatkv_spec_drafted_tokens_total counter\nflatkv_spec_drafted_tokens_total %llu\n"
+            "# HELP flatkv_spec_accepted_tokens_total Guessed tokens the model's own choice kept.\n"
+            "# TYPE flatkv_spec_accepted_tokens_total counter\nflatkv_spec_accepted_tokens_total %llu\n"
+            "# HELP flatkv_spec_acceptance_ratio Kept guesses / guesses.\n"
+            "# TYPE flatkv_spec_acceptance_ratio gauge\nflatkv_spec_acceptance_ratio %.6f\n"
             "# HELP flatkv_cache_hit_ratio Cached prompt tokens / prompt tokens.\n"
             "# TYPE flatkv_cache_hit_ratio gauge\nflatkv_cache_hit_ratio %.6f\n"
             "# HELP flatkv_kv_bytes K/V bytes in blocks that hold rows (running or cached sequences).\n"
@@ -93,7 +100,9 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv, const metrics_load 
             "# HELP flatkv_kv_window_fallbacks_total Requests that reused less than they agreed (window rows gone).\n"
             "# TYPE flatkv_kv_window_fallbacks_total counter\nflatkv_kv_window_fallbacks_total %llu\n",
             (unsigned long long)m->prompt, (unsigned long long)m->cached, (unsigned long long)m->generated,
-            m->prefill_s, m->decode_s, m->prompt ? (double)m->cached / (double)m->prompt : 0.0,
+            m->prefill_s, m->decode_s, (unsigned long long)m->drafted, (unsigned long long)m->accepted,
+            m->drafted ? (double)m->accepted / (double)m->drafted : 0.0,
+            m->prompt ? (double)m->cached / (double)m->prompt : 0.0,
             (size_t)kv->blocks_in_use * kv->block_bytes + (size_t)kv->window_blocks_in_use * kv->window_block_bytes,
             kv->blocks_in_use, kv->blocks_free,
             (size_t)kv->blocks_shared * kv->block_bytes, (unsigned long long)kv->hits, (unsigned long long)kv->misses,

@@ -27,8 +27,13 @@ typedef struct {
 metrics *metrics_new(void);
 void metrics_free(metrics *m);
 void metrics_count_request(metrics *m, int status);
-void metrics_count_completion(metrics *m, uint32_t prompt, uint32_t cached, uint32_t generated, double prefill_ms,
-                              double decode_ms);
+/* A request done: its prompt tokens, those reused, the tokens generated, speculative decoding's guesses and those kept,
+ * and its times. */
+typedef struct {
+    uint32_t prompt, cached, generated, drafted, accepted;
+    double prefill_ms, decode_ms;
+} metrics_completion;
+void metrics_count_completion(metrics *m, const metrics_completion *c);
 void metrics_count_rejected(metrics *m, metrics_rejection why);
 /* The Prometheus text exposition with the engine's block and cache counters and the load, malloc'd. */
 char *metrics_render(metrics *m, const fkv_engine_stats *kv, const metrics_load *load);

@@ -395,7 +395,34 @@ static int get_stop(const json_t *body, sched_job *job, oai_error *e) {
     return 0;
 }
 
-int oai_parse_cache_fields(const json_t *root, sched_job *job, char cache_key[65], oai_error *e) {
+/* The request's speculative object over the server's parameters. */
+static int parse_speculative(const oai_context *ctx, const json_t *root, sched_job *job, oai_error *e) {
+    job->req.spec = ctx->spec;
+    json_t *spec = json_object_get(root, "speculative");
+    if (!spec || json_is_null(spec)) return 0;
+    json_t *mode = json_object_get(spec, "mode"), *draft_max = json_object_get(spec, "draft_max");
+    if (!json_is_object(spec) || json_object_size(spec) > (size_t)(!!mode + !!draft_max))
+        return BAD("speculative", "'speculative' must be an object with 'mode' and/or 'draft_max'");
+    if (mode) {
+        const int m = fkv_spec_mode_parse(json_string_value(mode));
+        if (m < 0) return BAD("speculative.mode", "'speculative.mode' must be \"off\", \"lookup\" or \"draft\"");
+        if (m == FKV_SPEC_DRAFT && !ctx->spec.draft)
+            return BAD("speculative.mode", "this server has no draft model (start it with --model-draft PATH)");
+        job->req.spec.mode = (fkv_spec_mode)m;
+    }
+    if (draft_max) {
+        const json_int_t k = json_integer_value(draft_max);
+        if (!json_is_integer(draft_max) || k < 1 || k > FKV_SPEC_MAX_DRAFT)
+            return BAD("speculative.draft_max", "'speculative.draft_max' must be an integer from 1 to %d",
+                       FKV_SPEC_MAX_DRAFT);
+        job->req.spec.draft_max = (uint32_t)k;
+    }
+    return 0;
+}
+
+int oai_parse_common_fields(const oai_context *ctx, const json_t *root, sched_job *job, char cache_key[65],
+                            oai_error *e) {
+    if (parse_speculative(ctx, root, job, e)) return -1;
     json_t *salt = json_object_get(root, "cache_salt");
     if (salt && !json_is_null(salt)) {
         if (!json_is_string(salt) || json_string_length(salt) == 0)
@@ -491,7 +518,7 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
         job->req.sampling.seed = (uint64_t)json_integer_value(seed);
     }
     if (get_stop(root, job, e)) goto out;
-    if (oai_parse_cache_fields(root, job, req->cache_key, e)) goto out;
+    if (oai_parse_common_fields(ctx, root, job, req->cache_key, e)) goto out;
 
     snprintf(job->req.id, sizeof job->req.id, "%s", req->id);
     if (parse_format(ctx, root, job, e)) goto out;
@@ -540,12 +567,6 @@ out:
     return rc;
 }
 
-static json_t *usage_json(const sched_job *job) {
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", (int)job->req.n_ids, "completion_tokens",
-                     (int)job->prog.n_gen, "total_tokens", (int)(job->req.n_ids + job->prog.n_gen),
-                     "prompt_tokens_details", "cached_tokens", (int)job->prog.cached);
-}
-
 /* llama.cpp's timings object: prompt_n counts the prompt tokens actually computed. */
 static json_t *timings_json(const sched_job *job) {
     double pn = job->req.n_ids - job->prog.cached;
@@ -557,6 +578,8 @@ static json_t *timings_json(const sched_job *job) {
                   (int)job->prog.cached);
     json_object_set_new(t, "cache_disk_n",
                         json_integer(job->prog.reuse.from_disk)); /* of cache_n, read from --kv-dir */
+    json_object_set_new(t, "draft_n", json_integer(job->prog.drafted)); /* llama.cpp's names */
+    json_object_set_new(t, "draft_n_accepted", json_integer(job->prog.accepted));
     /* Why the cache missed: where this prompt parted from the closest cached one, and what each holds there. */
     if (job->prog.diverged)
         json_object_set_new(t, "divergence", json_pack("{s:i,s:s,s:s}", "at", (int)job->prog.diverged_at, "cached",
@@ -658,12 +681,16 @@ static json_t *choice_json(const oai_request *req, const sched_job *job, int ind
 
 /* The usage of a job and its followers: the prompt counts once (the other choices started from its rows). */
 static json_t *choices_usage(const sched_job *job) {
-    json_t *usage = usage_json(job);
-    uint32_t generated = job->prog.n_gen;
-    for (uint32_t i = 0; i < job->n_followers; i++) generated += job->followers[i]->prog.n_gen;
-    json_object_set_new(usage, "completion_tokens", json_integer(generated));
-    json_object_set_new(usage, "total_tokens", json_integer(job->req.n_ids + generated));
-    return usage;
+    uint32_t generated = job->prog.n_gen, drafted = job->prog.drafted, accepted = job->prog.accepted;
+    for (uint32_t i = 0; i < job->n_followers; i++) {
+        const sched_progress *f = &job->followers[i]->prog;
+        generated += f->n_gen, drafted += f->drafted, accepted += f->accepted;
+    }
+    /* speculative decoding's guesses as OpenAI counts a prediction's tokens: kept (accepted) and not */
+    return json_pack("{s:i,s:i,s:i,s:{s:i},s:{s:i,s:i}}", "prompt_tokens", (int)job->req.n_ids, "completion_tokens",
+                     (int)generated, "total_tokens", (int)(job->req.n_ids + generated), "prompt_tokens_details",
+                     "cached_tokens", (int)job->prog.cached, "completion_tokens_details", "accepted_prediction_tokens",
+                     (int)accepted, "rejected_prediction_tokens", (int)(drafted - accepted));
 }
 
 json_t *oai_response(const oai_request *req, const sched_job *job) {

@@ -46,6 +46,7 @@ typedef struct {
     const fkv_model *model;
     const chat_template *tmpl;
     uint32_t n_ctx;
+    fkv_spec_params spec; /* the server's speculative decoding (a request's `speculative` may change it) */
 } oai_context;
 
 /* Validate body (raw bytes) as a request of `kind` and fill job (ids, max_tokens, sampling, stop) and req.
@@ -55,8 +56,10 @@ int oai_parse(const oai_context *ctx, oai_kind kind, const char *body, size_t le
 
 /* The fields every API reads alike (chat, completions, Responses, Messages): cache_salt and prompt_cache_retention
  * into job, the routing keys prompt_cache_key and user checked (strings), prompt_cache_key copied to cache_key (for
- * the log, truncated). 0, or -1 with e. */
-int oai_parse_cache_fields(const json_t *root, sched_job *job, char cache_key[65], oai_error *e);
+ * the log, truncated), and speculative — {"mode": "off"|"lookup"|"draft", "draft_max": 1..16}, flatkv's own: how
+ * the answer is computed, never what it is — over the server's (ctx->spec). 0, or -1 with e. */
+int oai_parse_common_fields(const oai_context *ctx, const json_t *root, sched_job *job, char cache_key[65],
+                            oai_error *e);
 
 /* The grammar job's output must follow (job->grammar), from what the request asked in chat's shapes, whatever its
  * API: job->response_format (json_object, json_schema), or job->tool_choice "required" / a named function with the

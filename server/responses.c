@@ -434,7 +434,7 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
     job->req.sampling.seed = (uint64_t)time(NULL);
     if (get_number(root, "temperature", 0, 2, &job->req.sampling.temp, e) ||
         get_number(root, "top_p", 0, 1, &job->req.sampling.top_p, e) ||
-        oai_parse_cache_fields(root, job, req->cache_key, e) || parse_text(json_object_get(root, "text"), job, e) ||
+        oai_parse_common_fields(ctx, root, job, req->cache_key, e) || parse_text(json_object_get(root, "text"), job, e) ||
         parse_tools(tools, &chat_tools, e))
         goto out;
     if (job->req.salt && !(req->salt = strdup(job->req.salt))) {

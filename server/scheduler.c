@@ -40,9 +40,9 @@ struct sched {
     uint32_t n_followers;  /* running jobs started from a leader's prompt (not counted against parallel) */
     uint32_t cap_running;
     fkv_eseq **batch;      /* [max_batch] scratch for a decode step */
+    fkv_gen **batch_gens;
     int32_t *batch_ids;
     sched_job **batch_jobs;
-    float *batch_logits;
     pthread_t thread;
     pthread_mutex_t mu; /* the queue, shutdown, refs, stats */
     pthread_cond_t cv;
@@ -257,6 +257,8 @@ static void end_job(sched *s, sched_job *j, const fkv_error *failure) {
     if (r) { /* the generated ids go to the job, which outlives the run */
         j->prog.out = r->out;
         j->prog.n_out = res.n_tokens;
+        j->prog.drafted = res.drafted;
+        j->prog.accepted = res.accepted;
         r->out = NULL;
     }
     finish_locked(j, j->prog.finish_reason ? j->prog.finish_reason : res.eog || res.cancelled ? "stop" : "length");
@@ -382,7 +384,7 @@ static sched_run *new_run(sched *s, sched_job *j) {
     sched_run *r = j->run = calloc(1, sizeof *r);
     fkv_gen_params gp = {.max_tokens = j->req.max_tokens, .on_token = on_token, .user = j,
                          .on_logprobs = j->req.logprobs ? on_logprobs : NULL, .top_logprobs = j->req.top_logprobs,
-                         .grammar = j->req.grammar};
+                         .grammar = j->req.grammar, .spec = j->req.spec};
     if (!r || !(r->logits = malloc(sizeof(float) * s->n_vocab)) ||
         !(r->out = malloc(sizeof(int32_t) * (j->req.max_tokens ? j->req.max_tokens : 1))) ||
         !(gp.sampler = r->sampler = fkv_sampler_new(&j->req.sampling, (int32_t)s->n_vocab)) ||
@@ -503,7 +505,8 @@ static void prefill_step(sched *s) {
     }
 }
 
-/* One decode step for every generating job, as one forward (at most max_batch of them). */
+/* One decode step for every generating job, as one forward (at most max_batch of them), with the guesses of each
+ * job's speculative decoding verified in the same forward (fkv_engine_step). */
 static void decode_step(sched *s) {
     uint32_t n = 0, max_batch = fkv_engine_max_batch(s->engine);
     const uint32_t first = s->n_running ? s->decode_turn++ % s->n_running : 0;
@@ -511,13 +514,14 @@ static void decode_step(sched *s) {
         sched_job *j = s->running[(first + k) % s->n_running];
         if (!j->run->prefilled) continue;
         s->batch[n] = j->run->seq;
+        s->batch_gens[n] = j->run->gen;
         s->batch_ids[n] = j->run->next;
         s->batch_jobs[n++] = j;
     }
     if (!n) return;
     fkv_error err = {0};
     uint32_t failed = 0;
-    if (fkv_engine_decode(s->engine, s->batch, s->batch_ids, n, s->batch_logits, &failed, &err)) {
+    if (fkv_engine_step(s->engine, s->batch, s->batch_gens, s->batch_ids, n, NULL, &failed, &err)) {
         if (memory_full(&err) && s->n_running > 1)
             preempt(s, s->batch_jobs[failed]);
         else
@@ -526,8 +530,8 @@ static void decode_step(sched *s) {
     }
     for (uint32_t i = 0; i < n; i++) {
         sched_job *j = s->batch_jobs[i];
-        memcpy(j->run->logits, s->batch_logits + (size_t)i * s->n_vocab, sizeof(float) * s->n_vocab);
-        after_logits(s, j);
+        j->run->next = s->batch_ids[i];
+        if (j->run->next < 0) end_job(s, j, NULL);
     }
 }
 
@@ -626,13 +630,13 @@ sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parall
     s->cap_running = s->parallel * SCHED_MAX_CHOICES;
     s->running = calloc(s->cap_running, sizeof *s->running);
     s->batch = calloc(mb, sizeof *s->batch);
+    s->batch_gens = calloc(mb, sizeof *s->batch_gens);
     s->batch_ids = calloc(mb, sizeof *s->batch_ids);
     s->batch_jobs = calloc(mb, sizeof *s->batch_jobs);
-    s->batch_logits = malloc(sizeof(float) * s->n_vocab * mb);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->stats = fkv_engine_get_stats(s->engine);
-    if (!s->running || !s->batch || !s->batch_ids || !s->batch_jobs || !s->batch_logits ||
+    if (!s->running || !s->batch || !s->batch_gens || !s->batch_ids || !s->batch_jobs ||
         pthread_create(&s->thread, NULL, engine_thread, s)) {
         err_nomem(err, "cannot start the engine thread");
         s->stopped = true;
@@ -664,7 +668,7 @@ void sched_free(sched *s) {
     free(s->batch);
     free(s->batch_ids);
     free(s->batch_jobs);
-    free(s->batch_logits);
+    free(s->batch_gens);
     fkv_engine_free(s->engine);
     free(s);
 }
@@ -679,6 +683,7 @@ void sched_load(sched *s, uint32_t *queued, uint32_t *running) {
 }
 
 const char *sched_note(const sched *s) { return fkv_engine_note(s->engine); }
+
 
 fkv_engine_stats sched_stats(sched *s) {
     pthread_mutex_lock(&s->mu);

@@ -67,6 +67,7 @@ typedef struct sched_request {
     json_t *response_format;  /* {"type": "json_object"} or {"type": "json_schema", "json_schema": {name, schema, ...}} */
     bool single_tool_call;    /* parallel_tool_calls false (the Messages API's disable_parallel_tool_use) */
     double deadline_ms;       /* CLOCK_MONOTONIC milliseconds past which it fails with FKV_E_TIMEOUT; 0: none */
+    fkv_spec_params spec;     /* speculative decoding: the server's, or what the request asked (same answer) */
 } sched_request;
 
 /* A request's progress: written by the scheduler alone (its engine thread), under the job's mu; read by the
@@ -89,6 +90,7 @@ typedef struct sched_progress {
     uint32_t cached;
     fkv_reuse reuse; /* how the reuse came to be (held < capped: the window layers' rows there were given back) */
     double prefill_ms, decode_ms;
+    uint32_t drafted, accepted; /* once done: tokens speculative decoding guessed, and kept */
     /* where the prompt parted from the cached sequence it agreed with longest (diverged: see openai.h) */
     bool diverged;
     uint32_t diverged_at;

@@ -34,6 +34,8 @@ typedef struct {
     uint32_t responses_max; /* the Responses API's store: most responses kept */
     size_t responses_mem;   /* and most bytes they take */
     chat_template tmpl;
+    fkv_spec_params spec; /* speculative decoding for requests that do not ask (spec.draft: the draft model's engine,
+                           * run by the engine thread) */
 } server_params;
 
 /* Serve until SIGINT or SIGTERM. Returns 0 after a clean shutdown, or -1 with err (e.g. the port). */

@@ -228,9 +228,7 @@ static uint32_t guess_cap(fkv_gen *g, const fkv_eseq *s, uint32_t n_ctx, uint32_
     return cap;
 }
 
-/* The next guess count after a step that kept `kept` of `guesses`: twice as many after all were kept, one more than
- * were kept after a failure — a guess that fails costs a row of the forward, one kept saves a whole forward. */
-static void adapt(spec_state *st, uint32_t guesses, uint32_t kept) {
+void spec_adapt(spec_state *st, uint32_t guesses, uint32_t kept) {
     if (!guesses) return;
     st->drafted += guesses;
     st->accepted += kept;
@@ -294,7 +292,7 @@ int fkv_engine_step(fkv_engine *e, fkv_eseq *const *seqs, fkv_gen *const *gens, 
         }
         fkv_engine_accept(e, seqs[i], kept + 1);
         draft_keep(st, sc->lag[i], guesses, kept);
-        adapt(st, guesses, kept);
+        spec_adapt(st, guesses, kept);
         next[i] = id;
     }
     return 0;

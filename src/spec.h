@@ -37,6 +37,11 @@ uint32_t gen_room(const fkv_gen *g);
 spec_state spec_state_init(const fkv_spec_params *p);
 void spec_state_end(spec_state *st);
 
+/* After a step that kept `kept` of `guesses`: counted, and the next step's guess count — twice as many after all were
+ * kept, one more than were kept after a failure (a guess that fails costs a row of the forward, one kept saves a whole
+ * forward). */
+void spec_adapt(spec_state *st, uint32_t guesses, uint32_t kept);
+
 /* A step's scratch, sized once for an engine: nothing allocates per token (the logits rows on the first step). */
 typedef struct spec_scratch spec_scratch;
 spec_scratch *spec_scratch_new(uint32_t max_rows, uint32_t max_seqs, uint32_t n_vocab);

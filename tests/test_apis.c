@@ -64,7 +64,7 @@ static void test_a_call_comes_back_as_a_tool_use_block(void **state) {
     (void)state;
     fkv_model *m = load_stories();
     chat_template chatml = {.family = CHAT_CHATML};
-    oai_context ctx = {m, &chatml, 512};
+    oai_context ctx = {m, &chatml, 512, {0}};
     const char body[] = "{\"model\": \"m\", \"max_tokens\": 32, \"tools\": [{\"name\": \"weather\", \"input_schema\": "
                         "{\"type\": \"object\"}}], \"tool_choice\": {\"type\": \"any\"}, \"messages\": [{\"role\": "
                         "\"user\", \"content\": \"Weather?\"}]}";
@@ -119,7 +119,7 @@ static void test_the_messages_usage_partitions_the_prompt(void **state) {
     (void)state;
     fkv_model *m = load_stories();
     chat_template plain = {.family = CHAT_PLAIN};
-    oai_context ctx = {m, &plain, 512};
+    oai_context ctx = {m, &plain, 512, {0}};
     const char body[] = "{\"model\": \"m\", \"max_tokens\": 8, \"stop_sequences\": [\"zz\"], \"messages\": [{\"role\": "
                         "\"user\", \"content\": \"Hi\"}]}";
     for (int cache = 0; cache < 2; cache++) {
@@ -148,7 +148,7 @@ static void test_a_call_comes_back_as_a_function_call_item(void **state) {
     (void)state;
     fkv_model *m = load_stories();
     chat_template chatml = {.family = CHAT_CHATML};
-    oai_context ctx = {m, &chatml, 512};
+    oai_context ctx = {m, &chatml, 512, {0}};
     resp_store *store = resp_store_new(8, 1 << 20);
     const char body[] = "{\"input\": \"Weather?\", \"tools\": [{\"type\": \"function\", \"name\": \"weather\", "
                         "\"parameters\": {\"type\": \"object\"}}], \"tool_choice\": {\"type\": \"function\", \"name\": "
@@ -225,7 +225,7 @@ static void test_a_stored_turn_is_continued_from_its_exact_ids(void **state) {
     (void)state;
     fkv_model *m = load_stories();
     chat_template plain = {.family = CHAT_PLAIN};
-    oai_context ctx = {m, &plain, 512};
+    oai_context ctx = {m, &plain, 512, {0}};
     resp_store *store = resp_store_new(8, 1 << 20);
     const int32_t eos = 2, a = 400, b = 401;
     const int32_t ended[] = {a, b, eos}, cut[] = {a, b};
@@ -278,7 +278,7 @@ static void test_text_format_reaches_the_job_as_chats_response_format(void **sta
     (void)state;
     fkv_model *m = load_stories();
     chat_template plain = {.family = CHAT_PLAIN};
-    oai_context ctx = {m, &plain, 512};
+    oai_context ctx = {m, &plain, 512, {0}};
     resp_store *store = resp_store_new(8, 1 << 20);
     const char *bodies[] = {
         "{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"n\", \"schema\": {\"type\": "

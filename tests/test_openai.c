@@ -30,7 +30,7 @@ static void free_job(sched_job *job) {
 
 /* The prompt ids of body under template t; asserts the parse succeeds. *n their count; the caller frees. */
 static int32_t *parse_ids(const fkv_model *m, const chat_template *t, const char *body, uint32_t *n) {
-    oai_context ctx = {m, t, 512};
+    oai_context ctx = {m, t, 512, {0}};
     oai_request req;
     sched_job job;
     oai_error e;
@@ -99,7 +99,7 @@ static void test_enable_thinking_false_renders_the_empty_think_block(void **stat
     free(ids_on);
     free(ids_off);
 
-    oai_context ctx = {m, &qwen3, 512};
+    oai_context ctx = {m, &qwen3, 512, {0}};
     oai_request req;
     sched_job job;
     oai_error e;
@@ -116,7 +116,7 @@ static void test_enable_thinking_false_renders_the_empty_think_block(void **stat
 /* oai_parse of body as a request of kind under ChatML, into req, job and e; its return. */
 static int parse(const fkv_model *m, oai_kind kind, const char *body, oai_request *req, sched_job *job, oai_error *e) {
     static const chat_template chatml = {.family = CHAT_CHATML};
-    oai_context ctx = {m, &chatml, 512};
+    oai_context ctx = {m, &chatml, 512, {0}};
     memset(req, 0, sizeof *req);
     memset(job, 0, sizeof *job);
     return oai_parse(&ctx, kind, body, strlen(body), req, job, e);
@@ -193,7 +193,7 @@ static void test_an_error_quoting_invalid_utf8_still_has_a_json_body(void **stat
     (void)state;
     fkv_model *m = load_stories();
     chat_template chatml = {.family = CHAT_CHATML};
-    oai_context ctx = {m, &chatml, 512};
+    oai_context ctx = {m, &chatml, 512, {0}};
     oai_request req;
     sched_job job;
     oai_error e;
