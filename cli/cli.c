@@ -219,8 +219,9 @@ int cli_spec_option(const char *sub, int c, const char *arg, cli_spec *s) {
 
 int cli_spec_start(const char *sub, const fkv_model *target, const fkv_engine_params *ep, cli_spec *s) {
     if (s->model_path && !s->mode_given) s->p.mode = FKV_SPEC_DRAFT;
-    if (s->p.mode != FKV_SPEC_DRAFT) return 0;
-    if (!s->model_path) return cli_usage_error(sub, "--spec draft needs a draft model (--model-draft PATH)");
+    if (!s->model_path)
+        return s->p.mode == FKV_SPEC_DRAFT ? cli_usage_error(sub, "--spec draft needs a draft model (--model-draft PATH)")
+                                           : 0;
     int rc = CLI_USAGE_EXIT;
     if (!(s->model = cli_load_model(sub, s->model_path, &rc))) return rc;
     if (!fkv_model_vocab_equal(target, s->model))

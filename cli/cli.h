@@ -95,8 +95,9 @@ typedef struct {
 cli_spec cli_spec_default(void);
 /* Apply option c (CLI_O_SPEC...) to s: 1 when handled, 0 when c is not one, -1 after printing a bad value. */
 int cli_spec_option(const char *sub, int c, const char *arg, cli_spec *s);
-/* Load the draft model and make its engine (ep's parameters, without a disk tier) when s asks for one: 0, or the
- * exit status after printing why (--spec draft without --model-draft, another vocabulary than target's). */
+/* Load the draft model and make its engine (ep's parameters, without a disk tier) when --model-draft names one (the
+ * server's requests may ask for it whatever the default): 0, or the exit status after printing why (--spec draft
+ * without --model-draft, another vocabulary than target's). */
 int cli_spec_start(const char *sub, const fkv_model *target, const fkv_engine_params *ep, cli_spec *s);
 void cli_spec_end(cli_spec *s);
 
