@@ -7,9 +7,6 @@ cd "$(dirname "$0")/.."
 scripts/setup
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)" --target flatkv_cli flatkv_growth >/dev/null
-models=bench/.peer/models
-mkdir -p "$models"
-model=$models/growth-110m-q8_0.gguf
-[ -f "$model" ] || build/flatkv gen-model --dim 768 --hidden 2048 --layers 12 --heads 12 --kv-heads 12 --ctx 4096 \
-  --vocab-from data/tokenizers/ggml-vocab-llama-spm.gguf --type q8_0 --seed 1 -o "$model"
+. bench/models.sh
+model=$(model_110m_q8_0)
 build/flatkv_growth "$model" "${1:-4096}" "${2:-2}"
