@@ -87,6 +87,30 @@ static void test_bad_usage_gives_one_line_and_exit_code_2(void **state) {
     expect_usage_error("gen-model --dim 64", "required");
 }
 
+/* Speculative decoding's options: bad values, a draft mode without a draft model, a draft model of other tokens. */
+static void test_spec_usage_errors(void **state) {
+    (void)state;
+    char args[4096], model[1024];
+    snprintf(model, sizeof model, "%s", tu_data("models/stories260K.gguf"));
+    snprintf(args, sizeof args, "generate -m %s -p hi --spec fast", model);
+    expect_usage_error(args, "--spec");
+    snprintf(args, sizeof args, "generate -m %s -p hi --draft-max 0", model);
+    expect_usage_error(args, "--draft-max");
+    snprintf(args, sizeof args, "generate -m %s -p hi --draft-max 17", model);
+    expect_usage_error(args, "--draft-max");
+    snprintf(args, sizeof args, "generate -m %s -p hi --spec draft", model);
+    expect_usage_error(args, "--model-draft");
+    const char *other = tu_tmp_path(".gguf");
+    snprintf(args, sizeof args, "gen-model --dim 32 --hidden 64 --layers 1 --heads 1 --vocab-from %s -o %s",
+             tu_data("tokenizers/ggml-vocab-llama-spm.gguf"), other);
+    run_result g = run(args);
+    assert_int_equal(g.status, 0);
+    done(&g);
+    snprintf(args, sizeof args, "generate -m %s -p hi --model-draft %s", model, other);
+    expect_usage_error(args, "vocabulary");
+    remove(other);
+}
+
 static void test_tokenize_prints_the_prompt_ids(void **state) {
     (void)state;
     char args[4096];
@@ -176,6 +200,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_subcommand_has_help),
         cmocka_unit_test(test_bad_usage_gives_one_line_and_exit_code_2),
+        cmocka_unit_test(test_spec_usage_errors),
         cmocka_unit_test(test_tokenize_prints_the_prompt_ids),
         cmocka_unit_test(test_tokenize_parses_control_tokens_only_with_parse_special),
         cmocka_unit_test(test_generate_json_reproduces_the_reference_continuation),
