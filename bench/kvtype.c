@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
         }
     printf("kernels %s, %d threads, %u prompt positions, %u decode steps (decode at %u..%u), %d repetitions\n",
            fkv_kernels_name(), threads, n_prompt, n_gen, n_prompt, n_prompt + n_gen - 2, reps);
-    printf("%5s %10s %10s %10s %8s | %11s %11s %9s | %9s %10s\n", "kv", "tok/s med", "min", "max", "vs f16",
+    printf("%5s %9s %17s %15s %8s | %11s %11s %9s | %9s %10s\n", "kv", "tok/s med", "quartiles", "min..max", "vs f16",
            "max|dlogit|", "mean|dlogit|", "top1 same", "greedy=", "first diff");
     double median[N_TYPES];
     for (int t = 0; t < N_TYPES; t++) {
@@ -119,8 +119,9 @@ int main(int argc, char **argv) {
             same += gen[t][i] == gen[0][i];
             if (gen[t][i] != gen[0][i] && first == n_gen) first = i;
         }
-        printf("%5s %10.1f %10.1f %10.1f %7.2fx | %11.4f %11.5f %5u/%u | %4u/%u %10u\n", names[t], median[t], tps[t][0],
-               tps[t][reps - 1], median[t] / median[0], max_d, sum_d / ((double)LOGIT_ROWS * n_vocab), top1,
+        printf("%5s %9.1f %8.1f..%-7.1f %7.1f..%-6.1f %7.2fx | %11.4f %11.5f %5u/%u | %4u/%u %10u\n", names[t],
+               median[t], tps[t][reps / 4], tps[t][reps - 1 - reps / 4], tps[t][0], tps[t][reps - 1],
+               median[t] / median[0], max_d, sum_d / ((double)LOGIT_ROWS * n_vocab), top1,
                LOGIT_ROWS, same, n_gen, first);
     }
     double spread = 0, mean = 0; /* the scale the distances compare with: the f16 logits' standard deviation */
