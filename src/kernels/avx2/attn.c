@@ -207,9 +207,9 @@ static inline __attribute__((always_inline)) void score_keys_q(ggml_type type, i
             for (int h = 0; h < 2; h++) k[h] = _mm256_loadu_si256((const __m256i *)(qs + g * group + 32 * h));
             for (int r = 0; r < Q; r++) {
                 const block_q8_act *qb = &q[r * q_stride + b];
-                int32_t lo, hi;
+                int32_t lo, hi = 0; /* Q8_0: quants 4g..4g+3; Q4_0: those of the low nibbles, then the high ones' */
                 memcpy(&lo, qb->qs + g * QUANT_KEY_GROUP, sizeof lo);
-                memcpy(&hi, qb->qs + QK / 2 + g * QUANT_KEY_GROUP, sizeof hi);
+                if (!q8) memcpy(&hi, qb->qs + QK / 2 + g * QUANT_KEY_GROUP, sizeof hi);
                 for (int h = 0; h < 2; h++)
                     if (q8) {
                         const __m256i sq = _mm256_sign_epi8(_mm256_set1_epi32(lo), k[h]);
