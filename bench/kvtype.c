@@ -54,7 +54,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: kvtype MODEL [prompt] [decode steps] [repetitions] [threads]\n");
         return 2;
     }
-    const uint32_t n_prompt = argc > 2 ? (uint32_t)atoi(argv[2]) : 4032, n_gen = argc > 3 ? (uint32_t)atoi(argv[3]) : 64;
+    const uint32_t n_prompt = argc > 2 ? (uint32_t)atoi(argv[2]) : 4032;
+    const uint32_t n_gen = argc > 3 ? (uint32_t)atoi(argv[3]) : 64;
     const int reps = argc > 4 ? atoi(argv[4]) : 5, threads = argc > 5 ? atoi(argv[5]) : 2;
     if (n_prompt < LOGIT_ROWS || n_gen < 2 || reps < 1 || reps > 64) {
         fprintf(stderr, "kvtype: a prompt of at least %d, 2 decode steps or more, 1..64 repetitions\n", LOGIT_ROWS);
