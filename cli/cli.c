@@ -155,8 +155,12 @@ int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params
             p->ctx.kv_type = FKV_KV_F16;
         else if (!strcmp(arg, "f32"))
             p->ctx.kv_type = FKV_KV_F32;
+        else if (!strcmp(arg, "q8_0"))
+            p->ctx.kv_type = FKV_KV_Q8_0;
+        else if (!strcmp(arg, "q4_0"))
+            p->ctx.kv_type = FKV_KV_Q4_0;
         else
-            return cli_usage_error(sub, "--kv-type must be f16 or f32, got '%s'", arg), -1;
+            return cli_usage_error(sub, "--kv-type must be f16, f32, q8_0 or q4_0, got '%s'", arg), -1;
         return 1;
     case CLI_O_NO_CACHE: p->prefix_cache = false; return 1;
     case CLI_O_PREFILL_ROWS:

@@ -28,8 +28,8 @@ int cli_parse_float(const char *sub, const char *flag, const char *s, float min,
 int cli_bad_option(const char *sub, char *const argv[]);
 
 /* Options shared by every subcommand that runs the engine, for getopt_long tables:
- *   --threads N  --ctx N  --kv-type f16|f32  --no-prefix-cache  --prefill-rows R  --cache-min K  --kernels NAME
- *   --kv-block N  --kv-mem BYTES  --swa-full  --swa-grid N  --kv-dir DIR  --kv-disk BYTES */
+ *   --threads N  --ctx N  --kv-type f16|f32|q8_0|q4_0  --no-prefix-cache  --prefill-rows R  --cache-min K
+ *   --kernels NAME  --kv-block N  --kv-mem BYTES  --swa-full  --swa-grid N  --kv-dir DIR  --kv-disk BYTES */
 enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PREFILL_ROWS, CLI_O_CACHE_MIN,
        CLI_O_KERNELS, CLI_O_KV_BLOCK, CLI_O_KV_MEM, CLI_O_SWA_FULL, CLI_O_SWA_GRID, CLI_O_KV_DIR, CLI_O_KV_DISK };
 #define CLI_ENGINE_OPTIONS                                                                                      \
@@ -43,7 +43,7 @@ enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PRE
 #define CLI_ENGINE_HELP                                                                                      \
     "      --threads N        threads (default: all cores)\n"                                                 \
     "      --ctx N            context positions (default: the model's)\n"                                     \
-    "      --kv-type TYPE     K/V storage: f16 (default) or f32\n"                                            \
+    "      --kv-type TYPE     K/V storage: f16 (default), f32, q8_0 or q4_0 (blocks of 32 per head)\n"      \
     "      --no-prefix-cache  prefill every prompt from position 0 (FLATKV_PREFIX_CACHE=0)\n"                 \
     "      --prefill-rows R   prefill chunk grid in positions (FLATKV_PREFILL_ROWS)\n"                        \
     "      --cache-min K      smallest prefix reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64)\n"      \

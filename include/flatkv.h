@@ -95,7 +95,11 @@ bool fkv_token_is_eog(const fkv_model *m, int32_t id);
 
 /* ---- contexts: a KV buffer and the scratch to compute chunks of positions into it ---- */
 
-typedef enum { FKV_KV_F32 = 0, FKV_KV_F16 = 1 } fkv_kv_type;
+/* How K/V rows are stored. F32 and F16 keep each value (F16 rounded to nearest even); Q8_0 and Q4_0 quantize each
+ * row on its own in blocks of 32 values with an f16 scale per block, as ggml's block_q8_0 / block_q4_0 (about
+ * 1/1.9 and 1/3.6 of F16's bytes): a row's bytes still depend on its own values alone, so on the tokens at and
+ * before it. The quantized types need a head size that is a multiple of 32 (a model with another is refused). */
+typedef enum { FKV_KV_F32 = 0, FKV_KV_F16 = 1, FKV_KV_Q8_0 = 2, FKV_KV_Q4_0 = 3 } fkv_kv_type;
 
 typedef struct {
     uint32_t n_ctx;        /* positions the KV holds; 0: the model's training context */

@@ -51,8 +51,11 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
     /* A context must fit a quarter of RAM: the model's is capped to it (a file's context_length is only a claim;
      * fkv_ctx_n_ctx tells what was taken), an explicit one larger is refused — the engine's rule (engine.c
      * fit_context), with this buffer as the whole budget. */
-    const size_t bytes_per_pos = (size_t)2 * hp->n_layers * hp->n_kv_heads * hp->head_dim *
-                                 (c->p.kv_type == FKV_KV_F32 ? sizeof(float) : sizeof(uint16_t));
+    if (kv_check_type(c->p.kv_type, hp->head_dim, hp->n_kv_heads * hp->head_dim, err)) {
+        fkv_ctx_free(c);
+        return NULL;
+    }
+    const size_t bytes_per_pos = (size_t)2 * hp->n_layers * kv_row_bytes(c->p.kv_type, hp->n_kv_heads * hp->head_dim);
     const size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
     const size_t fits = bytes_per_pos ? ram / 4 / bytes_per_pos : UINT32_MAX;
     if (c->p.n_ctx == 0) c->p.n_ctx = hp->n_ctx_train < fits ? hp->n_ctx_train : (uint32_t)fits;
@@ -63,11 +66,6 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
         return NULL;
     }
     if (c->p.prefill_rows == 0) c->p.prefill_rows = FORWARD_DEFAULT_GRID;
-    if (c->p.kv_type != FKV_KV_F32 && c->p.kv_type != FKV_KV_F16) {
-        err_input(err, "unknown KV storage type %d", (int)c->p.kv_type);
-        fkv_ctx_free(c);
-        return NULL;
-    }
     uint32_t rows = c->p.prefill_rows;
     if (!(c->kv = kv_new(hp->n_layers, c->p.n_ctx, hp->n_kv_heads * hp->head_dim, c->p.kv_type, err)) ||
         !(c->fw = forward_new(m, rows, c->p.n_ctx, c->p.n_threads, err))) {

@@ -146,7 +146,8 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     if (!e->p.kv_block) e->p.kv_block = DEFAULT_BLOCK_ROWS;
     if (!e->p.max_batch) e->p.max_batch = DEFAULT_MAX_BATCH;
     uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;
-    size_t bytes_per_pos = (size_t)2 * hp->n_layers * kv_dim * (cp->kv_type == FKV_KV_F16 ? 2 : 4);
+    if (kv_check_type(cp->kv_type, hp->head_dim, kv_dim, err)) goto fail;
+    size_t bytes_per_pos = (size_t)2 * hp->n_layers * kv_row_bytes(cp->kv_type, kv_dim);
     if (bytes_per_pos == 0) bytes_per_pos = 1;
     if (fit_context(e, bytes_per_pos, err)) goto fail;
     uint32_t rows = cp->prefill_rows > e->p.max_batch ? cp->prefill_rows : e->p.max_batch;

@@ -6,6 +6,30 @@
 #include <xxhash.h>
 
 #include "err.h"
+#include "quant.h"
+
+ggml_type kv_elem_type(fkv_kv_type type) {
+    switch (type) {
+    case FKV_KV_F16: return GGML_TYPE_F16;
+    case FKV_KV_Q8_0: return GGML_TYPE_Q8_0;
+    case FKV_KV_Q4_0: return GGML_TYPE_Q4_0;
+    default: return GGML_TYPE_F32;
+    }
+}
+
+static bool quantized(ggml_type type) { return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0; }
+
+size_t kv_row_bytes(fkv_kv_type type, uint32_t kv_dim) { return quant_row_bytes(kv_elem_type(type), kv_dim); }
+
+int kv_check_type(fkv_kv_type type, uint32_t head_dim, uint32_t kv_dim, fkv_error *err) {
+    if (type != FKV_KV_F32 && type != FKV_KV_F16 && type != FKV_KV_Q8_0 && type != FKV_KV_Q4_0)
+        return err_input(err, "unknown KV storage type %d", (int)type);
+    if (quantized(kv_elem_type(type)) && head_dim % QK)
+        return err_unsupported(err, "--kv-type %s quantizes K/V rows in blocks of %d values within each head, and "
+                               "this model's heads have %u (kv_dim %u); use --kv-type f16 or f32",
+                               type == FKV_KV_Q8_0 ? "q8_0" : "q4_0", QK, head_dim, kv_dim);
+    return 0;
+}
 
 size_t kv_tiled_rows(uint32_t n) { return ((size_t)n + OPS_ATTN_TILE - 1) / OPS_ATTN_TILE * OPS_ATTN_TILE; }
 
@@ -19,7 +43,7 @@ kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type t
     kv->n_layers = n_layers;
     kv->n_ctx = n_ctx;
     kv->kv_dim = kv_dim;
-    kv->row_bytes = (size_t)kv_dim * (type == FKV_KV_F16 ? sizeof(uint16_t) : sizeof(float));
+    kv->row_bytes = kv_row_bytes(type, kv_dim);
     size_t bytes = (size_t)n_layers * kv_tiled_rows(n_ctx) * kv->row_bytes;
     kv->k = calloc(1, bytes);
     kv->v = calloc(1, bytes);
@@ -48,61 +72,89 @@ ops_kv_view kv_map_view(const kv_map *m, uint32_t layer) {
     const kv_part *part = &m->part[m->layer_at ? m->layer_at[layer] >> 16 : 0];
     const size_t off = (size_t)(m->layer_at ? m->layer_at[layer] & 0xffff : layer) * part->layer_stride;
     return (ops_kv_view){.k = part->k + off, .v = part->v + off, .row_bytes = m->row_bytes,
-                         .f16 = m->type == FKV_KV_F16, .blocks = part->blocks, .block_rows = m->block_rows,
+                         .type = kv_elem_type(m->type), .blocks = part->blocks, .block_rows = m->block_rows,
                          .block_stride = part->block_stride};
 }
 
-/* Where element e of position p's K row lies in the key-major tile that holds p (ops.h), in elements. */
-static size_t k_element(uint32_t p, uint32_t e) { return (size_t)e * OPS_ATTN_TILE + p % OPS_ATTN_TILE; }
+/* A row is stored in units: its elements (f32, f16), or its blocks of QK elements (the quantized types). In a K tile,
+ * unit u of the 32 keys is a section of OPS_ATTN_TILE units: f16/f32 key j's element at j (key-major); quantized
+ * key j's scale at byte 2j, then the block's quant bytes in groups of QUANT_KEY_GROUP, key-interleaved (quant.h). */
+static uint32_t unit_elems(ggml_type type) { return quantized(type) ? QK : 1; }
 
-static size_t elem_bytes(const ops_kv_view *view) { return view->f16 ? sizeof(uint16_t) : sizeof(float); }
+static size_t unit_bytes(ggml_type type) { return quant_row_bytes(type, unit_elems(type)); }
 
 static uint8_t *k_tile(const ops_kv_view *view, uint32_t p) {
     return (uint8_t *)view->k + ops_kv_offset(view, p - p % OPS_ATTN_TILE);
 }
 
-void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k, const float *v, uint32_t kv_dim) {
-    const ops_kv_view view = kv_map_view(m, layer);
-    uint8_t *kt = k_tile(&view, pos), *vr = (uint8_t *)view.v + ops_kv_offset(&view, pos);
-    if (m->type == FKV_KV_F16) {
-        quant_f32_to_f16_row(v, (uint16_t *)vr, kv_dim);
-        enum { CHUNK = 64 };
-        uint16_t h[CHUNK];
-        for (uint32_t e0 = 0; e0 < kv_dim; e0 += CHUNK) {
-            const uint32_t n = kv_dim - e0 < CHUNK ? kv_dim - e0 : CHUNK;
-            quant_f32_to_f16_row(k + e0, h, n);
-            for (uint32_t e = 0; e < n; e++) ((uint16_t *)kt)[k_element(pos, e0 + e)] = h[e];
-        }
-    } else {
-        memcpy(vr, v, m->row_bytes);
-        for (uint32_t e = 0; e < kv_dim; e++) ((float *)kt)[k_element(pos, e)] = k[e];
+/* Unit u of position p's K row, as stored (src, unit_bytes), into its place in the tile kt; to_tile false: back. */
+static void move_k_unit(ggml_type type, uint8_t *kt, uint32_t p, uint32_t u, uint8_t *unit, bool to_tile) {
+    const size_t bytes = unit_bytes(type), j = p % OPS_ATTN_TILE;
+    uint8_t *section = kt + (size_t)u * OPS_ATTN_TILE * bytes;
+    if (!quantized(type)) {
+        memcpy(to_tile ? section + j * bytes : unit, to_tile ? unit : section + j * bytes, bytes);
+        return;
+    }
+    uint8_t *scale = section + j * sizeof(uint16_t), *quants = section + OPS_ATTN_TILE * sizeof(uint16_t);
+    memcpy(to_tile ? scale : unit, to_tile ? unit : scale, sizeof(uint16_t));
+    for (size_t g = 0; g < (bytes - sizeof(uint16_t)) / QUANT_KEY_GROUP; g++) {
+        uint8_t *in_tile = quants + (g * OPS_ATTN_TILE + j) * QUANT_KEY_GROUP;
+        uint8_t *in_unit = unit + sizeof(uint16_t) + g * QUANT_KEY_GROUP;
+        memcpy(to_tile ? in_tile : in_unit, to_tile ? in_unit : in_tile, QUANT_KEY_GROUP);
     }
 }
 
-/* Elements [e0, e0 + n) of position p's K row, as stored, into dst. */
-static void gather_k(const ops_kv_view *view, uint32_t p, uint32_t e0, uint32_t n, uint8_t *dst) {
-    const size_t elem = elem_bytes(view);
-    const uint8_t *kt = k_tile(view, p);
-    for (uint32_t e = 0; e < n; e++) memcpy(dst + e * elem, kt + k_element(p, e0 + e) * elem, elem);
+/* n values (whole blocks for the quantized types) in the storage type, as kv.h says. */
+static void to_stored(ggml_type type, const float *x, uint8_t *dst, uint32_t n) {
+    if (type == GGML_TYPE_F16)
+        quant_f32_to_f16_row(x, (uint16_t *)(void *)dst, n); /* the variant's conversion: the same bits, faster */
+    else
+        quant_quantize_row(type, x, dst, n);
+}
+
+/* Values of a K row converted at a time: whole blocks of the quantized types. */
+#define STORE_PIECE 64
+
+void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k, const float *v, uint32_t kv_dim) {
+    const ops_kv_view view = kv_map_view(m, layer);
+    to_stored(view.type, v, (uint8_t *)view.v + ops_kv_offset(&view, pos), kv_dim);
+    uint8_t *kt = k_tile(&view, pos);
+    const uint32_t per_unit = unit_elems(view.type);
+    const size_t bytes = unit_bytes(view.type);
+    float piece[STORE_PIECE]; /* as floats: aligned for any storage type */
+    for (uint32_t e0 = 0; e0 < kv_dim; e0 += STORE_PIECE) {
+        const uint32_t n = kv_dim - e0 < STORE_PIECE ? kv_dim - e0 : STORE_PIECE;
+        to_stored(view.type, k + e0, (uint8_t *)piece, n);
+        for (uint32_t u = 0; u < n / per_unit; u++)
+            move_k_unit(view.type, kt, pos, e0 / per_unit + u, (uint8_t *)piece + u * bytes, true);
+    }
+}
+
+/* Units [u0, u0 + n) of position p's K row, as stored, into dst. */
+static void gather_k(const ops_kv_view *view, uint32_t p, uint32_t u0, uint32_t n, uint8_t *dst) {
+    const size_t bytes = unit_bytes(view->type);
+    uint8_t *kt = k_tile(view, p);
+    for (uint32_t u = 0; u < n; u++) move_k_unit(view->type, kt, p, u0 + u, dst + u * bytes, false);
 }
 
 void kv_map_read(const kv_map *m, uint32_t layer, uint32_t pos, void *k, void *v) {
     const ops_kv_view view = kv_map_view(m, layer);
-    gather_k(&view, pos, 0, (uint32_t)(m->row_bytes / elem_bytes(&view)), k);
+    gather_k(&view, pos, 0, (uint32_t)(m->row_bytes / unit_bytes(view.type)), k);
     memcpy(v, view.v + ops_kv_offset(&view, pos), m->row_bytes);
 }
 
 /* K rows [p0, n_pos) of one layer, in position order, gathered from their tiles a piece at a time. */
 static void digest_k_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t p0, uint32_t n_pos) {
-    const size_t elem = elem_bytes(view);
-    const uint32_t kv_dim = (uint32_t)(view->row_bytes / elem);
+    const size_t bytes = unit_bytes(view->type);
+    const uint32_t units = (uint32_t)(view->row_bytes / bytes);
     enum { PIECE = 4096 };
+    const uint32_t per_piece = (uint32_t)(PIECE / bytes);
     uint8_t piece[PIECE];
     for (uint32_t p = p0; p < n_pos; p++)
-        for (uint32_t e0 = 0; e0 < kv_dim; e0 += PIECE / sizeof(float)) {
-            const uint32_t n = kv_dim - e0 < PIECE / sizeof(float) ? kv_dim - e0 : PIECE / sizeof(float);
-            gather_k(view, p, e0, n, piece);
-            XXH3_64bits_update(st, piece, n * elem);
+        for (uint32_t u0 = 0; u0 < units; u0 += per_piece) {
+            const uint32_t n = units - u0 < per_piece ? units - u0 : per_piece;
+            gather_k(view, p, u0, n, piece);
+            XXH3_64bits_update(st, piece, n * bytes);
         }
 }
 

@@ -3,13 +3,18 @@
  * WHY: the KV is what the prefix cache keeps between turns, and what exactness is measured on (DESIGN.md
  * §6): a digest of rows [0, n) of every layer, as stored, compared between a cold and a resumed run.
  *
- * Layout: for each layer, K rows then (separately) V rows, kv_dim = n_kv_heads × head_dim elements each, f32 or
- * f16 (rounded to nearest even on store), in tiles of OPS_ATTN_TILE positions: a V tile is its rows
- * position-major, a K tile key-major (ops.h's ops_kv_view), so attention scores a tile of keys without
- * transposing it. A row is the same values either way; digests and kv_map_read see rows.
+ * Layout: for each layer, K rows then (separately) V rows, kv_dim = n_kv_heads × head_dim elements each, in tiles of
+ * OPS_ATTN_TILE positions. Stored as f32, f16 (rounded to nearest even), or quantized: Q8_0 / Q4_0 blocks of 32
+ * values, ggml's block_q8_0 / block_q4_0 from the weight quantizers (quant_quantize_row: ggml's rounding), a row's
+ * blocks each from its own 32 values — so the quantized types take heads of a multiple of 32 (kv_check_type), and a
+ * head's blocks are its own. A V tile is its rows position-major (a row: kv_dim values, or kv_dim / 32 blocks in
+ * order). A K tile is laid out for the scores of a tile of keys at once: f16/f32 key-major (ops.h's ops_kv_view), no
+ * transposing; quantized, per block of the rows a section of the 32 keys' scales then their quants in groups of four,
+ * key-interleaved (quant.h's quant_score_tile_q) — the operands of integer products of four quants of 16 keys at once.
+ * A row is the same bytes either way; digests and kv_map_read see rows as stored: values, or ggml blocks.
  *
- * INVARIANT: a row's stored bytes are a function of the f32 values stored into it alone (conversion is
- * element-wise), so rows keep the row invariance of the kernels that computed them.
+ * INVARIANT: a row's stored bytes are a function of the f32 values stored into it alone (conversion is element-wise,
+ * quantization block-wise within the row), so rows keep the row invariance of the kernels that computed them.
  *
  * Thread-safety: one writer at a time; readers of rows already stored may run concurrently.
  */
@@ -30,6 +35,14 @@ typedef struct {
     uint8_t *k; /* [n_layers][n_ctx rounded up to whole tiles][kv_dim] */
     uint8_t *v;
 } kv_buf;
+
+/* The element type of rows stored as type: GGML_TYPE_F32, F16, Q8_0 or Q4_0. */
+ggml_type kv_elem_type(fkv_kv_type type);
+/* Bytes of one K (or V) row of kv_dim values stored as type: the one place that says how big a row is. */
+size_t kv_row_bytes(fkv_kv_type type, uint32_t kv_dim);
+/* 0 when rows of heads of head_dim values (kv_dim in all) can be stored as type; else -1 with err: FKV_E_INPUT for a
+ * type that is none of fkv_kv_type's, FKV_E_UNSUPPORTED for a quantized type and a head size not a multiple of 32. */
+int kv_check_type(fkv_kv_type type, uint32_t head_dim, uint32_t kv_dim, fkv_error *err);
 
 /* Rows that hold n positions: whole attention tiles, since K is stored a tile at a time (a tile's last key
  * reaches 32 rows past its start, whatever position was stored). */
@@ -64,7 +77,7 @@ kv_map kv_buf_map(const kv_buf *kv);
 ops_kv_view kv_map_view(const kv_map *m, uint32_t layer);
 /* Store the K and V row (f32, kv_dim values) of position pos in layer, converted to the storage type. */
 void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k, const float *v, uint32_t kv_dim);
-/* The stored bytes of position pos's K row and V row in layer (row_bytes each). */
+/* The stored bytes of position pos's K row and V row in layer (row_bytes each; quantized: ggml blocks). */
 void kv_map_read(const kv_map *m, uint32_t layer, uint32_t pos, void *k, void *v);
 /* xxh3-64 over K rows then V rows of layer 0, then of layer 1, ... as stored — the same bytes in the same order
  * whatever the storage, so contiguous and paged sequences compare directly. The rows of layer l are [0, n_pos), or,

@@ -20,7 +20,7 @@ kvpool *kvpool_new(uint32_t n_layers, uint32_t kv_dim, fkv_kv_type type, uint32_
     p->n_layers = n_layers;
     p->kv_dim = kv_dim;
     p->block_rows = block_rows;
-    p->row_bytes = (size_t)kv_dim * (type == FKV_KV_F16 ? sizeof(uint16_t) : sizeof(float));
+    p->row_bytes = kv_row_bytes(type, kv_dim);
     p->block_bytes = (size_t)2 * n_layers * block_rows * p->row_bytes;
     /* a pool of no layers (every layer a window layer, kept apart) still numbers the blocks of the tree's nodes */
     size_t n = budget_bytes / (p->block_bytes ? p->block_bytes : (size_t)2 * block_rows * p->row_bytes);

@@ -9,8 +9,8 @@
  * absolute positions) never straddles two blocks: attention reads each tile from one contiguous run of
  * rows, exactly as from a contiguous buffer — paging changes where rows live, never their bits.
  *
- * Layout of block b: for each layer, block_rows K rows then block_rows V rows, kv_dim elements each
- * (f16 or f32, as stored by kv.h's conversion; K in key-major tiles, kv.h).
+ * Layout of block b: for each layer, block_rows K rows then block_rows V rows, kv_dim values each
+ * (f32, f16, Q8_0 or Q4_0 blocks, as stored by kv.h's conversion; K in tiles laid out for attention, kv.h).
  *
  * Thread-safety: one owner (the engine thread).
  */

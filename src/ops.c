@@ -234,22 +234,27 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
     float correction[ATTN_BLOCK_ROWS], weight_sum[ATTN_BLOCK_ROWS];
     uint32_t keys[ATTN_BLOCK_ROWS];
     bool grew[ATTN_BLOCK_ROWS];
-    const size_t elem = kv->f16 ? sizeof(uint16_t) : sizeof(float), stride = kv->row_bytes / elem;
+    const bool quantized = kv->type == GGML_TYPE_Q8_0 || kv->type == GGML_TYPE_Q4_0;
+    block_q8_act qq[ATTN_BLOCK_ROWS * OPS_ATTN_MAX_HEAD_DIM / QK]; /* quantized: query u's at u · head_dim / QK */
+    const size_t head_blocks = head_dim / QK, unit = quantized ? QK : 1; /* a row's elements come in units */
     for (uint32_t u = 0; u < m; u++) {
         running_max[u] = -INFINITY;
         denom[u] = 0.0f;
         memset(acc + u * out_stride, 0, sizeof(float) * head_dim);
+        if (quantized) quant_row_q8(q + u * q_stride, qq + u * head_blocks, head_dim);
     }
+    /* a row's elements (V's stride), and the bytes of the head's elements in a V row and in a K tile (key-major) */
+    const size_t stride = kv->row_bytes / quant_row_bytes(kv->type, unit) * unit;
+    const size_t v_head = quant_row_bytes(kv->type, head_off), k_head = v_head * OPS_ATTN_TILE;
+    const size_t v_bytes = quant_row_bytes(kv->type, head_dim), k_bytes = v_bytes * OPS_ATTN_TILE;
     const uint32_t last = qpos[m - 1];
-    const size_t k_head = head_off * OPS_ATTN_TILE * elem, v_head = head_off * elem; /* K tiles are key-major */
     for (uint32_t t0 = window_start(qpos[0], window) / OPS_ATTN_TILE * OPS_ATTN_TILE; t0 <= last; t0 += OPS_ATTN_TILE) {
         const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles blocks */
         if (t0 + OPS_ATTN_TILE <= last) { /* fetch the next tile while this one runs: K's panel, V's strided rows */
             const size_t next = ops_kv_offset(kv, t0 + OPS_ATTN_TILE);
-            for (size_t b = 0; b < head_dim * OPS_ATTN_TILE * elem; b += 64)
-                __builtin_prefetch(kv->k + next + k_head + b);
+            for (size_t b = 0; b < k_bytes; b += 64) __builtin_prefetch(kv->k + next + k_head + b);
             for (uint32_t j = 0; j < OPS_ATTN_TILE; j++)
-                for (size_t b = 0; b < head_dim * elem; b += 64)
+                for (size_t b = 0; b < v_bytes; b += 64)
                     __builtin_prefetch(kv->v + next + v_head + j * kv->row_bytes + b);
         }
         /* queries [first, end) reach this tile and their windows do not start past it; each scores all its keys,
@@ -258,12 +263,17 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         while (qpos[first] < t0) first++;
         while (end > first && window_start(qpos[end - 1], window) >= t0 + OPS_ATTN_TILE) end--;
         if (first == end) continue;
-        if (kv->f16)
-            quant_score_tile_f16((const uint16_t *)(kv->k + off + k_head), q + first * q_stride, q_stride, end - first,
-                                 head_dim, scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE);
+        const uint8_t *kt = kv->k + off + k_head;
+        float *tile_scores = scores + first * OPS_ATTN_TILE;
+        if (quantized)
+            quant_score_tile_q(kv->type, kt, qq + first * head_blocks, head_blocks, end - first, head_dim, tile_scores,
+                               OPS_ATTN_TILE);
+        else if (kv->type == GGML_TYPE_F16)
+            quant_score_tile_f16((const uint16_t *)kt, q + first * q_stride, q_stride, end - first, head_dim,
+                                 tile_scores, OPS_ATTN_TILE);
         else
-            quant_score_tile_f32((const float *)(kv->k + off + k_head), q + first * q_stride, q_stride, end - first,
-                                 head_dim, scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE);
+            quant_score_tile_f32((const float *)kt, q + first * q_stride, q_stride, end - first, head_dim, tile_scores,
+                                 OPS_ATTN_TILE);
         for (uint32_t u = first; window && u < end; u++) /* keys below the window: weight e^-inf = 0 */
             for (uint32_t j = 0; t0 + j < window_start(qpos[u], window); j++) scores[u * OPS_ATTN_TILE + j] = -INFINITY;
         /* each query's softmax step, its exponentials (corrections, then weights) taken with the others' */
@@ -286,12 +296,15 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         const uint8_t *vt = kv->v + off + v_head;
         for (uint32_t u = first, n_q; u < end; u += n_q) {
             n_q = same_keys(qpos, u, end, t0);
-            if (kv->f16)
-                quant_axpy_rows_f16(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
-                                    (const uint16_t *)vt, stride, keys[u], head_dim);
+            float *y = acc + u * out_stride;
+            const float *w = scores + u * OPS_ATTN_TILE;
+            if (quantized)
+                quant_axpy_rows_q(kv->type, y, out_stride, w, OPS_ATTN_TILE, n_q, vt, stride, keys[u], head_dim);
+            else if (kv->type == GGML_TYPE_F16)
+                quant_axpy_rows_f16(y, out_stride, w, OPS_ATTN_TILE, n_q, (const uint16_t *)vt, stride, keys[u],
+                                    head_dim);
             else
-                quant_axpy_rows_f32(acc + u * out_stride, out_stride, scores + u * OPS_ATTN_TILE, OPS_ATTN_TILE, n_q,
-                                    (const float *)vt, stride, keys[u], head_dim);
+                quant_axpy_rows_f32(y, out_stride, w, OPS_ATTN_TILE, n_q, (const float *)vt, stride, keys[u], head_dim);
         }
     }
     for (uint32_t u = 0; u < m; u++) {

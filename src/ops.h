@@ -83,18 +83,21 @@ void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float 
 void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, uint32_t n_rot, bool halves,
               const float *cs);
 
-/* The K/V rows of one layer of one sequence (kv_dim elements each, f32 or f16), in tiles of OPS_ATTN_TILE
+/* The K/V rows of one layer of one sequence (kv_dim elements each, of `type`: F32, F16, or Q8_0 / Q4_0 blocks), in
+ * tiles of OPS_ATTN_TILE
  * positions aligned to absolute positions. Contiguous (blocks NULL): the tile of positions [t0, t0 + OPS_ATTN_TILE)
  * starts at k + ops_kv_offset(t0) = k + t0·row_bytes. Paged: at k + blocks[t0 / block_rows]·block_stride +
  * (t0 % block_rows)·row_bytes, with block_rows a multiple of OPS_ATTN_TILE so that a tile never straddles two
  * blocks — the same reads, so the same bits, as contiguous storage. A tile of V is its OPS_ATTN_TILE rows, position
  * t0 + j's at + j·row_bytes. A tile of K is key-major (quant.h's quant_score_tile_*): element e of position t0 + j
- * at element index e·OPS_ATTN_TILE + j, so one head's keys are a contiguous [head_dim][OPS_ATTN_TILE] panel. */
+ * at element index e·OPS_ATTN_TILE + j, so one head's keys are a contiguous [head_dim][OPS_ATTN_TILE] panel; for the
+ * quantized types, a section per block of the rows (quant.h's quant_score_tile_q), so one head's keys are the
+ * contiguous sections of its head_dim / 32 blocks. */
 typedef struct {
     const uint8_t *k;
     const uint8_t *v;
     size_t row_bytes;
-    bool f16;
+    ggml_type type;
     const uint32_t *blocks;
     uint32_t block_rows;
     size_t block_stride;
@@ -104,7 +107,8 @@ typedef struct {
 size_t ops_kv_offset(const ops_kv_view *view, uint32_t p);
 
 /* Causal attention for query rows r at positions pos[r], each over its own K/V (views[r]; rows of different
- * sequences may share a call — grouped-query: head h uses KV head h / (n_heads/n_kv_heads)).
+ * sequences may share a call — grouped-query: head h uses KV head h / (n_heads/n_kv_heads)). Over quantized K/V
+ * (head_dim then a multiple of 32) each query head is quantized first (quant_row_q8) and scored in integers.
  * q: [n_rows][n_heads*head_dim], out likewise. Keys and values for positions 0..pos[r] must already be in
  * views[r]. scale multiplies each q·k. window 0: the query at p attends to keys 0..p; else only to keys in
  * (p - window, p] (a sliding-window layer; llama.cpp's "standard" window): its walk starts at the tile holding

@@ -23,6 +23,7 @@ typedef struct {
     uint32_t n_vocab;
     fkv_seq *cold;
     fkv_sampler *sampler;
+    fkv_kv_type kv_type; /* of every sequence and engine of the fixture */
 } fixture;
 
 typedef struct {
@@ -32,14 +33,16 @@ typedef struct {
     int32_t gen[N_GEN];
 } answer;
 
-static int setup_path(void **state, const char *path) {
+static int setup_path(void **state, const char *path, fkv_kv_type kv_type) {
     fixture *f = calloc(1, sizeof *f);
     fkv_error err = {0};
     if (!(f->m = fkv_model_load(path, &err))) return -1;
     f->n_vocab = fkv_model_get_info(f->m).n_vocab;
+    f->kv_type = kv_type;
     fkv_seq_params p;
     fkv_seq_default_params(&p, NULL);
     p.ctx.n_ctx = 512;
+    p.ctx.kv_type = kv_type;
     p.prefix_cache = false;
     f->cold = fkv_seq_new(f->m, &p, &err);
     fkv_sampler_params sp = fkv_sampler_default_params();
@@ -49,14 +52,18 @@ static int setup_path(void **state, const char *path) {
     return f->cold ? 0 : -1;
 }
 
-static int setup_stories(void **state) { return setup_path(state, tu_data("models/stories260K.gguf")); }
+static int setup_stories(void **state) { return setup_path(state, tu_data("models/stories260K.gguf"), FKV_KV_F16); }
 
-static int setup_q8(void **state) {
+static int setup_generated(void **state, fkv_kv_type kv_type) {
     const char *path = tu_small_model(GGML_TYPE_Q8_0, 17);
-    int rc = path ? setup_path(state, path) : -1;
+    int rc = path ? setup_path(state, path, kv_type) : -1;
     if (path) remove(path);
     return rc;
 }
+static int setup_q8(void **state) { return setup_generated(state, FKV_KV_F16); }
+/* The same model with its K/V rows quantized (its heads of 32 take them; stories260K's of 8 do not). */
+static int setup_q8_kv_q8_0(void **state) { return setup_generated(state, FKV_KV_Q8_0); }
+static int setup_q8_kv_q4_0(void **state) { return setup_generated(state, FKV_KV_Q4_0); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -71,6 +78,7 @@ static fkv_engine *new_engine(const fixture *f, size_t kv_mem, uint32_t block) {
     fkv_engine_params p;
     fkv_engine_default_params(&p, NULL);
     p.seq.ctx.n_ctx = 512;
+    p.seq.ctx.kv_type = f->kv_type;
     p.seq.ctx.prefill_rows = 32;
     p.seq.cache_min = 1;
     p.kv_mem = kv_mem;
@@ -315,6 +323,9 @@ int main(void) {
         CASE(test_different_salts_never_reuse_each_others_rows, stories),
         CASE(test_batched_decode_never_changes_an_answer, q8),
         CASE(test_a_tiny_kv_budget_evicts_and_stays_exact, q8),
+        CASE(test_batched_decode_never_changes_an_answer, q8_kv_q8_0),
+        CASE(test_batched_decode_never_changes_an_answer, q8_kv_q4_0),
+        CASE(test_a_tiny_kv_budget_evicts_and_stays_exact, q8_kv_q4_0),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

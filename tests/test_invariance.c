@@ -148,12 +148,17 @@ static void test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads
     check_chunks_grids_and_threads(*state, FKV_KV_F16);
 }
 
+/* The same with K/V rows quantized (Q8_0, Q4_0): the integer scores and dequantized values keep the walk's bits. */
+static void test_quantized_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads(void **state) {
+    check_chunks_grids_and_threads(*state, FKV_KV_Q8_0);
+    check_chunks_grids_and_threads(*state, FKV_KV_Q4_0);
+}
+
 /* Decode one token at a time after a prefill, then prefill the whole sequence cold: the rows decode
  * wrote and the logits each decode step produced must equal the cold prefill's, byte for byte. */
-static void test_decode_rows_equal_prefill_rows(void **state) {
-    const fixture *f = *state;
+static void check_decode_equals_prefill(const fixture *f, fkv_kv_type kv_type) {
     enum { N_PREFILL = 70, N_DECODE = 60, N_ALL = N_PREFILL + N_DECODE };
-    fkv_ctx_params cp = {.n_ctx = 512, .kv_type = FKV_KV_F16, .n_threads = 2, .prefill_rows = 64};
+    fkv_ctx_params cp = {.n_ctx = 512, .kv_type = kv_type, .n_threads = 2, .prefill_rows = 64};
     fkv_error err = {0};
     fkv_ctx *warm = fkv_ctx_new(f->m, &cp, &err), *cold = fkv_ctx_new(f->m, &cp, &err);
     assert_non_null(warm);
@@ -179,6 +184,32 @@ static void test_decode_rows_equal_prefill_rows(void **state) {
     free(prefilled);
     fkv_ctx_free(warm);
     fkv_ctx_free(cold);
+}
+
+static void test_decode_rows_equal_prefill_rows(void **state) { check_decode_equals_prefill(*state, FKV_KV_F16); }
+
+static void test_quantized_decode_rows_equal_prefill_rows(void **state) {
+    check_decode_equals_prefill(*state, FKV_KV_Q8_0);
+    check_decode_equals_prefill(*state, FKV_KV_Q4_0);
+}
+
+/* A model whose heads are not a multiple of 32 values (stories260K's are 8) cannot hold quantized rows: it is refused
+ * by a sentence naming its head size, never computed over blocks that straddle heads. */
+static void test_quantized_kv_refuses_heads_that_are_not_whole_blocks(void **state) {
+    const fixture *f = *state;
+    const fkv_kv_type quantized[] = {FKV_KV_Q8_0, FKV_KV_Q4_0};
+    for (int t = 0; t < 2; t++) {
+        fkv_ctx_params cp = {.n_ctx = 64, .kv_type = quantized[t], .n_threads = 1, .prefill_rows = 64};
+        fkv_error err = {0};
+        assert_null(fkv_ctx_new(f->m, &cp, &err));
+        assert_int_equal(err.code, FKV_E_UNSUPPORTED);
+        assert_non_null(strstr(err.msg, "heads have 8"));
+        fkv_engine_params ep;
+        assert_int_equal(fkv_engine_default_params(&ep, NULL), 0);
+        ep.seq.ctx = cp;
+        assert_null(fkv_engine_new(f->m, &ep, &err));
+        assert_int_equal(err.code, FKV_E_UNSUPPORTED);
+    }
 }
 
 /* A context whose length is not a whole number of attention tiles (K is stored a tile of 32 positions at a time)
@@ -212,6 +243,11 @@ int main(void) {
         CASE(test_a_context_of_any_length_equals_a_longer_one, stories),
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q8),
         CASE(test_decode_rows_equal_prefill_rows, q8),
+        CASE(test_quantized_kv_refuses_heads_that_are_not_whole_blocks, stories),
+        CASE(test_quantized_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q8),
+        CASE(test_quantized_decode_rows_equal_prefill_rows, q8),
+        CASE(test_quantized_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, gemma3),
+        CASE(test_quantized_decode_rows_equal_prefill_rows, gemma3),
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4),
         CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, q4_k),
         CASE(test_decode_rows_equal_prefill_rows, q4_k),

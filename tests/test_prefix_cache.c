@@ -24,6 +24,7 @@ typedef struct {
     fkv_seq *cold; /* prefix cache off: every prompt from position 0 */
     fkv_sampler *sampler;
     float *logits;
+    fkv_kv_type kv_type; /* of both sequences */
 } fixture;
 
 typedef struct {
@@ -37,6 +38,7 @@ static fkv_seq *new_seq(const fixture *f, bool cache) {
     fkv_seq_params p;
     assert_int_equal(fkv_seq_default_params(&p, NULL), 0);
     p.ctx.n_ctx = 512;
+    p.ctx.kv_type = f->kv_type;
     p.ctx.prefill_rows = GRID;
     p.prefix_cache = cache;
     p.cache_min = 1;
@@ -46,9 +48,10 @@ static fkv_seq *new_seq(const fixture *f, bool cache) {
     return s;
 }
 
-static int setup_path(void **state, const char *path) {
+static int setup_path(void **state, const char *path, fkv_kv_type kv_type) {
     fixture *f = calloc(1, sizeof *f);
     fkv_error err = {0};
+    f->kv_type = kv_type;
     if (!(f->m = fkv_model_load(path, &err))) {
         print_error("%s\n", err.msg);
         return -1;
@@ -64,23 +67,29 @@ static int setup_path(void **state, const char *path) {
     return 0;
 }
 
-static int setup_stories(void **state) { return setup_path(state, tu_data("models/stories260K.gguf")); }
+static int setup_stories(void **state) { return setup_path(state, tu_data("models/stories260K.gguf"), FKV_KV_F16); }
 
-static int setup_q8(void **state) {
+static int setup_generated(void **state, fkv_kv_type kv_type) {
     const char *path = tu_small_model(GGML_TYPE_Q8_0, 11);
-    int rc = path ? setup_path(state, path) : -1;
+    int rc = path ? setup_path(state, path, kv_type) : -1;
     if (path) remove(path);
     return rc;
 }
+static int setup_q8(void **state) { return setup_generated(state, FKV_KV_F16); }
+/* The same model with its K/V rows quantized (its heads of 32 take them; stories260K's of 8 do not). */
+static int setup_q8_kv_q8_0(void **state) { return setup_generated(state, FKV_KV_Q8_0); }
+static int setup_q8_kv_q4_0(void **state) { return setup_generated(state, FKV_KV_Q4_0); }
 
-static int setup_arch(void **state, const char *arch) {
+static int setup_arch(void **state, const char *arch, fkv_kv_type kv_type) {
     const char *path = tu_arch_model(arch, GGML_TYPE_Q8_0, 17);
-    int rc = path ? setup_path(state, path) : -1;
+    int rc = path ? setup_path(state, path, kv_type) : -1;
     if (path) remove(path);
     return rc;
 }
-static int setup_smollm3(void **state) { return setup_arch(state, "smollm3"); }
-static int setup_gemma3(void **state) { return setup_arch(state, "gemma3"); }
+static int setup_smollm3(void **state) { return setup_arch(state, "smollm3", FKV_KV_F16); }
+static int setup_gemma3(void **state) { return setup_arch(state, "gemma3", FKV_KV_F16); }
+/* gemma3's window layers with quantized rows: its heads of 64, one KV head */
+static int setup_gemma3_kv_q8_0(void **state) { return setup_arch(state, "gemma3", FKV_KV_Q8_0); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -335,6 +344,11 @@ int main(void) {
          * takes the architectures whose layers differ in what they attend to (window layers, NoPE layers) */
         CASE(test_boundary_matrix_resumes_exactly, smollm3),
         CASE(test_boundary_matrix_resumes_exactly, gemma3),
+        CASE(test_boundary_matrix_resumes_exactly, q8_kv_q8_0),
+        CASE(test_boundary_matrix_resumes_exactly, q8_kv_q4_0),
+        CASE(test_alternating_reused_and_cold_turns_never_differ, q8_kv_q8_0),
+        CASE(test_the_record_never_claims_a_row_the_kv_does_not_hold, q8_kv_q4_0),
+        CASE(test_boundary_matrix_resumes_exactly, gemma3_kv_q8_0),
         cmocka_unit_test(test_environment_switches_set_the_defaults),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);

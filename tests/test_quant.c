@@ -19,12 +19,16 @@
 
 #include "dispatch.h"
 #include "gguf.h"
+#include "kv.h"
+#include "ops.h"
 #include "quant.h"
 #include "testutil.h"
 #include "traits.h"
 
 /* The definition every variant is compared with. */
 static const kern_ops *ref;
+/* The variant the group runs under (tu_each_variant). */
+static const char *variant_under_test;
 
 #define U24 (1.0 / 16777216.0) /* unit roundoff of f32 */
 
@@ -880,6 +884,210 @@ static void test_attention_accumulation_equals_its_steps(void **state) {
             }
 }
 
+/* ---- quantized K/V rows (kv.h, quant.h's quant_score_tile_q and quant_axpy_rows_q) ---------------- */
+
+static const ggml_type kv_quant_types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+
+/* Every byte random (Q8_0 quants -128 included, every Q4_0 nibble), the f16 scales from normal values. */
+static void random_kv_blocks(uint64_t *s, ggml_type type, uint8_t *blocks, size_t n_blocks) {
+    const size_t bytes = quant_row_bytes(type, QK);
+    for (size_t b = 0; b < n_blocks; b++) {
+        uint8_t *blk = blocks + b * bytes;
+        for (size_t i = 0; i < bytes; i++) blk[i] = (uint8_t)rng_next(s);
+        const uint16_t d = quant_f32_to_f16(0.01f * rng_normal(s));
+        memcpy(blk, &d, sizeof d);
+    }
+}
+
+/* Queries quantized as attention quantizes them: rows of n elements, n / QK blocks each. */
+static block_q8_act *quantized_queries(uint64_t *s, size_t n_q, size_t n) {
+    float *x = normal_row(s, n_q * n, 1.0f);
+    block_q8_act *q = malloc(n_q * n / QK * sizeof *q);
+    for (size_t r = 0; r < n_q; r++) quant_row_q8(x + r * n, q + r * n / QK, n);
+    free(x);
+    return q;
+}
+
+static void test_quantized_key_scores_follow_the_order_and_equal_the_reference(void **state) {
+    (void)state;
+    uint64_t s = 21;
+    const size_t ns[] = {32, 64, 96, 128, 256};
+    const size_t query_counts[] = {1, 2, 3, 5, 6, 7, 13};
+    enum { T = QUANT_KEY_TILE, OUT = T + 3 };
+    for (size_t t = 0; t < 2; t++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+            for (size_t u = 0; u < sizeof query_counts / sizeof *query_counts; u++) {
+                const ggml_type type = kv_quant_types[t];
+                const size_t n = ns[k], n_q = query_counts[u], nb = n / QK, block = quant_row_bytes(type, QK);
+                uint8_t *kt = malloc(nb * T * block); /* a tile's sections, its bytes as random as its blocks' */
+                random_kv_blocks(&s, type, kt, nb * T);
+                for (size_t b = 0; b < nb; b++) /* the scales are read as f16: finite ones */
+                    for (size_t j = 0; j < T; j++) {
+                        const uint16_t d = quant_f32_to_f16(0.01f * rng_normal(&s));
+                        memcpy(kt + b * T * block + j * sizeof d, &d, sizeof d);
+                    }
+                block_q8_act *q = quantized_queries(&s, n_q, n);
+                float *got = malloc(n_q * OUT * sizeof *got), *want = malloc(n_q * OUT * sizeof *want);
+                quant_score_tile_q(type, kt, q, nb, n_q, n, got, OUT);
+                ref->score_tile_q(type, kt, q, nb, n_q, n, want, OUT);
+                for (size_t r = 0; r < n_q; r++) {
+                    assert_memory_equal(got + r * OUT, want + r * OUT, T * sizeof *got);
+                    for (size_t j = 0; j < T; j++) { /* the order and the layout of quant.h, spelled out */
+                        float v = 0.0f;
+                        for (size_t b = 0; b < nb; b++) {
+                            const uint8_t *sec = kt + b * T * block, *qs = sec + T * sizeof(uint16_t);
+                            int32_t sum = 0;
+                            for (size_t i = 0; i < QK; i++) {
+                                const size_t byte = type == GGML_TYPE_Q8_0 ? i : i % 16;
+                                const uint8_t x = qs[(byte / 4 * T + j) * 4 + byte % 4];
+                                const int32_t kq = type == GGML_TYPE_Q8_0 ? (int8_t)x : (i < 16 ? x & 15 : x >> 4) - 8;
+                                sum += kq * q[r * nb + b].qs[i];
+                            }
+                            uint16_t d;
+                            memcpy(&d, sec + j * sizeof d, sizeof d);
+                            v = fmaf(q[r * nb + b].d * quant_f16_to_f32(d), (float)sum, v);
+                        }
+                        assert_same_bits(got[r * OUT + j], v, "quantized attention score", n);
+                    }
+                }
+                free(kt);
+                free(q);
+                free(got);
+                free(want);
+            }
+}
+
+static void test_quantized_value_accumulation_equals_the_dequantized_steps(void **state) {
+    (void)state;
+    uint64_t s = 22;
+    const size_t ns[] = {32, 64, 96, 256};
+    const size_t key_counts[] = {1, 5, 31, 32};
+    const size_t query_counts[] = {1, 2, 3, 5, 8, 9};
+    enum { OUT = 33 };
+    for (size_t t = 0; t < 2; t++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+            for (size_t c = 0; c < sizeof key_counts / sizeof *key_counts; c++)
+                for (size_t u = 0; u < sizeof query_counts / sizeof *query_counts; u++) {
+                    const ggml_type type = kv_quant_types[t];
+                    const size_t n = ns[k], n_keys = key_counts[c], n_q = query_counts[u];
+                    const size_t stride = n + 2 * QK, q_stride = n + 3; /* the head inside wider rows */
+                    uint8_t *rows = malloc(quant_row_bytes(type, n_keys * stride));
+                    random_kv_blocks(&s, type, rows, n_keys * stride / QK);
+                    float *a = normal_row(&s, n_q * OUT, 0.5f), *y0 = normal_row(&s, n_q * q_stride, 1.0f);
+                    float *ya = malloc(n_q * q_stride * sizeof *ya), *yb = malloc(n_q * q_stride * sizeof *yb);
+                    float *wide = malloc(n_keys * stride * sizeof *wide);
+                    quant_dequantize_row(type, rows, wide, n_keys * stride);
+                    memcpy(ya, y0, n_q * q_stride * sizeof *ya);
+                    memcpy(yb, y0, n_q * q_stride * sizeof *yb);
+                    quant_axpy_rows_q(type, ya, q_stride, a, OUT, n_q, rows, stride, n_keys, n);
+                    for (size_t r = 0; r < n_q; r++) {
+                        for (size_t j = 0; j < n_keys; j++)
+                            for (size_t i = 0; i < n; i++)
+                                yb[r * q_stride + i] = fmaf(a[r * OUT + j], wide[j * stride + i], yb[r * q_stride + i]);
+                        assert_memory_equal(ya + r * q_stride, yb + r * q_stride, n * sizeof *ya);
+                    }
+                    free(rows);
+                    free(a);
+                    free(y0);
+                    free(ya);
+                    free(yb);
+                    free(wide);
+                }
+}
+
+/* Rows stored quantized read back (kv_map_read) as the weight quantizer's blocks of the same values, K and V alike,
+ * whatever position of a tile they hold. */
+static void test_quantized_kv_rows_read_back_as_the_quantizer_wrote_them(void **state) {
+    (void)state;
+    uint64_t s = 23;
+    enum { N_POS = 40, KV_DIM = 96 };
+    const fkv_kv_type kv_types[] = {FKV_KV_Q8_0, FKV_KV_Q4_0};
+    for (size_t t = 0; t < 2; t++) {
+        fkv_error err = {0};
+        kv_buf *kv = kv_new(2, N_POS, KV_DIM, kv_types[t], &err);
+        assert_non_null(kv);
+        const kv_map map = kv_buf_map(kv);
+        const size_t bytes = kv_row_bytes(kv_types[t], KV_DIM);
+        assert_int_equal(bytes, quant_row_bytes(kv_quant_types[t], KV_DIM));
+        float *k = normal_row(&s, N_POS * KV_DIM, 1.0f), *v = normal_row(&s, N_POS * KV_DIM, 1.0f);
+        for (uint32_t p = 0; p < N_POS; p++) kv_map_store(&map, 1, p, k + p * KV_DIM, v + p * KV_DIM, KV_DIM);
+        uint8_t *got_k = malloc(bytes), *got_v = malloc(bytes), *want = malloc(bytes);
+        for (uint32_t p = 0; p < N_POS; p++) {
+            kv_map_read(&map, 1, p, got_k, got_v);
+            quant_quantize_row(kv_quant_types[t], k + p * KV_DIM, want, KV_DIM);
+            assert_memory_equal(got_k, want, bytes);
+            quant_quantize_row(kv_quant_types[t], v + p * KV_DIM, want, KV_DIM);
+            assert_memory_equal(got_v, want, bytes);
+        }
+        free(k);
+        free(v);
+        free(got_k);
+        free(got_v);
+        free(want);
+        kv_free(kv);
+    }
+}
+
+/* Attention over quantized K/V rows (ops.h's walk over kv.h's tiles): under every variant the reference's bytes, for
+ * queries that see 1, 31, 33, 64 and 70 keys, one head or several, grouped-query heads, a window; the rows of a
+ * prefill chunk attended together equal each row attended alone (as decode attends it). */
+static void test_quantized_kv_attention_equals_the_reference_at_awkward_shapes(void **state) {
+    (void)state;
+    uint64_t s = 24;
+    enum { N_POS = 70, MAX_ROWS = 8 };
+    const fkv_kv_type kv_types[] = {FKV_KV_Q8_0, FKV_KV_Q4_0};
+    const struct {
+        uint32_t n_heads, n_kv_heads, head_dim, window;
+    } shapes[] = {{1, 1, 32, 0}, {4, 2, 32, 0}, {6, 2, 64, 0}, {2, 2, 128, 20}, {8, 1, 256, 0}};
+    const uint32_t seen[] = {1, 31, 33, 64, 70};
+    char why[160];
+    for (size_t t = 0; t < 2; t++)
+        for (size_t h = 0; h < sizeof shapes / sizeof *shapes; h++) {
+            const uint32_t n_heads = shapes[h].n_heads, head_dim = shapes[h].head_dim;
+            const uint32_t kv_dim = shapes[h].n_kv_heads * head_dim, q_dim = n_heads * head_dim;
+            fkv_error err = {0};
+            kv_buf *kv = kv_new(1, N_POS, kv_dim, kv_types[t], &err);
+            assert_non_null(kv);
+            const kv_map map = kv_buf_map(kv);
+            float *k = normal_row(&s, N_POS * kv_dim, 1.0f), *v = normal_row(&s, N_POS * kv_dim, 1.0f);
+            for (uint32_t p = 0; p < N_POS; p++) kv_map_store(&map, 0, p, k + p * kv_dim, v + p * kv_dim, kv_dim);
+            ops_kv_view views[MAX_ROWS];
+            for (int r = 0; r < MAX_ROWS; r++) views[r] = kv_map_view(&map, 0);
+            for (size_t c = 0; c < sizeof seen / sizeof *seen; c++) {
+                const uint32_t n_rows = seen[c] < MAX_ROWS ? seen[c] : MAX_ROWS;
+                uint32_t pos[MAX_ROWS];
+                for (uint32_t r = 0; r < n_rows; r++) pos[r] = seen[c] - n_rows + r;
+                float *q = normal_row(&s, n_rows * q_dim, 1.0f);
+                float *got = malloc(n_rows * q_dim * sizeof *got), *want = malloc(n_rows * q_dim * sizeof *want);
+                float *alone = malloc(q_dim * sizeof *alone);
+                const float scale = 1.0f / sqrtf((float)head_dim);
+                ops_attention(q, n_rows, pos, views, n_heads, shapes[h].n_kv_heads, head_dim, scale, shapes[h].window,
+                              got, 2);
+                for (uint32_t r = 0; r < n_rows; r++) {
+                    ops_attention(q + r * q_dim, 1, &pos[r], views, n_heads, shapes[h].n_kv_heads, head_dim, scale,
+                                  shapes[h].window, alone, 1);
+                    assert_memory_equal(alone, got + r * q_dim, q_dim * sizeof *alone);
+                }
+                assert_int_equal(kern_select("ref", why, sizeof why), 0);
+                ops_attention(q, n_rows, pos, views, n_heads, shapes[h].n_kv_heads, head_dim, scale, shapes[h].window,
+                              want, 1);
+                assert_int_equal(kern_select(variant_under_test, why, sizeof why), 0);
+                if (memcmp(got, want, n_rows * q_dim * sizeof *got))
+                    fail_msg("%s KV, %u heads (%u KV heads) of %u, %u keys: %s differs from ref",
+                             kv_types[t] == FKV_KV_Q8_0 ? "q8_0" : "q4_0", n_heads, shapes[h].n_kv_heads, head_dim,
+                             seen[c], variant_under_test);
+                for (uint32_t i = 0; i < n_rows * q_dim; i++) assert_true(isfinite(got[i]));
+                free(q);
+                free(got);
+                free(want);
+                free(alone);
+            }
+            free(k);
+            free(v);
+            kv_free(kv);
+        }
+}
+
 static void test_activation_quants_never_reach_minus_128(void **state) {
     (void)state;
     /* the weight dots flip x's sign by w's (quant.h); -128 would not survive it */
@@ -1430,8 +1638,6 @@ static void test_dispatching_functions_from_two_threads_give_serial_bits(void **
     free(xq_par);
 }
 
-static const char *variant_under_test;
-
 static void test_the_active_variant_is_the_one_under_test(void **state) {
     (void)state;
     assert_string_equal(quant_kernels(), variant_under_test);
@@ -1461,6 +1667,10 @@ int main(void) {
         cmocka_unit_test(test_prefill_matmul_of_the_model_widths_equals_the_scalar_dots),
         cmocka_unit_test(test_attention_scores_follow_the_order_and_equal_their_twins),
         cmocka_unit_test(test_attention_accumulation_equals_its_steps),
+        cmocka_unit_test(test_quantized_key_scores_follow_the_order_and_equal_the_reference),
+        cmocka_unit_test(test_quantized_value_accumulation_equals_the_dequantized_steps),
+        cmocka_unit_test(test_quantized_kv_rows_read_back_as_the_quantizer_wrote_them),
+        cmocka_unit_test(test_quantized_kv_attention_equals_the_reference_at_awkward_shapes),
         cmocka_unit_test(test_activation_quants_never_reach_minus_128),
         cmocka_unit_test(test_integer_block_sums_are_exact_at_the_int8_extremes),
         cmocka_unit_test(test_dot_f16_f32_variant_matches_the_reference),

@@ -21,6 +21,11 @@ void quant_quantize_row(ggml_type type, const float *src, void *dst, size_t n) {
     if (t) t->quantize(src, dst, n); /* else not a type flatkv writes: the caller chose it */
 }
 
+size_t quant_row_bytes(ggml_type type, size_t n) {
+    const kern_traits *t = kern_type_traits(type);
+    return t ? n / t->block_elems * t->block_bytes : 0;
+}
+
 void quant_row_q8(const float *x, block_q8_act *dst, size_t n) { kern_active()->row_q8(x, dst, n); }
 
 float quant_dot_f32(const float *a, const float *b, size_t n) { return kern_active()->dot_f32(a, b, n); }
@@ -67,6 +72,16 @@ void quant_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_str
 void quant_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
                          size_t stride, size_t n_rows, size_t n) {
     kern_active()->axpy_rows_f32(y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}
+
+void quant_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q,
+                        size_t n, float *out, size_t out_stride) {
+    kern_active()->score_tile_q(type, kt, q, q_stride, n_q, n, out, out_stride);
+}
+
+void quant_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                       const uint8_t *rows, size_t stride, size_t n_rows, size_t n) {
+    kern_active()->axpy_rows_q(type, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
 }
 
 void quant_exp(float *x, size_t n) { kern_active()->exp(x, n); }

@@ -52,6 +52,14 @@
  * - Attention scores (quant_score_tile_*, key j of a key-major tile · query q): one fused multiply-add chain
  *   over the elements, s = fmaf(q[d], k_j[d], s) for d = 0, 1, .., n-1 from s = +0.0f. (Keys are stored key-major,
  *   so eight keys fill a register, each lane is one key's whole chain, and a score needs no lane combine.)
+ * - Attention scores of quantized keys (quant_score_tile_q: K rows stored as Q8_0 or Q4_0 blocks, the query head
+ *   quantized by quant_row_q8): per 32-element block b, the integer sum s_b = Σ q_q[i] · k_q[i] is exact (any order;
+ *   k_q = qs for Q8_0, nibble - 8 for Q4_0), and the key's chain runs over the blocks in order,
+ *   s = fmaf(d_q[b] * d_k[b], (float)s_b, s) for b = 0, 1, .., n/32 - 1 from s = +0.0f. d_q · d_k is a product of two
+ *   f16 values, exact in f32, and |s_b| <= 32 · 127 · 128 converts exactly, so the chain's fmafs are its only
+ *   roundings. (One lane per key again; integer units — VNNI — compute s_b however they like.)
+ * - Values of quantized rows (quant_axpy_rows_q): element i of row j is dequantized exactly, v = (float)k_q * d (at
+ *   most 8 significant bits times an f16), then accumulated as for f16 rows: y[i] = fmaf(a[j], v, y[i]), j in order.
  * - Activation quantization to Q8_0 (quant_row_q8): per block of 32, amax = max |x|, d = amax / 127,
  *   q = nearbyintf(clamp(x * (127/amax), -127, 127)) (round half to even), d = 0 and q = 0 when amax = 0.
  *   The scale kept is d rounded to f16 (to nearest even; held as the float of that f16), as ggml's block_q8_0
@@ -126,6 +134,9 @@ void quant_dequantize_row(ggml_type type, const void *src, float *dst, size_t n)
  * (quantize_row_*_ref) operation for operation: the same bytes as ggml's from the same floats (bench/typecheck). */
 void quant_quantize_row(ggml_type type, const float *src, void *dst, size_t n);
 
+/* Bytes of n elements of `type` (a type of traits.h; n a multiple of its block): n / block elements · block bytes. */
+size_t quant_row_bytes(ggml_type type, size_t n);
+
 /* Activation row → Q8_0 blocks (n a multiple of QK). See the fixed order above. */
 void quant_row_q8(const float *x, block_q8_act *dst, size_t n);
 
@@ -197,6 +208,23 @@ void quant_exp(float *x, size_t n);
  *                      elements are left unspecified (the rows' exponentials are taken in one pass). */
 float quant_scale_max(float *s, size_t n, float scale);
 void quant_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
+
+/* A K tile of quantized rows (Q8_0 or Q4_0, 32 keys; kv.h stores them so): for each 32-element block of the rows in
+ * turn, a section of 32 × the block's bytes — the 32 keys' f16 scales (key j's at byte 2j), then the block's quant
+ * bytes in groups of four, group g holding bytes 4g..4g+3 of key 0, of key 1, .., of key 31 (Q8_0: 8 groups, Q4_0:
+ * 4, their bytes as in block_q4_0: low nibbles elements 0..15, high nibbles 16..31). So four quants of 16 keys are
+ * one 64-byte load, the operand of one VNNI product against four of the query's. */
+#define QUANT_KEY_GROUP 4
+
+/* Scores of the quantized key tile kt (type Q8_0 or Q4_0; kt at the section of the head's first block) for n_q query
+ * heads of n elements (a multiple of QK), quantized by quant_row_q8: query r's n / QK blocks at q + r·q_stride, its
+ * scores at out + r·out_stride (32 floats). The order above. */
+void quant_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q,
+                        size_t n, float *out, size_t out_stride);
+/* quant_axpy_rows_f16's accumulation from n_rows rows of Q8_0 or Q4_0 blocks (type), as for f16 rows: element i of
+ * row j is element j·stride + i of the run of blocks at rows (stride and n multiples of QK). */
+void quant_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                       const uint8_t *rows, size_t stride, size_t n_rows, size_t n);
 
 /* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits in every variant. */
 void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);

@@ -8,6 +8,8 @@
 
 #include "simd.h"
 
+#include <string.h>
+
 void avx2_exp(float *x, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -166,11 +168,7 @@ static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, 
             _mm256_storeu_ps(yr + t, acc);
         }
         for (; t < n; t++)
-            for (size_t j = 0; j < n_rows; j++)
-                yr[t] = fmaf(ar[j],
-                             kind == WIDEN_F16 ? _cvtsh_ss(((const uint16_t *)rows)[j * stride + t])
-                                               : ((const float *)rows)[j * stride + t],
-                             yr[t]);
+            for (size_t j = 0; j < n_rows; j++) yr[t] = fmaf(ar[j], load1_widened(kind, rows, j * stride + t), yr[t]);
     }
 }
 
@@ -184,6 +182,81 @@ static inline __attribute__((always_inline)) void axpy_block(widen_kind kind, fl
     for (; r + 2 <= n_y; r += 2)
         axpy_queries(kind, 2, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
     if (r < n_y) axpy_queries(kind, 1, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, n_rows, n);
+}
+
+/* ---- quantized keys (quant.h's tile layout) ---- */
+
+/* Q queries (1 or 2) against 16 keys of a Q8_0 or Q4_0 tile from key k0 (two registers of 8). Per block, each key's
+ * integer sum s_b in its lane, from maddubs products of unsigned bytes with signed ones: Q8_0 as |k| · (q with k's
+ * sign) — pair sums at most 2 · 128 · 127, below maddubs's 16-bit limit — and Q4_0 as the stored nibbles (k + 8) · q,
+ * the offset times the query's sum taken off again. Then the chain's step, fmaf(d_q · d_k, s_b, s), in block order. */
+static inline __attribute__((always_inline)) void score_keys_q(ggml_type type, int Q, const uint8_t *kt, size_t k0,
+                                                                const block_q8_act *q, size_t q_stride, size_t n,
+                                                                float *out, size_t out_stride) {
+    const bool q8 = type == GGML_TYPE_Q8_0;
+    const size_t section = ord_kv_block_bytes(type) * QUANT_KEY_TILE, group = QUANT_KEY_GROUP * QUANT_KEY_TILE;
+    const int n_groups = (int)(ord_kv_block_bytes(type) - sizeof(uint16_t)) / QUANT_KEY_GROUP;
+    __m256 acc[4];
+    for (int c = 0; c < 2 * Q; c++) acc[c] = _mm256_setzero_ps();
+    for (size_t b = 0; b < n / QK; b++) {
+        const uint8_t *sec = kt + b * section, *qs = sec + sizeof(uint16_t) * QUANT_KEY_TILE + k0 * QUANT_KEY_GROUP;
+        __m256i sum[4];
+        for (int c = 0; c < 2 * Q; c++) sum[c] = _mm256_setzero_si256();
+        for (int g = 0; g < n_groups; g++) {
+            __m256i k[2];
+            for (int h = 0; h < 2; h++) k[h] = _mm256_loadu_si256((const __m256i *)(qs + g * group + 32 * h));
+            for (int r = 0; r < Q; r++) {
+                const block_q8_act *qb = &q[r * q_stride + b];
+                int32_t lo, hi = 0; /* Q8_0: quants 4g..4g+3; Q4_0: those of the low nibbles, then the high ones' */
+                memcpy(&lo, qb->qs + g * QUANT_KEY_GROUP, sizeof lo);
+                if (!q8) memcpy(&hi, qb->qs + QK / 2 + g * QUANT_KEY_GROUP, sizeof hi);
+                for (int h = 0; h < 2; h++)
+                    if (q8) {
+                        const __m256i sq = _mm256_sign_epi8(_mm256_set1_epi32(lo), k[h]);
+                        sum[2 * r + h] = sums_u8s8(sum[2 * r + h], _mm256_abs_epi8(k[h]), sq);
+                    } else {
+                        const __m256i m = _mm256_set1_epi8(15);
+                        const __m256i nib_lo = _mm256_and_si256(k[h], m);
+                        const __m256i nib_hi = _mm256_and_si256(_mm256_srli_epi16(k[h], 4), m);
+                        sum[2 * r + h] = sums_u8s8(sums_u8s8(sum[2 * r + h], nib_lo, _mm256_set1_epi32(lo)), nib_hi,
+                                                   _mm256_set1_epi32(hi));
+                    }
+            }
+        }
+        __m256 d[2];
+        for (int h = 0; h < 2; h++) d[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sec + 2 * (k0 + 8 * h))));
+        for (int r = 0; r < Q; r++) {
+            const block_q8_act *qb = &q[r * q_stride + b];
+            int32_t q_sum = 0;
+            for (int i = 0; !q8 && i < QK; i++) q_sum += qb->qs[i];
+            const __m256i off = _mm256_set1_epi32(8 * q_sum);
+            const __m256 dq = _mm256_set1_ps(qb->d);
+            for (int h = 0; h < 2; h++)
+                acc[2 * r + h] = _mm256_fmadd_ps(_mm256_mul_ps(dq, d[h]),
+                                                 _mm256_cvtepi32_ps(_mm256_sub_epi32(sum[2 * r + h], off)),
+                                                 acc[2 * r + h]);
+        }
+    }
+    for (int r = 0; r < Q; r++)
+        for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + r * out_stride + k0 + 8 * h, acc[2 * r + h]);
+}
+
+void avx2_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q, size_t n,
+                       float *out, size_t out_stride) {
+    for (size_t r = 0; r < n_q; r += 2)
+        for (size_t k0 = 0; k0 < QUANT_KEY_TILE; k0 += 16)
+            if (n_q - r >= 2)
+                score_keys_q(type, 2, kt, k0, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
+            else
+                score_keys_q(type, 1, kt, k0, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
+}
+
+void avx2_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                      const uint8_t *rows, size_t stride, size_t n_rows, size_t n) {
+    if (type == GGML_TYPE_Q8_0)
+        axpy_block(WIDEN_Q8_0, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+    else
+        axpy_block(WIDEN_Q4_0, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
 }
 
 void avx2_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,

@@ -11,7 +11,9 @@
 
 #include "order.h"
 
-typedef enum { WIDEN_F32, WIDEN_F16, WIDEN_BF16 } widen_kind;
+/* Q8_0 and Q4_0: quantized K/V rows, a run of blocks, dequantized exactly (quant.h); 8 elements from i, a multiple of
+ * 8, lie in one block. */
+typedef enum { WIDEN_F32, WIDEN_F16, WIDEN_BF16, WIDEN_Q8_0, WIDEN_Q4_0 } widen_kind;
 
 /* ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)), as combine8. */
 static inline float hsum8(__m256 v) {
@@ -57,6 +59,18 @@ static inline __attribute__((always_inline)) void store_sums(const __m256 *acc, 
 
 static inline __m256 load8_widened(widen_kind kind, const void *a, size_t i) {
     switch (kind) {
+    case WIDEN_Q8_0: {
+        const block_q8_0 *b = (const block_q8_0 *)a + i / QK;
+        const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + i % QK)));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b->d)));
+    }
+    case WIDEN_Q4_0: { /* elements 0..15 of a block: the low nibbles of its 16 bytes; 16..31: the high ones */
+        const block_q4_0 *b = (const block_q4_0 *)a + i / QK;
+        __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + i % (QK / 2))));
+        if (i % QK >= QK / 2) q = _mm256_srli_epi32(q, 4);
+        q = _mm256_sub_epi32(_mm256_and_si256(q, _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b->d)));
+    }
     case WIDEN_F16:
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)a + i)));
     case WIDEN_BF16:
@@ -69,6 +83,14 @@ static inline __m256 load8_widened(widen_kind kind, const void *a, size_t i) {
 
 static inline float load1_widened(widen_kind kind, const void *a, size_t i) {
     switch (kind) {
+    case WIDEN_Q8_0: {
+        const block_q8_0 *b = (const block_q8_0 *)a + i / QK;
+        return (float)b->qs[i % QK] * _cvtsh_ss(b->d);
+    }
+    case WIDEN_Q4_0: {
+        const block_q4_0 *b = (const block_q4_0 *)a + i / QK;
+        return (float)(((b->qs[i % (QK / 2)] >> (i % QK / (QK / 2) * 4)) & 15) - 8) * _cvtsh_ss(b->d);
+    }
     case WIDEN_F16:
         return _cvtsh_ss(((const uint16_t *)a)[i]);
     case WIDEN_BF16:

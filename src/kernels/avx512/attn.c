@@ -13,6 +13,7 @@
 #include "simd.h"
 
 #include <math.h>
+#include <string.h>
 
 /* The size of the next block when `left` queries remain to be cut into the fewest blocks of at most `max`, sizes
  * differing by at most one (13 = 7 + 6, not 8 + 5): a small last block would run on too few chains. */
@@ -83,6 +84,112 @@ void avx512_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, 
 void avx512_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
                            size_t out_stride) {
     score_tile(AVX512_F32, kt, q, q_stride, n_q, n, out, out_stride);
+}
+
+/* ---- scores of a quantized key tile (quant.h's layout) ------------------------------------------- */
+
+/* Queries side by side: per query 2 float chains and 2 integer sums, with the key registers, within the 32. */
+#define SCORE_Q_MAX_Q 6
+
+/* Σ q_q[i] of a query block, exact: VNNI products with ones, then the eight lanes' sum. */
+static inline int32_t query_sum(const block_q8_act *q) {
+    const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                          _mm256_loadu_si256((const __m256i *)q->qs));
+    __m128i w = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    w = _mm_add_epi32(w, _mm_shuffle_epi32(w, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtsi128_si32(_mm_add_epi32(w, _mm_shuffle_epi32(w, _MM_SHUFFLE(2, 3, 0, 1))));
+}
+
+/* Four quants of the query (bytes 4g..4g+3 of a block) in every 32-bit lane. */
+static inline __m512i query_group(const block_q8_act *q, size_t at) {
+    int32_t g;
+    memcpy(&g, q->qs + at, sizeof g);
+    return _mm512_set1_epi32(g);
+}
+
+/* Q queries (1..SCORE_Q_MAX_Q) against the 32 keys of a Q8_0 or Q4_0 tile (keys 0..15 and 16..31: two registers).
+ * Per block, each key's integer sum s_b in its lane, from VNNI products of unsigned key bytes with the query's signed
+ * ones: Q8_0's quants offset to k + 128 (xor 0x80), Q4_0's nibbles as stored (k + 8); the offset times the query's
+ * sum is taken off again, so s_b is exact. Then the chain's step, fmaf(d_q · d_k, s_b, s), in block order. */
+static inline __attribute__((always_inline)) void score_queries_q(ggml_type type, int Q, const uint8_t *kt,
+                                                                   const block_q8_act *q, size_t q_stride, size_t n,
+                                                                   float *out, size_t out_stride) {
+    const bool q8 = type == GGML_TYPE_Q8_0;
+    const size_t section = ord_kv_block_bytes(type) * QUANT_KEY_TILE, group = QUANT_KEY_GROUP * QUANT_KEY_TILE;
+    const int n_groups = (int)(ord_kv_block_bytes(type) - sizeof(uint16_t)) / QUANT_KEY_GROUP;
+    __m512 acc[2 * SCORE_Q_MAX_Q];
+    for (int c = 0; c < 2 * Q; c++) acc[c] = _mm512_setzero_ps();
+    for (size_t b = 0; b < n / QK; b++) {
+        const uint8_t *sec = kt + b * section, *qs = sec + sizeof(uint16_t) * QUANT_KEY_TILE;
+        __m512i sum[2 * SCORE_Q_MAX_Q];
+        for (int c = 0; c < 2 * Q; c++) sum[c] = _mm512_setzero_si512();
+        for (int g = 0; g < n_groups; g++) {
+            const __m512i k0 = _mm512_loadu_si512(qs + g * group), k1 = _mm512_loadu_si512(qs + g * group + 64);
+            if (q8) {
+                const __m512i flip = _mm512_set1_epi8(-128);
+                __m512i u0 = _mm512_xor_si512(k0, flip), u1 = _mm512_xor_si512(k1, flip);
+                if (Q > 1) {
+                    PIN(u0);
+                    PIN(u1);
+                }
+                for (int r = 0; r < Q; r++) {
+                    const __m512i qg = query_group(&q[r * q_stride + b], (size_t)g * QUANT_KEY_GROUP);
+                    sum[2 * r] = _mm512_dpbusd_epi32(sum[2 * r], u0, qg);
+                    sum[2 * r + 1] = _mm512_dpbusd_epi32(sum[2 * r + 1], u1, qg);
+                }
+            } else {
+                const __m512i m = _mm512_set1_epi8(15);
+                __m512i lo0 = _mm512_and_si512(k0, m), lo1 = _mm512_and_si512(k1, m);
+                __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(k0, 4), m);
+                __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(k1, 4), m);
+                if (Q > 1) {
+                    PIN(lo0);
+                    PIN(lo1);
+                    PIN(hi0);
+                    PIN(hi1);
+                }
+                for (int r = 0; r < Q; r++) {
+                    const block_q8_act *qb = &q[r * q_stride + b];
+                    const __m512i ql = query_group(qb, (size_t)g * QUANT_KEY_GROUP);
+                    const __m512i qh = query_group(qb, QK / 2 + (size_t)g * QUANT_KEY_GROUP);
+                    sum[2 * r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[2 * r], lo0, ql), hi0, qh);
+                    sum[2 * r + 1] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[2 * r + 1], lo1, ql), hi1, qh);
+                }
+            }
+        }
+        const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sec));
+        const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sec + 32)));
+        for (int r = 0; r < Q; r++) {
+            const block_q8_act *qb = &q[r * q_stride + b];
+            const __m512i off = _mm512_set1_epi32(query_sum(qb) * (q8 ? 128 : 8));
+            const __m512 dq = _mm512_set1_ps(qb->d);
+            acc[2 * r] = _mm512_fmadd_ps(_mm512_mul_ps(dq, d0), _mm512_cvtepi32_ps(_mm512_sub_epi32(sum[2 * r], off)),
+                                         acc[2 * r]);
+            acc[2 * r + 1] = _mm512_fmadd_ps(_mm512_mul_ps(dq, d1),
+                                             _mm512_cvtepi32_ps(_mm512_sub_epi32(sum[2 * r + 1], off)), acc[2 * r + 1]);
+        }
+    }
+    for (int r = 0; r < Q; r++) {
+        _mm512_storeu_ps(out + r * out_stride, acc[2 * r]);
+        _mm512_storeu_ps(out + r * out_stride + 16, acc[2 * r + 1]);
+    }
+}
+
+void avx512_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q,
+                         size_t n, float *out, size_t out_stride) {
+    for (size_t r = 0, Q; r < n_q; r += Q) {
+        Q = next_block(n_q - r, SCORE_Q_MAX_Q);
+        const block_q8_act *qr = q + r * q_stride;
+        float *o = out + r * out_stride;
+        switch (Q) {
+        case 6: score_queries_q(type, 6, kt, qr, q_stride, n, o, out_stride); break;
+        case 5: score_queries_q(type, 5, kt, qr, q_stride, n, o, out_stride); break;
+        case 4: score_queries_q(type, 4, kt, qr, q_stride, n, o, out_stride); break;
+        case 3: score_queries_q(type, 3, kt, qr, q_stride, n, o, out_stride); break;
+        case 2: score_queries_q(type, 2, kt, qr, q_stride, n, o, out_stride); break;
+        default: score_queries_q(type, 1, kt, qr, q_stride, n, o, out_stride); break;
+        }
+    }
 }
 
 /* ---- V accumulation ---------------------------------------------------------------------------- */
@@ -173,6 +280,14 @@ void avx512_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_st
 void avx512_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
                           size_t stride, size_t n_rows, size_t n) {
     axpy_rows(AVX512_F32, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}
+
+void avx512_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                        const uint8_t *rows, size_t stride, size_t n_rows, size_t n) {
+    if (type == GGML_TYPE_Q8_0)
+        axpy_rows(AVX512_Q8_0, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+    else
+        axpy_rows(AVX512_Q4_0, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
 }
 
 /* ---- exponentials ------------------------------------------------------------------------------ */

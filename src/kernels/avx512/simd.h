@@ -12,13 +12,27 @@
 
 #include "avx2/simd.h" /* the 8-lane combine (hsum8) and PIN, which these files share with the AVX2 variant */
 
-/* The element types a row of floats may be stored in; each widens to f32 exactly. */
-typedef enum { AVX512_F32, AVX512_F16, AVX512_BF16 } avx512_elem;
+/* The element types a row of floats may be stored in; each widens to f32 exactly (Q8_0 and Q4_0: quantized K/V rows,
+ * a run of blocks, dequantized exactly: quant.h). */
+typedef enum { AVX512_F32, AVX512_F16, AVX512_BF16, AVX512_Q8_0, AVX512_Q4_0 } avx512_elem;
 
-/* Elements i .. i+15 of a row of `elem`, widened to f32; lanes outside `live` are +0 and read nothing. */
+/* Elements i .. i+15 of a row of `elem`, widened to f32; lanes outside `live` are +0 and read nothing — but for the
+ * quantized rows, whose 16 lanes (i a multiple of 16) lie in one block and are all read. */
 static inline __attribute__((always_inline)) __m512 avx512_load16(avx512_elem elem, const void *row, size_t i,
                                                                    __mmask16 live) {
     switch (elem) {
+    case AVX512_Q8_0: {
+        const block_q8_0 *b = (const block_q8_0 *)row + i / QK;
+        const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + i % QK)));
+        return _mm512_maskz_mul_ps(live, _mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b->d)));
+    }
+    case AVX512_Q4_0: { /* lanes 0..15 of a block: the low nibbles of its 16 bytes; 16..31: the high ones */
+        const block_q4_0 *b = (const block_q4_0 *)row + i / QK;
+        __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->qs));
+        if (i % QK) q = _mm512_srli_epi32(q, 4);
+        q = _mm512_sub_epi32(_mm512_and_si512(q, _mm512_set1_epi32(15)), _mm512_set1_epi32(8));
+        return _mm512_maskz_mul_ps(live, _mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b->d)));
+    }
     case AVX512_F16:
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, (const uint16_t *)row + i));
     case AVX512_BF16:

@@ -50,6 +50,59 @@ void ref_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_strid
     axpy_rows(false, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
 }
 
+/* ---- quantized K/V rows (Q8_0, Q4_0: quant.h's tile layout) ---- */
+
+/* The quant of element i (< QK) of key j in a K tile's section of one block, offset removed. */
+static int32_t key_quant(ggml_type type, const uint8_t *section, size_t j, size_t i) {
+    const uint8_t *qs = section + sizeof(uint16_t) * QUANT_KEY_TILE;
+    const size_t b = type == GGML_TYPE_Q8_0 ? i : i % (QK / 2); /* Q4_0: byte b holds elements b and b + 16 */
+    const uint8_t byte = qs[(b / QUANT_KEY_GROUP * QUANT_KEY_TILE + j) * QUANT_KEY_GROUP + b % QUANT_KEY_GROUP];
+    if (type == GGML_TYPE_Q8_0) return (int8_t)byte;
+    return (i < QK / 2 ? byte & 15 : byte >> 4) - 8;
+}
+
+static float f16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return ord_f16_to_f32(h);
+}
+
+void ref_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q, size_t n,
+                      float *out, size_t out_stride) {
+    const size_t section = ord_kv_block_bytes(type) * QUANT_KEY_TILE;
+    for (size_t r = 0; r < n_q; r++)
+        for (size_t j = 0; j < QUANT_KEY_TILE; j++) {
+            float s = 0.0f;
+            for (size_t b = 0; b < n / QK; b++) {
+                const block_q8_act *qb = &q[r * q_stride + b];
+                const uint8_t *sec = kt + b * section;
+                int32_t sum = 0;
+                for (size_t i = 0; i < QK; i++) sum += qb->qs[i] * key_quant(type, sec, j, i);
+                s = fmaf(qb->d * f16_at(sec + sizeof(uint16_t) * j), (float)sum, s);
+            }
+            out[r * out_stride + j] = s;
+        }
+}
+
+/* Element i (< QK) of a Q8_0 or Q4_0 block, dequantized (exactly: quant.h). */
+static float block_value(ggml_type type, const uint8_t *block, size_t i) {
+    const uint8_t *qs = block + sizeof(uint16_t);
+    const int32_t q = type == GGML_TYPE_Q8_0 ? (int8_t)qs[i] : ((qs[i % (QK / 2)] >> (i / (QK / 2) * 4)) & 15) - 8;
+    return (float)q * f16_at(block);
+}
+
+void ref_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                     const uint8_t *rows, size_t stride, size_t n_rows, size_t n) {
+    const size_t block = ord_kv_block_bytes(type);
+    for (size_t r = 0; r < n_y; r++)
+        for (size_t j = 0; j < n_rows; j++)
+            for (size_t i = 0; i < n; i++) {
+                const size_t e = j * stride + i;
+                const float v = block_value(type, rows + e / QK * block, e % QK);
+                y[r * y_stride + i] = fmaf(a[r * a_stride + j], v, y[r * y_stride + i]);
+            }
+}
+
 void ref_exp(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = ord_exp1(x[i]);
 }
