@@ -71,6 +71,8 @@ enum { CLI_O_TEMP = 1100, CLI_O_TOP_K, CLI_O_TOP_P, CLI_O_MIN_P, CLI_O_REPEAT_PE
     "      --seed S           random seed (default 0)\n"
 
 /* Speculative decoding options for getopt_long tables: --spec MODE --draft-max N --model-draft PATH. */
+#define CLI_STR_(x) #x
+#define CLI_STR(x) CLI_STR_(x) /* a number's macro as text, for help strings */
 enum { CLI_O_SPEC = 1200, CLI_O_DRAFT_MAX, CLI_O_MODEL_DRAFT };
 #define CLI_SPEC_OPTIONS                                                                                     \
     {"spec", required_argument, 0, CLI_O_SPEC}, {"draft-max", required_argument, 0, CLI_O_DRAFT_MAX},       \
@@ -78,7 +80,7 @@ enum { CLI_O_SPEC = 1200, CLI_O_DRAFT_MAX, CLI_O_MODEL_DRAFT };
 #define CLI_SPEC_HELP                                                                                       \
     "      --spec MODE        speculative decoding, same output: off, lookup (guesses from the context's own\n" \
     "                         tokens) or draft (a draft model's; the default with --model-draft). Default: " CLI_SPEC_DEFAULT_NAME "\n" \
-    "      --draft-max N      most tokens guessed a step, 1..16 (default 8)\n"                                \
+    "      --draft-max N      most tokens guessed a step, 1..16 (default " CLI_STR(FKV_SPEC_DEFAULT_DRAFT) ")\n"     \
     "      --model-draft PATH the draft model: a GGUF with the same vocabulary\n"
 /* The default mode (bench/spec measures it). */
 #define CLI_SPEC_DEFAULT FKV_SPEC_LOOKUP

@@ -179,7 +179,7 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     e->pos = malloc(sizeof *e->pos * rows);
     e->maps = malloc(sizeof *e->maps * rows);
     /* a step's rows: every sequence's fed token and guesses, as many as the default draft allows each (the logits of
-     * every row are kept: 152k ids × 72 rows is 44 MB), at least one sequence's longest */
+     * every row are kept: 152k ids × 40 rows is 24 MB), at least one sequence's longest */
     const uint32_t step_rows = e->p.max_batch * (1 + FKV_SPEC_DEFAULT_DRAFT) > 1 + FKV_SPEC_MAX_DRAFT
                                    ? e->p.max_batch * (1 + FKV_SPEC_DEFAULT_DRAFT)
                                    : 1 + FKV_SPEC_MAX_DRAFT;
