@@ -1,7 +1,8 @@
 /* Speculative decoding never changes an answer: every generation with guesses (lookup, a draft model that guesses well,
  * one that guesses badly, a draft engine that fails) gives the tokens, logits digest and KV digest of the same
  * generation without them — greedy and seeded, with penalties, a grammar, every stop (max_tokens, the context's end,
- * end of generation), alone and batched with other conversations. And the lookup drafter finds what it should. */
+ * end of generation), alone and batched with other conversations, with f16 and quantized K/V rows. And the lookup
+ * drafter finds what it should. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 
 typedef struct {
     fkv_model *m, *bad; /* stories260K; a random-weight model of its vocabulary: a draft that guesses badly */
+    const fkv_model *target; /* what generate() runs: m, or bad (heads of 32, for quantized K/V rows) */
     fkv_engine *good_draft, *bad_draft, *tiny_draft; /* tiny: too little KV memory to hold a prompt */
 } fixture;
 
@@ -32,9 +34,12 @@ typedef struct {
     uint32_t drafted, accepted;
 } answer;
 
+static fkv_kv_type kv_type = FKV_KV_F16; /* of the engines generate() makes */
+
 static fkv_engine *engine(const fkv_model *m, uint32_t n_ctx, size_t kv_mem) {
     fkv_engine_params ep;
     fkv_engine_default_params(&ep, NULL);
+    ep.seq.ctx.kv_type = kv_type;
     ep.seq.ctx.n_ctx = n_ctx;
     ep.kv_mem = kv_mem;
     ep.kv_block = 32;
@@ -56,6 +61,7 @@ static int setup(void **state) {
     f->good_draft = engine(f->m, 512, 0);
     f->bad_draft = engine(f->bad, 512, 0);
     f->tiny_draft = engine(f->m, 512, 1); /* one block */
+    f->target = f->m;
     *state = f;
     return 0;
 }
@@ -78,11 +84,11 @@ static void encode(const fkv_model *m, const char *text, int32_t *ids, uint32_t 
     *n = (uint32_t)k;
 }
 
-/* One generation of max_tokens after prompt on a fresh engine of n_ctx positions. */
+/* One generation of max_tokens after prompt on a fresh engine of n_ctx positions, of f->target. */
 static void generate(const fixture *f, const int32_t *prompt, uint32_t n_prompt, const fkv_sampler_params *sp,
                      const fkv_spec_params *spec, const fkv_grammar *g, uint32_t max_tokens, uint32_t n_ctx,
                      answer *a) {
-    fkv_engine *e = engine(f->m, n_ctx, 0);
+    fkv_engine *e = engine(f->target, n_ctx, 0);
     fkv_error err = {0};
     fkv_seq *s = fkv_seq_open(e, NULL, &err);
     fkv_sampler *smp = fkv_sampler_new(sp, (int32_t)fkv_model_get_info(f->m).n_vocab);
@@ -298,6 +304,27 @@ static void test_batched(void **state) {
     fkv_engine_free(e);
 }
 
+/* With K/V rows stored as Q8_0 and Q4_0 (on the random-weight model: stories260K's heads of 8 are no whole block). */
+static void test_quantized_kv(void **state) {
+    fixture *f = *state;
+    int32_t prompt[256];
+    uint32_t n;
+    encode(f->m, "Tom had a red ball. Tom had a red ball. Tom had", prompt, &n);
+    const fkv_kv_type types[] = {FKV_KV_Q8_0, FKV_KV_Q4_0};
+    f->target = f->bad;
+    for (int t = 0; t < 2; t++) {
+        kv_type = types[t];
+        fkv_sampler_params sp = fkv_sampler_default_params();
+        sp.temp = 0;
+        same_answers(f, prompt, n, &sp, NULL, 60, 512, t ? "q4_0 K/V, greedy" : "q8_0 K/V, greedy");
+        sp = fkv_sampler_default_params();
+        sp.seed = 9;
+        same_answers(f, prompt, n, &sp, NULL, 60, 512, t ? "q4_0 K/V, seeded" : "q8_0 K/V, seeded");
+    }
+    kv_type = FKV_KV_F16;
+    f->target = f->m;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup),
@@ -306,6 +333,7 @@ int main(void) {
         cmocka_unit_test(test_stops),
         cmocka_unit_test(test_grammar),
         cmocka_unit_test(test_batched),
+        cmocka_unit_test(test_quantized_kv),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
