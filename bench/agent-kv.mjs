@@ -16,7 +16,8 @@ const { messages } = JSON.parse(readFileSync(join(repo, 'data/workloads/agent-ma
 const render = (m) => {
   let t = `<|im_start|>${m.role}\n${m.content ?? ''}`;
   for (const c of m.tool_calls ?? [])
-    t += `\n<tool_call>\n${JSON.stringify({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })}\n</tool_call>`;
+    t += `\n<tool_call>\n${JSON.stringify({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })}` +
+      '\n</tool_call>';
   return `${t}<|im_end|>\n`;
 };
 const prompts = [];
@@ -25,16 +26,17 @@ for (let k = 0, text = ''; k < messages.length; text += render(messages[k++]))
 
 const dir = mkdtempSync(join(tmpdir(), 'flatkv-agent-kv-'));
 const session = join(dir, 'session.jsonl');
-writeFileSync(session, prompts.map((p) => JSON.stringify({ prompt: p, n: 32, conversation: 'agent' })).join('\n') + '\n');
+const turns = prompts.map((p) => JSON.stringify({ prompt: p, n: 32, conversation: 'agent' }));
+writeFileSync(session, turns.join('\n') + '\n');
 const common = ['--ctx', '12288', '--threads', '2', '--spec', 'off'];
 const replay = (kv) =>
-  execFileSync(flatkv, ['replay', '-m', model, '--session', session, '--kv-type', kv, ...common], { maxBuffer: 1 << 26 })
-    .toString().trim().split('\n').map((l) => JSON.parse(l));
+  execFileSync(flatkv, ['replay', '-m', model, '--session', session, '--kv-type', kv, ...common],
+    { maxBuffer: 1 << 26 }).toString().trim().split('\n').map((l) => JSON.parse(l));
 const logits = (kv) => {
   const out = join(dir, `${kv}.f32`), promptFile = join(dir, 'last.txt');
   writeFileSync(promptFile, prompts.at(-1));
-  execFileSync(flatkv, ['generate', '-m', model, '-f', promptFile, '-n', '1', '--temp', '0', '--logits', out, '--kv-type', kv,
-    ...common], { stdio: 'ignore' });
+  execFileSync(flatkv, ['generate', '-m', model, '-f', promptFile, '-n', '1', '--temp', '0', '--logits', out,
+    '--kv-type', kv, ...common], { stdio: 'ignore' });
   return new Float32Array(readFileSync(out).buffer.slice(0));
 };
 
@@ -42,11 +44,14 @@ const types = ['f16', ...typesArg.split(',')];
 const runs = Object.fromEntries(types.map((kv) => [kv, replay(kv)]));
 const turnMs = (t) => t.prefill_ms + t.decode_ms;
 console.log(`${prompts.length} turns; per turn: the new part's prefill and 32 tokens (ms), each kv type against f16`);
-console.log(`turn  context  cached | ${types.map((kv) => `${kv.padStart(6)} ms`).join(' ')} | ${types.slice(1).map((kv) => `${kv} x`).join(' ')}`);
+const head = types.map((kv) => `${kv.padStart(6)} ms`).join(' ');
+console.log(`turn  context  cached | ${head} | ${types.slice(1).map((kv) => `${kv} x`).join(' ')}`);
 runs.f16.forEach((t, i) => {
   const cells = types.map((kv) => turnMs(runs[kv][i]).toFixed(0).padStart(9)).join(' ');
-  const ratios = types.slice(1).map((kv) => `${(turnMs(t) / turnMs(runs[kv][i])).toFixed(2)}x`.padStart(kv.length + 2)).join(' ');
-  console.log(`${String(t.turn).padStart(4)} ${String(t.prompt_tokens).padStart(8)} ${String(t.cached_tokens).padStart(7)} | ${cells} | ${ratios}`);
+  const ratios = types.slice(1).map((kv) => `${(turnMs(t) / turnMs(runs[kv][i])).toFixed(2)}x`.padStart(kv.length + 2));
+  const pad = (v, w) => String(v).padStart(w);
+  const where = `${pad(t.turn, 4)} ${pad(t.prompt_tokens, 8)} ${pad(t.cached_tokens, 7)}`;
+  console.log(`${where} | ${cells} | ${ratios.join(' ')}`);
 });
 const base = logits('f16');
 for (const kv of types.slice(1)) {
@@ -58,8 +63,9 @@ for (const kv of types.slice(1)) {
     sum += d;
   }
   const argmax = (a) => a.reduce((b, v, i) => (v > a[b] ? i : b), 0);
-  console.log(`${kv}: at the last prompt (${runs.f16.at(-1).prompt_tokens} positions) max |dlogit| ${max.toFixed(4)}, mean ` +
-    `${(sum / base.length).toFixed(5)}, top token ${argmax(l) === argmax(base) ? 'the same' : 'different'}`);
+  console.log(`${kv}: at the last prompt (${runs.f16.at(-1).prompt_tokens} positions) max |dlogit| ` +
+    `${max.toFixed(4)}, mean ${(sum / base.length).toFixed(5)}, ` +
+    `top token ${argmax(l) === argmax(base) ? 'the same' : 'different'}`);
 }
 // the last line: each type's speed-up at the first turn past 4k positions and at the last (~11k)
 const at = [runs.f16.findIndex((t) => t.prompt_tokens >= 4096), runs.f16.length - 1];

@@ -62,7 +62,10 @@ static void verify_costs(const fkv_model *m, int threads, int rounds, double cos
     const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
     int32_t ids[CONTEXT + MAX_K + 1];
     uint32_t x = 12345;
-    for (int i = 0; i < CONTEXT + MAX_K + 1; i++) ids[i] = (int32_t)(3 + (x = x * 48271u % 2147483647u) % (n_vocab - 3));
+    for (int i = 0; i < CONTEXT + MAX_K + 1; i++) {
+        x = x * 48271u % 2147483647u;
+        ids[i] = (int32_t)(3 + x % (n_vocab - 3));
+    }
     fkv_error err = {0};
     fkv_eseq *s = fkv_engine_start(e, NULL, ids, CONTEXT, NULL, &err);
     if (!s) die("start", &err);

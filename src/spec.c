@@ -7,8 +7,8 @@
 #include "err.h"
 #include "model.h"
 
-/* A draft sequence that lags its target by more than this many ids is started again (through the draft engine's
- * cache) rather than fed them as rows of a step: after a preemption, say. */
+/* A draft sequence that lags its target by more than this many ids (or than the step has rows for) is started again,
+ * through the draft engine's cache, rather than fed them as rows of a step: after a preemption, say. */
 #define DRAFT_LAG_MAX 32
 #define DEFAULT_NGRAM_MAX 4
 
@@ -130,15 +130,16 @@ static int32_t argmax(const float *x, uint32_t n) {
 }
 
 /* Bring st's draft sequence to the target's ids fed[0..n_fed) and put what it still needs — the ids it lacks, then
- * next — into sc->dids at *at (their count in *n_lag). false when the draft cannot take part in this step. */
+ * next — into dids (their count in *n_lag, at most room). false when the draft cannot take part in this step. */
 static bool draft_catch_up(spec_state *st, const fkv_eseq *target, const int32_t *fed, uint32_t n_fed, int32_t next,
-                           int32_t *dids, uint32_t *n_lag) {
+                           uint32_t room, int32_t *dids, uint32_t *n_lag) {
     fkv_engine *d = st->p.draft;
     fkv_error err = {0};
     uint32_t n_d = 0, same = 0;
     const int32_t *dfed = st->dseq ? fkv_eseq_ids(st->dseq, &n_d) : NULL;
     while (same < n_d && same < n_fed && dfed[same] == fed[same]) same++;
-    if (st->dseq && (n_fed - same >= DRAFT_LAG_MAX || (same < n_d && fkv_engine_rewind(d, st->dseq, same, &err)))) {
+    const uint32_t lag_max = room < DRAFT_LAG_MAX ? room : DRAFT_LAG_MAX;
+    if (st->dseq && (n_fed - same >= lag_max || (same < n_d && fkv_engine_rewind(d, st->dseq, same, &err)))) {
         spec_state_end(st); /* far behind, or the rewind failed: start again from the draft engine's cache */
         same = 0;
     }
@@ -175,11 +176,11 @@ static void draft_guesses(spec_scratch *sc, fkv_eseq *const *seqs, fkv_gen *cons
         sc->lag[i] = 0;
         if (st->p.mode == FKV_SPEC_DRAFT) sc->n_ids[i] = 1;
         if (!wanted) continue;
-        const uint32_t max_rows = fkv_engine_max_rows(st->p.draft);
-        if (drows + DRAFT_LAG_MAX + 1 > (max_rows < sc->max_rows ? max_rows : sc->max_rows)) continue;
+        const uint32_t max_rows = fkv_engine_max_rows(st->p.draft), rows = max_rows < sc->max_rows ? max_rows : sc->max_rows;
+        if (drows >= rows) continue;
         uint32_t n_fed;
         const int32_t *fed = fkv_eseq_ids(seqs[i], &n_fed);
-        if (!draft_catch_up(st, seqs[i], fed, n_fed, next[i], sc->dids + drows, &sc->dn_ids[nd])) continue;
+        if (!draft_catch_up(st, seqs[i], fed, n_fed, next[i], rows - drows, sc->dids + drows, &sc->dn_ids[nd])) continue;
         d = st->p.draft;
         sc->lag[i] = sc->dn_ids[nd];
         sc->dseqs[nd] = st->dseq;
