@@ -300,9 +300,10 @@ async function conversations() {
   await turnOfEach(7, { stream: true });
   for (const [k, c] of convos.entries()) {
     const now = c.replicas.slice(6);
+    // The first request after the kill may be a retry, which HAProxy redispatches to any live replica; from the
+    // next on, the hash (with its bounded load, hash-balance-factor) chooses. Both must avoid the dead one.
     if (moved.has(k))
-      check(`conversation ${k} moved off the dead replica, to one other`, !now.includes(victimName) &&
-        new Set(now).size === 1, `${before[k]} → ${now.join(' ')}`);
+      check(`conversation ${k} moved off the dead replica`, !now.includes(victimName), `${before[k]} → ${now.join(' ')}`);
     else checkEqual(`conversation ${k} kept its replica`, now, [before[k], before[k]]);
   }
   console.table(rows);
