@@ -18,6 +18,7 @@ struct spec_scratch {
     int32_t *ids;     /* [max_rows] the rows of a step: each sequence's fed id, then its guesses */
     uint32_t *row;    /* [max_seqs] where sequence i's rows start in ids while guesses are written */
     uint32_t *n_ids;  /* [max_seqs] its rows: 1 + its guesses */
+    uint32_t *cap;    /* [max_seqs] the guesses it may make this step */
     uint32_t *lag;    /* [max_seqs] rows its draft sequence was fed to catch up with it */
     /* the draft engine's forwards */
     fkv_eseq **dseqs; /* [max_seqs] */
@@ -32,7 +33,7 @@ spec_scratch *spec_scratch_new(uint32_t max_rows, uint32_t max_seqs, uint32_t n_
     sc->max_rows = max_rows, sc->max_seqs = max_seqs, sc->n_vocab = n_vocab;
     sc->ids = malloc(sizeof *sc->ids * max_rows);
     sc->dids = malloc(sizeof *sc->dids * max_rows);
-    uint32_t **per_seq[] = {&sc->row, &sc->n_ids, &sc->lag, &sc->dn_ids, &sc->of};
+    uint32_t **per_seq[] = {&sc->row, &sc->n_ids, &sc->cap, &sc->lag, &sc->dn_ids, &sc->of};
     bool ok = sc->ids && sc->dids && (sc->dseqs = malloc(sizeof *sc->dseqs * max_seqs));
     for (size_t i = 0; ok && i < sizeof per_seq / sizeof *per_seq; i++)
         ok = (*per_seq[i] = malloc(sizeof(uint32_t) * max_seqs)) != NULL;
@@ -49,6 +50,7 @@ void spec_scratch_free(spec_scratch *sc) {
     free(sc->ids);
     free(sc->row);
     free(sc->n_ids);
+    free(sc->cap);
     free(sc->lag);
     free(sc->dseqs);
     free(sc->dids);
@@ -162,9 +164,9 @@ static bool draft_catch_up(spec_state *st, const fkv_eseq *target, const int32_t
     return true;
 }
 
-/* Guesses from the draft model for the generations whose caps sc->n_ids holds (1 + cap), written after each one's fed
- * id at sc->ids + sc->row[i]; sc->n_ids[i] becomes 1 + the guesses made, sc->lag[i] the catch-up rows its draft
- * sequence was fed. The draft engine runs as many forwards as the longest cap: every sequence's catch-up rows (and so
+/* Guesses from the draft model for the generations with caps (sc->cap), written after each one's fed id at sc->ids +
+ * sc->row[i]; sc->n_ids[i] becomes 1 + the guesses made, sc->lag[i] (0 before) the catch-up rows its draft sequence
+ * was fed. The draft engine runs as many forwards as the longest cap: every sequence's catch-up rows (and so
  * its first guess) in one, then one guess per sequence per forward. */
 static void draft_guesses(spec_scratch *sc, fkv_eseq *const *seqs, fkv_gen *const *gens, const int32_t *next,
                           uint32_t n) {
@@ -172,8 +174,7 @@ static void draft_guesses(spec_scratch *sc, fkv_eseq *const *seqs, fkv_gen *cons
     uint32_t nd = 0, drows = 0;
     for (uint32_t i = 0; i < n; i++) {
         spec_state *st = gen_spec(gens[i]);
-        const bool wanted = st->p.mode == FKV_SPEC_DRAFT && sc->n_ids[i] > 1 && (!d || st->p.draft == d);
-        sc->lag[i] = 0;
+        const bool wanted = st->p.mode == FKV_SPEC_DRAFT && sc->cap[i] && (!d || st->p.draft == d);
         if (st->p.mode == FKV_SPEC_DRAFT) sc->n_ids[i] = 1;
         if (!wanted) continue;
         const uint32_t max_rows = fkv_engine_max_rows(st->p.draft), rows = max_rows < sc->max_rows ? max_rows : sc->max_rows;
@@ -199,7 +200,7 @@ static void draft_guesses(spec_scratch *sc, fkv_eseq *const *seqs, fkv_gen *cons
             const uint32_t i = sc->of[k];
             const int32_t guess = argmax(sc->logits + (size_t)(r + sc->dn_ids[k] - 1) * n_vocab, n_vocab);
             sc->ids[sc->row[i] + sc->n_ids[i]++] = guess;
-            if (sc->n_ids[i] == gen_spec(gens[i])->cap + 1 || fkv_token_is_eog(fkv_engine_model(d), guess)) continue;
+            if (sc->n_ids[i] == sc->cap[i] + 1 || fkv_token_is_eog(fkv_engine_model(d), guess)) continue;
             sc->dseqs[kept] = sc->dseqs[k];
             sc->of[kept] = i;
             sc->dids[kept] = guess;
@@ -247,17 +248,17 @@ int fkv_engine_step(fkv_engine *e, fkv_eseq *const *seqs, fkv_gen *const *gens, 
     uint32_t spare = sc->max_rows - n;
     bool model = false;
     for (uint32_t i = 0, r = 0; i < n; r += sc->n_ids[i++]) {
-        spec_state *st = gen_spec(gens[i]);
-        st->cap = guess_cap(gens[i], seqs[i], n_ctx, &spare);
+        const spec_state *st = gen_spec(gens[i]);
+        sc->cap[i] = guess_cap(gens[i], seqs[i], n_ctx, &spare);
         sc->row[i] = r;
-        sc->n_ids[i] = 1 + st->cap;
+        sc->n_ids[i] = 1 + sc->cap[i];
         sc->ids[r] = next[i];
         sc->lag[i] = 0;
-        model |= st->cap && st->p.mode == FKV_SPEC_DRAFT;
-        if (st->p.mode != FKV_SPEC_LOOKUP || !st->cap) continue;
+        model |= sc->cap[i] && st->p.mode == FKV_SPEC_DRAFT;
+        if (st->p.mode != FKV_SPEC_LOOKUP || !sc->cap[i]) continue;
         uint32_t n_fed;
         const int32_t *fed = fkv_eseq_ids(seqs[i], &n_fed);
-        sc->n_ids[i] = 1 + spec_lookup(fed, n_fed, next[i], st->p.ngram_max, st->cap, sc->ids + r + 1);
+        sc->n_ids[i] = 1 + spec_lookup(fed, n_fed, next[i], st->p.ngram_max, sc->cap[i], sc->ids + r + 1);
     }
     if (model) draft_guesses(sc, seqs, gens, next, n);
     uint32_t rows = 0;

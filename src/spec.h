@@ -25,7 +25,6 @@ uint32_t spec_lookup(const int32_t *ids, uint32_t n, int32_t last, uint32_t ngra
 typedef struct {
     fkv_spec_params p; /* mode OFF once a draft engine failed it: guesses are an optimisation, never a failure */
     uint32_t k;        /* guesses to try at the next step */
-    uint32_t cap;      /* guesses this step may make */
     fkv_eseq *dseq;    /* DRAFT: its sequence on p.draft, started at the first step */
     uint32_t drafted, accepted;
 } spec_state;
