@@ -7,7 +7,7 @@
  *    the medians.
  * 2. Acceptance (measured): TRANSCRIPT (an agent session, OpenAI messages) rendered with ChatML and tokenized by
  *    MODEL's vocabulary; every assistant message replayed as if the model generated it: at each step the lookup drafter
- *    guesses from the ids so far exactly as a generation does (spec_lookup, spec_adapt), a guess is kept while it
+ *    guesses from the ids so far exactly as a generation does (spec_lookup, spec_guess_max), a guess is kept while it
  *    equals the message's next id. Tokens per step, and the projected single-stream speed-up: the message's tokens at
  *    the plain step's cost over the steps at each one's measured cost (random-weight models do not copy text, so the
  *    gain on them can only be projected).
@@ -107,7 +107,7 @@ static void replay_reply(const int32_t *ctx, uint32_t n_ctx, const int32_t *repl
     uint32_t i = 0; /* reply[i]: sampled, fed at the next step */
     while (i + 1 < n) {
         int32_t guess[MAX_K];
-        const uint32_t g = spec_lookup(hist, n_ctx + i, reply[i], st.p.ngram_max, st.k, guess);
+        const uint32_t g = spec_lookup(hist, n_ctx + i, reply[i], st.p.ngram_max, spec_guess_max(&st), guess);
         uint32_t kept = 0;
         while (kept < g && i + 1 + kept < n && guess[kept] == reply[i + 1 + kept]) kept++;
         spec_adapt(&st, g, kept);

@@ -222,10 +222,11 @@ typedef enum { FKV_SPEC_OFF = 0, FKV_SPEC_LOOKUP, FKV_SPEC_DRAFT } fkv_spec_mode
 
 typedef struct {
     fkv_spec_mode mode;
-    uint32_t draft_max; /* most guesses a step, 1..FKV_SPEC_MAX_DRAFT; 0: FKV_SPEC_DEFAULT_DRAFT. A step guesses fewer
-                         * after a guess fails, more after all are kept */
+    uint32_t draft_max; /* most guesses a step, 1..FKV_SPEC_MAX_DRAFT; 0: FKV_SPEC_DEFAULT_DRAFT. DRAFT guesses fewer
+                         * after a guess fails, more after all are kept; LOOKUP by the length of its match */
     /* LOOKUP: the guesses are the ids that followed, earlier in the sequence, the longest of its last ngram_max..1
-     * ids that occurred before (its latest occurrence); 0: 4. DRAFT: the draft model's greedy continuation. */
+     * ids that occurred before (its latest occurrence), 2^(m-1) of them for a match of m ids; 0: 8. DRAFT: the draft
+     * model's greedy continuation. */
     uint32_t ngram_max;
     fkv_engine *draft; /* DRAFT: an engine on the draft model (fkv_model_vocab_equal to the target's), borrowed: the
                         * generation keeps a sequence of its own there, resumed through that engine's cache like any

@@ -10,7 +10,7 @@
 /* A draft sequence that lags its target by more than this many ids (or than the step has rows for) is started again,
  * through the draft engine's cache, rather than fed them as rows of a step: after a preemption, say. */
 #define DRAFT_LAG_MAX 32
-#define DEFAULT_NGRAM_MAX 4
+#define DEFAULT_NGRAM_MAX 8
 
 struct spec_scratch {
     uint32_t max_rows, max_seqs, n_vocab;
@@ -88,19 +88,19 @@ bool fkv_model_vocab_equal(const fkv_model *a, const fkv_model *b) {
 uint32_t spec_lookup(const int32_t *ids, uint32_t n, int32_t last, uint32_t ngram_max, uint32_t max, int32_t *out) {
     const uint32_t len = n + 1; /* h[i] = i < n ? ids[i] : last */
 #define H(i) ((i) < n ? ids[i] : last)
-    for (uint32_t g = ngram_max < n ? ngram_max : n; g >= 1; g--) {
-        const uint32_t suffix = len - g;
-        for (uint32_t q = suffix; q-- > 0;) { /* an occurrence h[q..q+g) with at least one id after it */
-            uint32_t i = 0;
-            while (i < g && ids[q + i] == H(suffix + i)) i++;
-            if (i < g) continue;
-            uint32_t k = 0;
-            for (uint32_t from = q + g; k < max && from + k < len; k++) out[k] = H(from + k);
-            return k;
-        }
+    uint32_t best = 0, at = 0; /* the longest match so far, and where its occurrence ends */
+    for (uint32_t q = len - 1; q-- > 0 && best < ngram_max;) { /* latest first: an earlier one must be longer */
+        uint32_t m = 0;
+        while (m < ngram_max && m <= q && H(q - m) == H(len - 1 - m)) m++;
+        if (m > best) best = m, at = q;
     }
+    if (!best) return 0;
+    uint32_t k = best < 5 ? 1u << (best - 1) : 16; /* 2^(m-1): bench/spec's acceptance, by match length */
+    if (k > max) k = max;
+    uint32_t i = 0;
+    for (; i < k && at + 1 + i < len; i++) out[i] = H(at + 1 + i);
 #undef H
-    return 0;
+    return i;
 }
 
 spec_state spec_state_init(const fkv_spec_params *p) {
@@ -220,7 +220,7 @@ static void draft_keep(spec_state *st, uint32_t lag, uint32_t guesses, uint32_t 
  * a sampled token), its context, and the rows a forward computes (spare). */
 static uint32_t guess_cap(fkv_gen *g, const fkv_eseq *s, uint32_t n_ctx, uint32_t *spare) {
     const spec_state *st = gen_spec(g);
-    uint32_t n_fed, cap = st->p.mode == FKV_SPEC_OFF ? 0 : st->k;
+    uint32_t n_fed, cap = spec_guess_max(st);
     fkv_eseq_ids(s, &n_fed);
     const uint32_t room = gen_room(g);
     if (cap + 1 > room) cap = room ? room - 1 : 0;
@@ -228,6 +228,10 @@ static uint32_t guess_cap(fkv_gen *g, const fkv_eseq *s, uint32_t n_ctx, uint32_
     if (cap > *spare) cap = *spare;
     *spare -= cap;
     return cap;
+}
+
+uint32_t spec_guess_max(const spec_state *st) {
+    return st->p.mode == FKV_SPEC_OFF ? 0 : st->p.mode == FKV_SPEC_LOOKUP ? st->p.draft_max : st->k;
 }
 
 void spec_adapt(spec_state *st, uint32_t guesses, uint32_t kept) {

@@ -161,15 +161,28 @@ static void test_lookup(void **state) {
     assert_int_equal(spec_lookup(a, 10, 3, 4, 2, out), 2); /* at most max */
     /* no 2-gram (2, 9) recurs; the 1-gram 9 does not either */
     assert_int_equal(spec_lookup(a, 10, 9, 4, 8, out), 0);
-    /* longest first: (4, 1) recurs nowhere but 1 does (latest at 8, then 2) */
+    /* longest first: (4, 1) recurs nowhere but 1 does: a match of one id earns one guess */
     const int32_t b[] = {7, 1, 2, 4};
-    assert_int_equal(spec_lookup(b, 4, 1, 2, 8, out), 3);
+    assert_int_equal(spec_lookup(b, 4, 1, 2, 8, out), 1);
     assert_int_equal(out[0], 2);
-    assert_int_equal(out[1], 4);
-    assert_int_equal(out[2], 1);
     assert_int_equal(spec_lookup(b, 0, 1, 4, 8, out), 0);
     assert_int_equal(spec_lookup(b, 1, 7, 4, 8, out), 1); /* h = 7 7 */
     assert_int_equal(out[0], 7);
+    /* 2^(m-1) guesses for a match of m ids, 16 from 5 on, within what follows the occurrence and max */
+    const int32_t c[] = {5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 5, 6, 7};
+    const uint32_t nc = sizeof c / sizeof *c;
+    int32_t many[16];
+    assert_int_equal(spec_lookup(c, nc, 8, 8, 16, many), 8); /* (5 6 7 8) at 9..12, latest: 8 guesses */
+    assert_int_equal(many[0], 10);
+    assert_int_equal(many[7], 17);
+    assert_int_equal(spec_lookup(c, nc, 8, 3, 16, many), 4); /* ngram_max 3: (6 7 8), 4 guesses */
+    assert_int_equal(spec_lookup(c, nc, 8, 2, 16, many), 2);
+    assert_int_equal(spec_lookup(c, 9, 5, 8, 16, many), 1); /* h = 5 .. 4 5: one id */
+    assert_int_equal(many[0], 6);
+    const int32_t d[] = {1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4};
+    assert_int_equal(spec_lookup(d, sizeof d / sizeof *d, 5, 8, 16, many), 7); /* 16, but 7 ids follow: to last */
+    assert_int_equal(many[0], 6);
+    assert_int_equal(many[6], 5);
 }
 
 static void test_greedy_and_seeded(void **state) {
