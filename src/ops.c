@@ -328,11 +328,17 @@ static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos
     bool by_kv_head = group > 1 && group <= ATTN_BLOCK_ROWS;
     for (uint32_t r = 1; by_kv_head && r < n_rows; r++)
         by_kv_head = !same_run(&views[r - 1], &views[r], pos[r - 1], pos[r]);
-    const uint32_t heads = by_kv_head ? group : 1, units = n_heads / heads;
+    /* fewer KV heads than threads (Gemma 3 1B: one): a KV head's query heads in as many parts as the team has
+     * threads, each reading the head's K and V, so none waits for the other (each head's steps are its own) */
+    const uint32_t team = (uint32_t)omp_get_num_threads(), want = by_kv_head && n_kv_heads < team ? team : 1;
+    const uint32_t heads = by_kv_head ? (group + want - 1) / want : 1; /* a part's query heads, at most */
+    const uint32_t parts = (group + heads - 1) / heads, units = by_kv_head ? n_kv_heads * parts : n_heads;
     const uint32_t n_chunks = (n_rows + ATTN_BLOCK_ROWS - 1) / ATTN_BLOCK_ROWS, n_items = n_chunks * units;
 #pragma omp for schedule(dynamic, 1)
     for (uint32_t item = 0; item < n_items; item++) {
-        const uint32_t c = item / units, h = item % units * heads;
+        const uint32_t c = item / units, u = item % units;
+        const uint32_t h = by_kv_head ? u / parts * group + u % parts * heads : u; /* its first query head */
+        const uint32_t n_h = by_kv_head ? (group - u % parts * heads < heads ? group - u % parts * heads : heads) : 1;
         const uint32_t end = (c + 1) * ATTN_BLOCK_ROWS < n_rows ? (c + 1) * ATTN_BLOCK_ROWS : n_rows;
         const size_t kv_off = (size_t)(h / group) * head_dim;
         for (uint32_t r = c * ATTN_BLOCK_ROWS, m; r < end; r += m) {
@@ -340,8 +346,8 @@ static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos
             const size_t at = (size_t)r * q_dim + (size_t)h * head_dim;
             if (by_kv_head) {
                 uint32_t qpos[ATTN_BLOCK_ROWS];
-                for (uint32_t k = 0; k < heads; k++) qpos[k] = pos[r];
-                attend_block(q + at, head_dim, qpos, heads, &views[r], kv_off, head_dim, scale, window, out + at,
+                for (uint32_t k = 0; k < n_h; k++) qpos[k] = pos[r];
+                attend_block(q + at, head_dim, qpos, n_h, &views[r], kv_off, head_dim, scale, window, out + at,
                              head_dim);
             } else {
                 attend_block(q + at, q_dim, pos + r, m, &views[r], kv_off, head_dim, scale, window, out + at, q_dim);
