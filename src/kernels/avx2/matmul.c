@@ -403,6 +403,10 @@ static inline size_t group_bytes(ggml_type type) {
 #define PANEL_COLS 2 /* weight rows of a panel (and of a register tile), at most */
 #define PF_DIST 2        /* panels ahead that packed rows read in place are fetched (fetch_ahead) */
 #define PANEL_MIN_ROWS 4    /* below, packing costs more than it saves: direct tiles */
+/* Rows packed at load (but Q8_0, read in place by the panels) take direct tiles below this: their panels rearrange the
+ * weights at every call, which few rows do not repay (1024-wide rows, 2048 outputs from DRAM, 2 threads, 8 rows: Q4_0 134 -> 101 us, Q4_K
+ * 159 -> 125, Q6_K 195 -> 158; at 16 the two are even). */
+#define PACKED_PANEL_MIN_ROWS 16
 #define XSUM_MAX_GROUPS 32  /* direct tiles precompute Q4_0's corrections for rows up to 256 blocks */
 /* Activation side prepared at a time, on the stack, when the caller has not prepared it (quant_panel_rows): 64
  * rows up to dim 5120 at once. A row prepared in several parts makes every panel of weights be packed again per
@@ -1048,8 +1052,9 @@ static void panel_dispatch(ggml_type type, bool packed, const wpanel *wp, size_t
 /* Groups of the widest row that takes panels (n <= 17664): its packed panel (pk, 53 KB) is on the stack. */
 #define PANEL_MAX_GROUPS 69
 
-static bool panel_fits(uint32_t n_rows, size_t ng, bool in_place) {
-    return n_rows >= (in_place ? 2 : PANEL_MIN_ROWS) && ng <= PANEL_MAX_GROUPS;
+static bool panel_fits(ggml_type type, bool packed, uint32_t n_rows, size_t ng) {
+    const uint32_t from = !packed ? PANEL_MIN_ROWS : type == GGML_TYPE_Q8_0 ? 2 : PACKED_PANEL_MIN_ROWS;
+    return n_rows >= from && ng <= PANEL_MAX_GROUPS;
 }
 
 /* Rows of packed panels taken at a time: their activation side stays in L1 while every panel passes over it, and a
@@ -1107,164 +1112,229 @@ static void matmul_panels(ggml_type type, bool packed, const uint8_t *w, size_t 
     }
 }
 
+/* Activation rows of a packed direct tile: each weight register is loaded and unpacked once for them. Two with VNNI's
+ * 32 registers; one on AVX2, whose 16 hold one row's sums and lanes for 4 weight rows. */
+#define PACKED_ROWS (MM_VNNI ? 2 : 1)
+
 /* One group of a packed direct tile: J registers (8, or 4 for a half group), each weight register loaded once for
- * the tile's one activation row; element k of s[c] ends as block k's exact sum (as in the panel tiles; Q4_K: of its
- * quants 0..15, before the scale). Q4_0 and Q4_K: the unsigned nibbles of 4 packed registers (of 16 bytes each in a
- * half group) against x, Q4_0's from -8 · Σx. */
+ * the tile's R activation rows (row r's group at xg + r * x_stride); element k of s[r][c] ends as block k's exact sum
+ * (as in the panel tiles; Q4_K: of its quants 0..15, before the scale). Q4_0 and Q4_K: the unsigned nibbles of 4
+ * packed registers (of 16 bytes each in a half group) against x, Q4_0's from -8 · Σx. */
 static inline __attribute__((always_inline)) void packed_group(ggml_type type, const uint8_t *w, size_t w_row_bytes,
-                                                                const xgroup *xg, int J, int C, __m256i s[TILE_COLS]) {
+                                                                const xgroup *xg, size_t x_stride, int R, int J, int C,
+                                                                __m256i s[PACKED_ROWS][TILE_COLS]) {
     if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K) {
-        for (int c = 0; c < C; c++) s[c] = type == GGML_TYPE_Q4_0 ? xg->nib_base : _mm256_setzero_si256();
-        __m256i hi[TILE_COLS]; /* registers j + 4: a second chain */
-        for (int c = 0; c < C; c++) hi[c] = _mm256_setzero_si256();
+        __m256i hi[PACKED_ROWS][TILE_COLS]; /* registers j + 4: a second chain */
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                s[r][c] = type == GGML_TYPE_Q4_0 ? xg[r * x_stride].nib_base : _mm256_setzero_si256();
+                hi[r][c] = _mm256_setzero_si256();
+            }
+        const __m256i low4 = _mm256_set1_epi8(15);
         for (int j = 0; j < BLOCK_LANES / 2; j++) {
-            const __m256i x = _mm256_load_si256(&xg->q[j]), x_hi = _mm256_load_si256(&xg->q[j + BLOCK_LANES / 2]);
+            __m256i x[PACKED_ROWS], x_hi[PACKED_ROWS];
+            for (int r = 0; r < R; r++) {
+                x[r] = _mm256_load_si256(&xg[r * x_stride].q[j]);
+                x_hi[r] = _mm256_load_si256(&xg[r * x_stride].q[j + BLOCK_LANES / 2]);
+            }
             for (int c = 0; c < C; c++) {
                 const uint8_t *wc = w + c * w_row_bytes;
-                const __m256i low4 = _mm256_set1_epi8(15);
                 if (J == BLOCK_LANES / 2) {
                     const __m128i h = _mm_load_si128((const __m128i *)wc + j);
-                    s[c] = sums_u8s8(s[c], _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(h, 4), h), low4), x);
+                    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(h, 4), h), low4);
+                    for (int r = 0; r < R; r++) s[r][c] = sums_u8s8(s[r][c], nib, x[r]);
                 } else {
                     const __m256i p = _mm256_load_si256((const __m256i *)wc + j);
-                    s[c] = sums_u8s8(s[c], _mm256_and_si256(p, low4), x);
-                    hi[c] = sums_u8s8(hi[c], _mm256_and_si256(_mm256_srli_epi16(p, 4), low4), x_hi);
+                    const __m256i lo = _mm256_and_si256(p, low4), up = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
+                    for (int r = 0; r < R; r++) {
+                        s[r][c] = sums_u8s8(s[r][c], lo, x[r]);
+                        hi[r][c] = sums_u8s8(hi[r][c], up, x_hi[r]);
+                    }
                 }
             }
         }
-        for (int c = 0; c < C; c++) s[c] = _mm256_add_epi32(s[c], hi[c]);
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) s[r][c] = _mm256_add_epi32(s[r][c], hi[r][c]);
         return;
     }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
 #if MM_VNNI
-    for (int c = 0; c < C; c++) s[c] = xg->base; /* the weights are stored 128 up (group_regs) */
+            s[r][c] = xg[r * x_stride].base; /* the weights are stored 128 up (group_regs) */
 #else
-    for (int c = 0; c < C; c++) s[c] = _mm256_setzero_si256();
+            s[r][c] = _mm256_setzero_si256();
 #endif
     for (int j = 0; j < J; j++) {
-        const __m256i x = _mm256_load_si256(&xg->q[j]);
+        __m256i x[PACKED_ROWS];
+        for (int r = 0; r < R; r++) x[r] = _mm256_load_si256(&xg[r * x_stride].q[j]);
         for (int c = 0; c < C; c++) {
             const __m256i wv = _mm256_load_si256((const __m256i *)(w + c * w_row_bytes) + j);
+            for (int r = 0; r < R; r++)
 #if MM_VNNI
-            s[c] = sums_u8s8(s[c], wv, x);
+                s[r][c] = sums_u8s8(s[r][c], wv, x[r]);
 #else
-            s[c] = _mm256_add_epi32(s[c], block_sums_q8_0(wv, x));
+                s[r][c] = _mm256_add_epi32(s[r][c], block_sums_q8_0(wv, x[r]));
 #endif
         }
     }
 }
 
-/* One group of a packed Q6_K direct tile: lo[c] and hi[c], element k, the sums of sub-block k's quants 0..15 and
- * 16..31 (unsigned, the offset 32 still in) against the activation row's — registers 0..3 and 4..7. */
+/* One group of a packed Q6_K direct tile: lo[r][c] and hi[r][c], element k, the sums of sub-block k's quants 0..15
+ * and 16..31 (unsigned, the offset 32 still in) against activation row r's — registers 0..3 and 4..7. */
 static inline __attribute__((always_inline)) void packed_group_q6_K(const uint8_t *w, size_t w_row_bytes,
-                                                                     const xgroup *xg, int C, __m256i lo[TILE_COLS],
-                                                                     __m256i hi[TILE_COLS]) {
+                                                                     const xgroup *xg, size_t x_stride, int R, int C,
+                                                                     __m256i lo[PACKED_ROWS][TILE_COLS],
+                                                                     __m256i hi[PACKED_ROWS][TILE_COLS]) {
     for (int c = 0; c < C; c++) {
         __m256i q[BLOCK_LANES];
         packed_q6_K_regs(w + c * w_row_bytes, q);
-        lo[c] = hi[c] = _mm256_setzero_si256();
-        for (int j = 0; j < BLOCK_LANES / 2; j++) {
-            lo[c] = sums_u8s8(lo[c], q[j], _mm256_load_si256(&xg->q[j]));
-            hi[c] = sums_u8s8(hi[c], q[j + BLOCK_LANES / 2], _mm256_load_si256(&xg->q[j + BLOCK_LANES / 2]));
+        for (int r = 0; r < R; r++) {
+            const xgroup *x = &xg[r * x_stride];
+            lo[r][c] = hi[r][c] = _mm256_setzero_si256();
+            for (int j = 0; j < BLOCK_LANES / 2; j++) {
+                lo[r][c] = sums_u8s8(lo[r][c], q[j], _mm256_load_si256(&x->q[j]));
+                hi[r][c] = sums_u8s8(hi[r][c], q[j + BLOCK_LANES / 2], _mm256_load_si256(&x->q[j + BLOCK_LANES / 2]));
+            }
         }
     }
 }
 
-/* Direct tile on packed rows, for few rows (decode): one prepared activation row (groups xg) against C <= 4 packed
- * weight rows, each output with its 8 lanes in quant.h's block order through its steps, as the panel tiles; the next
- * tile's rows (C rows on) are fetched meanwhile. */
+/* Direct tile on packed rows, for few rows (decode, small batches): R <= PACKED_ROWS prepared activation rows (row
+ * r's groups at xg + r * ng) against C <= 4 packed weight rows, each output with its 8 lanes in quant.h's block order
+ * through its steps, as the panel tiles; the next tile's rows (C rows on) are fetched meanwhile (by the first of the
+ * tiles that share these weight rows: fetch). */
 static inline __attribute__((always_inline)) void packed_tile(ggml_type type, const uint8_t *w, size_t w_row_bytes,
-                                                               size_t nb, const xgroup *xg, int C, float *y) {
+                                                               size_t nb, const xgroup *xg, int R, int C, float *y,
+                                                               size_t ldy, bool fetch) {
     const size_t ng = groups_of(nb), scales_at = packed_scales_at(type, nb), gb = packed_group_bytes(type);
-    __m256 acc[TILE_COLS];
-    for (int c = 0; c < C; c++) acc[c] = _mm256_setzero_ps();
+    __m256 acc[PACKED_ROWS][TILE_COLS];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
     for (size_t g = 0; g < ng; g++) {
         const bool half = g + 1 == ng && half_last_group(nb);
         const uint8_t *wg = w + g * gb, *side = w + scales_at + g * packed_side_bytes(type);
-        for (int c = 0; c < C; c++) { /* and their side data, which lies apart from the quants (0.5B Q4_0 decode:
-                                        * 95-99 tok/s without, 103-106 with) */
+        for (int c = 0; fetch && c < C; c++) { /* and their side data, which lies apart from the quants (0.5B Q4_0
+                                                * decode: 95-99 tok/s without, 103-106 with) */
             for (size_t off = 0; off < gb; off += 64) prefetch_at(wg, (size_t)(C + c) * w_row_bytes + off);
             prefetch_at(side, (size_t)(C + c) * w_row_bytes);
         }
-        __m256i s[TILE_COLS];
+        __m256i s[PACKED_ROWS][TILE_COLS];
         if (type == GGML_TYPE_Q6_K) { /* less the offset's 32 · Σx per half; then as superblock_q6_K */
-            __m256i hi[TILE_COLS];
-            packed_group_q6_K(wg, w_row_bytes, &xg[g], C, s, hi);
-            const __m256i lo32 = _mm256_slli_epi32(xg[g].sum_lo, 5), hi32 = _mm256_slli_epi32(xg[g].sum_hi, 5);
+            __m256i hi[PACKED_ROWS][TILE_COLS];
+            packed_group_q6_K(wg, w_row_bytes, &xg[g], ng, R, C, s, hi);
             const __m128i deal = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
             for (int c = 0; c < C; c++) {
-                const uint8_t *side = packed_side(w + c * w_row_bytes, type, nb, g);
+                const uint8_t *side_c = packed_side(w + c * w_row_bytes, type, nb, g);
                 uint16_t d;
-                memcpy(&d, side, sizeof d);
-                const __m128i sc = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(side + sizeof d)), deal);
+                memcpy(&d, side_c, sizeof d);
+                const __m128i sc = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(side_c + sizeof d)), deal);
                 const __m256 sc_lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)),
                              sc_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc)));
-                const __m256 sb = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[c], lo32)), sc_lo),
-                                                _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(hi[c], hi32)), sc_hi));
-                acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d)), xg[g].d), sb, acc[c]);
+                for (int r = 0; r < R; r++) {
+                    const xgroup *x = &xg[r * ng + g];
+                    const __m256i lo32 = _mm256_slli_epi32(x->sum_lo, 5), hi32 = _mm256_slli_epi32(x->sum_hi, 5);
+                    const __m256 sb = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[r][c], lo32)), sc_lo),
+                                                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(hi[r][c], hi32)), sc_hi));
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d)), x->d), sb, acc[r][c]);
+                }
             }
             continue;
         }
         if (half)
-            packed_group(type, wg, w_row_bytes, &xg[g], BLOCK_LANES / 2, C, s);
+            packed_group(type, wg, w_row_bytes, &xg[g], ng, R, BLOCK_LANES / 2, C, s);
         else
-            packed_group(type, wg, w_row_bytes, &xg[g], BLOCK_LANES, C, s);
+            packed_group(type, wg, w_row_bytes, &xg[g], ng, R, BLOCK_LANES, C, s);
         if (type == GGML_TYPE_Q4_K) { /* fmaf(d_x, fmaf(d, (float)(sc · s), dm · (float)t), lane), t = Σx */
-            const __m256 t = _mm256_cvtepi32_ps(_mm256_add_epi32(xg[g].sum_lo, xg[g].sum_hi));
             for (int c = 0; c < C; c++) {
                 float d, dmin;
                 __m256i sc, m;
                 packed_q4_K_side(packed_side(w + c * w_row_bytes, type, nb, g), &d, &dmin, &sc, &m);
                 const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(m));
-                const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_mullo_epi32(s[c], sc)),
-                                                     _mm256_mul_ps(dm, t));
-                acc[c] = _mm256_fmadd_ps(xg[g].d, inner, acc[c]);
+                for (int r = 0; r < R; r++) {
+                    const xgroup *x = &xg[r * ng + g];
+                    const __m256 t = _mm256_cvtepi32_ps(_mm256_add_epi32(x->sum_lo, x->sum_hi));
+                    const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(d),
+                                                         _mm256_cvtepi32_ps(_mm256_mullo_epi32(s[r][c], sc)),
+                                                         _mm256_mul_ps(dm, t));
+                    acc[r][c] = _mm256_fmadd_ps(x->d, inner, acc[r][c]);
+                }
             }
             continue;
         }
         for (int c = 0; c < C; c++) {
             const __m256 dw = packed_scales(w + c * w_row_bytes, scales_at, g);
-            acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xg[g].d), _mm256_cvtepi32_ps(half ? half_fold(s[c]) : s[c]),
-                                     acc[c]);
+            for (int r = 0; r < R; r++)
+                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xg[r * ng + g].d),
+                                            _mm256_cvtepi32_ps(half ? half_fold(s[r][c]) : s[r][c]), acc[r][c]);
         }
     }
-    for (int c = 0; c < C; c++) y[c] = hsum8(acc[c]);
+    __m256 sums[PACKED_ROWS * TILE_COLS];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) sums[r * C + c] = acc[r][c];
+    store_sums(sums, R, C, y, ldy);
 }
 
+/* The weight rows of a packed direct tile: 4 for one activation row, 2 for two (their sums fill the registers). */
+#define PACKED_TILE(R_, C_) packed_tile(type, wo, w_row_bytes, nb, xg, R_, C_, y + (size_t)r * ldy + o, ldy, r < R_)
+#define PACKED_TILES(R_, C_)                                                                                   \
+    switch (n_out - o < C_ ? n_out - o : C_) {                                                                 \
+    case 1: PACKED_TILE(R_, 1); break;                                                                         \
+    case 2: PACKED_TILE(R_, 2 < C_ ? 2 : C_); break;                                                           \
+    case 3: PACKED_TILE(R_, 3 < C_ ? 3 : C_); break;                                                           \
+    default: PACKED_TILE(R_, C_); break;                                                                       \
+    }
 
-/* Few rows against packed rows: each row prepared (here, on the stack, unless the caller did) and taken alone. */
-static inline __attribute__((always_inline)) void packed_rows(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out, const block_q8_act *xq,
-                        const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
+/* Few rows against packed rows (xp: the rows prepared): each tile of weight rows against every pair (or row) of
+ * activation rows while it is in L1, so the weights stream once. */
+static inline __attribute__((always_inline)) void packed_rows_prepared(ggml_type type, const uint8_t *w,
+                                                                        size_t w_row_bytes, uint32_t n_out,
+                                                                        const xgroup *xp, uint32_t n_rows, size_t nb,
+                                                                        float *y, size_t ldy) {
     const size_t ng = groups_of(nb);
-    xgroup buf[PANEL_MAX_GROUPS];
-    for (uint32_t r = 0; r < n_rows; r++) {
-        const xgroup *xg = xp ? xp + (size_t)r * ng : buf;
-        if (!xp) prep_panel_rows(xq + (size_t)r * nb, nb, ng, 1, buf);
-        float *yr = y + (size_t)r * ldy;
-        for (uint32_t o = 0; o < n_out; o += TILE_COLS) {
-            const uint8_t *wo = w + o * w_row_bytes;
-            switch (n_out - o < TILE_COLS ? n_out - o : TILE_COLS) {
-            case 1:
-                packed_tile(type, wo, w_row_bytes, nb, xg, 1, yr + o);
-                break;
-            case 2:
-                packed_tile(type, wo, w_row_bytes, nb, xg, 2, yr + o);
-                break;
-            case 3:
-                packed_tile(type, wo, w_row_bytes, nb, xg, 3, yr + o);
-                break;
-            default:
-                packed_tile(type, wo, w_row_bytes, nb, xg, TILE_COLS, yr + o);
-                break;
+    const uint32_t C = n_rows > 1 ? TILE_COLS / PACKED_ROWS : TILE_COLS;
+    for (uint32_t o = 0; o < n_out; o += C) {
+        const uint8_t *wo = w + o * w_row_bytes;
+        uint32_t r = 0;
+        for (; n_rows > 1 && r + PACKED_ROWS <= n_rows; r += PACKED_ROWS) {
+            const xgroup *xg = xp + (size_t)r * ng;
+            PACKED_TILES(PACKED_ROWS, TILE_COLS / PACKED_ROWS)
+        }
+        for (; r < n_rows; r++) {
+            const xgroup *xg = xp + (size_t)r * ng;
+            if (n_rows > 1) {
+                PACKED_TILES(1, TILE_COLS / PACKED_ROWS)
+            } else {
+                PACKED_TILES(1, TILE_COLS)
             }
         }
     }
 }
 
-/* Every quantized weight type: panels for many rows, else direct tiles (Q8_0, Q4_0) or one output at a
- * time (K-quants). */
+/* The same, the rows prepared here (on the stack, PACKED_PREP_ROWS at a time) unless the caller did. */
+#define PACKED_PREP_ROWS 4
+static inline __attribute__((always_inline)) void packed_rows(ggml_type type, const uint8_t *w, size_t w_row_bytes,
+                                                               uint32_t n_out, const block_q8_act *xq, const xgroup *xp,
+                                                               uint32_t n_rows, size_t nb, float *y, size_t ldy) {
+    if (xp) {
+        packed_rows_prepared(type, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
+        return;
+    }
+    const size_t ng = groups_of(nb);
+    xgroup buf[PACKED_PREP_ROWS * PANEL_MAX_GROUPS];
+    for (uint32_t r0 = 0; r0 < n_rows; r0 += PACKED_PREP_ROWS) {
+        const uint32_t rows = n_rows - r0 < PACKED_PREP_ROWS ? n_rows - r0 : PACKED_PREP_ROWS;
+        prep_panel_rows(xq + (size_t)r0 * nb, nb, ng, rows, buf);
+        packed_rows_prepared(type, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
+    }
+}
+#undef PACKED_TILES
+#undef PACKED_TILE
+
+/* Every quantized weight type: panels for many rows (packed Q8_0 from 2, other packed rows from PACKED_PANEL_MIN_ROWS),
+ * else direct tiles (packed rows, natural Q8_0 and Q4_0) or one output at a time (natural K-quants). */
 static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                           const block_q8_act *xq, const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
-    if (panel_fits(n_rows, groups_of(nb), packed && type == GGML_TYPE_Q8_0)) {
+    if (panel_fits(type, packed, n_rows, groups_of(nb))) {
         matmul_panels(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
     }
