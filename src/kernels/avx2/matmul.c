@@ -404,9 +404,10 @@ static inline size_t group_bytes(ggml_type type) {
 #define PF_DIST 2        /* panels ahead that packed rows read in place are fetched (fetch_ahead) */
 #define PANEL_MIN_ROWS 4    /* below, packing costs more than it saves: direct tiles */
 /* Rows packed at load (but Q8_0, read in place by the panels) take direct tiles below this: their panels rearrange the
- * weights at every call, which few rows do not repay (1024-wide rows, 2048 outputs from DRAM, 2 threads, 8 rows: Q4_0 134 -> 101 us, Q4_K
- * 159 -> 125, Q6_K 195 -> 158; at 16 the two are even). */
-#define PACKED_PANEL_MIN_ROWS 16
+ * weights at every call, which few rows do not repay with VNNI's two-row tiles (1024-wide rows, 2048 outputs from
+ * DRAM, 2 threads, 8 rows: Q4_0 134 -> 101 us, Q4_K 159 -> 125, Q6_K 195 -> 158; at 16 the two are even). AVX2's
+ * one-row tiles lose from 4 to 6 rows on (forced here: Q6_K 4 rows 183 against 227 us). */
+#define PACKED_PANEL_MIN_ROWS (MM_VNNI ? 16 : PANEL_MIN_ROWS)
 #define XSUM_MAX_GROUPS 32  /* direct tiles precompute Q4_0's corrections for rows up to 256 blocks */
 /* Activation side prepared at a time, on the stack, when the caller has not prepared it (quant_panel_rows): 64
  * rows up to dim 5120 at once. A row prepared in several parts makes every panel of weights be packed again per
