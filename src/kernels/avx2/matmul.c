@@ -1202,11 +1202,12 @@ static inline __attribute__((always_inline)) void packed_group_q6_K(const uint8_
 
 /* Direct tile on packed rows, for few rows (decode, small batches): R <= PACKED_ROWS prepared activation rows (row
  * r's groups at xg + r * ng) against C <= 4 packed weight rows, each output with its 8 lanes in quant.h's block order
- * through its steps, as the panel tiles; the next tile's rows (C rows on) are fetched meanwhile (by the first of the
- * tiles that share these weight rows: fetch). */
+ * through its steps, as the panel tiles; the next tile's rows (C rows on) are fetched meanwhile (by every tile: a
+ * fetch only for the first of those that share these weight rows, a branch in this loop, made 0.5B Q4_0 decode 7%
+ * slower). */
 static inline __attribute__((always_inline)) void packed_tile(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                                size_t nb, const xgroup *xg, int R, int C, float *y,
-                                                               size_t ldy, bool fetch) {
+                                                               size_t ldy) {
     const size_t ng = groups_of(nb), scales_at = packed_scales_at(type, nb), gb = packed_group_bytes(type);
     __m256 acc[PACKED_ROWS][TILE_COLS];
     for (int r = 0; r < R; r++)
@@ -1214,7 +1215,7 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
     for (size_t g = 0; g < ng; g++) {
         const bool half = g + 1 == ng && half_last_group(nb);
         const uint8_t *wg = w + g * gb, *side = w + scales_at + g * packed_side_bytes(type);
-        for (int c = 0; fetch && c < C; c++) { /* and their side data, which lies apart from the quants (0.5B Q4_0
+        for (int c = 0; c < C; c++) { /* and their side data, which lies apart from the quants (0.5B Q4_0
                                                 * decode: 95-99 tok/s without, 103-106 with) */
             for (size_t off = 0; off < gb; off += 64) prefetch_at(wg, (size_t)(C + c) * w_row_bytes + off);
             prefetch_at(side, (size_t)(C + c) * w_row_bytes);
@@ -1276,7 +1277,7 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
 }
 
 /* The weight rows of a packed direct tile: 4 for one activation row, 2 for two (their sums fill the registers). */
-#define PACKED_TILE(R_, C_) packed_tile(type, wo, w_row_bytes, nb, xg, R_, C_, y + (size_t)r * ldy + o, ldy, r < R_)
+#define PACKED_TILE(R_, C_) packed_tile(type, wo, w_row_bytes, nb, xg, R_, C_, y + (size_t)r * ldy + o, ldy)
 #define PACKED_TILES(R_, C_)                                                                                   \
     switch (n_out - o < C_ ? n_out - o : C_) {                                                                 \
     case 1: PACKED_TILE(R_, 1); break;                                                                         \
@@ -1311,23 +1312,34 @@ static inline __attribute__((always_inline)) void packed_rows_prepared(ggml_type
     }
 }
 
-/* The same, the rows prepared here (on the stack, PACKED_PREP_ROWS at a time) unless the caller did. */
+/* The same with the rows prepared here, on the stack, PACKED_PREP_ROWS at a time. Out of line: its buffer (115 KB)
+ * in the frame of every product made decode steps probe and miss those stack pages (0.5B Q4_0: 83-85 -> 75-77 tok/s). */
 #define PACKED_PREP_ROWS 4
-static inline __attribute__((always_inline)) void packed_rows(ggml_type type, const uint8_t *w, size_t w_row_bytes,
-                                                               uint32_t n_out, const block_q8_act *xq, const xgroup *xp,
-                                                               uint32_t n_rows, size_t nb, float *y, size_t ldy) {
-    if (xp) {
-        packed_rows_prepared(type, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
-        return;
-    }
+static __attribute__((noinline)) void packed_rows_unprepared(ggml_type type, const uint8_t *w, size_t w_row_bytes,
+                                                             uint32_t n_out, const block_q8_act *xq, uint32_t n_rows,
+                                                             size_t nb, float *y, size_t ldy) {
     const size_t ng = groups_of(nb);
     xgroup buf[PACKED_PREP_ROWS * PANEL_MAX_GROUPS];
     for (uint32_t r0 = 0; r0 < n_rows; r0 += PACKED_PREP_ROWS) {
         const uint32_t rows = n_rows - r0 < PACKED_PREP_ROWS ? n_rows - r0 : PACKED_PREP_ROWS;
         prep_panel_rows(xq + (size_t)r0 * nb, nb, ng, rows, buf);
-        packed_rows_prepared(type, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
+        switch (type) { /* a constant type in each: the types' groups differ in every step */
+        case GGML_TYPE_Q4_0:
+            packed_rows_prepared(GGML_TYPE_Q4_0, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
+            break;
+        case GGML_TYPE_Q4_K:
+            packed_rows_prepared(GGML_TYPE_Q4_K, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
+            break;
+        case GGML_TYPE_Q6_K:
+            packed_rows_prepared(GGML_TYPE_Q6_K, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
+            break;
+        default:
+            packed_rows_prepared(GGML_TYPE_Q8_0, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
+            break;
+        }
     }
 }
+
 #undef PACKED_TILES
 #undef PACKED_TILE
 
@@ -1339,15 +1351,19 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
         matmul_panels(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
     }
+    if (packed && !xp) {
+        packed_rows_unprepared(type, w, w_row_bytes, n_out, xq, n_rows, nb, y, ldy);
+        return;
+    }
     if (packed) { /* a constant type in each: the types' groups differ in every step */
         if (type == GGML_TYPE_Q4_0)
-            packed_rows(GGML_TYPE_Q4_0, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
+            packed_rows_prepared(GGML_TYPE_Q4_0, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
         else if (type == GGML_TYPE_Q4_K)
-            packed_rows(GGML_TYPE_Q4_K, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
+            packed_rows_prepared(GGML_TYPE_Q4_K, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
         else if (type == GGML_TYPE_Q6_K)
-            packed_rows(GGML_TYPE_Q6_K, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
+            packed_rows_prepared(GGML_TYPE_Q6_K, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
         else
-            packed_rows(GGML_TYPE_Q8_0, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
+            packed_rows_prepared(GGML_TYPE_Q8_0, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
         return;
     }
     /* Q4_0's corrections, once per call rather than per tile of weight rows, when they fit on the stack */
