@@ -1202,9 +1202,9 @@ static inline __attribute__((always_inline)) void packed_group_q6_K(const uint8_
 
 /* Direct tile on packed rows, for few rows (decode, small batches): R <= PACKED_ROWS prepared activation rows (row
  * r's groups at xg + r * ng) against C <= 4 packed weight rows, each output with its 8 lanes in quant.h's block order
- * through its steps, as the panel tiles; the next tile's rows (C rows on) are fetched meanwhile (by every tile: a
- * fetch only for the first of those that share these weight rows, a branch in this loop, made 0.5B Q4_0 decode 7%
- * slower). */
+ * through its steps, as the panel tiles; the next tile's rows (C rows on) are fetched meanwhile, by every tile
+ * (fetching from only the first of the tiles that share these weight rows, a branch in this loop, cost 0.5B Q4_0
+ * decode about 5%). */
 static inline __attribute__((always_inline)) void packed_tile(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                                size_t nb, const xgroup *xg, int R, int C, float *y,
                                                                size_t ldy) {
@@ -1215,8 +1215,8 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
     for (size_t g = 0; g < ng; g++) {
         const bool half = g + 1 == ng && half_last_group(nb);
         const uint8_t *wg = w + g * gb, *side = w + scales_at + g * packed_side_bytes(type);
-        for (int c = 0; c < C; c++) { /* and their side data, which lies apart from the quants (0.5B Q4_0
-                                                * decode: 95-99 tok/s without, 103-106 with) */
+        for (int c = 0; c < C; c++) { /* and their side data, which lies apart from the quants (0.5B Q4_0 decode:
+                                        * 95-99 tok/s without, 103-106 with) */
             for (size_t off = 0; off < gb; off += 64) prefetch_at(wg, (size_t)(C + c) * w_row_bytes + off);
             prefetch_at(side, (size_t)(C + c) * w_row_bytes);
         }
@@ -1312,8 +1312,8 @@ static inline __attribute__((always_inline)) void packed_rows_prepared(ggml_type
     }
 }
 
-/* The same with the rows prepared here, on the stack, PACKED_PREP_ROWS at a time. Out of line: its buffer (115 KB)
- * in the frame of every product made decode steps probe and miss those stack pages (0.5B Q4_0: 83-85 -> 75-77 tok/s). */
+/* The same with the rows prepared here, on the stack, PACKED_PREP_ROWS at a time. Out of line, so that its buffer
+ * (115 KB) is not in the frame of every product a decode step makes. */
 #define PACKED_PREP_ROWS 4
 static __attribute__((noinline)) void packed_rows_unprepared(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                              uint32_t n_out, const block_q8_act *xq, uint32_t n_rows,
