@@ -336,9 +336,9 @@ static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos
     const uint32_t n_chunks = (n_rows + ATTN_BLOCK_ROWS - 1) / ATTN_BLOCK_ROWS, n_items = n_chunks * units;
 #pragma omp for schedule(dynamic, 1)
     for (uint32_t item = 0; item < n_items; item++) {
-        const uint32_t c = item / units, u = item % units;
-        const uint32_t h = by_kv_head ? u / parts * group + u % parts * heads : u; /* its first query head */
-        const uint32_t n_h = by_kv_head ? (group - u % parts * heads < heads ? group - u % parts * heads : heads) : 1;
+        const uint32_t c = item / units, u = item % units, skip = u % parts * heads; /* the part's place in its group */
+        const uint32_t h = by_kv_head ? u / parts * group + skip : u;                 /* its first query head */
+        const uint32_t n_h = !by_kv_head ? 1 : group - skip < heads ? group - skip : heads;
         const uint32_t end = (c + 1) * ATTN_BLOCK_ROWS < n_rows ? (c + 1) * ATTN_BLOCK_ROWS : n_rows;
         const size_t kv_off = (size_t)(h / group) * head_dim;
         for (uint32_t r = c * ATTN_BLOCK_ROWS, m; r < end; r += m) {

@@ -95,7 +95,7 @@ uint32_t spec_lookup(const int32_t *ids, uint32_t n, int32_t last, uint32_t ngra
         if (m > best) best = m, at = q;
     }
     if (!best) return 0;
-    uint32_t k = best < 5 ? 1u << (best - 1) : 16; /* 2^(m-1): bench/spec's acceptance, by match length */
+    uint32_t k = best < 5 ? 1u << (best - 1) : FKV_SPEC_MAX_DRAFT; /* 2^(m-1): bench/spec's acceptance by length */
     if (k > max) k = max;
     uint32_t i = 0;
     for (; i < k && at + 1 + i < len; i++) out[i] = H(at + 1 + i);
