@@ -430,16 +430,41 @@ typedef struct {
 #endif
 } wgroup;
 
+/* The activation side of a group: what the tiles start their sums from, made once per row (with VNNI, every start the
+ * tiles take, in 416 bytes: a larger group made the 4096-wide products of 8B Q4_K_M prefill slower, the rows' side
+ * streaming from L2 for every pair of weight rows). */
 typedef struct {
     __m256i q[BLOCK_LANES]; /* register j: quants 4j..4j+3 of blocks 0..7, aligned (no split loads) */
-    __m256 d;       /* activation scales of blocks 0..7 */
+    __m256 d;               /* activation scales of blocks 0..7 */
+#if MM_VNNI
+    __m256i base; /* -128 · Σx per block: where sums of weights stored 128 above their values start (group_regs) */
+    /* -32 · Σx over quants 0..15 and 16..31 of each block: where Q6_K's sums of its quants 0..63 start, so they end as
+     * Σ (q - 32) · x */
+    __m256i q6_lo, q6_hi;
+    __m256 t; /* Σx per block as f32: Q4_K's t_b */
+#else
     __m256i sum_lo; /* Σx over registers 0..3: quants 0..15 of each block (the half layout: both halves of blocks 0..3) */
     __m256i sum_hi; /* Σx over registers 4..7: quants 16..31 of each block (the half layout: 0) */
-#if MM_VNNI
-    __m256i base; /* -128 · (sum_lo + sum_hi): where sums of weights stored 128 above their values start (group_regs) */
-#endif
     __m256i nib_base; /* -8 · (sum_lo + sum_hi): where sums of packed Q4_0's unsigned nibbles start */
+#endif
 } xgroup;
+
+/* The starts the packed direct tiles of both variants take: read (VNNI) or made from the block sums (AVX2). */
+#if MM_VNNI
+static inline __m256i x_nib_base(const xgroup *x) { return _mm256_srai_epi32(x->base, 4); } /* -8 · Σx, exact */
+static inline __m256i x_q6_lo(const xgroup *x) { return x->q6_lo; }
+static inline __m256i x_q6_hi(const xgroup *x) { return x->q6_hi; }
+static inline __m256 x_t(const xgroup *x) { return x->t; }
+#else
+static inline __m256i x_nib_base(const xgroup *x) { return x->nib_base; }
+static inline __m256i x_q6_lo(const xgroup *x) {
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(x->sum_lo, 5));
+}
+static inline __m256i x_q6_hi(const xgroup *x) {
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(x->sum_hi, 5));
+}
+static inline __m256 x_t(const xgroup *x) { return _mm256_cvtepi32_ps(_mm256_add_epi32(x->sum_lo, x->sum_hi)); }
+#endif
 
 /* The quants of a Q8_0 / Q4_0 group of t blocks (t <= 8) in the register layout: transpose8_epi32's, or the half
  * layout when t <= 4; blocks past t are zero. With VNNI both are stored as their values + 128 (Q8_0: w ^ 0x80,
@@ -668,13 +693,18 @@ static void prep_panel_rows(const block_q8_act *xq, size_t nb, size_t ng, uint32
                 lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(ones8, x[j]));
                 hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(ones8, x[j + BLOCK_LANES / 2]));
             }
-            p->sum_lo = _mm256_madd_epi16(lo, ones16);
-            p->sum_hi = _mm256_madd_epi16(hi, ones16);
-            const __m256i minus = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(p->sum_lo, p->sum_hi));
+            const __m256i sum_lo = _mm256_madd_epi16(lo, ones16), sum_hi = _mm256_madd_epi16(hi, ones16);
+            const __m256i sum = _mm256_add_epi32(sum_lo, sum_hi), minus = _mm256_sub_epi32(_mm256_setzero_si256(), sum);
 #if MM_VNNI
             p->base = _mm256_slli_epi32(minus, 7);
-#endif
+            p->q6_lo = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sum_lo, 5));
+            p->q6_hi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sum_hi, 5));
+            p->t = _mm256_cvtepi32_ps(sum);
+#else
+            p->sum_lo = sum_lo;
+            p->sum_hi = sum_hi;
             p->nib_base = _mm256_slli_epi32(minus, 3);
+#endif
         }
 }
 
@@ -771,42 +801,40 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
         const __m512 dw = pair_ps(panel_scales(wp, packed, C, g, 0), panel_scales(wp, packed, C, g, C - 1));
         const wgroup *pw0 = packed ? NULL : &wp->pk[g * C], *pw1 = packed ? NULL : &wp->pk[g * C + C - 1];
         const xgroup *px[PANEL_ROWS];
-        const __m256i *xrow[PANEL_ROWS], *base[PANEL_ROWS];
+        const __m256i *xrow[PANEL_ROWS], *base[PANEL_ROWS], *q6_lo[PANEL_ROWS], *q6_hi[PANEL_ROWS];
         for (int r = 0; r < PANEL_ROWS; r++) {
             px[r] = &xp[(r < R ? r : R - 1) * ng + g];
             xrow[r] = px[r]->q;
             base[r] = &px[r]->base;
+            q6_lo[r] = &px[r]->q6_lo;
+            q6_hi[r] = &px[r]->q6_hi;
         }
         const bool half = half_last && g + 1 == ng; /* 4 registers: the half layout */
         /* Q8_0 and Q4_0: the sums start at -128 · Σx, so they end as Σ w · x (the half layout: block k's halves in
          * elements k and k+4) */
         const __m256i *const *start = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 ? base : NULL;
         __m512i s[PANEL_ROWS], hi[PANEL_ROWS];
-        if (type == GGML_TYPE_Q6_K) { /* quants 0..15 and 16..31 of each block have their own scales: two sums */
-            tile_sums(w0, w1, xrow, NULL, 0, BLOCK_LANES / 2, s);
-            tile_sums(w0, w1, xrow, NULL, BLOCK_LANES / 2, BLOCK_LANES / 2, hi);
+        if (type == GGML_TYPE_Q6_K) { /* quants 0..15 and 16..31 of each block have their own scales: two sums,
+                                       * from -32 · Σx of their halves, so each ends as Σ (q - 32) · x */
+            tile_sums(w0, w1, xrow, q6_lo, 0, BLOCK_LANES / 2, s);
+            tile_sums(w0, w1, xrow, q6_hi, BLOCK_LANES / 2, BLOCK_LANES / 2, hi);
         } else if (half) {
             tile_sums(w0, w1, xrow, start, 0, BLOCK_LANES / 2, s);
         } else {
             tile_sums(w0, w1, xrow, start, 0, BLOCK_LANES, s);
         }
         for (int r = 0; r < R; r++) {
-            const __m512i sum_lo = _mm512_broadcast_i64x4(px[r]->sum_lo), sum_hi = _mm512_broadcast_i64x4(px[r]->sum_hi);
             const __m512 dx = _mm512_broadcast_f32x8(px[r]->d);
             __m512 f; /* block k's exact s_b (quant.h) in f32, for Q4_K sc · s_b: each below 2^24, so exact */
             if (type == GGML_TYPE_Q6_K) {
-                /* less the offset's 32 · Σx, each half is Σ (q - 32) · x (at most 16 · 32 · 127): times its scale
-                 * and summed, exactly s_b */
-                const __m512i lo_q = _mm512_sub_epi32(s[r], _mm512_slli_epi32(sum_lo, 5));
-                const __m512i hi_q = _mm512_sub_epi32(hi[r], _mm512_slli_epi32(sum_hi, 5));
-                f = _mm512_fmadd_ps(pair_ps(pw0->sc[1], pw1->sc[1]), _mm512_cvtepi32_ps(hi_q),
-                                    _mm512_mul_ps(pair_ps(pw0->sc[0], pw1->sc[0]), _mm512_cvtepi32_ps(lo_q)));
+                /* each half Σ (q - 32) · x (at most 16 · 32 · 127): times its scale and summed, exactly s_b */
+                f = _mm512_fmadd_ps(pair_ps(pw0->sc[1], pw1->sc[1]), _mm512_cvtepi32_ps(hi[r]),
+                                    _mm512_mul_ps(pair_ps(pw0->sc[0], pw1->sc[0]), _mm512_cvtepi32_ps(s[r])));
             } else {
                 f = _mm512_cvtepi32_ps(half ? half_fold2(s[r]) : s[r]);
                 if (type == GGML_TYPE_Q4_K) /* d · (sc · s) + (-dmin · m) · Σx, then the step below */
                     f = _mm512_fmadd_ps(dw, _mm512_mul_ps(pair_ps(pw0->sc[0], pw1->sc[0]), f),
-                                        _mm512_mul_ps(pair_ps(pw0->m, pw1->m),
-                                                      _mm512_cvtepi32_ps(_mm512_add_epi32(sum_lo, sum_hi))));
+                                        _mm512_mul_ps(pair_ps(pw0->m, pw1->m), _mm512_broadcast_f32x8(px[r]->t)));
             }
             acc[r] = type == GGML_TYPE_Q4_K ? _mm512_fmadd_ps(dx, f, acc[r])
                                             : _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), f, acc[r]);
@@ -1128,7 +1156,7 @@ static inline __attribute__((always_inline)) void packed_group(ggml_type type, c
         __m256i hi[PACKED_ROWS][TILE_COLS]; /* registers j + 4: a second chain */
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
-                s[r][c] = type == GGML_TYPE_Q4_0 ? xg[r * x_stride].nib_base : _mm256_setzero_si256();
+                s[r][c] = type == GGML_TYPE_Q4_0 ? x_nib_base(&xg[r * x_stride]) : _mm256_setzero_si256();
                 hi[r][c] = _mm256_setzero_si256();
             }
         const __m256i low4 = _mm256_set1_epi8(15);
@@ -1181,7 +1209,8 @@ static inline __attribute__((always_inline)) void packed_group(ggml_type type, c
 }
 
 /* One group of a packed Q6_K direct tile: lo[r][c] and hi[r][c], element k, the sums of sub-block k's quants 0..15
- * and 16..31 (unsigned, the offset 32 still in) against activation row r's — registers 0..3 and 4..7. */
+ * and 16..31 less the offset 32 (Σ (q - 32) · x, from xgroup.q6_lo and q6_hi) against activation row r's — registers
+ * 0..3 and 4..7. */
 static inline __attribute__((always_inline)) void packed_group_q6_K(const uint8_t *w, size_t w_row_bytes,
                                                                      const xgroup *xg, size_t x_stride, int R, int C,
                                                                      __m256i lo[PACKED_ROWS][TILE_COLS],
@@ -1191,7 +1220,8 @@ static inline __attribute__((always_inline)) void packed_group_q6_K(const uint8_
         packed_q6_K_regs(w + c * w_row_bytes, q);
         for (int r = 0; r < R; r++) {
             const xgroup *x = &xg[r * x_stride];
-            lo[r][c] = hi[r][c] = _mm256_setzero_si256();
+            lo[r][c] = x_q6_lo(x);
+            hi[r][c] = x_q6_hi(x);
             for (int j = 0; j < BLOCK_LANES / 2; j++) {
                 lo[r][c] = sums_u8s8(lo[r][c], q[j], _mm256_load_si256(&x->q[j]));
                 hi[r][c] = sums_u8s8(hi[r][c], q[j + BLOCK_LANES / 2], _mm256_load_si256(&x->q[j + BLOCK_LANES / 2]));
@@ -1221,7 +1251,7 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
             prefetch_at(side, (size_t)(C + c) * w_row_bytes);
         }
         __m256i s[PACKED_ROWS][TILE_COLS];
-        if (type == GGML_TYPE_Q6_K) { /* less the offset's 32 · Σx per half; then as superblock_q6_K */
+        if (type == GGML_TYPE_Q6_K) { /* each half's sum less the offset (packed_group_q6_K); then as superblock_q6_K */
             __m256i hi[PACKED_ROWS][TILE_COLS];
             packed_group_q6_K(wg, w_row_bytes, &xg[g], ng, R, C, s, hi);
             const __m128i deal = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
@@ -1234,9 +1264,8 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
                              sc_hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc)));
                 for (int r = 0; r < R; r++) {
                     const xgroup *x = &xg[r * ng + g];
-                    const __m256i lo32 = _mm256_slli_epi32(x->sum_lo, 5), hi32 = _mm256_slli_epi32(x->sum_hi, 5);
-                    const __m256 sb = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[r][c], lo32)), sc_lo),
-                                                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(hi[r][c], hi32)), sc_hi));
+                    const __m256 sb = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s[r][c]), sc_lo),
+                                                    _mm256_mul_ps(_mm256_cvtepi32_ps(hi[r][c]), sc_hi));
                     acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d)), x->d), sb, acc[r][c]);
                 }
             }
@@ -1254,10 +1283,9 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
                 const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(-dmin), _mm256_cvtepi32_ps(m));
                 for (int r = 0; r < R; r++) {
                     const xgroup *x = &xg[r * ng + g];
-                    const __m256 t = _mm256_cvtepi32_ps(_mm256_add_epi32(x->sum_lo, x->sum_hi));
                     const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(d),
                                                          _mm256_cvtepi32_ps(_mm256_mullo_epi32(s[r][c], sc)),
-                                                         _mm256_mul_ps(dm, t));
+                                                         _mm256_mul_ps(dm, x_t(x)));
                     acc[r][c] = _mm256_fmadd_ps(x->d, inner, acc[r][c]);
                 }
             }
