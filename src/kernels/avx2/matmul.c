@@ -430,6 +430,22 @@ typedef struct {
 #endif
 } wgroup;
 
+#if MM_VNNI
+/* A panel's two weight rows as the VNNI tiles take them, group by group: each of wgroup's registers as [row 0 | row 1],
+ * one 512-bit load (a panel of one row: that row in both halves). Pairing them in the tiles took an insert per register
+ * and per factor vector, for every tile of activation rows. */
+typedef struct {
+    __m512i q[BLOCK_LANES];
+    __m512 d, m, sc[2];
+} wpair;
+_Static_assert(2 * sizeof(wgroup) == sizeof(wpair), "wpair: wgroup's registers, two rows side by side");
+typedef wpair wpanel_group; /* pk[g]: group g of a panel */
+#define PANEL_GROUP_ROWS PANEL_COLS
+#else
+typedef wgroup wpanel_group; /* pk[g * C + c]: group g of the panel's row c */
+#define PANEL_GROUP_ROWS 1
+#endif
+
 /* The activation side of a group: what the tiles start their sums from, made once per row (with VNNI, every start the
  * tiles take, in 416 bytes: a larger group made the 4096-wide products of 8B Q4_K_M prefill slower, the rows' side
  * streaming from L2 for every pair of weight rows). */
@@ -617,56 +633,78 @@ static inline void packed_q4_K_side(const uint8_t *side, float *d, float *dmin, 
     *m = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(side + sizeof h + BLOCK_LANES)));
 }
 
-/* pk[g * C + c]: group g of weight row c, c < C; packed: the rows are packed Q4_0, Q4_K or Q6_K rows (quant_pack_rows). */
-static void pack_panel(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, int C, size_t nb, size_t ng,
-                       wgroup *pk) {
+/* Group g of weight row c of a panel of C rows into p; packed: the rows are packed Q4_0, Q4_K or Q6_K rows
+ * (quant_pack_rows). */
+static inline void pack_group(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, int C, size_t nb,
+                              size_t ng, size_t g, int c, wgroup *p) {
     const size_t gb = packed ? packed_group_bytes(type) : group_bytes(type);
+    const uint8_t *wg = w + c * w_row_bytes + g * gb;
+    for (size_t off = 0; off < gb; off += 64) /* the next panel's group: its fetch overlaps this work */
+        prefetch_at(wg, (size_t)C * w_row_bytes + off);
+    if (packed) { /* the nibbles in the panel layout already (Q4_0's 120 up with VNNI, as group_regs leaves
+                   * them); the side as it lies */
+        const uint8_t *side = packed_side(w + c * w_row_bytes, type, nb, g);
+        if (type == GGML_TYPE_Q6_K) {
+            uint16_t d;
+            memcpy(&d, side, sizeof d);
+            packed_q6_K_regs(wg, p->q);
+            q6_K_factors(p, d, (const int8_t *)side + sizeof d);
+            return;
+        }
+        packed_nibble_regs(wg, g + 1 == ng && half_last_group(nb), p->q);
+        if (type == GGML_TYPE_Q4_K) {
+            float d, dmin;
+            __m256i sc, m;
+            packed_q4_K_side(side, &d, &dmin, &sc, &m);
+            q4_K_factors(p, d, dmin, sc, m);
+            return;
+        }
+        for (int j = 0; MM_VNNI && j < BLOCK_LANES; j++) p->q[j] = _mm256_add_epi8(p->q[j], _mm256_set1_epi8(120));
+        p->d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)side));
+        return;
+    }
+    if (type == GGML_TYPE_Q4_K) {
+        const block_q4_K *b = (const block_q4_K *)wg;
+        int32_t sc[8], m[8];
+        ord_q4_K_scales(b->scales, sc, m);
+        kquant_regs(type, wg, p->q);
+        q4_K_factors(p, _cvtsh_ss(b->d), _cvtsh_ss(b->dmin), _mm256_loadu_si256((const __m256i *)sc),
+                     _mm256_loadu_si256((const __m256i *)m));
+    } else if (type == GGML_TYPE_Q6_K) {
+        const block_q6_K *b = (const block_q6_K *)wg;
+        kquant_regs(type, wg, p->q);
+        q6_K_factors(p, b->d, b->scales);
+    } else {
+        const int t = blocks_in_group(nb, g);
+        group_regs(type, wg, t, p->q);
+        p->d = group_wscales(type, wg, t);
+        return;
+    }
+    transpose8_epi32(p->q);
+}
+
+#if MM_VNNI
+/* Row c's group into half c of its pair: wgroup's k-th register into the k-th pair's half. */
+static inline void pair_store(wpair *dst, const wgroup *src, int c) {
+    const __m256i *from = (const __m256i *)src;
+    __m256i *to = (__m256i *)dst;
+    for (size_t k = 0; k < sizeof(wgroup) / sizeof(__m256i); k++) _mm256_store_si256(to + 2 * k + c, from[k]);
+}
+#endif
+
+/* The groups of a panel of C weight rows (wpanel_group's layout). */
+static void pack_panel(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, int C, size_t nb, size_t ng,
+                       wpanel_group *pk) {
     for (size_t g = 0; g < ng; g++)
         for (int c = 0; c < C; c++) {
-            const uint8_t *wg = w + c * w_row_bytes + g * gb;
-            wgroup *p = &pk[g * C + c];
-            for (size_t off = 0; off < gb; off += 64) /* the next panel's group: its fetch overlaps this work */
-                prefetch_at(wg, (size_t)C * w_row_bytes + off);
-            if (packed) { /* the nibbles in the panel layout already (Q4_0's 120 up with VNNI, as group_regs leaves
-                           * them); the side as it lies */
-                const uint8_t *side = packed_side(w + c * w_row_bytes, type, nb, g);
-                if (type == GGML_TYPE_Q6_K) {
-                    uint16_t d;
-                    memcpy(&d, side, sizeof d);
-                    packed_q6_K_regs(wg, p->q);
-                    q6_K_factors(p, d, (const int8_t *)side + sizeof d);
-                    continue;
-                }
-                packed_nibble_regs(wg, g + 1 == ng && half_last_group(nb), p->q);
-                if (type == GGML_TYPE_Q4_K) {
-                    float d, dmin;
-                    __m256i sc, m;
-                    packed_q4_K_side(side, &d, &dmin, &sc, &m);
-                    q4_K_factors(p, d, dmin, sc, m);
-                    continue;
-                }
-                for (int j = 0; MM_VNNI && j < BLOCK_LANES; j++) p->q[j] = _mm256_add_epi8(p->q[j], _mm256_set1_epi8(120));
-                p->d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)side));
-                continue;
-            }
-            if (type == GGML_TYPE_Q4_K) {
-                const block_q4_K *b = (const block_q4_K *)wg;
-                int32_t sc[8], m[8];
-                ord_q4_K_scales(b->scales, sc, m);
-                kquant_regs(type, wg, p->q);
-                q4_K_factors(p, _cvtsh_ss(b->d), _cvtsh_ss(b->dmin), _mm256_loadu_si256((const __m256i *)sc),
-                             _mm256_loadu_si256((const __m256i *)m));
-            } else if (type == GGML_TYPE_Q6_K) {
-                const block_q6_K *b = (const block_q6_K *)wg;
-                kquant_regs(type, wg, p->q);
-                q6_K_factors(p, b->d, b->scales);
-            } else {
-                const int t = blocks_in_group(nb, g);
-                group_regs(type, wg, t, p->q);
-                p->d = group_wscales(type, wg, t);
-                continue;
-            }
-            transpose8_epi32(p->q);
+#if MM_VNNI
+            wgroup one = {0}; /* the factors a type does not use: copied, never read */
+            pack_group(type, packed, w, w_row_bytes, C, nb, ng, g, c, &one);
+            pair_store(&pk[g], &one, c);
+            if (C == 1) pair_store(&pk[g], &one, 1);
+#else
+            pack_group(type, packed, w, w_row_bytes, C, nb, ng, g, c, &pk[g * C + c]);
+#endif
         }
 }
 
@@ -709,23 +747,33 @@ static void prep_panel_rows(const block_q8_act *xq, size_t nb, size_t ng, uint32
 }
 
 
-/* The weight side of a panel of C rows: rearranged per call (pk: group g of row c at pk[g * C + c]) or read where it
- * lies (rows: Q8_0 rows as quant_pack_rows leaves them, row c at rows + c * row_bytes, scales at scales_at). */
+/* The weight side of a panel of C rows: rearranged per call (pk, wpanel_group's layout) or read where it lies (rows:
+ * Q8_0 rows as quant_pack_rows leaves them, row c at rows + c * row_bytes, scales at scales_at). */
 typedef struct {
-    const wgroup *pk;
+    const wpanel_group *pk;
     const uint8_t *rows;
     size_t row_bytes, scales_at;
 } wpanel;
 
+#if MM_VNNI
+/* Packed Q8_0 rows read in place: row c's registers and scales of group g. */
+static inline const __m256i *panel_regs(const wpanel *wp, size_t g, int c) {
+    return (const __m256i *)(wp->rows + c * wp->row_bytes + g * packed_group_bytes(GGML_TYPE_Q8_0));
+}
+
+static inline __m256 panel_scales(const wpanel *wp, size_t g, int c) {
+    return packed_scales(wp->rows + c * wp->row_bytes, wp->scales_at, g);
+}
+#else
 static inline const __m256i *panel_regs(const wpanel *wp, bool packed, int C, size_t g, int c) {
     return packed ? (const __m256i *)(wp->rows + c * wp->row_bytes + g * packed_group_bytes(GGML_TYPE_Q8_0))
                   : wp->pk[g * C + c].q;
 }
 
-
 static inline __m256 panel_scales(const wpanel *wp, bool packed, int C, size_t g, int c) {
     return packed ? packed_scales(wp->rows + c * wp->row_bytes, wp->scales_at, g) : wp->pk[g * C + c].d;
 }
+#endif
 
 /* Packed rows read in place (a panel of C rows, then the next, as the rows lie): group g of the panel PF_DIST panels
  * on is fetched while this one's first register tile runs, so a product of few rows streams its weights instead of
@@ -767,7 +815,8 @@ static inline __m512i half_fold2(__m512i s) {
  * Of 8 registers, even and odd ones go to separate accumulators: one chain of 8 would wait on vpdpbusd's latency.
  * A chain of 4 (Q6_K's halves, each its own chain; the half layout) does not: one accumulator, no add (Q6_K 768 x
  * 2048, 128 rows, one thread: 1755 -> 1705 us). */
-static inline __attribute__((always_inline)) void tile_sums(const __m256i *w0, const __m256i *w1,
+static inline __attribute__((always_inline)) void tile_sums(bool packed, const __m512i *wq, const __m256i *w0,
+                                                             const __m256i *w1,
                                                              const __m256i *const xr[PANEL_ROWS],
                                                              const __m256i *const start[PANEL_ROWS], int j0, int n,
                                                              __m512i s[PANEL_ROWS]) {
@@ -777,7 +826,8 @@ static inline __attribute__((always_inline)) void tile_sums(const __m256i *w0, c
         odd[r] = _mm512_setzero_si512();
     }
     for (int j = j0; j < j0 + n; j++) {
-        const __m512i w = pair_epi32(_mm256_load_si256(w0 + j), _mm256_load_si256(w1 + j));
+        const __m512i w =
+            packed ? pair_epi32(_mm256_load_si256(w0 + j), _mm256_load_si256(w1 + j)) : _mm512_load_si512(wq + j);
         for (int r = 0; r < PANEL_ROWS; r++) {
             const __m512i x = _mm512_broadcast_i64x4(_mm256_load_si256(xr[r] + j));
             if (n > BLOCK_LANES / 2 && (j - j0) % 2)
@@ -798,10 +848,12 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
     __m512 acc[PANEL_ROWS];
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (size_t g = 0; g < ng; g++) {
-        const __m256i *w0 = panel_regs(wp, packed, C, g, 0), *w1 = panel_regs(wp, packed, C, g, C - 1);
+        /* the weight registers: packed Q8_0's rows paired here, a rearranged panel's as they lie (wpair) */
+        const wpair *pp = packed ? NULL : &wp->pk[g];
+        const __m512i *wq = packed ? NULL : pp->q;
+        const __m256i *w0 = packed ? panel_regs(wp, g, 0) : NULL, *w1 = packed ? panel_regs(wp, g, C - 1) : NULL;
         if (packed && fetch) fetch_ahead(wp, C, g);
-        const __m512 dw = pair_ps(panel_scales(wp, packed, C, g, 0), panel_scales(wp, packed, C, g, C - 1));
-        const wgroup *pw0 = packed ? NULL : &wp->pk[g * C], *pw1 = packed ? NULL : &wp->pk[g * C + C - 1];
+        const __m512 dw = packed ? pair_ps(panel_scales(wp, g, 0), panel_scales(wp, g, C - 1)) : pp->d;
         const xgroup *px[PANEL_ROWS];
         const __m256i *xrow[PANEL_ROWS], *base[PANEL_ROWS], *q6_lo[PANEL_ROWS], *q6_hi[PANEL_ROWS];
         for (int r = 0; r < PANEL_ROWS; r++) {
@@ -818,25 +870,23 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
         __m512i s[PANEL_ROWS], hi[PANEL_ROWS];
         if (type == GGML_TYPE_Q6_K) { /* quants 0..15 and 16..31 of each block have their own scales: two sums,
                                        * from -32 · Σx of their halves, so each ends as Σ (q - 32) · x */
-            tile_sums(w0, w1, xrow, q6_lo, 0, BLOCK_LANES / 2, s);
-            tile_sums(w0, w1, xrow, q6_hi, BLOCK_LANES / 2, BLOCK_LANES / 2, hi);
+            tile_sums(packed, wq, w0, w1, xrow, q6_lo, 0, BLOCK_LANES / 2, s);
+            tile_sums(packed, wq, w0, w1, xrow, q6_hi, BLOCK_LANES / 2, BLOCK_LANES / 2, hi);
         } else if (half) {
-            tile_sums(w0, w1, xrow, start, 0, BLOCK_LANES / 2, s);
+            tile_sums(packed, wq, w0, w1, xrow, start, 0, BLOCK_LANES / 2, s);
         } else {
-            tile_sums(w0, w1, xrow, start, 0, BLOCK_LANES, s);
+            tile_sums(packed, wq, w0, w1, xrow, start, 0, BLOCK_LANES, s);
         }
         for (int r = 0; r < R; r++) {
             const __m512 dx = _mm512_broadcast_f32x8(px[r]->d);
             __m512 f; /* block k's exact s_b (quant.h) in f32, for Q4_K sc · s_b: each below 2^24, so exact */
             if (type == GGML_TYPE_Q6_K) {
                 /* each half Σ (q - 32) · x (at most 16 · 32 · 127): times its scale and summed, exactly s_b */
-                f = _mm512_fmadd_ps(pair_ps(pw0->sc[1], pw1->sc[1]), _mm512_cvtepi32_ps(hi[r]),
-                                    _mm512_mul_ps(pair_ps(pw0->sc[0], pw1->sc[0]), _mm512_cvtepi32_ps(s[r])));
+                f = _mm512_fmadd_ps(pp->sc[1], _mm512_cvtepi32_ps(hi[r]), _mm512_mul_ps(pp->sc[0], _mm512_cvtepi32_ps(s[r])));
             } else {
                 f = _mm512_cvtepi32_ps(half ? half_fold2(s[r]) : s[r]);
                 if (type == GGML_TYPE_Q4_K) /* d · (sc · s) + (-dmin · m) · Σx, then the step below */
-                    f = _mm512_fmadd_ps(dw, _mm512_mul_ps(pair_ps(pw0->sc[0], pw1->sc[0]), f),
-                                        _mm512_mul_ps(pair_ps(pw0->m, pw1->m), _mm512_broadcast_f32x8(px[r]->t)));
+                    f = _mm512_fmadd_ps(dw, _mm512_mul_ps(pp->sc[0], f), _mm512_mul_ps(pp->m, _mm512_broadcast_f32x8(px[r]->t)));
             }
             acc[r] = type == GGML_TYPE_Q4_K ? _mm512_fmadd_ps(dx, f, acc[r])
                                             : _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), f, acc[r]);
@@ -1100,7 +1150,7 @@ static void panels_over(ggml_type type, bool packed_rows, const uint8_t *w, size
     const bool packed = packed_rows && type == GGML_TYPE_Q8_0; /* in place */
     const size_t ng = groups_of(nb);
     const bool half_last = half_last_group(nb);
-    wgroup pk[PANEL_MAX_GROUPS * PANEL_COLS];
+    wpanel_group pk[PANEL_MAX_GROUPS * PANEL_COLS / PANEL_GROUP_ROWS];
     /* Rearranged here: as many panels at a time as pk holds, then blocks of rows whose activation side fits in
      * PANEL_X_L1 bytes pass over them all (VNNI, 110M shapes, 128 rows: 5-10% faster than one panel at a time
      * against all rows; AVX2 as fast); when not even a register tile's rows fit (4864 wide), the latter, 3% faster */
@@ -1111,12 +1161,12 @@ static void panels_over(ggml_type type, bool packed_rows, const uint8_t *w, size
         const uint32_t o1 = n_out - o0 < span ? n_out : o0 + span;
         for (uint32_t o = o0; !packed && o < o1; o += PANEL_COLS)
             pack_panel(type, packed_rows, w + o * w_row_bytes, w_row_bytes,
-                       o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS, nb, ng, pk + (size_t)(o - o0) * ng);
+                       o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS, nb, ng, pk + (size_t)(o - o0) / PANEL_GROUP_ROWS * ng);
         for (uint32_t r0 = 0; r0 < rows; r0 += block) {
             const uint32_t nr = rows - r0 < block ? rows - r0 : block;
             for (uint32_t o = o0; o < o1; o += PANEL_COLS) {
                 const int C = o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS;
-                const wpanel wp = {pk + (size_t)(o - o0) * ng, w + o * w_row_bytes, w_row_bytes,
+                const wpanel wp = {pk + (size_t)(o - o0) / PANEL_GROUP_ROWS * ng, w + o * w_row_bytes, w_row_bytes,
                                    packed_scales_at(type, nb)};
                 panel_dispatch(type, packed, &wp, ng, half_last, xp + (size_t)r0 * ng, nr, C,
                                y + (size_t)r0 * ldy + o, ldy);
