@@ -800,8 +800,8 @@ static void test_prefill_matmul_of_the_model_widths_equals_the_scalar_dots(void 
      * twice. 40 outputs: a last panel of 8 weight rows. */
     const uint32_t rows[] = {128, 130}, outs[] = {40};
     /* the 0.5B shape's widths: 896 (28 blocks: the half layout of a last group of 4) and 4864 (152 blocks: chunks of
-     * 64 blocks, then 24) */
-    const size_t ns[] = {896, 4864};
+     * 64 blocks, then 24); the 8B shape's 14336, whose rows' activation side the panels take in passes */
+    const size_t ns[] = {896, 4864, 14336};
     const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K}; /* packed where it packs */
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)

@@ -1142,6 +1142,12 @@ static bool panel_fits(ggml_type type, bool packed, uint32_t n_rows, size_t ng) 
  * panel's two weight rows stay there for its tiles (one 4864-wide Q8_0 product: 8% faster than all rows at once). */
 #define PANEL_ROW_BLOCK 16
 #define PANEL_X_L1 (24 * 1024) /* the activation side of a block of rows against panels rearranged per call */
+/* The activation side of the rows one weight pair at a time passes over, where not even a tile's rows fit in L1: more
+ * than L2 holds streams from memory for every pair (8B's ffn_down, 14336 wide, 128 rows: 3 MB). A call of more rows
+ * goes in passes, each rearranging the weights again. Emerald Rapids (2 MB of L2), avx512, one thread, 128 rows of
+ * 14336 against 128 outputs: Q4_K 5780 -> 2530 us, Q6_K 6400 -> 2640; with 512 KB passes 3000 and 3140, and 4864-wide
+ * rows (1 MB, one pass at this size) 5% slower. Zen's smaller L2 is not measured. */
+#define PANEL_X_L2 (1024 * 1024)
 
 /* Prepared rows xp (rows of them) against every panel of the n_out weight rows: rearranged here, once each (from
  * natural rows, or packed Q4_0 ones), or read where they lie (packed Q8_0, then a block of rows at a time). */
@@ -1155,6 +1161,15 @@ static void panels_over(ggml_type type, bool packed_rows, const uint8_t *w, size
      * PANEL_X_L1 bytes pass over them all (VNNI, 110M shapes, 128 rows: 5-10% faster than one panel at a time
      * against all rows; AVX2 as fast); when not even a register tile's rows fit (4864 wide), the latter, 3% faster */
     const size_t fit = PANEL_X_L1 / (ng * sizeof(xgroup)) / PANEL_ROWS * PANEL_ROWS;
+    const size_t row_bytes = ng * sizeof(xgroup);
+    if (!packed && !fit && rows * row_bytes > PANEL_X_L2) { /* in passes of rows that fit, as even as tiles allow */
+        const uint32_t most = (uint32_t)(PANEL_X_L2 / row_bytes / PANEL_ROWS * PANEL_ROWS);
+        const uint32_t passes = (rows + most - 1) / most, per = (rows / passes + PANEL_ROWS - 1) / PANEL_ROWS * PANEL_ROWS;
+        for (uint32_t r0 = 0; r0 < rows; r0 += per)
+            panels_over(type, packed_rows, w, w_row_bytes, n_out, xp + (size_t)r0 * ng, rows - r0 < per ? rows - r0 : per,
+                        nb, y + (size_t)r0 * ldy, ldy);
+        return;
+    }
     const uint32_t span = packed ? n_out : fit ? (uint32_t)(PANEL_MAX_GROUPS / ng) * PANEL_COLS : PANEL_COLS;
     const uint32_t block = packed ? PANEL_ROW_BLOCK : !fit ? rows : fit > PANEL_ROW_BLOCK ? PANEL_ROW_BLOCK : (uint32_t)fit;
     for (uint32_t o0 = 0; o0 < n_out; o0 += span) {
