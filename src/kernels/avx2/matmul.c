@@ -755,23 +755,22 @@ typedef struct {
     size_t row_bytes, scales_at;
 } wpanel;
 
-#if MM_VNNI
 /* Packed Q8_0 rows read in place: row c's registers and scales of group g. */
-static inline const __m256i *panel_regs(const wpanel *wp, size_t g, int c) {
+static inline const __m256i *inplace_regs(const wpanel *wp, size_t g, int c) {
     return (const __m256i *)(wp->rows + c * wp->row_bytes + g * packed_group_bytes(GGML_TYPE_Q8_0));
 }
 
-static inline __m256 panel_scales(const wpanel *wp, size_t g, int c) {
+static inline __m256 inplace_scales(const wpanel *wp, size_t g, int c) {
     return packed_scales(wp->rows + c * wp->row_bytes, wp->scales_at, g);
 }
-#else
+
+#if !MM_VNNI
 static inline const __m256i *panel_regs(const wpanel *wp, bool packed, int C, size_t g, int c) {
-    return packed ? (const __m256i *)(wp->rows + c * wp->row_bytes + g * packed_group_bytes(GGML_TYPE_Q8_0))
-                  : wp->pk[g * C + c].q;
+    return packed ? inplace_regs(wp, g, c) : wp->pk[g * C + c].q;
 }
 
 static inline __m256 panel_scales(const wpanel *wp, bool packed, int C, size_t g, int c) {
-    return packed ? packed_scales(wp->rows + c * wp->row_bytes, wp->scales_at, g) : wp->pk[g * C + c].d;
+    return packed ? inplace_scales(wp, g, c) : wp->pk[g * C + c].d;
 }
 #endif
 
@@ -851,9 +850,9 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
         /* the weight registers: packed Q8_0's rows paired here, a rearranged panel's as they lie (wpair) */
         const wpair *pp = packed ? NULL : &wp->pk[g];
         const __m512i *wq = packed ? NULL : pp->q;
-        const __m256i *w0 = packed ? panel_regs(wp, g, 0) : NULL, *w1 = packed ? panel_regs(wp, g, C - 1) : NULL;
+        const __m256i *w0 = packed ? inplace_regs(wp, g, 0) : NULL, *w1 = packed ? inplace_regs(wp, g, C - 1) : NULL;
         if (packed && fetch) fetch_ahead(wp, C, g);
-        const __m512 dw = packed ? pair_ps(panel_scales(wp, g, 0), panel_scales(wp, g, C - 1)) : pp->d;
+        const __m512 dw = packed ? pair_ps(inplace_scales(wp, g, 0), inplace_scales(wp, g, C - 1)) : pp->d;
         const xgroup *px[PANEL_ROWS];
         const __m256i *xrow[PANEL_ROWS], *base[PANEL_ROWS], *q6_lo[PANEL_ROWS], *q6_hi[PANEL_ROWS];
         for (int r = 0; r < PANEL_ROWS; r++) {
@@ -882,11 +881,13 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
             __m512 f; /* block k's exact s_b (quant.h) in f32, for Q4_K sc · s_b: each below 2^24, so exact */
             if (type == GGML_TYPE_Q6_K) {
                 /* each half Σ (q - 32) · x (at most 16 · 32 · 127): times its scale and summed, exactly s_b */
-                f = _mm512_fmadd_ps(pp->sc[1], _mm512_cvtepi32_ps(hi[r]), _mm512_mul_ps(pp->sc[0], _mm512_cvtepi32_ps(s[r])));
+                f = _mm512_fmadd_ps(pp->sc[1], _mm512_cvtepi32_ps(hi[r]),
+                                    _mm512_mul_ps(pp->sc[0], _mm512_cvtepi32_ps(s[r])));
             } else {
                 f = _mm512_cvtepi32_ps(half ? half_fold2(s[r]) : s[r]);
                 if (type == GGML_TYPE_Q4_K) /* d · (sc · s) + (-dmin · m) · Σx, then the step below */
-                    f = _mm512_fmadd_ps(dw, _mm512_mul_ps(pp->sc[0], f), _mm512_mul_ps(pp->m, _mm512_broadcast_f32x8(px[r]->t)));
+                    f = _mm512_fmadd_ps(dw, _mm512_mul_ps(pp->sc[0], f),
+                                        _mm512_mul_ps(pp->m, _mm512_broadcast_f32x8(px[r]->t)));
             }
             acc[r] = type == GGML_TYPE_Q4_K ? _mm512_fmadd_ps(dx, f, acc[r])
                                             : _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), f, acc[r]);
@@ -1160,14 +1161,14 @@ static void panels_over(ggml_type type, bool packed_rows, const uint8_t *w, size
     /* Rearranged here: as many panels at a time as pk holds, then blocks of rows whose activation side fits in
      * PANEL_X_L1 bytes pass over them all (VNNI, 110M shapes, 128 rows: 5-10% faster than one panel at a time
      * against all rows; AVX2 as fast); when not even a register tile's rows fit (4864 wide), the latter, 3% faster */
-    const size_t fit = PANEL_X_L1 / (ng * sizeof(xgroup)) / PANEL_ROWS * PANEL_ROWS;
-    const size_t row_bytes = ng * sizeof(xgroup);
+    const size_t row_bytes = ng * sizeof(xgroup), fit = PANEL_X_L1 / row_bytes / PANEL_ROWS * PANEL_ROWS;
     if (!packed && !fit && rows * row_bytes > PANEL_X_L2) { /* in passes of rows that fit, as even as tiles allow */
         const uint32_t most = (uint32_t)(PANEL_X_L2 / row_bytes / PANEL_ROWS * PANEL_ROWS);
-        const uint32_t passes = (rows + most - 1) / most, per = (rows / passes + PANEL_ROWS - 1) / PANEL_ROWS * PANEL_ROWS;
+        const uint32_t passes = (rows + most - 1) / most;
+        const uint32_t per = (rows / passes + PANEL_ROWS - 1) / PANEL_ROWS * PANEL_ROWS;
         for (uint32_t r0 = 0; r0 < rows; r0 += per)
-            panels_over(type, packed_rows, w, w_row_bytes, n_out, xp + (size_t)r0 * ng, rows - r0 < per ? rows - r0 : per,
-                        nb, y + (size_t)r0 * ldy, ldy);
+            panels_over(type, packed_rows, w, w_row_bytes, n_out, xp + (size_t)r0 * ng,
+                        rows - r0 < per ? rows - r0 : per, nb, y + (size_t)r0 * ldy, ldy);
         return;
     }
     const uint32_t span = packed ? n_out : fit ? (uint32_t)(PANEL_MAX_GROUPS / ng) * PANEL_COLS : PANEL_COLS;
@@ -1176,7 +1177,8 @@ static void panels_over(ggml_type type, bool packed_rows, const uint8_t *w, size
         const uint32_t o1 = n_out - o0 < span ? n_out : o0 + span;
         for (uint32_t o = o0; !packed && o < o1; o += PANEL_COLS)
             pack_panel(type, packed_rows, w + o * w_row_bytes, w_row_bytes,
-                       o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS, nb, ng, pk + (size_t)(o - o0) / PANEL_GROUP_ROWS * ng);
+                       o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS, nb, ng,
+                       pk + (size_t)(o - o0) / PANEL_GROUP_ROWS * ng);
         for (uint32_t r0 = 0; r0 < rows; r0 += block) {
             const uint32_t nr = rows - r0 < block ? rows - r0 : block;
             for (uint32_t o = o0; o < o1; o += PANEL_COLS) {
@@ -1407,6 +1409,18 @@ static inline __attribute__((always_inline)) void packed_rows_prepared(ggml_type
     }
 }
 
+/* packed_rows_prepared with a constant type in each call: the types' groups differ in every step. */
+static inline __attribute__((always_inline)) void packed_rows_of(ggml_type type, const uint8_t *w, size_t w_row_bytes,
+                                                                  uint32_t n_out, const xgroup *xp, uint32_t n_rows,
+                                                                  size_t nb, float *y, size_t ldy) {
+    switch (type) {
+    case GGML_TYPE_Q4_0: packed_rows_prepared(GGML_TYPE_Q4_0, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy); break;
+    case GGML_TYPE_Q4_K: packed_rows_prepared(GGML_TYPE_Q4_K, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy); break;
+    case GGML_TYPE_Q6_K: packed_rows_prepared(GGML_TYPE_Q6_K, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy); break;
+    default: packed_rows_prepared(GGML_TYPE_Q8_0, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy); break;
+    }
+}
+
 /* The same with the rows prepared here, on the stack, PACKED_PREP_ROWS at a time. Out of line, so that its buffer
  * (115 KB) is not in the frame of every product a decode step makes. */
 #define PACKED_PREP_ROWS 4
@@ -1418,20 +1432,7 @@ static __attribute__((noinline)) void packed_rows_unprepared(ggml_type type, con
     for (uint32_t r0 = 0; r0 < n_rows; r0 += PACKED_PREP_ROWS) {
         const uint32_t rows = n_rows - r0 < PACKED_PREP_ROWS ? n_rows - r0 : PACKED_PREP_ROWS;
         prep_panel_rows(xq + (size_t)r0 * nb, nb, ng, rows, buf);
-        switch (type) { /* a constant type in each: the types' groups differ in every step */
-        case GGML_TYPE_Q4_0:
-            packed_rows_prepared(GGML_TYPE_Q4_0, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
-            break;
-        case GGML_TYPE_Q4_K:
-            packed_rows_prepared(GGML_TYPE_Q4_K, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
-            break;
-        case GGML_TYPE_Q6_K:
-            packed_rows_prepared(GGML_TYPE_Q6_K, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
-            break;
-        default:
-            packed_rows_prepared(GGML_TYPE_Q8_0, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
-            break;
-        }
+        packed_rows_of(type, w, w_row_bytes, n_out, buf, rows, nb, y + (size_t)r0 * ldy, ldy);
     }
 }
 
@@ -1450,15 +1451,8 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
         packed_rows_unprepared(type, w, w_row_bytes, n_out, xq, n_rows, nb, y, ldy);
         return;
     }
-    if (packed) { /* a constant type in each: the types' groups differ in every step */
-        if (type == GGML_TYPE_Q4_0)
-            packed_rows_prepared(GGML_TYPE_Q4_0, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
-        else if (type == GGML_TYPE_Q4_K)
-            packed_rows_prepared(GGML_TYPE_Q4_K, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
-        else if (type == GGML_TYPE_Q6_K)
-            packed_rows_prepared(GGML_TYPE_Q6_K, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
-        else
-            packed_rows_prepared(GGML_TYPE_Q8_0, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
+    if (packed) {
+        packed_rows_of(type, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy);
         return;
     }
     /* Q4_0's corrections, once per call rather than per tile of weight rows, when they fit on the stack */
