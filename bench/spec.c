@@ -10,7 +10,8 @@
  *    guesses from the ids so far exactly as a generation does (spec_lookup, spec_guess_max), a guess is kept while it
  *    equals the message's next id. Tokens per step, and the projected single-stream speed-up: the message's tokens at
  *    the plain step's cost over the steps at each one's measured cost (random-weight models do not copy text, so the
- *    gain on them can only be projected); and once more at a cost of 1 + 0.04 k plain steps, the issue's bar.
+ *    gain on them can only be projected); and once more at a cost of 1 + 0.04 k plain steps, the issue's bar; and the
+ *    ceiling of lookup on the transcript: guesses from whichever earlier occurrence of the last id continues right.
  * 3. End to end (measured): STORIES (a real trained model) continuing its own stories, greedy, spec off against lookup
  *    and against itself as the draft model, tokens/s.
  * Last line: `spec verify8=X speedup=Y` (8 guesses' cost in plain steps; the projected speed-up with lookup and the
@@ -99,16 +100,34 @@ typedef struct {
     double plain_ms, spec_ms; /* projected */
 } replay_sum;
 
-/* One reply's generation replayed: ctx[0..n_ctx) the prompt, reply[0..n) the ids generated (the last one never fed). */
+/* The best guess a lookup could make (for the ceiling, not a drafter): of every earlier occurrence of the last id in
+ * hist[0..n) + last, the one whose continuation equals the next ids of the reply (truth[0..n_truth)) the longest, at
+ * most max ids of it. */
+static uint32_t oracle_guess(const int32_t *hist, uint32_t n, int32_t last, const int32_t *truth, uint32_t n_truth,
+                             uint32_t max, int32_t *out) {
+    uint32_t best = 0, at = 0;
+    for (uint32_t q = 0; q < n; q++) {
+        if (hist[q] != last) continue;
+        uint32_t c = 0;
+        while (c < max && c < n_truth && q + 1 + c < n && hist[q + 1 + c] == truth[c]) c++;
+        if (c > best) best = c, at = q;
+    }
+    for (uint32_t i = 0; i < best; i++) out[i] = hist[at + 1 + i];
+    return best;
+}
+
+/* One reply's generation replayed: ctx[0..n_ctx) the prompt, reply[0..n) the ids generated (the last one never fed);
+ * oracle: guesses from oracle_guess instead of spec_lookup. */
 static void replay_reply(const int32_t *ctx, uint32_t n_ctx, const int32_t *reply, uint32_t n, uint32_t draft_max,
-                         const double cost[MAX_K + 1], int32_t *hist, replay_sum *sum) {
+                         bool oracle, const double cost[MAX_K + 1], int32_t *hist, replay_sum *sum) {
     const fkv_spec_params p = {.mode = FKV_SPEC_LOOKUP, .draft_max = draft_max};
     spec_state st = spec_state_init(&p);
     memcpy(hist, ctx, sizeof(int32_t) * n_ctx);
     uint32_t i = 0; /* reply[i]: sampled, fed at the next step */
     while (i + 1 < n) {
         int32_t guess[MAX_K];
-        const uint32_t g = spec_lookup(hist, n_ctx + i, reply[i], st.p.ngram_max, spec_guess_max(&st), guess);
+        const uint32_t g = oracle ? oracle_guess(hist, n_ctx + i, reply[i], reply + i + 1, n - i - 1, draft_max, guess)
+                                  : spec_lookup(hist, n_ctx + i, reply[i], st.p.ngram_max, spec_guess_max(&st), guess);
         uint32_t kept = 0;
         while (kept < g && i + 1 + kept < n && guess[kept] == reply[i + 1 + kept]) kept++;
         spec_adapt(&st, g, kept);
@@ -173,7 +192,8 @@ static int32_t *encode(const fkv_model *m, const char *text, size_t len, bool bo
 
 /* 2: every assistant message of the transcript replayed, for draft_max d: the prompt is the conversation before it
  * (with the generation prompt), the reply its text up to its end of turn, then the end of generation. */
-static replay_sum replay_transcript(const fkv_model *m, const transcript *t, uint32_t d, const double *cost) {
+static replay_sum replay_transcript(const fkv_model *m, const transcript *t, uint32_t d, bool oracle,
+                                    const double *cost) {
     chat_template tmpl;
     fkv_error err = {0};
     if (chat_template_by_name("chatml", &tmpl, &err)) die("template", &err);
@@ -194,7 +214,7 @@ static replay_sum replay_transcript(const fkv_model *m, const transcript *t, uin
         int32_t *ids = encode(m, reply, end ? (size_t)(end - reply) : strlen(reply), false, false, 1, &n_reply);
         ids[n_reply++] = eog; /* the end of generation: sampled, never fed */
         int32_t *hist = malloc(sizeof(int32_t) * (n_prompt + n_reply));
-        replay_reply(prompt, n_prompt, ids, n_reply, d, cost, hist, &sum);
+        replay_reply(prompt, n_prompt, ids, n_reply, d, oracle, cost, hist, &sum);
         free(hist);
         free(ids);
         free(prompt);
@@ -272,7 +292,7 @@ int main(int argc, char **argv) {
     double speedup = 0;
     const uint32_t lengths[] = {2, 4, 8, 16};
     for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
-        const replay_sum s = replay_transcript(m, &t, lengths[i], cost);
+        const replay_sum s = replay_transcript(m, &t, lengths[i], false, cost);
         const double x = s.plain_ms / s.spec_ms;
         printf("  draft_max %-2u  %llu tokens in %llu steps: %.2f tokens/step, guessed %llu kept %llu (%.0f%%), "
                "projected x%.2f\n", lengths[i], (unsigned long long)s.tokens, (unsigned long long)s.steps,
@@ -284,9 +304,13 @@ int main(int argc, char **argv) {
      * would gain there */
     double linear[MAX_K + 1];
     for (int k = 0; k <= MAX_K; k++) linear[k] = cost[0] * (1.0 + LINEAR_ROW_COST * k);
-    const replay_sum s = replay_transcript(m, &t, FKV_SPEC_DEFAULT_DRAFT, linear);
+    const replay_sum s = replay_transcript(m, &t, FKV_SPEC_DEFAULT_DRAFT, false, linear);
     printf("  draft_max %-2u  at a cost of 1 + %.2f k a step instead: projected x%.2f\n", FKV_SPEC_DEFAULT_DRAFT,
            LINEAR_ROW_COST, s.plain_ms / s.spec_ms);
+    /* the ceiling of lookup on this transcript: the right occurrence of the last id, whenever one exists */
+    const replay_sum o = replay_transcript(m, &t, FKV_SPEC_DEFAULT_DRAFT, true, cost);
+    printf("  draft_max %-2u  choosing the right earlier occurrence every time (a ceiling): %.2f tokens/step, "
+           "projected x%.2f\n", FKV_SPEC_DEFAULT_DRAFT, (double)o.tokens / (double)o.steps, o.plain_ms / o.spec_ms);
     free(t.msgs);
     free(t.calls);
     json_decref(root);
