@@ -12,41 +12,42 @@
 
 bool ops_matrix_wants_q8(const ops_matrix *w) { return kern_wants_q8(w->type); }
 
-/* A product shared by a team: each thread first takes a lead, a run of MATMUL_LEAD_SHARE / team of the outputs of
- * its own (thread t the t-th), then the rest is cut into items of whole multiples of 64 outputs, about 16 per rest,
- * taken dynamically, so a thread that something else on its core slows down does less of that part instead of making
- * the other wait at the barrier; 64 outputs at least keep a call's fixed costs (quant_matmul) near 1% of an item's
- * work. The last two items' worth of outputs go in items a quarter that size (16 outputs at least): the items taken
- * last are short, so the thread that finishes first waits less for the other.
+/* A product shared by a team: each thread first takes a lead, a run of its own of 3/4 (MATMUL_LEAD_NUM / _DEN) / team
+ * of the outputs (thread t the t-th), then the rest is cut into items of whole multiples of 64 outputs, about 16 per
+ * rest, taken dynamically, so a thread that something else on its core slows down does less of that part instead
+ * of making the other wait at the barrier; 64 outputs at least keep a call's fixed costs (quant_matmul) near 1% of an
+ * item's work. The last two items' worth of outputs go in items a quarter that size (16 outputs at least): the items
+ * taken last are short, so the thread that finishes first waits less for the other.
  * WHY the leads: with items alone, the two threads take turns along the rows, and each thread's weights come as runs
  * of an item with the other's between them, which the hardware prefetchers stream worse than one long run (2 threads,
  * one row from DRAM, 896-wide Q4_0: 19.3 GB/s in items of 64 rows, 25.5 with 80% in leads). Measured whole, leads of
  * 3/4 against none, interleaved, 2 threads, Xeon with AMX (amx): decode 0.5B Q4_0 95-99 -> 104-107 tok/s, 110M Q8_0
  * 213-214 -> 217-234, 8B unchanged (its items are long already); prefill 512 110M Q8_0 +4%, 0.5B Q4_0 +2-3%. */
-#define MATMUL_LEAD_SHARE 3 / 4
+#define MATMUL_LEAD_NUM 3
+#define MATMUL_LEAD_DEN 4
 #define MATMUL_ITEM_MIN 64
 #define MATMUL_ITEMS 16
 #define MATMUL_TAIL_ITEMS 2
 #define MATMUL_TAIL_SPLIT 4
 
-/* A product's split for a team: every thread's lead, then `rest` outputs (from team · lead on) in items. */
+/* A product's split for a team: every thread's lead, then the outputs from team · lead on in items. */
 typedef struct {
-    uint32_t lead, from, rest;
+    uint32_t lead;
     uint32_t big, n_big, small; /* outputs per big item, big items, outputs per tail item */
     uint32_t n_items;
 } item_plan;
 
 static item_plan plan_of(const ops_matrix *w, uint32_t team) {
-    item_plan p = {.lead = w->n_out * MATMUL_LEAD_SHARE / team / MATMUL_ITEM_MIN * MATMUL_ITEM_MIN};
-    p.from = team * p.lead;
-    p.rest = w->n_out - p.from;
-    if (!p.rest) return p;
-    const uint32_t per = (p.rest + MATMUL_ITEMS - 1) / MATMUL_ITEMS;
+    const uint32_t share = w->n_out * MATMUL_LEAD_NUM / MATMUL_LEAD_DEN / team;
+    item_plan p = {.lead = share / MATMUL_ITEM_MIN * MATMUL_ITEM_MIN};
+    const uint32_t rest = w->n_out - team * p.lead;
+    if (!rest) return p;
+    const uint32_t per = (rest + MATMUL_ITEMS - 1) / MATMUL_ITEMS;
     p.big = (per + MATMUL_ITEM_MIN - 1) / MATMUL_ITEM_MIN * MATMUL_ITEM_MIN;
-    const uint32_t full = p.rest / p.big;
+    const uint32_t full = rest / p.big;
     p.n_big = full > MATMUL_TAIL_ITEMS ? full - MATMUL_TAIL_ITEMS : 0;
     p.small = p.big / MATMUL_TAIL_SPLIT;
-    p.n_items = p.n_big + (p.rest - p.n_big * p.big + p.small - 1) / p.small;
+    p.n_items = p.n_big + (rest - p.n_big * p.big + p.small - 1) / p.small;
     return p;
 }
 
@@ -75,7 +76,7 @@ static void matmul_items(const ops_product *p, int n_products, const float *x, c
         item_plan plan = plan_of(p[0].w, team);
         while (k >= plan.n_items) k -= plan.n_items, plan = plan_of(p[++i].w, team);
         const uint32_t at = k < plan.n_big ? k * plan.big : plan.n_big * plan.big + (k - plan.n_big) * plan.small;
-        const uint32_t o0 = plan.from + at, size = k < plan.n_big ? plan.big : plan.small;
+        const uint32_t o0 = team * plan.lead + at, size = k < plan.n_big ? plan.big : plan.small;
         matmul_range(&p[i], o0, o0 + size < p[i].w->n_out ? o0 + size : p[i].w->n_out, x, xq, xp, n_rows);
     }
 }
