@@ -1,10 +1,14 @@
 /* bench/spec.c — what speculative decoding gains (bench/spec runs it; bench/README.md has the numbers).
  *
- *   flatkv_spec MODEL TRANSCRIPT STORIES THREADS [ROUNDS]
+ *   flatkv_spec MODEL TRANSCRIPT STORIES THREADS [ROUNDS [ROOFLINE]]
  *
  * 1. Verification cost (measured): on MODEL, at a context of CONTEXT positions, one forward of 1 + k rows — the fed
  *    token and k guesses, fkv_engine_verify — against a plain decode step (k = 0), k = 0..16, the rounds interleaved;
  *    the medians.
+ *    And the floor of that cost on this machine (ROOFLINE: bench/roofline.c's JSON, measured by bench/spec): the work
+ *    k more rows add with the weights already streamed — their integer products at the best int8 peak (AMX, VNNI or
+ *    AVX2), attention over CONTEXT positions at the f32 FMA peak, and quant.h's three float steps per output and
+ *    block at the FMA rate — as if all ran at peak, overlapped with the weight stream.
  * 2. Acceptance (measured): TRANSCRIPT (an agent session, OpenAI messages) rendered with ChatML and tokenized by
  *    MODEL's vocabulary; every assistant message replayed as if the model generated it: at each step the lookup drafter
  *    guesses from the ids so far exactly as a generation does (spec_lookup, spec_guess_max), a guess is kept while it
@@ -270,6 +274,27 @@ static void stories_end_to_end(const char *path, int threads, int rounds) {
     fkv_model_free(m);
 }
 
+/* ms the work of one more verified row takes at least, at the peaks in roofline (bench/roofline.c's JSON); 0 when it
+ * cannot be read. */
+static double row_floor_ms(const fkv_model_info *mi, const char *roofline) {
+    json_error_t jerr;
+    json_t *r = json_loads(roofline, 0, &jerr);
+    const double fma = json_number_value(json_object_get(r, "fma_gflops"));
+    double int8 = json_number_value(json_object_get(r, "int8_gops"));
+    const char *wider[] = {"vnni_gops", "amx_gops"};
+    for (size_t i = 0; i < sizeof wider / sizeof *wider; i++)
+        if (json_number_value(json_object_get(r, wider[i])) > int8)
+            int8 = json_number_value(json_object_get(r, wider[i]));
+    json_decref(r);
+    if (fma <= 0 || int8 <= 0) return 0;
+    const double q = (double)mi->n_heads * mi->head_dim, kv = (double)mi->n_kv_heads * mi->head_dim;
+    const double macs = mi->n_layers * (mi->dim * (2 * q + 2 * kv) + 3.0 * mi->dim * mi->hidden) +
+                        (double)mi->n_vocab * mi->dim;                      /* every matrix, the output's too */
+    const double attn_flops = 2.0 * 2.0 * mi->n_layers * CONTEXT * q;       /* q · k and p · v */
+    const double step_flops = 2.0 * 3.0 * macs / 32;                         /* per output and block, at FMA rate */
+    return (2.0 * macs / int8 + (attn_flops + step_flops) / fma) / 1e6;
+}
+
 int main(int argc, char **argv) {
     if (argc < 5) {
         fprintf(stderr, "usage: flatkv_spec MODEL TRANSCRIPT STORIES THREADS [ROUNDS]\n");
@@ -279,11 +304,16 @@ int main(int argc, char **argv) {
     fkv_error err = {0};
     fkv_model *m = fkv_model_load(argv[1], &err);
     if (!m) die(argv[1], &err);
+    const fkv_model_info mi = fkv_model_get_info(m);
     double cost[MAX_K + 1];
     verify_costs(m, threads, rounds, cost);
     printf("kernels %s, %d threads, model %s\n\n1. verification cost, measured: a forward of 1 + k rows at %d "
            "positions, median of %d\n", fkv_kernels_name(), threads, argv[1], CONTEXT, rounds);
     for (int k = 0; k <= MAX_K; k++) printf("  k=%-2d %7.2f ms  x%.2f\n", k, cost[k], cost[k] / cost[0]);
+    const double floor_ms = argc > 6 ? row_floor_ms(&mi, argv[6]) : 0;
+    if (floor_ms > 0)
+        printf("  floor, the work of 8 more rows at this machine's peaks (int8, f32 FMA): %.2f ms, so k=8 costs at "
+               "least x%.2f\n", 8 * floor_ms, 1 + 8 * floor_ms / cost[0]);
 
     json_t *root;
     transcript t = load_transcript(argv[2], &root);
