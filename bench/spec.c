@@ -280,24 +280,24 @@ static double row_floor_ms(const fkv_model_info *mi, const char *roofline) {
     json_error_t jerr;
     json_t *r = json_loads(roofline, 0, &jerr);
     const double fma = json_number_value(json_object_get(r, "fma_gflops"));
-    double int8 = json_number_value(json_object_get(r, "int8_gops"));
-    const char *wider[] = {"vnni_gops", "amx_gops"};
-    for (size_t i = 0; i < sizeof wider / sizeof *wider; i++)
-        if (json_number_value(json_object_get(r, wider[i])) > int8)
-            int8 = json_number_value(json_object_get(r, wider[i]));
+    double int8 = 0; /* the best of the int8 probes this CPU ran (null where it lacks one: 0) */
+    for (const char *const *key = (const char *const[]){"int8_gops", "vnni_gops", "amx_gops", NULL}; *key; key++) {
+        const double peak = json_number_value(json_object_get(r, *key));
+        if (peak > int8) int8 = peak;
+    }
     json_decref(r);
     if (fma <= 0 || int8 <= 0) return 0;
     const double q = (double)mi->n_heads * mi->head_dim, kv = (double)mi->n_kv_heads * mi->head_dim;
     const double macs = mi->n_layers * (mi->dim * (2 * q + 2 * kv) + 3.0 * mi->dim * mi->hidden) +
                         (double)mi->n_vocab * mi->dim;                      /* every matrix, the output's too */
     const double attn_flops = 2.0 * 2.0 * mi->n_layers * CONTEXT * q;       /* q · k and p · v */
-    const double step_flops = 2.0 * 3.0 * macs / 32;                         /* per output and block, at FMA rate */
+    const double step_flops = 2.0 * 3.0 * macs / 32; /* per output and Q8_0 block of 32, each at the FMA's rate */
     return (2.0 * macs / int8 + (attn_flops + step_flops) / fma) / 1e6;
 }
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: flatkv_spec MODEL TRANSCRIPT STORIES THREADS [ROUNDS]\n");
+        fprintf(stderr, "usage: flatkv_spec MODEL TRANSCRIPT STORIES THREADS [ROUNDS [ROOFLINE]]\n");
         return 2;
     }
     const int threads = atoi(argv[4]), rounds = argc > 5 ? atoi(argv[5]) : 15;
