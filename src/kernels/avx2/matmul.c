@@ -403,10 +403,12 @@ static inline size_t group_bytes(ggml_type type) {
 #define PANEL_COLS 2 /* weight rows of a panel (and of a register tile), at most */
 #define PF_DIST 2        /* panels ahead that packed rows read in place are fetched (fetch_ahead) */
 #define PANEL_MIN_ROWS 4    /* below, packing costs more than it saves: direct tiles */
-/* Rows packed at load (but Q8_0, read in place by the panels) take direct tiles below this: their panels rearrange the
- * weights at every call, which few rows do not repay with VNNI's two-row tiles (1024-wide rows, 2048 outputs from
- * DRAM, 2 threads, 8 rows: Q4_0 134 -> 101 us, Q4_K 159 -> 125, Q6_K 195 -> 158; at 16 the two are even). AVX2's
- * one-row tiles lose from 4 to 6 rows on (forced here: Q6_K 4 rows 183 against 227 us). */
+/* Rows packed at load take direct tiles below this: their panels rearrange the weights at every call (Q8_0's are read
+ * in place, but two weight rows at a time), which few rows do not repay with VNNI's two-row tiles (1024-wide rows, 2048
+ * outputs from DRAM, 2 threads, 8 rows: Q4_0 134 -> 101 us, Q4_K 159 -> 125, Q6_K 195 -> 158; at 16 the two are even;
+ * AMD Zen 4, avx512, 110M Q8_0, a forward of 1 + k rows at 512 positions: k = 1 x1.41 -> x1.06 a plain step, k = 4
+ * x1.37 -> x1.14-1.23, k = 8 x1.70 -> x1.66-2.1). AVX2's one-row tiles lose from 4 to 6 rows on (forced here: Q6_K 4
+ * rows 183 against 227 us). */
 #define PACKED_PANEL_MIN_ROWS (MM_VNNI ? 16 : PANEL_MIN_ROWS)
 #define XSUM_MAX_GROUPS 32  /* direct tiles precompute Q4_0's corrections for rows up to 256 blocks */
 /* Activation side prepared at a time, on the stack, when the caller has not prepared it (quant_panel_rows): 64
@@ -1134,8 +1136,8 @@ static void panel_dispatch(ggml_type type, bool packed, const wpanel *wp, size_t
 /* Groups of the widest row that takes panels (n <= 17664): its packed panel (pk, 53 KB) is on the stack. */
 #define PANEL_MAX_GROUPS 69
 
-static bool panel_fits(ggml_type type, bool packed, uint32_t n_rows, size_t ng) {
-    const uint32_t from = !packed ? PANEL_MIN_ROWS : type == GGML_TYPE_Q8_0 ? 2 : PACKED_PANEL_MIN_ROWS;
+static bool panel_fits(bool packed, uint32_t n_rows, size_t ng) {
+    const uint32_t from = packed ? PACKED_PANEL_MIN_ROWS : PANEL_MIN_ROWS;
     return n_rows >= from && ng <= PANEL_MAX_GROUPS;
 }
 
@@ -1213,6 +1215,12 @@ static void matmul_panels(ggml_type type, bool packed, const uint8_t *w, size_t 
 /* Activation rows of a packed direct tile: each weight register is loaded and unpacked once for them. Two with VNNI's
  * 32 registers; one on AVX2, whose 16 hold one row's sums and lanes for 4 weight rows. */
 #define PACKED_ROWS (MM_VNNI ? 2 : 1)
+/* Weight rows of a packed direct tile: one, so each thread reads the weights as one stream, a row after the other. Four
+ * rows side by side (the activation registers loaded once for them) made four streams a group apart, which AMD Zen 4
+ * read at a third of its bandwidth: one thread, 110M Q8_0, every product of a decode step from DRAM, 9.5 -> 19 GB/s
+ * (the read probe: 32); decode 512 + 128 at 2 threads, avx512: Q8_0 105-110 -> 151 tok/s, Q4_0 199-202 -> 235-238,
+ * Q4_K_M 167-173 -> 215-232; avx2: Q8_0 97-101 -> 156-167. */
+#define PACKED_COLS 1
 
 /* One group of a packed direct tile: J registers (8, or 4 for a half group), each weight register loaded once for
  * the tile's R activation rows (row r's group at xg + r * x_stride); element k of s[r][c] ends as block k's exact sum
@@ -1300,10 +1308,10 @@ static inline __attribute__((always_inline)) void packed_group_q6_K(const uint8_
 }
 
 /* Direct tile on packed rows, for few rows (decode, small batches): R <= PACKED_ROWS prepared activation rows (row
- * r's groups at xg + r * ng) against C <= 4 packed weight rows, each output with its 8 lanes in quant.h's block order
- * through its steps, as the panel tiles; the next tile's rows (C rows on) are fetched meanwhile, by every tile
- * (fetching from only the first of the tiles that share these weight rows, a branch in this loop, cost 0.5B Q4_0
- * decode about 5%). */
+ * r's groups at xg + r * ng) against C <= TILE_COLS packed weight rows (PACKED_COLS), each output with its 8 lanes in
+ * quant.h's block order through its steps, as the panel tiles; the next tile's rows (C rows on) are fetched meanwhile,
+ * by every tile (fetching from only the first of the tiles that share these weight rows, a branch in this loop, cost
+ * 0.5B Q4_0 decode about 5%). */
 static inline __attribute__((always_inline)) void packed_tile(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                                size_t nb, const xgroup *xg, int R, int C, float *y,
                                                                size_t ldy) {
@@ -1373,15 +1381,8 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
     store_sums(sums, R, C, y, ldy);
 }
 
-/* The weight rows of a packed direct tile: 4 for one activation row, 2 for two (their sums fill the registers). */
-#define PACKED_TILE(R_, C_) packed_tile(type, wo, w_row_bytes, nb, xg, R_, C_, y + (size_t)r * ldy + o, ldy)
-#define PACKED_TILES(R_, C_)                                                                                   \
-    switch (n_out - o < C_ ? n_out - o : C_) {                                                                 \
-    case 1: PACKED_TILE(R_, 1); break;                                                                         \
-    case 2: PACKED_TILE(R_, 2 < C_ ? 2 : C_); break;                                                           \
-    case 3: PACKED_TILE(R_, 3 < C_ ? 3 : C_); break;                                                           \
-    default: PACKED_TILE(R_, C_); break;                                                                       \
-    }
+#define PACKED_TILE(R_) packed_tile(type, wo, w_row_bytes, nb, xg, R_, PACKED_COLS, y + (size_t)r * ldy + o, ldy)
+_Static_assert(PACKED_COLS == 1, "packed_rows_prepared: a tile of more weight rows needs a smaller one for the last");
 
 /* Few rows against packed rows (xp: the rows prepared): each tile of weight rows against every pair (or row) of
  * activation rows while it is in L1, so the weights stream once. */
@@ -1390,21 +1391,16 @@ static inline __attribute__((always_inline)) void packed_rows_prepared(ggml_type
                                                                         const xgroup *xp, uint32_t n_rows, size_t nb,
                                                                         float *y, size_t ldy) {
     const size_t ng = groups_of(nb);
-    const uint32_t C = n_rows > 1 ? TILE_COLS / PACKED_ROWS : TILE_COLS;
-    for (uint32_t o = 0; o < n_out; o += C) {
+    for (uint32_t o = 0; o < n_out; o += PACKED_COLS) {
         const uint8_t *wo = w + o * w_row_bytes;
         uint32_t r = 0;
-        for (; n_rows > 1 && r + PACKED_ROWS <= n_rows; r += PACKED_ROWS) {
+        for (; r + PACKED_ROWS <= n_rows; r += PACKED_ROWS) {
             const xgroup *xg = xp + (size_t)r * ng;
-            PACKED_TILES(PACKED_ROWS, TILE_COLS / PACKED_ROWS)
+            PACKED_TILE(PACKED_ROWS);
         }
         for (; r < n_rows; r++) {
             const xgroup *xg = xp + (size_t)r * ng;
-            if (n_rows > 1) {
-                PACKED_TILES(1, TILE_COLS / PACKED_ROWS)
-            } else {
-                PACKED_TILES(1, TILE_COLS)
-            }
+            PACKED_TILE(1);
         }
     }
 }
@@ -1436,14 +1432,13 @@ static __attribute__((noinline)) void packed_rows_unprepared(ggml_type type, con
     }
 }
 
-#undef PACKED_TILES
 #undef PACKED_TILE
 
-/* Every quantized weight type: panels for many rows (packed Q8_0 from 2, other packed rows from PACKED_PANEL_MIN_ROWS),
+/* Every quantized weight type: panels for many rows (packed rows from PACKED_PANEL_MIN_ROWS),
  * else direct tiles (packed rows, natural Q8_0 and Q4_0) or one output at a time (natural K-quants). */
 static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                           const block_q8_act *xq, const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
-    if (panel_fits(type, packed, n_rows, groups_of(nb))) {
+    if (panel_fits(packed, n_rows, groups_of(nb))) {
         matmul_panels(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
     }
