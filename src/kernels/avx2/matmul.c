@@ -224,7 +224,7 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
         /* the same blocks of the next tile's rows (C rows on): their fetch from memory overlaps this work */
         for (int c = 0; c < C; c++)
             for (size_t off = 0; off < (size_t)t * bb; off += 64)
-                prefetch_at(w, (size_t)(C + c) * w_row_bytes + b * bb + off, false);
+                prefetch_at(w, (size_t)(C + c) * w_row_bytes + b * bb + off);
         const __m256i *xs = xsum8 ? xsum8 + b / BLOCK_LANES : NULL;
         if (t == BLOCK_LANES) /* a constant t: full groups take no masks */
             tile_group(type, w + b * bb, w_row_bytes, x + b, nb, BLOCK_LANES, xs, ng, R, C, acc);
@@ -642,7 +642,7 @@ static inline void pack_group(ggml_type type, bool packed, const uint8_t *w, siz
     const size_t gb = packed ? packed_group_bytes(type) : group_bytes(type);
     const uint8_t *wg = w + c * w_row_bytes + g * gb;
     for (size_t off = 0; off < gb; off += 64) /* the next panel's group: its fetch overlaps this work */
-        prefetch_at(wg, (size_t)C * w_row_bytes + off, false);
+        prefetch_at(wg, (size_t)C * w_row_bytes + off);
     if (packed) { /* the nibbles in the panel layout already (Q4_0's 120 up with VNNI, as group_regs leaves
                    * them); the side as it lies */
         const uint8_t *side = packed_side(w + c * w_row_bytes, type, nb, g);
@@ -783,8 +783,8 @@ static inline __attribute__((always_inline)) void fetch_ahead(const wpanel *wp, 
     const size_t gb = packed_group_bytes(GGML_TYPE_Q8_0);
     for (int c = 0; c < C; c++) {
         const size_t row = (size_t)(PF_DIST * C + c) * wp->row_bytes;
-        for (size_t off = 0; off < gb; off += 64) prefetch_at(wp->rows, row + g * gb + off, false);
-        if (g == 0) prefetch_at(wp->rows, row + wp->scales_at, false);
+        for (size_t off = 0; off < gb; off += 64) prefetch_at(wp->rows, row + g * gb + off);
+        if (g == 0) prefetch_at(wp->rows, row + wp->scales_at);
     }
 }
 
@@ -1313,8 +1313,8 @@ static inline __attribute__((always_inline)) void packed_group_q6_K(const uint8_
  * by every tile (fetching from only the first of the tiles that share these weight rows, a branch in this loop, cost
  * 0.5B Q4_0 decode about 5%). */
 static inline __attribute__((always_inline)) void packed_tile(ggml_type type, const uint8_t *w, size_t w_row_bytes,
-                                                               size_t nb, const xgroup *xg, int R, int C, bool to_l1,
-                                                               float *y, size_t ldy) {
+                                                               size_t nb, const xgroup *xg, int R, int C, float *y,
+                                                               size_t ldy) {
     const size_t ng = groups_of(nb), scales_at = packed_scales_at(type, nb), gb = packed_group_bytes(type);
     __m256 acc[PACKED_ROWS][TILE_COLS];
     for (int r = 0; r < R; r++)
@@ -1324,8 +1324,8 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
         const uint8_t *wg = w + g * gb, *side = w + scales_at + g * packed_side_bytes(type);
         for (int c = 0; c < C; c++) { /* and their side data, which lies apart from the quants (0.5B Q4_0 decode:
                                         * 95-99 tok/s without, 103-106 with) */
-            for (size_t off = 0; off < gb; off += 64) prefetch_at(wg, (size_t)(C + c) * w_row_bytes + off, to_l1);
-            prefetch_at(side, (size_t)(C + c) * w_row_bytes, to_l1);
+            for (size_t off = 0; off < gb; off += 64) prefetch_at(wg, (size_t)(C + c) * w_row_bytes + off);
+            prefetch_at(side, (size_t)(C + c) * w_row_bytes);
         }
         __m256i s[PACKED_ROWS][TILE_COLS];
         if (type == GGML_TYPE_Q6_K) { /* each half's sum less the offset (packed_group_q6_K); then as superblock_q6_K */
@@ -1381,9 +1381,7 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
     store_sums(sums, R, C, y, ldy);
 }
 
-/* the weight rows to L1 ahead when more than one tile of activation rows reads them (prefetch_at) */
-#define PACKED_TILE(R_)                                                                                        \
-    packed_tile(type, wo, w_row_bytes, nb, xg, R_, PACKED_COLS, n_rows > PACKED_ROWS, y + (size_t)r * ldy + o, ldy)
+#define PACKED_TILE(R_) packed_tile(type, wo, w_row_bytes, nb, xg, R_, PACKED_COLS, y + (size_t)r * ldy + o, ldy)
 _Static_assert(PACKED_COLS == 1, "packed_rows_prepared: a tile of more weight rows needs a smaller one for the last");
 
 /* Few rows against packed rows (xp: the rows prepared): each tile of weight rows against every pair (or row) of
@@ -1469,7 +1467,7 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
             for (size_t sb = 0; sb < nsb; sb++) xs[r * nsb + sb] = kquant_xside(type, xq + r * nb + sb * BLOCK_LANES);
         for (uint32_t o = 0; o < n_out; o++) {
             for (size_t off = 0; off < w_row_bytes; off += 64) /* two rows ahead, as the direct tiles do */
-                prefetch_at(w, (o + 2) * w_row_bytes + off, false);
+                prefetch_at(w, (o + 2) * w_row_bytes + off);
             for (uint32_t r = 0; r < n_rows; r++)
                 y[r * ldy + o] = dot_kquant(type, w + o * w_row_bytes, xq + r * nb, made ? xs + r * nsb : NULL, nsb);
         }

@@ -8,7 +8,6 @@
 #define FKV_KERNELS_AVX2_SIMD_H
 
 #include <immintrin.h>
-#include <stdbool.h>
 
 #include "order.h"
 
@@ -143,18 +142,13 @@ static inline __m256 group_xscales(const block_q8_act *x, int t) {
  * uses. */
 #define PIN(v) __asm__("" : "+v"(v))
 
-/* Prefetch the cache line at p + off: into L2 alone for weights that stream through once (fetches that each held one
- * of L1's few miss buffers left fewer for the loads themselves: AMD Zen 4, decode 512 + 128 at 2 threads, interleaved:
- * 110M Q8_0 163-173 -> 185-193 tok/s, 8B Q4_K_M 5.7-5.9 -> 6.1-6.8, prefill the same), into L1 too (to_l1) for
- * weights that several tiles of activation rows read in turn (Zen 4, a forward of 9 rows: 11.0-11.7 ms via L2 against
- * 10.0-10.6). The address may lie past the matrix (the tile after the last): a prefetch never faults, and the sum is
- * formed as an integer, so no out-of-range pointer is ever made. */
-static inline __attribute__((always_inline)) void prefetch_at(const void *p, size_t off, bool to_l1) {
-    const char *at = (const char *)(uintptr_t)((uintptr_t)p + off);
-    if (to_l1)
-        _mm_prefetch(at, _MM_HINT_T0);
-    else
-        _mm_prefetch(at, _MM_HINT_T2);
+/* Prefetch the cache line at p + off into L2, not L1: the weights stream through once, and fetches that each held one
+ * of L1's few miss buffers left fewer for the loads themselves (AMD Zen 4, decode 512 + 128 at 2 threads, interleaved:
+ * 110M Q8_0 163-173 -> 185-193 tok/s, 8B Q4_K_M 5.7-5.9 -> 6.1-6.8, 110M Q4_K_M and prefill the same). The address may
+ * lie past the matrix (the tile after the last): a prefetch never faults, and the sum is formed as an integer, so no
+ * out-of-range pointer is ever made. */
+static inline __attribute__((always_inline)) void prefetch_at(const void *p, size_t off) {
+    _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + off), _MM_HINT_T2);
 }
 
 #endif
