@@ -1213,7 +1213,8 @@ static void matmul_panels(ggml_type type, bool packed, const uint8_t *w, size_t 
 }
 
 /* Activation rows of a packed direct tile: each weight register is loaded and unpacked once for them. Two with VNNI's
- * 32 registers; one on AVX2, whose 16 hold one row's sums and lanes for 4 weight rows. */
+ * 32 registers; one on AVX2, chosen when its tiles took 4 weight rows whose sums and lanes filled its 16 registers
+ * (not measured again since they take one, PACKED_COLS). */
 #define PACKED_ROWS (MM_VNNI ? 2 : 1)
 /* Weight rows of a packed direct tile: one, so each thread reads the weights as one stream, a row after the other. Four
  * rows side by side (the activation registers loaded once for them) made four streams a group apart, which AMD Zen 4
@@ -1228,9 +1229,9 @@ static void matmul_panels(ggml_type type, bool packed, const uint8_t *w, size_t 
  * packed registers (of 16 bytes each in a half group) against x, Q4_0's from -8 · Σx. */
 static inline __attribute__((always_inline)) void packed_group(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                                 const xgroup *xg, size_t x_stride, int R, int J, int C,
-                                                                __m256i s[PACKED_ROWS][TILE_COLS]) {
+                                                                __m256i s[PACKED_ROWS][PACKED_COLS]) {
     if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K) {
-        __m256i hi[PACKED_ROWS][TILE_COLS]; /* registers j + 4: a second chain */
+        __m256i hi[PACKED_ROWS][PACKED_COLS]; /* registers j + 4: a second chain */
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
                 s[r][c] = type == GGML_TYPE_Q4_0 ? x_nib_base(&xg[r * x_stride]) : _mm256_setzero_si256();
@@ -1290,8 +1291,8 @@ static inline __attribute__((always_inline)) void packed_group(ggml_type type, c
  * 0..3 and 4..7. */
 static inline __attribute__((always_inline)) void packed_group_q6_K(const uint8_t *w, size_t w_row_bytes,
                                                                      const xgroup *xg, size_t x_stride, int R, int C,
-                                                                     __m256i lo[PACKED_ROWS][TILE_COLS],
-                                                                     __m256i hi[PACKED_ROWS][TILE_COLS]) {
+                                                                     __m256i lo[PACKED_ROWS][PACKED_COLS],
+                                                                     __m256i hi[PACKED_ROWS][PACKED_COLS]) {
     for (int c = 0; c < C; c++) {
         __m256i q[BLOCK_LANES];
         packed_q6_K_regs(w + c * w_row_bytes, q);
@@ -1308,7 +1309,7 @@ static inline __attribute__((always_inline)) void packed_group_q6_K(const uint8_
 }
 
 /* Direct tile on packed rows, for few rows (decode, small batches): R <= PACKED_ROWS prepared activation rows (row
- * r's groups at xg + r * ng) against C <= TILE_COLS packed weight rows (PACKED_COLS), each output with its 8 lanes in
+ * r's groups at xg + r * ng) against C <= PACKED_COLS packed weight rows, each output with its 8 lanes in
  * quant.h's block order through its steps, as the panel tiles; the next tile's rows (C rows on) are fetched meanwhile,
  * by every tile (fetching from only the first of the tiles that share these weight rows, a branch in this loop, cost
  * 0.5B Q4_0 decode about 5%). */
@@ -1316,7 +1317,7 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
                                                                size_t nb, const xgroup *xg, int R, int C, float *y,
                                                                size_t ldy) {
     const size_t ng = groups_of(nb), scales_at = packed_scales_at(type, nb), gb = packed_group_bytes(type);
-    __m256 acc[PACKED_ROWS][TILE_COLS];
+    __m256 acc[PACKED_ROWS][PACKED_COLS];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
     for (size_t g = 0; g < ng; g++) {
@@ -1327,9 +1328,9 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
             for (size_t off = 0; off < gb; off += 64) prefetch_at(wg, (size_t)(C + c) * w_row_bytes + off);
             prefetch_at(side, (size_t)(C + c) * w_row_bytes);
         }
-        __m256i s[PACKED_ROWS][TILE_COLS];
+        __m256i s[PACKED_ROWS][PACKED_COLS];
         if (type == GGML_TYPE_Q6_K) { /* each half's sum less the offset (packed_group_q6_K); then as superblock_q6_K */
-            __m256i hi[PACKED_ROWS][TILE_COLS];
+            __m256i hi[PACKED_ROWS][PACKED_COLS];
             packed_group_q6_K(wg, w_row_bytes, &xg[g], ng, R, C, s, hi);
             const __m128i deal = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
             for (int c = 0; c < C; c++) {
@@ -1375,7 +1376,7 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
                                             _mm256_cvtepi32_ps(half ? half_fold(s[r][c]) : s[r][c]), acc[r][c]);
         }
     }
-    __m256 sums[PACKED_ROWS * TILE_COLS];
+    __m256 sums[PACKED_ROWS * PACKED_COLS];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) sums[r * C + c] = acc[r][c];
     store_sums(sums, R, C, y, ldy);
