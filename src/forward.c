@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "hugemem.h"
 
 struct forward {
     const fkv_model *m;
@@ -29,15 +30,13 @@ struct forward {
     block_q8_act *xq;
     void *xp; /* xq's rows as quant_panel_rows prepares them (NULL in a build without panels) */
     ops_kv_view *views;
+    void *scratch; /* every buffer above but rope_divisors: slices of one allocation of scratch_bytes */
+    size_t scratch_bytes;
 };
 
 void forward_free(forward *c) {
     if (!c) return;
-    float *bufs[] = {c->x, c->xb, c->q, c->k, c->v, c->att, c->hb, c->hb2, c->rope_cs[0], c->rope_cs[1]};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
-    free(c->xq);
-    free(c->xp);
-    free(c->views);
+    hugemem_free(c->scratch, c->scratch_bytes);
     free(c);
 }
 
@@ -61,26 +60,39 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
     size_t rows = max_rows;
     uint32_t widest = hp->dim > q_dim ? hp->dim : q_dim;
     if (hp->hidden > widest) widest = hp->hidden;
-    c->x = malloc(sizeof(float) * rows * hp->dim);
-    c->xb = malloc(sizeof(float) * rows * widest);
-    c->q = malloc(sizeof(float) * rows * q_dim);
-    c->k = malloc(sizeof(float) * rows * kv_dim);
-    c->v = malloc(sizeof(float) * rows * kv_dim);
-    c->att = malloc(sizeof(float) * rows * q_dim);
-    c->hb = malloc(sizeof(float) * rows * hp->hidden);
-    c->hb2 = malloc(sizeof(float) * rows * hp->hidden);
-    c->rope_cs[0] = malloc(sizeof(float) * rows * hp->n_rot);
-    c->rope_cs[1] = malloc(sizeof(float) * rows * hp->n_rot);
+    const size_t xp_bytes = rows * quant_panel_row_bytes(widest);
+    struct {
+        void **at;
+        size_t bytes;
+    } slices[] = {
+        {(void **)&c->x, sizeof(float) * rows * hp->dim},
+        {(void **)&c->xb, sizeof(float) * rows * widest},
+        {(void **)&c->q, sizeof(float) * rows * q_dim},
+        {(void **)&c->k, sizeof(float) * rows * kv_dim},
+        {(void **)&c->v, sizeof(float) * rows * kv_dim},
+        {(void **)&c->att, sizeof(float) * rows * q_dim},
+        {(void **)&c->hb, sizeof(float) * rows * hp->hidden},
+        {(void **)&c->hb2, sizeof(float) * rows * hp->hidden},
+        {(void **)&c->rope_cs[0], sizeof(float) * rows * hp->n_rot},
+        {(void **)&c->rope_cs[1], sizeof(float) * rows * hp->n_rot},
+        {(void **)&c->xq, sizeof(block_q8_act) * rows * (widest / QK + 1)},
+        {&c->xp, xp_bytes},
+        {(void **)&c->views, sizeof(ops_kv_view) * rows},
+    };
+    const size_t n_slices = sizeof slices / sizeof *slices;
+    for (size_t i = 0; i < n_slices; i++) c->scratch_bytes += (slices[i].bytes + 63) / 64 * 64;
     c->rope_divisors = model_rope_divisors(m, n_ctx);
-    c->xq = malloc(sizeof(block_q8_act) * rows * (widest / QK + 1));
-    const size_t xp_bytes = rows * quant_panel_row_bytes(widest); /* a multiple of 32, as aligned_alloc wants */
-    c->xp = xp_bytes ? aligned_alloc(32, xp_bytes) : NULL;
-    c->views = malloc(sizeof(ops_kv_view) * rows);
-    if (!c->x || !c->xb || !c->q || !c->k || !c->v || !c->att || !c->hb || !c->hb2 || !c->rope_cs[0] || !c->rope_cs[1] || !c->xq ||
-        (xp_bytes && !c->xp) || !c->views) {
-        err_nomem(err, "out of memory for the scratch of %zu-row batches", rows);
+    if (!(c->scratch = hugemem_alloc(c->scratch_bytes))) {
+        err_nomem(err, "out of memory for the scratch of %zu-row batches (%zu MB)", rows, c->scratch_bytes >> 20);
         forward_free(c);
         return NULL;
+    }
+    /* Faulted in now: the first chunk of a new context would otherwise fault it in while the team waits. */
+    hugemem_touch(c->scratch, c->scratch_bytes);
+    uint8_t *at = c->scratch;
+    for (size_t i = 0; i < n_slices; i++) { /* each slice on a cache line; xp on 32 bytes, as the kernels want */
+        *slices[i].at = slices[i].bytes ? at : NULL;
+        at += (slices[i].bytes + 63) / 64 * 64;
     }
     return c;
 }

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include "err.h"
+#include "hugemem.h"
 #include "quant.h"
 
 ggml_type kv_elem_type(fkv_kv_type type) {
@@ -33,6 +34,9 @@ int kv_check_type(fkv_kv_type type, uint32_t head_dim, uint32_t kv_dim, fkv_erro
 
 size_t kv_tiled_rows(uint32_t n) { return ((size_t)n + OPS_ATTN_TILE - 1) / OPS_ATTN_TILE * OPS_ATTN_TILE; }
 
+/* The bytes of each of a buffer's K and V areas. */
+static size_t kv_buf_bytes(const kv_buf *kv) { return (size_t)kv->n_layers * kv_tiled_rows(kv->n_ctx) * kv->row_bytes; }
+
 kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type type, fkv_error *err) {
     kv_buf *kv = calloc(1, sizeof *kv);
     if (!kv) {
@@ -44,9 +48,9 @@ kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type t
     kv->n_ctx = n_ctx;
     kv->kv_dim = kv_dim;
     kv->row_bytes = kv_row_bytes(type, kv_dim);
-    size_t bytes = (size_t)n_layers * kv_tiled_rows(n_ctx) * kv->row_bytes;
-    kv->k = calloc(1, bytes);
-    kv->v = calloc(1, bytes);
+    const size_t bytes = kv_buf_bytes(kv);
+    kv->k = hugemem_alloc(bytes);
+    kv->v = hugemem_alloc(bytes);
     if (!kv->k || !kv->v) {
         err_nomem(err, "out of memory for a KV buffer of 2 x %zu bytes (%u layers, %u positions, %u values)", bytes,
                 n_layers, n_ctx, kv_dim);
@@ -58,8 +62,8 @@ kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type t
 
 void kv_free(kv_buf *kv) {
     if (!kv) return;
-    free(kv->k);
-    free(kv->v);
+    hugemem_free(kv->k, kv_buf_bytes(kv));
+    hugemem_free(kv->v, kv_buf_bytes(kv));
     free(kv);
 }
 

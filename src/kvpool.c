@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "err.h"
+#include "hugemem.h"
+
+static size_t kvpool_data_bytes(const kvpool *p) { return (size_t)p->n_blocks * (p->block_bytes ? p->block_bytes : 1); }
 
 kvpool *kvpool_new(uint32_t n_layers, uint32_t kv_dim, fkv_kv_type type, uint32_t block_rows, size_t budget_bytes,
                    fkv_error *err) {
@@ -26,8 +29,8 @@ kvpool *kvpool_new(uint32_t n_layers, uint32_t kv_dim, fkv_kv_type type, uint32_
     size_t n = budget_bytes / (p->block_bytes ? p->block_bytes : (size_t)2 * block_rows * p->row_bytes);
     p->n_blocks = n < 1 ? 1 : n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)n;
     /* zeroed: attention scores a K tile's slots past the positions stored so far too (and ignores them); they
-     * read as initialized memory, and calloc's fresh pages cost nothing until touched */
-    p->data = calloc(p->n_blocks, p->block_bytes ? p->block_bytes : 1);
+     * read as initialized memory, and fresh pages cost nothing until touched */
+    p->data = hugemem_alloc(kvpool_data_bytes(p));
     p->free_list = malloc(sizeof(uint32_t) * p->n_blocks);
     if (!p->data || !p->free_list) {
         err_nomem(err, "out of memory for a KV pool of %u blocks of %zu bytes", p->n_blocks, p->block_bytes);
@@ -42,7 +45,7 @@ kvpool *kvpool_new(uint32_t n_layers, uint32_t kv_dim, fkv_kv_type type, uint32_
 
 void kvpool_free(kvpool *p) {
     if (!p) return;
-    free(p->data);
+    hugemem_free(p->data, kvpool_data_bytes(p));
     free(p->free_list);
     free(p);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "hugemem.h"
 #include "dispatch.h"
 #include "quant.h"
 #include "traits.h"
@@ -350,10 +351,9 @@ const float *model_rope_divisors(const fkv_model *m, uint32_t n_ctx) {
 
 /* Rows packed or copied per task of the load's team. */
 #define PACK_ROWS 64
-/* The layers' matrices (and an untied output matrix) live in one allocation aligned to a transparent huge page and
- * advised to use them: a decode step streams all of it, and 2 MB pages spare it the TLB misses of the mapping's 4 KB
- * ones (Q8_0 decode: 0.5B +4%, 110M +9%). */
-#define PACK_ALIGN ((size_t)2 << 20)
+/* The layers' matrices (and an untied output matrix) live in one allocation of huge pages (hugemem.h): a decode step
+ * streams all of it, and 2 MB pages spare it the TLB misses of the mapping's 4 KB ones (Q8_0 decode: 0.5B +4%, 110M
+ * +9%). */
 
 /* Bytes w takes there, rounded to a cache line: packed (quant_pack_rows) where the kernels take its type so, else
  * its rows as they are. 0 for the tied output matrix, which stays in the mapping as token_embd does (embeddings
@@ -399,12 +399,11 @@ static int pack_weights(fkv_model *m, fkv_error *err) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) total += placed_bytes(m, ws[i]);
     if (total) {
-        total = (total + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN;
-        if (!(m->packed = aligned_alloc(PACK_ALIGN, total))) {
+        if (!(m->packed = hugemem_alloc(total))) {
             free(ws);
             return err_nomem(err, "%s: out of memory for %zu MB of weights", m->file->path, total >> 20);
         }
-        madvise(m->packed, total, MADV_HUGEPAGE); /* a hint: without transparent huge pages, 4 KB pages serve */
+        m->packed_bytes = total;
         uint8_t *at = m->packed;
         for (size_t i = 0; i < n; i++) {
             const size_t bytes = placed_bytes(m, ws[i]);
@@ -488,7 +487,7 @@ void fkv_model_free(fkv_model *m) {
         free(m->layers);
     }
     free(m->windows);
-    free(m->packed);
+    hugemem_free(m->packed, m->packed_bytes);
     free(m->output_norm);
     free(m->rope_freqs);
     free(m->rope_short);

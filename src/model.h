@@ -132,7 +132,8 @@ struct fkv_model {
     uint32_t *windows; /* [n_layers] each layer's window (model_layer.window), for kv_map_digest; NULL: none has one */
     tok_vocab *vocab;
     char *chat_template; /* tokenizer.chat_template, or NULL */
-    void *packed;        /* the matrices' memory, one allocation (pack_weights in model.c) */
+    void *packed;        /* the matrices' memory, one allocation (pack_weights in model.c; hugemem.h) */
+    size_t packed_bytes;
     struct grammar_vocab *gvocab; /* the vocabulary arranged for grammar masks (grammar.h), built at first need */
     pthread_mutex_t gvocab_mu;
     const char *kernels; /* the kernel variant the matrices are laid out for (quant_kernels() at load) */

@@ -1,5 +1,5 @@
 /* faultalloc.c — the allocator shim of faultalloc.h (linked with -Wl,--wrap=malloc,calloc,realloc,strdup,strndup,
- * aligned_alloc,posix_memalign). */
+ * aligned_alloc,posix_memalign,mmap; of mmap, anonymous mappings only: memory, where a file's mapping is not). */
 #include "faultalloc.h"
 
 #include <errno.h>
@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 void *__real_malloc(size_t n);
@@ -17,6 +18,7 @@ char *__real_strdup(const char *s);
 char *__real_strndup(const char *s, size_t n);
 void *__real_aligned_alloc(size_t align, size_t n);
 int __real_posix_memalign(void **p, size_t align, size_t n);
+void *__real_mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off);
 void *__wrap_malloc(size_t n);
 
 static _Atomic int mode = FA_OFF;
@@ -108,4 +110,9 @@ void *__wrap_aligned_alloc(size_t align, size_t n) {
 int __wrap_posix_memalign(void **p, size_t align, size_t n) {
     if (!admit(n)) return ENOMEM;
     return __real_posix_memalign(p, align, n);
+}
+
+void *__wrap_mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off) {
+    if ((flags & MAP_ANONYMOUS) && !admit(n)) return errno = ENOMEM, MAP_FAILED;
+    return __real_mmap(addr, n, prot, flags, fd, off);
 }
