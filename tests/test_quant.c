@@ -780,7 +780,7 @@ static void test_tiled_matmul_equals_the_scalar_dot_of_every_output_on_awkward_s
     const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_Q4_K,
                                GGML_TYPE_Q6_K};
     const uint32_t rows[] = {1, 2, 3, 5, 17, 33}; /* 17, 33: the AMX tiles' 16 rows, and a partial group after them */
-    const uint32_t outs[] = {1, 3, 5, 9, 17};
+    const uint32_t outs[] = {1, 3, 5, 10, 17}; /* VNNI tiles of 4 weight rows: last ones of 3, 1, 2 and 1 */
     /* 1, 3, 13, 17, 24 blocks: tails after groups of 8; 552 blocks: the widest rows in panels, 553 the
      * narrowest taking direct tiles at every row count (quant.c's PANEL_MAX_GROUPS) */
     const size_t ns[] = {32, 96, 416, 544, 768, 552 * QK, 553 * QK};

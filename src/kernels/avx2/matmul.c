@@ -400,7 +400,8 @@ static inline size_t group_bytes(ggml_type type) {
  * sum is -0 only when both terms are). When that group holds at most 4 blocks (dim 896: 3 groups and 4
  * blocks) it takes the half layout (transpose4_epi32_lanes): 4 registers instead of 8. */
 #define PANEL_ROWS 4 /* activation rows of a register tile, at most */
-#define PANEL_COLS 2 /* weight rows of a panel (and of a register tile), at most */
+#define PANEL_COLS 2 /* weight rows of a panel (and of a register tile, but VNNI's: PANEL_PAIRS panels), at most */
+#define PANEL_PAIRS 2 /* VNNI: panels of a register tile, at most (panel_tile) */
 #define PF_DIST 2        /* panels ahead that packed rows read in place are fetched (fetch_ahead) */
 #define PANEL_MIN_ROWS 4    /* below, packing costs more than it saves: direct tiles */
 /* Rows packed at load take direct tiles below this: their panels rearrange the weights at every call (Q8_0's are read
@@ -808,53 +809,70 @@ static inline __m512i half_fold2(__m512i s) {
     return _mm512_maskz_add_epi32(0x0f0f, s, _mm512_shuffle_i64x2(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
 }
 
-/* The sums of one group for a register tile's rows: s[r] = [row 0 | row 1] of Σ over registers j0 <= j < j0 + n of
- * vpdpbusd(weight register j, activation row r's register j), in 32 bits, from start[r] (both halves; NULL: 0).
- * Every type's quants are unsigned bytes in the panel layout (Q8_0's and Q4_0's 128 above their values: group_regs;
- * Q6_K's 0..63, their offset 32 still in) against the signed x, so one instruction serves them all, and at most
- * 32 · 255 · 127 per block never overflows.
- * Of 8 registers, even and odd ones go to separate accumulators: one chain of 8 would wait on vpdpbusd's latency.
- * A chain of 4 (Q6_K's halves, each its own chain; the half layout) does not: one accumulator, no add (Q6_K 768 x
- * 2048, 128 rows, one thread: 1755 -> 1705 us). */
-static inline __attribute__((always_inline)) void tile_sums(bool packed, const __m512i *wq, const __m256i *w0,
-                                                             const __m256i *w1,
+/* The sums of one group for a register tile's rows: s[p][r] = [row 0 | row 1] of pair p, Σ over registers
+ * j0 <= j < j0 + n of vpdpbusd(pair p's weight register j, activation row r's register j), in 32 bits, from start[r]
+ * (both halves; NULL: 0). Every type's quants are unsigned bytes in the panel layout (Q8_0's and Q4_0's 128 above
+ * their values: group_regs; Q6_K's 0..63, their offset 32 still in) against the signed x, so one instruction serves
+ * them all, and at most 32 · 255 · 127 per block never overflows. wq[p]: pair p's registers (packed: rows w0 and w1,
+ * paired here; one pair).
+ * With one pair, even and odd registers go to separate accumulators: one chain of 8 would wait on vpdpbusd's
+ * latency. A chain of 4 (Q6_K's halves, each its own chain; the half layout) does not: one accumulator, no add (Q6_K
+ * 768 x 2048, 128 rows, one thread: 1755 -> 1705 us); nor do two pairs, whose chains are twice as many. */
+static inline __attribute__((always_inline)) void tile_sums(bool packed, int P, const __m512i *const wq[PANEL_PAIRS],
+                                                             const __m256i *w0, const __m256i *w1,
                                                              const __m256i *const xr[PANEL_ROWS],
                                                              const __m256i *const start[PANEL_ROWS], int j0, int n,
-                                                             __m512i s[PANEL_ROWS]) {
+                                                             __m512i s[PANEL_PAIRS][PANEL_ROWS]) {
+    const bool split = P == 1 && n > BLOCK_LANES / 2;
     __m512i odd[PANEL_ROWS];
     for (int r = 0; r < PANEL_ROWS; r++) {
-        s[r] = start ? _mm512_broadcast_i64x4(_mm256_load_si256(start[r])) : _mm512_setzero_si512();
+        for (int p = 0; p < P; p++)
+            s[p][r] = start ? _mm512_broadcast_i64x4(_mm256_load_si256(start[r])) : _mm512_setzero_si512();
         odd[r] = _mm512_setzero_si512();
     }
     for (int j = j0; j < j0 + n; j++) {
-        const __m512i w =
-            packed ? pair_epi32(_mm256_load_si256(w0 + j), _mm256_load_si256(w1 + j)) : _mm512_load_si512(wq + j);
+        __m512i w[PANEL_PAIRS];
+        for (int p = 0; p < P; p++)
+            w[p] = packed ? pair_epi32(_mm256_load_si256(w0 + j), _mm256_load_si256(w1 + j))
+                          : _mm512_load_si512(wq[p] + j);
         for (int r = 0; r < PANEL_ROWS; r++) {
             const __m512i x = _mm512_broadcast_i64x4(_mm256_load_si256(xr[r] + j));
-            if (n > BLOCK_LANES / 2 && (j - j0) % 2)
-                odd[r] = _mm512_dpbusd_epi32(odd[r], w, x);
-            else
-                s[r] = _mm512_dpbusd_epi32(s[r], w, x);
+            for (int p = 0; p < P; p++) {
+                if (split && (j - j0) % 2)
+                    odd[r] = _mm512_dpbusd_epi32(odd[r], w[p], x);
+                else
+                    s[p][r] = _mm512_dpbusd_epi32(s[p][r], w[p], x);
+            }
         }
     }
-    for (int r = 0; r < PANEL_ROWS; r++) s[r] = _mm512_add_epi32(s[r], odd[r]);
+    for (int r = 0; split && r < PANEL_ROWS; r++) s[0][r] = _mm512_add_epi32(s[0][r], odd[r]);
 }
 
 /* One register tile: y[r*ldy + c] for r < R, c < C over all ng groups (packed, R and C known at compile time, so
- * the accumulators stay in registers). xp: activation row r's groups at xp + r * ng. A smaller tile repeats its last
- * row and column (sums it then drops). */
+ * the accumulators stay in registers). xp: activation row r's groups at xp + r * ng. C <= 2 * PANEL_COLS: the weight
+ * rows of P = ceil(C / 2) consecutive panels (pair p's groups at wp->pk + p * ng; packed: one), each activation
+ * register loaded once for all of them — wide rows, whose activation side streams from L2 for every panel, read it
+ * half as often. A smaller tile repeats its last row and column (sums it then drops). */
 static inline __attribute__((always_inline)) void panel_tile(ggml_type type, bool packed, const wpanel *wp, size_t ng,
                                                               bool half_last, const xgroup *xp, int R, int C, float *y,
                                                               size_t ldy, bool fetch) {
-    __m512 acc[PANEL_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    const int P = (C + PANEL_COLS - 1) / PANEL_COLS;
+    __m512 acc[PANEL_PAIRS][PANEL_ROWS];
+    for (int p = 0; p < P; p++)
+        for (int r = 0; r < R; r++) acc[p][r] = _mm512_setzero_ps();
     for (size_t g = 0; g < ng; g++) {
         /* the weight registers: packed Q8_0's rows paired here, a rearranged panel's as they lie (wpair) */
-        const wpair *pp = packed ? NULL : &wp->pk[g];
-        const __m512i *wq = packed ? NULL : pp->q;
+        const wpair *pp[PANEL_PAIRS];
+        const __m512i *wq[PANEL_PAIRS];
+        for (int p = 0; p < P; p++) {
+            pp[p] = packed ? NULL : &wp->pk[(size_t)p * ng + g];
+            wq[p] = packed ? NULL : pp[p]->q;
+        }
         const __m256i *w0 = packed ? inplace_regs(wp, g, 0) : NULL, *w1 = packed ? inplace_regs(wp, g, C - 1) : NULL;
         if (packed && fetch) fetch_ahead(wp, C, g);
-        const __m512 dw = packed ? pair_ps(inplace_scales(wp, g, 0), inplace_scales(wp, g, C - 1)) : pp->d;
+        __m512 dw[PANEL_PAIRS];
+        for (int p = 0; p < P; p++)
+            dw[p] = packed ? pair_ps(inplace_scales(wp, g, 0), inplace_scales(wp, g, C - 1)) : pp[p]->d;
         const xgroup *px[PANEL_ROWS];
         const __m256i *xrow[PANEL_ROWS], *base[PANEL_ROWS], *q6_lo[PANEL_ROWS], *q6_hi[PANEL_ROWS];
         for (int r = 0; r < PANEL_ROWS; r++) {
@@ -868,39 +886,44 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
         /* Q8_0 and Q4_0: the sums start at -128 · Σx, so they end as Σ w · x (the half layout: block k's halves in
          * elements k and k+4) */
         const __m256i *const *start = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 ? base : NULL;
-        __m512i s[PANEL_ROWS], hi[PANEL_ROWS];
+        __m512i s[PANEL_PAIRS][PANEL_ROWS], hi[PANEL_PAIRS][PANEL_ROWS];
         if (type == GGML_TYPE_Q6_K) { /* quants 0..15 and 16..31 of each block have their own scales: two sums,
                                        * from -32 · Σx of their halves, so each ends as Σ (q - 32) · x */
-            tile_sums(packed, wq, w0, w1, xrow, q6_lo, 0, BLOCK_LANES / 2, s);
-            tile_sums(packed, wq, w0, w1, xrow, q6_hi, BLOCK_LANES / 2, BLOCK_LANES / 2, hi);
+            tile_sums(packed, P, wq, w0, w1, xrow, q6_lo, 0, BLOCK_LANES / 2, s);
+            tile_sums(packed, P, wq, w0, w1, xrow, q6_hi, BLOCK_LANES / 2, BLOCK_LANES / 2, hi);
         } else if (half) {
-            tile_sums(packed, wq, w0, w1, xrow, start, 0, BLOCK_LANES / 2, s);
+            tile_sums(packed, P, wq, w0, w1, xrow, start, 0, BLOCK_LANES / 2, s);
         } else {
-            tile_sums(packed, wq, w0, w1, xrow, start, 0, BLOCK_LANES, s);
+            tile_sums(packed, P, wq, w0, w1, xrow, start, 0, BLOCK_LANES, s);
         }
         for (int r = 0; r < R; r++) {
             const __m512 dx = _mm512_broadcast_f32x8(px[r]->d);
-            __m512 f; /* block k's exact s_b (quant.h) in f32, for Q4_K sc · s_b: each below 2^24, so exact */
-            if (type == GGML_TYPE_Q6_K) {
-                /* each half Σ (q - 32) · x (at most 16 · 32 · 127): times its scale and summed, exactly s_b */
-                f = _mm512_fmadd_ps(pp->sc[1], _mm512_cvtepi32_ps(hi[r]),
-                                    _mm512_mul_ps(pp->sc[0], _mm512_cvtepi32_ps(s[r])));
-            } else {
-                f = _mm512_cvtepi32_ps(half ? half_fold2(s[r]) : s[r]);
-                if (type == GGML_TYPE_Q4_K) /* d · (sc · s) + (-dmin · m) · Σx, then the step below */
-                    f = _mm512_fmadd_ps(dw, _mm512_mul_ps(pp->sc[0], f),
-                                        _mm512_mul_ps(pp->m, _mm512_broadcast_f32x8(px[r]->t)));
+            for (int p = 0; p < P; p++) {
+                __m512 f; /* block k's exact s_b (quant.h) in f32, for Q4_K sc · s_b: each below 2^24, so exact */
+                if (type == GGML_TYPE_Q6_K) {
+                    /* each half Σ (q - 32) · x (at most 16 · 32 · 127): times its scale and summed, exactly s_b */
+                    f = _mm512_fmadd_ps(pp[p]->sc[1], _mm512_cvtepi32_ps(hi[p][r]),
+                                        _mm512_mul_ps(pp[p]->sc[0], _mm512_cvtepi32_ps(s[p][r])));
+                } else {
+                    f = _mm512_cvtepi32_ps(half ? half_fold2(s[p][r]) : s[p][r]);
+                    if (type == GGML_TYPE_Q4_K) /* d · (sc · s) + (-dmin · m) · Σx, then the step below */
+                        f = _mm512_fmadd_ps(dw[p], _mm512_mul_ps(pp[p]->sc[0], f),
+                                            _mm512_mul_ps(pp[p]->m, _mm512_broadcast_f32x8(px[r]->t)));
+                }
+                acc[p][r] = type == GGML_TYPE_Q4_K ? _mm512_fmadd_ps(dx, f, acc[p][r])
+                                                   : _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dx), f, acc[p][r]);
             }
-            acc[r] = type == GGML_TYPE_Q4_K ? _mm512_fmadd_ps(dx, f, acc[r])
-                                            : _mm512_fmadd_ps(_mm512_mul_ps(dw, dx), f, acc[r]);
         }
     }
-    __m256 sums[PANEL_ROWS * PANEL_COLS];
-    for (int r = 0; r < R; r++) {
-        sums[r * C] = _mm512_castps512_ps256(acc[r]);
-        if (C == PANEL_COLS) sums[r * C + 1] = _mm512_extractf32x8_ps(acc[r], 1);
+    for (int p = 0; p < P; p++) { /* pair p's outputs: columns 2p and 2p + 1 */
+        const int Cp = C - PANEL_COLS * p < PANEL_COLS ? C - PANEL_COLS * p : PANEL_COLS;
+        __m256 sums[PANEL_ROWS * PANEL_COLS];
+        for (int r = 0; r < R; r++) {
+            sums[r * Cp] = _mm512_castps512_ps256(acc[p][r]);
+            if (Cp == PANEL_COLS) sums[r * Cp + 1] = _mm512_extractf32x8_ps(acc[p][r], 1);
+        }
+        store_sums(sums, R, Cp, y + PANEL_COLS * p, ldy);
     }
-    store_sums(sums, R, C, y, ldy);
 }
 #else
 /* The integer sums of one group for a whole register tile: s[r][c] = the sum over registers j0 <= j < j0 + n of the
@@ -1104,12 +1127,14 @@ static inline __attribute__((always_inline)) void panel_rows(ggml_type type, boo
     }
 }
 
+/* C: 1 or PANEL_COLS weight rows; with VNNI and panels rearranged here, up to PANEL_PAIRS panels' (panel_cols). */
 #define PANEL_SHAPES(T, packed)                                                                                \
-    if (C == PANEL_COLS)                                                                                       \
-        panel_rows(T, packed, wp, ng, half_last, xp, rows, PANEL_COLS, y, ldy);                                \
-    else                                                                                                       \
-        panel_rows(T, packed, wp, ng, half_last, xp, rows, 1, y, ldy);                                         \
-    return;
+    switch (MM_VNNI && !packed ? C : C == PANEL_COLS ? PANEL_COLS : 1) {                                       \
+    case 4: panel_rows(T, packed, wp, ng, half_last, xp, rows, 4, y, ldy); return;                             \
+    case 3: panel_rows(T, packed, wp, ng, half_last, xp, rows, 3, y, ldy); return;                             \
+    case 2: panel_rows(T, packed, wp, ng, half_last, xp, rows, 2, y, ldy); return;                             \
+    default: panel_rows(T, packed, wp, ng, half_last, xp, rows, 1, y, ldy); return;                            \
+    }
 #define PANEL_TYPE(T)                                                                                          \
     case T:                                                                                                    \
         PANEL_SHAPES(T, false)
@@ -1173,7 +1198,10 @@ static void panels_over(ggml_type type, bool packed_rows, const uint8_t *w, size
                         rows - r0 < per ? rows - r0 : per, nb, y + (size_t)r0 * ldy, ldy);
         return;
     }
-    const uint32_t span = packed ? n_out : fit ? (uint32_t)(PANEL_MAX_GROUPS / ng) * PANEL_COLS : PANEL_COLS;
+    /* weight rows of a register tile: with VNNI, two panels' where pk holds two (panel_tile) */
+    const uint32_t cols = MM_VNNI && !packed && PANEL_PAIRS * ng <= PANEL_MAX_GROUPS ? PANEL_PAIRS * PANEL_COLS
+                                                                                      : PANEL_COLS;
+    const uint32_t span = packed ? n_out : fit ? (uint32_t)(PANEL_MAX_GROUPS / ng) * PANEL_COLS : cols;
     const uint32_t block = packed ? PANEL_ROW_BLOCK : !fit ? rows : fit > PANEL_ROW_BLOCK ? PANEL_ROW_BLOCK : (uint32_t)fit;
     for (uint32_t o0 = 0; o0 < n_out; o0 += span) {
         const uint32_t o1 = n_out - o0 < span ? n_out : o0 + span;
@@ -1183,8 +1211,8 @@ static void panels_over(ggml_type type, bool packed_rows, const uint8_t *w, size
                        pk + (size_t)(o - o0) / PANEL_GROUP_ROWS * ng);
         for (uint32_t r0 = 0; r0 < rows; r0 += block) {
             const uint32_t nr = rows - r0 < block ? rows - r0 : block;
-            for (uint32_t o = o0; o < o1; o += PANEL_COLS) {
-                const int C = o1 - o < PANEL_COLS ? (int)(o1 - o) : PANEL_COLS;
+            for (uint32_t o = o0; o < o1; o += cols) {
+                const int C = o1 - o < cols ? (int)(o1 - o) : (int)cols;
                 const wpanel wp = {pk + (size_t)(o - o0) / PANEL_GROUP_ROWS * ng, w + o * w_row_bytes, w_row_bytes,
                                    packed_scales_at(type, nb)};
                 panel_dispatch(type, packed, &wp, ng, half_last, xp + (size_t)r0 * ng, nr, C,
