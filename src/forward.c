@@ -40,6 +40,9 @@ void forward_free(forward *c) {
     free(c);
 }
 
+/* bytes rounded up to whole cache lines: each scratch slice starts on one. */
+static size_t line_bytes(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
 forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int n_threads, fkv_error *err) {
     forward *c = calloc(1, sizeof *c);
     if (!c) {
@@ -80,7 +83,7 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
         {(void **)&c->views, sizeof(ops_kv_view) * rows},
     };
     const size_t n_slices = sizeof slices / sizeof *slices;
-    for (size_t i = 0; i < n_slices; i++) c->scratch_bytes += (slices[i].bytes + 63) / 64 * 64;
+    for (size_t i = 0; i < n_slices; i++) c->scratch_bytes += line_bytes(slices[i].bytes);
     c->rope_divisors = model_rope_divisors(m, n_ctx);
     if (!(c->scratch = hugemem_alloc(c->scratch_bytes))) {
         err_nomem(err, "out of memory for the scratch of %zu-row batches (%zu MB)", rows, c->scratch_bytes >> 20);
@@ -92,7 +95,7 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
     uint8_t *at = c->scratch;
     for (size_t i = 0; i < n_slices; i++) { /* each slice on a cache line; xp on 32 bytes, as the kernels want */
         *slices[i].at = slices[i].bytes ? at : NULL;
-        at += (slices[i].bytes + 63) / 64 * 64;
+        at += line_bytes(slices[i].bytes);
     }
     return c;
 }

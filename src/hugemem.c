@@ -13,8 +13,9 @@ void *hugemem_alloc(size_t bytes) {
     uint8_t *raw = mmap(NULL, size + HUGEMEM_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) return NULL;
     uint8_t *p = (uint8_t *)(((uintptr_t)raw + HUGEMEM_PAGE - 1) & ~(uintptr_t)(HUGEMEM_PAGE - 1));
-    if (p > raw) munmap(raw, (size_t)(p - raw));
-    if (p + size < raw + size + HUGEMEM_PAGE) munmap(p + size, (size_t)(raw + size + HUGEMEM_PAGE - (p + size)));
+    const size_t head = (size_t)(p - raw); /* < HUGEMEM_PAGE, so the tail is never empty */
+    if (head) munmap(raw, head);
+    munmap(p + size, HUGEMEM_PAGE - head);
     madvise(p, size, MADV_HUGEPAGE); /* a hint: where it is refused, 4 KB pages serve */
     return p;
 }

@@ -351,10 +351,6 @@ const float *model_rope_divisors(const fkv_model *m, uint32_t n_ctx) {
 
 /* Rows packed or copied per task of the load's team. */
 #define PACK_ROWS 64
-/* The layers' matrices (and an untied output matrix) live in one allocation of huge pages (hugemem.h): a decode step
- * streams all of it, and 2 MB pages spare it the TLB misses of the mapping's 4 KB ones (Q8_0 decode: 0.5B +4%, 110M
- * +9%). */
-
 /* Bytes w takes there, rounded to a cache line: packed (quant_pack_rows) where the kernels take its type so, else
  * its rows as they are. 0 for the tied output matrix, which stays in the mapping as token_embd does (embeddings
  * read its rows one by one). */
@@ -385,7 +381,9 @@ static void place_matrix(ops_matrix *w, uint8_t *dst) {
     w->packed = pack;
 }
 
-/* The matrices into memory the model owns: packed where the kernels take them so, copied otherwise. */
+/* The matrices into memory the model owns: packed where the kernels take them so, copied otherwise. The layers'
+ * matrices (and an untied output matrix) live in one allocation of huge pages (hugemem.h): a decode step streams all
+ * of it, and 2 MB pages spare it the TLB misses of the mapping's 4 KB ones (Q8_0 decode: 0.5B +4%, 110M +9%). */
 static int pack_weights(fkv_model *m, fkv_error *err) {
     const size_t n = (size_t)7 * m->hp.n_layers + 1;
     ops_matrix **ws = malloc(n * sizeof *ws);

@@ -1127,7 +1127,8 @@ static inline __attribute__((always_inline)) void panel_rows(ggml_type type, boo
     }
 }
 
-/* C: 1 or PANEL_COLS weight rows; with VNNI and panels rearranged here, up to PANEL_PAIRS panels' (panel_cols). */
+/* C: 1 or PANEL_COLS weight rows; with VNNI and panels rearranged per call, up to PANEL_PAIRS panels' (panels_over's
+ * cols). */
 #define PANEL_SHAPES(T, packed)                                                                                \
     switch (MM_VNNI && !packed ? C : C == PANEL_COLS ? PANEL_COLS : 1) {                                       \
     case 4: panel_rows(T, packed, wp, ng, half_last, xp, rows, 4, y, ldy); return;                             \
