@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "chat.h"
+#include "kernels/dispatch.h"
 #include "flatkv.h"
 #include "spec.h"
 
@@ -307,8 +308,9 @@ int main(int argc, char **argv) {
     const fkv_model_info mi = fkv_model_get_info(m);
     double cost[MAX_K + 1];
     verify_costs(m, threads, rounds, cost);
-    printf("kernels %s, %d threads, model %s\n\n1. verification cost, measured: a forward of 1 + k rows at %d "
-           "positions, median of %d\n", fkv_kernels_name(), threads, argv[1], CONTEXT, rounds);
+    printf("kernels %s (tuning %s), %d threads, model %s\n\n1. verification cost, measured: a forward of 1 + k rows at "
+           "%d positions, median of %d\n",
+           fkv_kernels_name(), kern_tuning_active()->name, threads, argv[1], CONTEXT, rounds);
     for (int k = 0; k <= MAX_K; k++) printf("  k=%-2d %7.2f ms  x%.2f\n", k, cost[k], cost[k] / cost[0]);
     const double floor_ms = argc > 6 ? row_floor_ms(&mi, argv[6]) : 0;
     if (floor_ms > 0)

@@ -737,6 +737,8 @@ static void assert_matmul_equals_the_scalar_dots(uint64_t *s, ggml_type type, si
                 fail_msg("type %d, n=%zu: quant_dot of (%u, %u) is %.9g, scalar %.9g", (int)type, n, r, o, (double)dot,
                          (double)want[r * max_out + o]);
         }
+    size_t n_tunings;
+    const kern_tuning *tunings = kern_tunings(&n_tunings), *mine = kern_tuning_active();
     for (size_t a = 0; a < n_counts; a++)
         for (size_t b = 0; b < n_outs; b++) {
             const uint32_t n_rows = rows[a], n_out = outs[b];
@@ -750,19 +752,25 @@ static void assert_matmul_equals_the_scalar_dots(uint64_t *s, ggml_type type, si
                 quant_panel_rows(xq, n, 0, n_rows / 2, xp);
                 quant_panel_rows(xq, n, n_rows / 2, n_rows, xp);
             }
+            /* packed rows under every CPU's tuning row: the paths this machine would not choose too */
             for (int variant = 0; variant < 4; variant++) {
                 const bool prepared = variant & 1, packed = variant & 2;
                 if ((prepared && !xp) || (packed && !packs)) continue;
-                quant_matmul(type, packed, packed ? wp : w, packed ? prb : wrb, n_out, x, xq, prepared ? xp : NULL,
-                             n_rows, n, y, ldy);
-                for (uint32_t r = 0; r < n_rows; r++)
-                    for (uint32_t o = 0; o < n_out; o++)
-                        if (bits_of(y[r * ldy + o]) != bits_of(want[r * max_out + o]))
-                            fail_msg("type %d, n=%zu, %u rows x %u outputs%s%s: element (%u, %u) is %.9g, scalar %.9g",
-                                     (int)type, n, n_rows, n_out, prepared ? ", rows prepared" : "",
-                                     packed ? ", weights packed" : "", r, o, (double)y[r * ldy + o],
-                                     (double)want[r * max_out + o]);
+                for (size_t t = 0; t < (packed ? n_tunings : 1); t++) {
+                    kern_tune(packed ? &tunings[t] : mine);
+                    quant_matmul(type, packed, packed ? wp : w, packed ? prb : wrb, n_out, x, xq,
+                                 prepared ? xp : NULL, n_rows, n, y, ldy);
+                    for (uint32_t r = 0; r < n_rows; r++)
+                        for (uint32_t o = 0; o < n_out; o++)
+                            if (bits_of(y[r * ldy + o]) != bits_of(want[r * max_out + o]))
+                                fail_msg("type %d, n=%zu, %u rows x %u outputs%s%s (tuning %s): element (%u, %u) is "
+                                         "%.9g, scalar %.9g",
+                                         (int)type, n, n_rows, n_out, prepared ? ", rows prepared" : "",
+                                         packed ? ", weights packed" : "", kern_tuning_active()->name, r, o,
+                                         (double)y[r * ldy + o], (double)want[r * max_out + o]);
+                }
             }
+            kern_tune(mine);
             free(xp);
             free(y);
         }

@@ -167,3 +167,56 @@ const kern_ops *kern_active(void) {
     if (kern_ensure(NULL, 0) != 0) kern_select(names[kern_best()], NULL, 0); /* a bad FLATKV_KERNELS: the best */
     return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
 }
+
+/* Zen 5 (one thread, 768-wide packed Q8_0, panels against direct tiles, us): 3 rows 845 / 1003 from DRAM (32000
+ * outputs), 39 / 57 from cache (2048 outputs); 2 rows 728 / 976 and 46 / 35; a forward of 1 + 8 rows (bench/spec)
+ * x2.4 -> x1.9 a plain step. Zen 4 measured the default: there panels made 2 rows cost x1.41 a plain step, and 5 rows
+ * x1.37 against x1.14-1.23. */
+static const kern_tuning tunings[] = {
+    {"default", "", 0, 16},
+    {"zen5", "AuthenticAMD", 0x1a, 3},
+};
+#define N_TUNINGS (sizeof tunings / sizeof *tunings)
+
+const kern_tuning *kern_tunings(size_t *n) {
+    *n = N_TUNINGS;
+    return tunings;
+}
+
+static const kern_tuning *tuning_of_cpu(void) {
+#if HAVE_X86_VARIANTS
+    unsigned a, b, c, d;
+    char vendor[13] = {0};
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return &tunings[0];
+    memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return &tunings[0];
+    const unsigned base = a >> 8 & 0xf, family = base == 0xf ? base + (a >> 20 & 0xff) : base;
+    for (size_t i = 1; i < N_TUNINGS; i++)
+        if (!strcmp(vendor, tunings[i].vendor) && family == tunings[i].family) return &tunings[i];
+#endif
+    return &tunings[0];
+}
+
+static const kern_tuning *tuning;
+static pthread_once_t tuning_once = PTHREAD_ONCE_INIT;
+
+static void choose_tuning(void) {
+    const char *name = getenv("FLATKV_TUNING");
+    const kern_tuning *t = tuning_of_cpu();
+    if (name && *name) {
+        t = &tunings[0];
+        for (size_t i = 0; i < N_TUNINGS; i++)
+            if (!strcmp(name, tunings[i].name)) t = &tunings[i];
+    }
+    __atomic_store_n(&tuning, t, __ATOMIC_RELEASE);
+}
+
+const kern_tuning *kern_tuning_active(void) {
+    pthread_once(&tuning_once, choose_tuning);
+    return __atomic_load_n(&tuning, __ATOMIC_ACQUIRE);
+}
+
+void kern_tune(const kern_tuning *t) {
+    pthread_once(&tuning_once, choose_tuning);
+    __atomic_store_n(&tuning, t, __ATOMIC_RELEASE);
+}

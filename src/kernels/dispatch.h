@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "table.h"
 
@@ -36,5 +37,25 @@ int kern_ensure(char *why, size_t why_cap);
 
 /* The active table (chosen by the first kern_select, or on first use). */
 const kern_ops *kern_active(void);
+
+/* Speed choices that depend on the CPU model rather than on its instructions. No bit depends on them: every path a row
+ * selects gives the reference's bytes, and test_quant runs every row on every machine. A row per CPU measured to want
+ * other choices than the default (bench/README has the measurements), found by CPUID's vendor and family; the
+ * environment's FLATKV_TUNING names a row instead (to compare rows on one machine). */
+typedef struct {
+    const char *name;           /* "default", or the CPUs the row is for ("zen5") */
+    const char *vendor;         /* CPUID's vendor string and family (base + extended) the row is for */
+    unsigned family;
+    uint32_t q8_panel_min_rows; /* VNNI: activation rows from which panels read packed Q8_0 rows in place */
+} kern_tuning;
+
+/* Every row, the default first; *n set to their count. */
+const kern_tuning *kern_tunings(size_t *n);
+
+/* The row in use: the one kern_tune set, else FLATKV_TUNING's (the default for an unknown name), else this CPU's. */
+const kern_tuning *kern_tuning_active(void);
+
+/* Make t (a row of kern_tunings) the one in use, while no kernel runs: tests that run every row. */
+void kern_tune(const kern_tuning *t);
 
 #endif

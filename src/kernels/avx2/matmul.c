@@ -18,6 +18,7 @@
 #define VARIANT(f) avx2_##f
 #endif
 
+#include "dispatch.h"
 #include "ref/ref.h"
 #include "simd.h"
 #include "traits.h"
@@ -404,13 +405,19 @@ static inline size_t group_bytes(ggml_type type) {
 #define PANEL_PAIRS 2 /* VNNI: panels of a register tile, at most (panel_tile) */
 #define PF_DIST 2        /* panels ahead that packed rows read in place are fetched (fetch_ahead) */
 #define PANEL_MIN_ROWS 4    /* below, packing costs more than it saves: direct tiles */
-/* Rows packed at load take direct tiles below this: their panels rearrange the weights at every call (Q8_0's are read
- * in place, but two weight rows at a time), which few rows do not repay with VNNI's two-row tiles (1024-wide rows, 2048
- * outputs from DRAM, 2 threads, 8 rows: Q4_0 134 -> 101 us, Q4_K 159 -> 125, Q6_K 195 -> 158; at 16 the two are even;
- * AMD Zen 4, avx512, 110M Q8_0, a forward of 1 + k rows at 512 positions: k = 1 x1.41 -> x1.06 a plain step, k = 4
- * x1.37 -> x1.14-1.23, k = 8 x1.70 -> x1.66-2.1). AVX2's one-row tiles lose from 4 to 6 rows on (forced here: Q6_K 4
- * rows 183 against 227 us). */
-#define PACKED_PANEL_MIN_ROWS (MM_VNNI ? 16 : PANEL_MIN_ROWS)
+/* Rows packed at load take direct tiles below this: their panels rearrange the weights at every call, which few rows do
+ * not repay with VNNI's two-row tiles (1024-wide rows, 2048 outputs from DRAM, 2 threads, 8 rows: Q4_0 134 -> 101 us,
+ * Q4_K 159 -> 125, Q6_K 195 -> 158; at 16 the two are even; Zen 5, 768-wide, 32000 outputs, 12 rows still even). Q8_0's
+ * panels read the packed rows in place, two weight rows at a time: from how many rows that wins depends on the CPU
+ * (dispatch.h's kern_tuning). AVX2's one-row tiles lose from 4 to 6 rows on (forced: Q6_K 4 rows 183 against 227 us). */
+static uint32_t packed_panel_min_rows(ggml_type type) {
+#if MM_VNNI
+    return type == GGML_TYPE_Q8_0 ? kern_tuning_active()->q8_panel_min_rows : 16;
+#else
+    (void)type;
+    return PANEL_MIN_ROWS;
+#endif
+}
 #define XSUM_MAX_GROUPS 32  /* direct tiles precompute Q4_0's corrections for rows up to 256 blocks */
 /* Activation side prepared at a time, on the stack, when the caller has not prepared it (quant_panel_rows): 64
  * rows up to dim 5120 at once. A row prepared in several parts makes every panel of weights be packed again per
@@ -1162,8 +1169,8 @@ static void panel_dispatch(ggml_type type, bool packed, const wpanel *wp, size_t
 /* Groups of the widest row that takes panels (n <= 17664): its packed panel (pk, 53 KB) is on the stack. */
 #define PANEL_MAX_GROUPS 69
 
-static bool panel_fits(bool packed, uint32_t n_rows, size_t ng) {
-    const uint32_t from = packed ? PACKED_PANEL_MIN_ROWS : PANEL_MIN_ROWS;
+static bool panel_fits(ggml_type type, bool packed, uint32_t n_rows, size_t ng) {
+    const uint32_t from = packed ? packed_panel_min_rows(type) : PANEL_MIN_ROWS;
     return n_rows >= from && ng <= PANEL_MAX_GROUPS;
 }
 
@@ -1476,11 +1483,11 @@ static __attribute__((noinline)) void packed_rows_unprepared(ggml_type type, con
 
 #undef PACKED_TILE
 
-/* Every quantized weight type: panels for many rows (packed rows from PACKED_PANEL_MIN_ROWS),
+/* Every quantized weight type: panels for many rows (packed rows from packed_panel_min_rows),
  * else direct tiles (packed rows, natural Q8_0 and Q4_0) or one output at a time (natural K-quants). */
 static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                           const block_q8_act *xq, const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
-    if (panel_fits(packed, n_rows, groups_of(nb))) {
+    if (panel_fits(type, packed, n_rows, groups_of(nb))) {
         matmul_panels(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, nb, y, ldy);
         return;
     }
