@@ -277,9 +277,11 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         if (t0 + OPS_ATTN_TILE <= last) { /* fetch the next tile while this one runs: K's panel, V's strided rows */
             const size_t next = ops_kv_offset(kv, t0 + OPS_ATTN_TILE);
             for (size_t b = 0; b < k_bytes; b += 64) __builtin_prefetch(kv->k + next + k_head + b);
-            for (uint32_t j = 0; j < OPS_ATTN_TILE; j++)
-                for (size_t b = 0; b < v_bytes; b += 64)
-                    __builtin_prefetch(kv->v + next + v_head + j * kv->row_bytes + b);
+            for (uint32_t j = 0; j < OPS_ATTN_TILE; j++) { /* every line of the row's head, aligned or not */
+                const uintptr_t row = (uintptr_t)(kv->v + next + v_head + j * kv->row_bytes);
+                for (uintptr_t line = row & ~(uintptr_t)63; line < row + v_bytes; line += 64)
+                    __builtin_prefetch((const void *)line);
+            }
         }
         /* queries [first, end) reach this tile and their windows do not start past it; each scores all its keys,
          * using those it sees */
