@@ -12,6 +12,9 @@
  * something else ran on these cores (or the engine left its threads idle), and the figure is suspect.
  * prefill: one call over n_prompt ids, timed. decode: n_prompt ids untimed, then n_gen single-token steps
  * fed with the argmax of the previous logits, timed together.
+ * verify (bench/spec, llama_bench only: flatkv's side is bench/spec.c's own): n_prompt ids untimed, then forwards of
+ * 1 + k ids with logits at every one, k = 0..n_gen, each rewound to n_prompt, `rounds` times with the k interleaved;
+ * one JSON line {"engine", "ggml_cpu", "case": "verify", "n_prompt", "threads", "rounds", "ms": median per k}.
  */
 #ifndef FKV_BENCH_HARNESS_H
 #define FKV_BENCH_HARNESS_H
@@ -34,11 +37,14 @@ typedef struct {
     const char *ids_path;
     int threads;
     int decode; /* 0: prefill case, 1: decode case */
+    int verify; /* 1: verify case (decode 0), n_gen its largest k */
     int n_prompt;
     int n_gen;
+    int rounds; /* verify */
 } harness_args;
 
-/* Parse `MODEL IDS THREADS prefill N` or `MODEL IDS THREADS decode N_PROMPT N_GEN`; 0 or -1 (printed). */
+/* Parse `MODEL IDS THREADS prefill N`, `MODEL IDS THREADS decode N_PROMPT N_GEN` or `MODEL IDS THREADS verify
+ * N_PROMPT K_MAX ROUNDS`; 0 or -1 (printed). */
 static inline int harness_parse(int argc, char **argv, harness_args *a) {
     memset(a, 0, sizeof *a);
     if (argc < 6) goto usage;
@@ -52,13 +58,19 @@ static inline int harness_parse(int argc, char **argv, harness_args *a) {
         a->decode = 1;
         a->n_gen = atoi(argv[6]);
         if (a->n_gen < 1) goto usage;
+    } else if (strcmp(argv[4], "verify") == 0 && argc == 8) {
+        a->verify = 1;
+        a->n_gen = atoi(argv[6]);
+        a->rounds = atoi(argv[7]);
+        if (a->n_gen < 0 || a->n_gen > 64 || a->rounds < 1) goto usage;
     } else {
         goto usage;
     }
     if (a->threads < 1 || a->n_prompt < HARNESS_WARMUP_IDS) goto usage;
     return 0;
 usage:
-    fprintf(stderr, "usage: %s MODEL IDS THREADS prefill N | MODEL IDS THREADS decode N_PROMPT N_GEN\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL IDS THREADS prefill N | ... decode N_PROMPT N_GEN | ... verify N_PROMPT K_MAX ROUNDS\n",
+            argv[0]);
     return -1;
 }
 

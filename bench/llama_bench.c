@@ -2,6 +2,7 @@
  *
  * usage: llama_bench MODEL IDS THREADS prefill N
  *        llama_bench MODEL IDS THREADS decode N_PROMPT N_GEN
+ *        llama_bench MODEL IDS THREADS verify N_PROMPT K_MAX ROUNDS (bench/spec: what a batch of 1 + k ids costs)
  * Compiled against llama.h from the source bundle node-llama-cpp ships and linked to its prebuilt CPU
  * libraries; LLAMA_LIB_DIR (set by bench/compare) is where ggml's CPU backend variants are loaded from
  * (the prebuilt ggml loads backends at run time and picks the best one for this CPU; the result's "ggml_cpu" names
@@ -50,6 +51,49 @@ static int decode(struct llama_context *ctx, llama_token *ids, int n) {
     return rc;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The verify case (harness.h): after the prompt, a batch of 1 + k of the next ids, logits at each, as a speculative
+ * decoder verifies k guesses; then the positions are removed again. Prints its JSON line. */
+static int verify(struct llama_context *ctx, const llama_token *ids, const harness_args *a, const char *ggml_cpu) {
+    const int k_max = a->n_gen, rounds = a->rounds;
+    struct llama_batch b = llama_batch_init(k_max + 1, 0, 1);
+    double *t = malloc(sizeof *t * (size_t)rounds * (size_t)(k_max + 1));
+    int rc = t ? 0 : -1;
+    for (int r = -2; rc == 0 && r < rounds; r++) /* two rounds of warm-up */
+        for (int k = 0; rc == 0 && k <= k_max; k++) {
+            b.n_tokens = k + 1;
+            for (int i = 0; i <= k; i++) {
+                b.token[i] = ids[a->n_prompt + i];
+                b.pos[i] = a->n_prompt + i;
+                b.n_seq_id[i] = 1;
+                b.seq_id[i][0] = 0;
+                b.logits[i] = 1;
+            }
+            const double t0 = harness_now();
+            rc = llama_decode(ctx, b);
+            llama_synchronize(ctx);
+            if (r >= 0) t[(size_t)k * rounds + r] = (harness_now() - t0) * 1e3;
+            if (rc != 0) fprintf(stderr, "llama_bench: llama_decode of %d ids returned %d\n", k + 1, rc);
+            else if (!llama_memory_seq_rm(llama_get_memory(ctx), 0, a->n_prompt, -1)) rc = -1;
+        }
+    if (rc == 0) {
+        printf("{\"engine\":\"llama.cpp\",\"ggml_cpu\":\"%s\",\"case\":\"verify\",\"n_prompt\":%d,\"threads\":%d,"
+               "\"rounds\":%d,\"ms\":[", ggml_cpu, a->n_prompt, a->threads, rounds);
+        for (int k = 0; k <= k_max; k++) {
+            qsort(t + (size_t)k * rounds, (size_t)rounds, sizeof *t, cmp_double);
+            printf("%s%.3f", k ? "," : "", t[(size_t)k * rounds + rounds / 2]);
+        }
+        printf("]}\n");
+    }
+    free(t);
+    llama_batch_free(b);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     harness_args a;
     if (harness_parse(argc, argv, &a) != 0) return 2;
@@ -66,10 +110,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-    int32_t *ids = harness_read_ids(a.ids_path, a.n_prompt, n_vocab);
+    int32_t *ids = harness_read_ids(a.ids_path, a.n_prompt + (a.verify ? a.n_gen + 1 : 0), n_vocab);
     int32_t *gen = calloc((size_t)a.n_gen + 1, sizeof *gen);
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t)(a.n_prompt + a.n_gen);
+    cp.n_ctx = (uint32_t)(a.n_prompt + a.n_gen + a.verify);
     cp.n_batch = (uint32_t)a.n_prompt;
     cp.n_ubatch = (uint32_t)a.n_prompt;
     cp.n_threads = a.threads;
@@ -86,6 +130,11 @@ int main(int argc, char **argv) {
     rc = decode(ctx, ids, HARNESS_WARMUP_IDS);
     llama_memory_clear(llama_get_memory(ctx), true);
     double seconds = 0.0, cpu_seconds = 0.0;
+    if (rc == 0 && a.verify) {
+        rc = decode(ctx, ids, a.n_prompt);
+        if (rc == 0) rc = verify(ctx, ids, &a, ggml_cpu);
+        goto done;
+    }
     if (rc == 0 && !a.decode) {
         double t0 = harness_now(), c0 = harness_cpu();
         rc = decode(ctx, ids, a.n_prompt);
