@@ -94,9 +94,10 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
     hugemem_touch(c->scratch, c->scratch_bytes);
     uint8_t *at = c->scratch;
     for (size_t i = 0; i < n_slices; i++) { /* each slice on a cache line; xp on 32 bytes, as the kernels want */
-        *slices[i].at = slices[i].bytes ? at : NULL;
+        *slices[i].at = at; /* an empty one too (no rotary pairs: n_rot 0): offsets of 0 from it are defined */
         at += line_bytes(slices[i].bytes);
     }
+    if (!xp_bytes) c->xp = NULL; /* a variant that prepares no rows: quantize_rows prepares none */
     return c;
 }
 
