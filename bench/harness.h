@@ -111,6 +111,13 @@ static inline double harness_cpu(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Sort n timings ascending, for medians and quartiles (bench/spec.c and bench/kvtype.c take this one too). */
+static inline int harness_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static inline void harness_sort(double *v, size_t n) { qsort(v, n, sizeof *v, harness_cmp_double); }
+
 /* Greedy choice: the largest logit, ties to the lowest id (flatkv's greedy rule). */
 static inline int32_t harness_argmax(const float *logits, int32_t n_vocab) {
     int32_t best = 0;

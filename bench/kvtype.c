@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "flatkv.h"
+#include "harness.h"
 
 #define LOGIT_ROWS 256
 #define N_TYPES 3
@@ -37,11 +38,6 @@ static int32_t argmax(const float *x, uint32_t n) {
     for (uint32_t i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return (int32_t)best;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static void die(const char *what, const fkv_error *err) {
@@ -103,7 +99,7 @@ int main(int argc, char **argv) {
            "max|dlogit|", "mean|dlogit|", "top1 same", "greedy=", "first diff");
     double median[N_TYPES];
     for (int t = 0; t < N_TYPES; t++) {
-        qsort(tps[t], (size_t)reps, sizeof(double), cmp_double);
+        harness_sort(tps[t], (size_t)reps);
         median[t] = reps % 2 ? tps[t][reps / 2] : (tps[t][reps / 2 - 1] + tps[t][reps / 2]) / 2;
         double max_d = 0, sum_d = 0;
         uint32_t top1 = 0, same = 0, first = n_gen;

@@ -51,11 +51,6 @@ static int decode(struct llama_context *ctx, llama_token *ids, int n) {
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The verify case (harness.h): after the prompt, a batch of 1 + k of the next ids, logits at each, as a speculative
  * decoder verifies k guesses; then the positions are removed again. Prints its JSON line. */
 static int verify(struct llama_context *ctx, const llama_token *ids, const harness_args *a, const char *ggml_cpu) {
@@ -84,7 +79,7 @@ static int verify(struct llama_context *ctx, const llama_token *ids, const harne
         printf("{\"engine\":\"llama.cpp\",\"ggml_cpu\":\"%s\",\"case\":\"verify\",\"n_prompt\":%d,\"threads\":%d,"
                "\"rounds\":%d,\"ms\":[", ggml_cpu, a->n_prompt, a->threads, rounds);
         for (int k = 0; k <= k_max; k++) {
-            qsort(t + (size_t)k * rounds, (size_t)rounds, sizeof *t, cmp_double);
+            harness_sort(t + (size_t)k * rounds, (size_t)rounds);
             printf("%s%.3f", k ? "," : "", t[(size_t)k * rounds + rounds / 2]);
         }
         printf("]}\n");

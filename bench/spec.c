@@ -30,6 +30,7 @@
 #include "chat.h"
 #include "kernels/dispatch.h"
 #include "flatkv.h"
+#include "harness.h"
 #include "spec.h"
 
 #define CONTEXT 512
@@ -40,11 +41,6 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static void die(const char *what, const fkv_error *err) {
@@ -91,7 +87,7 @@ static void verify_costs(const fkv_model *m, int threads, int rounds, double cos
             if (r >= 0) t[(size_t)k * rounds + r] = t1 - t0;
         }
     for (int k = 0; k <= MAX_K; k++) {
-        qsort(t + (size_t)k * rounds, (size_t)rounds, sizeof *t, cmp_double);
+        harness_sort(t + (size_t)k * rounds, (size_t)rounds);
         cost[k] = t[(size_t)k * rounds + rounds / 2];
     }
     free(t);

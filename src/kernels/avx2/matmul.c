@@ -410,9 +410,10 @@ static inline size_t group_bytes(ggml_type type) {
  * Q4_K 159 -> 125, Q6_K 195 -> 158; at 16 the two are even; Zen 5, 768-wide, 32000 outputs, 12 rows still even). Q8_0's
  * panels read the packed rows in place, two weight rows at a time: from how many rows that wins depends on the CPU
  * (dispatch.h's kern_tuning). AVX2's one-row tiles lose from 4 to 6 rows on (forced: Q6_K 4 rows 183 against 227 us). */
+#define REARRANGED_PANEL_MIN_ROWS 16 /* VNNI, packed rows of the types whose panels are rearranged per call */
 static uint32_t packed_panel_min_rows(ggml_type type) {
 #if MM_VNNI
-    return type == GGML_TYPE_Q8_0 ? kern_tuning_active()->q8_panel_min_rows : 16;
+    return type == GGML_TYPE_Q8_0 ? kern_tuning_active()->q8_panel_min_rows : REARRANGED_PANEL_MIN_ROWS;
 #else
     (void)type;
     return PANEL_MIN_ROWS;
