@@ -148,8 +148,11 @@ static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, 
                 aj[r] = _mm256_set1_ps(a[r * a_stride + j]);
                 if (Q > 1) PIN(aj[r]);
             }
+            const void *row = widened_at(kind, rows, j * stride);
+            __m256 block[4]; /* W a multiple of 4 (i of 32): a block (or 32 elements) at a time */
             for (int u = 0; u < W; u++) {
-                __m256 v = load8_widened(kind, rows, j * stride + i + 8 * u);
+                if (W % 4 == 0 && u % 4 == 0) load32_widened(kind, row, i + 8 * (size_t)u, block);
+                __m256 v = W % 4 == 0 ? block[u % 4] : load8_widened(kind, row, i + 8 * (size_t)u);
                 if (Q > 1) PIN(v);
                 for (int r = 0; r < Q; r++) acc[r * W + u] = _mm256_fmadd_ps(aj[r], v, acc[r * W + u]);
             }

@@ -81,6 +81,45 @@ static inline __m256 load8_widened(widen_kind kind, const void *a, size_t i) {
     }
 }
 
+/* Elements i .. i+31 of a, widened, in v[0..3] (i a multiple of 32: in quantized rows, one block, its scale converted
+ * once). */
+static inline __attribute__((always_inline)) void load32_widened(widen_kind kind, const void *a, size_t i,
+                                                                 __m256 v[4]) {
+    if (kind != WIDEN_Q8_0 && kind != WIDEN_Q4_0) {
+        for (int u = 0; u < 4; u++) v[u] = load8_widened(kind, a, i + 8 * (size_t)u);
+        return;
+    }
+    __m256i q[4];
+    uint16_t d;
+    if (kind == WIDEN_Q8_0) {
+        const block_q8_0 *b = (const block_q8_0 *)a + i / QK;
+        for (int u = 0; u < 4; u++) q[u] = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * u)));
+        d = b->d;
+    } else {
+        const block_q4_0 *b = (const block_q4_0 *)a + i / QK;
+        const __m256i low = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
+        for (int u = 0; u < 2; u++) {
+            const __m256i n = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * u)));
+            q[u] = _mm256_sub_epi32(_mm256_and_si256(n, low), eight);
+            q[u + 2] = _mm256_sub_epi32(_mm256_srli_epi32(n, 4), eight);
+        }
+        d = b->d;
+    }
+    const __m256 scale = _mm256_set1_ps(_cvtsh_ss(d));
+    for (int u = 0; u < 4; u++) v[u] = _mm256_mul_ps(_mm256_cvtepi32_ps(q[u]), scale);
+}
+
+/* Element e of a (in quantized rows a block's first: e a multiple of 32). */
+static inline const void *widened_at(widen_kind kind, const void *a, size_t e) {
+    switch (kind) {
+    case WIDEN_Q8_0: return (const block_q8_0 *)a + e / QK;
+    case WIDEN_Q4_0: return (const block_q4_0 *)a + e / QK;
+    case WIDEN_F16:
+    case WIDEN_BF16: return (const uint16_t *)a + e;
+    default: return (const float *)a + e;
+    }
+}
+
 static inline float load1_widened(widen_kind kind, const void *a, size_t i) {
     switch (kind) {
     case WIDEN_Q8_0: {

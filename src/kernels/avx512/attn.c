@@ -202,8 +202,9 @@ void avx512_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *
 /* W for Q outputs: the largest power of two with Q·W <= AXPY_MAX_ACC. */
 static inline int axpy_width(int Q) { return Q == 1 ? 16 : Q == 2 ? 8 : Q <= 4 ? 4 : 2; }
 
-/* Elements i .. i + 16·W of Q outputs (lanes outside `live` untouched): y[i] = fmaf(a[j], row_j[i], y[i]) for
- * j = 0 .. n_rows-1 in turn, each row's W registers loaded once for the Q outputs. */
+/* Elements i .. i + 16·W of Q outputs (lanes outside `live` untouched; an even W's chunks are whole and start at a
+ * multiple of 32, as axpy_queries cuts them): y[i] = fmaf(a[j], row_j[i], y[i]) for j = 0 .. n_rows-1 in turn, each
+ * row's W registers loaded once for the Q outputs. */
 static inline __attribute__((always_inline)) void axpy_chunk(avx512_elem elem, int Q, int W, float *y,
                                                               size_t y_stride, const float *a, size_t a_stride,
                                                               const void *rows, size_t stride, size_t n_rows,
@@ -217,8 +218,11 @@ static inline __attribute__((always_inline)) void axpy_chunk(avx512_elem elem, i
             aj[r] = _mm512_set1_ps(a[r * a_stride + j]);
             if (W > 1) PIN(aj[r]);
         }
+        const void *row = avx512_at(elem, rows, j * stride);
+        __m512 pair[2]; /* whole chunks of an even W: a block (or 32 elements) at a time */
         for (int u = 0; u < W; u++) {
-            __m512 v = avx512_load16(elem, rows, j * stride + i + 16 * u, live);
+            if (W % 2 == 0 && u % 2 == 0) avx512_load32(elem, row, i + 16 * u, pair);
+            __m512 v = W % 2 == 0 ? pair[u % 2] : avx512_load16(elem, row, i + 16 * u, live);
             if (Q > 1) PIN(v);
             for (int r = 0; r < Q; r++) acc[r * W + u] = _mm512_fmadd_ps(aj[r], v, acc[r * W + u]);
         }

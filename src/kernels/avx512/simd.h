@@ -43,6 +43,45 @@ static inline __attribute__((always_inline)) __m512 avx512_load16(avx512_elem el
     }
 }
 
+/* Elements i .. i+31 of a row of `elem`, widened to f32, in v[0] and v[1] (i a multiple of 32: in quantized rows, one
+ * block, dequantized with its scale converted once). */
+static inline __attribute__((always_inline)) void avx512_load32(avx512_elem elem, const void *row, size_t i,
+                                                                __m512 v[2]) {
+    if (elem != AVX512_Q8_0 && elem != AVX512_Q4_0) {
+        v[0] = avx512_load16(elem, row, i, 0xffff);
+        v[1] = avx512_load16(elem, row, i + 16, 0xffff);
+        return;
+    }
+    __m512i q0, q1;
+    uint16_t d;
+    if (elem == AVX512_Q8_0) {
+        const block_q8_0 *b = (const block_q8_0 *)row + i / QK;
+        q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->qs));
+        q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + 16)));
+        d = b->d;
+    } else {
+        const block_q4_0 *b = (const block_q4_0 *)row + i / QK;
+        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->qs)), eight = _mm512_set1_epi32(8);
+        q0 = _mm512_sub_epi32(_mm512_and_si512(q, _mm512_set1_epi32(15)), eight);
+        q1 = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
+        d = b->d;
+    }
+    const __m512 scale = _mm512_set1_ps(_cvtsh_ss(d));
+    v[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(q0), scale);
+    v[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(q1), scale);
+}
+
+/* Element e of a row of `elem` (in quantized rows a block's first: e a multiple of 32). */
+static inline const void *avx512_at(avx512_elem elem, const void *row, size_t e) {
+    switch (elem) {
+    case AVX512_Q8_0: return (const block_q8_0 *)row + e / QK;
+    case AVX512_Q4_0: return (const block_q4_0 *)row + e / QK;
+    case AVX512_F16:
+    case AVX512_BF16: return (const uint16_t *)row + e;
+    default: return (const float *)row + e;
+    }
+}
+
 /* The mask of the first k of 16 lanes (k <= 16). */
 static inline __mmask16 avx512_first(size_t k) { return (__mmask16)((1u << k) - 1); }
 
