@@ -76,9 +76,10 @@ static int open_disk(fkv_engine *e, prefix_disk *disk, fkv_error *err) {
     struct {
         char magic[8];
         kvdisk_key model;
-        uint32_t bits_version, kv_type, block_rows, n_layers, kv_dim, pad;
+        uint32_t bits_version, kv_type, block_rows, n_layers, kv_dim, layout;
     } ns = {.magic = "flatkvNS", .bits_version = OPS_BITS_VERSION, .kv_type = (uint32_t)e->pool->type,
-            .block_rows = e->pool->block_rows, .n_layers = e->pool->n_layers, .kv_dim = e->pool->kv_dim};
+            .block_rows = e->pool->block_rows, .n_layers = e->pool->n_layers, .kv_dim = e->pool->kv_dim,
+            .layout = KV_LAYOUT_VERSION};
     if (!(e->disk = kvdisk_open(e->p.kv_dir, e->p.kv_disk, e->pool->block_rows, e->pool->block_bytes, err)) ||
         kvdisk_model_identity(e->p.kv_dir, f->path, f->map, f->size, &ns.model, err))
         return -1;

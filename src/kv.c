@@ -82,7 +82,8 @@ ops_kv_view kv_map_view(const kv_map *m, uint32_t layer) {
 
 /* A row is stored in units: its elements (f32, f16), or its blocks of QK elements (the quantized types). In a K tile,
  * unit u of the 32 keys is a section of OPS_ATTN_TILE units: f16/f32 key j's element at j (key-major); quantized
- * key j's scale at byte 2j, then the block's quant bytes in groups of QUANT_KEY_GROUP, key-interleaved (quant.h). */
+ * key j's scale at byte 2j, then the block's quant bytes in groups of QUANT_KEY_GROUP, key-interleaved (quant.h). In a
+ * quantized V tile, unit u's section holds the 32 positions' blocks in order; an f16/f32 V tile is its rows. */
 static uint32_t unit_elems(ggml_type type) { return quantized(type) ? QK : 1; }
 
 static size_t unit_bytes(ggml_type type) { return quant_row_bytes(type, unit_elems(type)); }
@@ -108,6 +109,31 @@ static void move_k_unit(ggml_type type, uint8_t *kt, uint32_t p, uint32_t u, uin
     }
 }
 
+/* Unit u of position p's V row where it is stored: in a quantized tile's section u, else in the row. */
+static uint8_t *v_unit(const ops_kv_view *view, uint32_t p, uint32_t u) {
+    const size_t bytes = unit_bytes(view->type), j = p % OPS_ATTN_TILE;
+    if (!quantized(view->type)) return (uint8_t *)view->v + ops_kv_offset(view, p) + u * bytes;
+    return (uint8_t *)view->v + ops_kv_offset(view, p - (uint32_t)j) + ((size_t)u * OPS_ATTN_TILE + j) * bytes;
+}
+
+/* Units [u0, u0 + n) of position p's K (v false) or V row, as stored, from rows (to_tiles) or into them (else). */
+static void move_units(const ops_kv_view *view, bool v, uint32_t p, uint32_t u0, uint32_t n, uint8_t *row,
+                       bool to_tiles) {
+    const size_t bytes = unit_bytes(view->type);
+    if (v && !quantized(view->type)) { /* the row as it lies */
+        uint8_t *at = v_unit(view, p, u0);
+        memcpy(to_tiles ? at : row, to_tiles ? row : at, n * bytes);
+        return;
+    }
+    for (uint32_t u = 0; u < n; u++) {
+        uint8_t *unit = row + u * bytes;
+        if (v)
+            memcpy(to_tiles ? v_unit(view, p, u0 + u) : unit, to_tiles ? unit : v_unit(view, p, u0 + u), bytes);
+        else
+            move_k_unit(view->type, k_tile(view, p), p, u0 + u, unit, to_tiles);
+    }
+}
+
 /* n values (whole blocks for the quantized types) in the storage type, as kv.h says. */
 static void to_stored(ggml_type type, const float *x, uint8_t *dst, uint32_t n) {
     if (type == GGML_TYPE_F16)
@@ -116,39 +142,33 @@ static void to_stored(ggml_type type, const float *x, uint8_t *dst, uint32_t n) 
         quant_quantize_row(type, x, dst, n);
 }
 
-/* Values of a K row converted at a time: whole blocks of the quantized types. */
+/* Values of a row converted at a time: whole blocks of the quantized types. */
 #define STORE_PIECE 64
 
 void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k, const float *v, uint32_t kv_dim) {
     const ops_kv_view view = kv_map_view(m, layer);
-    to_stored(view.type, v, (uint8_t *)view.v + ops_kv_offset(&view, pos), kv_dim);
-    uint8_t *kt = k_tile(&view, pos);
+    const bool v_in_place = !quantized(view.type); /* an f16/f32 V row is stored where it lies */
+    if (v_in_place) to_stored(view.type, v, v_unit(&view, pos, 0), kv_dim);
     const uint32_t per_unit = unit_elems(view.type);
-    const size_t bytes = unit_bytes(view.type);
     float piece[STORE_PIECE]; /* as floats: aligned for any storage type */
     for (uint32_t e0 = 0; e0 < kv_dim; e0 += STORE_PIECE) {
         const uint32_t n = kv_dim - e0 < STORE_PIECE ? kv_dim - e0 : STORE_PIECE;
-        to_stored(view.type, k + e0, (uint8_t *)piece, n);
-        for (uint32_t u = 0; u < n / per_unit; u++)
-            move_k_unit(view.type, kt, pos, e0 / per_unit + u, (uint8_t *)piece + u * bytes, true);
+        for (int is_v = 0; is_v <= !v_in_place; is_v++) {
+            to_stored(view.type, (is_v ? v : k) + e0, (uint8_t *)piece, n);
+            move_units(&view, is_v, pos, e0 / per_unit, n / per_unit, (uint8_t *)piece, true);
+        }
     }
-}
-
-/* Units [u0, u0 + n) of position p's K row, as stored, into dst. */
-static void gather_k(const ops_kv_view *view, uint32_t p, uint32_t u0, uint32_t n, uint8_t *dst) {
-    const size_t bytes = unit_bytes(view->type);
-    uint8_t *kt = k_tile(view, p);
-    for (uint32_t u = 0; u < n; u++) move_k_unit(view->type, kt, p, u0 + u, dst + u * bytes, false);
 }
 
 void kv_map_read(const kv_map *m, uint32_t layer, uint32_t pos, void *k, void *v) {
     const ops_kv_view view = kv_map_view(m, layer);
-    gather_k(&view, pos, 0, (uint32_t)(m->row_bytes / unit_bytes(view.type)), k);
-    memcpy(v, view.v + ops_kv_offset(&view, pos), m->row_bytes);
+    const uint32_t units = (uint32_t)(m->row_bytes / unit_bytes(view.type));
+    move_units(&view, false, pos, 0, units, k, false);
+    move_units(&view, true, pos, 0, units, v, false);
 }
 
-/* K rows [p0, n_pos) of one layer, in position order, gathered from their tiles a piece at a time. */
-static void digest_k_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t p0, uint32_t n_pos) {
+/* K (v false) or V rows [p0, n_pos) of one layer, in position order, gathered a piece at a time. */
+static void digest_rows(XXH3_state_t *st, const ops_kv_view *view, bool v, uint32_t p0, uint32_t n_pos) {
     const size_t bytes = unit_bytes(view->type);
     const uint32_t units = (uint32_t)(view->row_bytes / bytes);
     enum { PIECE = 4096 };
@@ -157,19 +177,9 @@ static void digest_k_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t p0
     for (uint32_t p = p0; p < n_pos; p++)
         for (uint32_t u0 = 0; u0 < units; u0 += per_piece) {
             const uint32_t n = units - u0 < per_piece ? units - u0 : per_piece;
-            gather_k(view, p, u0, n, piece);
+            move_units(view, v, p, u0, n, piece, false);
             XXH3_64bits_update(st, piece, n * bytes);
         }
-}
-
-/* V rows [p0, n_pos) of one layer, in position order, a block's run at a time. */
-static void digest_v_rows(XXH3_state_t *st, const ops_kv_view *view, uint32_t p0, uint32_t n_pos) {
-    for (uint32_t p = p0; p < n_pos;) {
-        const uint32_t end = view->blocks ? (p / view->block_rows + 1) * view->block_rows : n_pos;
-        const uint32_t n = (end < n_pos ? end : n_pos) - p;
-        XXH3_64bits_update(st, view->v + ops_kv_offset(view, p), (size_t)n * view->row_bytes);
-        p += n;
-    }
 }
 
 uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, const uint32_t *window, uint32_t n_pos) {
@@ -178,8 +188,8 @@ uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, const uint32_t *windo
     for (uint32_t l = 0; l < n_layers; l++) {
         const uint32_t w = window ? window[l] : 0, p0 = w && n_pos >= w ? n_pos - w + 1 : 0;
         ops_kv_view view = kv_map_view(m, l);
-        digest_k_rows(&st, &view, p0, n_pos);
-        digest_v_rows(&st, &view, p0, n_pos);
+        digest_rows(&st, &view, false, p0, n_pos);
+        digest_rows(&st, &view, true, p0, n_pos);
     }
     return XXH3_64bits_digest(&st);
 }

@@ -7,11 +7,13 @@
  * OPS_ATTN_TILE positions. Stored as f32, f16 (rounded to nearest even), or quantized: Q8_0 / Q4_0 blocks of 32
  * values, ggml's block_q8_0 / block_q4_0 from the weight quantizers (quant_quantize_row: ggml's rounding), a row's
  * blocks each from its own 32 values — so the quantized types take heads of a multiple of 32 (kv_check_type), and a
- * head's blocks are its own. A V tile is its rows position-major (a row: kv_dim values, or kv_dim / 32 blocks in
- * order). A K tile is laid out for the scores of a tile of keys at once: f16/f32 key-major (ops.h's ops_kv_view), no
- * transposing; quantized, per block of the rows a section of the 32 keys' scales then their quants in groups of four,
- * key-interleaved (quant.h's quant_score_tile_q) — the operands of integer products of four quants of 16 keys at once.
- * A row is the same bytes either way; digests and kv_map_read see rows as stored: values, or ggml blocks.
+ * head's blocks are its own. A K tile is laid out for the scores of a tile of keys at once: f16/f32 key-major (ops.h's
+ * ops_kv_view), no transposing; quantized, per block of the rows a section of the 32 keys' scales then their quants in
+ * groups of four, key-interleaved (quant.h's quant_score_tile_q) — the operands of integer products of four quants of
+ * 16 keys at once. An f16/f32 V tile is its rows position-major (a row: kv_dim values); a quantized one, per block of
+ * the rows a section of the 32 positions' blocks, so a head's values are contiguous sections, as its keys are (rows
+ * position-major would give each head a 34- or 18-byte-a-block slice of every row, starting anywhere in a line). A row
+ * is the same bytes either way; digests and kv_map_read see rows as stored: values, or ggml blocks.
  *
  * INVARIANT: a row's stored bytes are a function of the f32 values stored into it alone (conversion is element-wise,
  * quantization block-wise within the row), so rows keep the row invariance of the kernels that computed them.
@@ -44,8 +46,12 @@ size_t kv_row_bytes(fkv_kv_type type, uint32_t kv_dim);
  * type that is none of fkv_kv_type's, FKV_E_UNSUPPORTED for a quantized type and a head size not a multiple of 32. */
 int kv_check_type(fkv_kv_type type, uint32_t head_dim, uint32_t kv_dim, fkv_error *err);
 
-/* Rows that hold n positions: whole attention tiles, since K is stored a tile at a time (a tile's last key
- * reaches 32 rows past its start, whatever position was stored). */
+/* The version of the layout above: part of every disk block's name (engine.c), so blocks stored in another layout are
+ * never read. 2: quantized V tiles in sections. */
+#define KV_LAYOUT_VERSION 2
+
+/* Rows that hold n positions: whole attention tiles, since K (and quantized V) is stored a tile at a time (a tile's
+ * last key reaches 32 rows past its start, whatever position was stored). */
 size_t kv_tiled_rows(uint32_t n);
 
 kv_buf *kv_new(uint32_t n_layers, uint32_t n_ctx, uint32_t kv_dim, fkv_kv_type type, fkv_error *err);

@@ -60,12 +60,11 @@ static uint8_t *layer_k(const kvpool *p, uint32_t block, uint32_t layer) {
 }
 
 void kvpool_copy_rows(kvpool *p, uint32_t dst, uint32_t src, uint32_t n_rows) {
-    /* K is stored in key-major tiles (kv.h): whole tiles, which hold the rows and slots no one reads yet */
-    const size_t k_rows = kv_tiled_rows(n_rows);
-    const size_t v = (size_t)p->block_rows * p->row_bytes;
+    /* K and quantized V are stored in tiles (kv.h): whole tiles, which hold the rows and slots no one reads yet */
+    const size_t bytes = kv_tiled_rows(n_rows) * p->row_bytes, v = (size_t)p->block_rows * p->row_bytes;
     for (uint32_t l = 0; l < p->n_layers; l++) {
-        memcpy(layer_k(p, dst, l), layer_k(p, src, l), k_rows * p->row_bytes);
-        memcpy(layer_k(p, dst, l) + v, layer_k(p, src, l) + v, n_rows * p->row_bytes);
+        memcpy(layer_k(p, dst, l), layer_k(p, src, l), bytes);
+        memcpy(layer_k(p, dst, l) + v, layer_k(p, src, l) + v, bytes);
     }
 }
 

@@ -267,17 +267,22 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         memset(acc + u * out_stride, 0, sizeof(float) * head_dim);
         if (quantized) quant_row_q8(q + u * q_stride, qq + u * head_blocks, head_dim);
     }
-    /* a row's elements (V's stride), and the bytes of the head's elements in a V row and in a K tile (key-major) */
+    /* a row's elements (f16/f32 V's stride); the bytes of the head's elements in a V row, and of its sections in a K
+     * tile (key-major) and in a quantized V tile: where they start, how many */
     const size_t stride = kv->row_bytes / quant_row_bytes(kv->type, unit) * unit;
     const size_t v_head = quant_row_bytes(kv->type, head_off), k_head = v_head * OPS_ATTN_TILE;
     const size_t v_bytes = quant_row_bytes(kv->type, head_dim), k_bytes = v_bytes * OPS_ATTN_TILE;
+    const size_t block = quant_row_bytes(kv->type, unit); /* a quantized V tile's row stride; its sections' / 32 */
     const uint32_t last = qpos[m - 1];
     for (uint32_t t0 = window_start(qpos[0], window) / OPS_ATTN_TILE * OPS_ATTN_TILE; t0 <= last; t0 += OPS_ATTN_TILE) {
         const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles blocks */
-        if (t0 + OPS_ATTN_TILE <= last) { /* fetch the next tile while this one runs: K's panel, V's strided rows */
+        if (t0 + OPS_ATTN_TILE <= last) { /* fetch the next tile while this one runs: K's panel, V's sections or rows */
             const size_t next = ops_kv_offset(kv, t0 + OPS_ATTN_TILE);
-            for (size_t b = 0; b < k_bytes; b += 64) __builtin_prefetch(kv->k + next + k_head + b);
-            for (uint32_t j = 0; j < OPS_ATTN_TILE; j++) { /* every line of the row's head, aligned or not */
+            for (size_t b = 0; b < k_bytes; b += 64) {
+                __builtin_prefetch(kv->k + next + k_head + b);
+                if (quantized) __builtin_prefetch(kv->v + next + k_head + b);
+            }
+            for (uint32_t j = 0; !quantized && j < OPS_ATTN_TILE; j++) { /* every line of the row's head */
                 const uintptr_t row = (uintptr_t)(kv->v + next + v_head + j * kv->row_bytes);
                 for (uintptr_t line = row & ~(uintptr_t)63; line < row + v_bytes; line += 64)
                     __builtin_prefetch((const void *)line);
@@ -319,13 +324,14 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         quant_exp_sum_rows(scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE, keys + first, running_max + first, end - first,
                            weight_sum + first);
         for (uint32_t u = first; u < end; u++) denom[u] += weight_sum[u];
-        const uint8_t *vt = kv->v + off + v_head;
+        const uint8_t *vt = kv->v + off + (quantized ? k_head : v_head);
         for (uint32_t u = first, n_q; u < end; u += n_q) {
             n_q = same_keys(qpos, u, end, t0);
             float *y = acc + u * out_stride;
             const float *w = scores + u * OPS_ATTN_TILE;
             if (quantized)
-                quant_axpy_rows_q(kv->type, y, out_stride, w, OPS_ATTN_TILE, n_q, vt, stride, keys[u], head_dim);
+                quant_axpy_rows_q(kv->type, y, out_stride, w, OPS_ATTN_TILE, n_q, vt, block, block * OPS_ATTN_TILE,
+                                  keys[u], head_dim);
             else if (kv->type == GGML_TYPE_F16)
                 quant_axpy_rows_f16(y, out_stride, w, OPS_ATTN_TILE, n_q, (const uint16_t *)vt, stride, keys[u],
                                     head_dim);

@@ -88,8 +88,9 @@ void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, ui
  * positions aligned to absolute positions. Contiguous (blocks NULL): the tile of positions [t0, t0 + OPS_ATTN_TILE)
  * starts at k + ops_kv_offset(t0) = k + t0·row_bytes. Paged: at k + blocks[t0 / block_rows]·block_stride +
  * (t0 % block_rows)·row_bytes, with block_rows a multiple of OPS_ATTN_TILE so that a tile never straddles two
- * blocks — the same reads, so the same bits, as contiguous storage. A tile of V is its OPS_ATTN_TILE rows, position
- * t0 + j's at + j·row_bytes. A tile of K is key-major (quant.h's quant_score_tile_*): element e of position t0 + j
+ * blocks — the same reads, so the same bits, as contiguous storage. A tile of f16/f32 V is its OPS_ATTN_TILE rows,
+ * position t0 + j's at + j·row_bytes; of quantized V, a section per block of the rows, position t0 + j's block at
+ * + j·(its bytes) in it (kv.h), so one head's values are the contiguous sections of its blocks. A tile of K is key-major (quant.h's quant_score_tile_*): element e of position t0 + j
  * at element index e·OPS_ATTN_TILE + j, so one head's keys are a contiguous [head_dim][OPS_ATTN_TILE] panel; for the
  * quantized types, a section per block of the rows (quant.h's quant_score_tile_q), so one head's keys are the
  * contiguous sections of its head_dim / 32 blocks. */

@@ -994,15 +994,28 @@ static void test_quantized_value_accumulation_equals_the_dequantized_steps(void 
                     float *ya = malloc(n_q * q_stride * sizeof *ya), *yb = malloc(n_q * q_stride * sizeof *yb);
                     float *wide = malloc(n_keys * stride * sizeof *wide);
                     quant_dequantize_row(type, rows, wide, n_keys * stride);
-                    memcpy(ya, y0, n_q * q_stride * sizeof *ya);
                     memcpy(yb, y0, n_q * q_stride * sizeof *yb);
-                    quant_axpy_rows_q(type, ya, q_stride, a, OUT, n_q, rows, stride, n_keys, n);
-                    for (size_t r = 0; r < n_q; r++) {
+                    for (size_t r = 0; r < n_q; r++)
                         for (size_t j = 0; j < n_keys; j++)
                             for (size_t i = 0; i < n; i++)
                                 yb[r * q_stride + i] = fmaf(a[r * OUT + j], wide[j * stride + i], yb[r * q_stride + i]);
-                        assert_memory_equal(ya + r * q_stride, yb + r * q_stride, n * sizeof *ya);
+                    /* the rows as a run of blocks, then block b of row j in section b (a quantized V tile, kv.h) */
+                    const size_t block = quant_row_bytes(type, QK), row_bytes = stride / QK * block;
+                    uint8_t *sections = malloc(n / QK * n_keys * block);
+                    for (size_t j = 0; j < n_keys; j++)
+                        for (size_t b = 0; b < n / QK; b++)
+                            memcpy(sections + (b * n_keys + j) * block, rows + j * row_bytes + b * block, block);
+                    for (int layout = 0; layout < 2; layout++) {
+                        memcpy(ya, y0, n_q * q_stride * sizeof *ya);
+                        if (layout == 0)
+                            quant_axpy_rows_q(type, ya, q_stride, a, OUT, n_q, rows, row_bytes, block, n_keys, n);
+                        else
+                            quant_axpy_rows_q(type, ya, q_stride, a, OUT, n_q, sections, block, n_keys * block, n_keys,
+                                              n);
+                        for (size_t r = 0; r < n_q; r++)
+                            assert_memory_equal(ya + r * q_stride, yb + r * q_stride, n * sizeof *ya);
                     }
+                    free(sections);
                     free(rows);
                     free(a);
                     free(y0);

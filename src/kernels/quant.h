@@ -222,9 +222,10 @@ void quant_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float 
 void quant_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q,
                         size_t n, float *out, size_t out_stride);
 /* quant_axpy_rows_f16's accumulation from n_rows rows of Q8_0 or Q4_0 blocks (type), as for f16 rows: element i of
- * row j is element j·stride + i of the run of blocks at rows (stride and n multiples of QK). */
+ * row j is element i % QK of the block at rows + j·row_stride + (i / QK)·block_stride (bytes; n a multiple of QK) —
+ * rows of blocks in a run (block_stride a block's bytes), or a quantized V tile's sections (kv.h). */
 void quant_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
-                       const uint8_t *rows, size_t stride, size_t n_rows, size_t n);
+                       const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n);
 
 /* Row conversion f32 → f16 with round-to-nearest-even (KV storage), identical bits in every variant. */
 void quant_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);

@@ -109,14 +109,18 @@ static inline __attribute__((always_inline)) void load32_widened(widen_kind kind
     for (int u = 0; u < 4; u++) v[u] = _mm256_mul_ps(_mm256_cvtepi32_ps(q[u]), scale);
 }
 
-/* Element e of a (in quantized rows a block's first: e a multiple of 32). */
-static inline const void *widened_at(widen_kind kind, const void *a, size_t e) {
+/* Element e of row j, for load8/load1/load32_widened at *at: rows of f16/f32 elements `stride` elements apart (the row,
+ * e); rows of quantized blocks `stride` bytes apart, a row's blocks `block_stride` bytes apart (quant_axpy_rows_q: the
+ * element's block, e % 32). */
+static inline const void *widened_elem_at(widen_kind kind, const void *rows, size_t j, size_t stride,
+                                          size_t block_stride, size_t e, size_t *at) {
+    *at = e;
     switch (kind) {
-    case WIDEN_Q8_0: return (const block_q8_0 *)a + e / QK;
-    case WIDEN_Q4_0: return (const block_q4_0 *)a + e / QK;
+    case WIDEN_Q8_0:
+    case WIDEN_Q4_0: *at = e % QK; return (const uint8_t *)rows + j * stride + e / QK * block_stride;
     case WIDEN_F16:
-    case WIDEN_BF16: return (const uint16_t *)a + e;
-    default: return (const float *)a + e;
+    case WIDEN_BF16: return (const uint16_t *)rows + j * stride;
+    default: return (const float *)rows + j * stride;
     }
 }
 

@@ -71,14 +71,18 @@ static inline __attribute__((always_inline)) void avx512_load32(avx512_elem elem
     v[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(q1), scale);
 }
 
-/* Element e of a row of `elem` (in quantized rows a block's first: e a multiple of 32). */
-static inline const void *avx512_at(avx512_elem elem, const void *row, size_t e) {
+/* Element e of row j, for avx512_load16/32 at *at: rows of f16/f32 elements `stride` elements apart (the row, e);
+ * rows of quantized blocks `stride` bytes apart, a row's blocks `block_stride` bytes apart (quant_axpy_rows_q: the
+ * element's block, e % 32). */
+static inline const void *avx512_elem_at(avx512_elem elem, const void *rows, size_t j, size_t stride,
+                                         size_t block_stride, size_t e, size_t *at) {
+    *at = e;
     switch (elem) {
-    case AVX512_Q8_0: return (const block_q8_0 *)row + e / QK;
-    case AVX512_Q4_0: return (const block_q4_0 *)row + e / QK;
+    case AVX512_Q8_0:
+    case AVX512_Q4_0: *at = e % QK; return (const uint8_t *)rows + j * stride + e / QK * block_stride;
     case AVX512_F16:
-    case AVX512_BF16: return (const uint16_t *)row + e;
-    default: return (const float *)row + e;
+    case AVX512_BF16: return (const uint16_t *)rows + j * stride;
+    default: return (const float *)rows + j * stride;
     }
 }
 

@@ -92,13 +92,11 @@ static float block_value(ggml_type type, const uint8_t *block, size_t i) {
 }
 
 void ref_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
-                     const uint8_t *rows, size_t stride, size_t n_rows, size_t n) {
-    const size_t block = ord_kv_block_bytes(type);
+                     const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n) {
     for (size_t r = 0; r < n_y; r++)
         for (size_t j = 0; j < n_rows; j++)
             for (size_t i = 0; i < n; i++) {
-                const size_t e = j * stride + i;
-                const float v = block_value(type, rows + e / QK * block, e % QK);
+                const float v = block_value(type, rows + j * row_stride + i / QK * block_stride, i % QK);
                 y[r * y_stride + i] = fmaf(a[r * a_stride + j], v, y[r * y_stride + i]);
             }
 }
