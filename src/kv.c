@@ -88,8 +88,9 @@ static uint32_t unit_elems(ggml_type type) { return quantized(type) ? QK : 1; }
 
 static size_t unit_bytes(ggml_type type) { return quant_row_bytes(type, unit_elems(type)); }
 
-static uint8_t *k_tile(const ops_kv_view *view, uint32_t p) {
-    return (uint8_t *)view->k + ops_kv_offset(view, p - p % OPS_ATTN_TILE);
+/* The tile holding position p's K (v false) or V row. */
+static uint8_t *tile_of(const ops_kv_view *view, bool v, uint32_t p) {
+    return (uint8_t *)(v ? view->v : view->k) + ops_kv_offset(view, p - p % OPS_ATTN_TILE);
 }
 
 /* Unit u of position p's K row, as stored (src, unit_bytes), into its place in the tile kt; to_tile false: back. */
@@ -109,28 +110,25 @@ static void move_k_unit(ggml_type type, uint8_t *kt, uint32_t p, uint32_t u, uin
     }
 }
 
-/* Unit u of position p's V row where it is stored: in a quantized tile's section u, else in the row. */
-static uint8_t *v_unit(const ops_kv_view *view, uint32_t p, uint32_t u) {
-    const size_t bytes = unit_bytes(view->type), j = p % OPS_ATTN_TILE;
-    if (!quantized(view->type)) return (uint8_t *)view->v + ops_kv_offset(view, p) + u * bytes;
-    return (uint8_t *)view->v + ops_kv_offset(view, p - (uint32_t)j) + ((size_t)u * OPS_ATTN_TILE + j) * bytes;
-}
+/* Position p's f16/f32 V row, stored as it is (its tile's rows are position-major). */
+static uint8_t *v_row(const ops_kv_view *view, uint32_t p) { return (uint8_t *)view->v + ops_kv_offset(view, p); }
 
 /* Units [u0, u0 + n) of position p's K (v false) or V row, as stored, from rows (to_tiles) or into them (else). */
 static void move_units(const ops_kv_view *view, bool v, uint32_t p, uint32_t u0, uint32_t n, uint8_t *row,
                        bool to_tiles) {
-    const size_t bytes = unit_bytes(view->type);
-    if (v && !quantized(view->type)) { /* the row as it lies */
-        uint8_t *at = v_unit(view, p, u0);
+    const size_t bytes = unit_bytes(view->type), j = p % OPS_ATTN_TILE;
+    if (v && !quantized(view->type)) {
+        uint8_t *at = v_row(view, p) + u0 * bytes;
         memcpy(to_tiles ? at : row, to_tiles ? row : at, n * bytes);
         return;
     }
+    uint8_t *tile = tile_of(view, v, p);
     for (uint32_t u = 0; u < n; u++) {
-        uint8_t *unit = row + u * bytes;
-        if (v)
-            memcpy(to_tiles ? v_unit(view, p, u0 + u) : unit, to_tiles ? unit : v_unit(view, p, u0 + u), bytes);
+        uint8_t *unit = row + u * bytes, *in_tile = tile + ((size_t)(u0 + u) * OPS_ATTN_TILE + j) * bytes;
+        if (v) /* a quantized V tile's section u0 + u, the position's block in it */
+            memcpy(to_tiles ? in_tile : unit, to_tiles ? unit : in_tile, bytes);
         else
-            move_k_unit(view->type, k_tile(view, p), p, u0 + u, unit, to_tiles);
+            move_k_unit(view->type, tile, p, u0 + u, unit, to_tiles);
     }
 }
 
@@ -148,12 +146,12 @@ static void to_stored(ggml_type type, const float *x, uint8_t *dst, uint32_t n) 
 void kv_map_store(const kv_map *m, uint32_t layer, uint32_t pos, const float *k, const float *v, uint32_t kv_dim) {
     const ops_kv_view view = kv_map_view(m, layer);
     const bool v_in_place = !quantized(view.type); /* an f16/f32 V row is stored where it lies */
-    if (v_in_place) to_stored(view.type, v, v_unit(&view, pos, 0), kv_dim);
+    if (v_in_place) to_stored(view.type, v, v_row(&view, pos), kv_dim);
     const uint32_t per_unit = unit_elems(view.type);
     float piece[STORE_PIECE]; /* as floats: aligned for any storage type */
     for (uint32_t e0 = 0; e0 < kv_dim; e0 += STORE_PIECE) {
         const uint32_t n = kv_dim - e0 < STORE_PIECE ? kv_dim - e0 : STORE_PIECE;
-        for (int is_v = 0; is_v <= !v_in_place; is_v++) {
+        for (int is_v = 0; is_v <= !v_in_place; is_v++) { /* K's piece, then a quantized V row's */
             to_stored(view.type, (is_v ? v : k) + e0, (uint8_t *)piece, n);
             move_units(&view, is_v, pos, e0 / per_unit, n / per_unit, (uint8_t *)piece, true);
         }

@@ -109,9 +109,9 @@ static inline __attribute__((always_inline)) void load32_widened(widen_kind kind
     for (int u = 0; u < 4; u++) v[u] = _mm256_mul_ps(_mm256_cvtepi32_ps(q[u]), scale);
 }
 
-/* Element e of row j, for load8/load1/load32_widened at *at: rows of f16/f32 elements `stride` elements apart (the row,
- * e); rows of quantized blocks `stride` bytes apart, a row's blocks `block_stride` bytes apart (quant_axpy_rows_q: the
- * element's block, e % 32). */
+/* Element e of row j, for load8/load1/load32_widened (and avx512_load16/32) at *at: rows of f16/f32 elements `stride`
+ * elements apart (the row, e); rows of quantized blocks `stride` bytes apart, a row's blocks `block_stride` bytes apart
+ * (quant_axpy_rows_q: the element's block, e % 32). */
 static inline const void *widened_elem_at(widen_kind kind, const void *rows, size_t j, size_t stride,
                                           size_t block_stride, size_t e, size_t *at) {
     *at = e;

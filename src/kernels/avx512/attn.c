@@ -31,9 +31,9 @@ static inline size_t next_block(size_t left, size_t max) {
 /* Q queries (1..SCORE_MAX_Q, a constant after inlining) against the tile's 32 keys: keys 0..15 and 16..31 are
  * two registers, so each lane is one key's chain s = fmaf(q[d], k[d], s) from +0; element d of the keys is
  * loaded and widened once for the Q queries. */
-static inline __attribute__((always_inline)) void score_queries(avx512_elem elem, int Q, const void *kt,
-                                                                 const float *q, size_t q_stride, size_t n,
-                                                                 float *out, size_t out_stride) {
+static inline __attribute__((always_inline)) void score_queries(widen_kind elem, int Q, const void *kt,
+                                                                const float *q, size_t q_stride, size_t n,
+                                                                float *out, size_t out_stride) {
     __m512 acc[2 * SCORE_MAX_Q];
     for (int c = 0; c < 2 * Q; c++) acc[c] = _mm512_setzero_ps();
     for (size_t d = 0; d < n; d++) {
@@ -56,9 +56,9 @@ static inline __attribute__((always_inline)) void score_queries(avx512_elem elem
     }
 }
 
-static inline __attribute__((always_inline)) void score_tile(avx512_elem elem, const void *kt, const float *q,
-                                                              size_t q_stride, size_t n_q, size_t n, float *out,
-                                                              size_t out_stride) {
+static inline __attribute__((always_inline)) void score_tile(widen_kind elem, const void *kt, const float *q,
+                                                             size_t q_stride, size_t n_q, size_t n, float *out,
+                                                             size_t out_stride) {
     for (size_t r = 0, Q; r < n_q; r += Q) {
         Q = next_block(n_q - r, SCORE_MAX_Q);
         const float *qr = q + r * q_stride;
@@ -78,12 +78,12 @@ static inline __attribute__((always_inline)) void score_tile(avx512_elem elem, c
 
 void avx512_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
                            size_t out_stride) {
-    score_tile(AVX512_F16, kt, q, q_stride, n_q, n, out, out_stride);
+    score_tile(WIDEN_F16, kt, q, q_stride, n_q, n, out, out_stride);
 }
 
 void avx512_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
                            size_t out_stride) {
-    score_tile(AVX512_F32, kt, q, q_stride, n_q, n, out, out_stride);
+    score_tile(WIDEN_F32, kt, q, q_stride, n_q, n, out, out_stride);
 }
 
 /* ---- scores of a quantized key tile (quant.h's layout) ------------------------------------------- */
@@ -205,10 +205,10 @@ static inline int axpy_width(int Q) { return Q == 1 ? 16 : Q == 2 ? 8 : Q <= 4 ?
 /* Elements i .. i + 16·W of Q outputs (lanes outside `live` untouched; an even W's chunks are whole and start at a
  * multiple of 32, as axpy_queries cuts them): y[i] = fmaf(a[j], row_j[i], y[i]) for j = 0 .. n_rows-1 in turn, each
  * row's W registers loaded once for the Q outputs. */
-static inline __attribute__((always_inline)) void axpy_chunk(avx512_elem elem, int Q, int W, float *y,
-                                                              size_t y_stride, const float *a, size_t a_stride,
-                                                              const void *rows, size_t stride, size_t block_stride,
-                                                              size_t n_rows, size_t i, __mmask16 live) {
+static inline __attribute__((always_inline)) void axpy_chunk(widen_kind elem, int Q, int W, float *y,
+                                                             size_t y_stride, const float *a, size_t a_stride,
+                                                             const void *rows, size_t stride, size_t block_stride,
+                                                             size_t n_rows, size_t i, __mmask16 live) {
     __m512 acc[AXPY_MAX_ACC];
     for (int r = 0; r < Q; r++)
         for (int u = 0; u < W; u++) acc[r * W + u] = _mm512_maskz_loadu_ps(live, y + r * y_stride + i + 16 * u);
@@ -221,7 +221,7 @@ static inline __attribute__((always_inline)) void axpy_chunk(avx512_elem elem, i
         __m512 pair[2]; /* whole chunks of an even W: a block (or 32 elements) at a time */
         for (int u = 0; u < W; u++) {
             size_t at;
-            const void *p = avx512_elem_at(elem, rows, j, stride, block_stride, i + 16 * u, &at);
+            const void *p = widened_elem_at(elem, rows, j, stride, block_stride, i + 16 * u, &at);
             if (W % 2 == 0 && u % 2 == 0) avx512_load32(elem, p, at, pair);
             __m512 v = W % 2 == 0 ? pair[u % 2] : avx512_load16(elem, p, at, live);
             if (Q > 1) PIN(v);
@@ -233,20 +233,20 @@ static inline __attribute__((always_inline)) void axpy_chunk(avx512_elem elem, i
 }
 
 /* The chunks of w registers from element *i on while whole ones remain. */
-static inline __attribute__((always_inline)) void axpy_span(avx512_elem elem, int Q, int w, float *y,
-                                                             size_t y_stride, const float *a, size_t a_stride,
-                                                             const void *rows, size_t stride, size_t block_stride,
-                                                             size_t n_rows, size_t n, size_t *i) {
+static inline __attribute__((always_inline)) void axpy_span(widen_kind elem, int Q, int w, float *y,
+                                                            size_t y_stride, const float *a, size_t a_stride,
+                                                            const void *rows, size_t stride, size_t block_stride,
+                                                            size_t n_rows, size_t n, size_t *i) {
     for (; *i + 16 * (size_t)w <= n; *i += 16 * (size_t)w)
         axpy_chunk(elem, Q, w, y, y_stride, a, a_stride, rows, stride, block_stride, n_rows, *i, 0xffff);
 }
 
 /* Q outputs over a whole row: chunks of W = axpy_width(Q) registers, then of W/2, .., 1, then the last n % 16
  * lanes. */
-static inline __attribute__((always_inline)) void axpy_queries(avx512_elem elem, int Q, float *y, size_t y_stride,
-                                                                const float *a, size_t a_stride, const void *rows,
-                                                                size_t stride, size_t block_stride, size_t n_rows,
-                                                                size_t n) {
+static inline __attribute__((always_inline)) void axpy_queries(widen_kind elem, int Q, float *y, size_t y_stride,
+                                                               const float *a, size_t a_stride, const void *rows,
+                                                               size_t stride, size_t block_stride, size_t n_rows,
+                                                               size_t n) {
     const int W = axpy_width(Q);
     size_t i = 0;
     axpy_span(elem, Q, W, y, y_stride, a, a_stride, rows, stride, block_stride, n_rows, n, &i);
@@ -258,10 +258,10 @@ static inline __attribute__((always_inline)) void axpy_queries(avx512_elem elem,
         axpy_chunk(elem, Q, 1, y, y_stride, a, a_stride, rows, stride, block_stride, n_rows, i, avx512_first(n - i));
 }
 
-static inline __attribute__((always_inline)) void axpy_rows(avx512_elem elem, float *y, size_t y_stride,
-                                                             const float *a, size_t a_stride, size_t n_y,
-                                                             const void *rows, size_t stride, size_t block_stride,
-                                                             size_t n_rows, size_t n) {
+static inline __attribute__((always_inline)) void axpy_rows(widen_kind elem, float *y, size_t y_stride,
+                                                            const float *a, size_t a_stride, size_t n_y,
+                                                            const void *rows, size_t stride, size_t block_stride,
+                                                            size_t n_rows, size_t n) {
     for (size_t r = 0, Q; r < n_y; r += Q) {
         Q = next_block(n_y - r, AXPY_MAX_Q);
         float *yr = y + r * y_stride;
@@ -281,20 +281,20 @@ static inline __attribute__((always_inline)) void axpy_rows(avx512_elem elem, fl
 
 void avx512_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
                           const uint16_t *rows, size_t stride, size_t n_rows, size_t n) {
-    axpy_rows(AVX512_F16, y, y_stride, a, a_stride, n_y, rows, stride, 0, n_rows, n);
+    axpy_rows(WIDEN_F16, y, y_stride, a, a_stride, n_y, rows, stride, 0, n_rows, n);
 }
 
 void avx512_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
                           size_t stride, size_t n_rows, size_t n) {
-    axpy_rows(AVX512_F32, y, y_stride, a, a_stride, n_y, rows, stride, 0, n_rows, n);
+    axpy_rows(WIDEN_F32, y, y_stride, a, a_stride, n_y, rows, stride, 0, n_rows, n);
 }
 
 void avx512_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
                         const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n) {
     if (type == GGML_TYPE_Q8_0)
-        axpy_rows(AVX512_Q8_0, y, y_stride, a, a_stride, n_y, rows, row_stride, block_stride, n_rows, n);
+        axpy_rows(WIDEN_Q8_0, y, y_stride, a, a_stride, n_y, rows, row_stride, block_stride, n_rows, n);
     else
-        axpy_rows(AVX512_Q4_0, y, y_stride, a, a_stride, n_y, rows, row_stride, block_stride, n_rows, n);
+        axpy_rows(WIDEN_Q4_0, y, y_stride, a, a_stride, n_y, rows, row_stride, block_stride, n_rows, n);
 }
 
 /* ---- exponentials ------------------------------------------------------------------------------ */

@@ -19,7 +19,7 @@ static inline __attribute__((always_inline)) void f32_to_f16_16(const float *src
 }
 
 static inline __attribute__((always_inline)) void f16_to_f32_16(const uint16_t *src, float *dst, __mmask16 live) {
-    _mm512_mask_storeu_ps(dst, live, avx512_load16(AVX512_F16, src, 0, live));
+    _mm512_mask_storeu_ps(dst, live, avx512_load16(WIDEN_F16, src, 0, live));
 }
 
 void avx512_f32_to_f16_row(const float *src, uint16_t *dst, size_t n) {
@@ -56,8 +56,8 @@ void avx512_row_q8(const float *x, block_q8_act *dst, size_t n) {
 /* Lane i % 32 is lane i % 16 of acc[(i / 16) % 2]; the last n % 32 elements go to the lanes they reach, the others
  * kept by the mask. The combine is quant.h's: (lane[j] + lane[8+j]) + (lane[16+j] + lane[24+j]), then the 8-lane
  * tree ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)). */
-static inline __attribute__((always_inline)) float dot_widened(avx512_elem elem, const void *a, const float *b,
-                                                                size_t n) {
+static inline __attribute__((always_inline)) float dot_widened(widen_kind elem, const void *a, const float *b,
+                                                               size_t n) {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -78,9 +78,9 @@ static inline __attribute__((always_inline)) float dot_widened(avx512_elem elem,
 }
 
 float avx512_dot_f32(const float *a, const float *b, size_t n) {
-    return dot_widened(AVX512_F32, a, b, n);
+    return dot_widened(WIDEN_F32, a, b, n);
 }
 
 float avx512_dot_widened(ggml_type type, const void *w, const float *xf, size_t n) {
-    return dot_widened(type == GGML_TYPE_F16 ? AVX512_F16 : type == GGML_TYPE_BF16 ? AVX512_BF16 : AVX512_F32, w, xf, n);
+    return dot_widened(type == GGML_TYPE_F16 ? WIDEN_F16 : type == GGML_TYPE_BF16 ? WIDEN_BF16 : WIDEN_F32, w, xf, n);
 }

@@ -10,32 +10,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "avx2/simd.h" /* the 8-lane combine (hsum8) and PIN, which these files share with the AVX2 variant */
-
-/* The element types a row of floats may be stored in; each widens to f32 exactly (Q8_0 and Q4_0: quantized K/V rows,
- * a run of blocks, dequantized exactly: quant.h). */
-typedef enum { AVX512_F32, AVX512_F16, AVX512_BF16, AVX512_Q8_0, AVX512_Q4_0 } avx512_elem;
+#include "avx2/simd.h" /* the element types (widen_kind) and where a row's elements lie (widened_elem_at), the 8-lane
+                        * combine (hsum8) and PIN, which these files share with the AVX2 variant */
 
 /* Elements i .. i+15 of a row of `elem`, widened to f32; lanes outside `live` are +0 and read nothing — but for the
  * quantized rows, whose 16 lanes (i a multiple of 16) lie in one block and are all read. */
-static inline __attribute__((always_inline)) __m512 avx512_load16(avx512_elem elem, const void *row, size_t i,
-                                                                   __mmask16 live) {
+static inline __attribute__((always_inline)) __m512 avx512_load16(widen_kind elem, const void *row, size_t i,
+                                                                  __mmask16 live) {
     switch (elem) {
-    case AVX512_Q8_0: {
+    case WIDEN_Q8_0: {
         const block_q8_0 *b = (const block_q8_0 *)row + i / QK;
         const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + i % QK)));
         return _mm512_maskz_mul_ps(live, _mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b->d)));
     }
-    case AVX512_Q4_0: { /* lanes 0..15 of a block: the low nibbles of its 16 bytes; 16..31: the high ones */
+    case WIDEN_Q4_0: { /* lanes 0..15 of a block: the low nibbles of its 16 bytes; 16..31: the high ones */
         const block_q4_0 *b = (const block_q4_0 *)row + i / QK;
         __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->qs));
         if (i % QK) q = _mm512_srli_epi32(q, 4);
         q = _mm512_sub_epi32(_mm512_and_si512(q, _mm512_set1_epi32(15)), _mm512_set1_epi32(8));
         return _mm512_maskz_mul_ps(live, _mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b->d)));
     }
-    case AVX512_F16:
+    case WIDEN_F16:
         return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, (const uint16_t *)row + i));
-    case AVX512_BF16:
+    case WIDEN_BF16:
         return _mm512_castsi512_ps(
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(live, (const uint16_t *)row + i)), 16));
     default:
@@ -45,16 +42,16 @@ static inline __attribute__((always_inline)) __m512 avx512_load16(avx512_elem el
 
 /* Elements i .. i+31 of a row of `elem`, widened to f32, in v[0] and v[1] (i a multiple of 32: in quantized rows, one
  * block, dequantized with its scale converted once). */
-static inline __attribute__((always_inline)) void avx512_load32(avx512_elem elem, const void *row, size_t i,
+static inline __attribute__((always_inline)) void avx512_load32(widen_kind elem, const void *row, size_t i,
                                                                 __m512 v[2]) {
-    if (elem != AVX512_Q8_0 && elem != AVX512_Q4_0) {
+    if (elem != WIDEN_Q8_0 && elem != WIDEN_Q4_0) {
         v[0] = avx512_load16(elem, row, i, 0xffff);
         v[1] = avx512_load16(elem, row, i + 16, 0xffff);
         return;
     }
     __m512i q0, q1;
     uint16_t d;
-    if (elem == AVX512_Q8_0) {
+    if (elem == WIDEN_Q8_0) {
         const block_q8_0 *b = (const block_q8_0 *)row + i / QK;
         q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->qs));
         q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + 16)));
@@ -69,21 +66,6 @@ static inline __attribute__((always_inline)) void avx512_load32(avx512_elem elem
     const __m512 scale = _mm512_set1_ps(_cvtsh_ss(d));
     v[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(q0), scale);
     v[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(q1), scale);
-}
-
-/* Element e of row j, for avx512_load16/32 at *at: rows of f16/f32 elements `stride` elements apart (the row, e);
- * rows of quantized blocks `stride` bytes apart, a row's blocks `block_stride` bytes apart (quant_axpy_rows_q: the
- * element's block, e % 32). */
-static inline const void *avx512_elem_at(avx512_elem elem, const void *rows, size_t j, size_t stride,
-                                         size_t block_stride, size_t e, size_t *at) {
-    *at = e;
-    switch (elem) {
-    case AVX512_Q8_0:
-    case AVX512_Q4_0: *at = e % QK; return (const uint8_t *)rows + j * stride + e / QK * block_stride;
-    case AVX512_F16:
-    case AVX512_BF16: return (const uint16_t *)rows + j * stride;
-    default: return (const float *)rows + j * stride;
-    }
 }
 
 /* The mask of the first k of 16 lanes (k <= 16). */
