@@ -8,7 +8,7 @@
  * JSON line. The context holds exactly the positions the case needs.
  */
 #include "flatkv.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "harness.h"
 
 /* Bytes of the matrices one token streams through: every 2-D tensor but token_embd (only its rows for

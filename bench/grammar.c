@@ -1,4 +1,4 @@
-/* bench/grammar — what constrained decoding's mask costs per token (grammar_allowed, src/grammar.h).
+/* bench/grammar — what constrained decoding's mask costs per token (grammar_allowed, src/constrain/grammar.h).
  *
  * For each vocabulary (the 32k SPM one, deepseek-llm's ~100k byte-level BPE one, and a 150k set made of
  * deepseek's byte strings plus distinct generated ones — no 150k vocabulary is in data/tokenizers) and each
@@ -21,9 +21,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "grammar.h"
-#include "gguf.h"
-#include "tok.h"
+#include "constrain/grammar.h"
+#include "gguf/gguf.h"
+#include "text/tok.h"
 
 static const char *const schema_tool =
     "{\"type\": \"object\", \"properties\": {"

@@ -12,7 +12,7 @@
  * llama_memory_seq_pos_max are decoded: all conversations' new ids in one llama_batch (split at n_batch), each
  * token with its own sequence id and position, logits for each conversation's last id. Then every generating
  * conversation's decode step goes in one llama_batch, one token per sequence. Greedy (harness_argmax), stopping
- * by flatkv's rule (fkv_gen in src/gen.c): at an end-of-generation id or the MULTI_GEN-th id, neither fed.
+ * by flatkv's rule (fkv_gen in src/engine/gen.c): at an end-of-generation id or the MULTI_GEN-th id, neither fed.
  * The conversations and the JSON line are harness.h's (HARNESS_MULTI).
  */
 #define HARNESS_MULTI

@@ -27,11 +27,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "chat.h"
+#include "text/chat.h"
 #include "kernels/dispatch.h"
 #include "flatkv.h"
 #include "harness.h"
-#include "spec.h"
+#include "engine/spec.h"
 
 #define CONTEXT 512
 #define MAX_K FKV_SPEC_MAX_DRAFT

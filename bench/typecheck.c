@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant.h"
-#include "traits.h"
+#include "kernels/quant.h"
+#include "kernels/traits.h"
 
 /* ggml.h's struct ggml_type_traits (bench/.peer/llama.cpp/ggml/include/ggml.h), declared here so that this builds
  * without the peer's headers. */

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "genmodel.h"
+#include "model/genmodel.h"
 
 #define TYPE_NAMES "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs|q4_k_m|q5_k_m|q3_k_m"
 

@@ -1,4 +1,4 @@
-/* fuzz_gguf.c — the GGUF reader (src/gguf.c) on arbitrary bytes, through gguf_open_buffer.
+/* fuzz_gguf.c — the GGUF reader (src/gguf/gguf.c) on arbitrary bytes, through gguf_open_buffer.
  *
  * Asserts gguf.h's INVARIANT for every file the reader accepts: each metadata key is found again by gguf_find
  * (keys are unique and indexed), every array element is readable, and every tensor is found by name, has a known
@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "fuzz.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 static void check_value(const gguf_value *v, int depth) {
     FUZZ_CHECK(depth < 16, "arrays nested %d deep", depth);

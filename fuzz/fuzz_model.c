@@ -1,4 +1,4 @@
-/* fuzz_model.c — the model loader (src/model.c: hyperparameters, tensor shapes, weight packing, the tokenizer's
+/* fuzz_model.c — the model loader (src/model/model.c: hyperparameters, tensor shapes, weight packing, the tokenizer's
  * load) on arbitrary bytes, through model_load_buffer; seeds are tiny valid models (fuzz/mkseeds.c).
  *
  * Asserts model.h's INVARIANT the way the forward pass relies on it: a model the loader accepts computes. Each
@@ -10,7 +10,7 @@
 
 #include "flatkv.h"
 #include "fuzz.h"
-#include "model.h"
+#include "model/model.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;

@@ -1,4 +1,4 @@
-/* fuzz_tok.c — both tokenizers (src/tok.c SentencePiece, src/tok_bpe.c byte-level BPE) on arbitrary bytes, with
+/* fuzz_tok.c — both tokenizers (src/text/tok.c SentencePiece, src/text/tok_bpe.c byte-level BPE) on arbitrary bytes, with
  * real vocabularies from data/tokenizers, special-token parsing on and off.
  *
  * Input: byte 0 picks the vocabulary (llama-spm, phi-3: SPM; gpt-2, starcoder, deepseek-coder: BPE) and the flags
@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #include "fuzz.h"
-#include "gguf.h"
-#include "tok.h"
+#include "gguf/gguf.h"
+#include "text/tok.h"
 
 static const struct {
     const char *file;

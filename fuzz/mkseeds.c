@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "genmodel.h"
-#include "gguf.h"
+#include "model/genmodel.h"
+#include "gguf/gguf.h"
 
 /* A vocabulary of SentencePiece pieces (with byte fallback for two bytes) or BPE characters; ids 1 and 2 are the
  * control tokens BOS and EOS, and "<|im_end|>" a user-defined special token, so both special-token paths run. */

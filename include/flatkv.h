@@ -301,7 +301,7 @@ int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t
 /* ---- engines: many sequences at once — paged KV, shared prefixes, batched decode ----
  *
  * An engine keeps the K/V of many sequences in fixed-size blocks under one memory budget. A new prompt is
- * matched against every cached sequence at once (src/prefix.h, with the record's rules of src/kvrec.h);
+ * matched against every cached sequence at once (src/cache/prefix.h, with the record's rules of src/cache/kvrec.h);
  * what sequences share is stored once. Prompts are computed chunk by chunk on the position-fixed grid, and
  * the decode steps of many sequences run as one forward. Rows are invariant, so none of this changes an
  * answer: every sequence gives the bytes it would give alone on a cold engine. */
@@ -314,7 +314,7 @@ typedef struct {
     bool swa_full;      /* sliding-window layers keep every row, as the other layers do (--swa-full) */
     uint32_t swa_grid;  /* window layers: a resume point kept every swa_grid positions (rounded up to whole blocks);
                          * 0: 8 windows; UINT32_MAX: none but the prompts' and replies' ends */
-    const char *kv_dir; /* the disk tier's directory (--kv-dir; src/kvdisk.h): blocks outlive the process and are
+    const char *kv_dir; /* the disk tier's directory (--kv-dir; src/cache/kvdisk.h): blocks outlive the process and are
                          * shared by every engine on it; NULL: none. Not with window layers kept apart (swa_full) */
     uint64_t kv_disk;   /* bytes of block files the disk tier keeps (--kv-disk); 0: a quarter of the free space */
 } fkv_engine_params;

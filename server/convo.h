@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "chat.h"
+#include "text/chat.h"
 
 typedef struct {
     const char *role; /* static: "system", "user", "assistant" or "tool" */

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "anthropic.h"
-#include "err.h"
+#include "base/err.h"
 #include "metrics.h"
 #include "openai.h"
 #include "responses.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "err.h"
+#include "base/err.h"
 #include "toolcall.h"
 #include "utf8.h"
 

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "chat.h"
+#include "text/chat.h"
 #include "flatkv.h"
 
 typedef struct {

@@ -1,6 +1,6 @@
 #include "toolcall.h"
 
-#include "err.h"
+#include "base/err.h"
 
 #include <stdbool.h>
 #include <stdio.h>

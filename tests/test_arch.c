@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "flatkv.h"
-#include "genmodel.h"
-#include "gguf.h"
-#include "model.h"
+#include "model/genmodel.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
 #include "testutil.h"
 
 #define N_PROMPT 40

@@ -1,4 +1,4 @@
-/* The disk tier (src/kvdisk.h) through the engine: a conversation resumed by another engine — a restart — from the
+/* The disk tier (src/cache/kvdisk.h) through the engine: a conversation resumed by another engine — a restart — from the
  * block files alone, compared with a cold run by KV digest, logits digest and ids; files that do not verify are
  * never used; blocks of other bits or salts are never shared; the budget evicts; in-memory sequences write nothing;
  * and writes that fail (ENOSPC, EIO, short writes, failed fsyncs and renames, injected by tests/faultio.h) lose nothing
@@ -18,7 +18,7 @@
 
 #include "faultio.h"
 #include "flatkv.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "testutil.h"
 
 #define BLOCK 32

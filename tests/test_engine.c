@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "flatkv.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "testutil.h"
 
 #define N_GEN 10

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "flatkv.h"
-#include "genmodel.h"
-#include "gguf.h"
+#include "model/genmodel.h"
+#include "gguf/gguf.h"
 #include "testutil.h"
 
 #define N_LAYERS 8

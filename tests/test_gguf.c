@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "testutil.h"
 
 /* ------------------------------------------------------------------------------------------------ */

@@ -1,4 +1,4 @@
-/* test_grammar.c — the grammar engine (src/grammar.h): GBNF errors with their positions, what each construct accepts
+/* test_grammar.c — the grammar engine (src/constrain/grammar.h): GBNF errors with their positions, what each construct accepts
  * and refuses, repetition bounds, UTF-8 classes and characters split across tokens, masks on real vocabularies
  * against a brute force (every token's bytes tried alone, and replayed from a fresh state), JSON Schemas whose
  * generated outputs parse and validate while invalid documents are refused, unsupported keywords named with their
@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "grammar.h"
+#include "gguf/gguf.h"
+#include "constrain/grammar.h"
 #include "testutil.h"
-#include "tok.h"
+#include "text/tok.h"
 
 /* ---- helpers ---- */
 

@@ -23,7 +23,7 @@
 
 #include "faultalloc.h"
 #include "flatkv.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "testutil.h"
 
 static uint8_t *base;      /* stories260K's bytes */

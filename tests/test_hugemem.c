@@ -1,4 +1,4 @@
-/* Large buffers in huge pages (src/hugemem.h): what every caller relies on — zeros, alignment, its own bytes. */
+/* Large buffers in huge pages (src/base/hugemem.h): what every caller relies on — zeros, alignment, its own bytes. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -6,7 +6,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "hugemem.h"
+#include "base/hugemem.h"
 
 static void test_a_buffer_reads_as_zeros_and_is_aligned_to_a_huge_page(void **state) {
     (void)state;

@@ -12,8 +12,8 @@
 #include <xxhash.h>
 
 #include "flatkv.h"
-#include "genmodel.h"
-#include "gguf.h"
+#include "model/genmodel.h"
+#include "gguf/gguf.h"
 #include "testutil.h"
 
 #define N_PROMPT 150 /* crosses the 32-key attention tiles and the 64-row grid several times */

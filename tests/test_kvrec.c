@@ -1,4 +1,4 @@
-/* The record's rules (src/kvrec.h), one test per rule. How far a prompt agrees with the cache is the tree's to
+/* The record's rules (src/cache/kvrec.h), one test per rule. How far a prompt agrees with the cache is the tree's to
  * measure (tests/test_prefix.c); what may be reused of that agreement is decided here. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,7 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "kvrec.h"
+#include "cache/kvrec.h"
 
 static const kvrec_policy ANY = {.min_reuse = 0};
 

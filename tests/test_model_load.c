@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "flatkv.h"
-#include "genmodel.h"
-#include "gguf.h"
+#include "model/genmodel.h"
+#include "gguf/gguf.h"
 #include "testutil.h"
 
 static char base_path[4096];

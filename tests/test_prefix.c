@@ -1,4 +1,4 @@
-/* The prefix tree's rules (src/prefix.h) on a small pool: sharing, copy-on-write, the record's rules,
+/* The prefix tree's rules (src/cache/prefix.h) on a small pool: sharing, copy-on-write, the record's rules,
  * salts, LRU eviction. Rows are stamped with the id at their position so copies can be checked. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "prefix.h"
+#include "cache/prefix.h"
 
 #define B 32
 

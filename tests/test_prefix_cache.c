@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "flatkv.h"
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "testutil.h"
 
 #define GRID 16

@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatch.h"
-#include "gguf.h"
-#include "kv.h"
-#include "ops.h"
-#include "quant.h"
+#include "kernels/dispatch.h"
+#include "gguf/gguf.h"
+#include "cache/kv.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
 #include "testutil.h"
-#include "traits.h"
+#include "kernels/traits.h"
 
 /* The definition every variant is compared with. */
 static const kern_ops *ref;

@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "flatkv.h"
-#include "genmodel.h"
-#include "gguf.h"
-#include "quant.h"
+#include "model/genmodel.h"
+#include "gguf/gguf.h"
+#include "kernels/quant.h"
 #include "testutil.h"
 
 /* Copy src to dst with every tensor dequantized to F32 and all metadata kept. */

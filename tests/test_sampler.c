@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampler.h"
+#include "engine/sampler.h"
 
 #define N_DRAWS 20000
 #define FREQ_TOL 0.015

@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "flatkv.h"
-#include "gguf.h"
-#include "spec.h"
+#include "gguf/gguf.h"
+#include "engine/spec.h"
 #include "testutil.h"
 
 #define MAX_GEN 400

@@ -15,7 +15,7 @@
 #include <xxhash.h>
 
 #include "flatkv.h"
-#include "genmodel.h"
+#include "model/genmodel.h"
 #include "testutil.h"
 
 #define W 40      /* window: crosses the 32-position tiles and blocks */

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "gguf/gguf.h"
 #include "testutil.h"
-#include "tok.h"
+#include "text/tok.h"
 
 
 /* The BPE vocabularies with .inp/.out vectors. */

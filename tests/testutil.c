@@ -5,8 +5,8 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "dispatch.h"
-#include "genmodel.h"
+#include "kernels/dispatch.h"
+#include "model/genmodel.h"
 
 #include <stdio.h>
 #include <stdlib.h>

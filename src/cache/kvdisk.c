@@ -1,0 +1,434 @@
+#include "cache/kvdisk.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
+#include "base/err.h"
+
+#define MAGIC "FLATKVB1"
+/* Writes queued at most: a slow disk costs dropped writes (counted), never memory or the engine's time. */
+#define QUEUE_BYTES ((size_t)256 << 20)
+/* Evicting goes below the budget by this share, so that a full tier does not rescan at every write. */
+#define EVICT_TO_PERCENT 90
+/* Temporary files older than this are a killed writer's: removed at open. */
+#define STALE_TMP_SECONDS 600
+
+typedef struct {
+    char magic[8];
+    uint64_t key_lo, key_hi;
+    uint32_t block_rows, depth;
+    uint64_t row_bytes;
+    uint64_t ids_hash, rows_hash; /* xxh3-64 */
+    uint64_t header_hash;         /* xxh3-64 of the fields above */
+} file_header;
+
+typedef struct job {
+    struct job *next;
+    kvdisk_key key;
+    uint32_t depth;
+    uint8_t *data; /* ids, then rows */
+} job;
+
+struct kvdisk {
+    char *dir;
+    uint64_t budget;
+    uint32_t block_rows;
+    size_t block_bytes;
+    pthread_t writer;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    job *head, *tail;
+    size_t queued_bytes;
+    bool stop;
+    unsigned tmp_seq;
+    _Atomic uint64_t hits, misses, corrupt, writes, evictions, dropped, errors, bytes, pending;
+};
+
+kvdisk_key kvdisk_chain(const kvdisk_key *parent, const void *bytes, size_t n) {
+    XXH3_state_t st;
+    XXH3_128bits_reset(&st);
+    XXH3_128bits_update(&st, parent, sizeof *parent);
+    XXH3_128bits_update(&st, bytes, n);
+    XXH128_hash_t h = XXH3_128bits_digest(&st);
+    return (kvdisk_key){h.low64, h.high64};
+}
+
+static void key_hex(const kvdisk_key *k, char out[33]) {
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)k->hi, (unsigned long long)k->lo);
+}
+
+static char *path_of(const kvdisk *d, const kvdisk_key *k) {
+    char hex[33], *p;
+    key_hex(k, hex);
+    return asprintf(&p, "%s/kv/%.2s/%s.blk", d->dir, hex, hex) < 0 ? NULL : p;
+}
+
+static size_t ids_bytes(const kvdisk *d, uint32_t depth) { return sizeof(int32_t) * d->block_rows * (depth + 1); }
+
+static int make_dir(const char *path) { return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1; }
+
+static uint64_t header_hash(const file_header *h) { return XXH3_64bits(h, offsetof(file_header, header_hash)); }
+
+/* All of buf to fd, through short writes. */
+static int write_all(int fd, const void *buf, size_t n) {
+    for (const uint8_t *p = buf; n;) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t n) {
+    for (uint8_t *p = buf; n;) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r, n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* ---- budget ---- */
+
+typedef struct {
+    char *path;
+    struct timespec mtime;
+    uint64_t size;
+} block_file;
+
+static int by_mtime(const void *a, const void *b) {
+    const struct timespec *x = &((const block_file *)a)->mtime, *y = &((const block_file *)b)->mtime;
+    return x->tv_sec != y->tv_sec ? (x->tv_sec < y->tv_sec ? -1 : 1)
+                                  : (x->tv_nsec < y->tv_nsec ? -1 : x->tv_nsec > y->tv_nsec);
+}
+
+/* Every block file under DIR/kv (with other processes' too); *n files, their bytes returned. */
+static uint64_t scan(const kvdisk *d, block_file **files, size_t *n) {
+    uint64_t total = 0;
+    size_t cap = 0;
+    *files = NULL, *n = 0;
+    char *top;
+    if (asprintf(&top, "%s/kv", d->dir) < 0) return 0;
+    DIR *kv = opendir(top);
+    for (struct dirent *sub; kv && (sub = readdir(kv));) {
+        if (sub->d_name[0] == '.') continue;
+        char *subdir;
+        if (asprintf(&subdir, "%s/%s", top, sub->d_name) < 0) continue;
+        DIR *blocks = opendir(subdir);
+        for (struct dirent *f; blocks && (f = readdir(blocks));) {
+            const size_t len = strlen(f->d_name);
+            struct stat st;
+            char *path;
+            if (len < 4 || strcmp(f->d_name + len - 4, ".blk")) continue;
+            if (asprintf(&path, "%s/%s", subdir, f->d_name) < 0) continue;
+            if (*n == cap) {
+                block_file *grown = realloc(*files, (cap * 2 + 64) * sizeof **files);
+                if (!grown) {
+                    free(path);
+                    break;
+                }
+                *files = grown;
+                cap = cap * 2 + 64;
+            }
+            if (stat(path, &st)) {
+                free(path);
+                continue;
+            }
+            (*files)[(*n)++] = (block_file){path, st.st_mtim, (uint64_t)st.st_size};
+            total += (uint64_t)st.st_size;
+        }
+        if (blocks) closedir(blocks);
+        free(subdir);
+    }
+    if (kv) closedir(kv);
+    free(top);
+    return total;
+}
+
+/* Remove the least recently used block files until they fit the budget with room to spare. */
+static void evict(kvdisk *d) {
+    block_file *files;
+    size_t n;
+    uint64_t total = scan(d, &files, &n);
+    if (total > d->budget) {
+        qsort(files, n, sizeof *files, by_mtime);
+        const uint64_t target = d->budget / 100 * EVICT_TO_PERCENT;
+        for (size_t i = 0; i < n && total > target; i++)
+            if (!unlink(files[i].path)) {
+                total -= files[i].size;
+                d->evictions++;
+            }
+    }
+    for (size_t i = 0; i < n; i++) free(files[i].path);
+    free(files);
+    d->bytes = total;
+}
+
+/* ---- the writer ---- */
+
+static void write_block(kvdisk *d, const job *j) {
+    char *path = path_of(d, &j->key), *tmp = NULL;
+    struct stat st;
+    if (!path) goto failed;
+    if (!stat(path, &st)) { /* another writer (or replica) was first: the same bytes */
+        free(path);
+        return;
+    }
+    char hex[33], *slash = strrchr(path, '/');
+    key_hex(&j->key, hex);
+    *slash = '\0'; /* its folder DIR/kv/XY first */
+    const int no_dir = make_dir(path);
+    *slash = '/';
+    if (no_dir || asprintf(&tmp, "%s/tmp/%s.%d.%u", d->dir, hex, (int)getpid(), d->tmp_seq++) < 0) {
+        tmp = NULL;
+        goto failed;
+    }
+    const size_t n_ids = ids_bytes(d, j->depth);
+    file_header h = {.key_lo = j->key.lo, .key_hi = j->key.hi, .block_rows = d->block_rows, .depth = j->depth,
+                     .row_bytes = d->block_bytes, .ids_hash = XXH3_64bits(j->data, n_ids),
+                     .rows_hash = XXH3_64bits(j->data + n_ids, d->block_bytes)};
+    memcpy(h.magic, MAGIC, sizeof h.magic);
+    h.header_hash = header_hash(&h);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) goto failed;
+    int bad = write_all(fd, &h, sizeof h) || write_all(fd, j->data, n_ids + d->block_bytes) || fsync(fd);
+    bad |= close(fd);
+    if (bad || rename(tmp, path)) {
+        unlink(tmp);
+        goto failed;
+    }
+    free(tmp);
+    free(path);
+    d->writes++;
+    /* fetch_add rather than (bytes += n) > budget: clang 14 refuses to compare the result of an _Atomic +=. */
+    const uint64_t added = sizeof h + n_ids + d->block_bytes;
+    if (atomic_fetch_add(&d->bytes, added) + added > d->budget) evict(d);
+    return;
+failed:
+    d->errors++;
+    free(tmp);
+    free(path);
+}
+
+static void *writer_main(void *arg) {
+    kvdisk *d = arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!d->head && !d->stop) pthread_cond_wait(&d->wake, &d->mu);
+        job *j = d->head;
+        if (!j) break;
+        if (!(d->head = j->next)) d->tail = NULL;
+        pthread_mutex_unlock(&d->mu);
+        write_block(d, j);
+        pthread_mutex_lock(&d->mu);
+        d->queued_bytes -= ids_bytes(d, j->depth) + d->block_bytes;
+        d->pending--;
+        free(j->data);
+        free(j);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+void kvdisk_write(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t *ids, const void *rows) {
+    const size_t n_ids = ids_bytes(d, depth), size = n_ids + d->block_bytes;
+    pthread_mutex_lock(&d->mu);
+    const bool room = d->queued_bytes == 0 || d->queued_bytes + size <= QUEUE_BYTES;
+    if (room) d->queued_bytes += size;
+    pthread_mutex_unlock(&d->mu);
+    job *j = room ? malloc(sizeof *j) : NULL;
+    uint8_t *data = j ? malloc(size) : NULL;
+    if (!data) {
+        free(j);
+        if (room) {
+            pthread_mutex_lock(&d->mu);
+            d->queued_bytes -= size;
+            pthread_mutex_unlock(&d->mu);
+        }
+        d->dropped++;
+        return;
+    }
+    memcpy(data, ids, n_ids);
+    memcpy(data + n_ids, rows, d->block_bytes);
+    *j = (job){.key = *key, .depth = depth, .data = data};
+    pthread_mutex_lock(&d->mu);
+    if (d->tail)
+        d->tail->next = j;
+    else
+        d->head = j;
+    d->tail = j;
+    d->pending++;
+    pthread_cond_signal(&d->wake);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* ---- reading ---- */
+
+bool kvdisk_read(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t *ids, void *rows) {
+    char *path = path_of(d, key);
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        free(path);
+        d->misses++;
+        return false;
+    }
+    const size_t n_ids = ids_bytes(d, depth);
+    file_header h;
+    struct stat st;
+    int32_t *stored = malloc(n_ids);
+    bool ok = stored && !fstat(fd, &st) && (uint64_t)st.st_size == sizeof h + n_ids + d->block_bytes &&
+              !read_all(fd, &h, sizeof h) && !memcmp(h.magic, MAGIC, sizeof h.magic) &&
+              h.header_hash == header_hash(&h) && h.key_lo == key->lo && h.key_hi == key->hi &&
+              h.block_rows == d->block_rows && h.depth == depth && h.row_bytes == d->block_bytes &&
+              !read_all(fd, stored, n_ids) && XXH3_64bits(stored, n_ids) == h.ids_hash &&
+              !memcmp(stored, ids, n_ids) && !read_all(fd, rows, d->block_bytes) &&
+              XXH3_64bits(rows, d->block_bytes) == h.rows_hash;
+    if (ok) {
+        futimens(fd, NULL); /* recently used: the budget evicts the oldest */
+        d->hits++;
+    } else if (stored) { /* never used; removed so that the recomputed block is written again */
+        unlink(path);
+        d->corrupt++;
+    }
+    close(fd);
+    free(stored);
+    free(path);
+    return ok;
+}
+
+/* ---- model identity ---- */
+
+int kvdisk_model_identity(const char *dir, const char *path, const void *map, size_t size, kvdisk_key *out,
+                          fkv_error *err) {
+    struct stat st;
+    if (stat(path, &st)) { /* the file is gone (its mapping stays): the identity is its bytes, not cached */
+        XXH128_hash_t h = XXH3_128bits(map, size);
+        *out = (kvdisk_key){h.low64, h.high64};
+        return 0;
+    }
+    const uint64_t stamp[5] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, (uint64_t)st.st_size,
+                               (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
+    char *models = NULL, *cached = NULL, *tmp = NULL;
+    int rc = -1;
+    if (asprintf(&models, "%s/models", dir) < 0) models = NULL;
+    if (!models || make_dir(models) ||
+        asprintf(&cached, "%s/%016llx.id", models, (unsigned long long)XXH3_64bits(stamp, sizeof stamp)) < 0) {
+        cached = NULL;
+        err_io(err, "cannot create '%s/models' for the model identity: %s", dir, strerror(errno));
+        goto out;
+    }
+    unsigned long long hi, lo;
+    FILE *f = fopen(cached, "r");
+    bool known = f && fscanf(f, "%16llx%16llx", &hi, &lo) == 2;
+    if (f) fclose(f);
+    if (!known) {
+        XXH128_hash_t h = XXH3_128bits(map, size);
+        hi = h.high64, lo = h.low64;
+        if (asprintf(&tmp, "%s.%d", cached, (int)getpid()) < 0) tmp = NULL;
+        FILE *w = tmp ? fopen(tmp, "w") : NULL;
+        if (w) { /* a cache: failing to keep it only costs the next start the hashing again */
+            bool bad = fprintf(w, "%016llx%016llx\n", hi, lo) < 0;
+            if (fclose(w) || bad || rename(tmp, cached)) unlink(tmp);
+        }
+    }
+    *out = (kvdisk_key){lo, hi};
+    rc = 0;
+out:
+    free(models);
+    free(cached);
+    free(tmp);
+    return rc;
+}
+
+/* ---- opening ---- */
+
+/* Temporary files a killed writer left behind. */
+static void remove_stale_tmp(const char *tmpdir) {
+    DIR *dir = opendir(tmpdir);
+    const time_t now = time(NULL);
+    for (struct dirent *f; dir && (f = readdir(dir));) {
+        char *path;
+        struct stat st;
+        if (f->d_name[0] == '.' || asprintf(&path, "%s/%s", tmpdir, f->d_name) < 0) continue;
+        if (!stat(path, &st) && now - st.st_mtim.tv_sec > STALE_TMP_SECONDS) unlink(path);
+        free(path);
+    }
+    if (dir) closedir(dir);
+}
+
+kvdisk *kvdisk_open(const char *dir, uint64_t budget, uint32_t block_rows, size_t block_bytes, fkv_error *err) {
+    kvdisk *d = calloc(1, sizeof *d);
+    char *kv = NULL, *tmp = NULL;
+    if (!d || !(d->dir = strdup(dir)) || asprintf(&kv, "%s/kv", dir) < 0 || asprintf(&tmp, "%s/tmp", dir) < 0) {
+        err_nomem(err, "out of memory for the disk tier");
+        goto fail;
+    }
+    if (make_dir(dir) || make_dir(kv) || make_dir(tmp)) {
+        err_io(err, "--kv-dir '%s': cannot create the directory: %s", dir, strerror(errno));
+        goto fail;
+    }
+    if (access(kv, W_OK | R_OK | X_OK) || access(tmp, W_OK | R_OK | X_OK)) {
+        err_io(err, "--kv-dir '%s': not readable and writable: %s", dir, strerror(errno));
+        goto fail;
+    }
+    if (!budget) {
+        struct statvfs fs;
+        budget = statvfs(dir, &fs) ? 0 : (uint64_t)fs.f_bavail * fs.f_frsize / 4;
+    }
+    d->budget = budget;
+    d->block_rows = block_rows;
+    d->block_bytes = block_bytes;
+    remove_stale_tmp(tmp);
+    evict(d); /* counts what is there, and applies this budget to it */
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->wake, NULL);
+    if (pthread_create(&d->writer, NULL, writer_main, d)) {
+        pthread_cond_destroy(&d->wake);
+        pthread_mutex_destroy(&d->mu);
+        err_io(err, "cannot start the disk tier's writer thread");
+        goto fail;
+    }
+    free(kv);
+    free(tmp);
+    return d;
+fail:
+    free(kv);
+    free(tmp);
+    if (d) free(d->dir);
+    free(d);
+    return NULL;
+}
+
+void kvdisk_close(kvdisk *d) {
+    if (!d) return;
+    pthread_mutex_lock(&d->mu);
+    d->stop = true;
+    pthread_cond_signal(&d->wake);
+    pthread_mutex_unlock(&d->mu);
+    pthread_join(d->writer, NULL);
+    pthread_cond_destroy(&d->wake);
+    pthread_mutex_destroy(&d->mu);
+    free(d->dir);
+    free(d);
+}
+
+kvdisk_stats kvdisk_get_stats(kvdisk *d) {
+    return (kvdisk_stats){.hits = d->hits, .misses = d->misses, .corrupt = d->corrupt, .writes = d->writes,
+                          .evictions = d->evictions, .dropped = d->dropped, .errors = d->errors, .bytes = d->bytes,
+                          .pending = d->pending};
+}

@@ -1,0 +1,519 @@
+/* engine.c — many sequences at once (fkv_engine in flatkv.h): a block pool, the prefix tree over it, and
+ * one forward pass that computes prompt chunks and batched decode steps.
+ *
+ * WHY it stays exact: where a row lives (which block, shared or copied) never changes its bits, and the
+ * forward is row-invariant, so a sequence decoded among seven others, resumed from another conversation's
+ * blocks, or recomputed after an eviction gives the bytes it gives alone on a cold engine.
+ *
+ * Sliding-window layers: unless swa_full, their rows go to a pool of their own, which the prefix tree empties of
+ * rows no resume can read (prefix.h); the map of a sequence then names both pools and where each layer is.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "model/forward.h"
+#include "cache/kvdisk.h"
+#include "cache/kvpool.h"
+#include "model/model.h"
+#include "cache/prefix.h"
+#include "engine/spec.h"
+
+/* Measured (bench/multi_flatkv, FKV_BENCH_KV_BLOCK, 4 conversations): 32 and 64 use the same peak memory,
+ * 128 and 256 7% more (partial last blocks); speed does not depend on it within noise. 64 keeps half the
+ * tree nodes of 32. */
+#define DEFAULT_BLOCK_ROWS 64
+#define DEFAULT_MAX_BATCH 8
+/* Window layers' resume points every this many windows: the window rows a point holds (W + B positions) are then
+ * about 1/8 of what a full copy holds, and a resume that no kept end serves loses at most that many positions. */
+#define DEFAULT_SWA_GRID_WINDOWS 8
+
+struct fkv_engine {
+    const fkv_model *m;
+    fkv_engine_params p;
+    kvpool *pool;
+    kvpool *wpool;       /* window layers' rows, when kept apart */
+    uint32_t *layer_at;  /* kv_map.layer_at, when kept apart */
+    prefix_tree *tree;
+    kvdisk *disk;         /* NULL: no disk tier */
+    uint64_t disk_reused; /* positions reused from it */
+    forward *fw;
+    uint32_t *pos;        /* [max rows] */
+    const kv_map **maps;  /* [max rows] */
+    spec_scratch *step;   /* fkv_engine_step's */
+    char note[256];       /* fkv_engine_note: a default the engine changed, or "" */
+};
+
+struct fkv_eseq {
+    prefix_seq ps;
+    uint32_t *blocks, *wblocks; /* the flat block tables kv_map reads (wblocks: the window layers', when apart) */
+    uint32_t cap_blocks;
+    uint32_t n_table; /* entries filled: a sequence's path only grows, and its nodes keep their blocks */
+    kv_map map;
+    int32_t *ids; /* the prompt, then decoded ids (KVREC_NO_ID for embedding rows); [0, ps.n_pos) are fed, then
+                   * n_pending computed ahead of the record (fkv_engine_verify) */
+    uint32_t n_ids, cap_ids;
+    uint32_t n_pending;
+    uint32_t n_prompt;
+    char *salt; /* NULL: the default */
+};
+
+int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err) {
+    memset(p, 0, sizeof *p);
+    return fkv_seq_default_params(&p->seq, err);
+}
+
+/* The disk tier of e->p.kv_dir and the namespace its blocks are named under: everything besides the ids and the salt
+ * that decides a block's bytes. */
+static int open_disk(fkv_engine *e, prefix_disk *disk, fkv_error *err) {
+    if (e->wpool)
+        return err_unsupported(err, "--kv-dir: this model's sliding-window layers keep only the rows a resume can "
+                                    "read, which a block file cannot name; add --swa-full to keep every row (and use "
+                                    "the disk tier)");
+    const gguf_file *f = e->m->file;
+    struct {
+        char magic[8];
+        kvdisk_key model;
+        uint32_t bits_version, kv_type, block_rows, n_layers, kv_dim, layout;
+    } ns = {.magic = "flatkvNS", .bits_version = OPS_BITS_VERSION, .kv_type = (uint32_t)e->pool->type,
+            .block_rows = e->pool->block_rows, .n_layers = e->pool->n_layers, .kv_dim = e->pool->kv_dim,
+            .layout = KV_LAYOUT_VERSION};
+    if (!(e->disk = kvdisk_open(e->p.kv_dir, e->p.kv_disk, e->pool->block_rows, e->pool->block_bytes, err)) ||
+        kvdisk_model_identity(e->p.kv_dir, f->path, f->map, f->size, &ns.model, err))
+        return -1;
+    const kvdisk_key zero = {0};
+    *disk = (prefix_disk){.disk = e->disk, .ns = kvdisk_chain(&zero, &ns, sizeof ns)};
+    return 0;
+}
+
+/* The context and the KV budget, from each other and the machine, before either sizes anything.
+ *
+ * Default budget (kv_mem 0): room for 16 full contexts, at most a quarter of RAM. Default context (n_ctx 0): the
+ * model's, capped to the positions the budget holds — a file's context_length is only a claim (2^32-1 would ask for
+ * terabytes), and a context the KV cannot hold is one a generation would run out of midway; the cap is said in
+ * e->note for the CLI and the server to print. An explicit n_ctx with the default budget must fit that budget, or
+ * the engine is refused (FKV_E_INPUT): as llama.cpp fails at start when its KV cache for -c cannot be allocated, a
+ * user who asked for a context learns now, not at position 10^6. With an explicit kv_mem both are the user's: a
+ * budget smaller than one context is legitimate (sequences share and evict blocks; one that outgrows the budget
+ * gets FKV_E_KV_FULL). */
+static int fit_context(fkv_engine *e, size_t bytes_per_pos, fkv_error *err) {
+    fkv_ctx_params *cp = &e->p.seq.ctx;
+    const uint32_t n_ctx_model = e->m->hp.n_ctx_train;
+    const size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    const bool default_budget = !e->p.kv_mem;
+    if (default_budget) {
+        size_t want;
+        if (__builtin_mul_overflow(bytes_per_pos, (size_t)(cp->n_ctx ? cp->n_ctx : n_ctx_model), &want) ||
+            __builtin_mul_overflow(want, (size_t)16, &want))
+            want = SIZE_MAX;
+        e->p.kv_mem = want < ram / 4 ? want : ram / 4;
+    }
+    const size_t held = e->p.kv_mem / bytes_per_pos / e->p.kv_block * e->p.kv_block;
+    const uint32_t fits = held > UINT32_MAX ? UINT32_MAX / e->p.kv_block * e->p.kv_block
+                                            : held < e->p.kv_block ? e->p.kv_block : (uint32_t)held;
+    if (!cp->n_ctx) {
+        cp->n_ctx = n_ctx_model;
+        if (cp->n_ctx > fits) {
+            cp->n_ctx = fits;
+            snprintf(e->note, sizeof e->note, "the model's context_length %u is more than the KV memory holds (%zu MB, "
+                     "%zu bytes a position); using %u", n_ctx_model, e->p.kv_mem >> 20, bytes_per_pos, fits);
+        }
+    } else if (default_budget && cp->n_ctx > fits) {
+        return err_input(err, "a context of %u positions is more than the KV memory holds (a quarter of RAM, %zu MB: "
+                              "%u positions of %zu bytes); ask for a smaller context or set the KV memory (--kv-mem)",
+                         cp->n_ctx, e->p.kv_mem >> 20, fits, bytes_per_pos);
+    }
+    return 0;
+}
+
+const char *fkv_engine_note(const fkv_engine *e) { return e->note[0] ? e->note : NULL; }
+
+fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, fkv_error *err) {
+    fkv_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        err_nomem(err, "out of memory for an engine");
+        return NULL;
+    }
+    const model_hparams *hp = &m->hp;
+    e->m = m;
+    if (params)
+        e->p = *params;
+    else if (fkv_engine_default_params(&e->p, err))
+        goto fail;
+    fkv_ctx_params *cp = &e->p.seq.ctx;
+    if (!cp->prefill_rows) cp->prefill_rows = FORWARD_DEFAULT_GRID;
+    if (!e->p.kv_block) e->p.kv_block = DEFAULT_BLOCK_ROWS;
+    if (!e->p.max_batch) e->p.max_batch = DEFAULT_MAX_BATCH;
+    uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;
+    if (kv_check_type(cp->kv_type, hp->head_dim, kv_dim, err)) goto fail;
+    size_t bytes_per_pos = (size_t)2 * hp->n_layers * kv_row_bytes(cp->kv_type, kv_dim);
+    if (bytes_per_pos == 0) bytes_per_pos = 1;
+    if (fit_context(e, bytes_per_pos, err)) goto fail;
+    uint32_t rows = cp->prefill_rows > e->p.max_batch ? cp->prefill_rows : e->p.max_batch;
+    prefix_window win = {0};
+    uint32_t n_window = 0;
+    for (uint32_t l = 0; m->windows && !e->p.swa_full && l < hp->n_layers; l++) n_window += m->windows[l] > 0;
+    if (n_window) { /* each pool may take the whole budget; the tree keeps both within it */
+        if (!(e->layer_at = malloc(sizeof *e->layer_at * hp->n_layers))) {
+            err_nomem(err, "out of memory for the engine's layer table");
+            goto fail;
+        }
+        for (uint32_t l = 0, at[2] = {0, 0}; l < hp->n_layers; l++) {
+            const uint32_t part = m->windows[l] > 0;
+            e->layer_at[l] = part << 16 | at[part]++;
+        }
+        if (!(e->wpool = kvpool_new(n_window, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err))) goto fail;
+        const uint64_t grid = e->p.swa_grid ? e->p.swa_grid : (uint64_t)DEFAULT_SWA_GRID_WINDOWS * hp->window;
+        win = (prefix_window){.pool = e->wpool, .window = hp->window, .budget = e->p.kv_mem,
+                              .grid = grid >= cp->n_ctx ? 0 : (uint32_t)((grid + e->p.kv_block - 1) / e->p.kv_block *
+                                                                         e->p.kv_block)};
+    }
+    if (!(e->pool = kvpool_new(hp->n_layers - n_window, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)))
+        goto fail;
+    prefix_disk disk = {0};
+    if (e->p.kv_dir && open_disk(e, &disk, err)) goto fail;
+    if (!(e->tree = prefix_new(e->pool, n_window ? &win : NULL, &disk, err)) ||
+        !(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, err)))
+        goto fail;
+    e->pos = malloc(sizeof *e->pos * rows);
+    e->maps = malloc(sizeof *e->maps * rows);
+    /* a step's rows: every sequence's fed token and guesses, as many as the default draft allows each (the logits of
+     * every row are kept: 152k ids × 40 rows is 24 MB), at least one sequence's longest */
+    const uint32_t step_rows = e->p.max_batch * (1 + FKV_SPEC_DEFAULT_DRAFT) > 1 + FKV_SPEC_MAX_DRAFT
+                                   ? e->p.max_batch * (1 + FKV_SPEC_DEFAULT_DRAFT)
+                                   : 1 + FKV_SPEC_MAX_DRAFT;
+    e->step = spec_scratch_new(step_rows < rows ? step_rows : rows, e->p.max_batch, hp->n_vocab);
+    if (!e->pos || !e->maps || !e->step) {
+        err_nomem(err, "out of memory for the engine's scratch");
+        goto fail;
+    }
+    return e;
+fail:
+    fkv_engine_free(e);
+    return NULL;
+}
+
+void fkv_engine_free(fkv_engine *e) {
+    if (!e) return;
+    prefix_free(e->tree);
+    kvdisk_close(e->disk);
+    kvpool_free(e->pool);
+    kvpool_free(e->wpool);
+    free(e->layer_at);
+    forward_free(e->fw);
+    free(e->pos);
+    free(e->maps);
+    spec_scratch_free(e->step);
+    free(e);
+}
+
+spec_scratch *engine_spec_scratch(fkv_engine *e) { return e->step; }
+
+const char *engine_eseq_salt(const fkv_eseq *s) { return s->salt; }
+
+uint32_t fkv_engine_n_ctx(const fkv_engine *e) { return e->p.seq.ctx.n_ctx; }
+
+const fkv_model *fkv_engine_model(const fkv_engine *e) { return e->m; }
+
+uint32_t fkv_engine_max_batch(const fkv_engine *e) { return e->p.max_batch; }
+
+uint32_t fkv_engine_max_rows(const fkv_engine *e) { return forward_max_rows(e->fw); }
+
+/* Blocks for positions [n_pos, n_pos + n), and the flat table kv_map reads brought up to date: the entries of new
+ * nodes only (a window block given back later stays in its entry, never read: prefix.h). */
+static int reserve(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
+    if (prefix_reserve(e->tree, &s->ps, n, err)) return -1;
+    uint32_t n_blocks = s->ps.n_nodes;
+    if (n_blocks > s->cap_blocks) {
+        uint32_t cap = n_blocks * 2;
+        for (int w = 0; w < (e->wpool ? 2 : 1); w++) {
+            uint32_t **table = w ? &s->wblocks : &s->blocks, *grown = realloc(*table, sizeof *grown * cap);
+            if (!grown) return err_nomem(err, "out of memory for a block table");
+            *table = grown;
+        }
+        s->cap_blocks = cap;
+        s->map.part[0].blocks = s->blocks;
+        s->map.part[1].blocks = s->wblocks;
+    }
+    for (; s->n_table < n_blocks; s->n_table++) {
+        const uint32_t p = s->n_table * e->p.kv_block;
+        s->blocks[s->n_table] = prefix_block(e->tree, &s->ps, p);
+        if (e->wpool) s->wblocks[s->n_table] = prefix_wblock(e->tree, &s->ps, p);
+    }
+    return 0;
+}
+
+static void eseq_free(fkv_eseq *s) {
+    free(s->salt);
+    free(s->blocks);
+    free(s->wblocks);
+    free(s->ids);
+    free(s);
+}
+
+/* Start s's path for its ids[0..n) under policy: the reusable cached prefix acquired, the block table filled. On
+ * failure s holds nothing. */
+static int begin(fkv_engine *e, fkv_eseq *s, uint32_t n, kvrec_policy policy, bool cache, uint32_t *cached,
+                 fkv_error *err) {
+    s->n_table = 0;
+    const bool memory_only = s->ps.memory_only;
+    int64_t reused = prefix_start(e->tree, s->salt, s->ids, n, &policy, cache, &s->ps, err);
+    if (reused < 0) return -1;
+    s->ps.memory_only = memory_only;
+    e->disk_reused += s->ps.from_disk;
+    if (reserve(e, s, 0, err)) {
+        prefix_finish(e->tree, &s->ps);
+        return -1;
+    }
+    if (cached) *cached = (uint32_t)reused;
+    return 0;
+}
+
+fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, uint32_t *cached,
+                           fkv_error *err) {
+    const uint32_t n_ctx = e->p.seq.ctx.n_ctx, n_vocab = e->m->hp.n_vocab;
+    if (n == 0 || n > n_ctx) {
+        err_input(err, "the prompt has %u tokens; it must have 1 to %u (the context)", n, n_ctx);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= n_vocab) {
+            err_input(err, "token id %d at position %u is outside the vocabulary (0..%u)", ids[i], i, n_vocab - 1);
+            return NULL;
+        }
+    fkv_eseq *s = calloc(1, sizeof *s);
+    if (!s || !(s->ids = malloc(sizeof(int32_t) * n)) || (salt && *salt && !(s->salt = strdup(salt)))) {
+        if (s) eseq_free(s);
+        err_nomem(err, "out of memory for a sequence");
+        return NULL;
+    }
+    memcpy(s->ids, ids, sizeof(int32_t) * n);
+    s->n_ids = s->cap_ids = s->n_prompt = n;
+    s->map = kvpool_map(e->pool, NULL);
+    if (e->wpool) {
+        s->map.part[1] = kvpool_part(e->wpool, NULL);
+        s->map.layer_at = e->layer_at;
+    }
+    const kvrec_policy policy = {.min_reuse = e->p.seq.cache_min, .bound_to_frontier = e->p.seq.bound_to_frontier};
+    if (begin(e, s, n, policy, e->p.seq.prefix_cache, cached, err)) {
+        eseq_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Room in s->ids for n more. */
+static int ids_room(fkv_eseq *s, uint32_t n, fkv_error *err) {
+    if (s->cap_ids - s->n_ids >= n) return 0;
+    const uint32_t cap = s->n_ids + n + s->cap_ids + 16;
+    int32_t *grown = realloc(s->ids, sizeof *grown * cap);
+    if (!grown) return err_nomem(err, "out of memory for a sequence's ids");
+    s->ids = grown;
+    s->cap_ids = cap;
+    return 0;
+}
+
+/* Compute rows [n_pos, n_pos + n) of s from ids[n_pos..], or from embedding rows embd ([n][dim]; their ids
+ * KVREC_NO_ID); logits of the last row when logits. */
+static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err) {
+    uint32_t from = s->ps.n_pos;
+    s->n_pending = 0;
+    if (reserve(e, s, n, err)) return -1;
+    for (uint32_t r = 0; r < n; r++) {
+        e->pos[r] = from + r;
+        e->maps[r] = &s->map;
+    }
+    forward_rows(e->fw, embd ? NULL : s->ids + from, embd, n, e->pos, e->maps, logits ? n - 1 : n, logits);
+    prefix_commit(e->tree, &s->ps, s->ids + from, n, true);
+    return 0;
+}
+
+int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err) {
+    const uint32_t grid = e->p.seq.ctx.prefill_rows, p = s->ps.n_pos;
+    if (p >= s->n_prompt) return err_input(err, "the prompt is already computed");
+    uint32_t end = forward_grid_end(p, s->n_prompt, grid);
+    bool last = end == s->n_prompt;
+    if (compute(e, s, NULL, end - p, last ? logits : NULL, err)) return -1;
+    if (last) prefix_keep(e->tree, &s->ps); /* a likely resume: the next turn's prompt, or this one again */
+    return last ? 1 : 0;
+}
+
+int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, const uint32_t *n_ids, uint32_t n,
+                      float *logits, uint32_t *failed, fkv_error *err) {
+    const uint32_t n_ctx = e->p.seq.ctx.n_ctx, max_rows = forward_max_rows(e->fw);
+    uint32_t rows = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        fkv_eseq *s = seqs[i];
+        const uint32_t k = n_ids ? n_ids[i] : 1, at = s->ps.n_pos + s->n_pending;
+        int rc = 0;
+        if (s->ps.n_pos < s->n_prompt)
+            rc = err_input(err, "sequence %u: its prompt is not computed yet", i);
+        else if (k == 0 || k > max_rows - rows)
+            rc = err_input(err, "sequence %u: %u rows in a forward of %u, at most %u", i, k, rows, max_rows);
+        else if (k > n_ctx - at)
+            rc = err_input(err, "sequence %u: the context of %u positions is full", i, n_ctx);
+        for (uint32_t j = 0; !rc && j < k; j++)
+            if (ids[rows + j] < 0 || (uint32_t)ids[rows + j] >= e->m->hp.n_vocab)
+                rc = err_input(err, "sequence %u: token id %d is outside the vocabulary", i, ids[rows + j]);
+        if (!rc) rc = ids_room(s, s->n_pending + k, err);
+        if (!rc) rc = reserve(e, s, s->n_pending + k, err);
+        if (rc) {
+            if (failed) *failed = i;
+            return -1;
+        }
+        for (uint32_t j = 0; j < k; j++) {
+            e->pos[rows + j] = at + j;
+            e->maps[rows + j] = &s->map;
+        }
+        rows += k;
+    }
+    forward_rows(e->fw, ids, NULL, rows, e->pos, e->maps, 0, logits);
+    for (uint32_t i = 0, r = 0; i < n; i++) {
+        fkv_eseq *s = seqs[i];
+        const uint32_t k = n_ids ? n_ids[i] : 1;
+        memcpy(s->ids + s->n_ids + s->n_pending, ids + r, sizeof(int32_t) * k);
+        s->n_pending += k;
+        r += k;
+    }
+    return 0;
+}
+
+void fkv_engine_accept(fkv_engine *e, fkv_eseq *s, uint32_t k) {
+    if (k > s->n_pending) k = s->n_pending;
+    prefix_commit(e->tree, &s->ps, s->ids + s->n_ids, k, false);
+    s->n_ids += k;
+    s->n_pending = 0;
+}
+
+uint32_t fkv_eseq_pending(const fkv_eseq *s) { return s->n_pending; }
+
+int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, uint32_t n, float *logits,
+                      uint32_t *failed, fkv_error *err) {
+    if (n > e->p.max_batch) return err_input(err, "a decode batch of %u exceeds the engine's %u", n, e->p.max_batch);
+    for (uint32_t i = 0; i < n; i++) seqs[i]->n_pending = 0;
+    if (fkv_engine_verify(e, seqs, ids, NULL, n, logits, failed, err)) return -1;
+    for (uint32_t i = 0; i < n; i++) fkv_engine_accept(e, seqs[i], 1);
+    return 0;
+}
+
+int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err) {
+    const uint32_t n_ctx = e->p.seq.ctx.n_ctx, grid = e->p.seq.ctx.prefill_rows, dim = e->m->hp.dim;
+    if (!embd || n == 0) return err_input(err, "no embedding rows to feed");
+    if (s->ps.n_pos < s->n_prompt) return err_input(err, "the sequence's prompt is not computed yet");
+    if (n > n_ctx - s->ps.n_pos)
+        return err_input(err, "%u embedding rows at position %u exceed the context of %u", n, s->ps.n_pos, n_ctx);
+    if (ids_room(s, n, err)) return -1;
+    for (uint32_t i = 0; i < n; i++) s->ids[s->n_ids + i] = KVREC_NO_ID;
+    const uint32_t from = s->ps.n_pos, to = from + n;
+    for (uint32_t p = from; p < to;) {
+        const uint32_t end = forward_grid_end(p, to, grid);
+        if (compute(e, s, embd + (size_t)(p - from) * dim, end - p, end == to ? logits : NULL, err)) return -1;
+        p = end;
+    }
+    s->n_ids = s->n_prompt = to;
+    return 0;
+}
+
+/* Start s's path on its ids[0..n) taking every row the cache holds (nothing left to compute, as a fork or a rewind
+ * wants), and compute again the rows no longer held (window rows given back, an eviction). */
+static int resume(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
+    const kvrec_policy policy = {.bound_to_frontier = e->p.seq.bound_to_frontier, .whole = true};
+    if (begin(e, s, n, policy, true, NULL, err)) return -1;
+    while (s->ps.n_pos < n)
+        if (fkv_engine_prefill(e, s, NULL, err) < 0) return -1;
+    return 0;
+}
+
+fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err) {
+    const uint32_t n = s->ps.n_pos;
+    fkv_eseq *f = calloc(1, sizeof *f);
+    if (!f || !(f->ids = malloc(sizeof(int32_t) * (n ? n : 1))) || (s->salt && !(f->salt = strdup(s->salt)))) {
+        if (f) eseq_free(f);
+        err_nomem(err, "out of memory for a sequence");
+        return NULL;
+    }
+    memcpy(f->ids, s->ids, sizeof(int32_t) * n);
+    f->n_ids = f->cap_ids = f->n_prompt = n;
+    f->map = s->map;
+    f->map.part[0].blocks = f->map.part[1].blocks = NULL;
+    f->ps.memory_only = s->ps.memory_only;
+    /* s's rows are all in the tree (committed), so the whole of them is reused; any no longer held is recomputed */
+    if (resume(e, f, n, err)) {
+        fkv_engine_finish(e, f);
+        return NULL;
+    }
+    return f;
+}
+
+int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err) {
+    s->n_pending = 0;
+    if (n_pos >= s->ps.n_pos) return 0;
+    /* Its rows stay cached under their ids (still true of them); the path restarts on the first n_pos. */
+    prefix_finish(e->tree, &s->ps);
+    s->n_ids = s->n_prompt = n_pos;
+    if (resume(e, s, n_pos, err)) {
+        if (!s->ps.root) s->n_ids = s->n_prompt = 0; /* the path did not even start: s holds nothing */
+        return -1;
+    }
+    return 0;
+}
+
+void fkv_eseq_memory_only(fkv_eseq *s) { s->ps.memory_only = true; }
+
+void fkv_engine_finish(fkv_engine *e, fkv_eseq *s) {
+    if (!s) return;
+    prefix_finish(e->tree, &s->ps);
+    eseq_free(s);
+}
+
+bool fkv_eseq_divergence(const fkv_eseq *s, uint32_t *at, int32_t *cached, uint32_t *n_cached) {
+    const prefix_divergence *d = &s->ps.divergence;
+    *at = d->at;
+    *n_cached = d->n_cached;
+    memcpy(cached, d->cached, sizeof(int32_t) * d->n_cached);
+    return d->n_cached > 0;
+}
+
+fkv_reuse fkv_eseq_reuse(const fkv_eseq *s) {
+    const kvrec_reuse *r = &s->ps.reuse;
+    return (fkv_reuse){.agreed = r->agreed, .capped = r->capped, .held = r->held, .reused = r->reused,
+                       .from_disk = s->ps.from_disk};
+}
+
+const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n) {
+    *n = s->ps.n_pos;
+    return s->ids;
+}
+
+uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos) {
+    if (n_pos > s->ps.n_pos) n_pos = s->ps.n_pos;
+    const uint32_t w = e->m->hp.window, first = e->wpool && n_pos >= w ? n_pos - w + 1 : 0;
+    for (uint32_t p = first; e->wpool && p < n_pos; p = (p / e->p.kv_block + 1) * e->p.kv_block)
+        if (!prefix_wblock_held(e->tree, &s->ps, p)) return 0;
+    return kv_map_digest(&s->map, e->m->hp.n_layers, e->m->windows, n_pos);
+}
+
+void fkv_engine_disk_stats_now(const fkv_engine *e, fkv_engine_stats *st) {
+    if (!e->disk) return;
+    const kvdisk_stats ds = kvdisk_get_stats(e->disk);
+    st->disk_hits = ds.hits, st->disk_misses = ds.misses, st->disk_corrupt = ds.corrupt, st->disk_writes = ds.writes;
+    st->disk_evictions = ds.evictions, st->disk_dropped = ds.dropped, st->disk_errors = ds.errors;
+    st->disk_pending = ds.pending, st->disk_bytes = ds.bytes;
+}
+
+fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e) {
+    prefix_stats ps = prefix_get_stats(e->tree);
+    fkv_engine_stats st = {.disk = e->disk != NULL, .disk_reused_tokens = e->disk_reused,
+                              .block_rows = e->pool->block_rows, .block_bytes = e->pool->block_bytes,
+                              .blocks_total = e->pool->n_blocks, .blocks_in_use = ps.blocks_in_use,
+                              .blocks_free = ps.blocks_free, .blocks_shared = ps.blocks_shared, .hits = ps.hits,
+                              .misses = ps.misses, .evictions = ps.evictions, .reused_tokens = ps.reused_tokens,
+                              .window_blocks_in_use = ps.window_blocks_in_use,
+                              .window_block_bytes = e->wpool ? e->wpool->block_bytes : 0,
+                              .window_blocks_dropped = ps.window_blocks_dropped,
+                              .window_fallbacks = ps.window_fallbacks};
+    fkv_engine_disk_stats_now(e, &st);
+    return st;
+}

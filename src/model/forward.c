@@ -1,0 +1,236 @@
+/* forward.c — the llama forward pass over a batch of rows (forward.h).
+ *
+ * Data flow of n rows (shapes per row; [brackets]: where the architecture has it, model.h's model_arch):
+ *   x[dim] = embedding(id) [· sqrt(dim)]
+ *   per layer: xb = rmsnorm(x); q,k,v = xb·Wq,Wk,Wv [+ biases]; [q,k = rmsnorm of each head]; rope(q,k) with the
+ *              layer's table [none: NoPE layers]; store k,v at the row's position in its own KV;
+ *              att = attention(q, that KV [positions (p - window, p] only]); x += [rmsnorm](att·Wo);
+ *              xb = rmsnorm(x); x += [rmsnorm]((act(xb·Wgate) ⊙ xb·Wup)·Wdown), act silu [or tanh-GELU]
+ *   logits = rmsnorm(x)·Wout for the rows asked for
+ * Attention reads K/V back as stored, also for the rows of this very call: so a row written by prefill and
+ * the same row written by decode are computed from identical inputs.
+ */
+#include "model/forward.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/hugemem.h"
+
+struct forward {
+    const fkv_model *m;
+    uint32_t max_rows;
+    int n_threads;
+    float *x, *xb, *q, *k, *v, *att, *hb, *hb2;
+    float *rope_cs[2];          /* [max_rows][n_rot] per rotary table (model.h: MODEL_ROPE_GLOBAL, _LOCAL) */
+    const float *rope_divisors; /* the global table's frequency divisors for this context, or NULL */
+    block_q8_act *xq;
+    void *xp; /* xq's rows as quant_panel_rows prepares them (NULL in a build without panels) */
+    ops_kv_view *views;
+    void *scratch; /* every buffer above but rope_divisors: slices of one allocation of scratch_bytes */
+    size_t scratch_bytes;
+};
+
+void forward_free(forward *c) {
+    if (!c) return;
+    hugemem_free(c->scratch, c->scratch_bytes);
+    free(c);
+}
+
+/* bytes rounded up to whole cache lines: each scratch slice starts on one. */
+static size_t line_bytes(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int n_threads, fkv_error *err) {
+    forward *c = calloc(1, sizeof *c);
+    if (!c) {
+        err_nomem(err, "out of memory for the forward pass");
+        return NULL;
+    }
+    const model_hparams *hp = &m->hp;
+    if (m->kernels != quant_kernels()) {
+        err_input(err, "the model's weights are laid out for the %s kernels, but %s are in use", m->kernels,
+                quant_kernels());
+        free(c);
+        return NULL;
+    }
+    c->m = m;
+    c->max_rows = max_rows;
+    c->n_threads = n_threads > 0 ? n_threads : omp_get_max_threads();
+    uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
+    size_t rows = max_rows;
+    uint32_t widest = hp->dim > q_dim ? hp->dim : q_dim;
+    if (hp->hidden > widest) widest = hp->hidden;
+    const size_t xp_bytes = rows * quant_panel_row_bytes(widest);
+    struct {
+        void **at;
+        size_t bytes;
+    } slices[] = {
+        {(void **)&c->x, sizeof(float) * rows * hp->dim},
+        {(void **)&c->xb, sizeof(float) * rows * widest},
+        {(void **)&c->q, sizeof(float) * rows * q_dim},
+        {(void **)&c->k, sizeof(float) * rows * kv_dim},
+        {(void **)&c->v, sizeof(float) * rows * kv_dim},
+        {(void **)&c->att, sizeof(float) * rows * q_dim},
+        {(void **)&c->hb, sizeof(float) * rows * hp->hidden},
+        {(void **)&c->hb2, sizeof(float) * rows * hp->hidden},
+        {(void **)&c->rope_cs[0], sizeof(float) * rows * hp->n_rot},
+        {(void **)&c->rope_cs[1], sizeof(float) * rows * hp->n_rot},
+        {(void **)&c->xq, sizeof(block_q8_act) * rows * (widest / QK + 1)},
+        {&c->xp, xp_bytes},
+        {(void **)&c->views, sizeof(ops_kv_view) * rows},
+    };
+    const size_t n_slices = sizeof slices / sizeof *slices;
+    for (size_t i = 0; i < n_slices; i++) c->scratch_bytes += line_bytes(slices[i].bytes);
+    c->rope_divisors = model_rope_divisors(m, n_ctx);
+    if (!(c->scratch = hugemem_alloc(c->scratch_bytes))) {
+        err_nomem(err, "out of memory for the scratch of %zu-row batches (%zu MB)", rows, c->scratch_bytes >> 20);
+        forward_free(c);
+        return NULL;
+    }
+    /* Faulted in now: the first chunk of a new context would otherwise fault it in while the team waits. */
+    hugemem_touch(c->scratch, c->scratch_bytes);
+    uint8_t *at = c->scratch;
+    for (size_t i = 0; i < n_slices; i++) { /* each slice on a cache line; xp on 32 bytes, as the kernels want */
+        *slices[i].at = at; /* an empty one too (no rotary pairs: n_rot 0): offsets of 0 from it are defined */
+        at += line_bytes(slices[i].bytes);
+    }
+    if (!xp_bytes) c->xp = NULL; /* a variant that prepares no rows: quantize_rows prepares none */
+    return c;
+}
+
+uint32_t forward_max_rows(const forward *c) { return c->max_rows; }
+
+int forward_threads(const forward *c) { return c->n_threads; }
+
+/* Below this many multiply-adds per call the pass runs on one thread (and each op decides alone, see
+ * ops.h): waking a team costs more than it saves on a tiny model's decode step. */
+#define FORWARD_PARALLEL_MIN_WORK (1u << 22)
+
+/* This thread's rows of n in a team's row-wise steps: contiguous, [r0, r1). */
+static void own_rows(uint32_t n, uint32_t *r0, uint32_t *r1) {
+    uint32_t t = (uint32_t)omp_get_thread_num(), nt = (uint32_t)omp_get_num_threads();
+    *r0 = (uint32_t)((uint64_t)n * t / nt);
+    *r1 = (uint32_t)((uint64_t)n * (t + 1) / nt);
+}
+
+/* Rows [r0, r1) of x (n_in wide) quantized into c->xq for the matrices that take Q8_0 activations, and rearranged
+ * into c->xp (quant_panel_rows), once for every product of them and every thread: a decode row as much as a prefill
+ * chunk (packed weights take it either way; a row costs a few hundred operations). */
+static void quantize_rows(forward *c, const float *x, uint32_t r0, uint32_t r1, uint32_t n_in, bool wanted) {
+    if (!wanted) return;
+    for (uint32_t r = r0; r < r1; r++) {
+        quant_row_q8(x + (size_t)r * n_in, c->xq + (size_t)r * (n_in / QK), n_in);
+    }
+    if (c->xp) quant_panel_rows(c->xq, n_in, r0, r1, c->xp);
+}
+
+/* The whole pass, run by every thread of one team (or by one thread): row-wise steps on each thread's
+ * own rows, products and attention shared through ops.h, a barrier wherever a step reads rows another
+ * thread wrote. Which thread computes a value never changes its bits (ops.h). */
+static void forward_team(forward *c, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
+                         const kv_map *const *maps, uint32_t first_logit, float *logits) {
+    const fkv_model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    const uint32_t dim = hp->dim, hidden = hp->hidden;
+    const uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
+    const model_arch *kind = &hp->kind;
+    uint32_t r0, r1;
+    own_rows(n, &r0, &r1);
+
+    /* Gemma 3 scales token embeddings by sqrt(dim), not embeddings given as input (llama.cpp does the same). */
+    const float embd_scale = kind->embd_scale && ids ? sqrtf((float)dim) : 1.0f;
+    for (uint32_t r = r0; r < r1; r++) {
+        float *x = c->x + (size_t)r * dim;
+        if (ids)
+            quant_dequantize_row(m->tok_embd.type, m->tok_embd.data + (size_t)ids[r] * m->tok_embd.row_bytes, x, dim);
+        else
+            memcpy(x, embd + (size_t)r * dim, sizeof(float) * dim);
+        if (embd_scale != 1.0f)
+            for (uint32_t i = 0; i < dim; i++) x[i] *= embd_scale;
+    }
+    for (int t = 0; t < (hp->window ? 2 : 1); t++) {
+        const model_rope *rt = &hp->rope[t];
+        ops_rope_table(pos + r0, r1 - r0, hp->n_rot, rt->base, rt->scale, rt->mscale,
+                       t == MODEL_ROPE_GLOBAL ? c->rope_divisors : NULL, c->rope_cs[t] + (size_t)r0 * hp->n_rot);
+    }
+
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        const model_layer *L = &m->layers[l];
+        const bool qkv_q8 = ops_matrix_wants_q8(&L->wq) || ops_matrix_wants_q8(&L->wk) || ops_matrix_wants_q8(&L->wv);
+        ops_rmsnorm(c->x + (size_t)r0 * dim, L->attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
+        quantize_rows(c, c->xb, r0, r1, dim, qkv_q8);
+#pragma omp barrier
+        ops_matmuls((const ops_product[]){{&L->wq, c->q}, {&L->wk, c->k}, {&L->wv, c->v}}, 3, c->xb, c->xq, c->xp, n,
+                    c->n_threads);
+        for (uint32_t r = r0; L->bq && r < r1; r++) { /* qwen2's biases */
+            ops_add(c->q + (size_t)r * q_dim, L->bq, q_dim);
+            ops_add(c->k + (size_t)r * kv_dim, L->bk, kv_dim);
+            ops_add(c->v + (size_t)r * kv_dim, L->bv, kv_dim);
+        }
+        if (L->q_norm) { /* each head a row of its own */
+            ops_rmsnorm(c->q + (size_t)r0 * q_dim, L->q_norm, (r1 - r0) * hp->n_heads, hp->head_dim, hp->rms_eps,
+                        c->q + (size_t)r0 * q_dim);
+            ops_rmsnorm(c->k + (size_t)r0 * kv_dim, L->k_norm, (r1 - r0) * hp->n_kv_heads, hp->head_dim, hp->rms_eps,
+                        c->k + (size_t)r0 * kv_dim);
+        }
+        if (L->rope != MODEL_ROPE_NONE) {
+            const float *cs = c->rope_cs[L->rope] + (size_t)r0 * hp->n_rot;
+            ops_rope(c->q + (size_t)r0 * q_dim, r1 - r0, hp->n_heads, hp->head_dim, hp->n_rot, hp->rope_halves, cs);
+            ops_rope(c->k + (size_t)r0 * kv_dim, r1 - r0, hp->n_kv_heads, hp->head_dim, hp->n_rot, hp->rope_halves, cs);
+        }
+        for (uint32_t r = r0; r < r1; r++) {
+            kv_map_store(maps[r], l, pos[r], c->k + (size_t)r * kv_dim, c->v + (size_t)r * kv_dim, kv_dim);
+            c->views[r] = kv_map_view(maps[r], l);
+        }
+#pragma omp barrier
+        ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->attn_scale, L->window,
+                      c->att, c->n_threads);
+        quantize_rows(c, c->att, r0, r1, q_dim, ops_matrix_wants_q8(&L->wo));
+#pragma omp barrier
+        ops_matmul(&L->wo, c->att, c->xq, c->xp, n, c->xb, c->n_threads);
+        if (L->post_attn_norm)
+            ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
+        ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
+
+        ops_rmsnorm(c->x + (size_t)r0 * dim, L->ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
+        quantize_rows(c, c->xb, r0, r1, dim, ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up));
+#pragma omp barrier
+        ops_matmuls((const ops_product[]){{&L->w_gate, c->hb}, {&L->w_up, c->hb2}}, 2, c->xb, c->xq, c->xp, n,
+                    c->n_threads);
+        if (kind->gelu)
+            ops_geglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
+        else
+            ops_swiglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
+        quantize_rows(c, c->hb, r0, r1, hidden, ops_matrix_wants_q8(&L->w_down));
+#pragma omp barrier
+        ops_matmul(&L->w_down, c->hb, c->xq, c->xp, n, c->xb, c->n_threads);
+        if (L->post_ffn_norm)
+            ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
+        ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
+    }
+
+    if (first_logit < n) {
+        /* rows [first_logit, n) become rows [0, n - first_logit) of xb — rows other threads may still be reading
+         * in their last residual add (their own rows of xb): wait for them first. */
+#pragma omp barrier
+        uint32_t l0 = r0 > first_logit ? r0 - first_logit : 0, l1 = r1 > first_logit ? r1 - first_logit : 0;
+        ops_rmsnorm(c->x + (size_t)(first_logit + l0) * dim, m->output_norm, l1 - l0, dim, hp->rms_eps,
+                    c->xb + (size_t)l0 * dim);
+        quantize_rows(c, c->xb, l0, l1, dim, ops_matrix_wants_q8(&m->output));
+#pragma omp barrier
+        ops_matmul(&m->output, c->xb, c->xq, c->xp, n - first_logit, logits, c->n_threads);
+    }
+}
+
+void forward_rows(forward *c, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
+                  const kv_map *const *maps, uint32_t first_logit, float *logits) {
+    const model_hparams *hp = &c->m->hp;
+    const uint64_t q_dim = (uint64_t)hp->n_heads * hp->head_dim, kv_dim = (uint64_t)hp->n_kv_heads * hp->head_dim;
+    const uint64_t layer_macs = hp->dim * (2 * q_dim + 2 * kv_dim) + 3ull * hp->dim * hp->hidden;
+    const bool wide = (uint64_t)n * layer_macs * hp->n_layers >= FORWARD_PARALLEL_MIN_WORK;
+#pragma omp parallel num_threads(c->n_threads) if (wide)
+    forward_team(c, ids, embd, n, pos, maps, first_logit, logits);
+}

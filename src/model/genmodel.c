@@ -1,0 +1,233 @@
+#include "model/genmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "base/err.h"
+#include "kernels/quant.h"
+#include "kernels/traits.h"
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Element i of tensor `key` in [-1, 1): counter-based, so independent of generation order. */
+static float uniform(uint64_t key, uint64_t i) {
+    return (float)((double)(splitmix64(key ^ splitmix64(i)) >> 40) / (double)(1ull << 23) - 1.0);
+}
+
+/* llama.cpp's use_more_bits: the first and last eighth of the layers, and every third layer between,
+ * are the ones whose attn_v and ffn_down matter most to quality. */
+static bool use_more_bits(uint32_t i, uint32_t n) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* llama.cpp's tensor_type_fallback: a type whose block does not divide the row length n_in gives way to a 32-element
+ * type (Q2_K/Q3_K: Q4_0, Q4_K: Q5_0, Q5_K: Q5_1, Q6_K: Q8_0, IQ4_XS: IQ4_NL), and to F16 when that does not divide
+ * it either. */
+static ggml_type fallback_type(ggml_type type, uint32_t n_in) {
+    uint32_t block, bytes;
+    ggml_type_geometry(type, &block, &bytes);
+    if (n_in % block == 0) return type;
+    ggml_type to = type;
+    switch (type) {
+    case GGML_TYPE_Q2_K:
+    case GGML_TYPE_Q3_K: to = GGML_TYPE_Q4_0; break;
+    case GGML_TYPE_Q4_K: to = GGML_TYPE_Q5_0; break;
+    case GGML_TYPE_Q5_K: to = GGML_TYPE_Q5_1; break;
+    case GGML_TYPE_Q6_K: to = GGML_TYPE_Q8_0; break;
+    case GGML_TYPE_IQ4_XS: to = GGML_TYPE_IQ4_NL; break;
+    default: break;
+    }
+    ggml_type_geometry(to, &block, &bytes);
+    return n_in % block == 0 ? to : GGML_TYPE_F16;
+}
+
+/* The type of matrix `name` with rows of n_in (the mix rules of genmodel.h), read from the name as llama.cpp's
+ * llama_tensor_get_type does for llama-shaped models (no experts, no fused qkv). */
+static ggml_type matrix_type(const genmodel_params *p, const char *name, uint32_t n_in) {
+    if (p->mix == GENMODEL_UNIFORM) return p->type;
+    const ggml_type base = p->mix == GENMODEL_Q3_K_M ? GGML_TYPE_Q3_K
+                           : p->mix == GENMODEL_Q5_K_M ? GGML_TYPE_Q5_K
+                                                       : GGML_TYPE_Q4_K;
+    unsigned layer;
+    char role[32];
+    if (!strcmp(name, "output.weight") || (p->tied && !strcmp(name, "token_embd.weight")))
+        return fallback_type(n_in % QK_K ? GGML_TYPE_Q8_0 : GGML_TYPE_Q6_K, n_in); /* the output's own rule */
+    ggml_type type = base;
+    if (sscanf(name, "blk.%u.%31s", &layer, role) == 2) {
+        const bool more = use_more_bits(layer, p->n_layers);
+        if (!strcmp(role, "attn_v.weight"))
+            type = p->mix == GENMODEL_Q3_K_M ? (layer < 2 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K)
+                   : more                    ? GGML_TYPE_Q6_K
+                                             : base;
+        else if (!strcmp(role, "ffn_down.weight"))
+            type = p->mix == GENMODEL_Q3_K_M ? (layer < p->n_layers / 16 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K)
+                   : more                    ? GGML_TYPE_Q6_K
+                                             : base;
+        else if (!strcmp(role, "attn_output.weight") && p->mix == GENMODEL_Q3_K_M)
+            type = GGML_TYPE_Q4_K;
+    }
+    return fallback_type(type, n_in);
+}
+
+/* Add tensor `name`: a matrix of n_out rows × n_in (type from matrix_type), or an F32 vector of n_in when
+ * n_out is 0; center ± spread. */
+static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name, uint32_t n_in, uint32_t n_out,
+                      float center, float spread, fkv_error *err) {
+    ggml_type type = n_out ? matrix_type(p, name, n_in) : GGML_TYPE_F32;
+    uint32_t block, block_bytes;
+    ggml_type_geometry(type, &block, &block_bytes);
+    if (n_in % block)
+        return err_input(err, "gen-model: tensor '%s' has rows of %u elements, not a multiple of %s's block of %u",
+                       name, n_in, ggml_type_name(type), block);
+    uint64_t key = splitmix64(p->seed) ^ XXH3_64bits(name, strlen(name));
+    size_t row_bytes = ggml_row_size(type, n_in);
+    float *row = malloc(sizeof(float) * n_in);
+    uint8_t *data = malloc(row_bytes * (n_out ? n_out : 1));
+    int rc = -1;
+    if (!row || !data) {
+        err_nomem(err, "out of memory generating tensor '%s'", name);
+        goto out;
+    }
+    for (uint32_t r = 0; r < (n_out ? n_out : 1); r++) {
+        for (uint32_t i = 0; i < n_in; i++) row[i] = center + spread * uniform(key, (uint64_t)r * n_in + i);
+        quant_quantize_row(type, row, data + (size_t)r * row_bytes, n_in);
+    }
+    uint64_t ne[2] = {n_in, n_out};
+    rc = gguf_writer_add_tensor(w, name, type, n_out ? 2 : 1, ne, data, err);
+out:
+    free(row);
+    free(data);
+    return rc;
+}
+
+static int check_params(const genmodel_params *p, fkv_error *err) {
+    static const char *const archs[] = {"llama", "qwen2", "qwen3", "smollm3", "phi3", "gemma3"};
+    bool known = !p->arch;
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) known = known || !strcmp(p->arch, archs[i]);
+    if (!known)
+        return err_input(err, "gen-model: --arch must be llama, qwen2, qwen3, smollm3, phi3 or gemma3, got '%s'",
+                              p->arch);
+    if (!p->dim || !p->hidden || !p->n_layers || !p->n_heads || !p->n_kv_heads || !p->n_ctx)
+        return err_input(err, "gen-model: dim, hidden, layers, heads, kv-heads and ctx must all be positive");
+    const uint32_t head_dim = p->head_dim ? p->head_dim : p->dim / p->n_heads;
+    if (p->rope_dims && (p->rope_dims % 2 || p->rope_dims > head_dim))
+        return err_input(err, "gen-model: --rope-dims %u must be even and at most the head size %u", p->rope_dims,
+                       head_dim);
+    if ((p->window || p->window_pattern) && (!p->arch || (strcmp(p->arch, "gemma3") && strcmp(p->arch, "phi3"))))
+        return err_input(err, "gen-model: --window and --window-pattern are for gemma3 (and phi3's --window)");
+    if (!p->head_dim && p->n_heads && (p->dim % p->n_heads || (p->dim / p->n_heads) % 2))
+        return err_input(err, "gen-model: dim %u must split into %u heads of an even size (or give --head-dim)", p->dim,
+                       p->n_heads);
+    if (p->head_dim % 2) return err_input(err, "gen-model: --head-dim %u must be even", p->head_dim);
+    if (p->n_heads % p->n_kv_heads)
+        return err_input(err, "gen-model: heads %u must be a multiple of kv-heads %u", p->n_heads, p->n_kv_heads);
+    if (p->mix != GENMODEL_UNIFORM && p->mix != GENMODEL_Q4_K_M && p->mix != GENMODEL_Q5_K_M &&
+        p->mix != GENMODEL_Q3_K_M)
+        return err_input(err, "gen-model: unknown type mix %d", (int)p->mix);
+    if (p->mix == GENMODEL_UNIFORM &&
+        !kern_type_traits(p->type))
+        return err_unsupported(err, "gen-model: type %s is not one flatkv computes", ggml_type_name(p->type));
+    return 0;
+}
+
+int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
+    if (check_params(p, err)) return -1;
+    gguf_file *vocab = gguf_open(p->vocab_from, err);
+    if (!vocab) return -1;
+    const gguf_value *tokens = gguf_find(vocab, "tokenizer.ggml.tokens");
+    if (!tokens || tokens->type != GGUF_TYPE_ARRAY || tokens->arr.elem_type != GGUF_TYPE_STRING) {
+        err_input(err, "%s: no tokenizer.ggml.tokens array of strings to take the vocabulary from", p->vocab_from);
+        gguf_close(vocab);
+        return -1;
+    }
+    uint32_t n_vocab = (uint32_t)tokens->arr.n;
+    gguf_writer *w = gguf_writer_new();
+    gguf_writer_copy_kv(w, vocab, "tokenizer.", NULL);
+    gguf_close(vocab);
+
+    char name[128];
+    const char *arch = p->arch ? p->arch : "llama";
+    const bool qwen2 = !strcmp(arch, "qwen2"), phi3 = !strcmp(arch, "phi3"), gemma3 = !strcmp(arch, "gemma3");
+    const bool qk_norm = gemma3 || !strcmp(arch, "qwen3"), tied = p->tied || gemma3;
+    snprintf(name, sizeof name, "flatkv-gen %s d%u h%u l%u %s", arch, p->dim, p->hidden, p->n_layers,
+             p->mix == GENMODEL_Q4_K_M   ? "q4_k_m"
+             : p->mix == GENMODEL_Q5_K_M ? "q5_k_m"
+             : p->mix == GENMODEL_Q3_K_M ? "q3_k_m"
+                                         : ggml_type_name(p->type));
+    gguf_writer_set_str(w, "general.architecture", arch);
+    gguf_writer_set_str(w, "general.name", name);
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, arch), key)
+    gguf_writer_set_u32(w, KEY("context_length"), p->n_ctx);
+    gguf_writer_set_u32(w, KEY("embedding_length"), p->dim);
+    gguf_writer_set_u32(w, KEY("feed_forward_length"), p->hidden);
+    gguf_writer_set_u32(w, KEY("block_count"), p->n_layers);
+    gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_heads);
+    gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
+    const uint32_t head_dim = p->head_dim ? p->head_dim : p->dim / p->n_heads;
+    const uint32_t n_rot = p->rope_dims ? p->rope_dims : head_dim;
+    if (p->head_dim || gemma3) { /* Gemma 3's converter always writes them */
+        gguf_writer_set_u32(w, KEY("attention.key_length"), head_dim);
+        gguf_writer_set_u32(w, KEY("attention.value_length"), head_dim);
+    }
+    gguf_writer_set_u32(w, KEY("rope.dimension_count"), n_rot);
+    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), gemma3 ? 1e-6f : 1e-5f);
+    gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freqs ? 500000.0f : gemma3 ? 1000000.0f : 10000.0f);
+    if (gemma3 && p->window) gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->window);
+    if (gemma3 && p->window_pattern) gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), p->window_pattern);
+    /* Phi-3's LongRoPE, as its converter writes it for a model trained at n_ctx/2 and extended to n_ctx:
+     * attn_factor = sqrt(1 + ln(scale) / ln(original context)), scale = n_ctx / original. */
+    const uint32_t orig_ctx = p->n_ctx / 2 ? p->n_ctx / 2 : 1;
+    if (phi3) {
+        gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), orig_ctx);
+        const double scale = (double)p->n_ctx / orig_ctx;
+        gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"),
+                            scale > 1.0 && orig_ctx > 1 ? (float)sqrt(1.0 + log(scale) / log((double)orig_ctx)) : 1.0f);
+        gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->window);
+    }
+#undef KEY
+
+    const uint32_t q_dim = p->n_heads * head_dim, kv_dim = p->n_kv_heads * head_dim;
+    const float s_dim = sqrtf(3.0f / (float)p->dim), s_hidden = sqrtf(3.0f / (float)p->hidden);
+    /* Gemma 3 scales embeddings by sqrt(dim): its rows are drawn that much smaller, as a trained model's are. */
+    int rc = add_tensor(w, p, "token_embd.weight", p->dim, n_vocab, 0.0f, gemma3 ? s_dim : 1.0f, err) ||
+             add_tensor(w, p, "output_norm.weight", p->dim, 0, 1.0f, 0.1f, err) ||
+             (!tied && add_tensor(w, p, "output.weight", p->dim, n_vocab, 0.0f, s_dim, err)) ||
+             (p->rope_freqs && add_tensor(w, p, "rope_freqs.weight", n_rot / 2, 0, 4.0f, 3.0f, err)) ||
+             (phi3 && (add_tensor(w, p, "rope_factors_short.weight", n_rot / 2, 0, 1.1f, 0.1f, err) ||
+                       add_tensor(w, p, "rope_factors_long.weight", n_rot / 2, 0, 4.0f, 3.0f, err)));
+    for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
+        char t[64];
+#define T(suffix) (snprintf(t, sizeof t, "blk.%u." suffix, l), t)
+        rc = add_tensor(w, p, T("attn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
+             (phi3 ? add_tensor(w, p, T("attn_qkv.weight"), p->dim, q_dim + 2 * kv_dim, 0.0f, s_dim, err)
+                   : add_tensor(w, p, T("attn_q.weight"), p->dim, q_dim, 0.0f, s_dim, err) ||
+                         add_tensor(w, p, T("attn_k.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
+                         add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err)) ||
+             add_tensor(w, p, T("attn_output.weight"), q_dim, p->dim, 0.0f, sqrtf(3.0f / (float)q_dim), err) ||
+             add_tensor(w, p, T("ffn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
+             (phi3 ? add_tensor(w, p, T("ffn_up.weight"), p->dim, 2 * p->hidden, 0.0f, s_dim, err) /* [gate; up] */
+                   : add_tensor(w, p, T("ffn_gate.weight"), p->dim, p->hidden, 0.0f, s_dim, err) ||
+                         add_tensor(w, p, T("ffn_up.weight"), p->dim, p->hidden, 0.0f, s_dim, err)) ||
+             add_tensor(w, p, T("ffn_down.weight"), p->hidden, p->dim, 0.0f, s_hidden, err) ||
+             (qwen2 && (add_tensor(w, p, T("attn_q.bias"), q_dim, 0, 0.0f, 0.5f, err) ||
+                        add_tensor(w, p, T("attn_k.bias"), kv_dim, 0, 0.0f, 0.5f, err) ||
+                        add_tensor(w, p, T("attn_v.bias"), kv_dim, 0, 0.0f, 0.5f, err))) ||
+             (qk_norm && (add_tensor(w, p, T("attn_q_norm.weight"), head_dim, 0, 1.0f, 0.1f, err) ||
+                          add_tensor(w, p, T("attn_k_norm.weight"), head_dim, 0, 1.0f, 0.1f, err))) ||
+             (gemma3 && (add_tensor(w, p, T("post_attention_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
+                         add_tensor(w, p, T("post_ffw_norm.weight"), p->dim, 0, 1.0f, 0.1f, err)));
+#undef T
+    }
+    if (!rc) rc = gguf_writer_write(w, path, err);
+    gguf_writer_free(w);
+    return rc ? -1 : 0;
+}

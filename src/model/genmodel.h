@@ -1,0 +1,67 @@
+/* genmodel.h — llama-architecture models of real shapes with deterministic random weights.
+ *
+ * WHY: speed and scale are measured on models the size of real ones (110M, 0.5B) that cannot ship with
+ * the repository; compute cost does not depend on the weight values, so random weights of the right
+ * shapes and types are a faithful benchmark load. The tokenizer is copied from a real vocabulary GGUF so
+ * that the model reads text.
+ *
+ * INVARIANT: the same parameters give the same file, byte for byte, on every machine: weights come from
+ * a counter-based generator keyed by (seed, tensor name, element index), not from call order.
+ * Scale: matrices are uniform in ±sqrt(3/n_in) (unit variance preserved through a product), norms are
+ * 1 ± 0.1, so activations stay finite through any number of layers.
+ *
+ * Types: norms, biases and rope_freqs are F32. Matrices are all `type` (GENMODEL_UNIFORM: any type traits.h
+ * computes), or follow one of llama.cpp's mixes as llama_tensor_get_type picks them for llama and qwen2 (no experts):
+ *   - output.weight, and token_embd.weight when tied (it is then the output matrix): Q6_K, or Q8_0 when its rows
+ *     are not whole 256-element super-blocks;
+ *   - Q4_K_M (base Q4_K) and Q5_K_M (base Q5_K): blk.i.attn_v.weight and blk.i.ffn_down.weight are Q6_K where
+ *     use_more_bits(i, n_layers), else the base, with use_more_bits(i, n) = i < n/8 || i >= 7n/8 ||
+ *     (i - n/8) % 3 == 2 (integer division);
+ *   - Q3_K_M (base Q3_K): attn_v Q5_K in layers 0 and 1, else Q4_K; ffn_down Q5_K in layers i < n_layers/16, else
+ *     Q4_K; attn_output Q4_K;
+ *   - every other matrix (token_embd when untied, attn_q/k, ffn_gate/up, and attn_output outside Q3_K_M): the base.
+ * Then llama.cpp's fallback, where the chosen type's block does not divide the row length: Q2_K/Q3_K → Q4_0,
+ * Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, IQ4_XS → IQ4_NL, and F16 when that does not divide it either (Qwen2-0.5B's
+ * dim 896: its attn_q is Q5_0 in Q4_K_M). Under GENMODEL_UNIFORM a row the type's block does not divide is refused,
+ * naming the tensor and its row length.
+ */
+#ifndef FKV_GENMODEL_H
+#define FKV_GENMODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+
+/* Which type each matrix gets (see "Types" above). */
+typedef enum {
+    GENMODEL_UNIFORM, /* every matrix is `type` */
+    GENMODEL_Q4_K_M,  /* llama.cpp's Q4_K_M mix of Q4_K and Q6_K; `type` is not used */
+    GENMODEL_Q5_K_M,  /* llama.cpp's Q5_K_M mix of Q5_K and Q6_K */
+    GENMODEL_Q3_K_M,  /* llama.cpp's Q3_K_M mix of Q3_K, Q4_K, Q5_K and Q6_K */
+} genmodel_mix;
+
+typedef struct {
+    uint32_t dim;
+    uint32_t hidden;
+    uint32_t n_layers;
+    uint32_t n_heads;
+    uint32_t n_kv_heads;
+    uint32_t head_dim;      /* 0: dim / n_heads; else written as attention.key_length and value_length */
+    uint32_t n_ctx;
+    const char *vocab_from; /* a GGUF holding tokenizer.* metadata */
+    ggml_type type;         /* of the matrices under GENMODEL_UNIFORM (any type of traits.h) */
+    genmodel_mix mix;       /* GENMODEL_UNIFORM (0) unless set */
+    bool tied;              /* no output.weight: the output matrix is token_embd */
+    const char *arch;       /* "llama" (NULL), "qwen2", "qwen3", "smollm3", "phi3" or "gemma3" (model.h) */
+    bool rope_freqs;        /* write rope_freqs.weight (Llama-3.1-style per-dimension frequency divisors) */
+    uint32_t rope_dims;     /* rope.dimension_count; 0: the head size (partial rotary below it) */
+    uint32_t window;        /* gemma3 (and phi3): attention.sliding_window; 0: none */
+    uint32_t window_pattern;/* gemma3: attention.sliding_window_pattern (every Nth layer global); 0: not written (6) */
+    uint64_t seed;
+} genmodel_params;
+
+/* Write the model to path. -1 with err naming the bad parameter or file. */
+int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err);
+
+#endif

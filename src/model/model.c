@@ -1,0 +1,519 @@
+#include "model/model.h"
+
+#include "constrain/grammar.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/hugemem.h"
+#include "kernels/dispatch.h"
+#include "kernels/quant.h"
+#include "kernels/traits.h"
+
+static bool type_is_computed(ggml_type t) { return kern_type_traits(t) != NULL; }
+
+int fkv_kernels_select(const char *name, fkv_error *err) {
+    char why[200];
+    if (kern_select(name, why, sizeof why)) return err_input(err, "%s", why);
+    return 0;
+}
+
+const char *fkv_kernels_name(void) { return kern_active()->name; }
+
+/* Find a tensor and check its dims exactly: ne[0] = n_in, ne[1] = n_out (n_out 0: a vector). */
+static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uint32_t n_in, uint32_t n_out,
+                                       bool required, fkv_error *err) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) {
+        if (required) err_input(err, "%s: required tensor '%s' is missing", f->path, name);
+        return NULL;
+    }
+    uint32_t want_dims = n_out ? 2 : 1;
+    bool ok = t->n_dims == want_dims && t->ne[0] == n_in && (n_out == 0 || t->ne[1] == n_out);
+    if (!ok) {
+        char want[64], got[96];
+        if (n_out)
+            snprintf(want, sizeof want, "[%u, %u]", n_in, n_out);
+        else
+            snprintf(want, sizeof want, "[%u]", n_in);
+        int len = snprintf(got, sizeof got, "[");
+        for (uint32_t d = 0; d < t->n_dims && len < (int)sizeof got; d++)
+            len += snprintf(got + len, sizeof got - (size_t)len, "%s%llu", d ? ", " : "",
+                            (unsigned long long)t->ne[d]);
+        snprintf(got + len, sizeof got - (size_t)len, "]");
+        err_input(err, "%s: tensor '%s' has dims %s, but the architecture needs %s", f->path, name, got, want);
+        return NULL;
+    }
+    if (!type_is_computed(t->type)) {
+        err_unsupported(err, "%s: tensor '%s' has type %s, which flatkv does not compute (supported: f32, f16, bf16, "
+                "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)", f->path, name,
+                ggml_type_name(t->type));
+        return NULL;
+    }
+    return t;
+}
+
+static int load_matrix(const gguf_file *f, const char *name, uint32_t n_in, uint32_t n_out, ops_matrix *out,
+                       fkv_error *err) {
+    const gguf_tensor *t = find_checked(f, name, n_in, n_out, true, err);
+    if (!t) return -1;
+    out->type = t->type;
+    out->packed = false;
+    out->n_in = n_in;
+    out->n_out = n_out;
+    out->row_bytes = ggml_row_size(t->type, n_in);
+    out->data = t->data;
+    return 0;
+}
+
+/* Rows [r0, r0 + n) of w, as a matrix of their own (a part of a fused tensor). */
+static ops_matrix matrix_rows(const ops_matrix *w, uint32_t r0, uint32_t n) {
+    ops_matrix part = *w;
+    part.n_out = n;
+    part.data = w->data + (size_t)r0 * w->row_bytes;
+    return part;
+}
+
+/* x > 0 and finite (a NaN is neither). */
+static bool positive(float x) { return x > 0.0f && isfinite(x); }
+
+static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_error *err) {
+    const gguf_tensor *t = find_checked(f, name, n, 0, true, err);
+    if (!t) return NULL;
+    if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16) {
+        err_input(err, "%s: norm tensor '%s' is quantized (%s); norms must be f32, f16 or bf16", f->path, name,
+                ggml_type_name(t->type));
+        return NULL;
+    }
+    float *v = malloc(sizeof(float) * n);
+    if (!v) {
+        err_nomem(err, "%s: out of memory copying '%s'", f->path, name);
+        return NULL;
+    }
+    quant_dequantize_row(t->type, t->data, v, n);
+    return v;
+}
+
+/* The architectures flatkv computes, and how each differs from llama's computation (model_arch in model.h);
+ * everything else comes from metadata. Facts from llama.cpp's src/models/<arch>.cpp: qwen3, phi3 and gemma3
+ * rotate halves; smollm3 rotates adjacent pairs and leaves every 4th layer without rope (a constant there, no key). */
+static const model_arch archs[] = {
+    /* name      halves bias   qk_norm post   embd   gelu   fused  longrope swa  nope */
+    {"llama",   false, false, false, false, false, false, false, false, false, 0},
+    {"qwen2",   true,  true,  false, false, false, false, false, false, false, 0},
+    {"qwen3",   true,  false, true,  false, false, false, false, false, false, 0},
+    {"smollm3", false, false, false, false, false, false, false, false, false, 4},
+    {"phi3",    true,  false, false, false, false, false, true,  true,  false, 0},
+    {"gemma3",  true,  false, true,  true,  true,  true,  false, false, true,  0},
+};
+
+static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
+    gguf_str arch;
+    if (gguf_get_str(f, "general.architecture", &arch, err)) return -1;
+    size_t a = 0;
+    while (a < sizeof archs / sizeof *archs && !gguf_str_eq(arch, archs[a].name)) a++;
+    if (a == sizeof archs / sizeof *archs)
+        return err_unsupported(err, "%s: general.architecture is '%.*s'; flatkv computes llama, qwen2, qwen3, smollm3, "
+                                    "phi3 and gemma3", f->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    const char *A = archs[a].name;
+    snprintf(hp->arch, sizeof hp->arch, "%s", A);
+    hp->kind = archs[a];
+    hp->rope_halves = archs[a].rope_halves;
+    hp->qkv_bias = archs[a].qkv_bias;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    if (gguf_get_u32(f, KEY("context_length"), &hp->n_ctx_train, err) ||
+        gguf_get_u32(f, KEY("embedding_length"), &hp->dim, err) ||
+        gguf_get_u32(f, KEY("block_count"), &hp->n_layers, err) ||
+        gguf_get_u32(f, KEY("feed_forward_length"), &hp->hidden, err) ||
+        gguf_get_u32(f, KEY("attention.head_count"), &hp->n_heads, err) ||
+        gguf_get_f32(f, KEY("attention.layer_norm_rms_epsilon"), &hp->rms_eps, err))
+        return -1;
+    hp->n_kv_heads = hp->n_heads;
+    if (gguf_find(f, KEY("attention.head_count_kv")) && gguf_get_u32(f, key, &hp->n_kv_heads, err)) return -1;
+    if (hp->dim == 0 || hp->n_layers == 0 || hp->hidden == 0 || hp->n_heads == 0 || hp->n_kv_heads == 0 ||
+        hp->n_ctx_train == 0)
+        return err_input(err, "%s: a %s.* shape key is zero (dim %u, layers %u, hidden %u, heads %u, kv heads "
+                       "%u, context %u)", f->path, A, hp->dim, hp->n_layers, hp->hidden, hp->n_heads,
+                       hp->n_kv_heads, hp->n_ctx_train);
+    /* Sizes the file cannot back are refused before they size anything: every layer needs its tensors (at least 6:
+     * two norms, attention in and out, the feed-forward in and out), so block_count is bounded by the tensor count;
+     * the others are checked against the tensors' dims when the weights are found (find_checked). */
+    if (hp->n_layers > f->n_tensors / 6)
+        return err_input(err, "%s: %s.block_count %u is more layers than the file's %llu tensors can hold (each layer "
+                              "has at least 6)", f->path, A, hp->n_layers, (unsigned long long)f->n_tensors);
+    if (hp->n_heads % hp->n_kv_heads)
+        return err_input(err, "%s: %s.attention.head_count (%u) is not a multiple of head_count_kv (%u)", f->path, A,
+                       hp->n_heads, hp->n_kv_heads);
+    /* The head size is dim / heads unless key_length says otherwise (Qwen3-0.6B: dim 1024, 16 heads of 128);
+     * value heads must be as wide as key heads (one head size for attention). */
+    hp->head_dim = hp->dim / hp->n_heads;
+    if (gguf_find(f, KEY("attention.key_length")) && gguf_get_u32(f, key, &hp->head_dim, err)) return -1;
+    uint32_t head_dim_v = hp->dim / hp->n_heads;
+    if (gguf_find(f, KEY("attention.value_length")) && gguf_get_u32(f, key, &head_dim_v, err)) return -1;
+    if (head_dim_v != hp->head_dim)
+        return err_unsupported(err, "%s: %s.attention.value_length %u differs from the key head size %u; flatkv needs "
+                                    "them equal", f->path, A, head_dim_v, hp->head_dim);
+    if (hp->head_dim == 0 || hp->head_dim % 2 || hp->head_dim > OPS_ATTN_MAX_HEAD_DIM)
+        return err_input(err, "%s: head dimension %u must be even, nonzero and at most %d", f->path, hp->head_dim,
+                       OPS_ATTN_MAX_HEAD_DIM);
+    /* The products that size the attention's rows must fit the 32 bits they are held in (else a wrapped product
+     * could match a tensor's dims); the weights' dims then bound them by the file's size. */
+    if ((uint64_t)hp->n_heads * hp->head_dim > UINT32_MAX / 4 || (uint64_t)hp->hidden > UINT32_MAX / 4 ||
+        (uint64_t)hp->dim > UINT32_MAX / 4)
+        return err_input(err, "%s: %s.attention.head_count %u x head size %u, feed_forward_length %u or "
+                              "embedding_length %u is too large", f->path, A, hp->n_heads, hp->head_dim, hp->hidden,
+                         hp->dim);
+    hp->n_rot = hp->head_dim;
+    if (gguf_find(f, KEY("rope.dimension_count")) && gguf_get_u32(f, key, &hp->n_rot, err)) return -1;
+    if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
+        return err_input(err, "%s: %s.rope.dimension_count %u must be even and at most the head dimension %u", f->path,
+                       A, hp->n_rot, hp->head_dim);
+    hp->rope_base = 10000.0f;
+    if (gguf_find(f, KEY("rope.freq_base")) && gguf_get_f32(f, key, &hp->rope_base, err)) return -1;
+    hp->rope_scale = 1.0f;
+    const gguf_value *scaling = gguf_find(f, KEY("rope.scaling.type"));
+    const bool no_scaling = scaling && scaling->type == GGUF_TYPE_STRING && gguf_str_eq(scaling->str, "none");
+    if (scaling && !no_scaling) {
+        /* llama3-type scaling arrives as the rope_freqs.weight tensor (read with the weights). */
+        if (scaling->type != GGUF_TYPE_STRING ||
+            (!gguf_str_eq(scaling->str, "linear") && !gguf_str_eq(scaling->str, "llama3")))
+            return err_unsupported(err, "%s: %s.rope.scaling.type '%.*s' is not supported (none, linear, llama3)",
+                                        f->path, A,
+                           scaling->type == GGUF_TYPE_STRING ? (int)(scaling->str.len > 32 ? 32 : scaling->str.len) : 0,
+                           scaling->type == GGUF_TYPE_STRING ? scaling->str.ptr : "");
+    }
+    /* As llama.cpp: the type defaults to linear, so a factor applies whenever it is present and the type is not none
+     * (0 means none). */
+    if (!no_scaling && gguf_find(f, KEY("rope.scaling.factor"))) {
+        float factor;
+        if (gguf_get_f32(f, key, &factor, err)) return -1;
+        if (factor != 0.0f) hp->rope_scale = factor;
+    }
+    static const char *const yarn_keys[] = {"rope.scaling.yarn_ext_factor", "rope.scaling.yarn_attn_factor",
+                                            "rope.scaling.yarn_log_multiplier", "attention.scale",
+                                            "final_logit_softcapping", "attn_logit_softcapping"};
+    for (size_t i = 0; i < sizeof yarn_keys / sizeof *yarn_keys; i++) {
+        snprintf(key, sizeof key, "%s.%s", A, yarn_keys[i]);
+        const gguf_value *v = gguf_find(f, key);
+        float x = 0.0f;
+        if (v && (v->type != GGUF_TYPE_FLOAT32 || (gguf_get_f32(f, key, &x, err), x != 0.0f)))
+            return err_unsupported(err, "%s: %s is set; flatkv does not compute it", f->path, key);
+    }
+    hp->n_ctx_orig = hp->n_ctx_train;
+    if (gguf_find(f, KEY("rope.scaling.original_context_length")) && gguf_get_u32(f, key, &hp->n_ctx_orig, err))
+        return -1;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    /* ggml's attn_factor multiplies the rotated pairs' cos and sin: rope.scaling.attn_factor (LongRoPE's converter
+     * writes sqrt(1 + ln(scale)/ln(original context))). */
+    float mscale = 1.0f;
+    if (gguf_find(f, KEY("rope.scaling.attn_factor")) && gguf_get_f32(f, key, &mscale, err)) return -1;
+    hp->rope[MODEL_ROPE_GLOBAL] = (model_rope){hp->rope_base, hp->rope_scale, mscale};
+    hp->rope[MODEL_ROPE_LOCAL] = (model_rope){10000.0f, 1.0f, mscale};
+    hp->window = 0;
+    if (hp->kind.swa && gguf_find(f, KEY("attention.sliding_window"))) {
+        if (gguf_get_u32(f, key, &hp->window, err)) return -1;
+        if (gguf_find(f, KEY("rope.freq_base_swa")) && gguf_get_f32(f, key, &hp->rope[MODEL_ROPE_LOCAL].base, err))
+            return -1;
+    }
+    /* Phi-3's sliding_window is ignored, as llama.cpp does today ("Phi SWA is currently disabled"): attention is full. */
+    if (!hp->kind.swa && !hp->kind.long_rope && gguf_find(f, KEY("attention.sliding_window"))) {
+        uint32_t w = 0;
+        if (gguf_get_u32(f, key, &w, err)) return -1;
+        if (w) return err_unsupported(err, "%s: %s.attention.sliding_window is %u; flatkv computes %s with full "
+                                           "attention only",
+                              f->path, A, w, A);
+    }
+    hp->swa_pattern = 6;
+    if (hp->window && gguf_find(f, KEY("attention.sliding_window_pattern"))) {
+        const gguf_value *v = gguf_find(f, key);
+        if (v->type == GGUF_TYPE_ARRAY)
+            return err_unsupported(err, "%s: %s is an array; flatkv reads it as one period (every Nth layer global)",
+                                        f->path,
+                           key);
+        if (gguf_get_u32(f, key, &hp->swa_pattern, err)) return -1;
+    }
+    /* Gemma 3 27B (62 layers: llama.cpp tells it by that) scales queries by 1/sqrt(dim/heads), as gemma_pytorch. */
+    if (hp->kind.swa && hp->n_layers == 62) hp->attn_scale = 1.0f / sqrtf((float)(hp->dim / hp->n_heads));
+#undef KEY
+    if (!positive(hp->rope_scale) || !positive(hp->rope_base) || !(hp->rms_eps >= 0.0f && isfinite(hp->rms_eps)) ||
+        !positive(hp->rope[MODEL_ROPE_LOCAL].base) || !positive(mscale))
+        return err_input(err, "%s: rope base %g (window layers' %g), rope scale %g, attn_factor %g and rms epsilon %g "
+                       "must be positive and finite", f->path, (double)hp->rope_base, (double)hp->rope[MODEL_ROPE_LOCAL].base,
+                       (double)hp->rope_scale, (double)mscale, (double)hp->rms_eps);
+    return 0;
+}
+
+static int load_weights(fkv_model *m, fkv_error *err) {
+    const gguf_file *f = m->file;
+    model_hparams *hp = &m->hp;
+    const gguf_tensor *embd = gguf_find_tensor(f, "token_embd.weight");
+    if (!embd) return err_input(err, "%s: required tensor 'token_embd.weight' is missing", f->path);
+    if (embd->n_dims != 2 || embd->ne[1] > INT32_MAX)
+        return err_input(err, "%s: tensor 'token_embd.weight' must be a matrix [dim, n_vocab]", f->path);
+    hp->n_vocab = (uint32_t)embd->ne[1];
+    if (load_matrix(f, "token_embd.weight", hp->dim, hp->n_vocab, &m->tok_embd, err)) return -1;
+    if (gguf_find_tensor(f, "output.weight")) {
+        if (load_matrix(f, "output.weight", hp->dim, hp->n_vocab, &m->output, err)) return -1;
+    } else {
+        m->output = m->tok_embd;
+    }
+    if (!(m->output_norm = load_vector(f, "output_norm.weight", hp->dim, err))) return -1;
+    /* Per-dimension rotary frequency divisors (Llama-3.1's rope scaling), when the file has them. */
+    if (gguf_find_tensor(f, "rope_freqs.weight") && !(m->rope_freqs = load_vector(f, "rope_freqs.weight", hp->n_rot / 2, err)))
+        return -1;
+
+    const model_arch *k = &hp->kind;
+    if (k->long_rope && gguf_find_tensor(f, "rope_factors_long.weight") &&
+        (!(m->rope_long = load_vector(f, "rope_factors_long.weight", hp->n_rot / 2, err)) ||
+         !(m->rope_short = load_vector(f, "rope_factors_short.weight", hp->n_rot / 2, err))))
+        return -1;
+    /* The rotary frequencies are divided by these: a zero, negative or non-finite one has no angle. */
+    const struct { const char *name; const float *v; } divisors[] = {
+        {"rope_freqs.weight", m->rope_freqs}, {"rope_factors_long.weight", m->rope_long},
+        {"rope_factors_short.weight", m->rope_short}};
+    for (size_t d = 0; d < sizeof divisors / sizeof *divisors; d++)
+        for (uint32_t i = 0; divisors[d].v && i < hp->n_rot / 2; i++)
+            if (!positive(divisors[d].v[i]))
+                return err_input(err, "%s: tensor '%s': element %u is %g; rotary divisors must be positive and finite",
+                               f->path, divisors[d].name, i, (double)divisors[d].v[i]);
+
+    uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
+    m->layers = calloc(hp->n_layers, sizeof *m->layers);
+    if (hp->window) m->windows = calloc(hp->n_layers, sizeof *m->windows);
+    if (!m->layers || (hp->window && !m->windows))
+        return err_nomem(err, "%s: out of memory for %u layers", f->path, hp->n_layers);
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        model_layer *L = &m->layers[l];
+        char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
+        if (!(L->attn_norm = load_vector(f, NAME("attn_norm.weight"), hp->dim, err)) ||
+            !(L->ffn_norm = load_vector(f, NAME("ffn_norm.weight"), hp->dim, err)) ||
+            load_matrix(f, NAME("attn_output.weight"), q_dim, hp->dim, &L->wo, err) ||
+            load_matrix(f, NAME("ffn_down.weight"), hp->hidden, hp->dim, &L->w_down, err))
+            return -1;
+        if (k->fused && gguf_find_tensor(f, NAME("attn_qkv.weight"))) {
+            ops_matrix qkv;
+            if (load_matrix(f, name, hp->dim, q_dim + 2 * kv_dim, &qkv, err)) return -1;
+            L->wq = matrix_rows(&qkv, 0, q_dim);
+            L->wk = matrix_rows(&qkv, q_dim, kv_dim);
+            L->wv = matrix_rows(&qkv, q_dim + kv_dim, kv_dim);
+        } else if (load_matrix(f, NAME("attn_q.weight"), hp->dim, q_dim, &L->wq, err) ||
+                   load_matrix(f, NAME("attn_k.weight"), hp->dim, kv_dim, &L->wk, err) ||
+                   load_matrix(f, NAME("attn_v.weight"), hp->dim, kv_dim, &L->wv, err)) {
+            return -1;
+        }
+        if (k->fused) { /* ffn_up holds gate, then up (ggml_swiglu's order: the first half is activated) */
+            ops_matrix up;
+            if (load_matrix(f, NAME("ffn_up.weight"), hp->dim, 2 * hp->hidden, &up, err)) return -1;
+            L->w_gate = matrix_rows(&up, 0, hp->hidden);
+            L->w_up = matrix_rows(&up, hp->hidden, hp->hidden);
+        } else if (load_matrix(f, NAME("ffn_gate.weight"), hp->dim, hp->hidden, &L->w_gate, err) ||
+                   load_matrix(f, NAME("ffn_up.weight"), hp->dim, hp->hidden, &L->w_up, err)) {
+            return -1;
+        }
+        /* Biases: required by the architectures that have them, taken where a llama file carries them. */
+        bool want = hp->qkv_bias || gguf_find_tensor(f, NAME("attn_q.bias"));
+        if (gguf_find_tensor(f, NAME("attn_qkv.bias")))
+            return err_unsupported(err, "%s: tensor '%s' (a fused q/k/v bias) is not computed by flatkv",
+                                        f->path, name);
+        if (want && (!(L->bq = load_vector(f, NAME("attn_q.bias"), q_dim, err)) ||
+                     !(L->bk = load_vector(f, NAME("attn_k.bias"), kv_dim, err)) ||
+                     !(L->bv = load_vector(f, NAME("attn_v.bias"), kv_dim, err))))
+            return -1;
+        if (k->qk_norm && (!(L->q_norm = load_vector(f, NAME("attn_q_norm.weight"), hp->head_dim, err)) ||
+                           !(L->k_norm = load_vector(f, NAME("attn_k_norm.weight"), hp->head_dim, err))))
+            return -1;
+        if (k->post_norms && (!(L->post_attn_norm = load_vector(f, NAME("post_attention_norm.weight"), hp->dim, err)) ||
+                              !(L->post_ffn_norm = load_vector(f, NAME("post_ffw_norm.weight"), hp->dim, err))))
+            return -1;
+#undef NAME
+        const bool window = hp->window && (hp->swa_pattern == 0 || l % hp->swa_pattern < hp->swa_pattern - 1);
+        L->window = window ? hp->window : 0;
+        if (m->windows) m->windows[l] = L->window;
+        L->rope = k->nope_step && (l + 1) % k->nope_step == 0 ? MODEL_ROPE_NONE
+                  : window                                    ? MODEL_ROPE_LOCAL
+                                                              : MODEL_ROPE_GLOBAL;
+    }
+    return 0;
+}
+
+const float *model_rope_divisors(const fkv_model *m, uint32_t n_ctx) {
+    if (m->rope_freqs) return m->rope_freqs;
+    if (m->rope_long) return n_ctx > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
+    return NULL;
+}
+
+/* Rows packed or copied per task of the load's team. */
+#define PACK_ROWS 64
+/* Bytes w takes there, rounded to a cache line: packed (quant_pack_rows) where the kernels take its type so, else
+ * its rows as they are. 0 for the tied output matrix, which stays in the mapping as token_embd does (embeddings
+ * read its rows one by one). */
+static size_t placed_bytes(const fkv_model *m, const ops_matrix *w) {
+    if (w == &m->output && w->data == m->tok_embd.data) return 0;
+    const size_t rb = quant_packs(w->type, w->n_in) ? quant_packed_row_bytes(w->type, w->n_in) : w->row_bytes;
+    return (rb * w->n_out + 63) / 64 * 64;
+}
+
+/* w packed or copied into dst; the mapped rows' pages are then dropped from the process (the page cache keeps
+ * them), so the copy does not double the resident size. */
+static void place_matrix(ops_matrix *w, uint8_t *dst) {
+    const bool pack = quant_packs(w->type, w->n_in);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (uint32_t r0 = 0; r0 < w->n_out; r0 += PACK_ROWS) {
+        const uint32_t r1 = w->n_out - r0 < PACK_ROWS ? w->n_out : r0 + PACK_ROWS;
+        if (pack)
+            quant_pack_rows(w->type, w->data, w->row_bytes, r0, r1, w->n_in, dst);
+        else
+            memcpy(dst + (size_t)r0 * w->row_bytes, w->data + (size_t)r0 * w->row_bytes,
+                   (size_t)(r1 - r0) * w->row_bytes);
+    }
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)w->data + page - 1) / page * page,
+                    hi = ((uintptr_t)w->data + w->row_bytes * w->n_out) / page * page;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* only whole pages of this matrix; a hint */
+    w->data = dst;
+    if (pack) w->row_bytes = quant_packed_row_bytes(w->type, w->n_in);
+    w->packed = pack;
+}
+
+/* The matrices into memory the model owns: packed where the kernels take them so, copied otherwise. The layers'
+ * matrices (and an untied output matrix) live in one allocation of huge pages (hugemem.h): a decode step streams all
+ * of it, and 2 MB pages spare it the TLB misses of the mapping's 4 KB ones (Q8_0 decode: 0.5B +4%, 110M +9%). */
+static int pack_weights(fkv_model *m, fkv_error *err) {
+    const size_t n = (size_t)7 * m->hp.n_layers + 1;
+    ops_matrix **ws = malloc(n * sizeof *ws);
+    if (!ws) return err_nomem(err, "%s: out of memory", m->file->path);
+    ws[0] = &m->output;
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        model_layer *L = &m->layers[l];
+        ops_matrix *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        memcpy(ws + 1 + 7 * (size_t)l, lw, sizeof lw);
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += placed_bytes(m, ws[i]);
+    if (total) {
+        if (!(m->packed = hugemem_alloc(total))) {
+            free(ws);
+            return err_nomem(err, "%s: out of memory for %zu MB of weights", m->file->path, total >> 20);
+        }
+        m->packed_bytes = total;
+        uint8_t *at = m->packed;
+        for (size_t i = 0; i < n; i++) {
+            const size_t bytes = placed_bytes(m, ws[i]);
+            if (bytes) place_matrix(ws[i], at);
+            at += bytes;
+        }
+    }
+    free(ws);
+    return 0;
+}
+
+/* The model in the file at path, or (buf not NULL) in buf[0..size), named path in errors. */
+static fkv_model *model_load(const char *path, const void *buf, size_t size, fkv_error *err) {
+    fkv_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        err_nomem(err, "%s: out of memory", path);
+        return NULL;
+    }
+    pthread_mutex_init(&m->gvocab_mu, NULL);
+    char why[200];
+    if (kern_ensure(why, sizeof why)) {
+        err_unsupported(err, "%s: %s (FLATKV_KERNELS)", path, why);
+        fkv_model_free(m);
+        return NULL;
+    }
+    m->kernels = quant_kernels();
+    m->file = buf ? gguf_open_buffer(buf, size, path, err) : gguf_open(path, err);
+    if (!m->file || read_hparams(m->file, &m->hp, err) || load_weights(m, err) ||
+        pack_weights(m, err) || !(m->vocab = tok_load(m->file, err))) {
+        fkv_model_free(m);
+        return NULL;
+    }
+    if ((uint32_t)tok_n_vocab(m->vocab) != m->hp.n_vocab) {
+        err_input(err, "%s: the tokenizer has %d tokens but token_embd.weight has %u rows", path,
+                tok_n_vocab(m->vocab), m->hp.n_vocab);
+        fkv_model_free(m);
+        return NULL;
+    }
+    gguf_str name;
+    const gguf_value *v = gguf_find(m->file, "general.name");
+    if (v && v->type == GGUF_TYPE_STRING) {
+        name = v->str;
+    } else {
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        name = (gguf_str){base, strlen(base)};
+    }
+    m->name = strndup(name.ptr, name.len);
+    const gguf_value *tmpl = gguf_find(m->file, "tokenizer.chat_template");
+    if (tmpl && tmpl->type == GGUF_TYPE_STRING) m->chat_template = strndup(tmpl->str.ptr, tmpl->str.len);
+    if (!m->name || (tmpl && tmpl->type == GGUF_TYPE_STRING && !m->chat_template)) {
+        err_nomem(err, "%s: out of memory for the model's name and chat template", path);
+        fkv_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+fkv_model *fkv_model_load(const char *path, fkv_error *err) { return model_load(path, NULL, 0, err); }
+
+fkv_model *model_load_buffer(const void *buf, size_t size, const char *name, fkv_error *err) {
+    return model_load(name, buf, size, err);
+}
+
+void fkv_model_free(fkv_model *m) {
+    if (!m) return;
+    grammar_vocab_free(m->gvocab);
+    pthread_mutex_destroy(&m->gvocab_mu);
+    if (m->layers) {
+        for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+            free(m->layers[l].attn_norm);
+            free(m->layers[l].ffn_norm);
+            free(m->layers[l].bq);
+            free(m->layers[l].bk);
+            free(m->layers[l].bv);
+            free(m->layers[l].q_norm);
+            free(m->layers[l].k_norm);
+            free(m->layers[l].post_attn_norm);
+            free(m->layers[l].post_ffn_norm);
+        }
+        free(m->layers);
+    }
+    free(m->windows);
+    hugemem_free(m->packed, m->packed_bytes);
+    free(m->output_norm);
+    free(m->rope_freqs);
+    free(m->rope_short);
+    free(m->rope_long);
+    free(m->name);
+    free(m->chat_template);
+    tok_free(m->vocab);
+    gguf_close(m->file);
+    free(m);
+}
+
+fkv_model_info fkv_model_get_info(const fkv_model *m) {
+    const model_hparams *hp = &m->hp;
+    return (fkv_model_info){hp->n_vocab, hp->n_ctx_train, hp->dim,        hp->hidden, hp->n_layers,
+                            hp->n_heads, hp->n_kv_heads,  hp->head_dim, m->name};
+}
+
+int fkv_tokenize(const fkv_model *m, const char *text, size_t len, bool add_bos, bool parse_special,
+                 int32_t *out, int cap, fkv_error *err) {
+    return tok_encode(m->vocab, text, len, add_bos && tok_add_bos(m->vocab), parse_special, out, cap, err);
+}
+
+int fkv_token_piece(const fkv_model *m, int32_t prev, int32_t id, char *buf, int cap) {
+    return tok_piece(m->vocab, prev, id, buf, cap);
+}
+
+const char *fkv_model_chat_template(const fkv_model *m) { return m->chat_template; }
+
+int32_t fkv_token_bos(const fkv_model *m) { return tok_bos(m->vocab); }
+
+bool fkv_token_is_eog(const fkv_model *m, int32_t id) { return tok_is_eog(m->vocab, id); }

@@ -1,0 +1,153 @@
+/* model.h — a transformer model of one of the llama family's architectures: hyperparameters and weights, read
+ * from a GGUF file.
+ *
+ * WHY: everything GGUF labels `llama` (Llama 1/2/3, TinyLlama, Mistral-style GQA models, the llama2.c TinyStories
+ * models), `qwen2`, `qwen3`, `smollm3`, `phi3` or `gemma3` is one computation — RMSNorm, rotary attention, a gated
+ * FFN — with a few switches: rotary pairs adjacent or halves, q/k/v biases, per-head q/k norms, post-norms, scaled
+ * embeddings, GeGLU for SwiGLU, fused tensors, layers without rope, sliding-window layers with their own rope
+ * table. model.c holds one row of switches per architecture (model_arch, facts from llama.cpp's
+ * src/models/<arch>.cpp), and the forward pass reads the switches, never the architecture's name. This module turns
+ * the file into that description and refuses, with the key or tensor named, anything the forward pass could not
+ * compute correctly (an unknown architecture, value heads of another size than key heads, logit soft-capping, YaRN
+ * keys, a sliding window where the architecture has none) — so the forward pass itself never checks shapes.
+ *
+ * INVARIANT: a loaded model's every matrix has exactly the shape the hyperparameters imply (checked
+ * tensor by tensor at load), a type flatkv computes (a row of src/kernels/traits.c), and its data inside
+ * the mapped file. Norm vectors are copied to f32. The weights are borrowed from the mapping, which the
+ * model keeps open until model_free; the layers' matrices and an untied output matrix are copied at load into
+ * memory the model owns (on huge pages where the system gives them), packed where the kernels take them so
+ * (quant_packs: Q8_0, Q4_0, Q4_K, Q6_K). A fused tensor becomes the matrices of its row ranges (attn_qkv: q, k, v; phi3's ffn_up:
+ * gate, then up), each packed on its own, so the forward pass sees the same matrices as for separate tensors.
+ *
+ * Layer roles, as llama.cpp derives them: with `<arch>.attention.sliding_window` W (gemma3), layer l is a window
+ * layer — its row at p attends to (p - W, p] and rotates with the local table (rope.freq_base_swa, default 10000,
+ * unscaled) — unless l % P == P - 1, P = attention.sliding_window_pattern (default 6; 0: every layer is one); the
+ * others are global (rope.freq_base, rope scaling). smollm3: layers with (l + 1) % 4 == 0 have no rope. phi3's
+ * sliding_window is ignored, as llama.cpp does today. The head size is attention.key_length (default dim /
+ * heads) and q_dim = heads · head size may differ from dim. Gemma's norms are used as stored: its converter already
+ * wrote weight + 1.
+ *
+ * Tensor names and shapes (ne[0] is the row length, i.e. the input dimension of a matrix):
+ *   token_embd.weight [dim, n_vocab]      output_norm.weight [dim]     output.weight [dim, n_vocab]
+ *   blk.L.attn_norm.weight [dim]          blk.L.ffn_norm.weight [dim]
+ *   blk.L.attn_q.weight [dim, n_heads*head_dim]   blk.L.attn_k/attn_v.weight [dim, n_kv_heads*head_dim]
+ *     or (phi3) blk.L.attn_qkv.weight [dim, (n_heads + 2*n_kv_heads)*head_dim]
+ *   blk.L.attn_output.weight [n_heads*head_dim, dim]
+ *   blk.L.ffn_gate/ffn_up.weight [dim, hidden]    blk.L.ffn_down.weight [hidden, dim]
+ *     or (phi3) blk.L.ffn_up.weight [dim, 2*hidden], gate rows first
+ *   qwen2: blk.L.attn_q/k/v.bias;  qwen3, gemma3: blk.L.attn_q_norm/attn_k_norm.weight [head_dim]
+ *   gemma3: blk.L.post_attention_norm.weight, blk.L.post_ffw_norm.weight [dim]
+ *   phi3 (optional): rope_factors_short.weight, rope_factors_long.weight [n_rot/2]
+ *   llama (optional): rope_freqs.weight [n_rot/2]
+ * output.weight absent means tied embeddings (the output matrix is token_embd).
+ *
+ * Thread-safety: immutable after model_load.
+ */
+#ifndef FKV_MODEL_H
+#define FKV_MODEL_H
+
+#include <stddef.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+#include "kernels/ops.h"
+#include "text/tok.h"
+
+/* What distinguishes an architecture from llama's computation: one row per architecture (model.c's table). */
+typedef struct {
+    const char *name;
+    bool rope_halves;    /* rotate (x[i], x[i + n_rot/2]) — GGUF's "neox" order — instead of adjacent pairs */
+    bool qkv_bias;       /* q, k, v biases (required) */
+    bool qk_norm;        /* per-head RMSNorm of q and k before rope (attn_q_norm, attn_k_norm: [head_dim]) */
+    bool post_norms;     /* RMSNorm of the attention and FFN outputs before each residual add */
+    bool embd_scale;     /* token embeddings times sqrt(dim) */
+    bool gelu;           /* GeGLU with tanh GELU instead of SwiGLU */
+    bool fused;          /* attn_qkv = [q; k; v] (or separate q/k/v), ffn_up = [gate; up] without ffn_gate */
+    bool long_rope;      /* LongRoPE: rope_factors_short/long, rope.scaling.attn_factor, original_context_length */
+    bool swa;            /* attention.sliding_window: window layers in attention.sliding_window_pattern */
+    uint32_t nope_step;  /* layers l with (l + 1) % nope_step == 0 have no rope (SmolLM3: 4); 0: none */
+} model_arch;
+
+/* One rotary table: angle of pair i at position p = (p / scale) · base^(-2i/n_rot) / divisor[i]; cos and sin
+ * then times mscale (ggml's attn_factor; 1 but for LongRoPE). */
+typedef struct {
+    float base;
+    float scale;
+    float mscale;
+} model_rope;
+
+#define MODEL_ROPE_GLOBAL 0 /* rope.freq_base and scaling: every layer of a model without window layers */
+#define MODEL_ROPE_LOCAL 1  /* window layers' own base (rope.freq_base_swa, default 10000), no scaling */
+#define MODEL_ROPE_NONE (-1) /* NoPE layers */
+
+typedef struct {
+    float *attn_norm; /* [dim] */
+    ops_matrix wq, wk, wv, wo; /* from one fused attn_qkv where the file has it (rows q, then k, then v) */
+    float *bq, *bk, *bv; /* [q_dim], [kv_dim], [kv_dim] biases added after the products, or NULL */
+    float *q_norm, *k_norm; /* [head_dim] per-head gains (qk_norm), or NULL */
+    float *post_attn_norm, *post_ffn_norm; /* [dim] (post_norms), or NULL */
+    float *ffn_norm; /* [dim] */
+    ops_matrix w_gate, w_up, w_down; /* gate and up: the two halves of a fused ffn_up where the file has it */
+    int rope;         /* MODEL_ROPE_GLOBAL, MODEL_ROPE_LOCAL or MODEL_ROPE_NONE */
+    uint32_t window;  /* the row at p attends to positions (p - window, p]; 0: to all of 0..p */
+} model_layer;
+
+typedef struct {
+    char arch[16];    /* general.architecture, one of model.c's table */
+    model_arch kind;  /* its row of the table */
+    bool rope_halves; /* kind.rope_halves */
+    bool qkv_bias;    /* kind.qkv_bias */
+    uint32_t n_vocab;
+    uint32_t n_ctx_train;
+    uint32_t n_ctx_orig;  /* rope.scaling.original_context_length (default n_ctx_train): LongRoPE's long factors
+                           * serve contexts longer than this, as llama.cpp chooses them */
+    uint32_t dim;
+    uint32_t hidden;
+    uint32_t n_layers;
+    uint32_t n_heads;
+    uint32_t n_kv_heads;
+    uint32_t head_dim;  /* attention.key_length (= value_length), default dim / n_heads */
+    uint32_t n_rot;     /* leading dims of each head that are rotated (rope.dimension_count) */
+    uint32_t window;    /* attention.sliding_window of the window layers; 0: none */
+    uint32_t swa_pattern; /* attention.sliding_window_pattern (default 6): layer l is a window layer unless
+                           * l % swa_pattern == swa_pattern - 1 (llama.cpp's set_swa_pattern; 0: all are) */
+    float rms_eps;
+    float rope_base;
+    float rope_scale;   /* linear position scaling: rotary angle uses pos / rope_scale */
+    float attn_scale;   /* multiplies each q·k: 1/sqrt(head_dim) (Gemma 3 27B: 1/sqrt(dim/n_heads)) */
+    model_rope rope[2]; /* MODEL_ROPE_GLOBAL, MODEL_ROPE_LOCAL */
+} model_hparams;
+
+struct fkv_model {
+    gguf_file *file;
+    char *name; /* general.name, or the file name */
+    model_hparams hp;
+    ops_matrix tok_embd;
+    ops_matrix output; /* aliases tok_embd when tied */
+    float *output_norm;
+    float *rope_freqs; /* [n_rot/2] divisors of the rotary frequencies (rope_freqs.weight), or NULL */
+    float *rope_short, *rope_long; /* [n_rot/2] LongRoPE divisors (rope_factors_short/long.weight), or NULL */
+    model_layer *layers;
+    uint32_t *windows; /* [n_layers] each layer's window (model_layer.window), for kv_map_digest; NULL: none has one */
+    tok_vocab *vocab;
+    char *chat_template; /* tokenizer.chat_template, or NULL */
+    void *packed;        /* the matrices' memory, one allocation (pack_weights in model.c; hugemem.h) */
+    size_t packed_bytes;
+    struct grammar_vocab *gvocab; /* the vocabulary arranged for grammar masks (grammar.h), built at first need */
+    pthread_mutex_t gvocab_mu;
+    const char *kernels; /* the kernel variant the matrices are laid out for (quant_kernels() at load) */
+};
+
+/* Load and validate (see INVARIANT); NULL with err naming the file and the key or tensor at fault. */
+fkv_model *fkv_model_load(const char *path, fkv_error *err);
+void fkv_model_free(fkv_model *m);
+/* The same from a GGUF image in memory (borrowed, not copied: it must outlive the model); name stands for the file
+ * in errors and as the default model name. For the fuzzer (fuzz/fuzz_model.c) and tests of hostile files. */
+fkv_model *model_load_buffer(const void *buf, size_t size, const char *name, fkv_error *err);
+
+/* The global rotary table's frequency divisors for a context of n_ctx positions: rope_freqs.weight, or LongRoPE's
+ * long factors when n_ctx > n_ctx_orig and its short ones otherwise (llama.cpp's choice), or NULL. */
+const float *model_rope_divisors(const fkv_model *m, uint32_t n_ctx);
+
+#endif

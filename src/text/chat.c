@@ -1,0 +1,861 @@
+/* chat.c — chat templates written out in C (the contract and each family's rendering: chat.h). */
+#include "text/chat.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "model/model.h"
+#include "text/tok.h"
+
+static const char chat_qwen_default_system[] = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+static const char chat_llama3_date[] = "26 Jul 2024";
+/* SmolLM3's template writes strftime_now("%d %B %Y"): a fixed date keeps the prompt's start stable (see chat.h). */
+static const char chat_smollm3_date[] = "08 July 2025";
+
+/* Each family's name and the BOS/EOS texts its models' vocabularies usually have (NULL: it writes none). */
+static const struct {
+    chat_family family;
+    const char *name, *bos, *eos;
+} chat_families[] = {
+    {CHAT_CHATML, "chatml", NULL, NULL},
+    {CHAT_LLAMA2, "llama2", "<s>", "</s>"},
+    {CHAT_PLAIN, "plain", NULL, NULL},
+    {CHAT_LLAMA3, "llama3", "<|begin_of_text|>", NULL},
+    {CHAT_MISTRAL, "mistral", "<s>", "</s>"},
+    {CHAT_PHI3, "phi3", NULL, "<|endoftext|>"},
+    {CHAT_GEMMA, "gemma", "<bos>", NULL},
+    {CHAT_ZEPHYR, "zephyr", NULL, "</s>"},
+    {CHAT_DEEPSEEK, "deepseek", "<｜begin▁of▁sentence｜>", NULL},
+    {CHAT_SMOLLM3, "smollm3", NULL, NULL},
+};
+#define CHAT_N_FAMILIES (sizeof chat_families / sizeof *chat_families)
+
+/* The templates --chat-template names: one row each. */
+static const struct {
+    const char *name;
+    chat_template t;
+} chat_presets[] = {
+    {"chatml", {.family = CHAT_CHATML}},
+    {"qwen3", {.family = CHAT_CHATML, .qwen3_thinking = true}},
+    {"llama2", {.family = CHAT_LLAMA2}},
+    {"llama3", {.family = CHAT_LLAMA3, .date_string = chat_llama3_date}},
+    {"mistral", {.family = CHAT_MISTRAL, .mistral = CHAT_MISTRAL_V3}},
+    {"phi3", {.family = CHAT_PHI3, .phi = CHAT_PHI_3}},
+    {"phi4-mini", {.family = CHAT_PHI3, .phi = CHAT_PHI_4_MINI}},
+    {"gemma", {.family = CHAT_GEMMA}},
+    {"gemma3", {.family = CHAT_GEMMA, .fold_system = true}},
+    {"zephyr", {.family = CHAT_ZEPHYR}},
+    {"deepseek", {.family = CHAT_DEEPSEEK}},
+    {"smollm3", {.family = CHAT_SMOLLM3, .date_string = chat_smollm3_date}},
+    {"plain", {.family = CHAT_PLAIN}},
+};
+
+static size_t chat_family_index(chat_family f) {
+    size_t i = 0;
+    while (i + 1 < CHAT_N_FAMILIES && chat_families[i].family != f) i++;
+    return i;
+}
+
+chat_template chat_template_detect(const char *src) {
+    chat_template t = {.family = CHAT_PLAIN};
+    if (!src) return t;
+    if (strstr(src, "<｜User｜>")) {
+        t.family = CHAT_DEEPSEEK;
+    } else if (strstr(src, "<|start_header_id|>")) {
+        t.family = CHAT_LLAMA3;
+        if (strstr(src, "Today Date: ")) t.date_string = chat_llama3_date;
+    } else if (strstr(src, "<|im_start|>") && strstr(src, "Reasoning Mode: ")) {
+        t.family = CHAT_SMOLLM3;
+        if (strstr(src, "Today Date: ")) t.date_string = chat_smollm3_date;
+    } else if (strstr(src, "<|im_start|>")) {
+        t.family = CHAT_CHATML;
+        if (strstr(src, chat_qwen_default_system)) t.default_system = chat_qwen_default_system;
+        t.qwen3_thinking = strstr(src, "</think>") && strstr(src, "last_query_index");
+    } else if (strstr(src, "<start_of_turn>")) {
+        t.family = CHAT_GEMMA;
+        t.fold_system = strstr(src, "first_user_prefix") != NULL;
+    } else if (strstr(src, "<|user|>") || (strstr(src, "<|assistant|>") && strstr(src, "<|end|>"))) {
+        t.family = strstr(src, "<|end|>") ? CHAT_PHI3 : CHAT_ZEPHYR;
+        if (strstr(src, "|>' + message['content']") || strstr(src, "<|/tool|>")) t.phi = CHAT_PHI_4_MINI;
+    } else if (strstr(src, "[INST]")) {
+        if (strstr(src, "<<SYS>>")) {
+            t.family = CHAT_LLAMA2;
+        } else {
+            t.family = CHAT_MISTRAL;
+            if (strstr(src, "\"[INST]\" +") || strstr(src, "'[INST]' +"))
+                t.mistral = CHAT_MISTRAL_TEKKEN;
+            else if (strstr(src, "' [/INST]'") || strstr(src, "\" [/INST]\""))
+                t.mistral = CHAT_MISTRAL_V1;
+        }
+    } else {
+        t.family = CHAT_CHATML;
+        t.guessed = true;
+    }
+    return t;
+}
+
+int chat_template_by_name(const char *name, chat_template *out, fkv_error *err) {
+    for (size_t i = 0; i < sizeof chat_presets / sizeof *chat_presets; i++)
+        if (!strcmp(name, chat_presets[i].name)) {
+            *out = chat_presets[i].t;
+            return 0;
+        }
+    return err_input(err, "chat template '%s' is not one of chatml, qwen3, llama2, llama3, mistral, phi3, phi4-mini, "
+                        "gemma, gemma3, zephyr, deepseek, smollm3, plain",
+                   name);
+}
+
+/* --- a growing string --- */
+
+/* The rendering, and the spans of it that came from the conversation (contents, tool calls, tool definitions)
+ * rather than from the template: those are tokenized with control-token texts kept as text. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+    bool oom;
+    tok_span *spans;
+    size_t n_spans, spans_cap;
+} chat_buf;
+
+static void chat_put_n(chat_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = 2 * b->cap + n + 64;
+        char *grown = realloc(b->s, cap);
+        if (!grown) {
+            b->oom = true;
+            return;
+        }
+        b->s = grown;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+static void chat_put(chat_buf *b, const char *s) { chat_put_n(b, s, strlen(s)); }
+
+static bool chat_is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* Text from the conversation: appended, and its bytes recorded as a plain span. */
+static void chat_text_n(chat_buf *b, const char *s, size_t n) {
+    size_t start = b->len;
+    chat_put_n(b, s, n);
+    if (b->oom || n == 0) return;
+    if (b->n_spans && b->spans[b->n_spans - 1].off + b->spans[b->n_spans - 1].len == start) {
+        b->spans[b->n_spans - 1].len += n;
+        return;
+    }
+    if (b->n_spans == b->spans_cap) {
+        size_t cap = b->spans_cap ? 2 * b->spans_cap : 16;
+        tok_span *grown = realloc(b->spans, cap * sizeof *grown);
+        if (!grown) {
+            b->oom = true;
+            return;
+        }
+        b->spans = grown;
+        b->spans_cap = cap;
+    }
+    b->spans[b->n_spans++] = (tok_span){start, n};
+}
+
+static void chat_text(chat_buf *b, const char *s) { chat_text_n(b, s, strlen(s)); }
+
+/* Python's str.strip() over ASCII whitespace, as a span of s (conversation text). */
+static void chat_text_stripped(chat_buf *b, const char *s) {
+    size_t n = strlen(s);
+    while (n > 0 && chat_is_space(s[n - 1])) n--;
+    while (n > 0 && chat_is_space(*s)) s++, n--;
+    chat_text_n(b, s, n);
+}
+
+/* s without the newlines it begins with (Python's lstrip('\n')). */
+static const char *chat_skip_newlines(const char *s) {
+    while (*s == '\n') s++;
+    return s;
+}
+
+static bool chat_role_is(const chat_message *m, const char *role) { return !strcmp(m->role, role); }
+
+/* --- the families --- */
+
+/* A value as Python's json.dumps writes it (", " and ": " separators; indent > 0: one item a line). */
+static void chat_put_json(chat_buf *b, const json_t *v, int indent) {
+    char *text = json_dumps(v, JSON_ENCODE_ANY | (indent ? JSON_INDENT(indent) : 0));
+    if (!text) {
+        b->oom = true;
+        return;
+    }
+    chat_text(b, text);
+    free(text);
+}
+
+/* A tool call's arguments as the templates' `tojson` writes them: the parsed object re-serialized, or the
+ * text as a JSON string when it is not JSON. */
+static void chat_put_arguments(chat_buf *b, const char *arguments) {
+    json_t *parsed = json_loads(arguments ? arguments : "", JSON_DECODE_ANY, NULL);
+    json_t *v = parsed ? parsed : json_string(arguments ? arguments : "");
+    chat_put_json(b, v, 0);
+    json_decref(v);
+}
+
+/* Qwen3: the index of the last user message that is not a wrapped tool response (the template's
+ * last_query_index); n - 1 when there is none. */
+static size_t chat_qwen3_last_query(const chat_message *msgs, size_t n) {
+    static const char open[] = "<tool_response>", close[] = "</tool_response>";
+    for (size_t i = n; i-- > 0;) {
+        const char *c = msgs[i].content;
+        size_t len = strlen(c);
+        bool wrapped = !strncmp(c, open, strlen(open)) && len >= strlen(close) &&
+                       !strcmp(c + len - strlen(close), close);
+        if (chat_role_is(&msgs[i], "user") && !wrapped) return i;
+    }
+    return n ? n - 1 : 0;
+}
+
+/* Qwen3's split of an assistant content at "</think>": *visible is what follows the last one (leading newlines
+ * dropped); the reasoning is what precedes the first one, after the last "<think>" before it, without outer
+ * newlines — returned as [*r, *r + *r_len). Without "</think>": all visible, no reasoning. */
+static void chat_qwen3_split(const char *content, const char **visible, const char **r, size_t *r_len) {
+    static const char think[] = "<think>", think_end[] = "</think>";
+    const char *first_end = strstr(content, think_end), *end;
+    *visible = content;
+    *r = content;
+    *r_len = 0;
+    if (!first_end) return;
+    const char *last_end = first_end;
+    while ((end = strstr(last_end + 1, think_end))) last_end = end;
+    *visible = chat_skip_newlines(last_end + strlen(think_end));
+    const char *start = content, *open;
+    while ((open = strstr(start, think)) && open < first_end) start = open + strlen(think);
+    if (start > first_end) start = first_end; /* a "<think>" that overlaps nothing before the end */
+    while (start < first_end && *start == '\n') start++;
+    const char *stop = first_end;
+    while (stop > start && stop[-1] == '\n') stop--;
+    *r = start;
+    *r_len = (size_t)(stop - start);
+}
+
+static void chat_render_chatml(const chat_template *t, const chat_message *msgs, size_t n, const json_t *tools,
+                               chat_buf *b) {
+    const bool lead_system = n > 0 && chat_role_is(&msgs[0], "system");
+    if (tools) { /* Qwen2.5's and Qwen3's "# Tools" system block */
+        chat_put(b, "<|im_start|>system\n");
+        if (!t->qwen3_thinking || lead_system) {
+            chat_text(b, lead_system ? msgs[0].content : t->default_system ? t->default_system : "");
+            chat_put(b, "\n\n");
+        }
+        chat_put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+                    "provided with function signatures within <tools></tools> XML tags:\n<tools>");
+        for (size_t i = 0; i < json_array_size(tools); i++) {
+            chat_put(b, "\n");
+            chat_put_json(b, json_array_get(tools, i), 0);
+        }
+        chat_put(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+                    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+                    "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+    } else if (lead_system) {
+        chat_put(b, "<|im_start|>system\n");
+        chat_text(b, msgs[0].content);
+        chat_put(b, "<|im_end|>\n");
+    } else if (t->default_system) {
+        chat_put(b, "<|im_start|>system\n");
+        chat_put(b, t->default_system);
+        chat_put(b, "<|im_end|>\n");
+    }
+    const size_t last_query = t->qwen3_thinking ? chat_qwen3_last_query(msgs, n) : n;
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "tool")) {
+            if (i == 0 || !chat_role_is(&msgs[i - 1], "tool")) chat_put(b, "<|im_start|>user");
+            chat_put(b, "\n<tool_response>\n");
+            chat_text(b, m->content);
+            chat_put(b, "\n</tool_response>");
+            if (i + 1 == n || !chat_role_is(&msgs[i + 1], "tool")) chat_put(b, "<|im_end|>\n");
+        } else if (chat_role_is(m, "assistant")) {
+            /* Qwen2.5 writes "\n" + content only when there is content, then "\n<tool_call>..." per call; Qwen3
+             * writes "\n" + content, then "\n" before a call unless it is the first after empty content. Both
+             * give the same bytes. */
+            const char *visible = m->content, *reasoning = "";
+            size_t r_len = 0;
+            if (t->qwen3_thinking) chat_qwen3_split(m->content, &visible, &reasoning, &r_len);
+            chat_put(b, "<|im_start|>assistant\n");
+            if (t->qwen3_thinking && i > last_query && (i + 1 == n || r_len > 0)) {
+                chat_put(b, "<think>\n");
+                chat_text_n(b, reasoning, r_len);
+                chat_put(b, "\n</think>\n\n");
+            }
+            chat_text(b, visible);
+            for (size_t c = 0; c < m->n_tool_calls; c++) {
+                if (c > 0 || *visible) chat_put(b, "\n");
+                chat_put(b, "<tool_call>\n{\"name\": \"");
+                chat_text(b, m->tool_calls[c].name);
+                chat_put(b, "\", \"arguments\": ");
+                chat_put_arguments(b, m->tool_calls[c].arguments);
+                chat_put(b, "}\n</tool_call>");
+            }
+            chat_put(b, "<|im_end|>\n");
+        } else if (i > 0 || !chat_role_is(m, "system")) { /* a leading system message went first */
+            chat_put(b, "<|im_start|>");
+            chat_put(b, m->role);
+            chat_put(b, "\n");
+            chat_text(b, m->content);
+            chat_put(b, "<|im_end|>\n");
+        }
+    }
+}
+
+/* SmolLM3's template (HuggingFaceTB/SmolLM3-3B; see chat.h). */
+static void chat_render_smollm3(const chat_template *t, const chat_message *msgs, size_t n,
+                                bool add_generation_prompt, chat_buf *b) {
+    static const char think_long[] =
+        "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an assistant involves "
+        "thoroughly exploring questions through a systematic thinking process before providing the final precise "
+        "and accurate solutions. This requires engaging in a comprehensive cycle of analysis, summarizing, "
+        "exploration, reassessment, reflection, backtracking, and iteration to develop well-considered thinking "
+        "process. Please structure your response into two main sections: Thought and Solution using the specified "
+        "format: <think> Thought section </think> Solution section. In the Thought section, detail your reasoning "
+        "process in steps. Each step should include detailed considerations such as analysing questions, "
+        "summarizing relevant findings, brainstorming new ideas, verifying the accuracy of the current steps, "
+        "refining any errors, and revisiting previous steps. In the Solution section, based on various attempts, "
+        "explorations, and reflections from the Thought section, systematically present the final solution that "
+        "you deem correct. The Solution section should be logical, accurate, and concise and detail necessary "
+        "steps needed to reach the conclusion.\n\n";
+    static const char no_think_short[] = "You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n";
+    static const char empty_think[] = "<think>\n\n</think>\n";
+    bool think = !t->no_thinking;
+    const char *system = n > 0 && chat_role_is(&msgs[0], "system") ? msgs[0].content : NULL;
+    chat_buf custom = {0}; /* system.replace("/no_think", "").replace("/think", "").rstrip() */
+    chat_put(&custom, "");
+    if (system) {
+        if (strstr(system, "/no_think")) think = false;
+        else if (strstr(system, "/think")) think = true;
+        static const char *const flags[] = {"/no_think", "/think"};
+        chat_put(&custom, system);
+        for (size_t f = 0; f < 2 && !custom.oom; f++) {
+            char *at, *from = custom.s;
+            size_t fl = strlen(flags[f]);
+            while ((at = strstr(from, flags[f]))) {
+                memmove(at, at + fl, strlen(at + fl) + 1);
+                custom.len -= fl;
+                from = at;
+            }
+        }
+        while (custom.len > 0 && chat_is_space(custom.s[custom.len - 1])) custom.s[--custom.len] = 0;
+    }
+    if (custom.oom) b->oom = true;
+    chat_put(b, "<|im_start|>system\n");
+    const char *override = t->date_string && !custom.oom ? strstr(custom.s, "/system_override") : NULL;
+    if (override) { /* the original template only: the system text alone */
+        size_t fl = strlen("/system_override");
+        char *at;
+        while ((at = strstr(custom.s, "/system_override"))) memmove(at, at + fl, strlen(at + fl) + 1);
+        custom.len = strlen(custom.s);
+        while (custom.len > 0 && chat_is_space(custom.s[custom.len - 1])) custom.s[--custom.len] = 0;
+        chat_text(b, custom.s);
+    } else {
+        chat_put(b, "## Metadata\n\nKnowledge Cutoff Date: June 2025\n");
+        if (t->date_string) {
+            chat_put(b, "Today Date: ");
+            chat_put(b, t->date_string);
+            chat_put(b, "\n");
+        }
+        chat_put(b, think ? "Reasoning Mode: /think\n\n" : "Reasoning Mode: /no_think\n\n");
+        chat_put(b, "## Custom Instructions\n\n");
+        if (custom.len) {
+            chat_text(b, custom.s);
+            chat_put(b, "\n\n");
+        } else {
+            chat_put(b, think ? think_long : no_think_short);
+        }
+    }
+    chat_put(b, "<|im_end|>\n");
+    free(custom.s);
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "system")) continue; /* only a leading one is written, in the header */
+        if (chat_role_is(m, "assistant")) {
+            chat_put(b, "<|im_start|>assistant\n");
+            if (!think) chat_put(b, empty_think);
+            chat_text(b, chat_skip_newlines(m->content));
+        } else {
+            chat_put(b, "<|im_start|>user\n"); /* user, and tool results as a user turn */
+            chat_text(b, m->content);
+        }
+        chat_put(b, "<|im_end|>\n");
+    }
+    if (add_generation_prompt) {
+        chat_put(b, "<|im_start|>assistant\n");
+        if (!think) chat_put(b, empty_think);
+    }
+}
+
+static int chat_render_llama2(const chat_message *msgs, size_t n, const char *bos, const char *eos, chat_buf *b,
+                              fkv_error *err) {
+    const char *system = NULL;
+    if (n > 0 && chat_role_is(&msgs[0], "system")) {
+        system = msgs[0].content;
+        msgs++, n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        bool user = chat_role_is(m, "user");
+        if (user != (i % 2 == 0))
+            return err_input(err, "chat_render: message %zu is '%s' but the Llama-2 template needs roles to alternate "
+                                "user/assistant starting with user",
+                           i + (system != NULL), m->role);
+        if (user) {
+            chat_put(b, bos);
+            chat_put(b, "[INST] ");
+            if (i == 0 && system) {
+                /* The template strips the concatenation: leading space of the system text, trailing space of
+                 * the user text. */
+                size_t start = b->len;
+                chat_put(b, "<<SYS>>\n");
+                chat_put(b, system); /* put, not text: the stripped join below is the span */
+                chat_put(b, "\n<</SYS>>\n\n");
+                chat_put(b, m->content);
+                if (!b->oom) {
+                    char *joined = strdup(b->s + start);
+                    if (!joined) {
+                        b->oom = true;
+                        break;
+                    }
+                    b->len = start;
+                    chat_text_stripped(b, joined);
+                    free(joined);
+                }
+            } else {
+                chat_text_stripped(b, m->content);
+            }
+            chat_put(b, " [/INST]");
+        } else if (chat_role_is(m, "assistant")) {
+            chat_put(b, " ");
+            chat_text_stripped(b, m->content);
+            chat_put(b, " ");
+            chat_put(b, eos);
+        }
+    }
+    return 0;
+}
+
+static void chat_render_plain(const chat_message *msgs, size_t n, bool add_generation_prompt, chat_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "system")) {
+            chat_text(b, m->content);
+            chat_put(b, "\n\n");
+        } else {
+            chat_put(b, chat_role_is(m, "user") ? "User: " : chat_role_is(m, "tool") ? "Tool: " : "Assistant:");
+            chat_text(b, m->content);
+            chat_put(b, "\n");
+        }
+    }
+    if (add_generation_prompt) chat_put(b, "Assistant:");
+}
+
+static void chat_put_header(chat_buf *b, const char *role) {
+    chat_put(b, "<|start_header_id|>");
+    chat_put(b, role);
+    chat_put(b, "<|end_header_id|>\n\n");
+}
+
+static int chat_render_llama3(const chat_template *t, const chat_message *msgs, size_t n, const json_t *tools,
+                              const char *bos, chat_buf *b, fkv_error *err) {
+    if (t->date_string) {
+        chat_put(b, bos);
+        chat_put_header(b, "system");
+        if (tools) chat_put(b, "Environment: ipython\n");
+        chat_put(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
+        chat_put(b, t->date_string);
+        chat_put(b, "\n\n");
+        if (n > 0 && chat_role_is(&msgs[0], "system")) {
+            chat_text_stripped(b, msgs[0].content);
+            msgs++, n--;
+        }
+        chat_put(b, "<|eot_id|>");
+    } else if (n > 0) {
+        chat_put(b, bos); /* Llama-3.0 writes it with the first message */
+    }
+    if (tools) { /* the function list goes in the first user message */
+        if (n == 0 || !chat_role_is(&msgs[0], "user"))
+            return err_input(err, "chat_render: with tools, the Llama-3 template needs a user message first");
+        chat_put_header(b, "user");
+        chat_put(b, "Given the following functions, please respond with a JSON for a function call with its proper "
+                    "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function "
+                    "name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n");
+        for (size_t i = 0; i < json_array_size(tools); i++) {
+            chat_put_json(b, json_array_get(tools, i), 4);
+            chat_put(b, "\n\n");
+        }
+        chat_text_stripped(b, msgs[0].content);
+        chat_put(b, "<|eot_id|>");
+        msgs++, n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (t->date_string && chat_role_is(m, "tool")) {
+            chat_put_header(b, "ipython");
+            chat_text(b, m->content);
+        } else if (t->date_string && chat_role_is(m, "assistant") && m->n_tool_calls) {
+            if (m->n_tool_calls != 1)
+                return err_input(err, "chat_render: message %zu: the Llama-3 template takes one tool call at a time",
+                                      i);
+            chat_put_header(b, "assistant");
+            chat_put(b, "{\"name\": \"");
+            chat_text(b, m->tool_calls[0].name);
+            chat_put(b, "\", \"parameters\": ");
+            chat_put_arguments(b, m->tool_calls[0].arguments);
+            chat_put(b, "}");
+        } else {
+            chat_put_header(b, m->role);
+            chat_text_stripped(b, m->content);
+        }
+        chat_put(b, "<|eot_id|>");
+    }
+    return 0;
+}
+
+static int chat_render_mistral(const chat_template *t, const chat_message *msgs, size_t n, const char *bos,
+                               const char *eos, chat_buf *b, fkv_error *err) {
+    static const struct chat_mistral_form {
+        const char *open, *close;
+        bool spaced_reply; /* " " + strip(reply) rather than the reply verbatim */
+    } forms[] = {
+        [CHAT_MISTRAL_V3] = {"[INST] ", "[/INST]", true},
+        [CHAT_MISTRAL_TEKKEN] = {"[INST]", "[/INST]", false},
+        [CHAT_MISTRAL_V1] = {"[INST] ", " [/INST]", false},
+    };
+    const bool v1 = t->mistral == CHAT_MISTRAL_V1;
+    const struct chat_mistral_form *v = &forms[t->mistral];
+    const char *system = NULL;
+    size_t first = 0;
+    if (!v1 && n > 0 && chat_role_is(&msgs[0], "system")) system = msgs[first++].content;
+    for (size_t i = first; i < n; i++) {
+        if (chat_role_is(&msgs[i], "tool"))
+            return err_input(err, "chat_render: message %zu is a tool result, which Mistral's template renders only "
+                                "with a 9-character tool_call_id that chat_message does not carry",
+                           i);
+        if (chat_role_is(&msgs[i], "user") != ((i - first) % 2 == 0) || chat_role_is(&msgs[i], "system"))
+            return err_input(err, "chat_render: message %zu is '%s' but Mistral's template needs roles to alternate "
+                                "user/assistant starting with user%s",
+                           i, msgs[i].role, v1 ? ", with no system message" : " after an optional system message");
+    }
+    chat_put(b, bos);
+    for (size_t i = first; i < n; i++) {
+        if (chat_role_is(&msgs[i], "user")) {
+            chat_put(b, v->open);
+            if (system && i + 1 == n) { /* the system text goes with the last message, when it is a user's */
+                chat_text(b, system);
+                chat_put(b, "\n\n");
+            }
+            chat_text(b, msgs[i].content);
+            chat_put(b, v->close);
+        } else {
+            if (v->spaced_reply) {
+                chat_put(b, " ");
+                chat_text_stripped(b, msgs[i].content);
+            } else {
+                chat_text(b, msgs[i].content);
+            }
+            chat_put(b, eos);
+        }
+    }
+    return 0;
+}
+
+static void chat_render_phi3(const chat_template *t, const chat_message *msgs, size_t n, bool add_generation_prompt,
+                             const char *eos, chat_buf *b) {
+    static const struct chat_phi_form {
+        const char *tag_close, *turn_end, *generation_prompt;
+        bool skip_tool_and_empty_system;
+    } forms[] = {
+        [CHAT_PHI_3] = {"|>\n", "<|end|>\n", "<|assistant|>\n", true},
+        [CHAT_PHI_4_MINI] = {"|>", "<|end|>", "<|assistant|>", false},
+    };
+    const struct chat_phi_form *v = &forms[t->phi];
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (v->skip_tool_and_empty_system && (chat_role_is(m, "tool") || (chat_role_is(m, "system") && !*m->content)))
+            continue;
+        chat_put(b, "<|");
+        chat_put(b, m->role);
+        chat_put(b, v->tag_close);
+        chat_text(b, m->content);
+        chat_put(b, v->turn_end);
+    }
+    chat_put(b, add_generation_prompt ? v->generation_prompt : eos);
+}
+
+static int chat_render_gemma(const chat_template *t, const chat_message *msgs, size_t n, bool add_generation_prompt,
+                             const char *bos, chat_buf *b, fkv_error *err) {
+    const char *system = NULL;
+    size_t first = 0;
+    if (n > 0 && chat_role_is(&msgs[0], "system")) {
+        if (!t->fold_system)
+            return err_unsupported(err, "chat_render: message 0 is a system message, which Gemma-2's template refuses "
+                                "(\"System role not supported\")");
+        system = msgs[first++].content;
+    }
+    for (size_t i = first; i < n; i++)
+        if (chat_role_is(&msgs[i], "user") != ((i - first) % 2 == 0))
+            return err_input(err, "chat_render: message %zu is '%s' but Gemma's template needs roles to alternate "
+                                "user/assistant starting with user",
+                           i, msgs[i].role);
+    chat_put(b, bos);
+    for (size_t i = first; i < n; i++) {
+        chat_put(b, "<start_of_turn>");
+        chat_put(b, chat_role_is(&msgs[i], "assistant") ? "model" : msgs[i].role);
+        chat_put(b, "\n");
+        if (system && i == first) {
+            chat_text(b, system);
+            chat_put(b, "\n\n");
+        }
+        chat_text_stripped(b, msgs[i].content);
+        chat_put(b, "<end_of_turn>\n");
+    }
+    if (add_generation_prompt) chat_put(b, "<start_of_turn>model\n");
+    return 0;
+}
+
+static void chat_render_zephyr(const chat_message *msgs, size_t n, bool add_generation_prompt, const char *eos,
+                               chat_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        if (chat_role_is(&msgs[i], "tool")) continue;
+        chat_put(b, "<|");
+        chat_put(b, msgs[i].role);
+        chat_put(b, "|>\n");
+        chat_text(b, msgs[i].content);
+        chat_put(b, eos);
+        chat_put(b, "\n");
+    }
+    if (add_generation_prompt && n > 0) chat_put(b, "<|assistant|>\n"); /* written inside its message loop */
+}
+
+static void chat_render_deepseek(const chat_message *msgs, size_t n, bool add_generation_prompt, const char *bos,
+                                 chat_buf *b) {
+    static const char eos[] = "<｜end▁of▁sentence｜>", think_end[] = "</think>";
+    chat_put(b, bos);
+    const char *system = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (chat_role_is(&msgs[i], "system")) system = msgs[i].content;
+    if (system) chat_text(b, system);
+    bool in_outputs = false, first_output = true;
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "user")) {
+            in_outputs = false;
+            chat_put(b, "<｜User｜>");
+            chat_text(b, m->content);
+        } else if (chat_role_is(m, "assistant")) {
+            if (in_outputs) {
+                chat_put(b, "<｜tool▁outputs▁end｜>");
+                chat_text(b, m->content);
+                in_outputs = false;
+            } else {
+                const char *reply = m->content, *end;
+                while ((end = strstr(reply, think_end))) reply = end + strlen(think_end); /* the past reasoning goes */
+                chat_put(b, "<｜Assistant｜>");
+                chat_text(b, reply);
+            }
+            chat_put(b, eos);
+        } else if (chat_role_is(m, "tool")) {
+            in_outputs = true;
+            chat_put(b, first_output ? "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>" : "\n<｜tool▁output▁begin｜>");
+            chat_text(b, m->content);
+            chat_put(b, "<｜tool▁output▁end｜>");
+            first_output = false;
+        }
+    }
+    if (in_outputs) chat_put(b, "<｜tool▁outputs▁end｜>");
+    else if (add_generation_prompt) chat_put(b, "<｜Assistant｜><think>\n");
+}
+
+/* chat_render into *b (its text and its plain spans; the caller frees both, also on failure). */
+static int chat_render_buf(const chat_template *t, const chat_message *messages, size_t n, const json_t *tools,
+                           bool add_generation_prompt, const char *bos_text, const char *eos_text, chat_buf *b,
+                           fkv_error *err) {
+    static const char *const roles[] = {"system", "user", "assistant", "tool"};
+    for (size_t i = 0; i < n; i++) {
+        size_t r = 0;
+        while (r < 4 && (!messages[i].role || strcmp(messages[i].role, roles[r]))) r++;
+        if (r == 4)
+            return err_input(err, "chat_render: message %zu has role '%s', not system, user, assistant or tool", i,
+                           messages[i].role ? messages[i].role : "(null)");
+        if (!messages[i].content) return err_input(err, "chat_render: message %zu (%s) has no content",
+                                                        i, messages[i].role);
+    }
+    size_t f = chat_family_index(t->family);
+    const char *bos = bos_text ? bos_text : chat_families[f].bos ? chat_families[f].bos : "";
+    const char *eos = eos_text ? eos_text : chat_families[f].eos ? chat_families[f].eos : "";
+    bool with_tools = tools && json_array_size(tools) > 0;
+    if (with_tools && t->family != CHAT_CHATML && !(t->family == CHAT_LLAMA3 && t->date_string))
+        return err_unsupported(err, "chat_render: the %s template has no tool form in flatkv (tools work with "
+                                    "ChatML/Qwen and Llama-3.1+)", chat_families[chat_family_index(t->family)].name);
+    chat_put(b, ""); /* an empty conversation still gives a string */
+    int rc = 0;
+    switch (t->family) {
+    case CHAT_CHATML:
+        chat_render_chatml(t, messages, n, with_tools ? tools : NULL, b);
+        if (add_generation_prompt) chat_put(b, "<|im_start|>assistant\n");
+        if (add_generation_prompt && t->qwen3_thinking && t->no_thinking) chat_put(b, "<think>\n\n</think>\n\n");
+        break;
+    case CHAT_SMOLLM3: chat_render_smollm3(t, messages, n, add_generation_prompt, b); break;
+    case CHAT_LLAMA2: rc = chat_render_llama2(messages, n, bos, eos, b, err); break;
+    case CHAT_PLAIN: chat_render_plain(messages, n, add_generation_prompt, b); break;
+    case CHAT_LLAMA3:
+        rc = chat_render_llama3(t, messages, n, with_tools ? tools : NULL, bos, b, err);
+        if (add_generation_prompt) chat_put_header(b, "assistant");
+        break;
+    case CHAT_MISTRAL: rc = chat_render_mistral(t, messages, n, bos, eos, b, err); break;
+    case CHAT_PHI3: chat_render_phi3(t, messages, n, add_generation_prompt, eos, b); break;
+    case CHAT_GEMMA: rc = chat_render_gemma(t, messages, n, add_generation_prompt, bos, b, err); break;
+    case CHAT_ZEPHYR: chat_render_zephyr(messages, n, add_generation_prompt, eos, b); break;
+    case CHAT_DEEPSEEK: chat_render_deepseek(messages, n, add_generation_prompt, bos, b); break;
+    }
+    if (rc) return -1;
+    if (b->oom) return err_nomem(err, "chat_render: out of memory rendering %zu messages", n);
+    return 0;
+}
+
+int chat_render(const chat_template *t, const chat_message *messages, size_t n, const json_t *tools,
+                bool add_generation_prompt, const char *bos_text, const char *eos_text, char **out, size_t *len,
+                fkv_error *err) {
+    chat_buf b = {0};
+    int rc = chat_render_buf(t, messages, n, tools, add_generation_prompt, bos_text, eos_text, &b, err);
+    free(b.spans);
+    if (rc) {
+        free(b.s);
+        return -1;
+    }
+    *out = b.s;
+    if (len) *len = b.len;
+    return 0;
+}
+
+/* text when the vocabulary has it as one token (BOS, or an end-of-generation token); "" otherwise, so that a
+ * family chosen for a model of another vocabulary writes no stray text where its template has a control
+ * token. */
+static const char *chat_vocab_text(const fkv_model *m, const char *text, bool is_bos) {
+    if (!text) return "";
+    int32_t ids[2];
+    fkv_error ignored = {0};
+    int n = fkv_tokenize(m, text, strlen(text), false, true, ids, 2, &ignored);
+    bool single = n == 1 && (is_bos ? ids[0] == fkv_token_bos(m) : fkv_token_is_eog(m, ids[0]));
+    return single ? text : "";
+}
+
+int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_message *messages, size_t n,
+                    const json_t *tools, int32_t **ids, uint32_t *n_ids, fkv_error *err) {
+    size_t f = chat_family_index(t->family);
+    const char *bos = chat_vocab_text(m, chat_families[f].bos, true);
+    const char *eos = chat_vocab_text(m, chat_families[f].eos, false);
+    chat_buf b = {0};
+    if (chat_render_buf(t, messages, n, tools, true, bos, eos, &b, err)) {
+        free(b.s);
+        free(b.spans);
+        return -1;
+    }
+    /* The model's vocabulary, read through its struct: fkv_tokenize (model.c) has no form with plain spans. */
+    const tok_vocab *v = m->vocab;
+    bool add_bos = !(*bos && !strncmp(b.s, bos, strlen(bos))) && tok_add_bos(v);
+    int count = tok_encode_spans(v, b.s, b.len, add_bos, true, b.spans, b.n_spans, NULL, 0, err);
+    *ids = count >= 0 ? malloc(sizeof(int32_t) * (size_t)(count ? count : 1)) : NULL;
+    if (*ids && tok_encode_spans(v, b.s, b.len, add_bos, true, b.spans, b.n_spans, *ids, count, err) != count) {
+        free(*ids);
+        *ids = NULL;
+    }
+    free(b.s);
+    free(b.spans);
+    if (!*ids) return count < 0 ? -1 : err_nomem(err, "out of memory tokenizing the conversation");
+    *n_ids = (uint32_t)count;
+    return 0;
+}
+
+/* Stand-ins for a past turn's texts in a continuation: control characters no template writes. */
+static const char chat_mark_user[] = "\x1f" "flatkv:past-user" "\x1f", chat_mark_reply[] = "\x1f" "flatkv:past-reply" "\x1f";
+
+/* The continuation's text and plain spans into *out (the caller frees both, also on failure). */
+static int chat_continuation_buf(const chat_template *t, const char *system, const chat_message *messages, size_t n,
+                                 const char *bos_text, const char *eos_text, chat_buf *out, fkv_error *err) {
+    if (n == 0) return err_input(err, "chat_render_continuation: no messages follow the reply");
+    /* The shortest conversation that ends in a finished reply — [system,] user, assistant — then the messages: the
+     * rendering after the reply's stand-in is what the template writes after any reply. */
+    chat_message *all = malloc(sizeof *all * (n + 3));
+    if (!all) return err_nomem(err, "out of memory rendering a continuation");
+    size_t k = 0;
+    if (system) all[k++] = (chat_message){.role = "system", .content = system};
+    all[k++] = (chat_message){.role = "user", .content = chat_mark_user};
+    all[k++] = (chat_message){.role = "assistant", .content = chat_mark_reply};
+    memcpy(all + k, messages, sizeof *all * n);
+    chat_buf b = {0};
+    int rc = chat_render_buf(t, all, k + n, NULL, true, bos_text, eos_text, &b, err);
+    free(all);
+    const char *mark = rc ? NULL : strstr(b.s, chat_mark_reply);
+    if (!rc && (!mark || strstr(mark + 1, chat_mark_reply)))
+        rc = err_input(err, "chat_render_continuation: a message contains the text that stands for the past reply");
+    if (!rc) { /* what follows the reply, its plain spans shifted to its start */
+        const size_t from = (size_t)(mark - b.s) + strlen(chat_mark_reply);
+        chat_put_n(out, b.s + from, b.len - from);
+        for (size_t i = 0; i < b.n_spans && !out->oom; i++) {
+            size_t end = b.spans[i].off + b.spans[i].len, off = b.spans[i].off > from ? b.spans[i].off : from;
+            if (end <= from) continue;
+            if (out->n_spans == out->spans_cap) {
+                size_t cap = out->spans_cap ? 2 * out->spans_cap : 16;
+                tok_span *grown = realloc(out->spans, cap * sizeof *grown);
+                if (!grown) {
+                    out->oom = true;
+                    break;
+                }
+                out->spans = grown;
+                out->spans_cap = cap;
+            }
+            out->spans[out->n_spans++] = (tok_span){off - from, end - off};
+        }
+        if (out->oom) rc = err_nomem(err, "chat_render_continuation: out of memory");
+    }
+    free(b.s);
+    free(b.spans);
+    return rc;
+}
+
+int chat_render_continuation(const chat_template *t, const char *system, const chat_message *messages, size_t n,
+                             const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err) {
+    size_t f = chat_family_index(t->family);
+    chat_buf b = {0};
+    int rc = chat_continuation_buf(t, system, messages, n, bos_text ? bos_text : chat_families[f].bos ? chat_families[f].bos : "",
+                                   eos_text ? eos_text : chat_families[f].eos ? chat_families[f].eos : "", &b, err);
+    free(b.spans);
+    if (rc) {
+        free(b.s);
+        return -1;
+    }
+    *out = b.s;
+    if (len) *len = b.len;
+    return 0;
+}
+
+int chat_continuation_ids(const fkv_model *m, const chat_template *t, const char *system, const chat_message *messages,
+                          size_t n, int32_t prev, int32_t **ids, uint32_t *n_ids, fkv_error *err) {
+    *ids = NULL;
+    size_t f = chat_family_index(t->family);
+    chat_buf b = {0};
+    int rc = chat_continuation_buf(t, system, messages, n, chat_vocab_text(m, chat_families[f].bos, true),
+                                   chat_vocab_text(m, chat_families[f].eos, false), &b, err);
+    if (!rc) {
+        const tok_vocab *v = m->vocab;
+        int count = tok_encode_after(v, prev, b.s, b.len, true, b.spans, b.n_spans, NULL, 0, err);
+        *ids = count >= 0 ? malloc(sizeof(int32_t) * (size_t)(count ? count : 1)) : NULL;
+        if (*ids && tok_encode_after(v, prev, b.s, b.len, true, b.spans, b.n_spans, *ids, count, err) != count) {
+            free(*ids);
+            *ids = NULL;
+        }
+        if (!*ids) rc = count < 0 ? -1 : err_nomem(err, "out of memory tokenizing a continuation");
+        else *n_ids = (uint32_t)count;
+    }
+    free(b.s);
+    free(b.spans);
+    return rc;
+}

@@ -1,0 +1,75 @@
+/* tok_bpe.h — internal: what tok.c and tok_bpe.c share. Not part of the tokenizer's contract (tok.h).
+ *
+ * WHY: both tokenizers sit on one vocabulary (pieces, types, hash lookup) and one special-token split,
+ * all owned by tok.c; tok_bpe.c adds only what byte-level BPE needs on top: the merge ranks, the
+ * pre-tokenizer regexes and the GPT-2 byte↔character alphabet.
+ *
+ * Thread-safety: a tok_bpe is immutable after tok_bpe_load; the per-call scratch (tok_bpe_work) is
+ * owned by one tok_encode call.
+ */
+#ifndef FKV_TOK_BPE_H
+#define FKV_TOK_BPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+#include "text/tok.h"
+
+/* Ids go here; past cap they are only counted (tok_encode's protocol). */
+typedef struct {
+    int32_t *out;
+    int cap;
+    int64_t n;
+} tok_sink;
+
+static inline void tok_emit(tok_sink *s, int32_t id) {
+    if (s->n < s->cap) s->out[s->n] = id;
+    s->n++;
+}
+
+/* A candidate merge of adjacent symbols left and right, whose concatenation is `size` bytes when queued
+ * (a different size when popped means the entry is stale). Both tokenizers merge the smallest key first,
+ * the leftmost among equals: SPM keys by −score (highest score first), BPE by merge rank. */
+typedef struct {
+    float key;
+    int32_t left, right;
+    size_t size;
+} tok_merge;
+
+typedef struct {
+    tok_merge *heap;
+    size_t n, cap;
+} tok_merge_queue;
+
+/* 0, or -1 when out of memory. */
+int tok_merge_push(tok_merge_queue *q, tok_merge m);
+/* The first merge (q->n > 0). */
+tok_merge tok_merge_pop(tok_merge_queue *q);
+
+/* The id of the piece s[0..len), or -1 (tok.c's hash table). */
+int32_t tok_lookup(const tok_vocab *v, const char *s, size_t len);
+
+typedef struct tok_bpe tok_bpe;
+typedef struct tok_bpe_work tok_bpe_work;
+
+/* Read tokenizer.ggml.merges and tokenizer.ggml.pre and compile the pre-tokenizer. add_bos gets the
+ * pre-tokenizer's default for tokenizer.ggml.add_bos_token (true only for the llama3 family). */
+tok_bpe *tok_bpe_load(const gguf_file *f, bool *add_bos, fkv_error *err);
+void tok_bpe_free(tok_bpe *b);
+
+/* Scratch for tok_bpe_encode, NULL on out of memory. */
+tok_bpe_work *tok_bpe_work_new(void);
+void tok_bpe_work_free(tok_bpe_work *w);
+
+/* Encode one text fragment (no special tokens in it) into sink; -1 with err filled on out of memory
+ * (or a regex engine failure, which the patterns are written never to reach). */
+int tok_bpe_encode(const tok_bpe *b, const tok_vocab *v, tok_bpe_work *w, const char *text, size_t len,
+                   tok_sink *sink, fkv_error *err);
+
+/* The bytes a byte-level piece stands for, written to out (never longer than the piece); returns the
+ * length. A character outside the 256-character alphabet is copied as it is. */
+size_t tok_bpe_decode_piece(const char *piece, size_t len, char *out);
+
+#endif
