@@ -2,7 +2,7 @@
  *
  * flatkv loads GGUF llama-family models and computes them so that every row's bits (activations, K/V
  * entries, logits) depend only on the tokens at and before its position: whatever chunk size, thread
- * count or batch computed it (DESIGN.md §1). Everything a program needs to load a model, tokenize,
+ * count or batch computed it (docs/design.md §1). Everything a program needs to load a model, tokenize,
  * evaluate chunks of positions into a KV buffer and sample is here.
  *
  * Errors: functions that can fail return NULL or a negative status and fill an fkv_error with a status code (what
@@ -105,7 +105,7 @@ typedef struct {
     uint32_t n_ctx;        /* positions the KV holds; 0: the model's training context */
     fkv_kv_type kv_type;   /* storage of K/V rows */
     int n_threads;         /* 0: OpenMP's default */
-    uint32_t prefill_rows; /* the position-fixed grid of prefill chunks (DESIGN.md §3); 0: engine's choice */
+    uint32_t prefill_rows; /* the position-fixed grid of prefill chunks (docs/design.md §3); 0: engine's choice */
 } fkv_ctx_params;
 
 typedef struct fkv_ctx fkv_ctx;
@@ -126,7 +126,7 @@ int fkv_eval(fkv_ctx *c, const int32_t *ids, uint32_t n, uint32_t pos0, uint32_t
 int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint32_t n_logits, float *logits,
                   fkv_error *err);
 
-/* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored (DESIGN.md §6); of a sliding-window layer, the
+/* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored (docs/design.md §7); of a sliding-window layer, the
  * last window - 1 of them: the rows a continuation reads, all an engine keeps of them. */
 uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos);
 

@@ -1,6 +1,6 @@
 /* faultio.h — a test-only shim over write(), fsync() and rename(): makes the disk tier's writes fail on purpose.
  *
- * WHY: a full or failing disk must cost the cache its files, never its answers (DESIGN.md §5). Linked into
+ * WHY: a full or failing disk must cost the cache its files, never its answers (docs/design.md §5). Linked into
  * test_disk only, with -Wl,--wrap=write,--wrap=fsync,--wrap=rename: calls from flatkv's objects (the disk tier's
  * writer thread) go through it; libc's own (stdio, cmocka's output) do not. The library pays nothing.
  *

@@ -1,4 +1,4 @@
-/* Row invariance (DESIGN.md §1): the same tokens give the same KV bytes and logits bytes whatever the
+/* Row invariance (docs/design.md §1): the same tokens give the same KV bytes and logits bytes whatever the
  * chunk sizes, the prefill grid, the thread count — and whether prefill or decode wrote the row. */
 #include <stdarg.h>
 #include <stddef.h>

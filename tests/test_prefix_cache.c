@@ -1,5 +1,5 @@
 /* The prefix cache end to end (fkv_seq): every resumed turn is compared with a cold run of the same prompt
- * by the digest of its KV rows and of the logits its generation sampled from (DESIGN.md §6). */
+ * by the digest of its KV rows and of the logits its generation sampled from (docs/design.md §7). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* err.h — how library code reports failure.
  *
- * WHY: library code never prints or exits (STYLE.md); it fills an fkv_error with a status code — the kind of
+ * WHY: library code never prints or exits (docs/style.md); it fills an fkv_error with a status code — the kind of
  * failure, which callers decide on — and one sentence that names the file, key, tensor or position at fault, and
  * returns a failure status. The CLI and the server map codes to exit codes and HTTP statuses, each in one table;
  * nothing decides on the sentence's text.

@@ -1,7 +1,7 @@
 /* kv.h — the K/V rows of one sequence: storage, conversion on store, and digests.
  *
- * WHY: the KV is what the prefix cache keeps between turns, and what exactness is measured on (DESIGN.md
- * §6): a digest of rows [0, n) of every layer, as stored, compared between a cold and a resumed run.
+ * WHY: the KV is what the prefix cache keeps between turns, and what exactness is measured on (docs/design.md
+ * §7): a digest of rows [0, n) of every layer, as stored, compared between a cold and a resumed run.
  *
  * Layout: for each layer, K rows then (separately) V rows, kv_dim = n_kv_heads × head_dim elements each, in tiles of
  * OPS_ATTN_TILE positions. Stored as f32, f16 (rounded to nearest even), or quantized: Q8_0 / Q4_0 blocks of 32

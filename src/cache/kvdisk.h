@@ -1,7 +1,7 @@
 /* kvdisk.h — the disk tier: full KV blocks in content-addressed files, shared across restarts and replicas.
  *
  * WHY: a restart forgets every cached conversation, and one process is the whole cache. Rows depend only on the
- * tokens at and before them (DESIGN.md §1), so a block is named by what produced it (§5) — the namespace (the
+ * tokens at and before them (docs/design.md §1), so a block is named by what produced it (§5) — the namespace (the
  * model's identity, the bits' definition version, the KV type and block layout), the cache salt, and every token
  * id from position 0 to the block's end, chained block by block (kvdisk_chain) — and the same name means the same
  * bytes on any machine: a file any process may write and any may read.

@@ -1,7 +1,7 @@
 /* ctx.c — one sequence's contiguous KV buffer and the forward pass into it (fkv_ctx in flatkv.h).
  *
  * WHY chunks on a grid: a prompt is computed in chunks of at most prefill_rows positions whose boundaries
- * are multiples of prefill_rows in absolute position (DESIGN.md §3). With row-invariant kernels (ops.h)
+ * are multiples of prefill_rows in absolute position (docs/design.md §3). With row-invariant kernels (ops.h)
  * the grid only affects speed; it is kept so that a kernel that is not row-invariant could still resume
  * exactly, and so that scratch is sized once, at creation: nothing allocates per chunk or per token.
  */

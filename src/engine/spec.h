@@ -4,7 +4,7 @@
  * WHY the answer cannot change: a step computes the fed token's row and the guesses' rows in one forward, and a guess's
  * row is kept only once the generation, sampling from the row before it exactly as plain decoding would, chose that
  * guess. So every kept row is computed from the ids plain decoding would have fed, at the same positions, and rows are
- * invariant (DESIGN.md §1): the same bytes. Rows past the first rejected guess are never recorded (pending in the
+ * invariant (docs/design.md §1): the same bytes. Rows past the first rejected guess are never recorded (pending in the
  * engine, then forgotten), so the record keeps describing exactly what the KV holds.
  *
  * Thread-safety: a generation and its draft sequence belong to the target engine's thread.

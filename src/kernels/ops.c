@@ -128,7 +128,7 @@ void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n,
 
 /* The rotary table's transcendental functions, in double from plain IEEE operations in one fixed order, rounded
  * to float once: libm's powf/sinf/cosf pick FMA or SSE2 code by CPU at run time, and those may differ in the last
- * bit, which would make a KV row depend on the machine that wrote it (DESIGN.md §5). Accuracy: well below 1e-15
+ * bit, which would make a KV row depend on the machine that wrote it (docs/design.md §5). Accuracy: well below 1e-15
  * relative before the rounding, so the float results are those of a correctly rounded libm but in rare ties. */
 
 /* e^y for |y| < 700: y = n·ln2 + r, |r| <= ln2/2 (ln2 split so that n·hi is exact), Taylor to r^14. */

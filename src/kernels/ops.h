@@ -1,7 +1,7 @@
 /* ops.h — the operations of a transformer layer over a block of rows, threaded by output.
  *
  * WHY: the forward pass is a sequence of these operations over the n rows of a chunk. They are where
- * threads meet data, so they are where row invariance (DESIGN.md §1) is won or lost.
+ * threads meet data, so they are where row invariance (docs/design.md §1) is won or lost.
  *
  * INVARIANT: each output element is computed by exactly one thread, by one call of a quant.h kernel
  * whose reduction order is fixed; threads split output rows/columns (taken dynamically), never a reduction. So a row's

@@ -1,7 +1,7 @@
 /* quant.h — the kernel API: conversion, (de)quantization, dot products, matrix products and attention steps.
  *
  * WHY: every matrix product in the model reduces to dot products of one activation row with one weight
- * row. flatkv's central promise (DESIGN.md §1) is that a row's bits depend only on the tokens at and
+ * row. flatkv's central promise (docs/design.md §1) is that a row's bits depend only on the tokens at and
  * before it, so these dot products must give the same bits whatever the caller batches around them.
  *
  * INVARIANT (row invariance by construction): every function here works on ONE row (or one block run)

@@ -29,7 +29,7 @@ int forward_threads(const forward *f);
  * bench/: +3% at 512 and 2048 tokens; 0.5B: within noise). */
 #define FORWARD_DEFAULT_GRID 128
 
-/* The end of the prefill chunk that starts at position p: the next multiple of grid (DESIGN.md §3), or end
+/* The end of the prefill chunk that starts at position p: the next multiple of grid (docs/design.md §3), or end
  * if that comes first. Chunk boundaries depend on absolute positions only, never on a prompt's length. */
 static inline uint32_t forward_grid_end(uint32_t p, uint32_t end, uint32_t grid) {
     uint32_t next = (p / grid + 1) * grid;

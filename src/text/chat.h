@@ -2,7 +2,7 @@
  * the model was trained on.
  *
  * WHY: a chat client re-sends the whole transcript every turn, and the engine reuses the longest common
- * token prefix of that prompt with what its KV holds (DESIGN.md §2). Two things follow. The rendering
+ * token prefix of that prompt with what its KV holds (docs/design.md §2). Two things follow. The rendering
  * must be exactly what the model's own Jinja template gives (anything else is a different prompt), and
  * it must be prefix-stable: the rendering of turns 1..k with the generation prompt, followed by the
  * reply the model wrote, must be a prefix of the rendering of turns 1..k+1 — then the KV of the last turn
