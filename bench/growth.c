@@ -76,9 +76,9 @@ static fkv_seq *new_seq(const fkv_model *m, uint32_t n_ctx, int threads, bool ca
         fprintf(stderr, "growth: %s\n", err.msg);
         exit(2);
     }
-    p.seq.ctx.n_ctx = n_ctx;
-    p.seq.ctx.n_threads = threads;
-    p.seq.prefix_cache = cache;
+    p.ctx.n_ctx = n_ctx;
+    p.ctx.n_threads = threads;
+    p.prefix_cache = cache;
     p.kv_dir = kv_dir;
     fkv_seq *s = (*engine = fkv_engine_new(m, &p, &err)) ? fkv_seq_open(*engine, NULL, &err) : NULL;
     if (!s) {

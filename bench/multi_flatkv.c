@@ -171,12 +171,12 @@ int main(int argc, char **argv) {
 
     fkv_engine_params ep;
     if (fkv_engine_default_params(&ep, &err)) goto fail;
-    ep.seq.ctx.n_threads = a.threads;
+    ep.ctx.n_threads = a.threads;
     ep.max_batch = (uint32_t)a.k;
     /* The positions llama.cpp's context gets (multi_llama.c), plus each conversation's partial last block
      * twice over (a shared partial block is copied when extended); unreferenced blocks are evicted. */
     size_t bytes_per_pos = (size_t)2 * mi.n_layers * mi.n_kv_heads * mi.head_dim *
-                           (ep.seq.ctx.kv_type == FKV_KV_F16 ? 2 : 4);
+                           (ep.ctx.kv_type == FKV_KV_F16 ? 2 : 4);
     /* FKV_BENCH_KV_BLOCK: the block size, for measuring its effect (the server's --kv-block). */
     if (getenv("FKV_BENCH_KV_BLOCK")) ep.kv_block = (uint32_t)atoi(getenv("FKV_BENCH_KV_BLOCK"));
     uint32_t block = ep.kv_block ? ep.kv_block : 64;

@@ -27,11 +27,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "text/chat.h"
-#include "kernels/dispatch.h"
+#include "engine/spec.h"
 #include "flatkv.h"
 #include "harness.h"
-#include "engine/spec.h"
+#include "kernels/dispatch.h"
+#include "text/chat.h"
 
 #define CONTEXT 512
 #define MAX_K FKV_SPEC_MAX_DRAFT
@@ -52,8 +52,8 @@ static fkv_engine *engine_for(const fkv_model *m, int threads, uint32_t n_ctx) {
     fkv_engine_params ep;
     fkv_error err = {0};
     if (fkv_engine_default_params(&ep, &err)) die("engine parameters", &err);
-    ep.seq.ctx.n_threads = threads;
-    ep.seq.ctx.n_ctx = n_ctx;
+    ep.ctx.n_threads = threads;
+    ep.ctx.n_ctx = n_ctx;
     fkv_engine *e = fkv_engine_new(m, &ep, &err);
     if (!e) die("engine", &err);
     return e;

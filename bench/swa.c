@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
     for (int full = 0; full < 2; full++) {
         fkv_engine_params p;
         fkv_engine_default_params(&p, NULL);
-        p.seq.ctx.n_ctx = total + 1;
+        p.ctx.n_ctx = total + 1;
         p.kv_mem = (size_t)1 << 30;
         p.swa_full = full;
         if (!(e[full] = fkv_engine_new(m, &p, &err))) {

@@ -141,31 +141,30 @@ int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text
 }
 
 int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params *e) {
-    fkv_seq_params *p = &e->seq;
     uint32_t u;
     uint64_t u64;
     switch (c) {
     case CLI_O_THREADS:
         if (cli_parse_u32(sub, "--threads", arg, 1, 1024, &u)) return -1;
-        p->ctx.n_threads = (int)u;
+        e->ctx.n_threads = (int)u;
         return 1;
-    case CLI_O_CTX: return cli_parse_u32(sub, "--ctx", arg, 1, 1u << 24, &p->ctx.n_ctx) ? -1 : 1;
+    case CLI_O_CTX: return cli_parse_u32(sub, "--ctx", arg, 1, 1u << 24, &e->ctx.n_ctx) ? -1 : 1;
     case CLI_O_KV_TYPE:
         if (!strcmp(arg, "f16"))
-            p->ctx.kv_type = FKV_KV_F16;
+            e->ctx.kv_type = FKV_KV_F16;
         else if (!strcmp(arg, "f32"))
-            p->ctx.kv_type = FKV_KV_F32;
+            e->ctx.kv_type = FKV_KV_F32;
         else if (!strcmp(arg, "q8_0"))
-            p->ctx.kv_type = FKV_KV_Q8_0;
+            e->ctx.kv_type = FKV_KV_Q8_0;
         else if (!strcmp(arg, "q4_0"))
-            p->ctx.kv_type = FKV_KV_Q4_0;
+            e->ctx.kv_type = FKV_KV_Q4_0;
         else
             return cli_usage_error(sub, "--kv-type must be f16, f32, q8_0 or q4_0, got '%s'", arg), -1;
         return 1;
-    case CLI_O_NO_CACHE: p->prefix_cache = false; return 1;
+    case CLI_O_NO_CACHE: e->prefix_cache = false; return 1;
     case CLI_O_PREFILL_ROWS:
-        return cli_parse_u32(sub, "--prefill-rows", arg, 1, 1u << 16, &p->ctx.prefill_rows) ? -1 : 1;
-    case CLI_O_CACHE_MIN: return cli_parse_u32(sub, "--cache-min", arg, 0, UINT32_MAX, &p->cache_min) ? -1 : 1;
+        return cli_parse_u32(sub, "--prefill-rows", arg, 1, 1u << 16, &e->ctx.prefill_rows) ? -1 : 1;
+    case CLI_O_CACHE_MIN: return cli_parse_u32(sub, "--cache-min", arg, 0, UINT32_MAX, &e->cache_min) ? -1 : 1;
     case CLI_O_KERNELS: {
         fkv_error err;
         if (fkv_kernels_select(arg, &err)) return cli_usage_error(sub, "--kernels: %s", err.msg), -1;

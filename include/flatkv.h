@@ -130,56 +130,172 @@ int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint
  * last window - 1 of them: the rows a continuation reads, all an engine keeps of them. */
 uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos);
 
-/* ---- sequences: one conversation, a view over an engine (below) ----
+/* ---- engines: many sequences at once — paged KV, shared prefixes, batched decode ----
  *
- * fkv_seq_prefill makes the sequence hold exactly the prompt: the engine reuses the longest valid common prefix
- * with everything it caches (this sequence's last turn, other conversations, what a rewind left), and computes
- * only the rest — on the position-fixed grid, so the result is bit-identical to a cold prefill of the same prompt.
- * Ids are recorded where they are fed (prefill and decode); a generation stopped at any point leaves the cache
- * describing exactly what the KV holds. */
+ * An engine keeps the K/V of many sequences in fixed-size blocks under one memory budget. A new prompt is
+ * matched against every cached sequence at once (src/cache/prefix.h, with the record's rules of src/cache/kvrec.h);
+ * what sequences share is stored once. Prompts are computed chunk by chunk on the position-fixed grid, and
+ * the decode steps of many sequences run as one forward. Rows are invariant, so none of this changes an
+ * answer: every sequence gives the bytes it would give alone on a cold engine. */
 
-typedef struct fkv_seq fkv_seq;
 typedef struct fkv_engine fkv_engine;
-typedef struct fkv_eseq fkv_eseq; /* a sequence of an engine (below) */
+typedef struct fkv_eseq fkv_eseq; /* a sequence of an engine */
 
 typedef struct {
-    fkv_ctx_params ctx;
-    bool prefix_cache;        /* false: every prefill starts at position 0 (FLATKV_PREFIX_CACHE=0) */
-    uint32_t cache_min;       /* smallest reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64) */
-    bool bound_to_frontier;   /* reuse only rows a prefill wrote (off: decode rows are proven equal) */
-} fkv_seq_params;
+    fkv_ctx_params ctx;      /* n_ctx: most positions per sequence; kv_type, threads, grid */
+    bool prefix_cache;       /* false: every prefill starts at position 0 (FLATKV_PREFIX_CACHE=0) */
+    uint32_t cache_min;      /* smallest reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64) */
+    bool bound_to_frontier;  /* reuse only rows a prefill wrote (off: decode rows are proven equal) */
+    uint32_t kv_block;  /* positions per block (a multiple of 32); 0: 64 */
+    size_t kv_mem;      /* bytes for K/V blocks; 0: a quarter of RAM, at most 16 full contexts */
+    uint32_t max_batch; /* most sequences decoded in one forward; 0: 8 */
+    bool swa_full;      /* sliding-window layers keep every row, as the other layers do (--swa-full) */
+    uint32_t swa_grid;  /* window layers: a resume point kept every swa_grid positions (rounded up to whole blocks);
+                         * 0: 8 windows; UINT32_MAX: none but the prompts' and replies' ends */
+    const char *kv_dir; /* the disk tier's directory (--kv-dir; src/cache/kvdisk.h): blocks outlive the process and are
+                         * shared by every engine on it; NULL: none. Not with window layers kept apart (swa_full) */
+    uint64_t kv_disk;   /* bytes of block files the disk tier keeps (--kv-disk); 0: a quarter of the free space */
+} fkv_engine_params;
+
+typedef struct {
+    uint32_t block_rows;
+    size_t block_bytes;
+    uint32_t blocks_total, blocks_in_use, blocks_free, blocks_shared;
+    uint64_t hits, misses, evictions, reused_tokens;
+    /* Sliding-window layers, when kept apart (a window model without swa_full; else 0): their blocks in use, each
+     * window_block_bytes (block_bytes counts the other layers then); blocks given back once no resume could read
+     * them; starts that reused less than they agreed because the window rows there were given back. */
+    uint32_t window_blocks_in_use;
+    size_t window_block_bytes;
+    uint64_t window_blocks_dropped, window_fallbacks;
+    /* The disk tier (all 0 without one): blocks read and verified, lookups that found no file, files that did not
+     * verify (never used), block files written, removed over the budget, writes dropped (queue full) or failed,
+     * writes queued, bytes of block files, and positions reused from disk over all starts. */
+    bool disk;
+    uint64_t disk_hits, disk_misses, disk_corrupt, disk_writes, disk_evictions, disk_dropped, disk_errors;
+    uint64_t disk_pending, disk_bytes, disk_reused_tokens;
+} fkv_engine_stats;
+
+/* How a start's reuse came to be (fkv_eseq_reuse): the longest common prefix of the prompt with the cache; at
+ * most len(prompt) - 1 of it (the last row is always computed); the longest length at most that whose
+ * sliding-window rows are still held (= capped without window layers or with swa_full); what was reused (held, or
+ * 0 below the minimum reuse). */
+typedef struct {
+    uint32_t agreed, capped, held, reused;
+    uint32_t from_disk; /* positions of the reuse read from the disk tier */
+} fkv_reuse;
 
 /* Defaults, with FLATKV_PREFIX_CACHE, FLATKV_PREFILL_ROWS and FLATKV_PREFIX_CACHE_MIN applied from the
  * environment. NULL err ignores malformed values; otherwise a malformed value fails with err. */
-int fkv_seq_default_params(fkv_seq_params *p, fkv_error *err);
-/* A sequence on engine e (borrowed; it outlives the sequence) under salt (NULL: the default; see
- * fkv_engine_start). Many sequences may share one engine, one at a time (the engine is not thread-safe). */
-fkv_seq *fkv_seq_open(fkv_engine *e, const char *salt, fkv_error *err);
-/* A sequence on an engine of its own, made with p (NULL: the defaults) and the engine's other defaults. */
-fkv_seq *fkv_seq_new(const fkv_model *m, const fkv_seq_params *p, fkv_error *err);
-void fkv_seq_free(fkv_seq *s);
+int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err);
+fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *p, fkv_error *err);
+/* Every sequence must be finished first. */
+void fkv_engine_free(fkv_engine *e);
 
-/* Make the sequence hold exactly ids[0..n): reuse what the engine allows, compute the rest, write the logits of
- * the last prompt row into logits (n_vocab floats). *cached (may be NULL) = rows reused. On failure the sequence
- * holds nothing. */
-int fkv_seq_prefill(fkv_seq *s, const int32_t *ids, uint32_t n, float *logits, uint32_t *cached, fkv_error *err);
-/* Append one token at the end (a decode step); logits of its row. */
-int fkv_seq_decode(fkv_seq *s, int32_t id, float *logits, fkv_error *err);
-/* Append embedding rows ([n][dim]) at the end — an input no token id describes: no prompt ever resumes past them
- * (the rows before them stay reusable). logits (may be NULL) of the last row. */
-int fkv_seq_feed_embd(fkv_seq *s, const float *embd, uint32_t n, float *logits, fkv_error *err);
-/* Keep positions [0, n_pos) only (a cancelled or rolled-back generation); the rows dropped stay cached under
- * their ids. On failure (out of memory) the sequence holds nothing. */
-int fkv_seq_rewind(fkv_seq *s, uint32_t n_pos, fkv_error *err);
-/* End the turn: the sequence holds nothing; its rows stay cached in the engine. */
-void fkv_seq_clear(fkv_seq *s);
-/* Positions the sequence holds. */
-uint32_t fkv_seq_n_pos(const fkv_seq *s);
-uint32_t fkv_seq_n_ctx(const fkv_seq *s);
-/* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored: fkv_engine_kv_digest. */
-uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos);
+/* A sequence for prompt ids[0..n) under salt (NULL: the default; different salts never share rows): the
+ * longest reusable cached prefix is taken; *cached (may be NULL) = positions reused. NULL with err (prompt
+ * longer than the context, KV memory full). The prompt is computed by fkv_engine_prefill. */
+fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, uint32_t *cached,
+                           fkv_error *err);
+/* Compute the next grid chunk of s's prompt. 1 when the prompt is complete (the logits of its last row in
+ * logits), 0 when more remains, -1 with err. */
+int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err);
+/* One decode step of n sequences in one forward: ids[i] is appended to seqs[i]; logits [n][n_vocab]. -1 with
+ * err (KV memory full, end of context) and *failed = the index of the sequence at fault; nothing is fed. */
+int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, uint32_t n, float *logits,
+                      uint32_t *failed, fkv_error *err);
+/* Rows ahead of the record (a speculative step's verification): sequence i feeds n_ids[i] ≥ 1 ids (NULL: 1 each;
+ * ids holds them all, sequence after sequence) after what it holds and what it has pending, in one forward of at most
+ * fkv_engine_max_rows rows; logits [Σ n_ids][n_vocab], a row per id. The rows are computed but their ids are not
+ * recorded: they are pending (fkv_eseq_pending) until fkv_engine_accept records the first k of them — the rows a
+ * verification kept — and forgets the rest, whose rows no later prompt can then match. Any other call on s forgets
+ * them too. -1 with err and *failed as fkv_engine_decode; nothing is computed. */
+int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, const uint32_t *n_ids, uint32_t n,
+                      float *logits, uint32_t *failed, fkv_error *err);
+/* Record s's first k pending ids (at most all), forget the rest. */
+void fkv_engine_accept(fkv_engine *e, fkv_eseq *s, uint32_t k);
+/* Ids pending on s: those fkv_eseq_ids' array holds after its count. */
+uint32_t fkv_eseq_pending(const fkv_eseq *s);
+/* Append embedding rows ([n][dim] f32) to s after its prompt: their ids are recorded as ones no prompt has, so no
+ * prompt resumes past them. logits (may be NULL) of the last row. -1 with err; rows already computed stay. */
+int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err);
+/* A new sequence holding what s holds (its ids and rows, shared: nothing is computed), to go on differently from s —
+ * another choice of the same prompt. NULL with err (out of memory). */
+fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err);
+/* Keep s's positions [0, n_pos) only: the rows after stay cached under their ids, and s resumes on the first n_pos
+ * like a prompt (recomputing any that are no longer held). -1 with err (out of memory): s then holds nothing. */
+int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err);
+/* s's blocks are never written to the disk tier (a request's prompt_cache_retention "in_memory"). Call it before
+ * the prompt is computed. */
+void fkv_eseq_memory_only(fkv_eseq *s);
+/* Release s: its rows stay cached (matchable by later prompts) until evicted. */
+void fkv_engine_finish(fkv_engine *e, fkv_eseq *s);
+
+/* Where s's prompt parted, at start, from the cached sequence it agreed with longest: the position, and the
+ * ids the cache holds there (up to 8). false when it did not part (the cache ended, or held nothing). */
+bool fkv_eseq_divergence(const fkv_eseq *s, uint32_t *at, int32_t *cached, uint32_t *n_cached);
+
+fkv_reuse fkv_eseq_reuse(const fkv_eseq *s);
+
+/* The ids fed to s so far (prompt rows computed, then decoded tokens), and their count. */
+const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n);
+uint32_t fkv_engine_n_ctx(const fkv_engine *e);
+/* A sentence about a default the engine had to change (the model's context capped to what the KV memory holds), for
+ * the caller to show; NULL when none. Borrowed: lives as long as e. */
+const char *fkv_engine_note(const fkv_engine *e);
+const fkv_model *fkv_engine_model(const fkv_engine *e);
+uint32_t fkv_engine_max_batch(const fkv_engine *e);
+/* Most rows one forward computes (fkv_engine_verify): the larger of the prefill grid and max_batch. */
+uint32_t fkv_engine_max_rows(const fkv_engine *e);
+/* xxh3-64 of s's K and V rows [0, n_pos) of every layer — of a sliding-window layer the last window - 1 of them —
+ * as stored: the same bytes as fkv_seq_kv_digest. 0 when window rows asked for are no longer held. */
+uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos);
+fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e);
+/* st's disk tier counters (but disk_reused_tokens) brought up to date: the writer thread moves them on its own.
+ * Unlike fkv_engine_get_stats, safe from any thread while another runs the engine. */
+void fkv_engine_disk_stats_now(const fkv_engine *e, fkv_engine_stats *st);
+
+/* ---- sampling ---- */
 
 typedef struct fkv_sampler fkv_sampler;
+
+#define FKV_MAX_TOP_LOGPROBS 20
+
+/* The log-probabilities of a step: of the id chosen, and of the n_top most likely ids, most likely first (ties: the
+ * lower id). They are the log-softmax of the logits after the penalties, before any constraint and temperature. */
+typedef struct {
+    float logprob;
+    uint32_t n_top;
+    int32_t top_ids[FKV_MAX_TOP_LOGPROBS];
+    float top_logprobs[FKV_MAX_TOP_LOGPROBS];
+} fkv_logprobs;
+
+typedef struct {
+    float temp;           /* <= 0: greedy (argmax, ties to the lowest id) */
+    int32_t top_k;        /* <= 0: off */
+    float top_p;          /* >= 1: off */
+    float min_p;          /* <= 0: off */
+    float repeat_penalty; /* 1: off */
+    int32_t repeat_last_n;
+    float frequency_penalty; /* OpenAI's: logit -= frequency_penalty × (times this sampler chose the id); 0: off */
+    float presence_penalty;  /* OpenAI's: logit -= presence_penalty once the sampler has chosen the id; 0: off */
+    uint64_t seed;
+} fkv_sampler_params;
+
+/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1.0, repeat_last_n 64, no frequency or presence
+ * penalty, seed 0. */
+fkv_sampler_params fkv_sampler_default_params(void);
+/* A sampler with its own seeded random state and scratch for n_vocab candidates; NULL when out of memory. */
+fkv_sampler *fkv_sampler_new(const fkv_sampler_params *p, int32_t n_vocab);
+void fkv_sampler_free(fkv_sampler *s);
+/* The next id from one row of logits (not modified); history: the ids so far, for the repetition penalty. */
+int32_t fkv_sampler_sample(fkv_sampler *s, const float *logits, const int32_t *history, int n_history);
+
+/* fkv_sampler_sample, where allowed (NULL: all) lets only ids with allowed[id] != 0 be chosen (a constraint; when it
+ * allows none, the choice is as if unconstrained), and lp (NULL: none) receives the step's log-probabilities with
+ * its n_top ≤ FKV_MAX_TOP_LOGPROBS most likely ids (lp->n_top is read: how many to give). */
+int32_t fkv_sampler_choose(fkv_sampler *s, const float *logits, const int32_t *history, int n_history,
+                           const uint8_t *allowed, fkv_logprobs *lp);
 
 /* ---- constraints: output that follows a grammar ---- */
 
@@ -195,18 +311,6 @@ void fkv_grammar_free(fkv_grammar *g);
 /* GBNF (malloc'd) for the JSON Schema text schema[0..len): its rules prefixed by prefix, its start rule
  * <prefix>root. NULL with err naming an unsupported or malformed keyword and where. */
 char *fkv_json_schema_gbnf(const char *schema, size_t len, const char *prefix, fkv_error *err);
-
-#define FKV_MAX_TOP_LOGPROBS 20
-
-/* The log-probabilities of a step: of the id chosen, and of the n_top most likely ids, most likely first (ties: the
- * lower id). They are the log-softmax of the logits after the penalties, before any constraint and temperature. */
-typedef struct {
-    float logprob;
-    uint32_t n_top;
-    int32_t top_ids[FKV_MAX_TOP_LOGPROBS];
-    float top_logprobs[FKV_MAX_TOP_LOGPROBS];
-} fkv_logprobs;
-
 
 /* ---- speculative decoding: several tokens a forward, the answer unchanged ----
  *
@@ -292,158 +396,48 @@ fkv_gen_result fkv_gen_result_get(const fkv_gen *g);
 int fkv_engine_step(fkv_engine *e, fkv_eseq *const *seqs, fkv_gen *const *gens, int32_t *next, uint32_t n,
                     const uint32_t *hist_from, uint32_t *failed, fkv_error *err);
 
+/* ---- sequences: one conversation, a view over an engine (above) ----
+ *
+ * fkv_seq_prefill makes the sequence hold exactly the prompt: the engine reuses the longest valid common prefix
+ * with everything it caches (this sequence's last turn, other conversations, what a rewind left), and computes
+ * only the rest — on the position-fixed grid, so the result is bit-identical to a cold prefill of the same prompt.
+ * Ids are recorded where they are fed (prefill and decode); a generation stopped at any point leaves the cache
+ * describing exactly what the KV holds. */
+
+typedef struct fkv_seq fkv_seq;
+
+/* A sequence on engine e (borrowed; it outlives the sequence) under salt (NULL: the default; see
+ * fkv_engine_start). Many sequences may share one engine, one at a time (the engine is not thread-safe). */
+fkv_seq *fkv_seq_open(fkv_engine *e, const char *salt, fkv_error *err);
+/* A sequence on an engine of its own, made with p (NULL: fkv_engine_default_params). */
+fkv_seq *fkv_seq_new(const fkv_model *m, const fkv_engine_params *p, fkv_error *err);
+void fkv_seq_free(fkv_seq *s);
+
+/* Make the sequence hold exactly ids[0..n): reuse what the engine allows, compute the rest, write the logits of
+ * the last prompt row into logits (n_vocab floats). *cached (may be NULL) = rows reused. On failure the sequence
+ * holds nothing. */
+int fkv_seq_prefill(fkv_seq *s, const int32_t *ids, uint32_t n, float *logits, uint32_t *cached, fkv_error *err);
+/* Append one token at the end (a decode step); logits of its row. */
+int fkv_seq_decode(fkv_seq *s, int32_t id, float *logits, fkv_error *err);
+/* Append embedding rows ([n][dim]) at the end — an input no token id describes: no prompt ever resumes past them
+ * (the rows before them stay reusable). logits (may be NULL) of the last row. */
+int fkv_seq_feed_embd(fkv_seq *s, const float *embd, uint32_t n, float *logits, fkv_error *err);
+/* Keep positions [0, n_pos) only (a cancelled or rolled-back generation); the rows dropped stay cached under
+ * their ids. On failure (out of memory) the sequence holds nothing. */
+int fkv_seq_rewind(fkv_seq *s, uint32_t n_pos, fkv_error *err);
+/* End the turn: the sequence holds nothing; its rows stay cached in the engine. */
+void fkv_seq_clear(fkv_seq *s);
+/* Positions the sequence holds. */
+uint32_t fkv_seq_n_pos(const fkv_seq *s);
+uint32_t fkv_seq_n_ctx(const fkv_seq *s);
+/* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored: fkv_engine_kv_digest. */
+uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos);
+
 /* Generate up to max_tokens ids into out on one sequence: fkv_gen_next and fkv_engine_step in turn.
  * logits: in, the last prefilled row's logits; used as scratch. Stops at end of generation, at
  * max_tokens, at the end of the context, or when on_token says so. */
 int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t *out, fkv_gen_result *res,
                      fkv_error *err);
-
-/* ---- engines: many sequences at once — paged KV, shared prefixes, batched decode ----
- *
- * An engine keeps the K/V of many sequences in fixed-size blocks under one memory budget. A new prompt is
- * matched against every cached sequence at once (src/cache/prefix.h, with the record's rules of src/cache/kvrec.h);
- * what sequences share is stored once. Prompts are computed chunk by chunk on the position-fixed grid, and
- * the decode steps of many sequences run as one forward. Rows are invariant, so none of this changes an
- * answer: every sequence gives the bytes it would give alone on a cold engine. */
-
-typedef struct {
-    fkv_seq_params seq; /* ctx.n_ctx: most positions per sequence; kv_type, threads, grid, cache switches */
-    uint32_t kv_block;  /* positions per block (a multiple of 32); 0: 64 */
-    size_t kv_mem;      /* bytes for K/V blocks; 0: a quarter of RAM, at most 16 full contexts */
-    uint32_t max_batch; /* most sequences decoded in one forward; 0: 8 */
-    bool swa_full;      /* sliding-window layers keep every row, as the other layers do (--swa-full) */
-    uint32_t swa_grid;  /* window layers: a resume point kept every swa_grid positions (rounded up to whole blocks);
-                         * 0: 8 windows; UINT32_MAX: none but the prompts' and replies' ends */
-    const char *kv_dir; /* the disk tier's directory (--kv-dir; src/cache/kvdisk.h): blocks outlive the process and are
-                         * shared by every engine on it; NULL: none. Not with window layers kept apart (swa_full) */
-    uint64_t kv_disk;   /* bytes of block files the disk tier keeps (--kv-disk); 0: a quarter of the free space */
-} fkv_engine_params;
-
-typedef struct {
-    uint32_t block_rows;
-    size_t block_bytes;
-    uint32_t blocks_total, blocks_in_use, blocks_free, blocks_shared;
-    uint64_t hits, misses, evictions, reused_tokens;
-    /* Sliding-window layers, when kept apart (a window model without swa_full; else 0): their blocks in use, each
-     * window_block_bytes (block_bytes counts the other layers then); blocks given back once no resume could read
-     * them; starts that reused less than they agreed because the window rows there were given back. */
-    uint32_t window_blocks_in_use;
-    size_t window_block_bytes;
-    uint64_t window_blocks_dropped, window_fallbacks;
-    /* The disk tier (all 0 without one): blocks read and verified, lookups that found no file, files that did not
-     * verify (never used), block files written, removed over the budget, writes dropped (queue full) or failed,
-     * writes queued, bytes of block files, and positions reused from disk over all starts. */
-    bool disk;
-    uint64_t disk_hits, disk_misses, disk_corrupt, disk_writes, disk_evictions, disk_dropped, disk_errors;
-    uint64_t disk_pending, disk_bytes, disk_reused_tokens;
-} fkv_engine_stats;
-
-/* How a start's reuse came to be (fkv_eseq_reuse): the longest common prefix of the prompt with the cache; at
- * most len(prompt) - 1 of it (the last row is always computed); the longest length at most that whose
- * sliding-window rows are still held (= capped without window layers or with swa_full); what was reused (held, or
- * 0 below the minimum reuse). */
-typedef struct {
-    uint32_t agreed, capped, held, reused;
-    uint32_t from_disk; /* positions of the reuse read from the disk tier */
-} fkv_reuse;
-
-/* Defaults, with the FLATKV_* switches applied from the environment (see fkv_seq_default_params). */
-int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err);
-fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *p, fkv_error *err);
-/* Every sequence must be finished first. */
-void fkv_engine_free(fkv_engine *e);
-
-/* A sequence for prompt ids[0..n) under salt (NULL: the default; different salts never share rows): the
- * longest reusable cached prefix is taken; *cached (may be NULL) = positions reused. NULL with err (prompt
- * longer than the context, KV memory full). The prompt is computed by fkv_engine_prefill. */
-fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, uint32_t *cached,
-                           fkv_error *err);
-/* Compute the next grid chunk of s's prompt. 1 when the prompt is complete (the logits of its last row in
- * logits), 0 when more remains, -1 with err. */
-int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err);
-/* One decode step of n sequences in one forward: ids[i] is appended to seqs[i]; logits [n][n_vocab]. -1 with
- * err (KV memory full, end of context) and *failed = the index of the sequence at fault; nothing is fed. */
-int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, uint32_t n, float *logits,
-                      uint32_t *failed, fkv_error *err);
-/* Rows ahead of the record (a speculative step's verification): sequence i feeds n_ids[i] ≥ 1 ids (NULL: 1 each;
- * ids holds them all, sequence after sequence) after what it holds and what it has pending, in one forward of at most
- * fkv_engine_max_rows rows; logits [Σ n_ids][n_vocab], a row per id. The rows are computed but their ids are not
- * recorded: they are pending (fkv_eseq_pending) until fkv_engine_accept records the first k of them — the rows a
- * verification kept — and forgets the rest, whose rows no later prompt can then match. Any other call on s forgets
- * them too. -1 with err and *failed as fkv_engine_decode; nothing is computed. */
-int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, const uint32_t *n_ids, uint32_t n,
-                      float *logits, uint32_t *failed, fkv_error *err);
-/* Record s's first k pending ids (at most all), forget the rest. */
-void fkv_engine_accept(fkv_engine *e, fkv_eseq *s, uint32_t k);
-/* Ids pending on s: those fkv_eseq_ids' array holds after its count. */
-uint32_t fkv_eseq_pending(const fkv_eseq *s);
-/* Append embedding rows ([n][dim] f32) to s after its prompt: their ids are recorded as ones no prompt has, so no
- * prompt resumes past them. logits (may be NULL) of the last row. -1 with err; rows already computed stay. */
-int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err);
-/* A new sequence holding what s holds (its ids and rows, shared: nothing is computed), to go on differently from s —
- * another choice of the same prompt. NULL with err (out of memory). */
-fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err);
-/* Keep s's positions [0, n_pos) only: the rows after stay cached under their ids, and s resumes on the first n_pos
- * like a prompt (recomputing any that are no longer held). -1 with err (out of memory): s then holds nothing. */
-int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err);
-/* s's blocks are never written to the disk tier (a request's prompt_cache_retention "in_memory"). Call it before
- * the prompt is computed. */
-void fkv_eseq_memory_only(fkv_eseq *s);
-/* Release s: its rows stay cached (matchable by later prompts) until evicted. */
-void fkv_engine_finish(fkv_engine *e, fkv_eseq *s);
-
-/* Where s's prompt parted, at start, from the cached sequence it agreed with longest: the position, and the
- * ids the cache holds there (up to 8). false when it did not part (the cache ended, or held nothing). */
-bool fkv_eseq_divergence(const fkv_eseq *s, uint32_t *at, int32_t *cached, uint32_t *n_cached);
-
-fkv_reuse fkv_eseq_reuse(const fkv_eseq *s);
-
-/* The ids fed to s so far (prompt rows computed, then decoded tokens), and their count. */
-const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n);
-uint32_t fkv_engine_n_ctx(const fkv_engine *e);
-/* A sentence about a default the engine had to change (the model's context capped to what the KV memory holds), for
- * the caller to show; NULL when none. Borrowed: lives as long as e. */
-const char *fkv_engine_note(const fkv_engine *e);
-const fkv_model *fkv_engine_model(const fkv_engine *e);
-uint32_t fkv_engine_max_batch(const fkv_engine *e);
-/* Most rows one forward computes (fkv_engine_verify): the larger of the prefill grid and max_batch. */
-uint32_t fkv_engine_max_rows(const fkv_engine *e);
-/* xxh3-64 of s's K and V rows [0, n_pos) of every layer — of a sliding-window layer the last window - 1 of them —
- * as stored: the same bytes as fkv_seq_kv_digest. 0 when window rows asked for are no longer held. */
-uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos);
-fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e);
-/* st's disk tier counters (but disk_reused_tokens) brought up to date: the writer thread moves them on its own.
- * Unlike fkv_engine_get_stats, safe from any thread while another runs the engine. */
-void fkv_engine_disk_stats_now(const fkv_engine *e, fkv_engine_stats *st);
-
-/* ---- sampling ---- */
-
-typedef struct {
-    float temp;           /* <= 0: greedy (argmax, ties to the lowest id) */
-    int32_t top_k;        /* <= 0: off */
-    float top_p;          /* >= 1: off */
-    float min_p;          /* <= 0: off */
-    float repeat_penalty; /* 1: off */
-    int32_t repeat_last_n;
-    float frequency_penalty; /* OpenAI's: logit -= frequency_penalty × (times this sampler chose the id); 0: off */
-    float presence_penalty;  /* OpenAI's: logit -= presence_penalty once the sampler has chosen the id; 0: off */
-    uint64_t seed;
-} fkv_sampler_params;
-
-/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1.0, repeat_last_n 64, no frequency or presence
- * penalty, seed 0. */
-fkv_sampler_params fkv_sampler_default_params(void);
-/* A sampler with its own seeded random state and scratch for n_vocab candidates; NULL when out of memory. */
-fkv_sampler *fkv_sampler_new(const fkv_sampler_params *p, int32_t n_vocab);
-void fkv_sampler_free(fkv_sampler *s);
-/* The next id from one row of logits (not modified); history: the ids so far, for the repetition penalty. */
-int32_t fkv_sampler_sample(fkv_sampler *s, const float *logits, const int32_t *history, int n_history);
-
-/* fkv_sampler_sample, where allowed (NULL: all) lets only ids with allowed[id] != 0 be chosen (a constraint; when it
- * allows none, the choice is as if unconstrained), and lp (NULL: none) receives the step's log-probabilities with
- * its n_top ≤ FKV_MAX_TOP_LOGPROBS most likely ids (lp->n_top is read: how many to give). */
-int32_t fkv_sampler_choose(fkv_sampler *s, const float *logits, const int32_t *history, int n_history,
-                           const uint8_t *allowed, fkv_logprobs *lp);
 
 #ifdef __cplusplus
 }

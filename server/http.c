@@ -289,7 +289,7 @@ static enum MHD_Result run_completion(struct MHD_Connection *c, conn *st, oai_ki
     if (!st->job) return fail(c, st, 500, "server_error", NULL, NULL, "out of memory");
     const char *body = st->body ? st->body : "";
     int rc = st->api == API_MESSAGES
-                 ? anth_parse(&srv->oai, srv->p->engine.seq.prefix_cache, body, st->len, &st->areq, st->job, &e)
+                 ? anth_parse(&srv->oai, srv->p->engine.prefix_cache, body, st->len, &st->areq, st->job, &e)
              : st->api == API_RESPONSES ? resp_parse(&srv->oai, srv->responses, body, st->len, &st->rreq, st->job, &e)
                                         : oai_parse(&srv->oai, kind, body, st->len, &st->req, st->job, &e);
     if (rc) {

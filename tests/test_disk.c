@@ -53,8 +53,8 @@ static int setup(void **state) {
     fkv_error err = {0};
     if (!(f->m = fkv_model_load(tu_data("models/stories260K.gguf"), &err))) return -1;
     f->n_vocab = fkv_model_get_info(f->m).n_vocab;
-    fkv_seq_params p;
-    fkv_seq_default_params(&p, NULL);
+    fkv_engine_params p;
+    fkv_engine_default_params(&p, NULL);
     p.prefix_cache = false;
     f->cold = fkv_seq_new(f->m, &p, &err);
     fkv_sampler_params sp = fkv_sampler_default_params();
@@ -98,8 +98,8 @@ static int teardown(void **state) {
 static fkv_engine *engine_on(const fixture *f, fkv_kv_type kv_type, uint64_t budget, const char **why) {
     fkv_engine_params p;
     fkv_engine_default_params(&p, NULL);
-    p.seq.ctx.kv_type = kv_type;
-    p.seq.cache_min = 1;
+    p.ctx.kv_type = kv_type;
+    p.cache_min = 1;
     p.kv_block = BLOCK;
     p.kv_dir = f->dir;
     p.kv_disk = budget;

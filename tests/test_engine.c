@@ -39,8 +39,8 @@ static int setup_path(void **state, const char *path, fkv_kv_type kv_type) {
     if (!(f->m = fkv_model_load(path, &err))) return -1;
     f->n_vocab = fkv_model_get_info(f->m).n_vocab;
     f->kv_type = kv_type;
-    fkv_seq_params p;
-    fkv_seq_default_params(&p, NULL);
+    fkv_engine_params p;
+    fkv_engine_default_params(&p, NULL);
     p.ctx.n_ctx = 512;
     p.ctx.kv_type = kv_type;
     p.prefix_cache = false;
@@ -77,10 +77,10 @@ static int teardown(void **state) {
 static fkv_engine *new_engine(const fixture *f, size_t kv_mem, uint32_t block) {
     fkv_engine_params p;
     fkv_engine_default_params(&p, NULL);
-    p.seq.ctx.n_ctx = 512;
-    p.seq.ctx.kv_type = f->kv_type;
-    p.seq.ctx.prefill_rows = 32;
-    p.seq.cache_min = 1;
+    p.ctx.n_ctx = 512;
+    p.ctx.kv_type = f->kv_type;
+    p.ctx.prefill_rows = 32;
+    p.cache_min = 1;
     p.kv_mem = kv_mem;
     p.kv_block = block;
     p.max_batch = MAX_SEQS;

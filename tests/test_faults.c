@@ -50,9 +50,9 @@ static fkv_engine *clean_engine(void) {
     fkv_engine_params ep;
     fkv_error err = {0};
     assert_int_equal(fkv_engine_default_params(&ep, &err), 0);
-    ep.seq.ctx.n_ctx = 256;
-    ep.seq.ctx.prefill_rows = 32;
-    ep.seq.cache_min = 1;
+    ep.ctx.n_ctx = 256;
+    ep.ctx.prefill_rows = 32;
+    ep.cache_min = 1;
     ep.kv_block = 32;
     ep.kv_mem = (size_t)4 << 20;
     fkv_engine *e = fkv_engine_new(fx.m, &ep, &err);
@@ -203,9 +203,9 @@ static int run_engine(void *st, fkv_error *err) {
     (void)st;
     fkv_engine_params ep;
     if (fkv_engine_default_params(&ep, err)) return -1;
-    ep.seq.ctx.n_ctx = 256;
-    ep.seq.ctx.prefill_rows = 32;
-    ep.seq.cache_min = 1;
+    ep.ctx.n_ctx = 256;
+    ep.ctx.prefill_rows = 32;
+    ep.cache_min = 1;
     ep.kv_block = 32;
     ep.kv_mem = (size_t)4 << 20;
     started = fkv_engine_new(fx.m, &ep, err);

@@ -100,8 +100,8 @@ static int setup(void **state) {
     oai_json_init();
     fkv_engine_params ep;
     if (fkv_engine_default_params(&ep, &err)) return -1;
-    ep.seq.ctx.n_ctx = 256;
-    ep.seq.cache_min = 1;
+    ep.ctx.n_ctx = 256;
+    ep.cache_min = 1;
     ep.kv_mem = (size_t)4 << 20;
     fx.s = sched_new(fx.m, &ep, 1, 0, &err);
     return fx.s ? 0 : -1;

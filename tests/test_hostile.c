@@ -386,7 +386,7 @@ static void test_an_explicit_context_the_default_kv_memory_cannot_hold_is_refuse
     fkv_error err = {0};
     fkv_engine_params ep;
     assert_int_equal(fkv_engine_default_params(&ep, &err), 0);
-    ep.seq.ctx.n_ctx = UINT32_MAX - 63;
+    ep.ctx.n_ctx = UINT32_MAX - 63;
     assert_null(fkv_engine_new(m, &ep, &err));
     assert_int_equal(err.code, FKV_E_INPUT);
     assert_non_null(strstr(err.msg, "is more than the KV memory holds"));

@@ -12,8 +12,8 @@
 #include <xxhash.h>
 
 #include "flatkv.h"
-#include "model/genmodel.h"
 #include "gguf/gguf.h"
+#include "model/genmodel.h"
 #include "testutil.h"
 
 #define N_PROMPT 150 /* crosses the 32-key attention tiles and the 64-row grid several times */
@@ -206,7 +206,7 @@ static void test_quantized_kv_refuses_heads_that_are_not_whole_blocks(void **sta
         assert_non_null(strstr(err.msg, "heads have 8"));
         fkv_engine_params ep;
         assert_int_equal(fkv_engine_default_params(&ep, NULL), 0);
-        ep.seq.ctx = cp;
+        ep.ctx = cp;
         assert_null(fkv_engine_new(f->m, &ep, &err));
         assert_int_equal(err.code, FKV_E_UNSUPPORTED);
     }

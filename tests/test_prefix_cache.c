@@ -35,8 +35,8 @@ typedef struct {
 } turn_result;
 
 static fkv_seq *new_seq(const fixture *f, bool cache) {
-    fkv_seq_params p;
-    assert_int_equal(fkv_seq_default_params(&p, NULL), 0);
+    fkv_engine_params p;
+    assert_int_equal(fkv_engine_default_params(&p, NULL), 0);
     p.ctx.n_ctx = 512;
     p.ctx.kv_type = f->kv_type;
     p.ctx.prefill_rows = GRID;
@@ -285,8 +285,8 @@ static void test_the_record_never_claims_a_row_the_kv_does_not_hold(void **state
 
 static void test_reuse_below_the_minimum_is_not_taken(void **state) {
     fixture *f = *state;
-    fkv_seq_params p;
-    assert_int_equal(fkv_seq_default_params(&p, NULL), 0);
+    fkv_engine_params p;
+    assert_int_equal(fkv_engine_default_params(&p, NULL), 0);
     p.ctx.n_ctx = 512;
     p.cache_min = 64;
     fkv_error err = {0};
@@ -308,22 +308,22 @@ static void test_reuse_below_the_minimum_is_not_taken(void **state) {
 
 static void test_environment_switches_set_the_defaults(void **state) {
     (void)state;
-    fkv_seq_params p;
+    fkv_engine_params p;
     fkv_error err = {0};
     setenv("FLATKV_PREFIX_CACHE", "0", 1);
     setenv("FLATKV_PREFILL_ROWS", "48", 1);
     setenv("FLATKV_PREFIX_CACHE_MIN", "7", 1);
-    assert_int_equal(fkv_seq_default_params(&p, &err), 0);
+    assert_int_equal(fkv_engine_default_params(&p, &err), 0);
     assert_false(p.prefix_cache);
     assert_int_equal(p.ctx.prefill_rows, 48);
     assert_int_equal(p.cache_min, 7);
     setenv("FLATKV_PREFILL_ROWS", "lots", 1);
-    assert_int_equal(fkv_seq_default_params(&p, &err), -1);
+    assert_int_equal(fkv_engine_default_params(&p, &err), -1);
     assert_non_null(strstr(err.msg, "FLATKV_PREFILL_ROWS"));
     unsetenv("FLATKV_PREFIX_CACHE");
     unsetenv("FLATKV_PREFILL_ROWS");
     unsetenv("FLATKV_PREFIX_CACHE_MIN");
-    assert_int_equal(fkv_seq_default_params(&p, &err), 0);
+    assert_int_equal(fkv_engine_default_params(&p, &err), 0);
     assert_true(p.prefix_cache);
     assert_int_equal(p.cache_min, 64);
 }

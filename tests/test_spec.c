@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/spec.h"
 #include "flatkv.h"
 #include "gguf/gguf.h"
-#include "engine/spec.h"
 #include "testutil.h"
 
 #define MAX_GEN 400
@@ -39,8 +39,8 @@ static fkv_kv_type kv_type = FKV_KV_F16; /* of the engines generate() makes */
 static fkv_engine *engine(const fkv_model *m, uint32_t n_ctx, size_t kv_mem) {
     fkv_engine_params ep;
     fkv_engine_default_params(&ep, NULL);
-    ep.seq.ctx.kv_type = kv_type;
-    ep.seq.ctx.n_ctx = n_ctx;
+    ep.ctx.kv_type = kv_type;
+    ep.ctx.n_ctx = n_ctx;
     ep.kv_mem = kv_mem;
     ep.kv_block = 32;
     fkv_error err = {0};

@@ -46,8 +46,8 @@ static model_fx load_model(uint32_t pattern, uint64_t seed) {
     if (!(f.m = fkv_model_load(path, &err))) fail_msg("%s", err.msg);
     remove(path);
     f.n_vocab = fkv_model_get_info(f.m).n_vocab;
-    fkv_seq_params sp;
-    fkv_seq_default_params(&sp, NULL);
+    fkv_engine_params sp;
+    fkv_engine_default_params(&sp, NULL);
     sp.ctx.n_ctx = N_CTX;
     sp.prefix_cache = false;
     if (!(f.cold = fkv_seq_new(f.m, &sp, &err))) fail_msg("%s", err.msg);
@@ -62,9 +62,9 @@ static void free_model(model_fx *f) {
 static fkv_engine_params engine_params(bool swa_full, uint32_t grid) {
     fkv_engine_params p;
     fkv_engine_default_params(&p, NULL);
-    p.seq.ctx.n_ctx = N_CTX;
-    p.seq.ctx.prefill_rows = 32;
-    p.seq.cache_min = 1;
+    p.ctx.n_ctx = N_CTX;
+    p.ctx.prefill_rows = 32;
+    p.cache_min = 1;
     p.kv_block = B;
     p.kv_mem = (size_t)64 << 20;
     p.swa_full = swa_full;

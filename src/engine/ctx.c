@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "base/err.h"
-#include "model/forward.h"
 #include "cache/kv.h"
+#include "model/forward.h"
 #include "model/model.h"
 
 struct fkv_ctx {

@@ -14,12 +14,13 @@
 #include <unistd.h>
 
 #include "base/err.h"
-#include "model/forward.h"
 #include "cache/kvdisk.h"
 #include "cache/kvpool.h"
-#include "model/model.h"
 #include "cache/prefix.h"
-#include "engine/spec.h"
+#include "engine/engine.h"
+#include "engine/stepbuf.h"
+#include "model/forward.h"
+#include "model/model.h"
 
 /* Measured (bench/multi_flatkv, FKV_BENCH_KV_BLOCK, 4 conversations): 32 and 64 use the same peak memory,
  * 128 and 256 7% more (partial last blocks); speed does not depend on it within noise. 64 keeps half the
@@ -42,7 +43,7 @@ struct fkv_engine {
     forward *fw;
     uint32_t *pos;        /* [max rows] */
     const kv_map **maps;  /* [max rows] */
-    spec_scratch *step;   /* fkv_engine_step's */
+    stepbuf *step;        /* fkv_engine_step's */
     char note[256];       /* fkv_engine_note: a default the engine changed, or "" */
 };
 
@@ -60,9 +61,28 @@ struct fkv_eseq {
     char *salt; /* NULL: the default */
 };
 
+/* An unsigned environment variable into *out; -1 with err when set but malformed. */
+static int env_u32(const char *name, uint32_t min, uint32_t *out, fkv_error *err) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end || v[0] == '-' || x < min || x > UINT32_MAX)
+        return err_input(err, "%s='%s' is not an integer >= %u", name, v, min);
+    *out = (uint32_t)x;
+    return 0;
+}
+
 int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err) {
-    memset(p, 0, sizeof *p);
-    return fkv_seq_default_params(&p->seq, err);
+    *p = (fkv_engine_params){.ctx = fkv_ctx_default_params(), .prefix_cache = true, .cache_min = 64,
+                             .bound_to_frontier = false};
+    uint32_t cache = 1;
+    int rc = env_u32("FLATKV_PREFIX_CACHE", 0, &cache, err);
+    if (!rc && cache > 1) rc = err_input(err, "FLATKV_PREFIX_CACHE must be 0 or 1");
+    p->prefix_cache = cache != 0;
+    if (!rc) rc = env_u32("FLATKV_PREFILL_ROWS", 1, &p->ctx.prefill_rows, err);
+    if (!rc) rc = env_u32("FLATKV_PREFIX_CACHE_MIN", 0, &p->cache_min, err);
+    return err ? rc : 0;
 }
 
 /* The disk tier of e->p.kv_dir and the namespace its blocks are named under: everything besides the ids and the salt
@@ -99,7 +119,7 @@ static int open_disk(fkv_engine *e, prefix_disk *disk, fkv_error *err) {
  * budget smaller than one context is legitimate (sequences share and evict blocks; one that outgrows the budget
  * gets FKV_E_KV_FULL). */
 static int fit_context(fkv_engine *e, size_t bytes_per_pos, fkv_error *err) {
-    fkv_ctx_params *cp = &e->p.seq.ctx;
+    fkv_ctx_params *cp = &e->p.ctx;
     const uint32_t n_ctx_model = e->m->hp.n_ctx_train;
     const size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
     const bool default_budget = !e->p.kv_mem;
@@ -142,7 +162,7 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
         e->p = *params;
     else if (fkv_engine_default_params(&e->p, err))
         goto fail;
-    fkv_ctx_params *cp = &e->p.seq.ctx;
+    fkv_ctx_params *cp = &e->p.ctx;
     if (!cp->prefill_rows) cp->prefill_rows = FORWARD_DEFAULT_GRID;
     if (!e->p.kv_block) e->p.kv_block = DEFAULT_BLOCK_ROWS;
     if (!e->p.max_batch) e->p.max_batch = DEFAULT_MAX_BATCH;
@@ -184,7 +204,7 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     const uint32_t step_rows = e->p.max_batch * (1 + FKV_SPEC_DEFAULT_DRAFT) > 1 + FKV_SPEC_MAX_DRAFT
                                    ? e->p.max_batch * (1 + FKV_SPEC_DEFAULT_DRAFT)
                                    : 1 + FKV_SPEC_MAX_DRAFT;
-    e->step = spec_scratch_new(step_rows < rows ? step_rows : rows, e->p.max_batch, hp->n_vocab);
+    e->step = stepbuf_new(step_rows < rows ? step_rows : rows, e->p.max_batch, hp->n_vocab);
     if (!e->pos || !e->maps || !e->step) {
         err_nomem(err, "out of memory for the engine's scratch");
         goto fail;
@@ -205,15 +225,15 @@ void fkv_engine_free(fkv_engine *e) {
     forward_free(e->fw);
     free(e->pos);
     free(e->maps);
-    spec_scratch_free(e->step);
+    stepbuf_free(e->step);
     free(e);
 }
 
-spec_scratch *engine_spec_scratch(fkv_engine *e) { return e->step; }
+stepbuf *engine_stepbuf(fkv_engine *e) { return e->step; }
 
 const char *engine_eseq_salt(const fkv_eseq *s) { return s->salt; }
 
-uint32_t fkv_engine_n_ctx(const fkv_engine *e) { return e->p.seq.ctx.n_ctx; }
+uint32_t fkv_engine_n_ctx(const fkv_engine *e) { return e->p.ctx.n_ctx; }
 
 const fkv_model *fkv_engine_model(const fkv_engine *e) { return e->m; }
 
@@ -273,7 +293,7 @@ static int begin(fkv_engine *e, fkv_eseq *s, uint32_t n, kvrec_policy policy, bo
 
 fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, uint32_t *cached,
                            fkv_error *err) {
-    const uint32_t n_ctx = e->p.seq.ctx.n_ctx, n_vocab = e->m->hp.n_vocab;
+    const uint32_t n_ctx = e->p.ctx.n_ctx, n_vocab = e->m->hp.n_vocab;
     if (n == 0 || n > n_ctx) {
         err_input(err, "the prompt has %u tokens; it must have 1 to %u (the context)", n, n_ctx);
         return NULL;
@@ -296,8 +316,8 @@ fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, 
         s->map.part[1] = kvpool_part(e->wpool, NULL);
         s->map.layer_at = e->layer_at;
     }
-    const kvrec_policy policy = {.min_reuse = e->p.seq.cache_min, .bound_to_frontier = e->p.seq.bound_to_frontier};
-    if (begin(e, s, n, policy, e->p.seq.prefix_cache, cached, err)) {
+    const kvrec_policy policy = {.min_reuse = e->p.cache_min, .bound_to_frontier = e->p.bound_to_frontier};
+    if (begin(e, s, n, policy, e->p.prefix_cache, cached, err)) {
         eseq_free(s);
         return NULL;
     }
@@ -331,7 +351,7 @@ static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, fl
 }
 
 int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err) {
-    const uint32_t grid = e->p.seq.ctx.prefill_rows, p = s->ps.n_pos;
+    const uint32_t grid = e->p.ctx.prefill_rows, p = s->ps.n_pos;
     if (p >= s->n_prompt) return err_input(err, "the prompt is already computed");
     uint32_t end = forward_grid_end(p, s->n_prompt, grid);
     bool last = end == s->n_prompt;
@@ -342,7 +362,7 @@ int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err
 
 int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, const uint32_t *n_ids, uint32_t n,
                       float *logits, uint32_t *failed, fkv_error *err) {
-    const uint32_t n_ctx = e->p.seq.ctx.n_ctx, max_rows = forward_max_rows(e->fw);
+    const uint32_t n_ctx = e->p.ctx.n_ctx, max_rows = forward_max_rows(e->fw);
     uint32_t rows = 0;
     for (uint32_t i = 0; i < n; i++) {
         fkv_eseq *s = seqs[i];
@@ -399,7 +419,7 @@ int fkv_engine_decode(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
 }
 
 int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err) {
-    const uint32_t n_ctx = e->p.seq.ctx.n_ctx, grid = e->p.seq.ctx.prefill_rows, dim = e->m->hp.dim;
+    const uint32_t n_ctx = e->p.ctx.n_ctx, grid = e->p.ctx.prefill_rows, dim = e->m->hp.dim;
     if (!embd || n == 0) return err_input(err, "no embedding rows to feed");
     if (s->ps.n_pos < s->n_prompt) return err_input(err, "the sequence's prompt is not computed yet");
     if (n > n_ctx - s->ps.n_pos)
@@ -419,7 +439,7 @@ int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t
 /* Start s's path on its ids[0..n) taking every row the cache holds (nothing left to compute, as a fork or a rewind
  * wants), and compute again the rows no longer held (window rows given back, an eviction). */
 static int resume(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
-    const kvrec_policy policy = {.bound_to_frontier = e->p.seq.bound_to_frontier, .whole = true};
+    const kvrec_policy policy = {.bound_to_frontier = e->p.bound_to_frontier, .whole = true};
     if (begin(e, s, n, policy, true, NULL, err)) return -1;
     while (s->ps.n_pos < n)
         if (fkv_engine_prefill(e, s, NULL, err) < 0) return -1;

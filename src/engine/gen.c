@@ -11,10 +11,10 @@
 #include <xxhash.h>
 
 #include "base/err.h"
-#include "flatkv.h"
 #include "constrain/grammar.h"
+#include "engine/gen.h"
+#include "flatkv.h"
 #include "model/model.h"
-#include "engine/spec.h"
 
 struct fkv_grammar {
     const fkv_model *m;

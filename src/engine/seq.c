@@ -9,8 +9,6 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "cache/kvrec.h"
-#include "model/model.h"
 
 struct fkv_seq {
     fkv_engine *e;
@@ -19,30 +17,6 @@ struct fkv_seq {
     fkv_eseq *s;       /* the current turn's sequence; NULL before the first prefill, after clear or a failure */
     uint32_t hist_from; /* the repetition history starts after the last embedding rows */
 };
-
-/* An unsigned environment variable into *out; -1 with err when set but malformed. */
-static int env_u32(const char *name, uint32_t min, uint32_t *out, fkv_error *err) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*end || v[0] == '-' || x < min || x > UINT32_MAX)
-        return err_input(err, "%s='%s' is not an integer >= %u", name, v, min);
-    *out = (uint32_t)x;
-    return 0;
-}
-
-int fkv_seq_default_params(fkv_seq_params *p, fkv_error *err) {
-    *p = (fkv_seq_params){.ctx = fkv_ctx_default_params(), .prefix_cache = true, .cache_min = 64,
-                          .bound_to_frontier = false};
-    uint32_t cache = 1;
-    int rc = env_u32("FLATKV_PREFIX_CACHE", 0, &cache, err);
-    if (!rc && cache > 1) rc = err_input(err, "FLATKV_PREFIX_CACHE must be 0 or 1");
-    p->prefix_cache = cache != 0;
-    if (!rc) rc = env_u32("FLATKV_PREFILL_ROWS", 1, &p->ctx.prefill_rows, err);
-    if (!rc) rc = env_u32("FLATKV_PREFIX_CACHE_MIN", 0, &p->cache_min, err);
-    return err ? rc : 0;
-}
 
 fkv_seq *fkv_seq_open(fkv_engine *e, const char *salt, fkv_error *err) {
     fkv_seq *s = calloc(1, sizeof *s);
@@ -55,11 +29,8 @@ fkv_seq *fkv_seq_open(fkv_engine *e, const char *salt, fkv_error *err) {
     return s;
 }
 
-fkv_seq *fkv_seq_new(const fkv_model *m, const fkv_seq_params *p, fkv_error *err) {
-    fkv_engine_params ep;
-    if (fkv_engine_default_params(&ep, p ? NULL : err)) return NULL;
-    if (p) ep.seq = *p;
-    fkv_engine *e = fkv_engine_new(m, &ep, err);
+fkv_seq *fkv_seq_new(const fkv_model *m, const fkv_engine_params *p, fkv_error *err) {
+    fkv_engine *e = fkv_engine_new(m, p, err);
     fkv_seq *s = e ? fkv_seq_open(e, NULL, err) : NULL;
     if (!s) {
         fkv_engine_free(e);

@@ -1,5 +1,5 @@
-/* spec.h — speculative decoding inside the library: the lookup drafter, a generation's speculation state, and the
- * step's scratch. fkv_engine_step (flatkv.h) is the contract; spec.c implements it.
+/* spec.h — speculative decoding's drafters: the lookup drafter, the draft model's guesses, and a generation's
+ * speculation state. fkv_engine_step (step.c) verifies what they guess.
  *
  * WHY the answer cannot change: a step computes the fed token's row and the guesses' rows in one forward, and a guess's
  * row is kept only once the generation, sampling from the row before it exactly as plain decoding would, chose that
@@ -9,11 +9,12 @@
  *
  * Thread-safety: a generation and its draft sequence belong to the target engine's thread.
  */
-#ifndef FKV_SPEC_H
-#define FKV_SPEC_H
+#ifndef FKV_ENGINE_SPEC_H
+#define FKV_ENGINE_SPEC_H
 
 #include <stdint.h>
 
+#include "engine/stepbuf.h"
 #include "flatkv.h"
 
 /* Lookup drafting over the sequence h = ids[0..n) followed by last: the longest suffix of h, of ngram_max ids at most,
@@ -24,16 +25,13 @@
 uint32_t spec_lookup(const int32_t *ids, uint32_t n, int32_t last, uint32_t ngram_max, uint32_t max, int32_t *out);
 
 /* A generation's speculation (fkv_gen owns one). */
-typedef struct {
+typedef struct spec_state {
     fkv_spec_params p; /* mode OFF once a draft engine failed it: guesses are an optimisation, never a failure */
     uint32_t k;        /* DRAFT: guesses to try at the next step */
     fkv_eseq *dseq;    /* DRAFT: its sequence on p.draft, started at the first step */
     uint32_t drafted, accepted;
 } spec_state;
 
-/* gen.c: g's speculation state, and how many more tokens g may sample. */
-spec_state *gen_spec(fkv_gen *g);
-uint32_t gen_room(const fkv_gen *g);
 /* A state for p (draft_max and ngram_max defaulted), and its end (the draft sequence finished). */
 spec_state spec_state_init(const fkv_spec_params *p);
 void spec_state_end(spec_state *st);
@@ -45,12 +43,16 @@ void spec_adapt(spec_state *st, uint32_t guesses, uint32_t kept);
 /* The most guesses st may make at its next step, before the context's and the step's limits. */
 uint32_t spec_guess_max(const spec_state *st);
 
-/* A step's scratch, sized once for an engine: nothing allocates per token (the logits rows on the first step). */
-typedef struct spec_scratch spec_scratch;
-spec_scratch *spec_scratch_new(uint32_t max_rows, uint32_t max_seqs, uint32_t n_vocab);
-void spec_scratch_free(spec_scratch *sc);
-/* engine.c: e's scratch, and a sequence's salt (NULL: the default) for its draft sequence. */
-spec_scratch *engine_spec_scratch(fkv_engine *e);
-const char *engine_eseq_salt(const fkv_eseq *s);
+/* Guesses from the draft model for the sequences of a step with caps (sb->cap, sb->state[i] each one's speculation),
+ * written after each one's fed id next[i] at sb->ids + sb->row[i]; sb->n_ids[i] becomes 1 + the guesses made, sb->lag[i]
+ * (0 before) the catch-up rows its draft sequence was fed. The draft engine runs as many forwards as the longest cap:
+ * every sequence's catch-up rows (and so its first guess) in one, then one guess per sequence per forward. A draft
+ * engine that fails turns its states' speculation off; the guesses made so far stand. */
+void spec_draft_guesses(stepbuf *sb, fkv_eseq *const *seqs, const int32_t *next, uint32_t n);
+/* After the target kept `kept` of a sequence's `guesses`: its draft sequence keeps its `lag` catch-up rows and its
+ * guesses' rows as far as the target kept them (the last guess was never fed to it). */
+void spec_draft_keep(spec_state *st, uint32_t lag, uint32_t guesses, uint32_t kept);
+/* The step ran without guesses after all: the draft sequence forgets the rows it was fed for them. */
+void spec_draft_forget(spec_state *st);
 
 #endif

@@ -517,3 +517,16 @@ const char *fkv_model_chat_template(const fkv_model *m) { return m->chat_templat
 int32_t fkv_token_bos(const fkv_model *m) { return tok_bos(m->vocab); }
 
 bool fkv_token_is_eog(const fkv_model *m, int32_t id) { return tok_is_eog(m->vocab, id); }
+
+bool fkv_model_vocab_equal(const fkv_model *a, const fkv_model *b) {
+    const uint32_t n = a->hp.n_vocab;
+    if (b->hp.n_vocab != n) return false;
+    char pa[256], pb[256];
+    for (uint32_t id = 0; id < n; id++) {
+        const int la = fkv_token_piece(a, -1, (int32_t)id, pa, sizeof pa);
+        const int lb = fkv_token_piece(b, -1, (int32_t)id, pb, sizeof pb);
+        if (la != lb || (la > 0 && memcmp(pa, pb, (size_t)(la < (int)sizeof pa ? la : (int)sizeof pa))))
+            return false;
+    }
+    return true;
+}

@@ -1,0 +1,18 @@
+/* gen.h — what the step (step.c) needs of a generation (fkv_gen, flatkv.h) beyond the public API.
+ *
+ * Thread-safety: a generation belongs to one thread at a time.
+ */
+#ifndef FKV_ENGINE_GEN_H
+#define FKV_ENGINE_GEN_H
+
+#include <stdint.h>
+
+#include "engine/spec.h"
+#include "flatkv.h"
+
+/* g's speculation state. */
+spec_state *gen_spec(fkv_gen *g);
+/* How many more tokens g may sample (0 once it is over). */
+uint32_t gen_room(const fkv_gen *g);
+
+#endif
