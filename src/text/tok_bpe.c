@@ -36,6 +36,7 @@
 #include <xxhash.h>
 
 #include "base/err.h"
+#include "text/tok_merge.h"
 
 #define TOK_BPE_MAX_RE 6
 

@@ -1,4 +1,4 @@
-/* tok_bpe.h — internal: what tok.c and tok_bpe.c share. Not part of the tokenizer's contract (tok.h).
+/* tok_bpe.h — byte-level BPE over the shared vocabulary (tok.h): internal to the tokenizer, not part of its contract.
  *
  * WHY: both tokenizers sit on one vocabulary (pieces, types, hash lookup) and one special-token split,
  * all owned by tok.c; tok_bpe.c adds only what byte-level BPE needs on top: the merge ranks, the
@@ -28,28 +28,6 @@ static inline void tok_emit(tok_sink *s, int32_t id) {
     if (s->n < s->cap) s->out[s->n] = id;
     s->n++;
 }
-
-/* A candidate merge of adjacent symbols left and right, whose concatenation is `size` bytes when queued
- * (a different size when popped means the entry is stale). Both tokenizers merge the smallest key first,
- * the leftmost among equals: SPM keys by −score (highest score first), BPE by merge rank. */
-typedef struct {
-    float key;
-    int32_t left, right;
-    size_t size;
-} tok_merge;
-
-typedef struct {
-    tok_merge *heap;
-    size_t n, cap;
-} tok_merge_queue;
-
-/* 0, or -1 when out of memory. */
-int tok_merge_push(tok_merge_queue *q, tok_merge m);
-/* The first merge (q->n > 0). */
-tok_merge tok_merge_pop(tok_merge_queue *q);
-
-/* The id of the piece s[0..len), or -1 (tok.c's hash table). */
-int32_t tok_lookup(const tok_vocab *v, const char *s, size_t len);
 
 typedef struct tok_bpe tok_bpe;
 typedef struct tok_bpe_work tok_bpe_work;
