@@ -31,7 +31,7 @@
 #include "flatkv.h"
 #include "harness.h"
 #include "kernels/dispatch.h"
-#include "text/chat.h"
+#include "chat/chat.h"
 
 #define CONTEXT 512
 #define MAX_K FKV_SPEC_MAX_DRAFT

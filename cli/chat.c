@@ -2,7 +2,7 @@
  * client does, and lets the sequence's prefix cache reuse what the last turn left in the KV.
  *
  * Each turn: the user's line joins the transcript; the whole transcript is rendered with the chat template
- * (src/text/chat.h) and its generation prompt, tokenized with control tokens parsed, and prefilled with
+ * (src/chat/chat.h) and its generation prompt, tokenized with control tokens parsed, and prefilled with
  * fkv_seq_prefill, which reuses the longest common prefix with what the KV holds and computes the rest;
  * then tokens are decoded until end of generation or N tokens and streamed. The reply joins the
  * transcript as the text that was streamed. One line per turn on stderr gives the prompt, cached and new
@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "text/chat.h"
+#include "chat/chat.h"
 #include "cli.h"
 
 static const char HELP[] =

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "text/chat.h"
+#include "chat/chat.h"
 #include "cli.h"
 #include "server.h"
 

@@ -1,4 +1,4 @@
-/* fuzz_chat.c — chat-template rendering (src/text/chat.c) of arbitrary message JSON, in every family.
+/* fuzz_chat.c — chat-template rendering (src/chat/chat.c) of arbitrary message JSON, in every family.
  *
  * Input: byte 0 picks the template (chat_template_by_name's names, Mistral's three variants, Qwen2.5's default
  * system) and byte 1 the flags (add_generation_prompt, no_thinking, render the tools); the rest is JSON, either a
@@ -16,7 +16,7 @@
 
 #include <jansson.h>
 
-#include "text/chat.h"
+#include "chat/chat.h"
 #include "fuzz.h"
 
 #define MAX_MESSAGES 24

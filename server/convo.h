@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "text/chat.h"
+#include "chat/chat.h"
 
 typedef struct {
     const char *role; /* static: "system", "user", "assistant" or "tool" */

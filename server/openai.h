@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "text/chat.h"
+#include "chat/chat.h"
 #include "flatkv.h"
 #include "scheduler.h"
 

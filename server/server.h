@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "text/chat.h"
+#include "chat/chat.h"
 #include "flatkv.h"
 
 typedef struct {

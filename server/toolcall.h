@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "text/chat.h"
+#include "chat/chat.h"
 #include "flatkv.h"
 
 typedef enum { TOOLCALL_NONE = 0, TOOLCALL_HERMES = 1, TOOLCALL_LLAMA3 = 2 } toolcall_format;

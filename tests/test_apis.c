@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "anthropic.h"
-#include "text/chat.h"
+#include "chat/chat.h"
 #include "responses.h"
 #include "testutil.h"
 #include "toolcall.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/chat.h"
+#include "chat/chat.h"
 #include "testutil.h"
 
 #define N_OF(a) (sizeof(a) / sizeof *(a))

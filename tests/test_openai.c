@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/chat.h"
+#include "chat/chat.h"
 #include "openai.h"
 #include "testutil.h"
 

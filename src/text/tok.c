@@ -2,8 +2,7 @@
  * SPM tokenizer on top of them. Byte-level BPE ("gpt2") shares all of that except step 2-4 below, which
  * tok_bpe.c replaces (pre-tokenizer regexes, byte alphabet, merges by rank).
  *
- * Design: tok_load copies every piece into one blob and indexes it with an open-addressing hash table
- * (XXH3, linear probing), so each lookup during merging costs one hash and usually one memcmp. It also
+ * Design: tok_load copies every piece into one blob and indexes it (tok_pieces.h). It also
  * precomputes what each token decodes to (a second blob), the token for each byte value (byte fallback)
  * and the list of "special" tokens that are split out of the text before merging.
  *
@@ -52,21 +51,18 @@
 #include "base/err.h"
 #include "text/tok_bpe.h"
 #include "text/tok_merge.h"
+#include "text/tok_pieces.h"
 
 #define TOK_FLAG_RSTRIP 1u /* swallow whitespace after this special token in the text */
 #define TOK_FLAG_EOG 2u    /* ends a generation */
 
 struct tok_vocab {
-    int32_t n;
-    char *text;          /* all pieces, back to back */
-    size_t *text_off;    /* [n + 1] piece i is text[text_off[i] .. text_off[i + 1]) */
+    tok_pieces pieces;   /* the pieces and their lookup; pieces.n is the vocabulary's size */
     char *dec;           /* what each token decodes to, back to back */
     size_t *dec_off;     /* [n + 1] */
     float *score;        /* [n] */
     uint8_t *type;       /* [n] tok_type */
     uint8_t *flags;      /* [n] TOK_FLAG_* */
-    int32_t *slots;      /* [slot_mask + 1] hash table of ids, -1 = empty */
-    uint64_t slot_mask;
     int32_t byte_tok[256]; /* token of each byte value for byte fallback, -1 = none */
     int32_t *special;    /* ids split out of the text before merging, longest text first */
     int32_t n_special;
@@ -77,23 +73,6 @@ struct tok_vocab {
 };
 
 static const char tok_space_mark[] = "\xe2\x96\x81"; /* U+2581, how SentencePiece writes ' ' */
-
-/* --- vocabulary lookup --- */
-
-static const char *tok_text(const tok_vocab *v, int32_t id, size_t *len) {
-    *len = v->text_off[id + 1] - v->text_off[id];
-    return v->text + v->text_off[id];
-}
-
-int32_t tok_lookup(const tok_vocab *v, const char *s, size_t len) {
-    for (uint64_t i = XXH3_64bits(s, len) & v->slot_mask;; i = (i + 1) & v->slot_mask) {
-        int32_t id = v->slots[i];
-        if (id < 0) return -1;
-        size_t n;
-        const char *t = tok_text(v, id, &n);
-        if (n == len && memcmp(t, s, len) == 0) return id;
-    }
-}
 
 /* --- loading --- */
 
@@ -110,7 +89,7 @@ static int tok_hex(char c) {
 
 static bool tok_text_is(const tok_vocab *v, int32_t id, const char *s) {
     size_t n;
-    const char *t = tok_text(v, id, &n);
+    const char *t = tok_pieces_text(&v->pieces, id, &n);
     return n == strlen(s) && memcmp(t, s, n) == 0;
 }
 
@@ -135,73 +114,29 @@ static int tok_special_id(const gguf_file *f, const char *key, int32_t def, int3
     return 0;
 }
 
-static int tok_load_pieces(tok_vocab *v, const gguf_file *f, const gguf_value *tokens, fkv_error *err) {
-    size_t total = 0;
-    char empty_name[32];
-    for (int32_t i = 0; i < v->n; i++) {
-        uint64_t len = tokens->arr.items[i].str.len;
-        total += len ? len : (size_t)snprintf(empty_name, sizeof empty_name, "[EMPTY_%d]", (int)i);
-    }
-    v->text = malloc(total ? total : 1);
-    v->text_off = malloc(((size_t)v->n + 1) * sizeof *v->text_off);
-    if (!v->text || !v->text_off) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
-    size_t off = 0;
-    for (int32_t i = 0; i < v->n; i++) {
-        gguf_str s = tokens->arr.items[i].str;
-        v->text_off[i] = off;
-        if (s.len) {
-            memcpy(v->text + off, s.ptr, s.len);
-            off += s.len;
-        } else {
-            off += (size_t)snprintf(empty_name, sizeof empty_name, "[EMPTY_%d]", (int)i);
-            memcpy(v->text + v->text_off[i], empty_name, off - v->text_off[i]);
-        }
-    }
-    v->text_off[v->n] = off;
-
-    uint64_t n_slots = 16;
-    while (n_slots < 2 * (uint64_t)v->n) n_slots *= 2;
-    v->slot_mask = n_slots - 1;
-    v->slots = malloc(n_slots * sizeof *v->slots);
-    if (!v->slots) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
-    memset(v->slots, 0xff, n_slots * sizeof *v->slots);
-    for (int32_t i = 0; i < v->n; i++) {
-        size_t len;
-        const char *t = tok_text(v, i, &len);
-        int32_t dup = tok_lookup(v, t, len);
-        if (dup >= 0)
-            return err_input(err, "%s: tokenizer.ggml.tokens: token %d '%.*s' repeats token %d", f->path, (int)i,
-                           (int)(len > 64 ? 64 : len), t, (int)dup);
-        uint64_t s = XXH3_64bits(t, len) & v->slot_mask;
-        while (v->slots[s] >= 0) s = (s + 1) & v->slot_mask;
-        v->slots[s] = i;
-    }
-    return 0;
-}
-
 static int tok_load_types(tok_vocab *v, const gguf_file *f, fkv_error *err) {
-    v->score = calloc((size_t)v->n, sizeof *v->score);
-    v->type = malloc((size_t)v->n);
-    v->flags = calloc((size_t)v->n, 1);
+    v->score = calloc((size_t)v->pieces.n, sizeof *v->score);
+    v->type = malloc((size_t)v->pieces.n);
+    v->flags = calloc((size_t)v->pieces.n, 1);
     if (!v->score || !v->type || !v->flags) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
-    memset(v->type, TOK_TYPE_NORMAL, (size_t)v->n);
+    memset(v->type, TOK_TYPE_NORMAL, (size_t)v->pieces.n);
 
     const gguf_value *arr;
     if (gguf_find(f, "tokenizer.ggml.scores")) {
         if (gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, &arr, err)) return -1;
-        if (arr->arr.n != (uint64_t)v->n)
+        if (arr->arr.n != (uint64_t)v->pieces.n)
             return err_input(err, "%s: tokenizer.ggml.scores has %llu entries for %d tokens", f->path,
-                           (unsigned long long)arr->arr.n, (int)v->n);
-        for (int32_t i = 0; i < v->n; i++) v->score[i] = (float)gguf_arr_float(arr, (uint64_t)i);
+                           (unsigned long long)arr->arr.n, (int)v->pieces.n);
+        for (int32_t i = 0; i < v->pieces.n; i++) v->score[i] = (float)gguf_arr_float(arr, (uint64_t)i);
     }
     if (gguf_find(f, "tokenizer.ggml.token_type")) {
         if (gguf_get_arr(f, "tokenizer.ggml.token_type", -1, &arr, err)) return -1;
         if (arr->arr.items || arr->arr.elem_type == GGUF_TYPE_FLOAT32 || arr->arr.elem_type == GGUF_TYPE_FLOAT64)
             return err_input(err, "%s: tokenizer.ggml.token_type is not an array of integers", f->path);
-        if (arr->arr.n != (uint64_t)v->n)
+        if (arr->arr.n != (uint64_t)v->pieces.n)
             return err_input(err, "%s: tokenizer.ggml.token_type has %llu entries for %d tokens", f->path,
-                           (unsigned long long)arr->arr.n, (int)v->n);
-        for (int32_t i = 0; i < v->n; i++) {
+                           (unsigned long long)arr->arr.n, (int)v->pieces.n);
+        for (int32_t i = 0; i < v->pieces.n; i++) {
             int64_t t = gguf_arr_int(arr, (uint64_t)i);
             v->type[i] = (uint8_t)(t >= TOK_TYPE_NORMAL && t <= TOK_TYPE_BYTE ? t : TOK_TYPE_UNDEFINED);
         }
@@ -268,7 +203,7 @@ static const struct {
 /* gpt-oss's channel markers are always rendered: USER_DEFINED (llama.cpp's "quick hack"). */
 static const char *const tok_user_defined_names[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
 
-static int32_t tok_find(const tok_vocab *v, const char *text) { return tok_lookup(v, text, strlen(text)); }
+static int32_t tok_find(const tok_vocab *v, const char *text) { return tok_pieces_lookup(&v->pieces, text, strlen(text)); }
 
 static bool tok_is_eog_text(const tok_vocab *v, const char *text) {
     int32_t id = tok_find(v, text);
@@ -289,8 +224,8 @@ static int tok_apply_text_rules(tok_vocab *v, const gguf_file *f, int32_t eot, i
     }
     for (size_t k = 0; k < sizeof tok_fim_kinds / sizeof *tok_fim_kinds; k++) {
         int32_t id = -1;
-        if (tok_special_id(f, tok_fim_kinds[k].key, -1, v->n, &id, err)) return -1;
-        if (id < 0 && tok_fim_kinds[k].old_key && tok_special_id(f, tok_fim_kinds[k].old_key, -1, v->n, &id, err))
+        if (tok_special_id(f, tok_fim_kinds[k].key, -1, v->pieces.n, &id, err)) return -1;
+        if (id < 0 && tok_fim_kinds[k].old_key && tok_special_id(f, tok_fim_kinds[k].old_key, -1, v->pieces.n, &id, err))
             return -1;
         if (id >= 0) { /* named by metadata: its type stays */
             if (tok_fim_kinds[k].eog) v->flags[id] |= TOK_FLAG_EOG;
@@ -329,13 +264,13 @@ static int tok_apply_text_rules(tok_vocab *v, const gguf_file *f, int32_t eot, i
  * BOS as the pre-tokenizer says (already in v->add_bos), no space prefix. */
 static int tok_load_specials(tok_vocab *v, const gguf_file *f, fkv_error *err) {
     bool bpe = v->bpe != NULL;
-    if (tok_special_id(f, "tokenizer.ggml.bos_token_id", bpe ? 11 : 1, v->n, &v->bos, err) ||
-        tok_special_id(f, "tokenizer.ggml.eos_token_id", bpe ? 11 : 2, v->n, &v->eos, err) ||
-        tok_special_id(f, "tokenizer.ggml.unknown_token_id", bpe ? -1 : 0, v->n, &v->unk, err))
+    if (tok_special_id(f, "tokenizer.ggml.bos_token_id", bpe ? 11 : 1, v->pieces.n, &v->bos, err) ||
+        tok_special_id(f, "tokenizer.ggml.eos_token_id", bpe ? 11 : 2, v->pieces.n, &v->eos, err) ||
+        tok_special_id(f, "tokenizer.ggml.unknown_token_id", bpe ? -1 : 0, v->pieces.n, &v->unk, err))
         return -1;
     int32_t eot, eom;
-    if (tok_special_id(f, "tokenizer.ggml.eot_token_id", -1, v->n, &eot, err) ||
-        tok_special_id(f, "tokenizer.ggml.eom_token_id", -1, v->n, &eom, err))
+    if (tok_special_id(f, "tokenizer.ggml.eot_token_id", -1, v->pieces.n, &eot, err) ||
+        tok_special_id(f, "tokenizer.ggml.eom_token_id", -1, v->pieces.n, &eom, err))
         return -1;
     if (!bpe) v->add_bos = true;
     v->add_space_prefix = !bpe;
@@ -345,17 +280,17 @@ static int tok_load_specials(tok_vocab *v, const gguf_file *f, fkv_error *err) {
 
     if (tok_apply_text_rules(v, f, eot, eom, err)) return -1;
 
-    v->special = malloc((size_t)v->n * sizeof *v->special);
+    v->special = malloc((size_t)v->pieces.n * sizeof *v->special);
     if (!v->special) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
     v->n_special = 0;
-    for (int32_t i = 0; i < v->n; i++)
+    for (int32_t i = 0; i < v->pieces.n; i++)
         if (v->type[i] == TOK_TYPE_CONTROL || v->type[i] == TOK_TYPE_USER_DEFINED || v->type[i] == TOK_TYPE_UNKNOWN)
             v->special[v->n_special++] = i;
     tok_special_len *order = malloc((size_t)v->n_special * sizeof *order + 1);
     if (!order) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
     for (int32_t i = 0; i < v->n_special; i++) {
         int32_t id = v->special[i];
-        order[i] = (tok_special_len){v->text_off[id + 1] - v->text_off[id], id};
+        order[i] = (tok_special_len){v->pieces.text_off[id + 1] - v->pieces.text_off[id], id};
     }
     qsort(order, (size_t)v->n_special, sizeof *order, tok_special_cmp);
     for (int32_t i = 0; i < v->n_special; i++) v->special[i] = order[i].id;
@@ -378,17 +313,17 @@ static int tok_load_decoding(tok_vocab *v, const gguf_file *f, fkv_error *err) {
     for (int b = 0; b < 256; b++) {
         char name[7] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>', 0};
         char raw = (char)b;
-        v->byte_tok[b] = tok_lookup(v, name, 6);
-        if (v->byte_tok[b] < 0) v->byte_tok[b] = tok_lookup(v, &raw, 1);
+        v->byte_tok[b] = tok_pieces_lookup(&v->pieces, name, 6);
+        if (v->byte_tok[b] < 0) v->byte_tok[b] = tok_pieces_lookup(&v->pieces, &raw, 1);
     }
 
-    v->dec = malloc(v->text_off[v->n] ? v->text_off[v->n] : 1); /* decoding never lengthens a piece */
-    v->dec_off = malloc(((size_t)v->n + 1) * sizeof *v->dec_off);
+    v->dec = malloc(v->pieces.text_off[v->pieces.n] ? v->pieces.text_off[v->pieces.n] : 1); /* decoding never lengthens a piece */
+    v->dec_off = malloc(((size_t)v->pieces.n + 1) * sizeof *v->dec_off);
     if (!v->dec || !v->dec_off) return err_nomem(err, "%s: out of memory for the vocabulary", f->path);
     size_t off = 0;
-    for (int32_t i = 0; i < v->n; i++) {
+    for (int32_t i = 0; i < v->pieces.n; i++) {
         size_t len;
-        const char *t = tok_text(v, i, &len);
+        const char *t = tok_pieces_text(&v->pieces, i, &len);
         v->dec_off[i] = off;
         switch ((tok_type)v->type[i]) {
         case TOK_TYPE_USER_DEFINED:
@@ -421,7 +356,7 @@ static int tok_load_decoding(tok_vocab *v, const gguf_file *f, fkv_error *err) {
             break;
         }
     }
-    v->dec_off[v->n] = off;
+    v->dec_off[v->pieces.n] = off;
     return 0;
 }
 
@@ -453,8 +388,7 @@ tok_vocab *tok_load(const gguf_file *f, fkv_error *err) {
         err_nomem(err, "%s: out of memory for the vocabulary", f->path);
         return NULL;
     }
-    v->n = (int32_t)tokens->arr.n;
-    if ((bpe && !(v->bpe = tok_bpe_load(f, &v->add_bos, err))) || tok_load_pieces(v, f, tokens, err) ||
+    if ((bpe && !(v->bpe = tok_bpe_load(f, &v->add_bos, err))) || tok_pieces_load(&v->pieces, f, tokens, err) ||
         tok_load_types(v, f, err) || tok_load_specials(v, f, err) ||
         tok_load_decoding(v, f, err)) {
         tok_free(v);
@@ -465,35 +399,33 @@ tok_vocab *tok_load(const gguf_file *f, fkv_error *err) {
 
 void tok_free(tok_vocab *v) {
     if (!v) return;
-    free(v->text);
-    free(v->text_off);
+    tok_pieces_free(&v->pieces);
     free(v->dec);
     free(v->dec_off);
     free(v->score);
     free(v->type);
     free(v->flags);
-    free(v->slots);
     free(v->special);
     tok_bpe_free(v->bpe);
     free(v);
 }
 
-int32_t tok_n_vocab(const tok_vocab *v) { return v->n; }
+int32_t tok_n_vocab(const tok_vocab *v) { return v->pieces.n; }
 int32_t tok_bos(const tok_vocab *v) { return v->bos; }
 int32_t tok_eos(const tok_vocab *v) { return v->eos; }
 bool tok_add_bos(const tok_vocab *v) { return v->add_bos; }
 
 tok_type tok_token_type(const tok_vocab *v, int32_t id) {
-    return id >= 0 && id < v->n ? (tok_type)v->type[id] : TOK_TYPE_UNDEFINED;
+    return id >= 0 && id < v->pieces.n ? (tok_type)v->type[id] : TOK_TYPE_UNDEFINED;
 }
 
 const char *tok_token_text(const tok_vocab *v, int32_t id, size_t *len) {
-    if (id < 0 || id >= v->n) return NULL;
-    return tok_text(v, id, len);
+    if (id < 0 || id >= v->pieces.n) return NULL;
+    return tok_pieces_text(&v->pieces, id, len);
 }
 
 bool tok_is_eog(const tok_vocab *v, int32_t id) {
-    return id >= 0 && id < v->n && (v->flags[id] & TOK_FLAG_EOG);
+    return id >= 0 && id < v->pieces.n && (v->flags[id] & TOK_FLAG_EOG);
 }
 
 /* --- encoding --- */
@@ -543,7 +475,7 @@ static int tok_partition(const tok_vocab *v, const char *text, bool parse_specia
         if (!parse_special && !always) continue;
         const bool check_plain = !always && n_plain > 0;
         size_t slen;
-        const char *s = tok_text(v, id, &slen);
+        const char *s = tok_pieces_text(&v->pieces, id, &slen);
         bool hit = false;
         for (size_t i = 0; i < frags->n && !hit; i++)
             hit = frags->items[i].id < 0 && memmem(text + frags->items[i].off, frags->items[i].len, s, slen);
@@ -596,7 +528,7 @@ typedef struct {
 static int tok_try_bigram(const tok_vocab *v, tok_work *w, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return 0;
     size_t size = w->syms[left].n + w->syms[right].n;
-    int32_t id = tok_lookup(v, w->syms[left].text, size);
+    int32_t id = tok_pieces_lookup(&v->pieces, w->syms[left].text, size);
     if (id < 0) return 0;
     return tok_merge_push(&w->queue, (tok_merge){-v->score[id], left, right, size});
 }
@@ -650,7 +582,7 @@ static int tok_spm(const tok_vocab *v, tok_work *w, const char *frag, size_t fra
 
     for (int32_t i = n_sym ? 0 : -1; i >= 0; i = w->syms[i].next) {
         const tok_sym *s = &w->syms[i];
-        int32_t id = tok_lookup(v, s->text, s->n);
+        int32_t id = tok_pieces_lookup(&v->pieces, s->text, s->n);
         if (id >= 0) {
             tok_emit(sink, id);
             continue;
@@ -711,7 +643,7 @@ static int tok_encode_impl(const tok_vocab *v, const char *text, size_t len, boo
         if (fr->id >= 0)
             tok_emit(&sink, fr->id);
         else if (v->bpe) {
-            if (tok_bpe_encode(v->bpe, v, bw, text + fr->off, fr->len, &sink, err)) goto done;
+            if (tok_bpe_encode(v->bpe, &v->pieces, bw, text + fr->off, fr->len, &sink, err)) goto done;
         } else if (tok_spm(v, &w, text + fr->off, fr->len, v->add_space_prefix && !(i == 0 && follows_text), &sink))
             goto oom;
     }
@@ -740,7 +672,7 @@ int tok_encode_spans(const tok_vocab *v, const char *text, size_t len, bool add_
 
 int tok_encode_after(const tok_vocab *v, int32_t prev, const char *text, size_t len, bool parse_special,
                      const tok_span *plain, size_t n_plain, int32_t *out, int cap, fkv_error *err) {
-    tok_type t = prev >= 0 && prev < v->n ? tok_token_type(v, prev) : TOK_TYPE_CONTROL;
+    tok_type t = prev >= 0 && prev < v->pieces.n ? tok_token_type(v, prev) : TOK_TYPE_CONTROL;
     bool special = t == TOK_TYPE_CONTROL || t == TOK_TYPE_USER_DEFINED || t == TOK_TYPE_UNKNOWN;
     return tok_encode_impl(v, text, len, false, parse_special, plain, n_plain, !special, out, cap, err);
 }
@@ -748,7 +680,7 @@ int tok_encode_after(const tok_vocab *v, int32_t prev, const char *text, size_t 
 /* --- decoding --- */
 
 int tok_piece(const tok_vocab *v, int32_t prev, int32_t id, char *buf, int cap) {
-    if (id < 0 || id >= v->n) return -1;
+    if (id < 0 || id >= v->pieces.n) return -1;
     const char *p = v->dec + v->dec_off[id];
     size_t n = v->dec_off[id + 1] - v->dec_off[id];
     if (v->add_space_prefix && (prev < 0 || prev == v->bos) && n > 0 && p[0] == ' ') {

@@ -75,8 +75,6 @@ tok_type tok_token_type(const tok_vocab *v, int32_t id);
 const char *tok_token_text(const tok_vocab *v, int32_t id, size_t *len);
 /* True for ids that end a generation (EOS, and other end-of-generation control tokens if known). */
 bool tok_is_eog(const tok_vocab *v, int32_t id);
-/* The id of the piece s[0..len), or -1 a hash lookup in the vocabulary. */
-int32_t tok_lookup(const tok_vocab *v, const char *s, size_t len);
 
 
 /* Encode len bytes of text. Writes at most cap ids to out and returns the total number of ids the

@@ -361,7 +361,7 @@ static int tok_bpe_try_pair(const tok_bpe *b, tok_bpe_work *w, int32_t left, int
 }
 
 /* Steps 2 and 3 on one pre-tokenized piece. */
-static int tok_bpe_word(const tok_bpe *b, const tok_vocab *v, tok_bpe_work *w, const char *word, size_t len,
+static int tok_bpe_word(const tok_bpe *b, const tok_pieces *v, tok_bpe_work *w, const char *word, size_t len,
                         tok_sink *sink) {
     if (len > w->word_cap) {
         char *enc = realloc(w->enc, 2 * len);
@@ -381,7 +381,7 @@ static int tok_bpe_word(const tok_bpe *b, const tok_vocab *v, tok_bpe_work *w, c
         n_enc += b->alphabet_len[c];
     }
     if (b->ignore_merges) {
-        int32_t id = tok_lookup(v, w->enc, n_enc);
+        int32_t id = tok_pieces_lookup(v, w->enc, n_enc);
         if (id >= 0) {
             tok_emit(sink, id);
             return 0;
@@ -404,20 +404,20 @@ static int tok_bpe_word(const tok_bpe *b, const tok_vocab *v, tok_bpe_work *w, c
 
     for (int32_t i = 0; i >= 0; i = w->syms[i].next) {
         const tok_bpe_sym *s = &w->syms[i];
-        int32_t id = tok_lookup(v, s->text, s->n);
+        int32_t id = tok_pieces_lookup(v, s->text, s->n);
         if (id >= 0) {
             tok_emit(sink, id);
             continue;
         }
         for (size_t k = 0; k < s->n; k++) {
-            int32_t byte_id = tok_lookup(v, s->text + k, 1);
+            int32_t byte_id = tok_pieces_lookup(v, s->text + k, 1);
             if (byte_id >= 0) tok_emit(sink, byte_id);
         }
     }
     return 0;
 }
 
-int tok_bpe_encode(const tok_bpe *b, const tok_vocab *v, tok_bpe_work *w, const char *text, size_t len,
+int tok_bpe_encode(const tok_bpe *b, const tok_pieces *v, tok_bpe_work *w, const char *text, size_t len,
                    tok_sink *sink, fkv_error *err) {
     if (len == 0) return 0;
     size_t n_cur = 0;

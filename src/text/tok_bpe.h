@@ -1,8 +1,8 @@
-/* tok_bpe.h — byte-level BPE over the shared vocabulary (tok.h): internal to the tokenizer, not part of its contract.
+/* tok_bpe.h — byte-level BPE: internal to the tokenizer (tok.h), not part of its contract.
  *
- * WHY: both tokenizers sit on one vocabulary (pieces, types, hash lookup) and one special-token split,
- * all owned by tok.c; tok_bpe.c adds only what byte-level BPE needs on top: the merge ranks, the
- * pre-tokenizer regexes and the GPT-2 byte↔character alphabet.
+ * WHY: both tokenizers sit on one vocabulary's pieces (tok_pieces.h) and one special-token split (tok.c);
+ * tok_bpe.c adds only what byte-level BPE needs on top: the merge ranks, the pre-tokenizer regexes and the
+ * GPT-2 byte↔character alphabet.
  *
  * Thread-safety: a tok_bpe is immutable after tok_bpe_load; the per-call scratch (tok_bpe_work) is
  * owned by one tok_encode call.
@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "gguf/gguf.h"
-#include "text/tok.h"
+#include "text/tok_pieces.h"
 
 /* Ids go here; past cap they are only counted (tok_encode's protocol). */
 typedef struct {
@@ -43,7 +43,7 @@ void tok_bpe_work_free(tok_bpe_work *w);
 
 /* Encode one text fragment (no special tokens in it) into sink; -1 with err filled on out of memory
  * (or a regex engine failure, which the patterns are written never to reach). */
-int tok_bpe_encode(const tok_bpe *b, const tok_vocab *v, tok_bpe_work *w, const char *text, size_t len,
+int tok_bpe_encode(const tok_bpe *b, const tok_pieces *v, tok_bpe_work *w, const char *text, size_t len,
                    tok_sink *sink, fkv_error *err);
 
 /* The bytes a byte-level piece stands for, written to out (never longer than the piece); returns the

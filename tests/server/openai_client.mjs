@@ -112,7 +112,7 @@ async function serverEqualsGenerate() {
   checkEqual(`/v1/completions "${prompt}" equals flatkv generate`, r.choices[0].text, g.text);
   checkEqual('both count the same prompt tokens', r.usage.prompt_tokens, g.prompt_tokens);
 
-  // The PLAIN template (src/text/chat.h) renders one user message with the generation prompt as below; both
+  // The PLAIN template (src/chat/chat.h) renders one user message with the generation prompt as below; both
   // sides add BOS and write no other control token, so the prompt ids are the same.
   const c = await chat([{ role: 'user', content: 'Tell me a story.' }], { max_tokens: 40 });
   const gc = await generate('User: Tell me a story.\nAssistant:', 40);

@@ -1,5 +1,5 @@
 /* chat.c — chat templates written out in C (the contract and each family's rendering: chat.h). */
-#include "text/chat.h"
+#include "chat/chat.h"
 
 #include <stdlib.h>
 #include <string.h>
