@@ -18,86 +18,17 @@
 
 #include "gguf/gguf.h"
 #include "testutil.h"
+#include "toktest.h"
 #include "text/tok.h"
 
-
-static tok_vocab *load_vocab(const char *path) {
-    fkv_error err = {0};
-    gguf_file *f = gguf_open(path, &err);
-    if (!f) fail_msg("gguf_open %s: %s", path, err.msg);
-    tok_vocab *v = tok_load(f, &err);
-    if (!v) fail_msg("tok_load %s: %s", path, err.msg);
-    gguf_close(f);
-    return v;
-}
-
-static tok_vocab *load_data(const char *rel) { return load_vocab(tu_data(rel)); }
-
-/* The ids of text; *n gets the count. The caller frees. */
-static int32_t *encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special, int *n) {
-    fkv_error err = {0};
-    int total = tok_encode(v, text, len, add_bos, parse_special, NULL, 0, &err);
-    if (total < 0) fail_msg("tok_encode: %s", err.msg);
-    int32_t *ids = malloc(((size_t)total + 1) * sizeof *ids);
-    assert_non_null(ids);
-    assert_int_equal(tok_encode(v, text, len, add_bos, parse_special, ids, total, &err), total);
-    *n = total;
-    return ids;
-}
-
-/* The decoded text of ids, NUL-terminated; *len gets its length. The caller frees. */
-static char *decode(const tok_vocab *v, const int32_t *ids, int n, int *len) {
-    int total = tok_decode(v, ids, n, NULL, 0);
-    assert_true(total >= 0);
-    char *buf = malloc((size_t)total + 1);
-    assert_non_null(buf);
-    assert_int_equal(tok_decode(v, ids, n, buf, total + 1), total);
-    assert_int_equal(buf[total], 0);
-    *len = total;
-    return buf;
-}
-
-static void assert_round_trip(const tok_vocab *v, const char *text, size_t len, bool add_bos) {
-    int n, dlen;
-    int32_t *ids = encode(v, text, len, add_bos, false, &n);
-    char *back = decode(v, ids, n, &dlen);
-    if ((size_t)dlen != len || memcmp(back, text, len) != 0) {
-        print_error("round trip failed for %zu bytes: got %d bytes\n", len, dlen);
-        for (size_t i = 0; i < len && i < 200; i++) print_error("%02x ", (unsigned char)text[i]);
-        print_error("\n");
-        for (int i = 0; i < dlen && i < 200; i++) print_error("%02x ", (unsigned char)back[i]);
-        print_error("\n");
-        fail();
-    }
-    free(ids);
-    free(back);
-}
-
-static void print_ids(const char *label, const int32_t *ids, int n) {
-    print_error("%s:", label);
-    for (int i = 0; i < n; i++) print_error(" %d", (int)ids[i]);
-    print_error("\n");
-}
-
-static void assert_ids(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
-                       const int32_t *want, int n_want) {
-    int n;
-    int32_t *got = encode(v, text, len, add_bos, parse_special, &n);
-    if (n != n_want || memcmp(got, want, (size_t)n * sizeof *got) != 0) {
-        print_error("text (%zu bytes): '%.*s'\n", len, (int)len, text);
-        print_ids("want", want, n_want);
-        print_ids("got ", got, n);
-        fail();
-    }
-    free(got);
-}
+static tok_vocab *load_data(const char *rel) { return tt_load_vocab(tu_data(rel)); }
 
 /* Every text of name.inp encodes to the matching line of name.out. llama.cpp's
  * test-tokenizer-0 encodes without BOS and with special parsing; the texts hold no special tokens, so
  * the vectors must also hold with parse_special off — both are checked. */
 static void check_one_vector(const char *text, size_t len, const int32_t *want, int n_want, void *user) {
-    assert_ids(user, text, len, false, true, want, n_want);
-    assert_ids(user, text, len, false, false, want, n_want);
+    tt_assert_ids(user, text, len, false, true, want, n_want);
+    tt_assert_ids(user, text, len, false, false, want, n_want);
 }
 
 static void check_vocab_vectors(const char *name) {
@@ -138,7 +69,7 @@ static void test_stories260k_prompts_encode_to_the_reference_ids(void **state) {
         int n_want = (int)json_array_size(ids);
         assert_true(n_want > 0 && n_want <= 512);
         for (int i = 0; i < n_want; i++) want[i] = (int32_t)json_integer_value(json_array_get(ids, (size_t)i));
-        assert_ids(v, prompt, strlen(prompt), true, false, want, n_want);
+        tt_assert_ids(v, prompt, strlen(prompt), true, false, want, n_want);
         json_decref(obj);
         n_lines++;
     }
@@ -155,9 +86,9 @@ typedef struct {
 static void round_trip_vector(const char *text, size_t len, const int32_t *want, int n_want, void *user) {
     (void)want, (void)n_want;
     const round_trip_vocabs *r = user;
-    assert_round_trip(r->v, text, len, false);
-    assert_round_trip(r->v, text, len, true);
-    assert_round_trip(r->stories, text, len, true); /* 512 pieces: mostly byte fallback */
+    tt_assert_round_trip(r->v, text, len, false, false);
+    tt_assert_round_trip(r->v, text, len, true, false);
+    tt_assert_round_trip(r->stories, text, len, true, false); /* 512 pieces: mostly byte fallback */
 }
 
 static void test_vector_texts_round_trip_through_decode(void **state) {
@@ -208,8 +139,8 @@ static void test_random_utf8_strings_round_trip(void **state) {
         size_t len = 0, n_chars = rng_next(&rng) % 200;
         for (size_t i = 0; i < n_chars; i++) len += random_char(&rng, text + len);
         for (int k = 0; k < 3; k++) {
-            assert_round_trip(vs[k], text, len, false);
-            assert_round_trip(vs[k], text, len, true);
+            tt_assert_round_trip(vs[k], text, len, false, false);
+            tt_assert_round_trip(vs[k], text, len, true, false);
         }
     }
     for (int k = 0; k < 3; k++) tok_free(vs[k]);
@@ -226,24 +157,24 @@ static void test_invalid_utf8_bytes_survive_byte_fallback(void **state) {
     char text[512];
     for (int k = 0; k < 3; k++) {
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
-            assert_round_trip(vs[k], fixed[i], fixed_len[i], true);
+            tt_assert_round_trip(vs[k], fixed[i], fixed_len[i], true, false);
         for (int iter = 0; iter < 200; iter++) {
             size_t len = rng_next(&rng) % sizeof text;
             for (size_t i = 0; i < len; i++) {
                 char c = (char)(rng_next(&rng) & 0xff);
                 text[i] = c == '<' || c == '\xe2' ? 'y' : c; /* no literal specials, no U+2581 */
             }
-            assert_round_trip(vs[k], text, len, iter % 2 == 0);
+            tt_assert_round_trip(vs[k], text, len, iter % 2 == 0, false);
         }
     }
     /* llama.cpp cuts characters by the lead byte alone: "\xC3A" is one symbol, so 'A' goes out as a byte. */
     const int32_t want[] = {29871, 3 + 0xC3, 3 + 'A'};
-    assert_ids(vs[0], "\xc3" "A", 2, false, false, want, 3);
+    tt_assert_ids(vs[0], "\xc3" "A", 2, false, false, want, 3);
     /* ...but a lead byte never swallows a space (llama.cpp would, and the space would decode as "▁"):
      * "\xFB" is cut alone, then "▁a" (263) */
     const int32_t space_kept[] = {29871, 3 + 0xFB, 263};
-    assert_ids(vs[0], "\xfb" " a", 3, false, false, space_kept, 3);
-    assert_round_trip(vs[0], "x\xf8  \xe0 ", 6, false);
+    tt_assert_ids(vs[0], "\xfb" " a", 3, false, false, space_kept, 3);
+    tt_assert_round_trip(vs[0], "x\xf8  \xe0 ", 6, false, false);
     for (int k = 0; k < 3; k++) tok_free(vs[k]);
 }
 
@@ -251,29 +182,29 @@ static void test_parse_special_turns_literal_special_tokens_into_their_ids(void 
     (void)state;
     tok_vocab *v = load_data("tokenizers/ggml-vocab-llama-spm.gguf");
     const int32_t bos_only[] = {1};
-    assert_ids(v, "<s>", 3, false, true, bos_only, 1);
+    tt_assert_ids(v, "<s>", 3, false, true, bos_only, 1);
 
     int n;
-    int32_t *plain = encode(v, "<s>", 3, false, false, &n);
+    int32_t *plain = tt_encode(v, "<s>", 3, false, false, &n);
     assert_true(n > 1);
     for (int i = 0; i < n; i++) assert_int_not_equal(plain[i], 1);
     int dlen;
-    char *back = decode(v, plain, n, &dlen);
+    char *back = tt_decode(v, plain, n, &dlen);
     assert_string_equal(back, "<s>");
     free(back);
     free(plain);
 
     /* text after a special token gets its own space prefix, as in llama.cpp */
     int n_hello, n_world;
-    int32_t *hello = encode(v, "Hello", 5, false, false, &n_hello);
-    int32_t *world = encode(v, "world", 5, false, false, &n_world);
+    int32_t *hello = tt_encode(v, "Hello", 5, false, false, &n_hello);
+    int32_t *world = tt_encode(v, "world", 5, false, false, &n_world);
     int32_t want[64];
     memcpy(want, hello, (size_t)n_hello * sizeof *want);
     want[n_hello] = 1;
     memcpy(want + n_hello + 1, world, (size_t)n_world * sizeof *want);
-    assert_ids(v, "Hello<s>world", 13, false, true, want, n_hello + 1 + n_world);
+    tt_assert_ids(v, "Hello<s>world", 13, false, true, want, n_hello + 1 + n_world);
     const int32_t unk_and_eos[] = {0, 2};
-    assert_ids(v, "<unk></s>", 9, false, true, unk_and_eos, 2);
+    tt_assert_ids(v, "<unk></s>", 9, false, true, unk_and_eos, 2);
     free(hello);
     free(world);
     tok_free(v);
@@ -284,17 +215,17 @@ static void test_phi3_special_tokens_swallow_the_whitespace_after_them(void **st
     tok_vocab *v = load_data("tokenizers/ggml-vocab-phi-3.gguf");
     /* <|user|> 32010 and <|end|> 32007 eat the newline; "Hello" then gets the prefix space: ▁Hello 15043 */
     const int32_t chat[] = {32010, 15043, 32007};
-    assert_ids(v, "<|user|>\nHello<|end|>\n", 22, false, true, chat, 3);
+    tt_assert_ids(v, "<|user|>\nHello<|end|>\n", 22, false, true, chat, 3);
     /* <|endoftext|> is exempt: the newline stays ("▁" 29871 then "\n" 13) */
     const int32_t eot[] = {32000, 29871, 13};
-    assert_ids(v, "<|endoftext|>\n", 14, false, true, eot, 3);
+    tt_assert_ids(v, "<|endoftext|>\n", 14, false, true, eot, 3);
     /* "</s>" is USER_DEFINED in this file, but llama.cpp's end-of-generation list makes it CONTROL: text without
      * parse_special (▁a 263, "</" 829, "s" 29879, ">" 29958, ▁b 289), the token with it (and it swallows the
      * space after it, as phi-3's special tokens do) */
     const int32_t as_text[] = {263, 829, 29879, 29958, 289};
-    assert_ids(v, "a</s> b", 7, false, false, as_text, 5);
+    tt_assert_ids(v, "a</s> b", 7, false, false, as_text, 5);
     const int32_t as_token[] = {263, 2, 289};
-    assert_ids(v, "a</s> b", 7, false, true, as_token, 3);
+    tt_assert_ids(v, "a</s> b", 7, false, true, as_token, 3);
     assert_int_equal(tok_token_type(v, 2), TOK_TYPE_CONTROL);
     tok_free(v);
 }
@@ -309,7 +240,7 @@ static bool split_out(const tok_vocab *v, int32_t id, bool parse_special) {
     text[len + 1] = '\x01';
     text[len + 2] = 0;
     int n;
-    int32_t *ids = encode(v, text, len + 2, false, parse_special, &n);
+    int32_t *ids = tt_encode(v, text, len + 2, false, parse_special, &n);
     bool found = false;
     for (int i = 0; i < n; i++) found = found || ids[i] == id;
     free(ids);
@@ -366,7 +297,7 @@ static void test_token_types_are_corrected_by_text_as_llama_cpp_does(void **stat
 
     v = load_data("tokenizers/ggml-vocab-llama-spm.gguf");
     int n;
-    int32_t *ids = encode(v, "</s>", 4, false, false, &n); /* CONTROL in the file: "</s>" stays text */
+    int32_t *ids = tt_encode(v, "</s>", 4, false, false, &n); /* CONTROL in the file: "</s>" stays text */
     assert_true(n > 1);
     for (int i = 0; i < n; i++) assert_int_not_equal(ids[i], 2);
     free(ids);
@@ -391,7 +322,7 @@ static void test_control_tokens_inside_plain_spans_stay_text(void **state) {
     assert_int_equal(n_end, 1); /* the template's, not the content's */
     /* the content's ids are what the whole content gives as plain text */
     int n_plain;
-    int32_t *want = encode(v, "Hi <|end|> there", 16, false, false, &n_plain);
+    int32_t *want = tt_encode(v, "Hi <|end|> there", 16, false, false, &n_plain);
     assert_int_equal(ids[0], 32010);
     assert_memory_equal(ids + 1, want, (size_t)n_plain * sizeof *want);
     assert_int_equal(ids[1 + n_plain], 32007);
@@ -433,7 +364,7 @@ static void test_a_continuation_gets_the_space_prefix_only_after_a_special_token
     int n_bos = tok_encode_after(v, tok_bos(v), text, strlen(text), true, NULL, 0, after_bos, 16, &err);
     int n_start = tok_encode_after(v, -1, text, strlen(text), true, NULL, 0, start, 16, &err);
     int n_plain;
-    int32_t *plain = encode(v, text, strlen(text), false, true, &n_plain); /* "▁Hello ▁world" */
+    int32_t *plain = tt_encode(v, text, strlen(text), false, true, &n_plain); /* "▁Hello ▁world" */
     assert_int_equal(n_bos, n_plain);
     assert_memory_equal(after_bos, plain, sizeof *plain * (size_t)n_plain);
     assert_int_equal(n_start, n_plain);
@@ -478,7 +409,7 @@ static void test_encode_returns_the_full_count_when_cap_is_too_small(void **stat
     const char *text = "Hello, world! How are you today?";
     fkv_error err = {0};
     int n;
-    int32_t *full = encode(v, text, strlen(text), true, false, &n);
+    int32_t *full = tt_encode(v, text, strlen(text), true, false, &n);
     assert_true(n > 4);
     assert_int_equal(tok_encode(v, text, strlen(text), true, false, NULL, 0, &err), n);
     int32_t part[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
@@ -564,19 +495,19 @@ static void test_merges_take_the_highest_score_then_the_leftmost_pair(void **sta
     tok_vocab *v = build_vocab(pieces, by_score, types, 9, false, &err);
     if (!v) fail_msg("%s", err.msg);
     const int32_t a_ba[] = {4, 7};
-    assert_ids(v, "aba", 3, false, false, a_ba, 2);
+    tt_assert_ids(v, "aba", 3, false, false, a_ba, 2);
     /* no byte tokens in this vocabulary: an unknown character is UNK, and decodes to nothing */
     const int32_t with_unk[] = {4, 0, 5};
-    assert_ids(v, "a\xc3\xa9" "b", 4, false, false, with_unk, 3);
+    tt_assert_ids(v, "a\xc3\xa9" "b", 4, false, false, with_unk, 3);
     tok_free(v);
 
     const float tied[] = {0, 0, 0, -1, -1, -1, -2, -2, -9}; /* equal scores: the leftmost pair first */
     v = build_vocab(pieces, tied, types, 9, true, &err);
     if (!v) fail_msg("%s", err.msg);
     const int32_t ab_a[] = {3, 6, 4}; /* "▁aba": ▁a (-9) loses to ab; ab and ba tie, ab is left */
-    assert_ids(v, "aba", 3, false, false, ab_a, 3);
+    tt_assert_ids(v, "aba", 3, false, false, ab_a, 3);
     const int32_t space_a[] = {8}; /* "▁a" is the only merge available */
-    assert_ids(v, "a", 1, false, false, space_a, 1);
+    tt_assert_ids(v, "a", 1, false, false, space_a, 1);
     tok_free(v);
 }
 
@@ -661,10 +592,10 @@ static void test_a_100kb_text_encodes_and_round_trips(void **state) {
     for (int k = 0; k < 3; k++) {
         tok_vocab *v = load_data(vocabs[k]);
         int n;
-        int32_t *ids = encode(v, text, len, true, true, &n);
+        int32_t *ids = tt_encode(v, text, len, true, true, &n);
         assert_true(n > 10000);
         int dlen;
-        char *back = decode(v, ids, n, &dlen);
+        char *back = tt_decode(v, ids, n, &dlen);
         assert_int_equal(dlen, len);
         assert_memory_equal(back, text, len);
         free(ids);

@@ -18,92 +18,19 @@
 
 #include "gguf/gguf.h"
 #include "testutil.h"
+#include "toktest.h"
 #include "text/tok.h"
-
 
 /* The BPE vocabularies with .inp/.out vectors. */
 static const char *const vector_vocabs[] = {"gpt-2", "deepseek-coder", "deepseek-llm", "falcon",
                                             "mpt",   "refact",         "starcoder"};
 #define N_VECTOR_VOCABS (sizeof vector_vocabs / sizeof *vector_vocabs)
 
-static tok_vocab *load_vocab(const char *path) {
-    fkv_error err = {0};
-    gguf_file *f = gguf_open(path, &err);
-    if (!f) fail_msg("gguf_open %s: %s", path, err.msg);
-    tok_vocab *v = tok_load(f, &err);
-    if (!v) fail_msg("tok_load %s: %s", path, err.msg);
-    gguf_close(f);
-    return v;
-}
-
 /* tokenizers/ggml-vocab-<name>.gguf */
 static tok_vocab *load_named(const char *name) {
     char rel[256];
     snprintf(rel, sizeof rel, "tokenizers/ggml-vocab-%s.gguf", name);
-    return load_vocab(tu_data(rel));
-}
-
-/* The ids of text; *n gets the count. The caller frees. */
-static int32_t *encode(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special, int *n) {
-    fkv_error err = {0};
-    int total = tok_encode(v, text, len, add_bos, parse_special, NULL, 0, &err);
-    if (total < 0) fail_msg("tok_encode: %s", err.msg);
-    int32_t *ids = malloc(((size_t)total + 1) * sizeof *ids);
-    assert_non_null(ids);
-    assert_int_equal(tok_encode(v, text, len, add_bos, parse_special, ids, total, &err), total);
-    *n = total;
-    return ids;
-}
-
-/* The decoded text of ids, NUL-terminated; *len gets its length. The caller frees. */
-static char *decode(const tok_vocab *v, const int32_t *ids, int n, int *len) {
-    int total = tok_decode(v, ids, n, NULL, 0);
-    assert_true(total >= 0);
-    char *buf = malloc((size_t)total + 1);
-    assert_non_null(buf);
-    assert_int_equal(tok_decode(v, ids, n, buf, total + 1), total);
-    assert_int_equal(buf[total], 0);
-    *len = total;
-    return buf;
-}
-
-static void print_bytes(const char *label, const char *s, size_t n) {
-    print_error("%s (%zu bytes):", label, n);
-    for (size_t i = 0; i < n && i < 200; i++) print_error(" %02x", (unsigned char)s[i]);
-    print_error("\n");
-}
-
-static void print_ids(const char *label, const int32_t *ids, int n) {
-    print_error("%s:", label);
-    for (int i = 0; i < n; i++) print_error(" %d", (int)ids[i]);
-    print_error("\n");
-}
-
-static void assert_round_trip(const tok_vocab *v, const char *text, size_t len, bool parse_special) {
-    int n, dlen;
-    int32_t *ids = encode(v, text, len, false, parse_special, &n);
-    char *back = decode(v, ids, n, &dlen);
-    if ((size_t)dlen != len || memcmp(back, text, len) != 0) {
-        print_bytes("text", text, len);
-        print_bytes("back", back, (size_t)dlen);
-        print_ids("ids", ids, n);
-        fail();
-    }
-    free(ids);
-    free(back);
-}
-
-static void assert_ids(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
-                       const int32_t *want, int n_want) {
-    int n;
-    int32_t *got = encode(v, text, len, add_bos, parse_special, &n);
-    if (n != n_want || memcmp(got, want, (size_t)n * sizeof *got) != 0) {
-        print_error("text (%zu bytes): '%.*s'\n", len, (int)len, text);
-        print_ids("want", want, n_want);
-        print_ids("got ", got, n);
-        fail();
-    }
-    free(got);
+    return tt_load_vocab(tu_data(rel));
 }
 
 typedef void (*vector_fn)(const tok_vocab *v, const char *text, size_t len, const int32_t *want, int n_want);
@@ -129,8 +56,8 @@ static int for_each_vector(const char *name, const tok_vocab *v, vector_fn fn) {
 /* llama.cpp's test-tokenizer-0 encodes without BOS and with special parsing; the texts hold no control
  * tokens, so the ids must also be the same with parse_special off. */
 static void check_ids(const tok_vocab *v, const char *text, size_t len, const int32_t *want, int n_want) {
-    assert_ids(v, text, len, false, true, want, n_want);
-    assert_ids(v, text, len, false, false, want, n_want);
+    tt_assert_ids(v, text, len, false, true, want, n_want);
+    tt_assert_ids(v, text, len, false, false, want, n_want);
 }
 
 static void check_vectors(const char *name) {
@@ -179,8 +106,8 @@ static void test_starcoder_vocab_matches_llama_cpp_vectors(void **state) {
 static void check_round_trip(const tok_vocab *v, const char *text, size_t len, const int32_t *want, int n_want) {
     (void)want;
     (void)n_want;
-    assert_round_trip(v, text, len, false);
-    assert_round_trip(v, text, len, true);
+    tt_assert_round_trip(v, text, len, false, false);
+    tt_assert_round_trip(v, text, len, false, true);
 }
 
 static void test_vector_texts_round_trip_through_decode(void **state) {
@@ -242,7 +169,7 @@ static void test_random_utf8_strings_round_trip(void **state) {
     for (int iter = 0; iter < 200; iter++) {
         size_t len = 0, n_chars = rng_next(&rng) % 150;
         for (size_t i = 0; i < n_chars; i++) len += random_char(&rng, text + len);
-        for (size_t k = 0; k < n_vocabs; k++) assert_round_trip(vs[k], text, len, iter % 2 == 0);
+        for (size_t k = 0; k < n_vocabs; k++) tt_assert_round_trip(vs[k], text, len, false, iter % 2 == 0);
     }
     free_all(vs, n_vocabs);
 }
@@ -251,8 +178,8 @@ static void test_random_utf8_strings_round_trip(void **state) {
 static bool byte_survives(const tok_vocab *v, unsigned char b) {
     int n, dlen;
     char c = (char)b;
-    int32_t *ids = encode(v, &c, 1, false, false, &n);
-    char *back = decode(v, ids, n, &dlen);
+    int32_t *ids = tt_encode(v, &c, 1, false, false, &n);
+    char *back = tt_decode(v, ids, n, &dlen);
     bool ok = dlen == 1 && back[0] == c;
     free(ids);
     free(back);
@@ -291,11 +218,12 @@ static void test_invalid_utf8_bytes_survive_the_round_trip(void **state) {
             assert_int_equal(survives, b == 0 || strchr(missing[k], (int)b) == NULL);
             if (survives && b != '<' && b != '>') usable[n_usable++] = (unsigned char)b; /* no literal specials */
         }
-        for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) assert_round_trip(vs[k], fixed[i], fixed_len[i], false);
+        for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+            tt_assert_round_trip(vs[k], fixed[i], fixed_len[i], false, false);
         for (int iter = 0; iter < 100; iter++) {
             size_t len = rng_next(&rng) % sizeof text;
             for (size_t i = 0; i < len; i++) text[i] = (char)usable[rng_next(&rng) % (uint64_t)n_usable];
-            assert_round_trip(vs[k], text, len, iter % 2 == 0);
+            tt_assert_round_trip(vs[k], text, len, false, iter % 2 == 0);
         }
     }
     free_all(vs, n_vocabs);
@@ -303,8 +231,8 @@ static void test_invalid_utf8_bytes_survive_the_round_trip(void **state) {
     /* an invalid byte is a piece of its own: the valid text after it tokenizes as it would alone */
     tok_vocab *gpt2 = load_named("gpt-2");
     int n_invalid, n_valid;
-    int32_t *a = encode(gpt2, "\xff" "Hello", 6, false, false, &n_invalid);
-    int32_t *b = encode(gpt2, "Hello", 5, false, false, &n_valid);
+    int32_t *a = tt_encode(gpt2, "\xff" "Hello", 6, false, false, &n_invalid);
+    int32_t *b = tt_encode(gpt2, "Hello", 5, false, false, &n_valid);
     assert_int_equal(n_invalid, n_valid + 1);
     assert_memory_equal(a + 1, b, (size_t)n_valid * sizeof *b);
     free(a);
@@ -318,18 +246,18 @@ static void test_control_tokens_need_parse_special(void **state) {
     tok_vocab *v = load_named("gpt-2");
     const char *text = "Hello<|endoftext|> world";
     int n_hello, n_world;
-    int32_t *hello = encode(v, "Hello", 5, false, false, &n_hello);
-    int32_t *world = encode(v, " world", 6, false, false, &n_world);
+    int32_t *hello = tt_encode(v, "Hello", 5, false, false, &n_hello);
+    int32_t *world = tt_encode(v, " world", 6, false, false, &n_world);
     int32_t want[32];
     memcpy(want, hello, (size_t)n_hello * sizeof *want);
     want[n_hello] = 50256;
     memcpy(want + n_hello + 1, world, (size_t)n_world * sizeof *want);
-    assert_ids(v, text, strlen(text), false, true, want, n_hello + 1 + n_world);
+    tt_assert_ids(v, text, strlen(text), false, true, want, n_hello + 1 + n_world);
 
     int n;
-    int32_t *plain = encode(v, text, strlen(text), false, false, &n);
+    int32_t *plain = tt_encode(v, text, strlen(text), false, false, &n);
     for (int i = 0; i < n; i++) assert_int_not_equal(plain[i], 50256);
-    assert_round_trip(v, text, strlen(text), false);
+    tt_assert_round_trip(v, text, strlen(text), false, false);
     /* a control token decodes to nothing, as llama.cpp without "special" */
     char buf[16];
     assert_int_equal(tok_piece(v, -1, 50256, buf, sizeof buf), 0);
@@ -345,15 +273,15 @@ static void test_user_defined_tokens_are_always_split_out(void **state) {
     tok_vocab *v = load_named("deepseek-coder");
     assert_int_equal(tok_token_type(v, 32021), TOK_TYPE_USER_DEFINED); /* <|EOT|> */
     const int32_t want[] = {64, 32021, 65}; /* "a", <|EOT|>, "b" */
-    assert_ids(v, "a<|EOT|>b", 9, false, false, want, 3);
-    assert_ids(v, "a<|EOT|>b", 9, false, true, want, 3);
-    assert_round_trip(v, "a<|EOT|>b", 9, false);
+    tt_assert_ids(v, "a<|EOT|>b", 9, false, false, want, 3);
+    tt_assert_ids(v, "a<|EOT|>b", 9, false, true, want, 3);
+    tt_assert_round_trip(v, "a<|EOT|>b", 9, false, false);
     /* control tokens stay text without parse_special: BOS is <｜begin▁of▁sentence｜> */
     const char *bos = "<｜begin▁of▁sentence｜>";
     const int32_t bos_id[] = {32013};
-    assert_ids(v, bos, strlen(bos), false, true, bos_id, 1);
+    tt_assert_ids(v, bos, strlen(bos), false, true, bos_id, 1);
     int n;
-    int32_t *plain = encode(v, bos, strlen(bos), false, false, &n);
+    int32_t *plain = tt_encode(v, bos, strlen(bos), false, false, &n);
     assert_true(n > 1);
     free(plain);
     tok_free(v);
@@ -369,10 +297,10 @@ static void test_user_defined_tokens_are_always_split_out(void **state) {
     }
     assert_true(sp4 >= 0 && sp2 >= 0);
     int n_x;
-    int32_t *x = encode(v, "x", 1, false, false, &n_x);
+    int32_t *x = tt_encode(v, "x", 1, false, false, &n_x);
     assert_int_equal(n_x, 1);
     const int32_t spaced[] = {x[0], sp4, x[0], sp2, x[0]};
-    assert_ids(v, "x    x  x", 9, false, false, spaced, 5);
+    tt_assert_ids(v, "x    x  x", 9, false, false, spaced, 5);
     free(x);
     tok_free(v);
 }
@@ -388,7 +316,7 @@ static void test_gpt2_vocab_reads_its_special_ids(void **state) {
     assert_false(tok_is_eog(v, 15496)); /* "Hello" */
     assert_int_equal(tok_token_type(v, 50256), TOK_TYPE_CONTROL);
     const int32_t bos_hello[] = {50256, 15496};
-    assert_ids(v, "Hello", 5, true, false, bos_hello, 2);
+    tt_assert_ids(v, "Hello", 5, true, false, bos_hello, 2);
     tok_free(v);
 
     v = load_named("deepseek-llm");
@@ -446,13 +374,13 @@ static void test_merges_apply_by_rank_then_leftmost(void **state) {
     tok_vocab *v = build_bpe(&s, &err);
     if (!v) fail_msg("%s", err.msg);
     const int32_t a_bc[] = {4, 9};
-    assert_ids(v, "abc", 3, false, false, a_bc, 2); /* "b c" outranks "a b"; there is no "a bc" */
+    tt_assert_ids(v, "abc", 3, false, false, a_bc, 2); /* "b c" outranks "a b"; there is no "a bc" */
     const int32_t aa_a[] = {10, 4};
-    assert_ids(v, "aaa", 3, false, false, aa_a, 2); /* both pairs rank 2: the left one merges */
+    tt_assert_ids(v, "aaa", 3, false, false, aa_a, 2); /* both pairs rank 2: the left one merges */
     const int32_t sp_ab[] = {7, 8};
-    assert_ids(v, " ab", 3, false, false, sp_ab, 2); /* "a b" (rank 1) beats "Ġ a" (rank 3); no "Ġ ab" */
+    tt_assert_ids(v, " ab", 3, false, false, sp_ab, 2); /* "a b" (rank 1) beats "Ġ a" (rank 3); no "Ġ ab" */
     const int32_t spa_c[] = {12, 6};
-    assert_ids(v, " ac", 3, false, false, spa_c, 2);
+    tt_assert_ids(v, " ac", 3, false, false, spa_c, 2);
     tok_free(v);
 
     const char *const ab_first[] = {"a b", "b c", "ab c"};
@@ -460,7 +388,7 @@ static void test_merges_apply_by_rank_then_leftmost(void **state) {
     v = build_bpe(&s2, &err);
     if (!v) fail_msg("%s", err.msg);
     const int32_t abc[] = {11};
-    assert_ids(v, "abc", 3, false, false, abc, 1);
+    tt_assert_ids(v, "abc", 3, false, false, abc, 1);
     tok_free(v);
 }
 
@@ -473,7 +401,7 @@ static void test_llama3_takes_whole_pieces_that_are_tokens(void **state) {
     tok_vocab *v = build_bpe(&s, &err);
     if (!v) fail_msg("%s", err.msg);
     const int32_t whole[] = {11};
-    assert_ids(v, "abc", 3, false, false, whole, 1);
+    tt_assert_ids(v, "abc", 3, false, false, whole, 1);
     assert_true(tok_add_bos(v)); /* the llama3 family adds BOS by default */
     tok_free(v);
 
@@ -481,7 +409,7 @@ static void test_llama3_takes_whole_pieces_that_are_tokens(void **state) {
     v = build_bpe(&s, &err);
     if (!v) fail_msg("%s", err.msg);
     const int32_t merged[] = {4, 9};
-    assert_ids(v, "abc", 3, false, false, merged, 2);
+    tt_assert_ids(v, "abc", 3, false, false, merged, 2);
     assert_false(tok_add_bos(v));
     tok_free(v);
 }
@@ -500,7 +428,7 @@ static void test_end_of_turn_markers_end_generation(void **state) {
     assert_false(tok_is_eog(v, 4));
     assert_int_equal(tok_token_type(v, 2), TOK_TYPE_CONTROL);
     const int32_t chat[] = {0, 8, 1, 2};
-    assert_ids(v, "<|im_start|>ab<|im_end|><|eot_id|>", 34, false, true, chat, 4);
+    tt_assert_ids(v, "<|im_start|>ab<|im_end|><|eot_id|>", 34, false, true, chat, 4);
     tok_free(v);
 }
 
@@ -525,7 +453,7 @@ static void test_load_refuses_unknown_pre_tokenizers_and_missing_merges(void **s
     tok_vocab *v = build_bpe(&s, &err);
     if (!v) fail_msg("%s", err.msg);
     const int32_t ab[] = {8};
-    assert_ids(v, "ab", 2, false, false, ab, 1);
+    tt_assert_ids(v, "ab", 2, false, false, ab, 1);
     tok_free(v);
 }
 
@@ -535,7 +463,7 @@ static void test_encode_returns_the_full_count_when_cap_is_too_small(void **stat
     const char *text = "Hello, world! How are you today?";
     fkv_error err = {0};
     int n;
-    int32_t *full = encode(v, text, strlen(text), true, false, &n);
+    int32_t *full = tt_encode(v, text, strlen(text), true, false, &n);
     assert_true(n > 4);
     assert_int_equal(tok_encode(v, text, strlen(text), true, false, NULL, 0, &err), n);
     int32_t part[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
@@ -588,10 +516,10 @@ static void test_100kb_texts_encode_and_round_trip(void **state) {
          * mpt whose runs of spaces are user-defined tokens) */
         for (size_t k = 0; k < (kind == 0 ? n_vocabs : 5); k++) {
             int n;
-            int32_t *ids = encode(vs[k], text, len, false, true, &n);
+            int32_t *ids = tt_encode(vs[k], text, len, false, true, &n);
             assert_true(n > 0);
             int dlen;
-            char *back = decode(vs[k], ids, n, &dlen);
+            char *back = tt_decode(vs[k], ids, n, &dlen);
             assert_int_equal(dlen, len);
             assert_memory_equal(back, text, len);
             free(ids);
