@@ -37,26 +37,10 @@
 #define FKV_GRAMMAR_H
 
 #include "constrain/grammar_limits.h" /* the bounds */
+#include "constrain/jsonschema.h"     /* a JSON Schema as GBNF text: jsonschema_to_gbnf */
 #include "constrain/grammar_lower.h"  /* GBNF text compiled to rules over bytes: grammar_parse, grammar_free */
 #include "constrain/grammar_vocab.h"  /* a tokenizer's tokens as a trie: grammar_vocab_new, ... */
 #include "constrain/grammar_dfa.h"    /* one generation's state: grammar_state_new, grammar_accept_bytes, ... */
 #include "constrain/grammar_mask.h"   /* by token: grammar_allowed, grammar_token_allowed, grammar_accept */
-
-/* GBNF text (malloc'd, NUL-terminated) for a JSON Schema given as JSON text. Supported: type (object, array,
- * string, number, integer, boolean, null, and arrays of them; without type, the type the keywords imply),
- * properties, required, additionalProperties (false / true / a schema; with properties it defaults to false, as
- * in llama.cpp), items, prefixItems, additionalItems, minItems, maxItems, enum, const, anyOf, oneOf (as anyOf),
- * allOf (merged: properties and required united, bounds intersected), $ref to #/... pointers (#/$defs/...,
- * #/definitions/..., # itself; recursion allowed), minLength/maxLength, format date, time, date-time, uuid,
- * minimum/maximum/exclusiveMinimum/exclusiveMaximum for integers (any bound) and numbers (integer bounds).
- * Annotations (title, description, default, examples, $comment, ...) and unknown keywords are ignored, as JSON
- * Schema says; every other keyword of the standard is refused. Every rule name starts with `prefix` (characters
- * [A-Za-z0-9_-]) and the start rule is `<prefix>root` (`root` with an empty prefix), so several schemas can be
- * spliced into one grammar. Whitespace is bounded: `space ::= | " " | "\n" [ \t]{0,20}` after `{ [ , :` and before
- * `} ]`, none around the whole value. Strings are valid JSON for strict parsers: no control characters, no \u0000,
- * surrogate escapes only in pairs. Numbers have at most 16 integer and 16 fraction digits and a 2-digit exponent
- * (none when bounded). NULL with err naming the keyword and its JSON path, e.g. "unsupported JSON Schema keyword
- * 'pattern' at /properties/name". {"type": "object"} is any object (response_format json_object). */
-char *grammar_schema_gbnf(const char *schema_json, size_t len, const char *prefix, fkv_error *err);
 
 #endif

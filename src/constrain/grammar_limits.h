@@ -4,7 +4,7 @@
  * the input is refused (at compile time, with an error that names what was exceeded) or the parse is cut (at run
  * time, counted in grammar_stats) — never a crash, never an allocation without bound.
  *
- * INVARIANT: a bound exceeded at compile time makes grammar_parse (or grammar_schema_gbnf, which refuses counts above
+ * INVARIANT: a bound exceeded at compile time makes grammar_parse (or jsonschema_to_gbnf, which refuses counts above
  * GRAMMAR_MAX_REPEAT itself, naming the keyword) return NULL; one exceeded at run time refuses that byte or drops that
  * parse, and only grammars built to explode reach one.
  *
