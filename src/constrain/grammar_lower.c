@@ -360,6 +360,13 @@ static grammar *lower(gparser *p, uint32_t root) {
     }
     g->alt_off[g->n_rules] = (uint32_t)a;
     byte_classes(g);
+    goto out;
+fail_oom:
+    gbnf_oom(p);
+fail:
+    grammar_free(g);
+    g = NULL;
+out:
     free(starts);
     free(L.term_table);
     free(L.norm);
@@ -367,17 +374,6 @@ static grammar *lower(gparser *p, uint32_t root) {
     free(L.crules);
     free(L.crule_table);
     return g;
-fail_oom:
-    gbnf_oom(p);
-fail:
-    free(starts);
-    free(L.term_table);
-    free(L.norm);
-    free(L.pool);
-    free(L.crules);
-    free(L.crule_table);
-    grammar_free(g);
-    return NULL;
 }
 
 grammar *grammar_parse(const char *gbnf, size_t len, fkv_error *err) {

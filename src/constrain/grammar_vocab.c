@@ -169,17 +169,16 @@ grammar_vocab *grammar_vocab_new_pieces(int32_t n_vocab, const char *const *byte
             if (b < 0x80) gv->below[2 * i + (b >> 6)] |= 1ull << (b & 63);
         }
     }
+    goto out;
+fail:
+    err_nomem(err, "grammar: out of memory for the vocabulary's trie");
+    grammar_vocab_free(gv);
+    gv = NULL;
+out:
     free(sorted);
     free(open);
     free(u);
     return gv;
-fail:
-    err_nomem(err, "grammar: out of memory for the vocabulary's trie");
-    free(sorted);
-    free(open);
-    free(u);
-    grammar_vocab_free(gv);
-    return NULL;
 }
 
 grammar_vocab *grammar_vocab_new(const tok_vocab *v, fkv_error *err) {

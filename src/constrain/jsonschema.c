@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "constrain/grow.h"
 #include "constrain/jsonschema_keywords.h"
 #include "constrain/jsonschema_merge.h"
 #include "constrain/jsonschema_number.h"
@@ -72,16 +73,6 @@ static const char *visit_child(jsctx *c, json_t *s, const char *path, const char
     return name;
 }
 
-static int grow_refs(jsctx *c) {
-    if (c->n_refs < c->cap_refs) return 0;
-    size_t cap = c->cap_refs ? c->cap_refs * 2 : 8;
-    js_ref *r = realloc(c->refs, cap * sizeof *r);
-    if (!r) return -1;
-    c->refs = r;
-    c->cap_refs = cap;
-    return 0;
-}
-
 /* The rule of $ref target (made the first time; a recursive use gets the name of the rule being made). */
 static const char *ref_rule(jsctx *c, const char *ref, const char *path) {
     for (size_t i = 0; i < c->n_refs; i++) {
@@ -99,7 +90,7 @@ static const char *ref_rule(jsctx *c, const char *ref, const char *path) {
     const char *name = hint ? js_rule_name(c, hint) : NULL;
     free(hint);
     char *pointer = strdup(ref);
-    if (!name || !pointer || grow_refs(c)) {
+    if (!name || !pointer || grow(&c->refs, &c->cap_refs, c->n_refs + 1, sizeof *c->refs, SIZE_MAX)) {
         free(pointer);
         return js_oom(c), NULL;
     }
@@ -135,6 +126,16 @@ static void enum_body(jsctx *c, sbuf *b, json_t *s, const char *path) {
         free(lit.p);
     }
     if (first) js_err(c, path, "no value of '%s' has the schema's type", en ? "enum" : "const");
+}
+
+/* b += ` space ":" space value`, what follows a key in every property's rule. */
+static void kv_tail(jsctx *c, sbuf *b, const char *value) {
+    sb_puts(b, " ");
+    js_prim(c, b, JP_SPACE);
+    sb_puts(b, " \":\" ");
+    js_prim(c, b, JP_SPACE);
+    sb_puts(b, " ");
+    sb_puts(b, value);
 }
 
 static void object_body(jsctx *c, sbuf *b, json_t *s, const char *path, const char *hint) {
@@ -201,12 +202,7 @@ static void object_body(jsctx *c, sbuf *b, json_t *s, const char *path, const ch
         if (kvh) {
             sb_json_string(&key, names[e], strlen(names[e]));
             sb_gbnf_literal(&kvb, key.p ? key.p : "", key.n);
-            sb_puts(&kvb, " ");
-            js_prim(c, &kvb, JP_SPACE);
-            sb_puts(&kvb, " \":\" ");
-            js_prim(c, &kvb, JP_SPACE);
-            sb_puts(&kvb, " ");
-            sb_puts(&kvb, value);
+            kv_tail(c, &kvb, value);
             kv[e] = js_rule_name(c, kvh);
             if (kv[e] && !kvb.oom && !key.oom) js_emit_rule(c, kv[e], &kvb);
             else js_oom(c);
@@ -243,12 +239,7 @@ static void object_body(jsctx *c, sbuf *b, json_t *s, const char *path, const ch
         if (kvh) {
             sbuf kvb = {0};
             sb_puts(&kvb, key);
-            sb_puts(&kvb, " ");
-            js_prim(c, &kvb, JP_SPACE);
-            sb_puts(&kvb, " \":\" ");
-            js_prim(c, &kvb, JP_SPACE);
-            sb_puts(&kvb, " ");
-            sb_puts(&kvb, value);
+            kv_tail(c, &kvb, value);
             more = js_rule_name(c, kvh);
             if (more && !kvb.oom) js_emit_rule(c, more, &kvb);
             free(kvb.p);
@@ -361,10 +352,7 @@ static void array_body(jsctx *c, sbuf *b, json_t *s, const char *path, const cha
         return;
     }
     int64_t min = 0, max = 0;
-    if (js_count_keyword(c, s, "minItems", path, 0, &min) ||
-        js_count_keyword(c, s, "maxItems", path, INT32_MAX, &max) || js_limit_repeat(c, "minItems", min, path) ||
-        js_limit_repeat(c, "maxItems", max, path))
-        return;
+    if (js_count_range(c, s, "minItems", "maxItems", path, &min, &max)) return;
     size_t p = tuple ? json_array_size(tuple) : 0;
     if (p > JS_MAX_PREFIX_ITEMS) {
         js_err(c, path, "unsupported JSON Schema keyword '%s': more than %d schemas", tuple_key, JS_MAX_PREFIX_ITEMS);
@@ -560,7 +548,7 @@ char *jsonschema_to_gbnf(const char *schema_json, size_t len, const char *prefix
     jsctx c = {.doc = doc, .prefix = prefix, .err = err};
     const char *root = js_rule_name(&c, "root");
     char *pointer = strdup("#");
-    if (!root || !pointer || grow_refs(&c)) {
+    if (!root || !pointer || grow(&c.refs, &c.cap_refs, c.n_refs + 1, sizeof *c.refs, SIZE_MAX)) {
         free(pointer);
         js_oom(&c);
     } else {

@@ -51,10 +51,11 @@ json_t *js_without(json_t *s, const char *key) {
     return o;
 }
 
+const char *const js_type_names[7] = {"null", "boolean", "object", "array", "number", "string", "integer"};
+
 static unsigned type_bit(const char *t) {
-    static const char *const names[] = {"null", "boolean", "object", "array", "number", "string", "integer"};
     for (unsigned i = 0; i < 7; i++)
-        if (strcmp(t, names[i]) == 0) return 1u << i;
+        if (strcmp(t, js_type_names[i]) == 0) return 1u << i;
     return 0;
 }
 
@@ -93,7 +94,8 @@ int js_schema_types(jsctx *c, json_t *s, const char *path, unsigned *out) {
     return 0;
 }
 
-int js_count_keyword(jsctx *c, json_t *s, const char *key, const char *path, int64_t def, int64_t *out) {
+/* A non-negative integer keyword (absent: def). */
+static int count_keyword(jsctx *c, json_t *s, const char *key, const char *path, int64_t def, int64_t *out) {
     json_t *v = json_object_get(s, key);
     if (!v) {
         *out = def;
@@ -106,10 +108,18 @@ int js_count_keyword(jsctx *c, json_t *s, const char *key, const char *path, int
     return 0;
 }
 
-int js_limit_repeat(jsctx *c, const char *key, int64_t v, const char *path) {
+static int limit_repeat(jsctx *c, const char *key, int64_t v, const char *path) {
     if (v > GRAMMAR_MAX_REPEAT && v != INT32_MAX)
         return js_err(c, path, "unsupported JSON Schema keyword '%s': %lld is above the supported %d", key,
                       (long long)v, GRAMMAR_MAX_REPEAT);
+    return 0;
+}
+
+int js_count_range(jsctx *c, json_t *s, const char *min_key, const char *max_key, const char *path, int64_t *min,
+                   int64_t *max) {
+    if (count_keyword(c, s, min_key, path, 0, min) || count_keyword(c, s, max_key, path, INT32_MAX, max) ||
+        limit_repeat(c, min_key, *min, path) || limit_repeat(c, max_key, *max, path))
+        return -1;
     return 0;
 }
 

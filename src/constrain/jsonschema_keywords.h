@@ -21,9 +21,10 @@
 
 #include "constrain/jsonschema_rules.h"
 
-/* The types, as bits. */
+/* The types, as bits; js_type_names[i] is bit 1 << i's name. */
 enum { T_NULL = 1, T_BOOLEAN = 2, T_OBJECT = 4, T_ARRAY = 8, T_NUMBER = 16, T_STRING = 32, T_INTEGER = 64 };
 #define T_ANY (T_NULL | T_BOOLEAN | T_OBJECT | T_ARRAY | T_NUMBER | T_STRING)
+extern const char *const js_type_names[7];
 
 /* The constraint keywords the converter implements (NULL-terminated). */
 extern const char *const js_constraints[];
@@ -42,9 +43,9 @@ int js_schema_types(jsctx *c, json_t *s, const char *path, unsigned *out);
 unsigned js_type_set(json_t *t);
 /* Whether JSON value v is of one of the types. */
 bool js_value_has_type(const json_t *v, unsigned types);
-/* A non-negative integer keyword (absent: def). */
-int js_count_keyword(jsctx *c, json_t *s, const char *key, const char *path, int64_t def, int64_t *out);
-/* Refuses a count above GRAMMAR_MAX_REPEAT (INT32_MAX: no bound), naming the keyword. */
-int js_limit_repeat(jsctx *c, const char *key, int64_t v, const char *path);
+/* A pair of count keywords (minItems/maxItems, minLength/maxLength): each a non-negative integer (absent: 0, and
+ * INT32_MAX for no bound), neither above GRAMMAR_MAX_REPEAT unless unbounded. */
+int js_count_range(jsctx *c, json_t *s, const char *min_key, const char *max_key, const char *path, int64_t *min,
+                   int64_t *max);
 
 #endif

@@ -118,10 +118,9 @@ json_t *js_merge(jsctx *c, json_t *a, json_t *b, const char *path) {
                 js_err(c, path, "allOf: no value has both of the types asked for ('type')");
                 goto fail;
             }
-            static const char *const names[] = {"null", "boolean", "object", "array", "number", "string", "integer"};
             v = json_array();
             for (unsigned i = 0; i < 7 && v; i++)
-                if (t & 1u << i) json_array_append_new(v, json_string(names[i]));
+                if (t & 1u << i) json_array_append_new(v, json_string(js_type_names[i]));
         } else if (strcmp(k, "properties") == 0 && json_is_object(va) && json_is_object(vb)) {
             v = json_copy(va);
             const char *pk;

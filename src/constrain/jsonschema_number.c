@@ -117,13 +117,18 @@ static int read_bounds(jsctx *c, json_t *s, const char *path, js_bounds *b) {
     return 0;
 }
 
+/* The bounds of s into *bd: true when it has one; false on an error, or when it has none, with `any` (the fixed rule
+ * of every integer, or of every number) written to b. */
+static bool bounded(jsctx *c, sbuf *b, json_t *s, const char *path, int any, js_bounds *bd) {
+    if (read_bounds(c, s, path, bd)) return false;
+    if (bd->has_lo || bd->has_hi) return true;
+    js_prim(c, b, any);
+    return false;
+}
+
 void js_integer_body(jsctx *c, sbuf *b, json_t *s, const char *path) {
     js_bounds bd;
-    if (read_bounds(c, s, path, &bd)) return;
-    if (!bd.has_lo && !bd.has_hi) {
-        js_prim(c, b, JP_INTEGER);
-        return;
-    }
+    if (!bounded(c, b, s, path, JP_INTEGER, &bd)) return;
     double lo = -(double)JS_INT_LIMIT, hi = (double)JS_INT_LIMIT;
     if (bd.has_lo) lo = bd.lo_excl ? floor(bd.lo) + 1 : ceil(bd.lo);
     if (bd.has_hi) hi = bd.hi_excl ? ceil(bd.hi) - 1 : floor(bd.hi);
@@ -185,11 +190,7 @@ static bool magnitude(jsctx *c, sbuf *b, uint64_t lo, bool lo_excl, uint64_t top
 
 void js_number_body(jsctx *c, sbuf *b, json_t *s, const char *path) {
     js_bounds bd;
-    if (read_bounds(c, s, path, &bd)) return;
-    if (!bd.has_lo && !bd.has_hi) {
-        js_prim(c, b, JP_NUMBER);
-        return;
-    }
+    if (!bounded(c, b, s, path, JP_NUMBER, &bd)) return;
     if ((bd.has_lo && bd.lo != floor(bd.lo)) || (bd.has_hi && bd.hi != floor(bd.hi))) {
         js_err(c, path, "unsupported JSON Schema keyword '%s': a bound of a number must be an integer",
                bd.has_lo && bd.lo != floor(bd.lo) ? "minimum" : "maximum");

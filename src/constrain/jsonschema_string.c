@@ -28,10 +28,7 @@ void js_string_body(jsctx *c, sbuf *b, json_t *s, const char *path) {
         return;
     }
     int64_t min = 0, max = 0;
-    if (js_count_keyword(c, s, "minLength", path, 0, &min) ||
-        js_count_keyword(c, s, "maxLength", path, INT32_MAX, &max) || js_limit_repeat(c, "minLength", min, path) ||
-        js_limit_repeat(c, "maxLength", max, path))
-        return;
+    if (js_count_range(c, s, "minLength", "maxLength", path, &min, &max)) return;
     if (min == INT32_MAX) {
         js_err(c, path, "unsupported JSON Schema keyword 'minLength': above the supported %d", GRAMMAR_MAX_REPEAT);
         return;
