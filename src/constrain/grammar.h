@@ -5,10 +5,10 @@
  * before sampling, so whatever the sampler picks keeps the output valid, and end of generation is possible exactly
  * when the output is complete.
  *
- * Grammars are llama.cpp's GBNF (grammars/README.md there): rules `name ::= alternatives`, literals, character
- * classes over code points, `.`, grouping, `|`, `* + ? {m} {m,} {m,n}`, `#` comments, start rule `root`. The
- * semantics follow llama.cpp's grammar sampler — a set of parse stacks over the rules, advanced as the output
- * grows — with three differences, all on purpose:
+ * Grammars are llama.cpp's GBNF: rules `name ::= alternatives`, literals, character classes over code points, `.`,
+ * grouping, `|`, `* + ? {m} {m,} {m,n}`, `#` comments, start rule `root`. The semantics follow llama.cpp's grammar
+ * sampler — a set of parse stacks over the rules, advanced as the output grows — with three differences, all on
+ * purpose:
  * - The engine runs on bytes. A character class is compiled to the UTF-8 byte sequences of its code points, so a
  *   multi-byte character may be split across tokens (a token that ends inside a character the grammar allows is
  *   allowed), and only valid UTF-8 is ever accepted: no overlong forms, no surrogates (U+D800..U+DFFF), nothing
