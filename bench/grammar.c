@@ -316,7 +316,7 @@ int main(int argc, char **argv) {
     for (int vi = 0; vi < 3; vi++) {
         for (int gi = 0; gi < 3; gi++) {
             fkv_error err = {0};
-            char *gbnf = grammar_schema_gbnf(schemas[gi], strlen(schemas[gi]), "", &err);
+            char *gbnf = jsonschema_to_gbnf(schemas[gi], strlen(schemas[gi]), "", &err);
             grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), &err) : NULL;
             free(gbnf);
             if (!g) {

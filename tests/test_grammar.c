@@ -565,7 +565,7 @@ static void test_masks_equal_the_brute_force_on_real_vocabularies(void **state) 
                 text = strdup(llama_grammars[i][1]);
             } else {
                 fkv_error err = {0};
-                text = grammar_schema_gbnf(schemas[i - 8], strlen(schemas[i - 8]), "", &err);
+                text = jsonschema_to_gbnf(schemas[i - 8], strlen(schemas[i - 8]), "", &err);
                 if (!text) fail_msg("%s", err.msg);
             }
             grammar *g = must_parse(text);
@@ -590,7 +590,7 @@ static void test_masks_equal_the_brute_force_on_a_100k_vocabulary(void **state) 
         "{\"type\": \"string\"}}, \"required\": [\"s\", \"t\"]}"};
     const char *texts[] = {llama_grammars[4][1], llama_grammars[5][1], NULL};
     fkv_error err = {0};
-    char *gbnf = grammar_schema_gbnf(schemas[0], strlen(schemas[0]), "", &err);
+    char *gbnf = jsonschema_to_gbnf(schemas[0], strlen(schemas[0]), "", &err);
     assert_non_null(gbnf);
     texts[2] = gbnf;
     for (size_t i = 0; i < 3; i++) {
@@ -817,8 +817,8 @@ static const char *const test_schemas[] = {
 
 static grammar *schema_grammar(const char *schema, char **gbnf_out) {
     fkv_error err = {0};
-    char *gbnf = grammar_schema_gbnf(schema, strlen(schema), "", &err);
-    if (!gbnf) fail_msg("grammar_schema_gbnf: %s\n%s", err.msg, schema);
+    char *gbnf = jsonschema_to_gbnf(schema, strlen(schema), "", &err);
+    if (!gbnf) fail_msg("jsonschema_to_gbnf: %s\n%s", err.msg, schema);
     grammar *g = grammar_parse(gbnf, strlen(gbnf), &err);
     if (!g) fail_msg("the schema's grammar does not parse: %s\n%s", err.msg, gbnf);
     if (gbnf_out) *gbnf_out = gbnf;
@@ -964,7 +964,7 @@ static void test_unsupported_and_malformed_keywords_are_named_with_their_path(vo
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fkv_error err = {0};
-        char *g = grammar_schema_gbnf(cases[i].schema, strlen(cases[i].schema), "", &err);
+        char *g = jsonschema_to_gbnf(cases[i].schema, strlen(cases[i].schema), "", &err);
         if (g) fail_msg("expected \"%s\" for %s, got a grammar", cases[i].want, cases[i].schema);
         if (!strstr(err.msg, cases[i].want)) fail_msg("error \"%s\" does not contain \"%s\"", err.msg, cases[i].want);
     }
@@ -972,7 +972,7 @@ static void test_unsupported_and_malformed_keywords_are_named_with_their_path(vo
     const char *ok = "{\"title\": \"T\", \"description\": \"d\", \"x-vendor\": 1, \"type\": \"array\", "
                      "\"uniqueItems\": false, \"examples\": [[1]], \"default\": []}";
     fkv_error err = {0};
-    char *g = grammar_schema_gbnf(ok, strlen(ok), "", &err);
+    char *g = jsonschema_to_gbnf(ok, strlen(ok), "", &err);
     assert_non_null(g);
     free(g);
 }
@@ -1014,7 +1014,7 @@ static void test_every_schema_the_converter_accepts_gives_a_grammar_that_parses(
             char *mut = malloc(n + sizeof repl);
             size_t len = (size_t)snprintf(mut, n + sizeof repl, "%.*s%s%s", (int)starts[k], src, repl, src + ends[k]);
             fkv_error err = {0};
-            char *gbnf = grammar_schema_gbnf(mut, len, "", &err);
+            char *gbnf = jsonschema_to_gbnf(mut, len, "", &err);
             if (gbnf) {
                 grammar *g = grammar_parse(gbnf, strlen(gbnf), &err);
                 if (!g) fail_msg("the grammar of an accepted schema does not parse: %s\n%s\n%s", err.msg, mut, gbnf);
@@ -1040,7 +1040,7 @@ static void test_two_schemas_with_prefixes_splice_into_one_grammar(void **state)
     const char *a = "{\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"integer\"}}, \"required\": [\"x\"]}";
     const char *b = "{\"type\": \"array\", \"items\": {\"type\": \"string\"}}";
     fkv_error err = {0};
-    char *ga = grammar_schema_gbnf(a, strlen(a), "call-a-", &err), *gb = grammar_schema_gbnf(b, strlen(b), "call_b-", &err);
+    char *ga = jsonschema_to_gbnf(a, strlen(a), "call-a-", &err), *gb = jsonschema_to_gbnf(b, strlen(b), "call_b-", &err);
     assert_non_null(ga);
     assert_non_null(gb);
     /* every rule of each starts with its prefix */
@@ -1056,7 +1056,7 @@ static void test_two_schemas_with_prefixes_splice_into_one_grammar(void **state)
     free(all);
     free(ga);
     free(gb);
-    assert_null(grammar_schema_gbnf(a, strlen(a), "bad prefix", &err));
+    assert_null(jsonschema_to_gbnf(a, strlen(a), "bad prefix", &err));
     assert_non_null(strstr(err.msg, "prefix"));
 }
 

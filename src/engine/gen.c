@@ -54,7 +54,7 @@ void fkv_grammar_free(fkv_grammar *g) {
 }
 
 char *fkv_json_schema_gbnf(const char *schema, size_t len, const char *prefix, fkv_error *err) {
-    return grammar_schema_gbnf(schema, len, prefix ? prefix : "", err);
+    return jsonschema_to_gbnf(schema, len, prefix ? prefix : "", err);
 }
 
 struct fkv_gen {
