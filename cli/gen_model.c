@@ -1,17 +1,19 @@
-/* flatkv gen-model — a llama model of a real shape with deterministic random weights. */
+/* flatkv gen-model — a model of a real shape with deterministic random weights. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "model/genmodel.h"
+#include "model/model.h"
 
 #define TYPE_NAMES "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs|q4_k_m|q5_k_m|q3_k_m"
 
+/* The usage; its %s is the architectures' names (model.c's table). */
 static const char HELP[] =
     "usage: flatkv gen-model --dim D --hidden H --layers L --heads NH [--kv-heads NKV] [--ctx C]\n"
     "                        --vocab-from TOKENIZER.gguf [--type T] [--seed S]\n"
     "                        [--tied]\n"
-    "                        [--arch llama|qwen2|qwen3|smollm3|phi3|gemma3] [--rope-freqs] [--head-dim N]\n"
+    "                        [--arch %s] [--rope-freqs] [--head-dim N]\n"
     "                        [--rope-dims N] [--window N] [--window-pattern N]\n"
     "                        -o OUT.gguf\n"
     "\n"
@@ -26,13 +28,14 @@ static const char HELP[] =
     "                Rows that 256 does not divide fall back as llama.cpp's do (Q4_K->Q5_0, Q5_K->Q5_1,\n"
     "                Q3_K->Q4_0, Q6_K->Q8_0, the output Q8_0); a uniform type refuses such rows\n"
     "  --tied        no output matrix: logits use the token embedding (as some models do)\n"
-    "  --arch A      llama (default); qwen2 (q/k/v biases, rotary pairs as halves); qwen3 (per-head q/k norms);\n"
-    "                smollm3 (every 4th layer without rope); phi3 (fused attn_qkv and gate/up, LongRoPE factor\n"
-    "                tensors); gemma3 (scaled embeddings, GeGLU, post-norms, q/k norms, sliding-window layers)\n"
+    "  --arch A      default llama. The tensors and keys written are those of the architecture's row in the\n"
+    "                architecture table (src/model/model.c): its switches (biases, q/k norms, post-norms, fused\n"
+    "                tensors, LongRoPE factors, sliding windows...) and what its converter writes\n"
     "  --head-dim N  head size (attention.key_length/value_length); default dim / heads\n"
     "  --rope-dims N rotated dims of each head (rope.dimension_count, partial rotary); default the head size\n"
-    "  --window N    gemma3: sliding window of the local layers (attention.sliding_window); default 0: none\n"
-    "  --window-pattern N  gemma3: every Nth layer is global (attention.sliding_window_pattern); default 6\n"
+    "  --window N    sliding window of the local layers (attention.sliding_window), for an architecture with\n"
+    "                window layers (gemma3); default 0: none\n"
+    "  --window-pattern N  with --window: every Nth layer is global (attention.sliding_window_pattern); default 6\n"
     "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n";
 
 int cli_gen_model(int argc, char **argv) {
@@ -95,7 +98,11 @@ int cli_gen_model(int argc, char **argv) {
         case O_WINDOW: bad = cli_parse_u32(sub, "--window", optarg, 1, 1u << 24, &p.window); break;
         case O_PATTERN: bad = cli_parse_u32(sub, "--window-pattern", optarg, 1, 1024, &p.window_pattern); break;
         case 'o': out = optarg; break;
-        case 'h': fputs(HELP, stdout); return 0;
+        case 'h': {
+            char archs[128];
+            printf(HELP, model_arch_names(archs, sizeof archs, "|", "|"));
+            return 0;
+        }
         default: return cli_bad_option(sub, argv);
         }
         if (bad) return CLI_USAGE_EXIT;
