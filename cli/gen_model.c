@@ -1,14 +1,11 @@
 /* flatkv gen-model — a model of a real shape with deterministic random weights. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 #include "model/genmodel.h"
 #include "model/model.h"
 
-#define TYPE_NAMES "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs|q4_k_m|q5_k_m|q3_k_m"
-
-/* The usage; its %s is the architectures' names (model.c's table). */
+/* The usage; its two %s are the architectures' names (model.c's table) and the --type names (genmodel.h). */
 static const char HELP[] =
     "usage: flatkv gen-model --dim D --hidden H --layers L --heads NH [--kv-heads NKV] [--ctx C]\n"
     "                        --vocab-from TOKENIZER.gguf [--type T] [--seed S]\n"
@@ -20,7 +17,7 @@ static const char HELP[] =
     "Write a GGUF (--arch) with deterministic random weights (same arguments, same bytes) and\n"
     "the tokenizer of TOKENIZER.gguf. For benchmarks and tests: compute cost does not depend on weights.\n"
     "  --kv-heads defaults to --heads; --ctx to 2048; --type to q8_0; --seed to 1.\n"
-    "  --type T      " TYPE_NAMES "\n"
+    "  --type T      %s\n"
     "                q4_k_m, q5_k_m, q3_k_m: llama.cpp's mixes (llama_tensor_get_type): Q6_K for the output matrix\n"
     "                (token_embd when --tied); attn_v and ffn_down Q6_K in use_more_bits layers (first and last\n"
     "                eighth, every third between) for q4_k_m/q5_k_m; q3_k_m: attn_v Q5_K in layers 0-1 else Q4_K,\n"
@@ -67,28 +64,13 @@ int cli_gen_model(int argc, char **argv) {
         case O_KVH: bad = cli_parse_u32(sub, "--kv-heads", optarg, 1, 1024, &p.n_kv_heads); break;
         case O_CTX: bad = cli_parse_u32(sub, "--ctx", optarg, 1, 1u << 24, &p.n_ctx); break;
         case O_VOCAB: p.vocab_from = optarg; break;
-        case O_TYPE: {
-            static const struct { const char *name; ggml_type type; genmodel_mix mix; } types[] = {
-                {"f32", GGML_TYPE_F32, GENMODEL_UNIFORM},       {"f16", GGML_TYPE_F16, GENMODEL_UNIFORM},
-                {"bf16", GGML_TYPE_BF16, GENMODEL_UNIFORM},     {"q8_0", GGML_TYPE_Q8_0, GENMODEL_UNIFORM},
-                {"q4_0", GGML_TYPE_Q4_0, GENMODEL_UNIFORM},     {"q4_1", GGML_TYPE_Q4_1, GENMODEL_UNIFORM},
-                {"q5_0", GGML_TYPE_Q5_0, GENMODEL_UNIFORM},     {"q5_1", GGML_TYPE_Q5_1, GENMODEL_UNIFORM},
-                {"iq4_nl", GGML_TYPE_IQ4_NL, GENMODEL_UNIFORM}, {"q2_k", GGML_TYPE_Q2_K, GENMODEL_UNIFORM},
-                {"q3_k", GGML_TYPE_Q3_K, GENMODEL_UNIFORM},     {"q4_k", GGML_TYPE_Q4_K, GENMODEL_UNIFORM},
-                {"q5_k", GGML_TYPE_Q5_K, GENMODEL_UNIFORM},     {"q6_k", GGML_TYPE_Q6_K, GENMODEL_UNIFORM},
-                {"iq4_xs", GGML_TYPE_IQ4_XS, GENMODEL_UNIFORM}, {"q4_k_m", GGML_TYPE_Q4_K, GENMODEL_Q4_K_M},
-                {"q5_k_m", GGML_TYPE_Q5_K, GENMODEL_Q5_K_M},    {"q3_k_m", GGML_TYPE_Q3_K, GENMODEL_Q3_K_M}};
-            bad = 1;
-            for (size_t i = 0; i < sizeof types / sizeof *types; i++)
-                if (!strcmp(optarg, types[i].name)) {
-                    p.type = types[i].type;
-                    p.mix = types[i].mix;
-                    bad = 0;
-                }
-            if (bad)
-                cli_usage_error(sub, "--type must be one of " TYPE_NAMES ", got '%s'", optarg);
+        case O_TYPE:
+            if (genmodel_type_by_name(optarg, &p.type, &p.mix)) {
+                char names[256];
+                return cli_usage_error(sub, "--type must be one of %s, got '%s'",
+                                       genmodel_type_names(names, sizeof names, "|"), optarg);
+            }
             break;
-        }
         case O_SEED: bad = cli_parse_u64(sub, "--seed", optarg, &p.seed); break;
         case O_TIED: p.tied = true; break;
         case O_ARCH: p.arch = optarg; break;
@@ -99,8 +81,8 @@ int cli_gen_model(int argc, char **argv) {
         case O_PATTERN: bad = cli_parse_u32(sub, "--window-pattern", optarg, 1, 1024, &p.window_pattern); break;
         case 'o': out = optarg; break;
         case 'h': {
-            char archs[128];
-            printf(HELP, model_arch_names(archs, sizeof archs, "|", "|"));
+            char archs[128], types[256];
+            printf(HELP, model_arch_names(archs, sizeof archs, "|", "|"), genmodel_type_names(types, sizeof types, "|"));
             return 0;
         }
         default: return cli_bad_option(sub, argv);

@@ -69,6 +69,24 @@ static size_t mix_row(genmodel_mix mix) {
     return i;
 }
 
+int genmodel_type_by_name(const char *name, ggml_type *type, genmodel_mix *mix) {
+    for (size_t i = 0; i < N_MIXES; i++)
+        if (!strcmp(name, mixes[i].name)) {
+            *type = mixes[i].base;
+            *mix = mixes[i].mix;
+            return 0;
+        }
+    *mix = GENMODEL_UNIFORM;
+    return model_type_by_name(name, type);
+}
+
+const char *genmodel_type_names(char *buf, size_t cap, const char *sep) {
+    model_type_names(buf, cap, sep);
+    for (size_t i = 0, at = strlen(buf); i < N_MIXES && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", sep, mixes[i].name);
+    return buf;
+}
+
 /* The type of matrix `name` with rows of n_in (the mix rules of genmodel.h), read from the name as llama.cpp's
  * llama_tensor_get_type does for llama-shaped models (no experts, no fused qkv). */
 static ggml_type matrix_type(const genmodel_params *p, const char *name, uint32_t n_in) {

@@ -30,6 +30,7 @@
 #define FKV_GENMODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gguf/gguf.h"
@@ -62,6 +63,12 @@ typedef struct {
     uint32_t window_pattern;/* swa: attention.sliding_window_pattern (every Nth layer global); 0: not written (6) */
     uint64_t seed;
 } genmodel_params;
+
+/* The type a --type name gives: a type of model_type_names (every matrix that type), or a mix's name ("q4_k_m",
+ * "q5_k_m", "q3_k_m": *type its base type). 0, or -1 for a name that is neither. */
+int genmodel_type_by_name(const char *name, ggml_type *type, genmodel_mix *mix);
+/* Those names, sep between two, into buf (truncated to cap); returns buf. */
+const char *genmodel_type_names(char *buf, size_t cap, const char *sep);
 
 /* Write the model to path. -1 with err naming the bad parameter or file. */
 int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err);

@@ -2,6 +2,7 @@
 
 #include "constrain/grammar.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +51,9 @@ static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uin
         return NULL;
     }
     if (!type_is_computed(t->type)) {
-        err_unsupported(err, "%s: tensor '%s' has type %s, which flatkv does not compute (supported: f32, f16, bf16, "
-                "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)", f->path, name,
-                ggml_type_name(t->type));
+        char names[256];
+        err_unsupported(err, "%s: tensor '%s' has type %s, which flatkv does not compute (supported: %s)", f->path, name,
+                        ggml_type_name(t->type), model_type_names(names, sizeof names, ", "));
         return NULL;
     }
     return t;
@@ -131,6 +132,35 @@ const char *model_arch_names(char *buf, size_t cap, const char *sep, const char 
     if (cap) buf[0] = 0;
     for (size_t a = 0; a < N_ARCHS; a++) names_put(buf, cap, &at, a + 1 < N_ARCHS ? sep : last, archs[a].name);
     return buf;
+}
+
+/* The lower-case name of type t into name[16], or NULL when t is not computed. */
+static const char *type_lower_name(ggml_type t, char name[16]) {
+    if (!type_is_computed(t)) return NULL;
+    const char *s = ggml_type_name(t);
+    size_t i = 0;
+    for (; s[i] && i < 15; i++) name[i] = (char)tolower((unsigned char)s[i]);
+    name[i] = 0;
+    return name;
+}
+
+const char *model_type_names(char *buf, size_t cap, const char *sep) {
+    size_t at = 0;
+    char name[16];
+    if (cap) buf[0] = 0;
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        if (type_lower_name((ggml_type)t, name)) names_put(buf, cap, &at, sep, name);
+    return buf;
+}
+
+int model_type_by_name(const char *name, ggml_type *type) {
+    char lower[16];
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        if (type_lower_name((ggml_type)t, lower) && !strcmp(name, lower)) {
+            *type = (ggml_type)t;
+            return 0;
+        }
+    return -1;
 }
 
 static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {

@@ -161,6 +161,11 @@ const model_arch *model_arch_find(const char *name, size_t len);
 /* The architectures' names in the table's order, sep between two and last before the last ("llama, qwen2 or
  * gemma3"), into buf (truncated to cap); returns buf. */
 const char *model_arch_names(char *buf, size_t cap, const char *sep, const char *last);
+/* The element types a model's matrices may have (the rows of src/kernels/traits.c, in ggml's type order) by their
+ * names in lower case ("q4_k"), sep between two, into buf (truncated to cap); returns buf. */
+const char *model_type_names(char *buf, size_t cap, const char *sep);
+/* The type of that lower-case name into *type: 0, or -1 when no such type is computed. */
+int model_type_by_name(const char *name, ggml_type *type);
 
 /* The global rotary table's frequency divisors for a context of n_ctx positions: rope_freqs.weight, or LongRoPE's
  * long factors when n_ctx > n_ctx_orig and its short ones otherwise (llama.cpp's choice), or NULL. */
