@@ -216,9 +216,9 @@ typedef struct {
  * base model), anything else → CHATML with guessed set. */
 chat_template chat_template_detect(const char *jinja_source);
 
-/* The template named "chatml", "qwen3", "llama2", "llama3" (3.1+), "mistral" (V3), "phi3", "phi4-mini", "gemma"
- * (Gemma-2), "gemma3", "zephyr", "deepseek", "smollm3" (the original, dated) or "plain" (a command-line
- * override; no default system text); 0, or -1 with err naming the unknown name. */
+/* The template a command-line override names: a row of chat.c's preset table (chat_presets: "chatml", "qwen3",
+ * "llama3" for 3.1+, "gemma" for Gemma-2, ...; no default system text). 0, or -1 with err naming the unknown name and
+ * listing the table's. */
 int chat_template_by_name(const char *name, chat_template *out, fkv_error *err);
 
 /* Tools (tools: the request's OpenAI `tools` array, or NULL/empty for none) are rendered as the family's
