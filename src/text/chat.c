@@ -181,7 +181,6 @@ static void chat_qwen3_split(const char *content, const char **visible, const ch
 }
 
 static bool chat_detect_chatml(const char *src, chat_template *t) {
-    if (!strstr(src, "<|im_start|>")) return false;
     if (strstr(src, chat_qwen_default_system)) t->default_system = chat_qwen_default_system;
     t->qwen3_thinking = strstr(src, "</think>") && strstr(src, "last_query_index");
     return true;
@@ -264,18 +263,14 @@ static int chat_render_chatml(const chat_input *in, chat_buf *b, fkv_error *err)
 }
 
 static bool chat_detect_smollm3(const char *src, chat_template *t) {
-    if (!strstr(src, "<|im_start|>") || !strstr(src, "Reasoning Mode: ")) return false;
+    if (!strstr(src, "Reasoning Mode: ")) return false;
     if (strstr(src, "Today Date: ")) t->date_string = chat_smollm3_date;
     return true;
 }
 
 /* SmolLM3's template (HuggingFaceTB/SmolLM3-3B; see chat.h). */
-
 static int chat_render_smollm3(const chat_input *in, chat_buf *b, fkv_error *err) {
     (void)err;
-    const chat_template *t = in->t;
-    const chat_message *msgs = in->msgs;
-    const size_t n = in->n;
     static const char think_long[] =
         "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an assistant involves "
         "thoroughly exploring questions through a systematic thinking process before providing the final precise "
@@ -291,6 +286,9 @@ static int chat_render_smollm3(const chat_input *in, chat_buf *b, fkv_error *err
         "steps needed to reach the conclusion.\n\n";
     static const char no_think_short[] = "You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n";
     static const char empty_think[] = "<think>\n\n</think>\n";
+    const chat_template *t = in->t;
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
     bool think = !t->no_thinking;
     const char *system = n > 0 && chat_role_is(&msgs[0], "system") ? msgs[0].content : NULL;
     chat_buf custom = {0}; /* system.replace("/no_think", "").replace("/think", "").rstrip() */
@@ -361,7 +359,7 @@ static int chat_render_smollm3(const chat_input *in, chat_buf *b, fkv_error *err
 
 static bool chat_detect_llama2(const char *src, chat_template *t) {
     (void)t;
-    return strstr(src, "[INST]") && strstr(src, "<<SYS>>");
+    return strstr(src, "<<SYS>>") != NULL;
 }
 
 static int chat_render_llama2(const chat_input *in, chat_buf *b, fkv_error *err) {
@@ -439,7 +437,6 @@ static void chat_put_header(chat_buf *b, const char *role) {
 }
 
 static bool chat_detect_llama3(const char *src, chat_template *t) {
-    if (!strstr(src, "<|start_header_id|>")) return false;
     if (strstr(src, "Today Date: ")) t->date_string = chat_llama3_date;
     return true;
 }
@@ -505,9 +502,8 @@ static int chat_render_llama3(const chat_input *in, chat_buf *b, fkv_error *err)
     return 0;
 }
 
-/* After LLAMA2 in detection: an "[INST]" template without "<<SYS>>"; the variant from its spacing. */
+/* The variant from the "[INST]" template's spacing. */
 static bool chat_detect_mistral(const char *src, chat_template *t) {
-    if (!strstr(src, "[INST]")) return false;
     if (strstr(src, "\"[INST]\" +") || strstr(src, "'[INST]' +"))
         t->mistral = CHAT_MISTRAL_TEKKEN;
     else if (strstr(src, "' [/INST]'") || strstr(src, "\" [/INST]\""))
@@ -565,9 +561,9 @@ static int chat_render_mistral(const chat_input *in, chat_buf *b, fkv_error *err
     return 0;
 }
 
-/* A "<|user|>" or "<|assistant|>" template that writes "<|end|>"; Phi-4-mini's by its tag forms. */
+/* A "<|end|>" template with "<|user|>" or "<|assistant|>" tags; Phi-4-mini's by its tag forms. */
 static bool chat_detect_phi3(const char *src, chat_template *t) {
-    if (!strstr(src, "<|end|>") || !(strstr(src, "<|user|>") || strstr(src, "<|assistant|>"))) return false;
+    if (!strstr(src, "<|user|>") && !strstr(src, "<|assistant|>")) return false;
     if (strstr(src, "|>' + message['content']") || strstr(src, "<|/tool|>")) t->phi = CHAT_PHI_4_MINI;
     return true;
 }
@@ -597,7 +593,6 @@ static int chat_render_phi3(const chat_input *in, chat_buf *b, fkv_error *err) {
 }
 
 static bool chat_detect_gemma(const char *src, chat_template *t) {
-    if (!strstr(src, "<start_of_turn>")) return false;
     t->fold_system = strstr(src, "first_user_prefix") != NULL;
     return true;
 }
@@ -634,32 +629,20 @@ static int chat_render_gemma(const chat_input *in, chat_buf *b, fkv_error *err) 
     return 0;
 }
 
-/* After PHI3 in detection: a "<|user|>" template without "<|end|>". */
-static bool chat_detect_zephyr(const char *src, chat_template *t) {
-    (void)t;
-    return strstr(src, "<|user|>") != NULL;
-}
-
 static int chat_render_zephyr(const chat_input *in, chat_buf *b, fkv_error *err) {
     (void)err;
-    const chat_message *msgs = in->msgs;
-    const size_t n = in->n;
-    for (size_t i = 0; i < n; i++) {
-        if (chat_role_is(&msgs[i], "tool")) continue;
+    for (size_t i = 0; i < in->n; i++) {
+        const chat_message *m = &in->msgs[i];
+        if (chat_role_is(m, "tool")) continue;
         chat_put(b, "<|");
-        chat_put(b, msgs[i].role);
+        chat_put(b, m->role);
         chat_put(b, "|>\n");
-        chat_text(b, msgs[i].content);
+        chat_text(b, m->content);
         chat_put(b, in->eos);
         chat_put(b, "\n");
     }
-    if (in->add_generation_prompt && n > 0) chat_put(b, "<|assistant|>\n"); /* written inside its message loop */
+    if (in->add_generation_prompt && in->n > 0) chat_put(b, "<|assistant|>\n"); /* written inside its message loop */
     return 0;
-}
-
-static bool chat_detect_deepseek(const char *src, chat_template *t) {
-    (void)t;
-    return strstr(src, "<｜User｜>") != NULL;
 }
 
 static int chat_render_deepseek(const chat_input *in, chat_buf *b, fkv_error *err) {
@@ -711,28 +694,31 @@ typedef enum {
     CHAT_TOOLS_IF_DATED, /* the templates with a date_string (Llama-3.1+), not Llama-3.0's */
 } chat_tool_form;
 
-/* The families, one row each, in the order detection tries them: a row is tried only when the rows above did not
- * match, so a later row's markers may also occur in an earlier row's sources ("<|im_start|>" in SmolLM3's, "[INST]" in
- * Llama-2's). Adding a family is a row here and its render function. */
+/* The families, one row each, in the order detection tries them: a template source is the first row's whose marker
+ * it contains and whose detect function (where the row has one) accepts it, so a later row's marker may also occur
+ * in an earlier row's sources ("<|im_start|>" in SmolLM3's, "[INST]" in Llama-2's). Adding a family is a row here
+ * and its render function. */
 static const struct chat_family_row {
     chat_family family;
     const char *name;           /* in errors */
     const char *bos, *eos;      /* the BOS/EOS texts its models' vocabularies usually have (NULL: it writes none) */
-    bool (*detect)(const char *src, chat_template *t); /* src is this family's: t's variant set; NULL: never */
+    const char *marker;         /* a control text its template sources write; NULL: never detected */
+    bool (*detect)(const char *src, chat_template *t); /* whether a source with the marker is this family's, t's
+                                                         * variant set from it; NULL: it is */
     chat_tool_form tools;
     int (*render)(const chat_input *in, chat_buf *b, fkv_error *err); /* 0, or -1 with err: a role it refuses */
 } chat_families[] = {
-    {CHAT_DEEPSEEK, "deepseek", "<｜begin▁of▁sentence｜>", NULL, chat_detect_deepseek, CHAT_TOOLS_NONE,
-     chat_render_deepseek},
-    {CHAT_LLAMA3, "llama3", "<|begin_of_text|>", NULL, chat_detect_llama3, CHAT_TOOLS_IF_DATED, chat_render_llama3},
-    {CHAT_SMOLLM3, "smollm3", NULL, NULL, chat_detect_smollm3, CHAT_TOOLS_NONE, chat_render_smollm3},
-    {CHAT_CHATML, "chatml", NULL, NULL, chat_detect_chatml, CHAT_TOOLS, chat_render_chatml},
-    {CHAT_GEMMA, "gemma", "<bos>", NULL, chat_detect_gemma, CHAT_TOOLS_NONE, chat_render_gemma},
-    {CHAT_PHI3, "phi3", NULL, "<|endoftext|>", chat_detect_phi3, CHAT_TOOLS_NONE, chat_render_phi3},
-    {CHAT_ZEPHYR, "zephyr", NULL, "</s>", chat_detect_zephyr, CHAT_TOOLS_NONE, chat_render_zephyr},
-    {CHAT_LLAMA2, "llama2", "<s>", "</s>", chat_detect_llama2, CHAT_TOOLS_NONE, chat_render_llama2},
-    {CHAT_MISTRAL, "mistral", "<s>", "</s>", chat_detect_mistral, CHAT_TOOLS_NONE, chat_render_mistral},
-    {CHAT_PLAIN, "plain", NULL, NULL, NULL, CHAT_TOOLS_NONE, chat_render_plain}, /* no template: a base model */
+    {CHAT_DEEPSEEK, "deepseek", "<｜begin▁of▁sentence｜>", NULL, "<｜User｜>", NULL, CHAT_TOOLS_NONE, chat_render_deepseek},
+    {CHAT_LLAMA3, "llama3", "<|begin_of_text|>", NULL, "<|start_header_id|>", chat_detect_llama3, CHAT_TOOLS_IF_DATED,
+     chat_render_llama3},
+    {CHAT_SMOLLM3, "smollm3", NULL, NULL, "<|im_start|>", chat_detect_smollm3, CHAT_TOOLS_NONE, chat_render_smollm3},
+    {CHAT_CHATML, "chatml", NULL, NULL, "<|im_start|>", chat_detect_chatml, CHAT_TOOLS, chat_render_chatml},
+    {CHAT_GEMMA, "gemma", "<bos>", NULL, "<start_of_turn>", chat_detect_gemma, CHAT_TOOLS_NONE, chat_render_gemma},
+    {CHAT_PHI3, "phi3", NULL, "<|endoftext|>", "<|end|>", chat_detect_phi3, CHAT_TOOLS_NONE, chat_render_phi3},
+    {CHAT_ZEPHYR, "zephyr", NULL, "</s>", "<|user|>", NULL, CHAT_TOOLS_NONE, chat_render_zephyr},
+    {CHAT_LLAMA2, "llama2", "<s>", "</s>", "[INST]", chat_detect_llama2, CHAT_TOOLS_NONE, chat_render_llama2},
+    {CHAT_MISTRAL, "mistral", "<s>", "</s>", "[INST]", chat_detect_mistral, CHAT_TOOLS_NONE, chat_render_mistral},
+    {CHAT_PLAIN, "plain", NULL, NULL, NULL, NULL, CHAT_TOOLS_NONE, chat_render_plain}, /* no template: a base model */
 };
 #define CHAT_N_FAMILIES (sizeof chat_families / sizeof *chat_families)
 
@@ -746,9 +732,9 @@ static const struct chat_family_row *chat_family_row(chat_family f) {
 chat_template chat_template_detect(const char *src) {
     chat_template t = {.family = CHAT_PLAIN};
     if (!src) return t;
-    for (size_t i = 0; i < CHAT_N_FAMILIES; i++)
-        if (chat_families[i].detect && chat_families[i].detect(src, &t)) {
-            t.family = chat_families[i].family;
+    for (const struct chat_family_row *row = chat_families; row < chat_families + CHAT_N_FAMILIES; row++)
+        if (row->marker && strstr(src, row->marker) && (!row->detect || row->detect(src, &t))) {
+            t.family = row->family;
             return t;
         }
     t.family = CHAT_CHATML;
