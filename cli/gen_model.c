@@ -1,24 +1,23 @@
-/* flatkv gen-model — a llama model of a real shape with deterministic random weights. */
+/* flatkv gen-model — a model of a real shape with deterministic random weights. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 #include "model/genmodel.h"
+#include "model/model.h"
 
-#define TYPE_NAMES "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k|q3_k|q4_k|q5_k|q6_k|iq4_xs|q4_k_m|q5_k_m|q3_k_m"
-
+/* The usage; its two %s are the architectures' names (model.c's table) and the --type names (genmodel.h). */
 static const char HELP[] =
     "usage: flatkv gen-model --dim D --hidden H --layers L --heads NH [--kv-heads NKV] [--ctx C]\n"
     "                        --vocab-from TOKENIZER.gguf [--type T] [--seed S]\n"
     "                        [--tied]\n"
-    "                        [--arch llama|qwen2|qwen3|smollm3|phi3|gemma3] [--rope-freqs] [--head-dim N]\n"
+    "                        [--arch %s] [--rope-freqs] [--head-dim N]\n"
     "                        [--rope-dims N] [--window N] [--window-pattern N]\n"
     "                        -o OUT.gguf\n"
     "\n"
     "Write a GGUF (--arch) with deterministic random weights (same arguments, same bytes) and\n"
     "the tokenizer of TOKENIZER.gguf. For benchmarks and tests: compute cost does not depend on weights.\n"
     "  --kv-heads defaults to --heads; --ctx to 2048; --type to q8_0; --seed to 1.\n"
-    "  --type T      " TYPE_NAMES "\n"
+    "  --type T      %s\n"
     "                q4_k_m, q5_k_m, q3_k_m: llama.cpp's mixes (llama_tensor_get_type): Q6_K for the output matrix\n"
     "                (token_embd when --tied); attn_v and ffn_down Q6_K in use_more_bits layers (first and last\n"
     "                eighth, every third between) for q4_k_m/q5_k_m; q3_k_m: attn_v Q5_K in layers 0-1 else Q4_K,\n"
@@ -26,13 +25,14 @@ static const char HELP[] =
     "                Rows that 256 does not divide fall back as llama.cpp's do (Q4_K->Q5_0, Q5_K->Q5_1,\n"
     "                Q3_K->Q4_0, Q6_K->Q8_0, the output Q8_0); a uniform type refuses such rows\n"
     "  --tied        no output matrix: logits use the token embedding (as some models do)\n"
-    "  --arch A      llama (default); qwen2 (q/k/v biases, rotary pairs as halves); qwen3 (per-head q/k norms);\n"
-    "                smollm3 (every 4th layer without rope); phi3 (fused attn_qkv and gate/up, LongRoPE factor\n"
-    "                tensors); gemma3 (scaled embeddings, GeGLU, post-norms, q/k norms, sliding-window layers)\n"
+    "  --arch A      default llama. The tensors and keys written are those of the architecture's row in the\n"
+    "                architecture table (src/model/model.c): its switches (biases, q/k norms, post-norms, fused\n"
+    "                tensors, LongRoPE factors, sliding windows...) and what its converter writes\n"
     "  --head-dim N  head size (attention.key_length/value_length); default dim / heads\n"
     "  --rope-dims N rotated dims of each head (rope.dimension_count, partial rotary); default the head size\n"
-    "  --window N    gemma3: sliding window of the local layers (attention.sliding_window); default 0: none\n"
-    "  --window-pattern N  gemma3: every Nth layer is global (attention.sliding_window_pattern); default 6\n"
+    "  --window N    sliding window of the local layers (attention.sliding_window), for an architecture with\n"
+    "                window layers (gemma3); default 0: none\n"
+    "  --window-pattern N  with --window: every Nth layer is global (attention.sliding_window_pattern); default 6\n"
     "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n";
 
 int cli_gen_model(int argc, char **argv) {
@@ -64,28 +64,13 @@ int cli_gen_model(int argc, char **argv) {
         case O_KVH: bad = cli_parse_u32(sub, "--kv-heads", optarg, 1, 1024, &p.n_kv_heads); break;
         case O_CTX: bad = cli_parse_u32(sub, "--ctx", optarg, 1, 1u << 24, &p.n_ctx); break;
         case O_VOCAB: p.vocab_from = optarg; break;
-        case O_TYPE: {
-            static const struct { const char *name; ggml_type type; genmodel_mix mix; } types[] = {
-                {"f32", GGML_TYPE_F32, GENMODEL_UNIFORM},       {"f16", GGML_TYPE_F16, GENMODEL_UNIFORM},
-                {"bf16", GGML_TYPE_BF16, GENMODEL_UNIFORM},     {"q8_0", GGML_TYPE_Q8_0, GENMODEL_UNIFORM},
-                {"q4_0", GGML_TYPE_Q4_0, GENMODEL_UNIFORM},     {"q4_1", GGML_TYPE_Q4_1, GENMODEL_UNIFORM},
-                {"q5_0", GGML_TYPE_Q5_0, GENMODEL_UNIFORM},     {"q5_1", GGML_TYPE_Q5_1, GENMODEL_UNIFORM},
-                {"iq4_nl", GGML_TYPE_IQ4_NL, GENMODEL_UNIFORM}, {"q2_k", GGML_TYPE_Q2_K, GENMODEL_UNIFORM},
-                {"q3_k", GGML_TYPE_Q3_K, GENMODEL_UNIFORM},     {"q4_k", GGML_TYPE_Q4_K, GENMODEL_UNIFORM},
-                {"q5_k", GGML_TYPE_Q5_K, GENMODEL_UNIFORM},     {"q6_k", GGML_TYPE_Q6_K, GENMODEL_UNIFORM},
-                {"iq4_xs", GGML_TYPE_IQ4_XS, GENMODEL_UNIFORM}, {"q4_k_m", GGML_TYPE_Q4_K, GENMODEL_Q4_K_M},
-                {"q5_k_m", GGML_TYPE_Q5_K, GENMODEL_Q5_K_M},    {"q3_k_m", GGML_TYPE_Q3_K, GENMODEL_Q3_K_M}};
-            bad = 1;
-            for (size_t i = 0; i < sizeof types / sizeof *types; i++)
-                if (!strcmp(optarg, types[i].name)) {
-                    p.type = types[i].type;
-                    p.mix = types[i].mix;
-                    bad = 0;
-                }
-            if (bad)
-                cli_usage_error(sub, "--type must be one of " TYPE_NAMES ", got '%s'", optarg);
+        case O_TYPE:
+            if (genmodel_type_by_name(optarg, &p.type, &p.mix)) {
+                char names[256];
+                return cli_usage_error(sub, "--type must be one of %s, got '%s'",
+                                       genmodel_type_names(names, sizeof names, "|"), optarg);
+            }
             break;
-        }
         case O_SEED: bad = cli_parse_u64(sub, "--seed", optarg, &p.seed); break;
         case O_TIED: p.tied = true; break;
         case O_ARCH: p.arch = optarg; break;
@@ -95,7 +80,11 @@ int cli_gen_model(int argc, char **argv) {
         case O_WINDOW: bad = cli_parse_u32(sub, "--window", optarg, 1, 1u << 24, &p.window); break;
         case O_PATTERN: bad = cli_parse_u32(sub, "--window-pattern", optarg, 1, 1024, &p.window_pattern); break;
         case 'o': out = optarg; break;
-        case 'h': fputs(HELP, stdout); return 0;
+        case 'h': {
+            char archs[128], types[256];
+            printf(HELP, model_arch_names(archs, sizeof archs, "|", "|"), genmodel_type_names(types, sizeof types, "|"));
+            return 0;
+        }
         default: return cli_bad_option(sub, argv);
         }
         if (bad) return CLI_USAGE_EXIT;

@@ -39,16 +39,16 @@ typedef struct fkv_error {
     char msg[512];
 } fkv_error;
 
-/* A short stable name of a status ("input", "unsupported", "out_of_memory", "kv_full", "io", "busy", "timeout",
- * "cancelled"). */
+/* A short stable name of a status, from the one table of them in src/base/err.c ("input", "kv_full", ...). */
 const char *fkv_status_name(fkv_status code);
 
 /* ---- kernels: which instruction-set variant computes (every one gives the same bits) ---- */
 
-/* Make the kernels named `name` ("ref", "avx2", "avx512", "amx") the ones this process runs; NULL or "" means
- * FLATKV_KERNELS when set, else the best this CPU and OS allow. Call it before loading a model (weights are laid
- * out for the variant that loads them). 0, or -1 with err saying why the name is unknown or cannot run here.
- * Without a call, the first model load makes the default choice (and fails on a bad FLATKV_KERNELS). */
+/* Make the kernels named `name` (a variant of src/kernels/dispatch.c's table: "ref", the portable reference, or a
+ * SIMD one such as "avx2") the ones this process runs; NULL or "" means FLATKV_KERNELS when set, else the best this
+ * CPU and OS allow. Call it before loading a model (weights are laid out for the variant that loads them). 0, or -1
+ * with err saying why the name is unknown or cannot run here. Without a call, the first model load makes the default
+ * choice (and fails on a bad FLATKV_KERNELS). */
 int fkv_kernels_select(const char *name, fkv_error *err);
 /* The variant in use (after a selection or a model load). */
 const char *fkv_kernels_name(void);
@@ -69,9 +69,11 @@ typedef struct {
     const char *name;
 } fkv_model_info;
 
-/* Load a GGUF model (architecture `llama`; tensors f32, f16, bf16, q8_0, q4_0) with its tokenizer. The
- * file is mapped, not read: weights are used in place. NULL with err naming the file and the key or
- * tensor at fault. */
+/* Load a GGUF model with its tokenizer. Its architecture must be a row of the architecture table
+ * (src/model/model.c) and its matrices' element types rows of the type traits table (src/kernels/traits.c);
+ * `flatkv gen-model --help` lists both. NULL with err naming the file and the key or tensor at fault
+ * (FKV_E_UNSUPPORTED for what flatkv does not compute). The file is mapped: the layers' matrices (and an untied
+ * output matrix) are copied into memory the model owns, packed for the kernels; the embeddings are read in place. */
 fkv_model *fkv_model_load(const char *path, fkv_error *err);
 void fkv_model_free(fkv_model *m);
 fkv_model_info fkv_model_get_info(const fkv_model *m);

@@ -13,25 +13,7 @@ static const char chat_llama3_date[] = "26 Jul 2024";
 /* SmolLM3's template writes strftime_now("%d %B %Y"): a fixed date keeps the prompt's start stable (see chat.h). */
 static const char chat_smollm3_date[] = "08 July 2025";
 
-/* Each family's name and the BOS/EOS texts its models' vocabularies usually have (NULL: it writes none). */
-static const struct {
-    chat_family family;
-    const char *name, *bos, *eos;
-} chat_families[] = {
-    {CHAT_CHATML, "chatml", NULL, NULL},
-    {CHAT_LLAMA2, "llama2", "<s>", "</s>"},
-    {CHAT_PLAIN, "plain", NULL, NULL},
-    {CHAT_LLAMA3, "llama3", "<|begin_of_text|>", NULL},
-    {CHAT_MISTRAL, "mistral", "<s>", "</s>"},
-    {CHAT_PHI3, "phi3", NULL, "<|endoftext|>"},
-    {CHAT_GEMMA, "gemma", "<bos>", NULL},
-    {CHAT_ZEPHYR, "zephyr", NULL, "</s>"},
-    {CHAT_DEEPSEEK, "deepseek", "<｜begin▁of▁sentence｜>", NULL},
-    {CHAT_SMOLLM3, "smollm3", NULL, NULL},
-};
-#define CHAT_N_FAMILIES (sizeof chat_families / sizeof *chat_families)
-
-/* The templates --chat-template names: one row each. */
+/* The templates --chat-template names (chat_template_by_name): one row each. */
 static const struct {
     const char *name;
     chat_template t;
@@ -50,61 +32,6 @@ static const struct {
     {"smollm3", {.family = CHAT_SMOLLM3, .date_string = chat_smollm3_date}},
     {"plain", {.family = CHAT_PLAIN}},
 };
-
-static size_t chat_family_index(chat_family f) {
-    size_t i = 0;
-    while (i + 1 < CHAT_N_FAMILIES && chat_families[i].family != f) i++;
-    return i;
-}
-
-chat_template chat_template_detect(const char *src) {
-    chat_template t = {.family = CHAT_PLAIN};
-    if (!src) return t;
-    if (strstr(src, "<｜User｜>")) {
-        t.family = CHAT_DEEPSEEK;
-    } else if (strstr(src, "<|start_header_id|>")) {
-        t.family = CHAT_LLAMA3;
-        if (strstr(src, "Today Date: ")) t.date_string = chat_llama3_date;
-    } else if (strstr(src, "<|im_start|>") && strstr(src, "Reasoning Mode: ")) {
-        t.family = CHAT_SMOLLM3;
-        if (strstr(src, "Today Date: ")) t.date_string = chat_smollm3_date;
-    } else if (strstr(src, "<|im_start|>")) {
-        t.family = CHAT_CHATML;
-        if (strstr(src, chat_qwen_default_system)) t.default_system = chat_qwen_default_system;
-        t.qwen3_thinking = strstr(src, "</think>") && strstr(src, "last_query_index");
-    } else if (strstr(src, "<start_of_turn>")) {
-        t.family = CHAT_GEMMA;
-        t.fold_system = strstr(src, "first_user_prefix") != NULL;
-    } else if (strstr(src, "<|user|>") || (strstr(src, "<|assistant|>") && strstr(src, "<|end|>"))) {
-        t.family = strstr(src, "<|end|>") ? CHAT_PHI3 : CHAT_ZEPHYR;
-        if (strstr(src, "|>' + message['content']") || strstr(src, "<|/tool|>")) t.phi = CHAT_PHI_4_MINI;
-    } else if (strstr(src, "[INST]")) {
-        if (strstr(src, "<<SYS>>")) {
-            t.family = CHAT_LLAMA2;
-        } else {
-            t.family = CHAT_MISTRAL;
-            if (strstr(src, "\"[INST]\" +") || strstr(src, "'[INST]' +"))
-                t.mistral = CHAT_MISTRAL_TEKKEN;
-            else if (strstr(src, "' [/INST]'") || strstr(src, "\" [/INST]\""))
-                t.mistral = CHAT_MISTRAL_V1;
-        }
-    } else {
-        t.family = CHAT_CHATML;
-        t.guessed = true;
-    }
-    return t;
-}
-
-int chat_template_by_name(const char *name, chat_template *out, fkv_error *err) {
-    for (size_t i = 0; i < sizeof chat_presets / sizeof *chat_presets; i++)
-        if (!strcmp(name, chat_presets[i].name)) {
-            *out = chat_presets[i].t;
-            return 0;
-        }
-    return err_input(err, "chat template '%s' is not one of chatml, qwen3, llama2, llama3, mistral, phi3, phi4-mini, "
-                        "gemma, gemma3, zephyr, deepseek, smollm3, plain",
-                   name);
-}
 
 /* --- a growing string --- */
 
@@ -139,13 +66,11 @@ static void chat_put(chat_buf *b, const char *s) { chat_put_n(b, s, strlen(s)); 
 
 static bool chat_is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-/* Text from the conversation: appended, and its bytes recorded as a plain span. */
-static void chat_text_n(chat_buf *b, const char *s, size_t n) {
-    size_t start = b->len;
-    chat_put_n(b, s, n);
-    if (b->oom || n == 0) return;
-    if (b->n_spans && b->spans[b->n_spans - 1].off + b->spans[b->n_spans - 1].len == start) {
-        b->spans[b->n_spans - 1].len += n;
+/* Record span as plain (from the conversation), joined to the last one when it starts where that ends. */
+static void chat_span_add(chat_buf *b, tok_span span) {
+    if (b->oom || span.len == 0) return;
+    if (b->n_spans && b->spans[b->n_spans - 1].off + b->spans[b->n_spans - 1].len == span.off) {
+        b->spans[b->n_spans - 1].len += span.len;
         return;
     }
     if (b->n_spans == b->spans_cap) {
@@ -158,7 +83,14 @@ static void chat_text_n(chat_buf *b, const char *s, size_t n) {
         b->spans = grown;
         b->spans_cap = cap;
     }
-    b->spans[b->n_spans++] = (tok_span){start, n};
+    b->spans[b->n_spans++] = span;
+}
+
+/* Text from the conversation: appended, and its bytes recorded as a plain span. */
+static void chat_text_n(chat_buf *b, const char *s, size_t n) {
+    size_t start = b->len;
+    chat_put_n(b, s, n);
+    chat_span_add(b, (tok_span){start, n});
 }
 
 static void chat_text(chat_buf *b, const char *s) { chat_text_n(b, s, strlen(s)); }
@@ -179,7 +111,17 @@ static const char *chat_skip_newlines(const char *s) {
 
 static bool chat_role_is(const chat_message *m, const char *role) { return !strcmp(m->role, role); }
 
-/* --- the families --- */
+/* --- the families: each a render function of one signature and a detect function, then a row of the table --- */
+
+/* What a family's render function writes from: chat_render's arguments, the BOS/EOS texts decided. */
+typedef struct {
+    const chat_template *t;
+    const chat_message *msgs;
+    size_t n;
+    const json_t *tools;        /* a non-empty array, only for a family and template with a tool form; else NULL */
+    bool add_generation_prompt;
+    const char *bos, *eos;      /* the texts written for BOS/EOS ("" for none) */
+} chat_input;
 
 /* A value as Python's json.dumps writes it (", " and ": " separators; indent > 0: one item a line). */
 static void chat_put_json(chat_buf *b, const json_t *v, int indent) {
@@ -238,8 +180,18 @@ static void chat_qwen3_split(const char *content, const char **visible, const ch
     *r_len = (size_t)(stop - start);
 }
 
-static void chat_render_chatml(const chat_template *t, const chat_message *msgs, size_t n, const json_t *tools,
-                               chat_buf *b) {
+static bool chat_detect_chatml(const char *src, chat_template *t) {
+    if (strstr(src, chat_qwen_default_system)) t->default_system = chat_qwen_default_system;
+    t->qwen3_thinking = strstr(src, "</think>") && strstr(src, "last_query_index");
+    return true;
+}
+
+static int chat_render_chatml(const chat_input *in, chat_buf *b, fkv_error *err) {
+    (void)err;
+    const chat_template *t = in->t;
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
+    const json_t *tools = in->tools;
     const bool lead_system = n > 0 && chat_role_is(&msgs[0], "system");
     if (tools) { /* Qwen2.5's and Qwen3's "# Tools" system block */
         chat_put(b, "<|im_start|>system\n");
@@ -305,11 +257,20 @@ static void chat_render_chatml(const chat_template *t, const chat_message *msgs,
             chat_put(b, "<|im_end|>\n");
         }
     }
+    if (in->add_generation_prompt) chat_put(b, "<|im_start|>assistant\n");
+    if (in->add_generation_prompt && t->qwen3_thinking && t->no_thinking) chat_put(b, "<think>\n\n</think>\n\n");
+    return 0;
+}
+
+static bool chat_detect_smollm3(const char *src, chat_template *t) {
+    if (!strstr(src, "Reasoning Mode: ")) return false;
+    if (strstr(src, "Today Date: ")) t->date_string = chat_smollm3_date;
+    return true;
 }
 
 /* SmolLM3's template (HuggingFaceTB/SmolLM3-3B; see chat.h). */
-static void chat_render_smollm3(const chat_template *t, const chat_message *msgs, size_t n,
-                                bool add_generation_prompt, chat_buf *b) {
+static int chat_render_smollm3(const chat_input *in, chat_buf *b, fkv_error *err) {
+    (void)err;
     static const char think_long[] =
         "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an assistant involves "
         "thoroughly exploring questions through a systematic thinking process before providing the final precise "
@@ -325,6 +286,9 @@ static void chat_render_smollm3(const chat_template *t, const chat_message *msgs
         "steps needed to reach the conclusion.\n\n";
     static const char no_think_short[] = "You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n";
     static const char empty_think[] = "<think>\n\n</think>\n";
+    const chat_template *t = in->t;
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
     bool think = !t->no_thinking;
     const char *system = n > 0 && chat_role_is(&msgs[0], "system") ? msgs[0].content : NULL;
     chat_buf custom = {0}; /* system.replace("/no_think", "").replace("/think", "").rstrip() */
@@ -386,14 +350,22 @@ static void chat_render_smollm3(const chat_template *t, const chat_message *msgs
         }
         chat_put(b, "<|im_end|>\n");
     }
-    if (add_generation_prompt) {
+    if (in->add_generation_prompt) {
         chat_put(b, "<|im_start|>assistant\n");
         if (!think) chat_put(b, empty_think);
     }
+    return 0;
 }
 
-static int chat_render_llama2(const chat_message *msgs, size_t n, const char *bos, const char *eos, chat_buf *b,
-                              fkv_error *err) {
+static bool chat_detect_llama2(const char *src, chat_template *t) {
+    (void)t;
+    return strstr(src, "<<SYS>>") != NULL;
+}
+
+static int chat_render_llama2(const chat_input *in, chat_buf *b, fkv_error *err) {
+    const chat_message *msgs = in->msgs;
+    size_t n = in->n;
+    const char *bos = in->bos, *eos = in->eos;
     const char *system = NULL;
     if (n > 0 && chat_role_is(&msgs[0], "system")) {
         system = msgs[0].content;
@@ -441,9 +413,10 @@ static int chat_render_llama2(const chat_message *msgs, size_t n, const char *bo
     return 0;
 }
 
-static void chat_render_plain(const chat_message *msgs, size_t n, bool add_generation_prompt, chat_buf *b) {
-    for (size_t i = 0; i < n; i++) {
-        const chat_message *m = &msgs[i];
+static int chat_render_plain(const chat_input *in, chat_buf *b, fkv_error *err) {
+    (void)err;
+    for (size_t i = 0; i < in->n; i++) {
+        const chat_message *m = &in->msgs[i];
         if (chat_role_is(m, "system")) {
             chat_text(b, m->content);
             chat_put(b, "\n\n");
@@ -453,7 +426,8 @@ static void chat_render_plain(const chat_message *msgs, size_t n, bool add_gener
             chat_put(b, "\n");
         }
     }
-    if (add_generation_prompt) chat_put(b, "Assistant:");
+    if (in->add_generation_prompt) chat_put(b, "Assistant:");
+    return 0;
 }
 
 static void chat_put_header(chat_buf *b, const char *role) {
@@ -462,8 +436,17 @@ static void chat_put_header(chat_buf *b, const char *role) {
     chat_put(b, "<|end_header_id|>\n\n");
 }
 
-static int chat_render_llama3(const chat_template *t, const chat_message *msgs, size_t n, const json_t *tools,
-                              const char *bos, chat_buf *b, fkv_error *err) {
+static bool chat_detect_llama3(const char *src, chat_template *t) {
+    if (strstr(src, "Today Date: ")) t->date_string = chat_llama3_date;
+    return true;
+}
+
+static int chat_render_llama3(const chat_input *in, chat_buf *b, fkv_error *err) {
+    const chat_template *t = in->t;
+    const chat_message *msgs = in->msgs;
+    size_t n = in->n;
+    const json_t *tools = in->tools;
+    const char *bos = in->bos;
     if (t->date_string) {
         chat_put(b, bos);
         chat_put_header(b, "system");
@@ -515,11 +498,23 @@ static int chat_render_llama3(const chat_template *t, const chat_message *msgs, 
         }
         chat_put(b, "<|eot_id|>");
     }
+    if (in->add_generation_prompt) chat_put_header(b, "assistant");
     return 0;
 }
 
-static int chat_render_mistral(const chat_template *t, const chat_message *msgs, size_t n, const char *bos,
-                               const char *eos, chat_buf *b, fkv_error *err) {
+/* The variant from the "[INST]" template's spacing. */
+static bool chat_detect_mistral(const char *src, chat_template *t) {
+    if (strstr(src, "\"[INST]\" +") || strstr(src, "'[INST]' +"))
+        t->mistral = CHAT_MISTRAL_TEKKEN;
+    else if (strstr(src, "' [/INST]'") || strstr(src, "\" [/INST]\""))
+        t->mistral = CHAT_MISTRAL_V1;
+    return true;
+}
+
+static int chat_render_mistral(const chat_input *in, chat_buf *b, fkv_error *err) {
+    const chat_template *t = in->t;
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
     static const struct chat_mistral_form {
         const char *open, *close;
         bool spaced_reply; /* " " + strip(reply) rather than the reply verbatim */
@@ -543,7 +538,7 @@ static int chat_render_mistral(const chat_template *t, const chat_message *msgs,
                                 "user/assistant starting with user%s",
                            i, msgs[i].role, v1 ? ", with no system message" : " after an optional system message");
     }
-    chat_put(b, bos);
+    chat_put(b, in->bos);
     for (size_t i = first; i < n; i++) {
         if (chat_role_is(&msgs[i], "user")) {
             chat_put(b, v->open);
@@ -560,14 +555,21 @@ static int chat_render_mistral(const chat_template *t, const chat_message *msgs,
             } else {
                 chat_text(b, msgs[i].content);
             }
-            chat_put(b, eos);
+            chat_put(b, in->eos);
         }
     }
     return 0;
 }
 
-static void chat_render_phi3(const chat_template *t, const chat_message *msgs, size_t n, bool add_generation_prompt,
-                             const char *eos, chat_buf *b) {
+/* A "<|end|>" template with "<|user|>" or "<|assistant|>" tags; Phi-4-mini's by its tag forms. */
+static bool chat_detect_phi3(const char *src, chat_template *t) {
+    if (!strstr(src, "<|user|>") && !strstr(src, "<|assistant|>")) return false;
+    if (strstr(src, "|>' + message['content']") || strstr(src, "<|/tool|>")) t->phi = CHAT_PHI_4_MINI;
+    return true;
+}
+
+static int chat_render_phi3(const chat_input *in, chat_buf *b, fkv_error *err) {
+    (void)err;
     static const struct chat_phi_form {
         const char *tag_close, *turn_end, *generation_prompt;
         bool skip_tool_and_empty_system;
@@ -575,9 +577,9 @@ static void chat_render_phi3(const chat_template *t, const chat_message *msgs, s
         [CHAT_PHI_3] = {"|>\n", "<|end|>\n", "<|assistant|>\n", true},
         [CHAT_PHI_4_MINI] = {"|>", "<|end|>", "<|assistant|>", false},
     };
-    const struct chat_phi_form *v = &forms[t->phi];
-    for (size_t i = 0; i < n; i++) {
-        const chat_message *m = &msgs[i];
+    const struct chat_phi_form *v = &forms[in->t->phi];
+    for (size_t i = 0; i < in->n; i++) {
+        const chat_message *m = &in->msgs[i];
         if (v->skip_tool_and_empty_system && (chat_role_is(m, "tool") || (chat_role_is(m, "system") && !*m->content)))
             continue;
         chat_put(b, "<|");
@@ -586,15 +588,22 @@ static void chat_render_phi3(const chat_template *t, const chat_message *msgs, s
         chat_text(b, m->content);
         chat_put(b, v->turn_end);
     }
-    chat_put(b, add_generation_prompt ? v->generation_prompt : eos);
+    chat_put(b, in->add_generation_prompt ? v->generation_prompt : in->eos);
+    return 0;
 }
 
-static int chat_render_gemma(const chat_template *t, const chat_message *msgs, size_t n, bool add_generation_prompt,
-                             const char *bos, chat_buf *b, fkv_error *err) {
+static bool chat_detect_gemma(const char *src, chat_template *t) {
+    t->fold_system = strstr(src, "first_user_prefix") != NULL;
+    return true;
+}
+
+static int chat_render_gemma(const chat_input *in, chat_buf *b, fkv_error *err) {
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
     const char *system = NULL;
     size_t first = 0;
     if (n > 0 && chat_role_is(&msgs[0], "system")) {
-        if (!t->fold_system)
+        if (!in->t->fold_system)
             return err_unsupported(err, "chat_render: message 0 is a system message, which Gemma-2's template refuses "
                                 "(\"System role not supported\")");
         system = msgs[first++].content;
@@ -604,7 +613,7 @@ static int chat_render_gemma(const chat_template *t, const chat_message *msgs, s
             return err_input(err, "chat_render: message %zu is '%s' but Gemma's template needs roles to alternate "
                                 "user/assistant starting with user",
                            i, msgs[i].role);
-    chat_put(b, bos);
+    chat_put(b, in->bos);
     for (size_t i = first; i < n; i++) {
         chat_put(b, "<start_of_turn>");
         chat_put(b, chat_role_is(&msgs[i], "assistant") ? "model" : msgs[i].role);
@@ -616,28 +625,32 @@ static int chat_render_gemma(const chat_template *t, const chat_message *msgs, s
         chat_text_stripped(b, msgs[i].content);
         chat_put(b, "<end_of_turn>\n");
     }
-    if (add_generation_prompt) chat_put(b, "<start_of_turn>model\n");
+    if (in->add_generation_prompt) chat_put(b, "<start_of_turn>model\n");
     return 0;
 }
 
-static void chat_render_zephyr(const chat_message *msgs, size_t n, bool add_generation_prompt, const char *eos,
-                               chat_buf *b) {
-    for (size_t i = 0; i < n; i++) {
-        if (chat_role_is(&msgs[i], "tool")) continue;
+static int chat_render_zephyr(const chat_input *in, chat_buf *b, fkv_error *err) {
+    (void)err;
+    for (size_t i = 0; i < in->n; i++) {
+        const chat_message *m = &in->msgs[i];
+        if (chat_role_is(m, "tool")) continue;
         chat_put(b, "<|");
-        chat_put(b, msgs[i].role);
+        chat_put(b, m->role);
         chat_put(b, "|>\n");
-        chat_text(b, msgs[i].content);
-        chat_put(b, eos);
+        chat_text(b, m->content);
+        chat_put(b, in->eos);
         chat_put(b, "\n");
     }
-    if (add_generation_prompt && n > 0) chat_put(b, "<|assistant|>\n"); /* written inside its message loop */
+    if (in->add_generation_prompt && in->n > 0) chat_put(b, "<|assistant|>\n"); /* written inside its message loop */
+    return 0;
 }
 
-static void chat_render_deepseek(const chat_message *msgs, size_t n, bool add_generation_prompt, const char *bos,
-                                 chat_buf *b) {
+static int chat_render_deepseek(const chat_input *in, chat_buf *b, fkv_error *err) {
+    (void)err;
     static const char eos[] = "<｜end▁of▁sentence｜>", think_end[] = "</think>";
-    chat_put(b, bos);
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
+    chat_put(b, in->bos);
     const char *system = NULL;
     for (size_t i = 0; i < n; i++)
         if (chat_role_is(&msgs[i], "system")) system = msgs[i].content;
@@ -670,7 +683,76 @@ static void chat_render_deepseek(const chat_message *msgs, size_t n, bool add_ge
         }
     }
     if (in_outputs) chat_put(b, "<｜tool▁outputs▁end｜>");
-    else if (add_generation_prompt) chat_put(b, "<｜Assistant｜><think>\n");
+    else if (in->add_generation_prompt) chat_put(b, "<｜Assistant｜><think>\n");
+    return 0;
+}
+
+/* Which templates have a tool form here (chat_render's tools). */
+typedef enum {
+    CHAT_TOOLS_NONE,
+    CHAT_TOOLS,          /* every template of the family */
+    CHAT_TOOLS_IF_DATED, /* the templates with a date_string (Llama-3.1+), not Llama-3.0's */
+} chat_tool_form;
+
+/* The families, one row each, in the order detection tries them: a template source is the first row's whose marker
+ * it contains and whose detect function (where the row has one) accepts it, so a later row's marker may also occur
+ * in an earlier row's sources ("<|im_start|>" in SmolLM3's, "[INST]" in Llama-2's). Adding a family is a row here
+ * and its render function. */
+static const struct chat_family_row {
+    chat_family family;
+    const char *name;           /* in errors */
+    const char *bos, *eos;      /* the BOS/EOS texts its models' vocabularies usually have (NULL: it writes none) */
+    const char *marker;         /* a control text its template sources write; NULL: never detected */
+    bool (*detect)(const char *src, chat_template *t); /* whether a source with the marker is this family's, t's
+                                                         * variant set from it; NULL: it is */
+    chat_tool_form tools;
+    int (*render)(const chat_input *in, chat_buf *b, fkv_error *err); /* 0, or -1 with err: a role it refuses */
+} chat_families[] = {
+    {CHAT_DEEPSEEK, "deepseek", "<｜begin▁of▁sentence｜>", NULL, "<｜User｜>", NULL, CHAT_TOOLS_NONE, chat_render_deepseek},
+    {CHAT_LLAMA3, "llama3", "<|begin_of_text|>", NULL, "<|start_header_id|>", chat_detect_llama3, CHAT_TOOLS_IF_DATED,
+     chat_render_llama3},
+    {CHAT_SMOLLM3, "smollm3", NULL, NULL, "<|im_start|>", chat_detect_smollm3, CHAT_TOOLS_NONE, chat_render_smollm3},
+    {CHAT_CHATML, "chatml", NULL, NULL, "<|im_start|>", chat_detect_chatml, CHAT_TOOLS, chat_render_chatml},
+    {CHAT_GEMMA, "gemma", "<bos>", NULL, "<start_of_turn>", chat_detect_gemma, CHAT_TOOLS_NONE, chat_render_gemma},
+    {CHAT_PHI3, "phi3", NULL, "<|endoftext|>", "<|end|>", chat_detect_phi3, CHAT_TOOLS_NONE, chat_render_phi3},
+    {CHAT_ZEPHYR, "zephyr", NULL, "</s>", "<|user|>", NULL, CHAT_TOOLS_NONE, chat_render_zephyr},
+    {CHAT_LLAMA2, "llama2", "<s>", "</s>", "[INST]", chat_detect_llama2, CHAT_TOOLS_NONE, chat_render_llama2},
+    {CHAT_MISTRAL, "mistral", "<s>", "</s>", "[INST]", chat_detect_mistral, CHAT_TOOLS_NONE, chat_render_mistral},
+    {CHAT_PLAIN, "plain", NULL, NULL, NULL, NULL, CHAT_TOOLS_NONE, chat_render_plain}, /* no template: a base model */
+};
+#define CHAT_N_FAMILIES (sizeof chat_families / sizeof *chat_families)
+
+/* The row of family f (PLAIN's for a value no row has). */
+static const struct chat_family_row *chat_family_row(chat_family f) {
+    size_t i = 0;
+    while (i + 1 < CHAT_N_FAMILIES && chat_families[i].family != f) i++;
+    return &chat_families[i];
+}
+
+chat_template chat_template_detect(const char *src) {
+    chat_template t = {.family = CHAT_PLAIN};
+    if (!src) return t;
+    for (const struct chat_family_row *row = chat_families; row < chat_families + CHAT_N_FAMILIES; row++)
+        if (row->marker && strstr(src, row->marker) && (!row->detect || row->detect(src, &t))) {
+            t.family = row->family;
+            return t;
+        }
+    t.family = CHAT_CHATML;
+    t.guessed = true;
+    return t;
+}
+
+int chat_template_by_name(const char *name, chat_template *out, fkv_error *err) {
+    const size_t n = sizeof chat_presets / sizeof *chat_presets;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(name, chat_presets[i].name)) {
+            *out = chat_presets[i].t;
+            return 0;
+        }
+    char names[256];
+    for (size_t i = 0, at = 0; i < n && at < sizeof names; i++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", chat_presets[i].name);
+    return err_input(err, "chat template '%s' is not one of %s", name, names);
 }
 
 /* chat_render into *b (its text and its plain spans; the caller frees both, also on failure). */
@@ -687,34 +769,15 @@ static int chat_render_buf(const chat_template *t, const chat_message *messages,
         if (!messages[i].content) return err_input(err, "chat_render: message %zu (%s) has no content",
                                                         i, messages[i].role);
     }
-    size_t f = chat_family_index(t->family);
-    const char *bos = bos_text ? bos_text : chat_families[f].bos ? chat_families[f].bos : "";
-    const char *eos = eos_text ? eos_text : chat_families[f].eos ? chat_families[f].eos : "";
-    bool with_tools = tools && json_array_size(tools) > 0;
-    if (with_tools && t->family != CHAT_CHATML && !(t->family == CHAT_LLAMA3 && t->date_string))
+    const struct chat_family_row *row = chat_family_row(t->family);
+    const bool with_tools = tools && json_array_size(tools) > 0;
+    if (with_tools && (row->tools == CHAT_TOOLS_NONE || (row->tools == CHAT_TOOLS_IF_DATED && !t->date_string)))
         return err_unsupported(err, "chat_render: the %s template has no tool form in flatkv (tools work with "
-                                    "ChatML/Qwen and Llama-3.1+)", chat_families[chat_family_index(t->family)].name);
+                                    "ChatML/Qwen and Llama-3.1+)", row->name);
+    const chat_input in = {t, messages, n, with_tools ? tools : NULL, add_generation_prompt,
+                           bos_text ? bos_text : row->bos ? row->bos : "", eos_text ? eos_text : row->eos ? row->eos : ""};
     chat_put(b, ""); /* an empty conversation still gives a string */
-    int rc = 0;
-    switch (t->family) {
-    case CHAT_CHATML:
-        chat_render_chatml(t, messages, n, with_tools ? tools : NULL, b);
-        if (add_generation_prompt) chat_put(b, "<|im_start|>assistant\n");
-        if (add_generation_prompt && t->qwen3_thinking && t->no_thinking) chat_put(b, "<think>\n\n</think>\n\n");
-        break;
-    case CHAT_SMOLLM3: chat_render_smollm3(t, messages, n, add_generation_prompt, b); break;
-    case CHAT_LLAMA2: rc = chat_render_llama2(messages, n, bos, eos, b, err); break;
-    case CHAT_PLAIN: chat_render_plain(messages, n, add_generation_prompt, b); break;
-    case CHAT_LLAMA3:
-        rc = chat_render_llama3(t, messages, n, with_tools ? tools : NULL, bos, b, err);
-        if (add_generation_prompt) chat_put_header(b, "assistant");
-        break;
-    case CHAT_MISTRAL: rc = chat_render_mistral(t, messages, n, bos, eos, b, err); break;
-    case CHAT_PHI3: chat_render_phi3(t, messages, n, add_generation_prompt, eos, b); break;
-    case CHAT_GEMMA: rc = chat_render_gemma(t, messages, n, add_generation_prompt, bos, b, err); break;
-    case CHAT_ZEPHYR: chat_render_zephyr(messages, n, add_generation_prompt, eos, b); break;
-    case CHAT_DEEPSEEK: chat_render_deepseek(messages, n, add_generation_prompt, bos, b); break;
-    }
+    const int rc = row->render(&in, b, err);
     if (rc) return -1;
     if (b->oom) return err_nomem(err, "chat_render: out of memory rendering %zu messages", n);
     return 0;
@@ -747,11 +810,17 @@ static const char *chat_vocab_text(const fkv_model *m, const char *text, bool is
     return single ? text : "";
 }
 
+/* The family's BOS/EOS texts where m's vocabulary has them (chat_vocab_text). */
+static void chat_model_texts(const fkv_model *m, const chat_template *t, const char **bos, const char **eos) {
+    const struct chat_family_row *row = chat_family_row(t->family);
+    *bos = chat_vocab_text(m, row->bos, true);
+    *eos = chat_vocab_text(m, row->eos, false);
+}
+
 int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_message *messages, size_t n,
                     const json_t *tools, int32_t **ids, uint32_t *n_ids, fkv_error *err) {
-    size_t f = chat_family_index(t->family);
-    const char *bos = chat_vocab_text(m, chat_families[f].bos, true);
-    const char *eos = chat_vocab_text(m, chat_families[f].eos, false);
+    const char *bos, *eos;
+    chat_model_texts(m, t, &bos, &eos);
     chat_buf b = {0};
     if (chat_render_buf(t, messages, n, tools, true, bos, eos, &b, err)) {
         free(b.s);
@@ -801,18 +870,7 @@ static int chat_continuation_buf(const chat_template *t, const char *system, con
         chat_put_n(out, b.s + from, b.len - from);
         for (size_t i = 0; i < b.n_spans && !out->oom; i++) {
             size_t end = b.spans[i].off + b.spans[i].len, off = b.spans[i].off > from ? b.spans[i].off : from;
-            if (end <= from) continue;
-            if (out->n_spans == out->spans_cap) {
-                size_t cap = out->spans_cap ? 2 * out->spans_cap : 16;
-                tok_span *grown = realloc(out->spans, cap * sizeof *grown);
-                if (!grown) {
-                    out->oom = true;
-                    break;
-                }
-                out->spans = grown;
-                out->spans_cap = cap;
-            }
-            out->spans[out->n_spans++] = (tok_span){off - from, end - off};
+            if (end > from) chat_span_add(out, (tok_span){off - from, end - off});
         }
         if (out->oom) rc = err_nomem(err, "chat_render_continuation: out of memory");
     }
@@ -823,10 +881,8 @@ static int chat_continuation_buf(const chat_template *t, const char *system, con
 
 int chat_render_continuation(const chat_template *t, const char *system, const chat_message *messages, size_t n,
                              const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err) {
-    size_t f = chat_family_index(t->family);
     chat_buf b = {0};
-    int rc = chat_continuation_buf(t, system, messages, n, bos_text ? bos_text : chat_families[f].bos ? chat_families[f].bos : "",
-                                   eos_text ? eos_text : chat_families[f].eos ? chat_families[f].eos : "", &b, err);
+    int rc = chat_continuation_buf(t, system, messages, n, bos_text, eos_text, &b, err);
     free(b.spans);
     if (rc) {
         free(b.s);
@@ -840,10 +896,10 @@ int chat_render_continuation(const chat_template *t, const char *system, const c
 int chat_continuation_ids(const fkv_model *m, const chat_template *t, const char *system, const chat_message *messages,
                           size_t n, int32_t prev, int32_t **ids, uint32_t *n_ids, fkv_error *err) {
     *ids = NULL;
-    size_t f = chat_family_index(t->family);
+    const char *bos, *eos;
+    chat_model_texts(m, t, &bos, &eos);
     chat_buf b = {0};
-    int rc = chat_continuation_buf(t, system, messages, n, chat_vocab_text(m, chat_families[f].bos, true),
-                                   chat_vocab_text(m, chat_families[f].eos, false), &b, err);
+    int rc = chat_continuation_buf(t, system, messages, n, bos, eos, &b, err);
     if (!rc) {
         const tok_vocab *v = m->vocab;
         int count = tok_encode_after(v, prev, b.s, b.len, true, b.spans, b.n_spans, NULL, 0, err);

@@ -205,20 +205,16 @@ typedef struct {
                                  * conversation and sets it (false, the zero value, is the templates' default). */
 } chat_template;
 
-/* The family of a Jinja template source (tokenizer.chat_template), by the control texts it writes:
- * "<｜User｜>" → DEEPSEEK, "<|start_header_id|>" → LLAMA3 (3.1+ when it writes "Today Date: "),
- * "<|im_start|>" with "Reasoning Mode: " → SMOLLM3 (dated when it writes "Today Date: "),
- * "<|im_start|>" → CHATML (with Qwen2.5's default system text when the source carries it; qwen3_thinking when
- * it writes "</think>" and last_query_index),
- * "<start_of_turn>" → GEMMA, "<|user|>" (or "<|assistant|>" with "<|end|>") → PHI3 when it writes "<|end|>"
- * (Phi-4-mini's form when it writes "|>' + message['content']" or "<|/tool|>"), else ZEPHYR, "[INST]" → LLAMA2
- * when it writes "<<SYS>>", else MISTRAL (variant from its "[INST]"/"[/INST]" spacing), NULL → PLAIN (a
- * base model), anything else → CHATML with guessed set. */
+/* The family of a Jinja template source (tokenizer.chat_template), by the control texts it writes: the first row of
+ * chat.c's family table (chat_families, in the order they are tried) whose marker the source contains and whose
+ * detect function accepts it, with the variant that function reads from it (Llama-3.1+ and SmolLM3's dated form by
+ * "Today Date: ", Qwen2.5's default system text, Qwen3's thinking, Gemma-3's folded system, Phi-4-mini's form,
+ * Mistral's spacing). NULL → PLAIN (a base model); a source no row accepts → CHATML with guessed set. */
 chat_template chat_template_detect(const char *jinja_source);
 
-/* The template named "chatml", "qwen3", "llama2", "llama3" (3.1+), "mistral" (V3), "phi3", "phi4-mini", "gemma"
- * (Gemma-2), "gemma3", "zephyr", "deepseek", "smollm3" (the original, dated) or "plain" (a command-line
- * override; no default system text); 0, or -1 with err naming the unknown name. */
+/* The template a command-line override names: a row of chat.c's preset table (chat_presets: "chatml", "qwen3",
+ * "llama3" for 3.1+, "gemma" for Gemma-2, ...; no default system text). 0, or -1 with err naming the unknown name and
+ * listing the table's. */
 int chat_template_by_name(const char *name, chat_template *out, fkv_error *err);
 
 /* Tools (tools: the request's OpenAI `tools` array, or NULL/empty for none) are rendered as the family's

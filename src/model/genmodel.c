@@ -9,6 +9,7 @@
 #include "base/err.h"
 #include "kernels/quant.h"
 #include "kernels/traits.h"
+#include "model/model.h"
 
 static uint64_t splitmix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;
@@ -49,13 +50,48 @@ static ggml_type fallback_type(ggml_type type, uint32_t n_in) {
     return n_in % block == 0 ? to : GGML_TYPE_F16;
 }
 
+/* The mixes: the name gen-model gives each (--type, general.name) and its base type (genmodel.h). */
+static const struct {
+    genmodel_mix mix;
+    const char *name;
+    ggml_type base;
+} mixes[] = {
+    {GENMODEL_Q4_K_M, "q4_k_m", GGML_TYPE_Q4_K},
+    {GENMODEL_Q5_K_M, "q5_k_m", GGML_TYPE_Q5_K},
+    {GENMODEL_Q3_K_M, "q3_k_m", GGML_TYPE_Q3_K},
+};
+#define N_MIXES (sizeof mixes / sizeof *mixes)
+
+/* The row of mix; N_MIXES for GENMODEL_UNIFORM or a value no row has. */
+static size_t mix_row(genmodel_mix mix) {
+    size_t i = 0;
+    while (i < N_MIXES && mixes[i].mix != mix) i++;
+    return i;
+}
+
+int genmodel_type_by_name(const char *name, ggml_type *type, genmodel_mix *mix) {
+    for (size_t i = 0; i < N_MIXES; i++)
+        if (!strcmp(name, mixes[i].name)) {
+            *type = mixes[i].base;
+            *mix = mixes[i].mix;
+            return 0;
+        }
+    *mix = GENMODEL_UNIFORM;
+    return model_type_by_name(name, type);
+}
+
+const char *genmodel_type_names(char *buf, size_t cap, const char *sep) {
+    model_type_names(buf, cap, sep);
+    for (size_t i = 0, at = strlen(buf); i < N_MIXES && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", sep, mixes[i].name);
+    return buf;
+}
+
 /* The type of matrix `name` with rows of n_in (the mix rules of genmodel.h), read from the name as llama.cpp's
  * llama_tensor_get_type does for llama-shaped models (no experts, no fused qkv). */
 static ggml_type matrix_type(const genmodel_params *p, const char *name, uint32_t n_in) {
     if (p->mix == GENMODEL_UNIFORM) return p->type;
-    const ggml_type base = p->mix == GENMODEL_Q3_K_M ? GGML_TYPE_Q3_K
-                           : p->mix == GENMODEL_Q5_K_M ? GGML_TYPE_Q5_K
-                                                       : GGML_TYPE_Q4_K;
+    const ggml_type base = mixes[mix_row(p->mix)].base;
     unsigned layer;
     char role[32];
     if (!strcmp(name, "output.weight") || (p->tied && !strcmp(name, "token_embd.weight")))
@@ -108,38 +144,39 @@ out:
     return rc;
 }
 
-static int check_params(const genmodel_params *p, fkv_error *err) {
-    static const char *const archs[] = {"llama", "qwen2", "qwen3", "smollm3", "phi3", "gemma3"};
-    bool known = !p->arch;
-    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) known = known || !strcmp(p->arch, archs[i]);
-    if (!known)
-        return err_input(err, "gen-model: --arch must be llama, qwen2, qwen3, smollm3, phi3 or gemma3, got '%s'",
-                              p->arch);
+/* 0, or -1 with err naming the parameter at fault; a: the architecture p->arch names (NULL: none). */
+static int check_params(const genmodel_params *p, const char *arch, const model_arch *a, fkv_error *err) {
+    if (!a) {
+        char names[128];
+        return err_input(err, "gen-model: --arch must be %s, got '%s'",
+                         model_arch_names(names, sizeof names, ", ", " or "), arch);
+    }
     if (!p->dim || !p->hidden || !p->n_layers || !p->n_heads || !p->n_kv_heads || !p->n_ctx)
         return err_input(err, "gen-model: dim, hidden, layers, heads, kv-heads and ctx must all be positive");
     const uint32_t head_dim = p->head_dim ? p->head_dim : p->dim / p->n_heads;
     if (p->rope_dims && (p->rope_dims % 2 || p->rope_dims > head_dim))
         return err_input(err, "gen-model: --rope-dims %u must be even and at most the head size %u", p->rope_dims,
                        head_dim);
-    if ((p->window || p->window_pattern) && (!p->arch || (strcmp(p->arch, "gemma3") && strcmp(p->arch, "phi3"))))
-        return err_input(err, "gen-model: --window and --window-pattern are for gemma3 (and phi3's --window)");
+    if ((p->window || p->window_pattern) && !a->swa && !a->window_ignored)
+        return err_input(err, "gen-model: --window and --window-pattern are for an architecture whose files have "
+                              "attention.sliding_window; %s has none", arch);
     if (!p->head_dim && p->n_heads && (p->dim % p->n_heads || (p->dim / p->n_heads) % 2))
         return err_input(err, "gen-model: dim %u must split into %u heads of an even size (or give --head-dim)", p->dim,
                        p->n_heads);
     if (p->head_dim % 2) return err_input(err, "gen-model: --head-dim %u must be even", p->head_dim);
     if (p->n_heads % p->n_kv_heads)
         return err_input(err, "gen-model: heads %u must be a multiple of kv-heads %u", p->n_heads, p->n_kv_heads);
-    if (p->mix != GENMODEL_UNIFORM && p->mix != GENMODEL_Q4_K_M && p->mix != GENMODEL_Q5_K_M &&
-        p->mix != GENMODEL_Q3_K_M)
+    if (p->mix != GENMODEL_UNIFORM && mix_row(p->mix) == N_MIXES)
         return err_input(err, "gen-model: unknown type mix %d", (int)p->mix);
-    if (p->mix == GENMODEL_UNIFORM &&
-        !kern_type_traits(p->type))
+    if (p->mix == GENMODEL_UNIFORM && !kern_type_traits(p->type))
         return err_unsupported(err, "gen-model: type %s is not one flatkv computes", ggml_type_name(p->type));
     return 0;
 }
 
 int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
-    if (check_params(p, err)) return -1;
+    const char *arch = p->arch ? p->arch : "llama";
+    const model_arch *a = model_arch_find(arch, strlen(arch));
+    if (check_params(p, arch, a, err)) return -1;
     gguf_file *vocab = gguf_open(p->vocab_from, err);
     if (!vocab) return -1;
     const gguf_value *tokens = gguf_find(vocab, "tokenizer.ggml.tokens");
@@ -154,18 +191,13 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
     gguf_close(vocab);
 
     char name[128];
-    const char *arch = p->arch ? p->arch : "llama";
-    const bool qwen2 = !strcmp(arch, "qwen2"), phi3 = !strcmp(arch, "phi3"), gemma3 = !strcmp(arch, "gemma3");
-    const bool qk_norm = gemma3 || !strcmp(arch, "qwen3"), tied = p->tied || gemma3;
-    snprintf(name, sizeof name, "flatkv-gen %s d%u h%u l%u %s", arch, p->dim, p->hidden, p->n_layers,
-             p->mix == GENMODEL_Q4_K_M   ? "q4_k_m"
-             : p->mix == GENMODEL_Q5_K_M ? "q5_k_m"
-             : p->mix == GENMODEL_Q3_K_M ? "q3_k_m"
-                                         : ggml_type_name(p->type));
-    gguf_writer_set_str(w, "general.architecture", arch);
+    const bool tied = p->tied || a->tied;
+    snprintf(name, sizeof name, "flatkv-gen %s d%u h%u l%u %s", a->name, p->dim, p->hidden, p->n_layers,
+             p->mix == GENMODEL_UNIFORM ? ggml_type_name(p->type) : mixes[mix_row(p->mix)].name);
+    gguf_writer_set_str(w, "general.architecture", a->name);
     gguf_writer_set_str(w, "general.name", name);
     char key[96];
-#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, arch), key)
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a->name), key)
     gguf_writer_set_u32(w, KEY("context_length"), p->n_ctx);
     gguf_writer_set_u32(w, KEY("embedding_length"), p->dim);
     gguf_writer_set_u32(w, KEY("feed_forward_length"), p->hidden);
@@ -174,57 +206,57 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
     gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
     const uint32_t head_dim = p->head_dim ? p->head_dim : p->dim / p->n_heads;
     const uint32_t n_rot = p->rope_dims ? p->rope_dims : head_dim;
-    if (p->head_dim || gemma3) { /* Gemma 3's converter always writes them */
+    if (p->head_dim || a->head_size_keys) {
         gguf_writer_set_u32(w, KEY("attention.key_length"), head_dim);
         gguf_writer_set_u32(w, KEY("attention.value_length"), head_dim);
     }
     gguf_writer_set_u32(w, KEY("rope.dimension_count"), n_rot);
-    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), gemma3 ? 1e-6f : 1e-5f);
-    gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freqs ? 500000.0f : gemma3 ? 1000000.0f : 10000.0f);
-    if (gemma3 && p->window) gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->window);
-    if (gemma3 && p->window_pattern) gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), p->window_pattern);
-    /* Phi-3's LongRoPE, as its converter writes it for a model trained at n_ctx/2 and extended to n_ctx:
+    gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), a->rms_eps);
+    gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_freqs ? 500000.0f : a->rope_base);
+    if (a->swa && p->window) gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->window);
+    if (a->swa && p->window_pattern) gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), p->window_pattern);
+    /* LongRoPE, as Phi-3's converter writes it for a model trained at n_ctx/2 and extended to n_ctx:
      * attn_factor = sqrt(1 + ln(scale) / ln(original context)), scale = n_ctx / original. */
     const uint32_t orig_ctx = p->n_ctx / 2 ? p->n_ctx / 2 : 1;
-    if (phi3) {
+    if (a->long_rope) {
         gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), orig_ctx);
         const double scale = (double)p->n_ctx / orig_ctx;
         gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"),
                             scale > 1.0 && orig_ctx > 1 ? (float)sqrt(1.0 + log(scale) / log((double)orig_ctx)) : 1.0f);
-        gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->window);
     }
+    if (a->window_ignored) gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->window);
 #undef KEY
 
     const uint32_t q_dim = p->n_heads * head_dim, kv_dim = p->n_kv_heads * head_dim;
     const float s_dim = sqrtf(3.0f / (float)p->dim), s_hidden = sqrtf(3.0f / (float)p->hidden);
-    /* Gemma 3 scales embeddings by sqrt(dim): its rows are drawn that much smaller, as a trained model's are. */
-    int rc = add_tensor(w, p, "token_embd.weight", p->dim, n_vocab, 0.0f, gemma3 ? s_dim : 1.0f, err) ||
+    /* Embeddings scaled by sqrt(dim) (Gemma 3) are drawn that much smaller, as a trained model's are. */
+    int rc = add_tensor(w, p, "token_embd.weight", p->dim, n_vocab, 0.0f, a->embd_scale ? s_dim : 1.0f, err) ||
              add_tensor(w, p, "output_norm.weight", p->dim, 0, 1.0f, 0.1f, err) ||
              (!tied && add_tensor(w, p, "output.weight", p->dim, n_vocab, 0.0f, s_dim, err)) ||
              (p->rope_freqs && add_tensor(w, p, "rope_freqs.weight", n_rot / 2, 0, 4.0f, 3.0f, err)) ||
-             (phi3 && (add_tensor(w, p, "rope_factors_short.weight", n_rot / 2, 0, 1.1f, 0.1f, err) ||
-                       add_tensor(w, p, "rope_factors_long.weight", n_rot / 2, 0, 4.0f, 3.0f, err)));
+             (a->long_rope && (add_tensor(w, p, "rope_factors_short.weight", n_rot / 2, 0, 1.1f, 0.1f, err) ||
+                              add_tensor(w, p, "rope_factors_long.weight", n_rot / 2, 0, 4.0f, 3.0f, err)));
     for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
         char t[64];
 #define T(suffix) (snprintf(t, sizeof t, "blk.%u." suffix, l), t)
         rc = add_tensor(w, p, T("attn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
-             (phi3 ? add_tensor(w, p, T("attn_qkv.weight"), p->dim, q_dim + 2 * kv_dim, 0.0f, s_dim, err)
-                   : add_tensor(w, p, T("attn_q.weight"), p->dim, q_dim, 0.0f, s_dim, err) ||
-                         add_tensor(w, p, T("attn_k.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
-                         add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err)) ||
+             (a->fused ? add_tensor(w, p, T("attn_qkv.weight"), p->dim, q_dim + 2 * kv_dim, 0.0f, s_dim, err)
+                       : add_tensor(w, p, T("attn_q.weight"), p->dim, q_dim, 0.0f, s_dim, err) ||
+                             add_tensor(w, p, T("attn_k.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
+                             add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err)) ||
              add_tensor(w, p, T("attn_output.weight"), q_dim, p->dim, 0.0f, sqrtf(3.0f / (float)q_dim), err) ||
              add_tensor(w, p, T("ffn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
-             (phi3 ? add_tensor(w, p, T("ffn_up.weight"), p->dim, 2 * p->hidden, 0.0f, s_dim, err) /* [gate; up] */
-                   : add_tensor(w, p, T("ffn_gate.weight"), p->dim, p->hidden, 0.0f, s_dim, err) ||
-                         add_tensor(w, p, T("ffn_up.weight"), p->dim, p->hidden, 0.0f, s_dim, err)) ||
+             (a->fused ? add_tensor(w, p, T("ffn_up.weight"), p->dim, 2 * p->hidden, 0.0f, s_dim, err) /* [gate; up] */
+                       : add_tensor(w, p, T("ffn_gate.weight"), p->dim, p->hidden, 0.0f, s_dim, err) ||
+                             add_tensor(w, p, T("ffn_up.weight"), p->dim, p->hidden, 0.0f, s_dim, err)) ||
              add_tensor(w, p, T("ffn_down.weight"), p->hidden, p->dim, 0.0f, s_hidden, err) ||
-             (qwen2 && (add_tensor(w, p, T("attn_q.bias"), q_dim, 0, 0.0f, 0.5f, err) ||
-                        add_tensor(w, p, T("attn_k.bias"), kv_dim, 0, 0.0f, 0.5f, err) ||
-                        add_tensor(w, p, T("attn_v.bias"), kv_dim, 0, 0.0f, 0.5f, err))) ||
-             (qk_norm && (add_tensor(w, p, T("attn_q_norm.weight"), head_dim, 0, 1.0f, 0.1f, err) ||
-                          add_tensor(w, p, T("attn_k_norm.weight"), head_dim, 0, 1.0f, 0.1f, err))) ||
-             (gemma3 && (add_tensor(w, p, T("post_attention_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
-                         add_tensor(w, p, T("post_ffw_norm.weight"), p->dim, 0, 1.0f, 0.1f, err)));
+             (a->qkv_bias && (add_tensor(w, p, T("attn_q.bias"), q_dim, 0, 0.0f, 0.5f, err) ||
+                              add_tensor(w, p, T("attn_k.bias"), kv_dim, 0, 0.0f, 0.5f, err) ||
+                              add_tensor(w, p, T("attn_v.bias"), kv_dim, 0, 0.0f, 0.5f, err))) ||
+             (a->qk_norm && (add_tensor(w, p, T("attn_q_norm.weight"), head_dim, 0, 1.0f, 0.1f, err) ||
+                             add_tensor(w, p, T("attn_k_norm.weight"), head_dim, 0, 1.0f, 0.1f, err))) ||
+             (a->post_norms && (add_tensor(w, p, T("post_attention_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
+                                add_tensor(w, p, T("post_ffw_norm.weight"), p->dim, 0, 1.0f, 0.1f, err)));
 #undef T
     }
     if (!rc) rc = gguf_writer_write(w, path, err);

@@ -1,9 +1,10 @@
-/* genmodel.h — llama-architecture models of real shapes with deterministic random weights.
+/* genmodel.h — models of real shapes with deterministic random weights, of any architecture model.c computes.
  *
  * WHY: speed and scale are measured on models the size of real ones (110M, 0.5B) that cannot ship with
  * the repository; compute cost does not depend on the weight values, so random weights of the right
  * shapes and types are a faithful benchmark load. The tokenizer is copied from a real vocabulary GGUF so
- * that the model reads text.
+ * that the model reads text. Which tensors and keys a file has is read from its architecture's row of model.c's
+ * table (model_arch: the switches, and what the architecture's converter writes), never from its name.
  *
  * INVARIANT: the same parameters give the same file, byte for byte, on every machine: weights come from
  * a counter-based generator keyed by (seed, tensor name, element index), not from call order.
@@ -29,6 +30,7 @@
 #define FKV_GENMODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gguf/gguf.h"
@@ -53,13 +55,20 @@ typedef struct {
     ggml_type type;         /* of the matrices under GENMODEL_UNIFORM (any type of traits.h) */
     genmodel_mix mix;       /* GENMODEL_UNIFORM (0) unless set */
     bool tied;              /* no output.weight: the output matrix is token_embd */
-    const char *arch;       /* "llama" (NULL), "qwen2", "qwen3", "smollm3", "phi3" or "gemma3" (model.h) */
+    const char *arch;       /* a name of model.c's architecture table (model_arch_find); NULL: "llama". Its row says
+                             * which tensors and keys the file has */
     bool rope_freqs;        /* write rope_freqs.weight (Llama-3.1-style per-dimension frequency divisors) */
     uint32_t rope_dims;     /* rope.dimension_count; 0: the head size (partial rotary below it) */
-    uint32_t window;        /* gemma3 (and phi3): attention.sliding_window; 0: none */
-    uint32_t window_pattern;/* gemma3: attention.sliding_window_pattern (every Nth layer global); 0: not written (6) */
+    uint32_t window;        /* attention.sliding_window (an architecture with swa or window_ignored); 0: none */
+    uint32_t window_pattern;/* swa: attention.sliding_window_pattern (every Nth layer global); 0: not written (6) */
     uint64_t seed;
 } genmodel_params;
+
+/* The type a --type name gives: a type of model_type_names (every matrix that type), or a mix's name ("q4_k_m",
+ * "q5_k_m", "q3_k_m": *type its base type). 0, or -1 for a name that is neither. */
+int genmodel_type_by_name(const char *name, ggml_type *type, genmodel_mix *mix);
+/* Those names, sep between two, into buf (truncated to cap); returns buf. */
+const char *genmodel_type_names(char *buf, size_t cap, const char *sep);
 
 /* Write the model to path. -1 with err naming the bad parameter or file. */
 int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err);

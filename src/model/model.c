@@ -2,6 +2,7 @@
 
 #include "constrain/grammar.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +51,9 @@ static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uin
         return NULL;
     }
     if (!type_is_computed(t->type)) {
-        err_unsupported(err, "%s: tensor '%s' has type %s, which flatkv does not compute (supported: f32, f16, bf16, "
-                "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs)", f->path, name,
-                ggml_type_name(t->type));
+        char names[256];
+        err_unsupported(err, "%s: tensor '%s' has type %s, which flatkv does not compute (supported: %s)", f->path, name,
+                        ggml_type_name(t->type), model_type_names(names, sizeof names, ", "));
         return NULL;
     }
     return t;
@@ -99,32 +100,84 @@ static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_
     return v;
 }
 
-/* The architectures flatkv computes, and how each differs from llama's computation (model_arch in model.h);
- * everything else comes from metadata. Facts from llama.cpp's src/models/<arch>.cpp: qwen3, phi3 and gemma3
- * rotate halves; smollm3 rotates adjacent pairs and leaves every 4th layer without rope (a constant there, no key). */
+/* The architectures flatkv computes: how each differs from llama's computation and what its converter writes
+ * (model_arch in model.h); everything else comes from metadata. Facts from llama.cpp's src/models/<arch>.cpp: qwen3,
+ * phi3 and gemma3 rotate halves; smollm3 rotates adjacent pairs and leaves every 4th layer without rope (a constant
+ * there, no key); phi3's sliding window is disabled there ("Phi SWA is currently disabled"). */
 static const model_arch archs[] = {
-    /* name      halves bias   qk_norm post   embd   gelu   fused  longrope swa  nope */
-    {"llama",   false, false, false, false, false, false, false, false, false, 0},
-    {"qwen2",   true,  true,  false, false, false, false, false, false, false, 0},
-    {"qwen3",   true,  false, true,  false, false, false, false, false, false, 0},
-    {"smollm3", false, false, false, false, false, false, false, false, false, 4},
-    {"phi3",    true,  false, false, false, false, false, true,  true,  false, 0},
-    {"gemma3",  true,  false, true,  true,  true,  true,  false, false, true,  0},
+    {.name = "llama", .rms_eps = 1e-5f, .rope_base = 10000.0f},
+    {.name = "qwen2", .rope_halves = true, .qkv_bias = true, .rms_eps = 1e-5f, .rope_base = 10000.0f},
+    {.name = "qwen3", .rope_halves = true, .qk_norm = true, .rms_eps = 1e-5f, .rope_base = 10000.0f},
+    {.name = "smollm3", .nope_step = 4, .rms_eps = 1e-5f, .rope_base = 10000.0f},
+    {.name = "phi3", .rope_halves = true, .fused = true, .long_rope = true, .window_ignored = true, .rms_eps = 1e-5f,
+     .rope_base = 10000.0f},
+    {.name = "gemma3", .rope_halves = true, .qk_norm = true, .post_norms = true, .embd_scale = true, .gelu = true,
+     .swa = true, .tied = true, .head_size_keys = true, .rms_eps = 1e-6f, .rope_base = 1000000.0f},
 };
+#define N_ARCHS (sizeof archs / sizeof *archs)
+
+const model_arch *model_arch_find(const char *name, size_t len) {
+    for (size_t a = 0; a < N_ARCHS; a++)
+        if (strlen(archs[a].name) == len && !memcmp(archs[a].name, name, len)) return &archs[a];
+    return NULL;
+}
+
+/* name appended to buf[0..cap) at *at, after sep unless it is the first (*at 0); cut at cap, NUL-terminated. */
+static void names_put(char *buf, size_t cap, size_t *at, const char *sep, const char *name) {
+    if (*at < cap) *at += (size_t)snprintf(buf + *at, cap - *at, "%s%s", *at ? sep : "", name);
+}
+
+const char *model_arch_names(char *buf, size_t cap, const char *sep, const char *last) {
+    size_t at = 0;
+    if (cap) buf[0] = 0;
+    for (size_t a = 0; a < N_ARCHS; a++) names_put(buf, cap, &at, a + 1 < N_ARCHS ? sep : last, archs[a].name);
+    return buf;
+}
+
+/* The lower-case name of type t into name[16], or NULL when t is not computed. */
+static const char *type_lower_name(ggml_type t, char name[16]) {
+    if (!type_is_computed(t)) return NULL;
+    const char *s = ggml_type_name(t);
+    size_t i = 0;
+    for (; s[i] && i < 15; i++) name[i] = (char)tolower((unsigned char)s[i]);
+    name[i] = 0;
+    return name;
+}
+
+const char *model_type_names(char *buf, size_t cap, const char *sep) {
+    size_t at = 0;
+    char name[16];
+    if (cap) buf[0] = 0;
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        if (type_lower_name((ggml_type)t, name)) names_put(buf, cap, &at, sep, name);
+    return buf;
+}
+
+int model_type_by_name(const char *name, ggml_type *type) {
+    char lower[16];
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        if (type_lower_name((ggml_type)t, lower) && !strcmp(name, lower)) {
+            *type = (ggml_type)t;
+            return 0;
+        }
+    return -1;
+}
 
 static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     gguf_str arch;
     if (gguf_get_str(f, "general.architecture", &arch, err)) return -1;
-    size_t a = 0;
-    while (a < sizeof archs / sizeof *archs && !gguf_str_eq(arch, archs[a].name)) a++;
-    if (a == sizeof archs / sizeof *archs)
-        return err_unsupported(err, "%s: general.architecture is '%.*s'; flatkv computes llama, qwen2, qwen3, smollm3, "
-                                    "phi3 and gemma3", f->path, (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
-    const char *A = archs[a].name;
+    const model_arch *kind = model_arch_find(arch.ptr, arch.len);
+    if (!kind) {
+        char names[128];
+        return err_unsupported(err, "%s: general.architecture is '%.*s'; flatkv computes %s", f->path,
+                               (int)(arch.len > 64 ? 64 : arch.len), arch.ptr,
+                               model_arch_names(names, sizeof names, ", ", " and "));
+    }
+    const char *A = kind->name;
     snprintf(hp->arch, sizeof hp->arch, "%s", A);
-    hp->kind = archs[a];
-    hp->rope_halves = archs[a].rope_halves;
-    hp->qkv_bias = archs[a].qkv_bias;
+    hp->kind = *kind;
+    hp->rope_halves = kind->rope_halves;
+    hp->qkv_bias = kind->qkv_bias;
     char key[96];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
     if (gguf_get_u32(f, KEY("context_length"), &hp->n_ctx_train, err) ||
@@ -221,8 +274,8 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
         if (gguf_find(f, KEY("rope.freq_base_swa")) && gguf_get_f32(f, key, &hp->rope[MODEL_ROPE_LOCAL].base, err))
             return -1;
     }
-    /* Phi-3's sliding_window is ignored, as llama.cpp does today ("Phi SWA is currently disabled"): attention is full. */
-    if (!hp->kind.swa && !hp->kind.long_rope && gguf_find(f, KEY("attention.sliding_window"))) {
+    /* A window_ignored architecture's sliding_window is ignored, as llama.cpp does today: attention is full. */
+    if (!hp->kind.swa && !hp->kind.window_ignored && gguf_find(f, KEY("attention.sliding_window"))) {
         uint32_t w = 0;
         if (gguf_get_u32(f, key, &w, err)) return -1;
         if (w) return err_unsupported(err, "%s: %s.attention.sliding_window is %u; flatkv computes %s with full "

@@ -1,12 +1,12 @@
 /* model.h — a transformer model of one of the llama family's architectures: hyperparameters and weights, read
  * from a GGUF file.
  *
- * WHY: everything GGUF labels `llama` (Llama 1/2/3, TinyLlama, Mistral-style GQA models, the llama2.c TinyStories
- * models), `qwen2`, `qwen3`, `smollm3`, `phi3` or `gemma3` is one computation — RMSNorm, rotary attention, a gated
- * FFN — with a few switches: rotary pairs adjacent or halves, q/k/v biases, per-head q/k norms, post-norms, scaled
- * embeddings, GeGLU for SwiGLU, fused tensors, layers without rope, sliding-window layers with their own rope
- * table. model.c holds one row of switches per architecture (model_arch, facts from llama.cpp's
- * src/models/<arch>.cpp), and the forward pass reads the switches, never the architecture's name. This module turns
+ * WHY: every architecture of model.c's table (`llama` — Llama 1/2/3, TinyLlama, Mistral-style GQA models, the
+ * llama2.c TinyStories models — and its kin) is one computation — RMSNorm, rotary attention, a gated FFN — with a
+ * few switches: rotary pairs adjacent or halves, q/k/v biases, per-head q/k norms, post-norms, scaled embeddings,
+ * GeGLU for SwiGLU, fused tensors, layers without rope, sliding-window layers with their own rope table. model.c
+ * holds one row of switches per architecture (model_arch, facts from llama.cpp's src/models/<arch>.cpp), and the
+ * forward pass and gen-model (genmodel.h) read the switches, never the architecture's name. This module turns
  * the file into that description and refuses, with the key or tensor named, anything the forward pass could not
  * compute correctly (an unknown architecture, value heads of another size than key heads, logit soft-capping, YaRN
  * keys, a sliding window where the architecture has none) — so the forward pass itself never checks shapes.
@@ -16,29 +16,31 @@
  * the mapped file. Norm vectors are copied to f32. The weights are borrowed from the mapping, which the
  * model keeps open until model_free; the layers' matrices and an untied output matrix are copied at load into
  * memory the model owns (on huge pages where the system gives them), packed where the kernels take them so
- * (quant_packs: Q8_0, Q4_0, Q4_K, Q6_K). A fused tensor becomes the matrices of its row ranges (attn_qkv: q, k, v; phi3's ffn_up:
- * gate, then up), each packed on its own, so the forward pass sees the same matrices as for separate tensors.
+ * (quant_packs: Q8_0, Q4_0, Q4_K, Q6_K). A fused tensor becomes the matrices of its row ranges (attn_qkv: q, k, v;
+ * a fused ffn_up: gate, then up), each packed on its own, so the forward pass sees the same matrices as for separate
+ * tensors.
  *
- * Layer roles, as llama.cpp derives them: with `<arch>.attention.sliding_window` W (gemma3), layer l is a window
- * layer — its row at p attends to (p - W, p] and rotates with the local table (rope.freq_base_swa, default 10000,
- * unscaled) — unless l % P == P - 1, P = attention.sliding_window_pattern (default 6; 0: every layer is one); the
- * others are global (rope.freq_base, rope scaling). smollm3: layers with (l + 1) % 4 == 0 have no rope. phi3's
- * sliding_window is ignored, as llama.cpp does today. The head size is attention.key_length (default dim /
- * heads) and q_dim = heads · head size may differ from dim. Gemma's norms are used as stored: its converter already
- * wrote weight + 1.
+ * Layer roles, as llama.cpp derives them: with `<arch>.attention.sliding_window` W (an architecture with `swa`),
+ * layer l is a window layer — its row at p attends to (p - W, p] and rotates with the local table
+ * (rope.freq_base_swa, default 10000, unscaled) — unless l % P == P - 1, P = attention.sliding_window_pattern
+ * (default 6; 0: every layer is one); the others are global (rope.freq_base, rope scaling). `nope_step` N: layers
+ * with (l + 1) % N == 0 have no rope. A `window_ignored` architecture's sliding_window is ignored, as llama.cpp does
+ * today. The head size is attention.key_length (default dim / heads) and q_dim = heads · head size may differ from
+ * dim. Gemma's norms are used as stored: its converter already wrote weight + 1.
  *
- * Tensor names and shapes (ne[0] is the row length, i.e. the input dimension of a matrix):
+ * Tensor names and shapes (ne[0] is the row length, i.e. the input dimension of a matrix; the switches of
+ * model_arch in backquotes):
  *   token_embd.weight [dim, n_vocab]      output_norm.weight [dim]     output.weight [dim, n_vocab]
  *   blk.L.attn_norm.weight [dim]          blk.L.ffn_norm.weight [dim]
  *   blk.L.attn_q.weight [dim, n_heads*head_dim]   blk.L.attn_k/attn_v.weight [dim, n_kv_heads*head_dim]
- *     or (phi3) blk.L.attn_qkv.weight [dim, (n_heads + 2*n_kv_heads)*head_dim]
+ *     or (`fused`) blk.L.attn_qkv.weight [dim, (n_heads + 2*n_kv_heads)*head_dim]
  *   blk.L.attn_output.weight [n_heads*head_dim, dim]
  *   blk.L.ffn_gate/ffn_up.weight [dim, hidden]    blk.L.ffn_down.weight [hidden, dim]
- *     or (phi3) blk.L.ffn_up.weight [dim, 2*hidden], gate rows first
- *   qwen2: blk.L.attn_q/k/v.bias;  qwen3, gemma3: blk.L.attn_q_norm/attn_k_norm.weight [head_dim]
- *   gemma3: blk.L.post_attention_norm.weight, blk.L.post_ffw_norm.weight [dim]
- *   phi3 (optional): rope_factors_short.weight, rope_factors_long.weight [n_rot/2]
- *   llama (optional): rope_freqs.weight [n_rot/2]
+ *     or (`fused`) blk.L.ffn_up.weight [dim, 2*hidden], gate rows first
+ *   `qkv_bias`: blk.L.attn_q/k/v.bias;  `qk_norm`: blk.L.attn_q_norm/attn_k_norm.weight [head_dim]
+ *   `post_norms`: blk.L.post_attention_norm.weight, blk.L.post_ffw_norm.weight [dim]
+ *   `long_rope` (optional): rope_factors_short.weight, rope_factors_long.weight [n_rot/2]
+ *   optional: rope_freqs.weight [n_rot/2]
  * output.weight absent means tied embeddings (the output matrix is token_embd).
  *
  * Thread-safety: immutable after model_load.
@@ -54,9 +56,12 @@
 #include "kernels/ops.h"
 #include "text/tok.h"
 
-/* What distinguishes an architecture from llama's computation: one row per architecture (model.c's table). */
+/* What distinguishes an architecture: one row per architecture (model.c's table). The switches up to nope_step say
+ * how its computation differs from llama's (the loader and the forward pass read them); the rest say what its
+ * converter writes into a file, which the loader takes from the file itself and gen-model writes as the converter
+ * does. */
 typedef struct {
-    const char *name;
+    const char *name;    /* general.architecture */
     bool rope_halves;    /* rotate (x[i], x[i + n_rot/2]) — GGUF's "neox" order — instead of adjacent pairs */
     bool qkv_bias;       /* q, k, v biases (required) */
     bool qk_norm;        /* per-head RMSNorm of q and k before rope (attn_q_norm, attn_k_norm: [head_dim]) */
@@ -66,7 +71,12 @@ typedef struct {
     bool fused;          /* attn_qkv = [q; k; v] (or separate q/k/v), ffn_up = [gate; up] without ffn_gate */
     bool long_rope;      /* LongRoPE: rope_factors_short/long, rope.scaling.attn_factor, original_context_length */
     bool swa;            /* attention.sliding_window: window layers in attention.sliding_window_pattern */
+    bool window_ignored; /* attention.sliding_window is written but attention is full (llama.cpp disables it) */
     uint32_t nope_step;  /* layers l with (l + 1) % nope_step == 0 have no rope (SmolLM3: 4); 0: none */
+    bool tied;           /* no output.weight: the output matrix is token_embd */
+    bool head_size_keys; /* attention.key_length and value_length are written even when they are dim / heads */
+    float rms_eps;       /* attention.layer_norm_rms_epsilon of its models */
+    float rope_base;     /* rope.freq_base of its models */
 } model_arch;
 
 /* One rotary table: angle of pair i at position p = (p / scale) · base^(-2i/n_rot) / divisor[i]; cos and sin
@@ -145,6 +155,17 @@ void fkv_model_free(fkv_model *m);
 /* The same from a GGUF image in memory (borrowed, not copied: it must outlive the model); name stands for the file
  * in errors and as the default model name. For the fuzzer (fuzz/fuzz_model.c) and tests of hostile files. */
 fkv_model *model_load_buffer(const void *buf, size_t size, const char *name, fkv_error *err);
+
+/* The row of the architecture named name[0..len) (general.architecture), or NULL when flatkv does not compute it. */
+const model_arch *model_arch_find(const char *name, size_t len);
+/* The architectures' names in the table's order, sep between two and last before the last ("llama, qwen2 or
+ * gemma3"), into buf (truncated to cap); returns buf. */
+const char *model_arch_names(char *buf, size_t cap, const char *sep, const char *last);
+/* The element types a model's matrices may have (the rows of src/kernels/traits.c, in ggml's type order) by their
+ * names in lower case ("q4_k"), sep between two, into buf (truncated to cap); returns buf. */
+const char *model_type_names(char *buf, size_t cap, const char *sep);
+/* The type of that lower-case name into *type: 0, or -1 when no such type is computed. */
+int model_type_by_name(const char *name, ggml_type *type);
 
 /* The global rotary table's frequency divisors for a context of n_ctx positions: rope_freqs.weight, or LongRoPE's
  * long factors when n_ctx > n_ctx_orig and its short ones otherwise (llama.cpp's choice), or NULL. */
