@@ -151,6 +151,8 @@ sched_job *sched_job_follower(sched_job *job, uint64_t seed);
 /* Queue the job (the scheduler takes its own reference): 0; or -1 with FKV_E_BUSY in err when max_queue requests
  * already wait, *retry_after_s then saying when a retry is likely to be taken (the queue's expected drain, 1..60). */
 int sched_submit(sched *s, sched_job *job, uint32_t *retry_after_s, fkv_error *err);
+/* Choice i of a request: the job itself (0), then its followers. */
+sched_job *sched_job_choice(sched_job *job, uint32_t i);
 /* Drop a reference; the last one frees the job. */
 void sched_job_release(sched *s, sched_job *job);
 /* Ask the job to stop (waiting: it will not run; running: at the next token). */
