@@ -190,17 +190,17 @@ static int parse_tool_choice(const json_t *choice, const json_t *tools, size_t n
     const json_t *single = json_object_get(choice, "disable_parallel_tool_use");
     const char *k = *kind = json_is_string(type) ? json_string_value(type) : "";
     if (!json_is_object(choice) || (strcmp(k, "auto") && strcmp(k, "any") && strcmp(k, "tool") && strcmp(k, "none")))
-        return BAD("tool_choice: must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"tool\", \"name\": ...} "
-                   "or {\"type\": \"none\"}");
+        return BAD("tool_choice: must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"tool\", \"name\": "
+                   "...} or {\"type\": \"none\"}");
     if (single && !json_is_null(single) && !json_is_boolean(single))
         return BAD("tool_choice.disable_parallel_tool_use: must be a boolean");
     job->req.single_tool_call = json_is_true(single);
     if ((!strcmp(k, "any") || !strcmp(k, "tool")) && n == 0) return BAD("tool_choice: type '%s' needs tools", k);
     if (!strcmp(k, "tool") && !(json_is_string(name) && api_names_tool(tools, name)))
         return BAD("tool_choice.name: must name one of the tools");
-    job->req.tool_choice = !strcmp(k, "any")    ? json_string("required")
-                           : !strcmp(k, "tool") ? json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name)
-                                                : json_string(k);
+    job->req.tool_choice = !strcmp(k, "any")  ? json_string("required")
+                           : strcmp(k, "tool") ? json_string(k)
+                                               : json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name);
     return job->req.tool_choice ? 0 : api_oom(e);
 }
 

@@ -457,8 +457,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     char diverged[96] = "";
     if (st->job) {
         sched_job *j = st->job;
-        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-            cancel_choices(j);
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) cancel_choices(j);
         pthread_mutex_lock(&j->mu);
         /* A cancelled job ends at its next token; wait briefly so its work is logged and counted. */
         for (int waited = 0; !j->prog.done && waited < 1000; waited += LIVENESS_MS)

@@ -55,7 +55,8 @@ static int parse_messages(const json_t *messages, convo *c, api_error *e) {
         if (!strcmp(r, "developer")) r = "system";
         for (size_t k = 0; k < sizeof roles / sizeof *roles; k++)
             if (!strcmp(r, roles[k])) known = roles[k];
-        if (!known) return BAD(param, "'%s.role' is '%s'; expected system, developer, user, assistant or tool", param, r);
+        if (!known)
+            return BAD(param, "'%s.role' is '%s'; expected system, developer, user, assistant or tool", param, r);
         const bool assistant = !strcmp(known, "assistant");
         convo_add(c, known);
         if (!content || json_is_null(content)) {
@@ -518,8 +519,8 @@ static void stream_choice(api_request *req, const sched_job *job, uint32_t i, js
         size_t lps_to = c->lps_sent; /* the tokens whose text this chunk completes */
         while (lps_to < job->prog.n_lps && lps_to < text->n_tokens && text->ends[lps_to] <= text->stable) lps_to++;
         json_t *lps = job->req.logprobs ? logprobs_json(req, job, c->lps_sent, lps_to) : NULL;
-        json_array_append_new(events,
-                              stream_chunk(req, (int)i, text->text + c->sent, text->stable - c->sent, NULL, false, lps));
+        json_t *chunk = stream_chunk(req, (int)i, text->text + c->sent, text->stable - c->sent, NULL, false, lps);
+        json_array_append_new(events, chunk);
         c->sent = text->stable;
         c->lps_sent = lps_to;
     }
