@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_CHECK(job.req.ids[i] >= 0 && job.req.ids[i] < n_vocab, "prompt id %d outside the vocabulary",
                        job.req.ids[i]);
         FUZZ_CHECK(req.n >= 1 && req.n <= SCHED_MAX_CHOICES, "%u choices", req.n);
-        FUZZ_CHECK(job.req.n_stop <= 16, "%zu stop strings", job.req.n_stop); /* openai.c's MAX_STOP */
+        FUZZ_CHECK(job.req.n_stop <= 16, "%zu stop strings", job.req.n_stop); /* api.h's API_MAX_STOP */
         for (size_t i = 0; i < job.req.n_stop; i++) FUZZ_CHECK(job.req.stop[i][0], "an empty stop string");
     }
     free_job(&job);

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_STOP 16 /* as chat's stop */
 #define PATH_MAX_LEN 128 /* a field's path in an error: "messages.12.content.3.content.0" */
 
 /* base + "." + sub (an index or a field) into out; a path past 100 bytes is cut, which only shortens a message. */
@@ -246,7 +245,7 @@ static int parse_sampling(const json_t *root, sched_job *job, api_error *e) {
     if (!stop || json_is_null(stop)) return 0;
     if (!json_is_array(stop)) return BAD("stop_sequences: must be an array of strings");
     size_t n = json_array_size(stop);
-    if (n > MAX_STOP) return BAD("stop_sequences: %zu strings; at most %d are supported", n, MAX_STOP);
+    if (n > API_MAX_STOP) return BAD("stop_sequences: %zu strings; at most %d are supported", n, API_MAX_STOP);
     job->req.stop = calloc(n ? n : 1, sizeof *job->req.stop);
     if (!job->req.stop) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {

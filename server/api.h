@@ -90,6 +90,8 @@ typedef struct api {
     bool named_events; /* each event is sent under its "type" (event: TYPE); else as data alone */
 } api;
 
+#define API_MAX_STOP 16 /* stop strings a request may give, in every API */
+
 /* Fill e; returns -1 for `return api_fail(...)`. */
 int api_fail(api_error *e, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));

@@ -8,7 +8,6 @@
 #include "base/err.h"
 #include "utf8.h"
 
-#define MAX_STOP 16
 #define BAD(param, ...) api_fail(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
 
 /* --- the request --- */
@@ -38,29 +37,35 @@ static int put_tool_calls(convo *c, const json_t *calls, const char *param, api_
     return 0;
 }
 
+/* A message's role, one of chat's four (developer is system's other name), or NULL with e. */
+static const char *message_role(const json_t *msg, const char *param, api_error *e) {
+    static const char *const roles[] = {"system", "user", "assistant", "tool"};
+    const json_t *role = json_object_get(msg, "role");
+    if (!json_is_object(msg) || !json_is_string(role)) {
+        BAD(param, "'%s' must be an object with a string 'role'", param);
+        return NULL;
+    }
+    const char *r = !strcmp(json_string_value(role), "developer") ? "system" : json_string_value(role);
+    for (size_t k = 0; k < sizeof roles / sizeof *roles; k++)
+        if (!strcmp(r, roles[k])) return roles[k];
+    BAD(param, "'%s.role' is '%s'; expected system, developer, user, assistant or tool", param, r);
+    return NULL;
+}
+
 /* messages as the conversation c. */
 static int parse_messages(const json_t *messages, convo *c, api_error *e) {
-    static const char *const roles[] = {"system", "user", "assistant", "tool"};
     if (!json_is_array(messages) || json_array_size(messages) == 0)
         return BAD("messages", "'messages' must be a non-empty array");
-    size_t i;
-    json_t *msg;
-    char param[64];
-    json_array_foreach(messages, i, msg) {
+    for (size_t i = 0; i < json_array_size(messages); i++) {
+        const json_t *msg = json_array_get(messages, i), *content = json_object_get(msg, "content");
+        char param[64];
         snprintf(param, sizeof param, "messages[%zu]", i);
-        json_t *role = json_object_get(msg, "role"), *content = json_object_get(msg, "content");
-        if (!json_is_object(msg) || !json_is_string(role))
-            return BAD(param, "'%s' must be an object with a string 'role'", param);
-        const char *r = json_string_value(role), *known = NULL;
-        if (!strcmp(r, "developer")) r = "system";
-        for (size_t k = 0; k < sizeof roles / sizeof *roles; k++)
-            if (!strcmp(r, roles[k])) known = roles[k];
-        if (!known)
-            return BAD(param, "'%s.role' is '%s'; expected system, developer, user, assistant or tool", param, r);
-        const bool assistant = !strcmp(known, "assistant");
-        convo_add(c, known);
+        const char *role = message_role(msg, param, e);
+        if (!role) return -1;
+        const bool assistant = !strcmp(role, "assistant");
+        convo_add(c, role);
         if (!content || json_is_null(content)) {
-            if (!assistant) return BAD(param, "'%s.content' is required for role '%s'", param, r);
+            if (!assistant) return BAD(param, "'%s.content' is required for role '%s'", param, role);
         } else if (api_put_content(c, content, param, part_text, e)) {
             return -1;
         }
@@ -219,7 +224,7 @@ static int get_stop(const json_t *body, sched_job *job, api_error *e) {
     if (!stop || json_is_null(stop)) return 0;
     size_t n = json_is_array(stop) ? json_array_size(stop) : 1;
     if (!json_is_string(stop) && !json_is_array(stop)) return BAD("stop", "'stop' must be a string or an array of strings");
-    if (n > MAX_STOP) return BAD("stop", "'stop' has %zu strings; at most %d are supported", n, MAX_STOP);
+    if (n > API_MAX_STOP) return BAD("stop", "'stop' has %zu strings; at most %d are supported", n, API_MAX_STOP);
     if (!(job->req.stop = calloc(n ? n : 1, sizeof *job->req.stop))) return api_oom(e);
     for (size_t i = 0; i < n; i++) {
         json_t *s = json_is_array(stop) ? json_array_get(stop, i) : stop;

@@ -428,14 +428,13 @@ int resp_parse(const api_context *ctx, const char *body, size_t len, api_request
             goto out;
         }
     }
-    if (parse_tool_choice(root, req->tools, job, e)) goto out;
-    {
-        json_t *offered = NULL; /* the tools in effect, in chat's shape, for an enforced tool_choice */
-        if (req->tools && !is_string(job->req.tool_choice, "none") && parse_tools(req->tools, &offered, e)) goto out;
-        const int rc = api_constrain(ctx, job, offered, e);
-        json_decref(offered);
-        if (rc) goto out;
+    if (continued) { /* the chain's tools, in chat's shape */
+        json_decref(chat_tools);
+        if (parse_tools(req->tools, &chat_tools, e)) goto out;
     }
+    if (parse_tool_choice(root, req->tools, job, e) ||
+        api_constrain(ctx, job, is_string(job->req.tool_choice, "none") ? NULL : chat_tools, e))
+        goto out;
 
     if (!continued && req->instructions) {
         convo_add(&c, "system");
@@ -443,7 +442,7 @@ int resp_parse(const api_context *ctx, const char *body, size_t len, api_request
     }
     if (parse_input(&c, json_object_get(root, "input"), e)) goto out;
     if (continued ? continue_chain(ctx, &c, &chain, req->instructions, job, e)
-                  : api_render(ctx, ctx->tmpl, &c, req->tools ? chat_tools : NULL, "input", job, e))
+                  : api_render(ctx, ctx->tmpl, &c, chat_tools, "input", job, e))
         goto out;
     if (job->req.n_ids > ctx->n_ctx) {
         api_fail(e, 400, "invalid_request_error", "input", "context_length_exceeded",
