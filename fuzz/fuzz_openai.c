@@ -1,4 +1,4 @@
-/* fuzz_openai.c — the OpenAI request parser (server/openai.c: oai_parse, with oai_constrain's schema and tool
+/* fuzz_openai.c — the OpenAI request parser (server/openai.c: oai_parse, with api_constrain's schema and tool
  * grammars behind it) on arbitrary bodies, as tests/test_openai.c drives it, with the small real model
  * (data/models/stories260K.gguf) for tokenization.
  *
@@ -38,10 +38,10 @@ static void free_job(sched_job *job) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     const oai_kind kind = data[0] & 0x80 ? OAI_COMPLETION : OAI_CHAT;
-    const oai_context ctx = {model, &templates[(data[0] & 0x7f) % 7], 128, {0}};
-    oai_request req;
+    const api_context ctx = {model, &templates[(data[0] & 0x7f) % 7], 128, {0}, false, NULL};
+    api_request req;
     sched_job job;
-    oai_error e;
+    api_error e;
     memset(&req, 0, sizeof req);
     memset(&job, 0, sizeof job);
     memset(&e, 0, sizeof e);
@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_CHECK(job.req.ids[i] >= 0 && job.req.ids[i] < n_vocab, "prompt id %d outside the vocabulary",
                        job.req.ids[i]);
         FUZZ_CHECK(req.n >= 1 && req.n <= SCHED_MAX_CHOICES, "%u choices", req.n);
-        FUZZ_CHECK(job.req.n_stop <= 16, "%zu stop strings", job.req.n_stop); /* openai.c's MAX_STOP */
+        FUZZ_CHECK(job.req.n_stop <= 16, "%zu stop strings", job.req.n_stop); /* api.h's API_MAX_STOP */
         for (size_t i = 0; i < job.req.n_stop; i++) FUZZ_CHECK(job.req.stop[i][0], "an empty stop string");
     }
     free_job(&job);

@@ -3,12 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "convo.h"
-#include "toolcall.h"
-
-#define MAX_STOP 16 /* as chat's stop */
 #define PATH_MAX_LEN 128 /* a field's path in an error: "messages.12.content.3.content.0" */
 
 /* base + "." + sub (an index or a field) into out; a path past 100 bytes is cut, which only shortens a message. */
@@ -23,10 +18,10 @@ static void path_index(char out[PATH_MAX_LEN], const char *base, size_t i) {
 }
 
 /* Anthropic's errors carry no param: the message names the field, the way Anthropic's do ("messages.0.content"). */
-#define BAD(...) oai_fail(e, 400, "invalid_request_error", NULL, NULL, __VA_ARGS__)
+#define BAD(...) api_fail(e, 400, "invalid_request_error", NULL, NULL, __VA_ARGS__)
 
 /* cache_control is accepted wherever Anthropic takes it: flatkv caches every prompt's rows without being asked. */
-static int check_cache_control(const json_t *obj, const char *path, oai_error *e) {
+static int check_cache_control(const json_t *obj, const char *path, api_error *e) {
     const json_t *cc = json_object_get(obj, "cache_control");
     if (!cc || json_is_null(cc)) return 0;
     const json_t *type = json_object_get(cc, "type");
@@ -36,7 +31,7 @@ static int check_cache_control(const json_t *obj, const char *path, oai_error *e
 }
 
 /* A block's type, after checking it is an object with one and an acceptable cache_control; NULL with e. */
-static const char *block_type(const json_t *block, const char *path, oai_error *e) {
+static const char *block_type(const json_t *block, const char *path, api_error *e) {
     const json_t *type = json_object_get(block, "type");
     if (!json_is_object(block) || !json_is_string(type)) {
         BAD("%s: must be a content block, an object with a string 'type'", path);
@@ -45,7 +40,7 @@ static const char *block_type(const json_t *block, const char *path, oai_error *
     return check_cache_control(block, path, e) ? NULL : json_string_value(type);
 }
 
-static int unsupported_block(const char *type, const char *path, oai_error *e) {
+static int unsupported_block(const char *type, const char *path, api_error *e) {
     if (!strcmp(type, "image") || !strcmp(type, "document"))
         return BAD("%s: %s blocks are not supported: this model reads text only", path, type);
     if (!strcmp(type, "thinking") || !strcmp(type, "redacted_thinking"))
@@ -54,7 +49,7 @@ static int unsupported_block(const char *type, const char *path, oai_error *e) {
 }
 
 /* A text block's text appended to the last message; -1 with e when the block has none. */
-static int put_text_block(convo *c, const json_t *block, const char *path, oai_error *e) {
+static int put_text_block(convo *c, const json_t *block, const char *path, api_error *e) {
     const json_t *text = json_object_get(block, "text");
     if (!json_is_string(text)) return BAD("%s.text: must be a string", path);
     convo_text(c, json_string_value(text), json_string_length(text));
@@ -62,7 +57,7 @@ static int put_text_block(convo *c, const json_t *block, const char *path, oai_e
 }
 
 /* Text content — a string, or an array of text blocks — appended to the last message (system, tool_result). */
-static int put_text_content(convo *c, const json_t *content, const char *path, oai_error *e) {
+static int put_text_content(convo *c, const json_t *content, const char *path, api_error *e) {
     if (json_is_string(content)) {
         convo_text(c, json_string_value(content), json_string_length(content));
         return 0;
@@ -82,7 +77,7 @@ static int put_text_content(convo *c, const json_t *content, const char *path, o
 }
 
 /* A user turn's blocks: text blocks make user messages, each tool_result a tool message, in their order. */
-static int put_user_blocks(convo *c, const json_t *blocks, const char *path, oai_error *e) {
+static int put_user_blocks(convo *c, const json_t *blocks, const char *path, api_error *e) {
     size_t i;
     json_t *block;
     char at[PATH_MAX_LEN];
@@ -113,7 +108,7 @@ static int put_user_blocks(convo *c, const json_t *blocks, const char *path, oai
 }
 
 /* An assistant turn's blocks: its text, and a call per tool_use block (arguments: the input as JSON text). */
-static int put_assistant_blocks(convo *c, const json_t *blocks, const char *path, oai_error *e) {
+static int put_assistant_blocks(convo *c, const json_t *blocks, const char *path, api_error *e) {
     size_t i;
     json_t *block;
     char at[PATH_MAX_LEN];
@@ -130,7 +125,7 @@ static int put_assistant_blocks(convo *c, const json_t *blocks, const char *path
             if (!json_is_string(id) || !json_is_string(name) || !json_is_object(input))
                 return BAD("%s: a tool_use block needs a string 'id' and 'name' and an object 'input'", at);
             char *args = json_dumps(input, JSON_COMPACT);
-            if (!args) return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            if (!args) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
             convo_call(c, json_string_value(name), args);
             free(args);
         } else {
@@ -140,7 +135,7 @@ static int put_assistant_blocks(convo *c, const json_t *blocks, const char *path
     return 0;
 }
 
-static int parse_messages(convo *c, const json_t *messages, oai_error *e) {
+static int parse_messages(convo *c, const json_t *messages, api_error *e) {
     if (!json_is_array(messages) || json_array_size(messages) == 0)
         return BAD("messages: must be a non-empty array");
     size_t i, n = json_array_size(messages);
@@ -169,10 +164,49 @@ static int parse_messages(convo *c, const json_t *messages, oai_error *e) {
     return 0;
 }
 
-/* tools as chat's OpenAI-shaped tools (what the templates render), and tool_choice: chat's form of it into job.
- * *rendered: the tools to render (new reference), or NULL for none — none given, or tool_choice "none". */
-static int parse_tools(const oai_context *ctx, const json_t *root, json_t **rendered, sched_job *job, oai_error *e) {
-    const json_t *tools = json_object_get(root, "tools"), *choice = json_object_get(root, "tool_choice");
+/* A tool as the Messages API gives it: a client tool {name, description, input_schema}. */
+static int check_tool(const json_t *tool, const char *at, api_error *e) {
+    const json_t *type = json_object_get(tool, "type"), *name = json_object_get(tool, "name");
+    const json_t *description = json_object_get(tool, "description");
+    if (json_is_object(tool) && type && !json_is_null(type) &&
+        (!json_is_string(type) || strcmp(json_string_value(type), "custom")))
+        return BAD("%s: tool type '%s' is not supported: only client tools (name, description, input_schema)", at,
+                   json_is_string(type) ? json_string_value(type) : "?");
+    if (!json_is_object(tool) || !json_is_string(name) || json_string_length(name) == 0 ||
+        !json_is_object(json_object_get(tool, "input_schema")) ||
+        (description && !json_is_null(description) && !json_is_string(description)))
+        return BAD("%s: must be {\"name\": string, \"description\": string, \"input_schema\": object}", at);
+    return check_cache_control(tool, at, e);
+}
+
+/* tool_choice, checked against the n tools given, into job in chat's form (where constrained decoding reads it,
+ * sched_job.tool_choice); *kind: its type ("auto" when it is absent). */
+static int parse_tool_choice(const json_t *choice, const json_t *tools, size_t n, const char **kind, sched_job *job,
+                             api_error *e) {
+    *kind = "auto";
+    if (!choice || json_is_null(choice)) return 0;
+    const json_t *type = json_object_get(choice, "type"), *name = json_object_get(choice, "name");
+    const json_t *single = json_object_get(choice, "disable_parallel_tool_use");
+    const char *k = *kind = json_is_string(type) ? json_string_value(type) : "";
+    if (!json_is_object(choice) || (strcmp(k, "auto") && strcmp(k, "any") && strcmp(k, "tool") && strcmp(k, "none")))
+        return BAD("tool_choice: must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"tool\", \"name\": "
+                   "...} or {\"type\": \"none\"}");
+    if (single && !json_is_null(single) && !json_is_boolean(single))
+        return BAD("tool_choice.disable_parallel_tool_use: must be a boolean");
+    job->req.single_tool_call = json_is_true(single);
+    if ((!strcmp(k, "any") || !strcmp(k, "tool")) && n == 0) return BAD("tool_choice: type '%s' needs tools", k);
+    if (!strcmp(k, "tool") && !(json_is_string(name) && api_names_tool(tools, name)))
+        return BAD("tool_choice.name: must name one of the tools");
+    job->req.tool_choice = !strcmp(k, "any")  ? json_string("required")
+                           : strcmp(k, "tool") ? json_string(k)
+                                               : json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name);
+    return job->req.tool_choice ? 0 : api_oom(e);
+}
+
+/* tools as chat's OpenAI-shaped tools (what the templates render), and tool_choice. *rendered: the tools to render
+ * (new reference), or NULL for none — none given, or tool_choice "none". */
+static int parse_tools(const json_t *root, json_t **rendered, sched_job *job, api_error *e) {
+    const json_t *tools = json_object_get(root, "tools");
     *rendered = NULL;
     size_t n = 0;
     if (tools && !json_is_null(tools)) {
@@ -180,95 +214,26 @@ static int parse_tools(const oai_context *ctx, const json_t *root, json_t **rend
         n = json_array_size(tools);
     }
     json_t *chat_tools = json_array();
-    size_t i;
-    json_t *tool;
-    char at[PATH_MAX_LEN];
-    for (i = 0; i < n; i++) {
-        tool = json_array_get(tools, i);
-        snprintf(at, sizeof at, "tools.%zu", i);
-        const json_t *type = json_object_get(tool, "type"), *name = json_object_get(tool, "name");
-        const json_t *description = json_object_get(tool, "description"), *schema = json_object_get(tool, "input_schema");
-        if (!json_is_object(tool)) goto bad_tool;
-        if (type && !json_is_null(type) && (!json_is_string(type) || strcmp(json_string_value(type), "custom"))) {
-            json_decref(chat_tools);
-            return BAD("%s: tool type '%s' is not supported: only client tools (name, description, input_schema)", at,
-                       json_is_string(type) ? json_string_value(type) : "?");
-        }
-        if (!json_is_string(name) || json_string_length(name) == 0 || !json_is_object(schema) ||
-            (description && !json_is_null(description) && !json_is_string(description)))
-            goto bad_tool;
-        if (check_cache_control(tool, at, e)) {
-            json_decref(chat_tools);
-            return -1;
-        }
-        json_t *fn = json_pack("{s:O}", "name", name);
-        if (json_is_string(description)) json_object_set(fn, "description", (json_t *)description);
-        json_object_set(fn, "parameters", (json_t *)schema);
-        json_array_append_new(chat_tools, json_pack("{s:s,s:o}", "type", "function", "function", fn));
-    }
     const char *kind = "auto";
-    if (choice && !json_is_null(choice)) {
-        const json_t *type = json_object_get(choice, "type"), *name = json_object_get(choice, "name");
-        const json_t *single = json_object_get(choice, "disable_parallel_tool_use");
-        kind = json_is_string(type) ? json_string_value(type) : "";
-        if (!json_is_object(choice) || (strcmp(kind, "auto") && strcmp(kind, "any") && strcmp(kind, "tool") &&
-                                        strcmp(kind, "none"))) {
-            json_decref(chat_tools);
-            return BAD("tool_choice: must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"tool\", \"name\": "
-                       "...} or {\"type\": \"none\"}");
-        }
-        if (single && !json_is_null(single) && !json_is_boolean(single)) {
-            json_decref(chat_tools);
-            return BAD("tool_choice.disable_parallel_tool_use: must be a boolean");
-        }
-        job->req.single_tool_call = json_is_true(single);
-        bool known = false;
-        for (i = 0; json_is_string(name) && i < n; i++)
-            known = known || json_equal(json_object_get(json_array_get(tools, i), "name"), (json_t *)name);
-        if ((!strcmp(kind, "any") || !strcmp(kind, "tool")) && n == 0) {
-            json_decref(chat_tools);
-            return BAD("tool_choice: type '%s' needs tools", kind);
-        }
-        if (!strcmp(kind, "tool") && !known) {
-            json_decref(chat_tools);
-            return BAD("tool_choice.name: must name one of the tools");
-        }
-        /* Chat's shapes, where constrained decoding will read them (sched_job.tool_choice). */
-        job->req.tool_choice = !strcmp(kind, "any")    ? json_string("required")
-                           : !strcmp(kind, "tool") ? json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name)
-                                                   : json_string(kind);
-        if (!job->req.tool_choice) {
-            json_decref(chat_tools);
-            return oai_fail(e, 500, "server_error", NULL, "out_of_memory", "out of memory reading the request");
-        }
+    char at[PATH_MAX_LEN];
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const json_t *tool = json_array_get(tools, i);
+        path_index(at, "tools", i);
+        if (!(rc = check_tool(tool, at, e)))
+            json_array_append_new(chat_tools, api_function_tool(json_object_get(tool, "name"),
+                                                                json_object_get(tool, "description"),
+                                                                json_object_get(tool, "input_schema")));
     }
-    if (n == 0 || !strcmp(kind, "none")) {
-        json_decref(chat_tools);
-        return 0;
-    }
-    *rendered = chat_tools;
-    job->req.tool_format = toolcall_format_of(ctx->tmpl);
-    return 0;
-bad_tool:
-    json_decref(chat_tools);
-    return BAD("%s: must be {\"name\": string, \"description\": string, \"input_schema\": object}", at);
+    if (!rc) rc = parse_tool_choice(json_object_get(root, "tool_choice"), tools, n, &kind, job, e);
+    if (rc || n == 0 || !strcmp(kind, "none")) json_decref(chat_tools);
+    else *rendered = chat_tools;
+    return rc;
 }
 
-/* A number field in [lo, hi] (absent or null: keep *out). */
-static int get_number(const json_t *root, const char *key, double lo, double hi, float *out, oai_error *e) {
-    const json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi)
-        return BAD("%s: must be a number between %g and %g", key, lo, hi);
-    *out = (float)json_number_value(v);
-    return 0;
-}
-
-static int parse_sampling(const json_t *root, sched_job *job, oai_error *e) {
-    job->req.sampling = fkv_sampler_default_params();
-    job->req.sampling.seed = (uint64_t)time(NULL);
-    if (get_number(root, "temperature", 0, 1, &job->req.sampling.temp, e) ||
-        get_number(root, "top_p", 0, 1, &job->req.sampling.top_p, e))
+static int parse_sampling(const json_t *root, sched_job *job, api_error *e) {
+    if (api_number(root, "temperature", 0, 1, &job->req.sampling.temp, API_LEADING, e) ||
+        api_number(root, "top_p", 0, 1, &job->req.sampling.top_p, API_LEADING, e))
         return -1;
     const json_t *top_k = json_object_get(root, "top_k");
     if (top_k && !json_is_null(top_k)) {
@@ -280,39 +245,29 @@ static int parse_sampling(const json_t *root, sched_job *job, oai_error *e) {
     if (!stop || json_is_null(stop)) return 0;
     if (!json_is_array(stop)) return BAD("stop_sequences: must be an array of strings");
     size_t n = json_array_size(stop);
-    if (n > MAX_STOP) return BAD("stop_sequences: %zu strings; at most %d are supported", n, MAX_STOP);
+    if (n > API_MAX_STOP) return BAD("stop_sequences: %zu strings; at most %d are supported", n, API_MAX_STOP);
     job->req.stop = calloc(n ? n : 1, sizeof *job->req.stop);
-    if (!job->req.stop) return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!job->req.stop) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const json_t *s = json_array_get(stop, i);
         if (!json_is_string(s) || json_string_length(s) == 0 || strlen(json_string_value(s)) != json_string_length(s))
             return BAD("stop_sequences.%zu: must be a non-empty string", i);
-        if (!(job->req.stop[job->req.n_stop] = strdup(json_string_value(s))))
-            return oai_fail(e, 500, "server_error", NULL, "out_of_memory", "out of memory reading the request");
+        if (!(job->req.stop[job->req.n_stop] = strdup(json_string_value(s)))) return api_oom(e);
         job->req.n_stop++;
     }
     return 0;
 }
 
-int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size_t len, anth_request *req,
-               sched_job *job, oai_error *e) {
-    static unsigned long long counter;
-    json_t *root = oai_load_body(body, len, e), *tools = NULL;
+int anth_parse(const api_context *ctx, const char *body, size_t len, api_request *req, sched_job *job, api_error *e) {
+    json_t *root = api_begin(ctx, body, len, req, job, e), *tools = NULL;
+    if (!root) return -1;
     convo c = {0};
     int rc = -1;
-    if (!root) return -1;
-    memset(req, 0, sizeof *req);
-    req->prefix_cache = prefix_cache;
-    snprintf(req->id, sizeof req->id, "msg_%llx%llx", (unsigned long long)time(NULL),
-             __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    api_new_id(req->id, "msg_", false);
     snprintf(job->req.id, sizeof job->req.id, "%s", req->id);
     const json_t *model = json_object_get(root, "model"), *max_tokens = json_object_get(root, "max_tokens");
-    const json_t *stream = json_object_get(root, "stream"), *metadata = json_object_get(root, "metadata");
-    const json_t *system = json_object_get(root, "system"), *thinking = json_object_get(root, "thinking");
-    if (!json_is_object(root)) {
-        BAD("the request body must be a JSON object");
-        goto out;
-    }
+    const json_t *metadata = json_object_get(root, "metadata"), *system = json_object_get(root, "system");
+    const json_t *thinking = json_object_get(root, "thinking");
     if (!json_is_string(model)) {
         BAD("model: a string is required");
         goto out;
@@ -322,11 +277,7 @@ int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size
         BAD("max_tokens: a positive integer is required");
         goto out;
     }
-    if (stream && !json_is_null(stream) && !json_is_boolean(stream)) {
-        BAD("stream: must be a boolean");
-        goto out;
-    }
-    req->stream = json_is_true(stream);
+    if (api_bool(root, "stream", &req->stream, API_LEADING, e)) goto out;
     if (metadata && !json_is_null(metadata) && !json_is_object(metadata)) {
         BAD("metadata: must be an object");
         goto out;
@@ -336,9 +287,9 @@ int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size
         BAD("thinking: extended thinking is not supported (only {\"type\": \"disabled\"})");
         goto out;
     }
-    char cache_key[65]; /* the Messages API has no routing key of its own */
-    if (parse_sampling(root, job, e) || oai_parse_common_fields(ctx, root, job, cache_key, e) ||
-        parse_tools(ctx, root, &tools, job, e) || oai_constrain(ctx, job, tools, e))
+    char cache_key[65]; /* the Messages API has no routing key of its own: the log shows X-Session-Id alone */
+    if (parse_sampling(root, job, e) || api_common_fields(ctx, root, job, cache_key, e) ||
+        parse_tools(root, &tools, job, e) || api_constrain(ctx, job, tools, e))
         goto out;
     if (system && !json_is_null(system)) {
         if (json_is_array(system)) {
@@ -351,26 +302,14 @@ int anth_parse(const oai_context *ctx, bool prefix_cache, const char *body, size
         convo_add(&c, "system");
         if (put_text_content(&c, system, "system", e)) goto out;
     }
-    if (parse_messages(&c, json_object_get(root, "messages"), e)) goto out;
-    const chat_message *msgs = convo_messages(&c);
-    if (!msgs) {
-        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (parse_messages(&c, json_object_get(root, "messages"), e) || api_render(ctx, ctx->tmpl, &c, tools, NULL, job, e))
         goto out;
-    }
-    fkv_error err = {0};
-    if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, tools, &job->req.ids, &job->req.n_ids, &err)) {
-        oai_fail_with(e, NULL, &err);
-        goto out;
-    }
     req->n_prompt = job->req.n_ids;
     if (job->req.n_ids > ctx->n_ctx) {
         BAD("prompt is too long: %u tokens > %u maximum", job->req.n_ids, ctx->n_ctx);
         goto out;
     }
-    /* Generation may run to the end of the context; max_tokens caps it. */
-    job->req.max_tokens = ctx->n_ctx - job->req.n_ids + 1;
-    if ((json_int_t)job->req.max_tokens > json_integer_value(max_tokens))
-        job->req.max_tokens = (uint32_t)json_integer_value(max_tokens);
+    api_cap_tokens(ctx, job, json_integer_value(max_tokens));
     rc = 0;
 out:
     convo_free(&c);
@@ -381,8 +320,8 @@ out:
 
 /* --- the answer --- */
 
-static json_t *usage_json(const anth_request *req, const sched_job *job) {
-    uint32_t computed = req->n_prompt - job->prog.cached, left_cached = req->prefix_cache ? computed : 0;
+static json_t *usage_json(const api_request *req, const sched_job *job) {
+    uint32_t computed = req->n_prompt - job->prog.cached, left_cached = req->ctx->prefix_cache ? computed : 0;
     return json_pack("{s:i,s:i,s:i,s:i}", "input_tokens", (int)(computed - left_cached), "cache_creation_input_tokens",
                      (int)left_cached, "cache_read_input_tokens", (int)job->prog.cached, "output_tokens",
                      (int)job->prog.n_gen);
@@ -396,7 +335,7 @@ static const char *stop_reason(const sched_job *job) {
 
 /* Call i of the job (an OpenAI tool call) as a tool_use block, its input the arguments parsed (with_input), or {}
  * to be streamed as input_json_delta. Arguments that are not a JSON object give {}: a tool_use input is one. */
-static json_t *tool_use_block(const anth_request *req, const sched_job *job, size_t i, bool with_input) {
+static json_t *tool_use_block(const api_request *req, const sched_job *job, size_t i, bool with_input) {
     const json_t *fn = json_object_get(json_array_get(job->prog.tool_calls, i), "function");
     json_t *input = with_input ? json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL) : NULL;
     if (!json_is_object(input)) {
@@ -423,7 +362,7 @@ static json_t *text_block(const char *text, size_t len) {
     return json_pack("{s:s,s:s%}", "type", "text", "text", text ? text : "", len);
 }
 
-json_t *anth_response(const anth_request *req, const sched_job *job) {
+json_t *anth_response(api_request *req, const sched_job *job) {
     json_t *content = json_array();
     if (job->prog.content_len || !job->prog.tool_calls)
         json_array_append_new(content, text_block(job->prog.text.text, job->prog.content_len));
@@ -437,44 +376,45 @@ json_t *anth_response(const anth_request *req, const sched_job *job) {
 
 static void emit(json_t *events, json_t *event) { json_array_append_new(events, event); }
 
-static void block_start(anth_request *req, json_t *events, json_t *block) {
+static void block_start(api_request *req, json_t *events, json_t *block) {
     emit(events, json_pack("{s:s,s:i,s:o}", "type", "content_block_start", "index", req->n_blocks++, "content_block", block));
 }
 
-static void block_stop(anth_request *req, json_t *events) {
+static void block_stop(api_request *req, json_t *events) {
     emit(events, json_pack("{s:s,s:i}", "type", "content_block_stop", "index", req->n_blocks - 1));
 }
 
-void anth_stream(anth_request *req, const sched_job *job, json_t *events) {
+void anth_stream(api_request *req, sched_job *job, json_t *events) {
+    api_choice *c = &req->choice[0];
     if (job->prog.error.code) {
-        oai_error err;
-        oai_fail_with(&err, NULL, &job->prog.error);
+        api_error err;
+        api_fail_with(&err, NULL, &job->prog.error);
         emit(events, anth_error_body(&err));
         req->finished = true;
         return;
     }
     /* message_start carries the usage of the prompt, known once the job has started generating. */
-    if (!req->started && !(job->prog.text.stable > 0 || job->prog.done)) return;
-    if (!req->started) {
+    if (!c->started && !(job->prog.text.stable > 0 || job->prog.done)) return;
+    if (!c->started) {
         json_t *usage = usage_json(req, job);
         json_object_set_new(usage, "output_tokens", json_integer(0));
         emit(events, json_pack("{s:s,s:{s:s,s:s,s:s,s:s,s:[],s:n,s:n,s:o}}", "type", "message_start", "message", "id",
                                req->id, "type", "message", "role", "assistant", "model", req->model, "content",
                                "stop_reason", "stop_sequence", "usage", usage));
         emit(events, json_pack("{s:s}", "type", "ping"));
-        req->started = true;
+        c->started = true;
     }
-    if (job->prog.text.stable > req->sent) {
-        if (!req->text_open) block_start(req, events, text_block("", 0));
-        req->text_open = true;
+    if (job->prog.text.stable > c->sent) {
+        if (!req->open) block_start(req, events, text_block("", 0));
+        req->open = true;
         emit(events, json_pack("{s:s,s:i,s:{s:s,s:s%}}", "type", "content_block_delta", "index", req->n_blocks - 1,
-                               "delta", "type", "text_delta", "text", job->prog.text.text + req->sent,
-                               job->prog.text.stable - req->sent));
-        req->sent = job->prog.text.stable;
+                               "delta", "type", "text_delta", "text", job->prog.text.text + c->sent,
+                               job->prog.text.stable - c->sent));
+        c->sent = job->prog.text.stable;
     }
-    if (!job->prog.done || req->sent < job->prog.text.stable) return;
-    if (!req->text_open && !job->prog.tool_calls) block_start(req, events, text_block("", 0)); /* as anth_response */
-    if (req->text_open || !job->prog.tool_calls) block_stop(req, events);
+    if (!job->prog.done || c->sent < job->prog.text.stable) return;
+    if (!req->open && !job->prog.tool_calls) block_start(req, events, text_block("", 0)); /* as anth_response */
+    if (req->open || !job->prog.tool_calls) block_stop(req, events);
     for (size_t i = 0; i < json_array_size(job->prog.tool_calls); i++) {
         block_start(req, events, tool_use_block(req, job, i, false));
         emit(events, json_pack("{s:s,s:i,s:{s:s,s:s}}", "type", "content_block_delta", "index", req->n_blocks - 1,
@@ -489,7 +429,7 @@ void anth_stream(anth_request *req, const sched_job *job, json_t *events) {
     req->finished = true;
 }
 
-json_t *anth_error_body(const oai_error *e) {
+json_t *anth_error_body(const api_error *e) {
     const char *type = e->status == 401   ? "authentication_error"
                        : e->status == 403 ? "permission_error"
                        : e->status == 404 ? "not_found_error"
@@ -500,3 +440,6 @@ json_t *anth_error_body(const oai_error *e) {
                                           : "invalid_request_error";
     return json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type", type, "message", e->message);
 }
+
+const api anth_messages = {.paths = {"/v1/messages"}, .parse = anth_parse, .respond = anth_response,
+                           .stream = anth_stream, .error_body = anth_error_body, .named_events = true};

@@ -1,11 +1,12 @@
-/* convo.h — a conversation assembled from another API's message shapes (the Messages API's content blocks, the
- * Responses API's input items) into the chat_messages that chat.h renders.
+/* convo.h — a conversation assembled from an API's message shapes (chat's messages, the Messages API's content
+ * blocks, the Responses API's input items) into the chat_messages that chat.h renders.
  *
  * WHY: every API renders through the same template code, so the same conversation gives the same prompt ids —
- * and the same cached rows — whichever API sent it. Those APIs split a turn into blocks or items (text pieces, a
+ * and the same cached rows — whichever API sent it. APIs split a turn into parts, blocks or items (text pieces, a
  * call, a result); chat_message holds one string and a list of calls. This collects them, owning every string.
  *
- * Out of memory is sticky: the calls do nothing after it, and convo_messages reports it.
+ * INVARIANT: out of memory is sticky: the calls do nothing after it, and convo_messages reports it (NULL); what
+ * convo_messages returns is exactly what was added, in order.
  */
 #ifndef FKV_CONVO_H
 #define FKV_CONVO_H

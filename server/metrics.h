@@ -1,9 +1,14 @@
 /* metrics.h — the server's counters, exported as Prometheus text on GET /metrics.
  *
- * Counted once per request when its response is complete: the status, and for completions the prompt,
- * cached and generated tokens and the prefill and decode seconds. The cache hit ratio is cached / prompt
- * tokens over the server's life. Requests turned away by a limit are counted by reason; the queue, the running
- * requests and the open connections are gauges beside their limits. Thread-safety: every function locks.
+ * WHY counted at the end: a request is counted once, when its response is complete — its status, and for
+ * completions the prompt, cached and generated tokens and the prefill and decode seconds — so a scrape never sees
+ * half a request. The cache hit ratio is cached / prompt tokens over the server's life. Requests turned away by a
+ * limit are counted by reason; the queue, the running requests and the open connections are gauges beside their
+ * limits.
+ *
+ * INVARIANT: counters only grow, and every request that got a status is in exactly one status's count.
+ *
+ * Thread-safety: every function locks.
  */
 #ifndef FKV_METRICS_H
 #define FKV_METRICS_H

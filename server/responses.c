@@ -4,14 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
-#include "convo.h"
-#include "toolcall.h"
+#include "openai.h"
 
-#define BAD(param, ...) oai_fail(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
-#define OOM() oai_fail(e, 500, "server_error", NULL, "out_of_memory", "out of memory reading the request")
+#define BAD(param, ...) api_fail(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
 
 /* --- the store --- */
 
@@ -112,12 +108,12 @@ static void store_put(resp_store *s, resp_entry *x) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static int not_found(oai_error *e, const char *param, const char *what, const char *id) {
-    return oai_fail(e, 404, "invalid_request_error", param, param ? "previous_response_not_found" : NULL,
+static int not_found(api_error *e, const char *param, const char *what, const char *id) {
+    return api_fail(e, 404, "invalid_request_error", param, param ? "previous_response_not_found" : NULL,
                     "%s with id '%.100s' not found.", what, id);
 }
 
-json_t *resp_store_get(resp_store *s, const char *id, const char *salt, oai_error *e) {
+json_t *resp_store_get(resp_store *s, const char *id, const char *salt, api_error *e) {
     pthread_mutex_lock(&s->mu);
     resp_entry *x = find_locked(s, id, salt);
     json_t *r = x ? json_deep_copy(x->response) : NULL;
@@ -126,7 +122,7 @@ json_t *resp_store_get(resp_store *s, const char *id, const char *salt, oai_erro
     return r;
 }
 
-json_t *resp_store_delete(resp_store *s, const char *id, const char *salt, oai_error *e) {
+json_t *resp_store_delete(resp_store *s, const char *id, const char *salt, api_error *e) {
     pthread_mutex_lock(&s->mu);
     resp_entry *x = find_locked(s, id, salt);
     if (x) unlink_entry(s, x);
@@ -148,7 +144,7 @@ typedef struct {
     json_t *tools;
 } resp_chain;
 
-static int chain_get(resp_store *s, const char *id, const char *salt, resp_chain *c, oai_error *e) {
+static int chain_get(resp_store *s, const char *id, const char *salt, resp_chain *c, api_error *e) {
     pthread_mutex_lock(&s->mu);
     resp_entry *x = find_locked(s, id, salt);
     if (x) {
@@ -161,7 +157,7 @@ static int chain_get(resp_store *s, const char *id, const char *salt, resp_chain
     const bool copied = x && c->ids && (!x->instructions || c->instructions) && (!x->tools || c->tools);
     pthread_mutex_unlock(&s->mu);
     if (!x) return not_found(e, "previous_response_id", "Previous response", id);
-    if (!copied) return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (!copied) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     return 0;
 }
 
@@ -173,31 +169,22 @@ static void chain_free(resp_chain *c) {
 
 /* --- the request --- */
 
-/* Text parts ([{type: input_text | output_text, text}]) or a string, appended to the last message. */
-static int put_content(convo *c, const json_t *content, const char *param, oai_error *e) {
-    if (json_is_string(content)) {
-        convo_text(c, json_string_value(content), json_string_length(content));
-        return 0;
-    }
-    if (!json_is_array(content)) return BAD(param, "'%s' must be a string or an array of text parts", param);
-    size_t i;
-    json_t *part;
-    json_array_foreach(content, i, part) {
-        const char *type = json_string_value(json_object_get(part, "type"));
-        const json_t *text = json_object_get(part, "text");
-        if (type && (!strcmp(type, "input_image") || !strcmp(type, "input_file") || !strcmp(type, "input_audio")))
-            return BAD(param, "'%s[%zu]' is an %s part: this model reads text only", param, i, type);
-        if (!type || (strcmp(type, "input_text") && strcmp(type, "output_text")) || !json_is_string(text))
-            return BAD(param, "'%s[%zu]' must be {\"type\": \"input_text\" or \"output_text\", \"text\": string}", param,
-                       i);
-        convo_text(c, json_string_value(text), json_string_length(text));
-    }
-    return 0;
+/* A content part's text: the Responses' parts are {type: input_text | output_text, text}. */
+static const json_t *part_text(const json_t *part, size_t i, const char *param, api_error *e) {
+    const char *type = json_string_value(json_object_get(part, "type"));
+    const json_t *text = json_object_get(part, "text");
+    if (type && (!strcmp(type, "input_image") || !strcmp(type, "input_file") || !strcmp(type, "input_audio")))
+        BAD(param, "'%s[%zu]' is an %s part: this model reads text only", param, i, type);
+    else if (!type || (strcmp(type, "input_text") && strcmp(type, "output_text")) || !json_is_string(text))
+        BAD(param, "'%s[%zu]' must be {\"type\": \"input_text\" or \"output_text\", \"text\": string}", param, i);
+    else
+        return text;
+    return NULL;
 }
 
 /* input (a string, or items) appended to c as chat messages; a run of function_call items joins the assistant
  * message before it, as one turn with its calls. */
-static int parse_input(convo *c, const json_t *input, oai_error *e) {
+static int parse_input(convo *c, const json_t *input, api_error *e) {
     if (json_is_string(input)) {
         convo_add(c, "user");
         convo_text(c, json_string_value(input), json_string_length(input));
@@ -221,7 +208,7 @@ static int parse_input(convo *c, const json_t *input, oai_error *e) {
             convo_add(c, !strcmp(role, "user") ? "user" : !strcmp(role, "assistant") ? "assistant" : "system");
             char content[64];
             snprintf(content, sizeof content, "%s.content", param);
-            if (put_content(c, json_object_get(item, "content"), content, e)) return -1;
+            if (api_put_content(c, json_object_get(item, "content"), content, part_text, e)) return -1;
         } else if (!strcmp(type, "function_call")) {
             const json_t *call_id = json_object_get(item, "call_id"), *name = json_object_get(item, "name");
             const json_t *args = json_object_get(item, "arguments");
@@ -236,7 +223,7 @@ static int parse_input(convo *c, const json_t *input, oai_error *e) {
             convo_add(c, "tool");
             char at[64];
             snprintf(at, sizeof at, "%s.output", param);
-            if (put_content(c, output, at, e)) return -1;
+            if (api_put_content(c, output, at, part_text, e)) return -1;
         } else {
             return BAD(param, "'%s' is a%s item; flatkv takes message, function_call and function_call_output items",
                        param, *type ? "n unsupported" : " typeless");
@@ -247,7 +234,7 @@ static int parse_input(convo *c, const json_t *input, oai_error *e) {
 
 /* tools: function tools ({type: "function", name, description, parameters}), checked; *chat_tools: chat's shape of
  * them (what the templates render), or NULL for none. */
-static int parse_tools(const json_t *tools, json_t **chat_tools, oai_error *e) {
+static int parse_tools(const json_t *tools, json_t **chat_tools, api_error *e) {
     *chat_tools = NULL;
     if (!tools || json_is_null(tools) || (json_is_array(tools) && json_array_size(tools) == 0)) return 0;
     if (!json_is_array(tools)) return BAD("tools", "'tools' must be an array");
@@ -269,44 +256,38 @@ static int parse_tools(const json_t *tools, json_t **chat_tools, oai_error *e) {
             return BAD("tools", "'tools[%zu]' must be {\"type\": \"function\", \"name\": string, \"description\": "
                        "string, \"parameters\": object}", i);
         }
-        json_t *fn = json_pack("{s:O}", "name", name);
-        if (json_is_string(description)) json_object_set(fn, "description", (json_t *)description);
-        if (json_is_object(parameters)) json_object_set(fn, "parameters", (json_t *)parameters);
-        json_array_append_new(out, json_pack("{s:s,s:o}", "type", "function", "function", fn));
+        json_array_append_new(out, api_function_tool(name, description, parameters));
     }
     *chat_tools = out;
     return 0;
 }
 
 /* tool_choice and parallel_tool_calls, checked against the tools in effect, into job in chat's form. */
-static int parse_tool_choice(const json_t *root, const json_t *tools, sched_job *job, oai_error *e) {
-    const json_t *choice = json_object_get(root, "tool_choice"), *parallel = json_object_get(root, "parallel_tool_calls");
-    if (parallel && !json_is_null(parallel) && !json_is_boolean(parallel))
-        return BAD("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
-    job->req.single_tool_call = json_is_false(parallel);
+static int parse_tool_choice(const json_t *root, const json_t *tools, sched_job *job, api_error *e) {
+    const json_t *choice = json_object_get(root, "tool_choice");
+    bool parallel = true;
+    if (api_bool(root, "parallel_tool_calls", &parallel, API_QUOTED, e)) return -1;
+    job->req.single_tool_call = !parallel;
     if (!choice || json_is_null(choice)) return 0;
     const char *s = json_string_value(choice);
     if (s && (!strcmp(s, "none") || !strcmp(s, "auto") || !strcmp(s, "required"))) {
         if (!strcmp(s, "required") && !tools) return BAD("tool_choice", "'tool_choice' \"required\" needs tools");
         job->req.tool_choice = json_string(s);
-        return job->req.tool_choice ? 0 : OOM();
+        return job->req.tool_choice ? 0 : api_oom(e);
     }
     const json_t *type = json_object_get(choice, "type"), *name = json_object_get(choice, "name");
     if (!json_is_object(choice) || !json_is_string(type) || strcmp(json_string_value(type), "function") ||
         !json_is_string(name))
         return BAD("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
                    "\"name\": ...}");
-    bool known = false;
-    for (size_t i = 0; i < json_array_size(tools); i++)
-        known = known || json_equal(json_object_get(json_array_get(tools, i), "name"), (json_t *)name);
-    if (!known) return BAD("tool_choice", "'tool_choice.name' must name one of the tools");
+    if (!api_names_tool(tools, name)) return BAD("tool_choice", "'tool_choice.name' must name one of the tools");
     job->req.tool_choice = json_pack("{s:s,s:{s:O}}", "type", "function", "function", "name", name);
-    return job->req.tool_choice ? 0 : OOM();
+    return job->req.tool_choice ? 0 : api_oom(e);
 }
 
 /* text.format into job->req.response_format, chat's shape: json_object as it is, json_schema's fields under
  * "json_schema"; "text" is no constraint. */
-static int parse_text(const json_t *text, sched_job *job, oai_error *e) {
+static int parse_text(const json_t *text, sched_job *job, api_error *e) {
     if (!text || json_is_null(text)) return 0;
     const json_t *format = json_object_get(text, "format");
     if (!json_is_object(text)) return BAD("text", "'text' must be an object");
@@ -315,7 +296,7 @@ static int parse_text(const json_t *text, sched_job *job, oai_error *e) {
     if (type && !strcmp(type, "text")) return 0;
     if (type && !strcmp(type, "json_object")) {
         job->req.response_format = json_pack("{s:s}", "type", "json_object");
-        return job->req.response_format ? 0 : OOM();
+        return job->req.response_format ? 0 : api_oom(e);
     }
     const json_t *name = json_object_get(format, "name"), *schema = json_object_get(format, "schema");
     const json_t *strict = json_object_get(format, "strict"), *description = json_object_get(format, "description");
@@ -329,26 +310,16 @@ static int parse_text(const json_t *text, sched_job *job, oai_error *e) {
     if ((json_is_boolean(strict) && json_object_set(js, "strict", (json_t *)strict)) ||
         (json_is_string(description) && json_object_set(js, "description", (json_t *)description))) {
         json_decref(js);
-        return OOM();
+        return api_oom(e);
     }
     job->req.response_format = js ? json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", js) : NULL;
-    return job->req.response_format ? 0 : OOM();
-}
-
-/* A number field in [lo, hi] (absent or null: keep *out). */
-static int get_number(const json_t *root, const char *key, double lo, double hi, float *out, oai_error *e) {
-    const json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_number(v) || json_number_value(v) < lo || json_number_value(v) > hi)
-        return BAD(key, "'%s' must be a number between %g and %g", key, lo, hi);
-    *out = (float)json_number_value(v);
-    return 0;
+    return job->req.response_format ? 0 : api_oom(e);
 }
 
 static bool is_string(const json_t *v, const char *s) { return json_is_string(v) && !strcmp(json_string_value(v), s); }
 
 /* The fields that change what flatkv would do in ways it does not: refused rather than ignored. */
-static int refuse_unsupported(const json_t *root, oai_error *e) {
+static int refuse_unsupported(const json_t *root, api_error *e) {
     const json_t *truncation = json_object_get(root, "truncation"), *top = json_object_get(root, "top_logprobs");
     if (json_is_true(json_object_get(root, "background")))
         return BAD("background", "background responses are not supported");
@@ -371,51 +342,45 @@ static json_t *sampling_value(float v) {
     return json_real(strtod(text, NULL));
 }
 
-/* 32 random hex digits (time and a counter if the kernel gives no randomness). */
-static void random_hex(char out[33]) {
-    static unsigned long long counter;
-    unsigned char bytes[16];
-    if (getrandom(bytes, sizeof bytes, 0) != (ssize_t)sizeof bytes) {
-        unsigned long long t = (unsigned long long)time(NULL), n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
-        memcpy(bytes, &t, 8);
-        memcpy(bytes + 8, &n, 8);
+/* A follow-up's prompt: the chain's ids as they were fed and generated (taken), then what the template writes after
+ * the reply — its end of turn, c's messages, the generation prompt (chat_continuation_ids). */
+static int continue_chain(const api_context *ctx, convo *c, resp_chain *chain, const char *instructions, sched_job *job,
+                          api_error *e) {
+    const chat_message *msgs = convo_messages(c);
+    int32_t *more, *ids;
+    uint32_t n_more;
+    fkv_error err = {0};
+    if (!msgs) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (chat_continuation_ids(ctx->model, ctx->tmpl, instructions, msgs, c->n, chain->ids[chain->n_ids - 1], &more,
+                              &n_more, &err))
+        return api_fail_with(e, "input", &err);
+    if (!(ids = realloc(chain->ids, sizeof(int32_t) * (chain->n_ids + n_more)))) {
+        free(more);
+        return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     }
-    for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+    memcpy(ids + chain->n_ids, more, sizeof(int32_t) * n_more);
+    free(more);
+    job->req.ids = ids;
+    job->req.n_ids = chain->n_ids + n_more;
+    chain->ids = NULL;
+    return 0;
 }
 
-int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size_t len, resp_request *req,
-               sched_job *job, oai_error *e) {
-    json_t *root = oai_load_body(body, len, e), *chat_tools = NULL;
+int resp_parse(const api_context *ctx, const char *body, size_t len, api_request *req, sched_job *job, api_error *e) {
+    json_t *root = api_begin(ctx, body, len, req, job, e), *chat_tools = NULL;
+    if (!root) return -1;
     convo c = {0};
     resp_chain chain = {0};
     int rc = -1;
-    memset(req, 0, sizeof *req);
-    req->store = store;
-    req->model = ctx->model;
-    if (!root) return -1;
-    char hex[33];
-    random_hex(hex);
-    snprintf(req->id, sizeof req->id, "resp_%s", hex);
-    snprintf(job->req.id, sizeof job->req.id, "%s", hex);
-    req->created = (long long)time(NULL);
-    const json_t *model = json_object_get(root, "model"), *stream = json_object_get(root, "stream");
-    const json_t *store_v = json_object_get(root, "store"), *prev = json_object_get(root, "previous_response_id");
+    api_new_id(req->id, "resp_", true);
+    snprintf(job->req.id, sizeof job->req.id, "%s", req->id + strlen("resp_"));
+    const json_t *model = json_object_get(root, "model"), *prev = json_object_get(root, "previous_response_id");
     const json_t *instructions = json_object_get(root, "instructions"), *metadata = json_object_get(root, "metadata");
     const json_t *max_out = json_object_get(root, "max_output_tokens"), *tools = json_object_get(root, "tools");
-    if (!json_is_object(root)) {
-        BAD(NULL, "the request body must be a JSON object");
+    req->store_it = true;
+    if (refuse_unsupported(root, e) || api_bool(root, "stream", &req->stream, API_QUOTED, e) ||
+        api_bool(root, "store", &req->store_it, API_QUOTED, e))
         goto out;
-    }
-    if (refuse_unsupported(root, e)) goto out;
-    const char *checks[][2] = {{"stream", "a boolean"}, {"store", "a boolean"}};
-    const json_t *values[] = {stream, store_v};
-    for (int k = 0; k < 2; k++)
-        if (values[k] && !json_is_null(values[k]) && !json_is_boolean(values[k])) {
-            BAD(checks[k][0], "'%s' must be %s", checks[k][0], checks[k][1]);
-            goto out;
-        }
-    req->stream = json_is_true(stream);
-    req->store_it = !json_is_false(store_v);
     if ((model && !json_is_null(model) && !json_is_string(model)) || (prev && !json_is_null(prev) && !json_is_string(prev)) ||
         (instructions && !json_is_null(instructions) && !json_is_string(instructions)) ||
         (metadata && !json_is_null(metadata) && !json_is_object(metadata))) {
@@ -430,21 +395,15 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
         BAD("max_output_tokens", "'max_output_tokens' must be a positive integer");
         goto out;
     }
-    job->req.sampling = fkv_sampler_default_params();
-    job->req.sampling.seed = (uint64_t)time(NULL);
-    if (get_number(root, "temperature", 0, 2, &job->req.sampling.temp, e) ||
-        get_number(root, "top_p", 0, 1, &job->req.sampling.top_p, e) ||
-        oai_parse_common_fields(ctx, root, job, req->cache_key, e) || parse_text(json_object_get(root, "text"), job, e) ||
+    if (api_number(root, "temperature", 0, 2, &job->req.sampling.temp, API_QUOTED, e) ||
+        api_number(root, "top_p", 0, 1, &job->req.sampling.top_p, API_QUOTED, e) ||
+        api_common_fields(ctx, root, job, req->cache_key, e) || parse_text(json_object_get(root, "text"), job, e) ||
         parse_tools(tools, &chat_tools, e))
         goto out;
-    if (job->req.salt && !(req->salt = strdup(job->req.salt))) {
-        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-        goto out;
-    }
 
     /* The instructions and tools in effect: a chain's own, which a follow-up may repeat but not change. */
     const bool continued = json_is_string(prev);
-    if (continued && chain_get(store, json_string_value(prev), req->salt, &chain, e)) goto out;
+    if (continued && chain_get(ctx->store, json_string_value(prev), job->req.salt, &chain, e)) goto out;
     const json_t *given_tools = chat_tools ? tools : NULL;
     if (continued) {
         if (json_is_string(instructions) && (!chain.instructions || strcmp(chain.instructions, json_string_value(instructions)))) {
@@ -465,74 +424,39 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
         req->instructions = json_is_string(instructions) ? strdup(json_string_value(instructions)) : NULL;
         req->tools = given_tools ? json_deep_copy(given_tools) : NULL;
         if ((json_is_string(instructions) && !req->instructions) || (given_tools && !req->tools)) {
-            oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
             goto out;
         }
     }
-    if (parse_tool_choice(root, req->tools, job, e)) goto out;
-    if (req->tools && !is_string(job->req.tool_choice, "none"))
-        job->req.tool_format = toolcall_format_of(ctx->tmpl);
-    {
-        json_t *offered = NULL; /* the tools in effect, in chat's shape, for an enforced tool_choice */
-        if (req->tools && !is_string(job->req.tool_choice, "none") && parse_tools(req->tools, &offered, e)) goto out;
-        const int rc = oai_constrain(ctx, job, offered, e);
-        json_decref(offered);
-        if (rc) goto out;
+    if (continued) { /* the chain's tools, in chat's shape */
+        json_decref(chat_tools);
+        if (parse_tools(req->tools, &chat_tools, e)) goto out;
     }
+    if (parse_tool_choice(root, req->tools, job, e) ||
+        api_constrain(ctx, job, is_string(job->req.tool_choice, "none") ? NULL : chat_tools, e))
+        goto out;
 
     if (!continued && req->instructions) {
         convo_add(&c, "system");
         convo_text(&c, req->instructions, strlen(req->instructions));
     }
     if (parse_input(&c, json_object_get(root, "input"), e)) goto out;
-    const chat_message *msgs = convo_messages(&c);
-    if (!msgs) {
-        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    if (continued ? continue_chain(ctx, &c, &chain, req->instructions, job, e)
+                  : api_render(ctx, ctx->tmpl, &c, chat_tools, "input", job, e))
         goto out;
-    }
-    fkv_error err = {0};
-    if (!continued) {
-        json_t *render = req->tools ? chat_tools : NULL;
-        if (chat_prompt_ids(ctx->model, ctx->tmpl, msgs, c.n, render, &job->req.ids, &job->req.n_ids, &err)) {
-            oai_fail_with(e, "input", &err);
-            goto out;
-        }
-    } else {
-        /* The chain's ids as they were fed and generated, then what the template writes after the reply. */
-        int32_t *more;
-        uint32_t n_more;
-        if (chat_continuation_ids(ctx->model, ctx->tmpl, req->instructions, msgs, c.n, chain.ids[chain.n_ids - 1], &more,
-                                  &n_more, &err)) {
-            oai_fail_with(e, "input", &err);
-            goto out;
-        }
-        job->req.ids = realloc(chain.ids, sizeof(int32_t) * (chain.n_ids + n_more));
-        if (!job->req.ids) {
-            free(more);
-            oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-            goto out;
-        }
-        memcpy(job->req.ids + chain.n_ids, more, sizeof(int32_t) * n_more);
-        job->req.n_ids = chain.n_ids + n_more;
-        chain.ids = NULL;
-        free(more);
-    }
     if (job->req.n_ids > ctx->n_ctx) {
-        oai_fail(e, 400, "invalid_request_error", "input", "context_length_exceeded",
+        api_fail(e, 400, "invalid_request_error", "input", "context_length_exceeded",
                  "This model's maximum context length is %u tokens. However, your input has %u tokens.", ctx->n_ctx,
                  job->req.n_ids);
         goto out;
     }
     req->n_prompt = job->req.n_ids;
     if (!(req->prompt = malloc(sizeof(int32_t) * job->req.n_ids))) {
-        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto out;
     }
     memcpy(req->prompt, job->req.ids, sizeof(int32_t) * job->req.n_ids);
-    /* Generation may run to the end of the context; max_output_tokens caps it. */
-    job->req.max_tokens = ctx->n_ctx - job->req.n_ids + 1;
-    if (json_is_integer(max_out) && (json_int_t)job->req.max_tokens > json_integer_value(max_out))
-        job->req.max_tokens = (uint32_t)json_integer_value(max_out);
+    api_cap_tokens(ctx, job, json_is_integer(max_out) ? json_integer_value(max_out) : 0);
 
     /* What the response object repeats of the request. */
     const json_t *temp = json_object_get(root, "temperature"), *top_p = json_object_get(root, "top_p");
@@ -553,7 +477,7 @@ int resp_parse(const oai_context *ctx, resp_store *store, const char *body, size
         json_is_number(top_p) ? json_deep_copy(top_p) : sampling_value(job->req.sampling.top_p), "truncation",
         "disabled", "user");
     if (!req->base) {
-        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
         goto out;
     }
     rc = 0;
@@ -565,15 +489,6 @@ out:
     return rc;
 }
 
-void resp_request_free(resp_request *req) {
-    json_decref(req->base);
-    json_decref(req->tools);
-    free(req->instructions);
-    free(req->salt);
-    free(req->prompt);
-    memset(req, 0, sizeof *req);
-}
-
 /* --- the answer --- */
 
 static bool incomplete(const sched_job *job) {
@@ -582,7 +497,7 @@ static bool incomplete(const sched_job *job) {
 
 static bool has_message(const sched_job *job) { return job->prog.content_len || !job->prog.tool_calls; }
 
-static json_t *message_item(const resp_request *req, const char *text, size_t len, const char *status) {
+static json_t *message_item(const api_request *req, const char *text, size_t len, const char *status) {
     json_t *content = status && !strcmp(status, "in_progress")
                           ? json_array()
                           : json_pack("[{s:s,s:s%,s:[],s:[]}]", "type", "output_text", "text", text ? text : "", len,
@@ -592,7 +507,7 @@ static json_t *message_item(const resp_request *req, const char *text, size_t le
 }
 
 /* Call i of the job as a function_call item (arguments "" while in progress). */
-static json_t *call_item(const resp_request *req, const sched_job *job, size_t i, bool in_progress) {
+static json_t *call_item(const api_request *req, const sched_job *job, size_t i, bool in_progress) {
     const json_t *call = json_array_get(job->prog.tool_calls, i), *fn = json_object_get(call, "function");
     char id[64];
     snprintf(id, sizeof id, "fc_%s_%zu", req->id + strlen("resp_"), i);
@@ -603,7 +518,7 @@ static json_t *call_item(const resp_request *req, const sched_job *job, size_t i
 }
 
 /* The response object: in progress (job NULL), or the finished job's. */
-static json_t *response_object(const resp_request *req, const sched_job *job) {
+static json_t *response_object(const api_request *req, const sched_job *job) {
     json_t *r = json_pack("{s:s,s:s,s:I,s:s,s:n,s:o}", "id", req->id, "object", "response", "created_at",
                           (json_int_t)req->created, "status",
                           !job ? "in_progress" : incomplete(job) ? "incomplete" : "completed", "error",
@@ -629,9 +544,9 @@ static json_t *response_object(const resp_request *req, const sched_job *job) {
 
 /* Keep the finished response: its object, and its ids — the prompt, then the output as generated but for an
  * end-of-generation token at its end, which was never fed and which the template's end of turn replaces. */
-static void keep(resp_request *req, const sched_job *job, const json_t *response) {
+static void keep(api_request *req, const sched_job *job, const json_t *response) {
     uint32_t n_out = job->prog.n_out;
-    if (n_out && fkv_token_is_eog(req->model, job->prog.out[n_out - 1])) n_out--;
+    if (n_out && fkv_token_is_eog(req->ctx->model, job->prog.out[n_out - 1])) n_out--;
     resp_entry *x = calloc(1, sizeof *x);
     if (!x || !(x->ids = malloc(sizeof(int32_t) * (req->n_prompt + n_out)))) {
         free(x);
@@ -641,11 +556,11 @@ static void keep(resp_request *req, const sched_job *job, const json_t *response
     memcpy(x->ids, req->prompt, sizeof(int32_t) * req->n_prompt);
     if (n_out) memcpy(x->ids + req->n_prompt, job->prog.out, sizeof(int32_t) * n_out);
     x->n_ids = req->n_prompt + n_out;
-    x->salt = req->salt ? strdup(req->salt) : NULL;
+    x->salt = job->req.salt ? strdup(job->req.salt) : NULL;
     x->instructions = req->instructions ? strdup(req->instructions) : NULL;
     x->tools = req->tools ? json_deep_copy(req->tools) : NULL;
     x->response = json_deep_copy(response);
-    if ((req->salt && !x->salt) || (req->instructions && !x->instructions) || (req->tools && !x->tools) ||
+    if ((job->req.salt && !x->salt) || (req->instructions && !x->instructions) || (req->tools && !x->tools) ||
         !x->response) {
         entry_free(x);
         return; /* out of memory: not kept, as if evicted */
@@ -655,16 +570,16 @@ static void keep(resp_request *req, const sched_job *job, const json_t *response
                (x->instructions ? strlen(x->instructions) : 0); /* a parsed JSON value takes about twice its text */
     free(dump);
     free(tools);
-    store_put(req->store, x);
+    store_put(req->ctx->store, x);
 }
 
-json_t *resp_response(resp_request *req, const sched_job *job) {
+json_t *resp_response(api_request *req, const sched_job *job) {
     json_t *r = response_object(req, job);
     if (req->store_it) keep(req, job, r);
     return r;
 }
 
-static void emit(resp_request *req, json_t *events, json_t *event) {
+static void emit(api_request *req, json_t *events, json_t *event) {
     json_object_set_new(event, "sequence_number", json_integer(req->seq++));
     json_array_append_new(events, event);
 }
@@ -674,17 +589,17 @@ static json_t *text_part(const char *text, size_t len) {
 }
 
 /* The message item's ends, at output_index 0: added with its empty part, or its text done, part done, item done. */
-static void message_open(resp_request *req, json_t *events) {
+static void message_open(api_request *req, json_t *events) {
     char item_id[48];
     snprintf(item_id, sizeof item_id, "msg_%s", req->id + strlen("resp_"));
     emit(req, events, json_pack("{s:s,s:i,s:o}", "type", "response.output_item.added", "output_index", 0, "item",
                                 message_item(req, NULL, 0, "in_progress")));
     emit(req, events, json_pack("{s:s,s:s,s:i,s:i,s:o}", "type", "response.content_part.added", "item_id", item_id,
                                 "output_index", 0, "content_index", 0, "part", text_part("", 0)));
-    req->msg_open = true;
+    req->open = true;
 }
 
-static void message_close(resp_request *req, const sched_job *job, json_t *events, const json_t *item) {
+static void message_close(api_request *req, const sched_job *job, json_t *events, const json_t *item) {
     const char *item_id = json_string_value(json_object_get(item, "id"));
     emit(req, events,
          json_pack("{s:s,s:s,s:i,s:i,s:s%,s:[]}", "type", "response.output_text.done", "item_id", item_id,
@@ -696,24 +611,25 @@ static void message_close(resp_request *req, const sched_job *job, json_t *event
     emit(req, events, json_pack("{s:s,s:i,s:O}", "type", "response.output_item.done", "output_index", 0, "item", item));
 }
 
-void resp_stream(resp_request *req, const sched_job *job, json_t *events) {
-    if (!req->started) {
+void resp_stream(api_request *req, sched_job *job, json_t *events) {
+    api_choice *c = &req->choice[0];
+    if (!c->started) {
         json_t *r = response_object(req, NULL);
         emit(req, events, json_pack("{s:s,s:o}", "type", "response.created", "response", json_deep_copy(r)));
         emit(req, events, json_pack("{s:s,s:o}", "type", "response.in_progress", "response", r));
-        req->started = true;
+        c->started = true;
     }
-    if (job->prog.text.stable > req->sent && !job->prog.error.code) {
-        if (!req->msg_open) message_open(req, events);
+    if (job->prog.text.stable > c->sent && !job->prog.error.code) {
+        if (!req->open) message_open(req, events);
         char item_id[48];
         snprintf(item_id, sizeof item_id, "msg_%s", req->id + strlen("resp_"));
         emit(req, events,
              json_pack("{s:s,s:s,s:i,s:i,s:s%,s:[]}", "type", "response.output_text.delta", "item_id", item_id,
-                       "output_index", 0, "content_index", 0, "delta", job->prog.text.text + req->sent,
-                       job->prog.text.stable - req->sent, "logprobs"));
-        req->sent = job->prog.text.stable;
+                       "output_index", 0, "content_index", 0, "delta", job->prog.text.text + c->sent,
+                       job->prog.text.stable - c->sent, "logprobs"));
+        c->sent = job->prog.text.stable;
     }
-    if (!job->prog.done || (req->sent < job->prog.text.stable && !job->prog.error.code)) return;
+    if (!job->prog.done || (c->sent < job->prog.text.stable && !job->prog.error.code)) return;
     req->finished = true;
     if (job->prog.error.code) {
         json_t *r = response_object(req, NULL);
@@ -726,7 +642,7 @@ void resp_stream(resp_request *req, const sched_job *job, json_t *events) {
     json_t *r = resp_response(req, job), *output = json_object_get(r, "output");
     size_t first_call = 0;
     if (has_message(job)) {
-        if (!req->msg_open) message_open(req, events);
+        if (!req->open) message_open(req, events);
         message_close(req, job, events, json_array_get(output, 0));
         first_call = 1;
     }
@@ -747,3 +663,6 @@ void resp_stream(resp_request *req, const sched_job *job, json_t *events) {
     emit(req, events, json_pack("{s:s,s:o}", "type", incomplete(job) ? "response.incomplete" : "response.completed",
                                 "response", r));
 }
+
+const api resp_responses = {.paths = {"/v1/responses"}, .parse = resp_parse, .respond = resp_response,
+                            .stream = resp_stream, .error_body = oai_error_body, .named_events = true};

@@ -144,6 +144,8 @@ void sched_job_release(sched *s, sched_job *j) {
     job_free(j);
 }
 
+sched_job *sched_job_choice(sched_job *job, uint32_t i) { return i ? job->followers[i - 1] : job; }
+
 void sched_job_cancel(sched_job *j) {
     pthread_mutex_lock(&j->mu);
     j->cancelled = true;

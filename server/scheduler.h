@@ -1,12 +1,14 @@
 /* scheduler.h — the server's engine side: requests wait in one fair queue; one engine thread runs up to
  * `parallel` of them at once on a multi-sequence engine (fkv_engine).
  *
- * Each step computes one prompt chunk (of the running request that waited longest for one) and then one
- * decode step for every running request that is generating, as a single batched forward — so a long
- * prompt never stalls the others for more than a chunk. Reuse is decided by the engine's prefix tree with
- * the record's rules: a request is answered from cached rows only as far as its own token ids (and cache
- * salt) agree with the ids that built them, so one client is never answered from another conversation's
- * rows. Rows are invariant, so batching never changes an answer.
+ * WHY one engine thread batching every request: each step computes one prompt chunk (of the running request that
+ * waited longest for one) and then one decode step for every running request that is generating, as a single
+ * batched forward — so a long prompt never stalls the others for more than a chunk, and rows are invariant, so
+ * batching never changes an answer. Reuse is decided by the engine's prefix tree with the record's rules.
+ *
+ * INVARIANT: a request is answered from cached rows only as far as its own token ids (and cache salt) agree with the
+ * ids that built them, so one client is never answered from another conversation's rows; and a cancelled or
+ * preempted sequence's record describes exactly what its KV holds, because ids are recorded only when fed.
  *
  * Memory: when the KV pool is full of running requests' blocks, the request that needs one more is
  * preempted — its blocks released (still cached), requeued at the front, and resumed later by recomputing
@@ -16,8 +18,7 @@
  * A job is shared by the connection that submitted it and the engine thread: reference-counted, its
  * progress guarded by its mutex. The engine appends generated text; the connection reads the part that
  * can no longer change (`stable`: complete UTF-8, and no stop string can still begin in it) and may cancel
- * at any time (a client that went away). A cancelled generation stops at the next token; the sequence's
- * record then describes exactly what its KV holds, because ids are recorded only when fed.
+ * at any time (a client that went away). A cancelled generation stops at the next token.
  *
  * Limits: at most `max_queue` requests wait (sched_submit refuses the next with FKV_E_BUSY, and says when to retry);
  * a request with a deadline that passes — waiting or running — ends with FKV_E_TIMEOUT at the next step.
@@ -91,7 +92,7 @@ typedef struct sched_progress {
     fkv_reuse reuse; /* how the reuse came to be (held < capped: the window layers' rows there were given back) */
     double prefill_ms, decode_ms;
     uint32_t drafted, accepted; /* once done: tokens speculative decoding guessed, and kept */
-    /* where the prompt parted from the cached sequence it agreed with longest (diverged: see openai.h) */
+    /* where the prompt parted from the cached sequence it agreed with longest (OpenAI's timings: "divergence") */
     bool diverged;
     uint32_t diverged_at;
     char cached_text[96], prompt_text[96]; /* the next ids on each side, as text */
@@ -151,6 +152,8 @@ sched_job *sched_job_follower(sched_job *job, uint64_t seed);
 /* Queue the job (the scheduler takes its own reference): 0; or -1 with FKV_E_BUSY in err when max_queue requests
  * already wait, *retry_after_s then saying when a retry is likely to be taken (the queue's expected drain, 1..60). */
 int sched_submit(sched *s, sched_job *job, uint32_t *retry_after_s, fkv_error *err);
+/* Choice i of a request: the job itself (0), then its followers. */
+sched_job *sched_job_choice(sched_job *job, uint32_t i);
 /* Drop a reference; the last one frees the job. */
 void sched_job_release(sched *s, sched_job *job);
 /* Ask the job to stop (waiting: it will not run; running: at the next token). */

@@ -1,10 +1,15 @@
-/* server.h — the OpenAI-compatible HTTP server (libmicrohttpd, one thread per connection).
+/* server.h — the HTTP server (libmicrohttpd, one thread per connection) in front of one engine.
  *
- * Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses, GET and DELETE /v1/responses/{id}
- * (responses.h), POST /v1/messages (Anthropic's, anthropic.h), GET /v1/models, GET /health, GET /metrics.
- * Every failure is a 4xx/5xx with an error body in its API's shape — OpenAI's {"error": {message, type, param,
- * code}}, under /v1/messages Anthropic's {"type": "error", "error": {type, message}}; the server keeps serving.
- * Requests queue fairly (scheduler.h). A client that disconnects stops its generation at the next token.
+ * WHY one process serves every API: OpenAI's chat and completions, Anthropic's Messages and OpenAI's Responses are
+ * rows of one table (api.h) that turn a body into the same kind of job, which one scheduler (scheduler.h) runs on one
+ * engine; so a conversation reuses its cached rows whichever API it speaks. Routes (http.c): POST at each API's paths
+ * (/v1/chat/completions, /v1/completions, /v1/messages, /v1/responses), GET and DELETE /v1/responses/{id}, GET
+ * /v1/models, /health (no key needed) and /metrics. Requests queue fairly; a client that disconnects stops its
+ * generation at the next token.
+ *
+ * INVARIANT: every failure is a 4xx/5xx with an error body in the shape of the API whose path it came to — OpenAI's
+ * {"error": {message, type, param, code}}, under /v1/messages Anthropic's {"type": "error", "error": {type,
+ * message}} — and the server keeps serving.
  *
  * Overload: past --max-queue waiting requests the next gets 503 with Retry-After; past --max-connections new
  * connections are refused; a request still waiting or running --timeout seconds after it arrived ends with 504;

@@ -3,10 +3,11 @@
  * WHY here: a model asked to use tools answers in its template family's own form — Qwen/Hermes (ChatML)
  * write <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> blocks, Llama-3.1 writes one JSON object
  * {"name": ..., "parameters": {...}} — and OpenAI clients expect `tool_calls` with the arguments as a JSON
- * string. Output that is not a well-formed call stays text: a malformed call is never an error.
+ * string. The other APIs reshape these calls (tool_use blocks, function_call items).
  *
- * Streaming: text that might still become a call is held back (toolcall_safe_prefix), so a client never
- * receives the beginning of a call as content.
+ * INVARIANT: output that is not a well-formed call stays text: a malformed call is never an error. Streaming: text
+ * that might still become a call is held back (toolcall_safe_prefix), so a client never receives the beginning of a
+ * call as content.
  */
 #ifndef FKV_TOOLCALL_H
 #define FKV_TOOLCALL_H

@@ -1,8 +1,10 @@
 /* utf8.h — keeping generated text valid UTF-8 on its way into JSON.
  *
  * WHY: tokens are byte pieces; a multi-byte character can be split across two tokens, and a model can emit
- * bytes that are not UTF-8 at all. JSON strings must be valid UTF-8, so streamed chunks end only at
- * character boundaries and final texts replace invalid bytes with U+FFFD.
+ * bytes that are not UTF-8 at all.
+ *
+ * INVARIANT: JSON strings must be valid UTF-8, so streamed chunks end only at character boundaries and final texts
+ * replace invalid bytes with U+FFFD.
  */
 #ifndef FKV_UTF8_H
 #define FKV_UTF8_H

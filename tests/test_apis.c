@@ -64,15 +64,15 @@ static void test_a_call_comes_back_as_a_tool_use_block(void **state) {
     (void)state;
     fkv_model *m = load_stories();
     chat_template chatml = {.family = CHAT_CHATML};
-    oai_context ctx = {m, &chatml, 512, {0}};
+    api_context ctx = {m, &chatml, 512, {0}, true, NULL};
     const char body[] = "{\"model\": \"m\", \"max_tokens\": 32, \"tools\": [{\"name\": \"weather\", \"input_schema\": "
                         "{\"type\": \"object\"}}], \"tool_choice\": {\"type\": \"any\"}, \"messages\": [{\"role\": "
                         "\"user\", \"content\": \"Weather?\"}]}";
-    anth_request req;
+    api_request req;
     sched_job job;
-    oai_error e;
+    api_error e;
     memset(&job, 0, sizeof job);
-    if (anth_parse(&ctx, true, body, strlen(body), &req, &job, &e)) fail_msg("anth_parse: %s", e.message);
+    if (anth_parse(&ctx, body, strlen(body), &req, &job, &e)) fail_msg("anth_parse: %s", e.message);
     assert_int_equal(job.req.tool_format, TOOLCALL_HERMES);
     assert_string_equal(json_string_value(job.req.tool_choice), "required"); /* "any", in chat's form */
     finish_with(&job, CALL_OUTPUT, 20, 5);
@@ -119,15 +119,16 @@ static void test_the_messages_usage_partitions_the_prompt(void **state) {
     (void)state;
     fkv_model *m = load_stories();
     chat_template plain = {.family = CHAT_PLAIN};
-    oai_context ctx = {m, &plain, 512, {0}};
+    api_context ctx = {m, &plain, 512, {0}, false, NULL};
     const char body[] = "{\"model\": \"m\", \"max_tokens\": 8, \"stop_sequences\": [\"zz\"], \"messages\": [{\"role\": "
                         "\"user\", \"content\": \"Hi\"}]}";
     for (int cache = 0; cache < 2; cache++) {
-        anth_request req;
+        api_request req;
         sched_job job;
-        oai_error e;
+        api_error e;
         memset(&job, 0, sizeof job);
-        if (anth_parse(&ctx, cache, body, strlen(body), &req, &job, &e)) fail_msg("anth_parse: %s", e.message);
+        ctx.prefix_cache = cache;
+        if (anth_parse(&ctx, body, strlen(body), &req, &job, &e)) fail_msg("anth_parse: %s", e.message);
         finish_with(&job, " Hello", 2, cache ? 3 : 0);
         job.prog.text.stop_hit = job.req.stop[0];
         json_t *r = anth_response(&req, &job), *usage = json_object_get(r, "usage");
@@ -148,16 +149,16 @@ static void test_a_call_comes_back_as_a_function_call_item(void **state) {
     (void)state;
     fkv_model *m = load_stories();
     chat_template chatml = {.family = CHAT_CHATML};
-    oai_context ctx = {m, &chatml, 512, {0}};
     resp_store *store = resp_store_new(8, 1 << 20);
+    api_context ctx = {m, &chatml, 512, {0}, false, store};
     const char body[] = "{\"input\": \"Weather?\", \"tools\": [{\"type\": \"function\", \"name\": \"weather\", "
                         "\"parameters\": {\"type\": \"object\"}}], \"tool_choice\": {\"type\": \"function\", \"name\": "
                         "\"weather\"}, \"parallel_tool_calls\": false}";
-    resp_request req;
+    api_request req;
     sched_job job;
-    oai_error e;
+    api_error e;
     memset(&job, 0, sizeof job);
-    if (resp_parse(&ctx, store, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
+    if (resp_parse(&ctx, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
     assert_int_equal(job.req.tool_format, TOOLCALL_HERMES);
     assert_true(job.req.single_tool_call);
     assert_string_equal(json_string_value(json_object_get(json_object_get(job.req.tool_choice, "function"), "name")),
@@ -194,20 +195,20 @@ static void test_a_call_comes_back_as_a_function_call_item(void **state) {
     json_decref(got);
     json_decref(args);
     json_decref(events);
-    resp_request_free(&req);
+    api_request_free(&req);
     free_job(&job);
     resp_store_free(store);
     fkv_model_free(m);
 }
 
 /* A finished, stored turn of body whose output ids are out[0..n_out); returns its id in id. */
-static void stored_turn(const oai_context *ctx, resp_store *store, const char *body, const int32_t *out, uint32_t n_out,
+static void stored_turn(const api_context *ctx, const char *body, const int32_t *out, uint32_t n_out,
                         char id[48], int32_t **prompt, uint32_t *n_prompt) {
-    resp_request req;
+    api_request req;
     sched_job job;
-    oai_error e;
+    api_error e;
     memset(&job, 0, sizeof job);
-    if (resp_parse(ctx, store, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
+    if (resp_parse(ctx, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
     finish_with(&job, " Once", n_out, 0);
     job.prog.out = malloc(sizeof(int32_t) * n_out);
     memcpy(job.prog.out, out, sizeof(int32_t) * n_out);
@@ -217,7 +218,7 @@ static void stored_turn(const oai_context *ctx, resp_store *store, const char *b
     *prompt = malloc(sizeof(int32_t) * req.n_prompt);
     memcpy(*prompt, req.prompt, sizeof(int32_t) * req.n_prompt);
     *n_prompt = req.n_prompt;
-    resp_request_free(&req);
+    api_request_free(&req);
     free_job(&job);
 }
 
@@ -225,22 +226,22 @@ static void test_a_stored_turn_is_continued_from_its_exact_ids(void **state) {
     (void)state;
     fkv_model *m = load_stories();
     chat_template plain = {.family = CHAT_PLAIN};
-    oai_context ctx = {m, &plain, 512, {0}};
     resp_store *store = resp_store_new(8, 1 << 20);
+    api_context ctx = {m, &plain, 512, {0}, false, store};
     const int32_t eos = 2, a = 400, b = 401;
     const int32_t ended[] = {a, b, eos}, cut[] = {a, b};
     for (int k = 0; k < 2; k++) {
         char id[48], body[256];
         int32_t *prompt;
         uint32_t n_prompt;
-        stored_turn(&ctx, store, "{\"input\": \"Tell me a story.\", \"instructions\": \"Be kind.\"}", k ? cut : ended,
+        stored_turn(&ctx, "{\"input\": \"Tell me a story.\", \"instructions\": \"Be kind.\"}", k ? cut : ended,
                     k ? 2 : 3, id, &prompt, &n_prompt);
         snprintf(body, sizeof body, "{\"input\": \"More.\", \"previous_response_id\": \"%s\"}", id);
-        resp_request req;
+        api_request req;
         sched_job job;
-        oai_error e;
+        api_error e;
         memset(&job, 0, sizeof job);
-        if (resp_parse(&ctx, store, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
+        if (resp_parse(&ctx, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
         /* the prompt, the output as generated without its end-of-generation token, then the continuation */
         const chat_message next[] = {{.role = "user", .content = "More."}};
         int32_t *more;
@@ -254,20 +255,20 @@ static void test_a_stored_turn_is_continued_from_its_exact_ids(void **state) {
         assert_string_equal(req.instructions, "Be kind."); /* the chain's */
         free(more);
         free(prompt);
-        resp_request_free(&req);
+        api_request_free(&req);
         free_job(&job);
         /* another salt cannot continue it, and other instructions cannot */
         snprintf(body, sizeof body, "{\"input\": \"More.\", \"previous_response_id\": \"%s\", \"cache_salt\": \"b\"}", id);
         memset(&job, 0, sizeof job);
-        assert_int_equal(resp_parse(&ctx, store, body, strlen(body), &req, &job, &e), -1);
+        assert_int_equal(resp_parse(&ctx, body, strlen(body), &req, &job, &e), -1);
         assert_int_equal(e.status, 404);
-        resp_request_free(&req);
+        api_request_free(&req);
         free_job(&job);
         snprintf(body, sizeof body, "{\"input\": \"More.\", \"previous_response_id\": \"%s\", \"instructions\": \"No.\"}", id);
-        assert_int_equal(resp_parse(&ctx, store, body, strlen(body), &req, &job, &e), -1);
+        assert_int_equal(resp_parse(&ctx, body, strlen(body), &req, &job, &e), -1);
         assert_int_equal(e.status, 400);
         assert_string_equal(e.param, "instructions");
-        resp_request_free(&req);
+        api_request_free(&req);
         free_job(&job);
     }
     resp_store_free(store);
@@ -278,8 +279,8 @@ static void test_text_format_reaches_the_job_as_chats_response_format(void **sta
     (void)state;
     fkv_model *m = load_stories();
     chat_template plain = {.family = CHAT_PLAIN};
-    oai_context ctx = {m, &plain, 512, {0}};
     resp_store *store = resp_store_new(8, 1 << 20);
+    api_context ctx = {m, &plain, 512, {0}, false, store};
     const char *bodies[] = {
         "{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"n\", \"schema\": {\"type\": "
         "\"object\"}, \"strict\": true}}}",
@@ -292,11 +293,11 @@ static void test_text_format_reaches_the_job_as_chats_response_format(void **sta
         NULL,
     };
     for (int k = 0; k < 3; k++) {
-        resp_request req;
+        api_request req;
         sched_job job;
-        oai_error e;
+        api_error e;
         memset(&job, 0, sizeof job);
-        if (resp_parse(&ctx, store, bodies[k], strlen(bodies[k]), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
+        if (resp_parse(&ctx, bodies[k], strlen(bodies[k]), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
         if (!expected[k]) {
             assert_null(job.req.response_format);
         } else {
@@ -304,7 +305,7 @@ static void test_text_format_reaches_the_job_as_chats_response_format(void **sta
             assert_true(json_equal(job.req.response_format, want));
             json_decref(want);
         }
-        resp_request_free(&req);
+        api_request_free(&req);
         free_job(&job);
     }
     resp_store_free(store);

@@ -43,9 +43,9 @@ static uint64_t json_misreads; /* failed allocations inside jansson that it repo
 
 /* One request, parsed, run and rendered. 0 with *answer (malloc'd JSON of the response) or -1 with *status. */
 static int request_once(char **answer, int *status, fkv_error *failure) {
-    const oai_context ctx = {fx.m, &fx.tmpl, sched_n_ctx(fx.s), {0}};
-    oai_request req = {0};
-    oai_error e;
+    const api_context ctx = {fx.m, &fx.tmpl, sched_n_ctx(fx.s), {0}, false, NULL};
+    api_request req = {0};
+    api_error e;
     *answer = NULL;
     sched_job *job = sched_job_new();
     if (!job) {
@@ -71,7 +71,7 @@ static int request_once(char **answer, int *status, fkv_error *failure) {
             rc = -1;
             *status = 500;
         } else {
-            oai_json_failed();
+            api_json_failed();
             json_t *r = oai_response(&req, job);
             json_object_del(r, "created"); /* the clock's, not the answer's */
             json_object_del(r, "id");
@@ -79,7 +79,7 @@ static int request_once(char **answer, int *status, fkv_error *failure) {
             json_object_del(r, "usage"); /* cached tokens differ with what the cache holds */
             *answer = r ? json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
             json_decref(r);
-            if (oai_json_failed() || !*answer) { /* http.c's send_json answers 500 then */
+            if (api_json_failed() || !*answer) { /* http.c's send_json answers 500 then */
                 free(*answer);
                 *answer = NULL;
                 rc = -1, *status = 500;
@@ -97,7 +97,7 @@ static int setup(void **state) {
     fx.tmpl = (chat_template){.family = CHAT_CHATML};
     fa_arm(FA_ONCE, 0); /* the shim routes jansson to itself when first armed: the server's allocator goes over it, */
     fa_disarm();        /* and its malloc calls are the shim's too */
-    oai_json_init();
+    api_json_init();
     fkv_engine_params ep;
     if (fkv_engine_default_params(&ep, &err)) return -1;
     ep.ctx.n_ctx = 256;

@@ -30,10 +30,10 @@ static void free_job(sched_job *job) {
 
 /* The prompt ids of body under template t; asserts the parse succeeds. *n their count; the caller frees. */
 static int32_t *parse_ids(const fkv_model *m, const chat_template *t, const char *body, uint32_t *n) {
-    oai_context ctx = {m, t, 512, {0}};
-    oai_request req;
+    api_context ctx = {m, t, 512, {0}, false, NULL};
+    api_request req;
     sched_job job;
-    oai_error e;
+    api_error e;
     memset(&job, 0, sizeof job);
     memset(&req, 0, sizeof req);
     if (oai_parse(&ctx, OAI_CHAT, body, strlen(body), &req, &job, &e)) fail_msg("oai_parse: %s", e.message);
@@ -99,10 +99,10 @@ static void test_enable_thinking_false_renders_the_empty_think_block(void **stat
     free(ids_on);
     free(ids_off);
 
-    oai_context ctx = {m, &qwen3, 512, {0}};
-    oai_request req;
+    api_context ctx = {m, &qwen3, 512, {0}, false, NULL};
+    api_request req;
     sched_job job;
-    oai_error e;
+    api_error e;
     memset(&job, 0, sizeof job);
     const char *bad = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], "
                       "\"chat_template_kwargs\": {\"enable_thinking\": \"no\"}}";
@@ -114,9 +114,9 @@ static void test_enable_thinking_false_renders_the_empty_think_block(void **stat
 }
 
 /* oai_parse of body as a request of kind under ChatML, into req, job and e; its return. */
-static int parse(const fkv_model *m, oai_kind kind, const char *body, oai_request *req, sched_job *job, oai_error *e) {
+static int parse(const fkv_model *m, oai_kind kind, const char *body, api_request *req, sched_job *job, api_error *e) {
     static const chat_template chatml = {.family = CHAT_CHATML};
-    oai_context ctx = {m, &chatml, 512, {0}};
+    api_context ctx = {m, &chatml, 512, {0}, false, NULL};
     memset(req, 0, sizeof *req);
     memset(job, 0, sizeof *job);
     return oai_parse(&ctx, kind, body, strlen(body), req, job, e);
@@ -139,9 +139,9 @@ static void test_routing_keys_change_neither_the_prompt_nor_the_salt(void **stat
          "0123456789012345678901234567890123456789012345678901234567890123"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        oai_request req_plain, req_keyed;
+        api_request req_plain, req_keyed;
         sched_job plain, keyed;
-        oai_error e;
+        api_error e;
         if (parse(m, cases[i].kind, cases[i].plain, &req_plain, &plain, &e)) fail_msg("oai_parse: %s", e.message);
         if (parse(m, cases[i].kind, cases[i].keyed, &req_keyed, &keyed, &e)) fail_msg("oai_parse: %s", e.message);
         assert_int_equal(keyed.req.n_ids, plain.req.n_ids);
@@ -174,9 +174,9 @@ static void test_a_routing_key_that_is_not_a_string_is_a_400(void **state) {
         {OAI_COMPLETION, "{\"prompt\": \"Hi\", \"user\": 42}", "user"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        oai_request req;
+        api_request req;
         sched_job job;
-        oai_error e;
+        api_error e;
         assert_int_equal(parse(m, cases[i].kind, cases[i].body, &req, &job, &e), -1);
         assert_int_equal(e.status, 400);
         assert_string_equal(e.type, "invalid_request_error");
@@ -193,10 +193,10 @@ static void test_an_error_quoting_invalid_utf8_still_has_a_json_body(void **stat
     (void)state;
     fkv_model *m = load_stories();
     chat_template chatml = {.family = CHAT_CHATML};
-    oai_context ctx = {m, &chatml, 512, {0}};
-    oai_request req;
+    api_context ctx = {m, &chatml, 512, {0}, false, NULL};
+    api_request req;
     sched_job job;
-    oai_error e;
+    api_error e;
     memset(&job, 0, sizeof job);
     const char body[] = "{\"messages\": \"\\\xde\x9e\xa3\xff\"}";
     assert_int_equal(oai_parse(&ctx, OAI_CHAT, body, sizeof body - 1, &req, &job, &e), -1);
