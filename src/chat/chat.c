@@ -783,19 +783,24 @@ static int chat_render_buf(const chat_template *t, const chat_message *messages,
     return 0;
 }
 
+/* b's text handed to the caller (*out, its length in *len when len is not NULL) when rc is 0; freed otherwise. rc. */
+static int chat_buf_give(chat_buf *b, int rc, char **out, size_t *len) {
+    free(b->spans);
+    if (rc) {
+        free(b->s);
+        return -1;
+    }
+    *out = b->s;
+    if (len) *len = b->len;
+    return 0;
+}
+
 int chat_render(const chat_template *t, const chat_message *messages, size_t n, const json_t *tools,
                 bool add_generation_prompt, const char *bos_text, const char *eos_text, char **out, size_t *len,
                 fkv_error *err) {
     chat_buf b = {0};
-    int rc = chat_render_buf(t, messages, n, tools, add_generation_prompt, bos_text, eos_text, &b, err);
-    free(b.spans);
-    if (rc) {
-        free(b.s);
-        return -1;
-    }
-    *out = b.s;
-    if (len) *len = b.len;
-    return 0;
+    return chat_buf_give(&b, chat_render_buf(t, messages, n, tools, add_generation_prompt, bos_text, eos_text, &b, err),
+                         out, len);
 }
 
 /* text when the vocabulary has it as one token (BOS, or an end-of-generation token); "" otherwise, so that a
@@ -882,15 +887,7 @@ static int chat_continuation_buf(const chat_template *t, const char *system, con
 int chat_render_continuation(const chat_template *t, const char *system, const chat_message *messages, size_t n,
                              const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err) {
     chat_buf b = {0};
-    int rc = chat_continuation_buf(t, system, messages, n, bos_text, eos_text, &b, err);
-    free(b.spans);
-    if (rc) {
-        free(b.s);
-        return -1;
-    }
-    *out = b.s;
-    if (len) *len = b.len;
-    return 0;
+    return chat_buf_give(&b, chat_continuation_buf(t, system, messages, n, bos_text, eos_text, &b, err), out, len);
 }
 
 int chat_continuation_ids(const fkv_model *m, const chat_template *t, const char *system, const chat_message *messages,
