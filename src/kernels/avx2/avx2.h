@@ -14,14 +14,20 @@ void avx2_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
 void avx2_f16_to_f32_row(const uint16_t *src, float *dst, size_t n);
 void avx2_row_q8(const float *x, block_q8_act *dst, size_t n);
 
-/* matmul.c */
+/* dot.c */
 float avx2_dot_f32(const float *a, const float *b, size_t n);
 float avx2_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
+
+/* matmul.c (its paths: tiles.c, packed.c, panels.c, panel_tiles.c; layout.h) */
 void avx2_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                  const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
+
+/* packed.c */
 bool avx2_packs(ggml_type type, size_t n);
 size_t avx2_packed_row_bytes(ggml_type type, size_t n);
 void avx2_pack_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
+
+/* panels.c */
 size_t avx2_panel_row_bytes(size_t n);
 void avx2_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 

@@ -36,14 +36,18 @@ float avx512_dot_f32(const float *a, const float *b, size_t n);
 /* The dot of an F32, F16 or BF16 weight row (any other type is taken as F32) with an f32 row: quant_dot's order. */
 float avx512_dot_widened(ggml_type type, const void *w, const float *xf, size_t n);
 
-/* matmul.c (avx2/matmul.c compiled with VNNI) */
+/* dot.c (avx2/dot.c compiled with VNNI) */
 float avx512_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
+
+/* matmul.c (avx2/matmul.c compiled with VNNI, and so are its paths: tiles.c, packed.c, panels.c, panel_tiles.c) */
 void avx512_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                    const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
+
+/* packed.c */
 bool avx512_packs(ggml_type type, size_t n);
 size_t avx512_packed_row_bytes(ggml_type type, size_t n);
 void avx512_pack_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
-/* Where a packed row of n elements (avx512_pack_rows; the layout is avx2/matmul.c's packed_scales_at) keeps its parts,
+/* Where a packed row of n elements (avx512_pack_rows; the layout is avx2/layout.h's packed_scales_at) keeps its parts,
  * for the AMX variant, which reads the same rows: group g's quants at g · group_bytes, its side data at scales_at +
  * g · side_bytes.
  * - Q8_0: 8 registers of 32 bytes (register j: quants 4j..4j+3 of the group's blocks, block k's in bytes 4k..4k+3,
@@ -59,6 +63,8 @@ typedef struct {
     size_t group_bytes, scales_at, side_bytes;
 } avx512_packed_layout;
 avx512_packed_layout avx512_packed_layout_of(ggml_type type, size_t n);
+
+/* panels.c */
 size_t avx512_panel_row_bytes(size_t n);
 void avx512_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 
