@@ -1435,7 +1435,7 @@ static void test_later_type_block_sums_are_exact_at_the_extremes(void **state) {
         memset(q3[sb].scales, sb ? 0xff : 0, sizeof q3[sb].scales);
     }
     /* the largest sums of the types with a min (q 31 or 15 everywhere, so s_b and t_b share one int32 at their
-     * bounds: avx2/dot_ext.c); Q5_0: even blocks q - 16 = -16 (bits 0), odd ones 15 */
+     * bounds: avx2/dot.c); Q5_0: even blocks q - 16 = -16 (bits 0), odd ones 15 */
     block_q4_1 q41[9];
     block_q5_1 q51[9];
     block_q5_0 q50[9];

@@ -89,6 +89,13 @@ static inline uint16_t ord_f32_to_f16(float f) {
 
 static inline float ord_bf16_to_f32(uint16_t h) { return ord_f32_from_bits((uint32_t)h << 16); }
 
+/* f32 → bf16, round to nearest even; a NaN stays a quiet NaN. */
+static inline uint16_t ord_f32_to_bf16(float f) {
+    uint32_t u = ord_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* keep it a quiet NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
 /* ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)): how 8 lanes meet (four __m256 halves and a pairwise sum give it). */
 static inline float ord_combine8(const float l[BLOCK_LANES]) {
     return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));

@@ -1,5 +1,5 @@
 /* amx/matmul.c — quantized weight rows × Q8_0 activation rows on AMX-INT8 tiles (prefill), bit for bit the reference's
- * dots (ref/matmul.c).
+ * dots (ref/dot.c).
  *
  * WHY: with 16 or more activation rows a product is dominated by its integer block sums, and one tdpbssd gives a
  * block's sums for 16 activation rows × 16 weight rows at once. What remains are the float steps quant.h fixes for

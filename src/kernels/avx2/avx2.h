@@ -49,8 +49,4 @@ void avx2_exp(float *x, size_t n);
 float avx2_scale_max(float *s, size_t n, float scale);
 void avx2_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
 
-/* dot_ext.c: the block dots of ggml's later types, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS (false, *out
- * untouched, for other types) */
-bool avx2_dot_ext(ggml_type type, const void *w, const block_q8_act *xq, size_t n, float *out);
-
 #endif

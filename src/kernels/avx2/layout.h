@@ -2,7 +2,7 @@
  * a group's quants in registers, the rows packed at load, the activation side of a group and a panel of weights, and
  * the functions those files call in one another (named by VARIANT, so each variant has its own).
  *
- * Every layout keeps the reference's lanes (quant.h, ref/matmul.c): block b of a row is lane b % 8, and a vertical
+ * Every layout keeps the reference's lanes (quant.h, ref/dot.c): block b of a row is lane b % 8, and a vertical
  * integer sum of a group's registers is its 8 exact block sums, so no tile, row count or packing changes a bit.
  * Included by tiles.c, packed.c, panels.c, panel_tiles.c, matmul.c and dot.c after VARIANT is defined (avx2.h or the
  * avx512 twin that includes them); where VNNI's layout differs it says so (MM_VNNI).

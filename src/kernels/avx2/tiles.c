@@ -2,7 +2,7 @@
  * rows (decode of weights not packed at load): Q8_0 and Q4_0 in direct register tiles of 2 activation rows × 4 weight
  * rows, Q4_K and Q6_K one output at a time over whole super-blocks; and the dot of one such row.
  *
- * Every output keeps the reference's lanes (quant.h, ref/matmul.c): block b of a row goes to lane b % 8 through the
+ * Every output keeps the reference's lanes (quant.h, ref/dot.c): block b of a row goes to lane b % 8 through the
  * same multiply and fused multiply-add, integer block sums are exact in any order, so no tile shape changes a bit.
  * One source, two variants (avx512/tiles.c compiles it with VNNI: sums_u8s8 is one vpdpbusd there).
  */

@@ -32,11 +32,11 @@ void avx512_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float
 void avx512_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
 void avx512_f16_to_f32_row(const uint16_t *src, float *dst, size_t n);
 void avx512_row_q8(const float *x, block_q8_act *dst, size_t n);
+
+/* dot.c (its own F32/F16/BF16 dots, then avx2/dot.c compiled with VNNI) */
 float avx512_dot_f32(const float *a, const float *b, size_t n);
 /* The dot of an F32, F16 or BF16 weight row (any other type is taken as F32) with an f32 row: quant_dot's order. */
 float avx512_dot_widened(ggml_type type, const void *w, const float *xf, size_t n);
-
-/* dot.c (avx2/dot.c compiled with VNNI) */
 float avx512_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
 
 /* matmul.c (avx2/matmul.c compiled with VNNI, and so are its paths: tiles.c, packed.c, panels.c, panel_tiles.c) */
@@ -67,9 +67,5 @@ avx512_packed_layout avx512_packed_layout_of(ggml_type type, size_t n);
 /* panels.c */
 size_t avx512_panel_row_bytes(size_t n);
 void avx512_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
-
-/* dot_ext.c: the block dots of ggml's later types, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS (false, *out
- * untouched, for other types) */
-bool avx512_dot_ext(ggml_type type, const void *w, const block_q8_act *xq, size_t n, float *out);
 
 #endif
