@@ -20,7 +20,7 @@
 #define DOT_LANES 32  /* f32 dot: element i goes to lane i % 32 */
 #define BLOCK_LANES 8 /* quantized dot: block b goes to lane b % 8 */
 
-/* The bytes of one block of a quantized K/V row (quant_score_tile_q, quant_axpy_rows_q: Q8_0 or Q4_0). */
+/* The bytes of one block of a quantized K/V row (kern_score_tile_q, kern_axpy_rows_q: Q8_0 or Q4_0). */
 static inline size_t ord_kv_block_bytes(ggml_type type) {
     return type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
 }
@@ -116,7 +116,7 @@ static inline float ord_combine8_max(const float l[BLOCK_LANES]) {
                         ord_max_pick(ord_max_pick(l[1], l[5]), ord_max_pick(l[3], l[7])));
 }
 
-/* quant_exp's constants: the split of ln 2 (hi has 9 significant bits, so k·hi is exact), 1/i!. */
+/* kern_exp's constants: the split of ln 2 (hi has 9 significant bits, so k·hi is exact), 1/i!. */
 #define EXP_LOG2E 1.44269504f
 #define EXP_LN2_HI 0.693359375f
 #define EXP_LN2_LO -2.12194440e-4f
@@ -124,7 +124,7 @@ static inline float ord_combine8_max(const float l[BLOCK_LANES]) {
 #define EXP_MIN -87.33654f
 static const float ord_exp_coef[7] = {1.0f, 1.0f, 0.5f, 0.166666672f, 0.0416666679f, 0.00833333377f, 0.00138888892f};
 
-/* quant_exp's sequence (quant.h) for one element. */
+/* kern_exp's sequence (attn.h) for one element. */
 static inline float ord_exp1(float x) {
     if (x != x) return x + 0.0f; /* quiet NaN, as the SIMD paths' arithmetic leaves it */
     if (x > EXP_MAX) return INFINITY;
@@ -158,7 +158,7 @@ static inline void ord_q4_K_scales(const uint8_t s[12], int32_t sc[8], int32_t m
     }
 }
 
-/* A Q4_K or Q5_K super-block's values from d, dmin, its 12 scale bytes and its unpacked quants q (quant.h):
+/* A Q4_K or Q5_K super-block's values from d, dmin, its 12 scale bytes and its unpacked quants q (types.h):
  * x = (d · sc_j) · q - dmin · m_j in sub-block j. */
 static inline void ord_dequantize_sc_min(float d, float dmin, const uint8_t scales[12], const uint8_t q[256], float *dst) {
     int32_t sc[8], m[8];
@@ -191,7 +191,7 @@ static inline void ord_q6_K_unpack(const block_q6_K *w, int8_t q[QK_K]) {
         }
 }
 
-/* ---- the types of ggml's later layouts (quant.h): their quants in element order, shared by the reference and the
+/* ---- the types of ggml's later layouts (types.h): their quants in element order, shared by the reference and the
  * variants' tails ---- */
 
 /* IQ4_NL's and IQ4_XS's 16 non-linear values (ggml's kvalues_iq4nl). */

@@ -1,6 +1,6 @@
 /* avx2/dot.c — the AVX2 and AVX-512 variants' dot of one weight row with one activation row (the table's dot and
  * dot_f32): F32, F16 and BF16 rows in the f32 dot's 32 lanes; the types the tiles take by their one-row tile (tiles.c);
- * Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS, which no tile takes, by the block dots below (quant.h's
+ * Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS, which no tile takes, by the block dots below (matmul.h's
  * orders); any other by the reference.
  *
  * Those block dots take 8 blocks at once: a super-block's 8 sub-blocks (Q2_K, Q3_K, Q5_K, IQ4_XS), or a group of 8
@@ -257,13 +257,13 @@ static inline __attribute__((always_inline)) __m256 group_step(ggml_type type, c
 }
 
 /* Q4_1, Q5_0, Q5_1, IQ4_NL (nb blocks in groups of 8), Q5_K and IQ4_XS (nb / 8 super-blocks): a full group takes a
- * constant t, so no lane is masked; the lanes combine in quant.h's tree (hsum8). */
+ * constant t, so no lane is masked; the lanes combine in matmul.h's tree (hsum8). */
 static inline __attribute__((always_inline)) float dot_groups(ggml_type type, const void *w, const block_q8_act *x,
                                                               size_t nb) {
-    const size_t group_bytes = is_super_block(type) ? untiled_block_bytes(type) : BLOCK_LANES * untiled_block_bytes(type);
+    const size_t bb = untiled_block_bytes(type), gb = is_super_block(type) ? bb : BLOCK_LANES * bb;
     __m256 acc = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b += BLOCK_LANES) {
-        const void *wg = (const uint8_t *)w + b / BLOCK_LANES * group_bytes;
+        const void *wg = (const uint8_t *)w + b / BLOCK_LANES * gb;
         if (nb - b >= BLOCK_LANES) /* super-blocks always */
             acc = group_step(type, wg, x + b, BLOCK_LANES, acc);
         else

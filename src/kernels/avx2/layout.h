@@ -2,7 +2,7 @@
  * a group's quants in registers, the rows packed at load, the activation side of a group and a panel of weights, and
  * the functions those files call in one another (named by VARIANT, so each variant has its own).
  *
- * Every layout keeps the reference's lanes (quant.h, ref/dot.c): block b of a row is lane b % 8, and a vertical
+ * Every layout keeps the reference's lanes (matmul.h, ref/dot.c): block b of a row is lane b % 8, and a vertical
  * integer sum of a group's registers is its 8 exact block sums, so no tile, row count or packing changes a bit.
  * Included by tiles.c, packed.c, panels.c, panel_tiles.c, matmul.c and dot.c after VARIANT is defined (avx2.h or the
  * avx512 twin that includes them); where VNNI's layout differs it says so (MM_VNNI).
@@ -216,7 +216,7 @@ static inline void group_regs(ggml_type type, const uint8_t *wg, int t, __m256i 
         q[j] = _mm256_add_epi8(q[j], _mm256_set1_epi8(type == GGML_TYPE_Q4_0 ? 120 : -128));
 }
 
-/* Packed rows (quant_pack_rows): group g's quants at g · packed_group_bytes, then every group's side data (the row
+/* Packed rows (kern_pack_rows): group g's quants at g · packed_group_bytes, then every group's side data (the row
  * padded to 32 bytes):
  * - Q8_0: the group's 8 registers of group_regs (a last group of at most 4 blocks: the 4 of the half layout); side:
  *   its 8 scales as f16 (+0 past the row's end).
@@ -269,7 +269,7 @@ static inline const uint8_t *packed_side(const uint8_t *row, ggml_type type, siz
     return row + packed_scales_at(type, nb) + g * packed_side_bytes(type);
 }
 
-/* Group g's 8 scales of a packed row (quant_pack_rows) as f32. */
+/* Group g's 8 scales of a packed row (kern_pack_rows) as f32. */
 static inline __m256 packed_scales(const uint8_t *row, size_t scales_at, size_t g) {
     return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(row + scales_at + g * BLOCK_LANES * sizeof(uint16_t))));
 }
@@ -316,7 +316,7 @@ static inline void packed_q4_K_side(const uint8_t *side, float *d, float *dmin, 
 }
 
 /* The weight side of a panel of C rows: rearranged per call (pk, wpanel_group's layout) or read where it lies (rows:
- * Q8_0 rows as quant_pack_rows leaves them, row c at rows + c * row_bytes, scales at scales_at). */
+ * Q8_0 rows as kern_pack_rows leaves them, row c at rows + c * row_bytes, scales at scales_at). */
 typedef struct {
     const wpanel_group *pk;
     const uint8_t *rows;

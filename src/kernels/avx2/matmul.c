@@ -4,7 +4,7 @@
  * over rows packed at load for few (decode: packed.c), or over natural rows (tiles.c); every other type takes one dot
  * per output (dot.c).
  *
- * Every path keeps the reference's lanes (quant.h, ref/dot.c): block b of a row goes to lane b % 8 through the same
+ * Every path keeps the reference's lanes (matmul.h, ref/dot.c): block b of a row goes to lane b % 8 through the same
  * multiply and fused multiply-add, integer block sums are exact in any order, so no path, tile shape, row count or
  * packing changes a bit. Compiled with -ffp-contract=off.
  *

@@ -2,7 +2,7 @@
  * the register layout of layout.h's packed rows), and the direct register tiles that read them for few activation rows
  * (decode, small batches); panels read them too (panels.c).
  *
- * Every output keeps the reference's lanes (quant.h): each output's 8 lanes in the block order through its steps, as
+ * Every output keeps the reference's lanes (matmul.h): each output's 8 lanes in the block order through its steps, as
  * the panel tiles, so packing changes no bit. One source, two variants (avx512/packed.c compiles it with VNNI, where
  * Q8_0's quants are stored 128 above their values: the variant's own bytes, table.h).
  */
@@ -147,7 +147,7 @@ static inline size_t packed_fetch_rows(size_t w_row_bytes) {
 
 /* Direct tile on packed rows, for few rows (decode, small batches): R <= PACKED_ROWS prepared activation rows (row
  * r's groups at xg + r * ng) against C <= PACKED_COLS packed weight rows, each output with its 8 lanes in
- * quant.h's block order through its steps, as the panel tiles; the rows packed_fetch_rows tiles on are fetched
+ * matmul.h's block order through its steps, as the panel tiles; the rows packed_fetch_rows tiles on are fetched
  * meanwhile, by every tile (fetching from only the first of the tiles that share these weight rows, a branch in this
  * loop, cost 0.5B Q4_0 decode about 5%). */
 static inline __attribute__((always_inline)) void packed_tile(ggml_type type, const uint8_t *w, size_t w_row_bytes,

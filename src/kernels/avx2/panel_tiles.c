@@ -3,7 +3,7 @@
  * assembly (the registers they need are all 16); VNNI (avx512/panel_tiles.c, this source compiled again): the two
  * weight rows of a panel side by side in one zmm, up to two panels a tile.
  *
- * Every output keeps the reference's lanes (quant.h): each half of a VNNI register is the AVX2 tile's vector for its
+ * Every output keeps the reference's lanes (matmul.h): each half of a VNNI register is the AVX2 tile's vector for its
  * weight row, through the same operations in the same order, so neither tile shape nor width changes a bit.
  */
 #ifndef VARIANT
@@ -156,7 +156,7 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
         for (int r = 0; r < R; r++) {
             const __m512 dx = _mm512_broadcast_f32x8(px[r]->d);
             for (int p = 0; p < P; p++) {
-                __m512 f; /* block k's exact s_b (quant.h) in f32, for Q4_K sc · s_b: each below 2^24, so exact */
+                __m512 f; /* block k's exact s_b (matmul.h) in f32, for Q4_K sc · s_b: each below 2^24, so exact */
                 if (type == GGML_TYPE_Q6_K) {
                     /* each half Σ (q - 32) · x (at most 16 · 32 · 127): times its scale and summed, exactly s_b */
                     f = _mm512_fmadd_ps(pp[p]->sc[1], _mm512_cvtepi32_ps(hi[p][r]),
@@ -345,7 +345,7 @@ static inline __attribute__((always_inline)) void panel_tile(ggml_type type, boo
                 __m256i si = half ? half_fold(s[r][c]) : s[r][c];
                 if (type == GGML_TYPE_Q4_0) si = _mm256_sub_epi32(si, _mm256_slli_epi32(xsum[r], 3));
                 /* Q6_K: the sums are sc · Σq·x over both halves; less the offset's 32 · sc · Σx, an exact madd,
-                 * they are s_b of quant.h (below 2^24, so its conversion is exact) */
+                 * they are s_b of matmul.h (below 2^24, so its conversion is exact) */
                 if (type == GGML_TYPE_Q6_K) si = _mm256_sub_epi32(si, _mm256_madd_epi16(xsum[r], pw->corr16));
                 __m256 sf = _mm256_cvtepi32_ps(si); /* Q4_K: sc · s, weighted by the widening madd */
                 if (type == GGML_TYPE_Q4_K) /* d · (sc · s) + (-dmin · m) · Σx, then the step below */

@@ -22,7 +22,7 @@
 
 #include "layout.h"
 
-/* Activation side prepared at a time, on the stack, when the caller has not prepared it (quant_panel_rows): 64
+/* Activation side prepared at a time, on the stack, when the caller has not prepared it (kern_panel_rows): 64
  * rows up to dim 5120 at once. A row prepared in several parts makes every panel of weights be packed again per
  * part; with 96 KB, the 0.5B shape's ffn_down (4864) took 6 parts per 64 rows and ran 20% slower. */
 #define PANEL_X_BYTES (448 * 1024)
@@ -55,7 +55,7 @@ static inline void q6_K_factors(wgroup *p, uint16_t d, const int8_t scales[16]) 
 }
 
 /* Group g of weight row c of a panel of C rows into p; packed: the rows are packed Q4_0, Q4_K or Q6_K rows
- * (quant_pack_rows). */
+ * (kern_pack_rows). */
 static inline void pack_group(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, int C, size_t nb,
                               size_t ng, size_t g, int c, wgroup *p) {
     const size_t gb = packed ? packed_group_bytes(type) : group_bytes(type);

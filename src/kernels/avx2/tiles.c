@@ -2,7 +2,7 @@
  * rows (decode of weights not packed at load): Q8_0 and Q4_0 in direct register tiles of 2 activation rows × 4 weight
  * rows, Q4_K and Q6_K one output at a time over whole super-blocks; and the dot of one such row.
  *
- * Every output keeps the reference's lanes (quant.h, ref/dot.c): block b of a row goes to lane b % 8 through the
+ * Every output keeps the reference's lanes (matmul.h, ref/dot.c): block b of a row goes to lane b % 8 through the
  * same multiply and fused multiply-add, integer block sums are exact in any order, so no tile shape changes a bit.
  * One source, two variants (avx512/tiles.c compiles it with VNNI: sums_u8s8 is one vpdpbusd there).
  */
@@ -77,7 +77,7 @@ static inline __attribute__((always_inline)) void tile_group(ggml_type type, con
 }
 
 /* A register tile: y[r*ldy + c] = dot(weight row c, activation row r) for r < R, c < C, each with its
- * own 8-lane accumulator holding exactly the lanes of quant.h's block order — block b of every output
+ * own 8-lane accumulator holding exactly the lanes of matmul.h's block order — block b of every output
  * goes to lane b % 8, through the same multiply and fused multiply-add as the reference — so the tile
  * shape changes which loads are shared, never an output's bits. x rows are nb blocks apart; xsum8 as in
  * tile_group, a row's groups consecutive. */
@@ -163,7 +163,7 @@ static inline kxside kquant_xside(ggml_type type, const block_q8_act *xg) {
     return xs;
 }
 
-/* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with their side xs: quant.h's steps on all
+/* Super-block of Q4_K against activation blocks xr[0..8) (natural order) with their side xs: matmul.h's steps on all
  * 8 lanes at once. */
 static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], kxside xs, __m256 acc) {
     __m256i q[BLOCK_LANES], s[BLOCK_LANES];
@@ -182,7 +182,7 @@ static inline __m256 superblock_q4_K(const block_q4_K *w, const __m256i xr[8], k
 /* Super-block of Q6_K, as superblock_q4_K. A sub-block's sums of q · x (q in 0..63 unsigned: pair sums at most
  * 2 · 63 · 127, no saturation) lie in the lower 128 bits for its quants 0..15 and the upper for 16..31: summed within
  * each half, less the offset's 32 · Σx (xs), then weighted by the two halves' scales in f32 — each product and their
- * sum an integer below 2^24 (quant.h), so exact and equal to s_b. */
+ * sum an integer below 2^24 (matmul.h), so exact and equal to s_b. */
 static inline __m256 superblock_q6_K(const block_q6_K *w, const __m256i xr[8], kxside xs, __m256 acc) {
     __m256i q[BLOCK_LANES], s[BLOCK_LANES];
     kquant_regs(GGML_TYPE_Q6_K, (const uint8_t *)w, q);

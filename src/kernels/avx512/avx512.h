@@ -1,5 +1,5 @@
 /* avx512.h — the AVX-512 variant (AVX-512 F/DQ/BW/VL with VNNI): the table entries it implements itself (table.h's
- * signatures; every entry is its own). Every one returns the reference's bytes (quant.h). */
+ * signatures; every entry is its own). Every one returns the reference's bytes (matmul.h's INVARIANT). */
 #ifndef FKV_KERNELS_AVX512_H
 #define FKV_KERNELS_AVX512_H
 
@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quant.h"
 #include "table.h"
 
 /* attn.c */
@@ -35,7 +34,7 @@ void avx512_row_q8(const float *x, block_q8_act *dst, size_t n);
 
 /* dot.c (its own F32/F16/BF16 dots, then avx2/dot.c compiled with VNNI) */
 float avx512_dot_f32(const float *a, const float *b, size_t n);
-/* The dot of an F32, F16 or BF16 weight row (any other type is taken as F32) with an f32 row: quant_dot's order. */
+/* The dot of an F32, F16 or BF16 weight row (any other type is taken as F32) with an f32 row: kern_dot's order. */
 float avx512_dot_widened(ggml_type type, const void *w, const float *xf, size_t n);
 float avx512_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
 

@@ -1,7 +1,7 @@
 /* avx512/dot.c — the AVX-512 variant's dot of one row: its F32, F16 and BF16 rows' own 512-bit dots (below), the rest
  * avx2/dot.c compiled with this folder's flags, its functions named avx512_* (avx2/matmul.c: one source for both).
  *
- * WHY 512 bits for the float rows: a dot's 32 lanes (quant.h) are exactly two zmm registers, so the tail of a row is
+ * WHY 512 bits for the float rows: a dot's 32 lanes (matmul.h) are exactly two zmm registers, so the tail of a row is
  * masked lanes of the same fused multiply-adds instead of a spill to memory.
  *
  * INVARIANT: each function returns the bytes of its reference (ref/dot.c): the same IEEE operations on the same
@@ -12,7 +12,7 @@
 #include "simd.h"
 
 /* Lane i % 32 is lane i % 16 of acc[(i / 16) % 2]; the last n % 32 elements go to the lanes they reach, the others
- * kept by the mask. The combine is quant.h's: (lane[j] + lane[8+j]) + (lane[16+j] + lane[24+j]), then the 8-lane
+ * kept by the mask. The combine is matmul.h's: (lane[j] + lane[8+j]) + (lane[16+j] + lane[24+j]), then the 8-lane
  * tree ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)). */
 static inline __attribute__((always_inline)) float dot_widened(widen_kind elem, const void *a, const float *b,
                                                                size_t n) {

@@ -1,4 +1,5 @@
-/* ref/convert.c — the reference conversions between f32 and f16 rows, and activation quantization (quant.h).
+/* ref/convert.c — the reference conversions between f32 and f16 rows (convert.h), and activation quantization
+ * (quant.h).
  *
  * Plain C: these define the bits. Conversions to and from f16 reproduce F16C exactly, NaNs included (order.h), so
  * that a row converted by a vector instruction and one converted element by element hold the same bytes.
@@ -6,14 +7,6 @@
 #include "ref.h"
 
 #include "order.h"
-
-float quant_f16_to_f32(uint16_t h) { return ord_f16_to_f32(h); }
-
-uint16_t quant_f32_to_f16(float f) { return ord_f32_to_f16(f); }
-
-float quant_bf16_to_f32(uint16_t h) { return ord_bf16_to_f32(h); }
-
-uint16_t quant_f32_to_bf16(float f) { return ord_f32_to_bf16(f); }
 
 void ref_f32_to_f16_row(const float *src, uint16_t *dst, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = ord_f32_to_f16(src[i]);

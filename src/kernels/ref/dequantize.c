@@ -1,5 +1,5 @@
 /* ref/dequantize.c — the reference dequantization of every weight type (traits.h's dequantize): what a block's bits
- * mean (quant.h spells out each layout). ggml's later types follow ggml's dequantize_row_* expression for expression
+ * mean (types.h spells out each layout). ggml's later types follow ggml's dequantize_row_* expression for expression
  * (bench/typecheck: bit for bit).
  */
 #include "ref.h"

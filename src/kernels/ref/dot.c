@@ -1,5 +1,5 @@
 /* ref/dot.c — the reference dots of a weight row with an activation row, every type (traits.h's dot, the table's dot
- * and dot_f32): the lane layouts of quant.h spelled out with arrays of lanes and one fmaf per multiply-add. Every
+ * and dot_f32): the lane layouts of matmul.h spelled out with arrays of lanes and one fmaf per multiply-add. Every
  * variant's dots and matrix products give these bits for every output.
  *
  * F32, F16 and BF16 rows against an f32 row: element i in lane i % 32. The quantized types against a Q8_0-quantized
@@ -85,7 +85,7 @@ float ref_dot_w_q4_0(const void *w, const float *xf, const block_q8_act *xq, siz
     return dot_blocks(GGML_TYPE_Q4_0, w, xq, n / QK);
 }
 
-/* Super-block sb, sub-block k meets activation block 8*sb + k, lane k (quant.h). */
+/* Super-block sb, sub-block k meets activation block 8*sb + k, lane k (matmul.h). */
 float ref_dot_w_q4_K(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
     (void)xf;
     const block_q4_K *w = wv;
@@ -135,7 +135,7 @@ float ref_dot_w_q6_K(const void *wv, const float *xf, const block_q8_act *x, siz
 }
 
 
-/* ---- ggml's later types ------------------------------------------------------------------------------ */
+/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS -------------------------------------------------- */
 
 /* Σ q[i] · x[i] and Σ x[i] over one activation block (exact). */
 static int32_t sum_qx(const uint8_t *q, const int8_t *x, int n) {

@@ -151,7 +151,7 @@ void ref_quantize_q6_K(const float *x, void *dst, size_t n) {
     }
 }
 
-/* ---- ggml's later types, by its reference quantizers ------------------------------------------------ */
+/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS: ggml's reference quantizers ------------------- */
 
 /* Round to the nearest integer, ties to even, by ggml's trick: adding 1.5 · 2^23 leaves the integer in the low
  * mantissa bits. Exact for |v| < 2^22; beyond (a near-zero divisor) it wraps as ggml's does, and the callers clamp. */

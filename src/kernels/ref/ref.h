@@ -1,4 +1,5 @@
-/* ref.h — the reference kernels: portable C that defines every bit (quant.h documents the orders).
+/* ref.h — the reference kernels: portable C that defines every bit (matmul.h, attn.h and quant.h document the
+ * orders).
  *
  * The reference implements every entry of the kernel table (table.h) and every type's row of traits.h, in files named
  * by operation: convert.c (f16 rows, activation quantization), dequantize.c, quantize.c and dot.c (each weight type's
@@ -12,7 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quant.h"
 #include "table.h"
 
 /* convert.c */
