@@ -10,7 +10,6 @@
 
 /* convert.c */
 void avx2_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
-void avx2_f16_to_f32_row(const uint16_t *src, float *dst, size_t n);
 void avx2_row_q8(const float *x, block_q8_act *dst, size_t n);
 
 /* dot.c */

@@ -1,7 +1,7 @@
 /* avx512/convert.c — row conversions and activation quantization on AVX-512.
  *
- * WHY: the conversions are exact instructions (vcvtps2ph, vcvtph2ps: the F16C operations, NaNs included, that
- * the reference's conversions reproduce: order.h), 16 lanes a register, a row's tail in masked lanes.
+ * WHY: the conversion is one exact instruction (vcvtps2ph: the F16C operation, NaNs included, that the reference's
+ * conversion reproduces: order.h), 16 lanes a register, a row's tail in masked lanes.
  *
  * INVARIANT: each function returns the bytes of its reference (ref/): the same IEEE operations on the same
  * operands in the same order.
@@ -17,20 +17,10 @@ static inline __attribute__((always_inline)) void f32_to_f16_16(const float *src
     _mm256_mask_storeu_epi16(dst, live, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-static inline __attribute__((always_inline)) void f16_to_f32_16(const uint16_t *src, float *dst, __mmask16 live) {
-    _mm512_mask_storeu_ps(dst, live, avx512_load16(WIDEN_F16, src, 0, live));
-}
-
 void avx512_f32_to_f16_row(const float *src, uint16_t *dst, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) f32_to_f16_16(src + i, dst + i, 0xffff);
     if (i < n) f32_to_f16_16(src + i, dst + i, avx512_first(n - i));
-}
-
-void avx512_f16_to_f32_row(const uint16_t *src, float *dst, size_t n) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) f16_to_f32_16(src + i, dst + i, 0xffff);
-    if (i < n) f16_to_f32_16(src + i, dst + i, avx512_first(n - i));
 }
 
 /* A block's amax is the largest |x| that is not NaN, whatever the order it is taken in (vmaxps returns its second

@@ -12,10 +12,6 @@ void ref_f32_to_f16_row(const float *src, uint16_t *dst, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = ord_f32_to_f16(src[i]);
 }
 
-void ref_f16_to_f32_row(const uint16_t *src, float *dst, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = ord_f16_to_f32(src[i]);
-}
-
 /* ---- activation quantization ------------------------------------------------------------------- */
 
 void ref_row_q8(const float *x, block_q8_act *dst, size_t n) {

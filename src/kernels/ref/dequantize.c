@@ -8,7 +8,10 @@
 
 void ref_dequantize_f32(const void *src, float *dst, size_t n) { memcpy(dst, src, n * sizeof(float)); }
 
-void ref_dequantize_f16(const void *src, float *dst, size_t n) { ref_f16_to_f32_row(src, dst, n); }
+void ref_dequantize_f16(const void *src, float *dst, size_t n) {
+    const uint16_t *h = src;
+    for (size_t i = 0; i < n; i++) dst[i] = ord_f16_to_f32(h[i]);
+}
 
 void ref_dequantize_bf16(const void *src, float *dst, size_t n) {
     const uint16_t *h = src;

@@ -17,7 +17,6 @@
 
 /* convert.c */
 void ref_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
-void ref_f16_to_f32_row(const uint16_t *src, float *dst, size_t n);
 void ref_row_q8(const float *x, block_q8_act *dst, size_t n);
 
 /* dequantize.c, quantize.c and dot.c: each type's row of traits.h (n elements, a multiple of its block) */
