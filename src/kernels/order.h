@@ -214,6 +214,18 @@ static inline void ord_q5_unpack(const uint8_t qh4[4], const uint8_t qs[QK / 2],
     for (int e = 0; e < QK; e++) q[e] = (uint8_t)(q[e] | ((qh >> e) & 1) << 4);
 }
 
+/* Block b of a Q4_1 row or (fifth) a Q5_1 row, whose d and m lie alike: its 32 quants in element order, d and m. */
+static inline void ord_min_block(const void *row, size_t b, bool fifth, uint8_t q[QK], float *d, float *m) {
+    const block_q4_1 *w4 = (const block_q4_1 *)row + b;
+    const block_q5_1 *w5 = (const block_q5_1 *)row + b;
+    if (fifth)
+        ord_q5_unpack(w5->qh, w5->qs, q);
+    else
+        ord_q4_unpack(w4->qs, q);
+    *d = ord_f16_to_f32(fifth ? w5->d : w4->d);
+    *m = ord_f16_to_f32(fifth ? w5->m : w4->m);
+}
+
 /* The 256 quants of a Q5_K block (0..31), in element order; its scales and mins are Q4_K's (ord_q4_K_scales). */
 static inline void ord_q5_K_unpack(const block_q5_K *w, uint8_t q[QK_K]) {
     for (int c = 0; c < 4; c++)

@@ -37,17 +37,12 @@ void ref_dequantize_q4_0(const void *src, float *dst, size_t n) {
     }
 }
 
-/* Q4_1 and Q5_1 (fifth: its fifth bits in qh), whose d and m lie at the same offsets: x = q · d + m. */
+/* Q4_1 and Q5_1 (fifth): x = q · d + m. */
 static void dequantize_min_blocks(const void *src, float *dst, size_t n, bool fifth) {
     for (size_t b = 0; b < n / QK; b++) {
-        const block_q4_1 *w4 = (const block_q4_1 *)src + b;
-        const block_q5_1 *w5 = (const block_q5_1 *)src + b;
         uint8_t q[QK];
-        if (fifth)
-            ord_q5_unpack(w5->qh, w5->qs, q);
-        else
-            ord_q4_unpack(w4->qs, q);
-        const float d = ord_f16_to_f32(fifth ? w5->d : w4->d), m = ord_f16_to_f32(fifth ? w5->m : w4->m);
+        float d, m;
+        ord_min_block(src, b, fifth, q, &d, &m);
         for (int j = 0; j < QK; j++) dst[b * QK + j] = (float)q[j] * d + m;
     }
 }

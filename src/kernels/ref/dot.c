@@ -161,19 +161,14 @@ static float dot_scale_min(const uint8_t *q, float d, float m, const block_q8_ac
     return fmaf(xb->d, fmaf(d, (float)sum_qx(q, xb->qs, QK), m * (float)sum_x(xb->qs, QK)), lane);
 }
 
-/* Q4_1 and Q5_1 (fifth: its fifth bits in qh), whose d and m lie at the same offsets. */
+/* Q4_1 and Q5_1 (fifth). */
 static float dot_min_blocks(const void *wv, const block_q8_act *x, size_t n, bool fifth) {
     float lane[BLOCK_LANES] = {0};
     for (size_t b = 0; b < n / QK; b++) {
-        const block_q4_1 *w4 = (const block_q4_1 *)wv + b;
-        const block_q5_1 *w5 = (const block_q5_1 *)wv + b;
         uint8_t q[QK];
-        if (fifth)
-            ord_q5_unpack(w5->qh, w5->qs, q);
-        else
-            ord_q4_unpack(w4->qs, q);
-        const uint16_t d = fifth ? w5->d : w4->d, m = fifth ? w5->m : w4->m;
-        lane[b % BLOCK_LANES] = dot_scale_min(q, ord_f16_to_f32(d), ord_f16_to_f32(m), &x[b], lane[b % BLOCK_LANES]);
+        float d, m;
+        ord_min_block(wv, b, fifth, q, &d, &m);
+        lane[b % BLOCK_LANES] = dot_scale_min(q, d, m, &x[b], lane[b % BLOCK_LANES]);
     }
     return ord_combine8(lane);
 }

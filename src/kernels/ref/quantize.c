@@ -160,25 +160,27 @@ static int nearest(float v) {
     return (int)(ord_f32_bits(big) & 0x007fffff) - 0x00400000;
 }
 
-/* Block of 32 with a scale and a min (Q4_1, Q5_1): d = (max - min) / levels, q = (int)((x - min) / d + 0.5). */
-static void minmax_block(const float *x, float *min, float *max) {
+/* Block of 32 with a scale and a min (Q4_1, Q5_1; levels 15 or 31): d = (max - min) / levels and the min, stored in
+ * d16 and m16 as f16 (the min also at *min); returns 1 / d (0 when d is), for q = (int)((x - min) / d + 0.5). */
+static float scale_min_block(const float *x, float levels, uint16_t *d16, uint16_t *m16, float *min) {
+    float max = -FLT_MAX;
     *min = FLT_MAX;
-    *max = -FLT_MAX;
     for (int j = 0; j < QK; j++) {
         if (x[j] < *min) *min = x[j];
-        if (x[j] > *max) *max = x[j];
+        if (x[j] > max) max = x[j];
     }
+    const float d = (max - *min) / levels;
+    *d16 = ord_f32_to_f16(d);
+    *m16 = ord_f32_to_f16(*min);
+    return d != 0.0f ? 1.0f / d : 0.0f;
 }
 
 void ref_quantize_q4_1(const float *x, void *dst, size_t n) {
     block_q4_1 *y = dst;
     for (size_t b = 0; b < n / QK; b++) {
         const float *xb = x + b * QK;
-        float min, max;
-        minmax_block(xb, &min, &max);
-        const float d = (max - min) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = ord_f32_to_f16(d);
-        y[b].m = ord_f32_to_f16(min);
+        float min;
+        const float id = scale_min_block(xb, 15.0f, &y[b].d, &y[b].m, &min);
         for (int j = 0; j < QK / 2; j++) {
             const int lo = (int8_t)((xb[j] - min) * id + 0.5f), hi = (int8_t)((xb[j + QK / 2] - min) * id + 0.5f);
             y[b].qs[j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
@@ -222,11 +224,8 @@ void ref_quantize_q5_1(const float *x, void *dst, size_t n) {
     block_q5_1 *y = dst;
     for (size_t b = 0; b < n / QK; b++) {
         const float *xb = x + b * QK;
-        float min, max;
-        minmax_block(xb, &min, &max);
-        const float d = (max - min) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = ord_f32_to_f16(d);
-        y[b].m = ord_f32_to_f16(min);
+        float min;
+        const float id = scale_min_block(xb, 31.0f, &y[b].d, &y[b].m, &min);
         uint8_t q[QK];
         for (int j = 0; j < QK; j++) q[j] = (uint8_t)((xb[j] - min) * id + 0.5f);
         q5_pack(q, y[b].qh, y[b].qs);
