@@ -7,7 +7,7 @@
  *    the medians.
  *    And the floor of that cost on this machine (ROOFLINE: bench/roofline.c's JSON, measured by bench/spec): the work
  *    k more rows add with the weights already streamed — their integer products at the best int8 peak (AMX, VNNI or
- *    AVX2), attention over CONTEXT positions at the f32 FMA peak, and quant.h's three float steps per output and
+ *    AVX2), attention over CONTEXT positions at the f32 FMA peak, and matmul.h's three float steps per output and
  *    block at the FMA rate — as if all ran at peak, overlapped with the weight stream.
  * 2. Acceptance (measured): TRANSCRIPT (an agent session, OpenAI messages) rendered with ChatML and tokenized by
  *    MODEL's vocabulary; every assistant message replayed as if the model generated it: at each step the lookup drafter

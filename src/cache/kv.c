@@ -7,7 +7,10 @@
 
 #include "base/err.h"
 #include "base/hugemem.h"
+#include "kernels/attn.h"
+#include "kernels/convert.h"
 #include "kernels/quant.h"
+#include "kernels/traits.h"
 
 ggml_type kv_elem_type(fkv_kv_type type) {
     switch (type) {
@@ -20,7 +23,7 @@ ggml_type kv_elem_type(fkv_kv_type type) {
 
 static bool quantized(ggml_type type) { return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0; }
 
-size_t kv_row_bytes(fkv_kv_type type, uint32_t kv_dim) { return quant_row_bytes(kv_elem_type(type), kv_dim); }
+size_t kv_row_bytes(fkv_kv_type type, uint32_t kv_dim) { return kern_row_bytes(kv_elem_type(type), kv_dim); }
 
 int kv_check_type(fkv_kv_type type, uint32_t head_dim, uint32_t kv_dim, fkv_error *err) {
     if (type != FKV_KV_F32 && type != FKV_KV_F16 && type != FKV_KV_Q8_0 && type != FKV_KV_Q4_0)
@@ -82,11 +85,11 @@ ops_kv_view kv_map_view(const kv_map *m, uint32_t layer) {
 
 /* A row is stored in units: its elements (f32, f16), or its blocks of QK elements (the quantized types). In a K tile,
  * unit u of the 32 keys is a section of OPS_ATTN_TILE units: f16/f32 key j's element at j (key-major); quantized
- * key j's scale at byte 2j, then the block's quant bytes in groups of QUANT_KEY_GROUP, key-interleaved (quant.h). In a
+ * key j's scale at byte 2j, then the block's quant bytes in groups of KERN_KEY_GROUP, key-interleaved (attn.h). In a
  * quantized V tile, unit u's section holds the 32 positions' blocks in order; an f16/f32 V tile is its rows. */
 static uint32_t unit_elems(ggml_type type) { return quantized(type) ? QK : 1; }
 
-static size_t unit_bytes(ggml_type type) { return quant_row_bytes(type, unit_elems(type)); }
+static size_t unit_bytes(ggml_type type) { return kern_row_bytes(type, unit_elems(type)); }
 
 /* The tile holding position p's K (v false) or V row. */
 static uint8_t *tile_of(const ops_kv_view *view, bool v, uint32_t p) {
@@ -103,10 +106,10 @@ static void move_k_unit(ggml_type type, uint8_t *kt, uint32_t p, uint32_t u, uin
     }
     uint8_t *scale = section + j * sizeof(uint16_t), *quants = section + OPS_ATTN_TILE * sizeof(uint16_t);
     memcpy(to_tile ? scale : unit, to_tile ? unit : scale, sizeof(uint16_t));
-    for (size_t g = 0; g < (bytes - sizeof(uint16_t)) / QUANT_KEY_GROUP; g++) {
-        uint8_t *in_tile = quants + (g * OPS_ATTN_TILE + j) * QUANT_KEY_GROUP;
-        uint8_t *in_unit = unit + sizeof(uint16_t) + g * QUANT_KEY_GROUP;
-        memcpy(to_tile ? in_tile : in_unit, to_tile ? in_unit : in_tile, QUANT_KEY_GROUP);
+    for (size_t g = 0; g < (bytes - sizeof(uint16_t)) / KERN_KEY_GROUP; g++) {
+        uint8_t *in_tile = quants + (g * OPS_ATTN_TILE + j) * KERN_KEY_GROUP;
+        uint8_t *in_unit = unit + sizeof(uint16_t) + g * KERN_KEY_GROUP;
+        memcpy(to_tile ? in_tile : in_unit, to_tile ? in_unit : in_tile, KERN_KEY_GROUP);
     }
 }
 
@@ -135,7 +138,7 @@ static void move_units(const ops_kv_view *view, bool v, uint32_t p, uint32_t u0,
 /* n values (whole blocks for the quantized types) in the storage type, as kv.h says. */
 static void to_stored(ggml_type type, const float *x, uint8_t *dst, uint32_t n) {
     if (type == GGML_TYPE_F16)
-        quant_f32_to_f16_row(x, (uint16_t *)(void *)dst, n); /* the variant's conversion: the same bits, faster */
+        kern_f32_to_f16_row(x, (uint16_t *)(void *)dst, n); /* the variant's conversion: the same bits, faster */
     else
         quant_quantize_row(type, x, dst, n);
 }

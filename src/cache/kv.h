@@ -9,7 +9,7 @@
  * blocks each from its own 32 values — so the quantized types take heads of a multiple of 32 (kv_check_type), and a
  * head's blocks are its own. A K tile is laid out for the scores of a tile of keys at once: f16/f32 key-major (ops.h's
  * ops_kv_view), no transposing; quantized, per block of the rows a section of the 32 keys' scales then their quants in
- * groups of four, key-interleaved (quant.h's quant_score_tile_q) — the operands of integer products of four quants of
+ * groups of four, key-interleaved (attn.h's kern_score_tile_q) — the operands of integer products of four quants of
  * 16 keys at once. An f16/f32 V tile is its rows position-major (a row: kv_dim values); a quantized one, per block of
  * the rows a section of the 32 positions' blocks, so a head's values are contiguous sections, as its keys are (rows
  * position-major would give each head a 34- or 18-byte-a-block slice of every row, starting anywhere in a line). A row

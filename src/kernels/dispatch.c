@@ -1,4 +1,4 @@
-/* dispatch.c — CPUID, XGETBV and the AMX permission decide which variants run; the quant.h API calls the active one.
+/* dispatch.c — CPUID, XGETBV and the AMX permission decide which variants run; the kernel API calls the active one.
  */
 #include "dispatch.h"
 
@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant.h"
 
 #if defined(__x86_64__) && FKV_SIMD_X86
 #include <cpuid.h>

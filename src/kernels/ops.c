@@ -4,6 +4,9 @@
 #include <omp.h>
 #include <string.h>
 
+#include "attn.h"
+#include "matmul.h"
+#include "quant.h"
 #include "traits.h"
 
 /* Below this many multiply-adds a call runs on one thread: waking a team costs more than it saves (a
@@ -15,7 +18,7 @@ bool ops_matrix_wants_q8(const ops_matrix *w) { return kern_wants_q8(w->type); }
 /* A product shared by a team: each thread first takes a lead, a run of its own of 3/4 (MATMUL_LEAD_NUM / _DEN) / team
  * of the outputs (thread t the t-th), then the rest is cut into items of whole multiples of 64 outputs, about 16 per
  * rest, taken dynamically, so a thread that something else on its core slows down does less of that part instead
- * of making the other wait at the barrier; 64 outputs at least keep a call's fixed costs (quant_matmul) near 1% of an
+ * of making the other wait at the barrier; 64 outputs at least keep a call's fixed costs (kern_matmul) near 1% of an
  * item's work. The last two items' worth of outputs go in items a quarter that size (16 outputs at least): the items
  * taken last are short, so the thread that finishes first waits less for the other.
  * WHY the leads: with items alone, the two threads take turns along the rows, and each thread's weights come as runs
@@ -54,8 +57,8 @@ static item_plan plan_of(const ops_matrix *w, uint32_t team) {
 static void matmul_range(const ops_product *p, uint32_t o0, uint32_t o1, const float *x, const block_q8_act *xq,
                          const void *xp, uint32_t n_rows) {
     const ops_matrix *w = p->w;
-    quant_matmul(w->type, w->packed, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, xp, n_rows,
-                 w->n_in, p->y + o0, w->n_out);
+    kern_matmul(w->type, w->packed, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, xp, n_rows,
+                w->n_in, p->y + o0, w->n_out);
 }
 
 /* This thread's leads of the products, then its items of the rests: a work-sharing loop over all of them, no
@@ -120,7 +123,7 @@ void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n,
     for (uint32_t r = 0; r < n_rows; r++) {
         const float *xr = x + (size_t)r * n;
         float *o = out + (size_t)r * n;
-        float ss = quant_dot_f32(xr, xr, n);
+        float ss = kern_dot_f32(xr, xr, n);
         float scale = 1.0f / sqrtf(ss / (float)n + eps);
         for (uint32_t i = 0; i < n; i++) o[i] = gain[i] * (scale * xr[i]);
     }
@@ -250,7 +253,7 @@ static uint32_t same_keys(const uint32_t *qpos, uint32_t u, uint32_t m, uint32_t
  * to absolute positions. Each query goes through exactly the steps it would alone — its tiles, its scores in
  * the same order, its max, corrections and accumulation — so the block never changes a bit; only the reading
  * of K and V is shared: every query that reaches a tile scores its keys in one call, and queries that see the
- * same keys of it accumulate them in one call (quant.h's query blocks). */
+ * same keys of it accumulate them in one call (attn.h's query blocks). */
 static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const ops_kv_view *kv,
                          size_t head_off, uint32_t head_dim, float scale, uint32_t window, float *acc,
                          size_t out_stride) {
@@ -269,10 +272,10 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
     }
     /* a row's elements (f16/f32 V's stride); the bytes of the head's elements in a V row, and of its sections in a K
      * tile (key-major) and in a quantized V tile: where they start, how many */
-    const size_t stride = kv->row_bytes / quant_row_bytes(kv->type, unit) * unit;
-    const size_t v_head = quant_row_bytes(kv->type, head_off), k_head = v_head * OPS_ATTN_TILE;
-    const size_t v_bytes = quant_row_bytes(kv->type, head_dim), k_bytes = v_bytes * OPS_ATTN_TILE;
-    const size_t block = quant_row_bytes(kv->type, unit); /* a quantized V tile's row stride; its sections' / 32 */
+    const size_t stride = kv->row_bytes / kern_row_bytes(kv->type, unit) * unit;
+    const size_t v_head = kern_row_bytes(kv->type, head_off), k_head = v_head * OPS_ATTN_TILE;
+    const size_t v_bytes = kern_row_bytes(kv->type, head_dim), k_bytes = v_bytes * OPS_ATTN_TILE;
+    const size_t block = kern_row_bytes(kv->type, unit); /* a quantized V tile's row stride; its sections' / 32 */
     const uint32_t last = qpos[m - 1];
     for (uint32_t t0 = window_start(qpos[0], window) / OPS_ATTN_TILE * OPS_ATTN_TILE; t0 <= last; t0 += OPS_ATTN_TILE) {
         const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles blocks */
@@ -297,32 +300,32 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         const uint8_t *kt = kv->k + off + k_head;
         float *tile_scores = scores + first * OPS_ATTN_TILE;
         if (quantized)
-            quant_score_tile_q(kv->type, kt, qq + first * head_blocks, head_blocks, end - first, head_dim, tile_scores,
-                               OPS_ATTN_TILE);
+            kern_score_tile_q(kv->type, kt, qq + first * head_blocks, head_blocks, end - first, head_dim, tile_scores,
+                              OPS_ATTN_TILE);
         else if (kv->type == GGML_TYPE_F16)
-            quant_score_tile_f16((const uint16_t *)kt, q + first * q_stride, q_stride, end - first, head_dim,
-                                 tile_scores, OPS_ATTN_TILE);
+            kern_score_tile_f16((const uint16_t *)kt, q + first * q_stride, q_stride, end - first, head_dim,
+                                tile_scores, OPS_ATTN_TILE);
         else
-            quant_score_tile_f32((const float *)kt, q + first * q_stride, q_stride, end - first, head_dim, tile_scores,
-                                 OPS_ATTN_TILE);
+            kern_score_tile_f32((const float *)kt, q + first * q_stride, q_stride, end - first, head_dim, tile_scores,
+                                OPS_ATTN_TILE);
         for (uint32_t u = first; window && u < end; u++) /* keys below the window: weight e^-inf = 0 */
             for (uint32_t j = 0; t0 + j < window_start(qpos[u], window); j++) scores[u * OPS_ATTN_TILE + j] = -INFINITY;
         /* each query's softmax step, its exponentials (corrections, then weights) taken with the others' */
         for (uint32_t u = first; u < end; u++) {
             keys[u] = keys_in_tile(qpos[u], t0);
-            const float tile_max = quant_scale_max(scores + u * OPS_ATTN_TILE, keys[u], scale);
+            const float tile_max = kern_scale_max(scores + u * OPS_ATTN_TILE, keys[u], scale);
             grew[u] = tile_max > running_max[u];
             correction[u] = grew[u] ? running_max[u] - tile_max : 0.0f; /* -inf on the first tile: e^-inf = 0 */
             if (grew[u]) running_max[u] = tile_max;
         }
-        quant_exp(correction + first, end - first);
+        kern_exp(correction + first, end - first);
         for (uint32_t u = first; u < end; u++) {
             if (!grew[u]) continue;
             for (uint32_t d = 0; d < head_dim; d++) acc[u * out_stride + d] *= correction[u];
             denom[u] *= correction[u];
         }
-        quant_exp_sum_rows(scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE, keys + first, running_max + first, end - first,
-                           weight_sum + first);
+        kern_exp_sum_rows(scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE, keys + first, running_max + first, end - first,
+                          weight_sum + first);
         for (uint32_t u = first; u < end; u++) denom[u] += weight_sum[u];
         const uint8_t *vt = kv->v + off + (quantized ? k_head : v_head);
         for (uint32_t u = first, n_q; u < end; u += n_q) {
@@ -330,13 +333,13 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
             float *y = acc + u * out_stride;
             const float *w = scores + u * OPS_ATTN_TILE;
             if (quantized)
-                quant_axpy_rows_q(kv->type, y, out_stride, w, OPS_ATTN_TILE, n_q, vt, block, block * OPS_ATTN_TILE,
-                                  keys[u], head_dim);
+                kern_axpy_rows_q(kv->type, y, out_stride, w, OPS_ATTN_TILE, n_q, vt, block, block * OPS_ATTN_TILE,
+                                 keys[u], head_dim);
             else if (kv->type == GGML_TYPE_F16)
-                quant_axpy_rows_f16(y, out_stride, w, OPS_ATTN_TILE, n_q, (const uint16_t *)vt, stride, keys[u],
-                                    head_dim);
+                kern_axpy_rows_f16(y, out_stride, w, OPS_ATTN_TILE, n_q, (const uint16_t *)vt, stride, keys[u],
+                                   head_dim);
             else
-                quant_axpy_rows_f32(y, out_stride, w, OPS_ATTN_TILE, n_q, (const float *)vt, stride, keys[u], head_dim);
+                kern_axpy_rows_f32(y, out_stride, w, OPS_ATTN_TILE, n_q, (const float *)vt, stride, keys[u], head_dim);
         }
     }
     for (uint32_t u = 0; u < m; u++) {
@@ -402,12 +405,12 @@ void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const o
 }
 
 void ops_swiglu(float *gate, const float *up, size_t n) {
-    enum { CHUNK = 256 }; /* e^-gate a chunk at a time, through quant_exp's vector path */
+    enum { CHUNK = 256 }; /* e^-gate a chunk at a time, through kern_exp's vector path */
     float e[CHUNK];
     for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
         const size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
         for (size_t i = 0; i < m; i++) e[i] = -gate[i0 + i];
-        quant_exp(e, m);
+        kern_exp(e, m);
         for (size_t i = 0; i < m; i++) gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
     }
 }
@@ -422,7 +425,7 @@ void ops_geglu(float *gate, const float *up, size_t n) {
             const float g = gate[i0 + i];
             e[i] = -2.0f * (sqrt_2_over_pi * g * (1.0f + coef * g * g));
         }
-        quant_exp(e, m);
+        kern_exp(e, m);
         for (size_t i = 0; i < m; i++) gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
     }
 }

@@ -3,7 +3,7 @@
  * WHY: the forward pass is a sequence of these operations over the n rows of a chunk. They are where
  * threads meet data, so they are where row invariance (docs/design.md §1) is won or lost.
  *
- * INVARIANT: each output element is computed by exactly one thread, by one call of a quant.h kernel
+ * INVARIANT: each output element is computed by exactly one thread, by one call of a kernel (matmul.h, attn.h)
  * whose reduction order is fixed; threads split output rows/columns (taken dynamically), never a reduction. So a row's
  * result is the same whatever n_rows, n_threads, or the other rows in the call. Attention for the query
  * at absolute position p walks keys 0..p in tiles of OPS_ATTN_TILE aligned to absolute positions, with
@@ -26,17 +26,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quant.h"
+#include "attn.h"
+#include "types.h"
 
 /* The version of the bits' definition (the reference kernels' orders, src/kernels/order.h): part of every disk block's
  * name, so a block computed under other bits is never read. Bump it with any change to tests/golden/digests.txt. */
 #define OPS_BITS_VERSION 1
 
-#define OPS_ATTN_TILE QUANT_KEY_TILE /* 32 */
+#define OPS_ATTN_TILE KERN_KEY_TILE /* 32 */
 #define OPS_ATTN_MAX_HEAD_DIM 256 /* the widest head accepted (real models: 64 to 256); a bound on corrupt files */
 
 /* A weight matrix: n_out rows of n_in elements of `type`, row r at data + r * row_bytes; packed: the rows are
- * quant_pack_rows' (quant.h). */
+ * kern_pack_rows' (matmul.h). */
 typedef struct {
     ggml_type type;
     bool packed;
@@ -51,7 +52,7 @@ bool ops_matrix_wants_q8(const ops_matrix *w);
 
 /* y[r][o] = W[o] · x[r] for r < n_rows, o < n_out. x: [n_rows][n_in] f32; xq: the same rows as Q8_0
  * blocks [n_rows][n_in/QK] as ops_quantize_rows leaves them (required when ops_matrix_wants_q8, else
- * ignored); xp: NULL, or those rows as quant_panel_rows prepares them (quant.h), made once for every product. */
+ * ignored); xp: NULL, or those rows as kern_panel_rows prepares them (matmul.h), made once for every product. */
 void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, const void *xp, uint32_t n_rows, float *y,
                 int n_threads);
 
@@ -90,9 +91,9 @@ void ops_rope(float *x, uint32_t n_rows, uint32_t n_heads, uint32_t head_dim, ui
  * (t0 % block_rows)·row_bytes, with block_rows a multiple of OPS_ATTN_TILE so that a tile never straddles two
  * blocks — the same reads, so the same bits, as contiguous storage. A tile of f16/f32 V is its OPS_ATTN_TILE rows,
  * position t0 + j's at + j·row_bytes; of quantized V, a section per block of the rows, position t0 + j's block at
- * + j·(its bytes) in it (kv.h), so one head's values are the contiguous sections of its blocks. A tile of K is key-major (quant.h's quant_score_tile_*): element e of position t0 + j
+ * + j·(its bytes) in it (kv.h), so one head's values are the contiguous sections of its blocks. A tile of K is key-major (attn.h's kern_score_tile_*): element e of position t0 + j
  * at element index e·OPS_ATTN_TILE + j, so one head's keys are a contiguous [head_dim][OPS_ATTN_TILE] panel; for the
- * quantized types, a section per block of the rows (quant.h's quant_score_tile_q), so one head's keys are the
+ * quantized types, a section per block of the rows (attn.h's kern_score_tile_q), so one head's keys are the
  * contiguous sections of its head_dim / 32 blocks. */
 typedef struct {
     const uint8_t *k;
@@ -118,11 +119,11 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p);
 void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
                    uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, float *out, int n_threads);
 
-/* gate[i] = silu(gate[i]) * up[i] over n elements, silu(g) = g / (1 + e^-g) with e^x from quant_exp. */
+/* gate[i] = silu(gate[i]) * up[i] over n elements, silu(g) = g / (1 + e^-g) with e^x from kern_exp. */
 void ops_swiglu(float *gate, const float *up, size_t n);
 
 /* gate[i] = gelu(gate[i]) * up[i] over n elements, gelu the tanh form: g/2·(1 + tanh(u)), u = sqrt(2/pi)·(g +
- * 0.044715·g³), computed as g / (1 + e^(-2u)) with e^x from quant_exp (the same value; no libm, so the same bits on
+ * 0.044715·g³), computed as g / (1 + e^(-2u)) with e^x from kern_exp (the same value; no libm, so the same bits on
  * every machine). */
 void ops_geglu(float *gate, const float *up, size_t n);
 

@@ -20,7 +20,7 @@
 #define DOT_LANES 32  /* f32 dot: element i goes to lane i % 32 */
 #define BLOCK_LANES 8 /* quantized dot: block b goes to lane b % 8 */
 
-/* The bytes of one block of a quantized K/V row (quant_score_tile_q, quant_axpy_rows_q: Q8_0 or Q4_0). */
+/* The bytes of one block of a quantized K/V row (kern_score_tile_q, kern_axpy_rows_q: Q8_0 or Q4_0). */
 static inline size_t ord_kv_block_bytes(ggml_type type) {
     return type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
 }
@@ -89,6 +89,13 @@ static inline uint16_t ord_f32_to_f16(float f) {
 
 static inline float ord_bf16_to_f32(uint16_t h) { return ord_f32_from_bits((uint32_t)h << 16); }
 
+/* f32 → bf16, round to nearest even; a NaN stays a quiet NaN. */
+static inline uint16_t ord_f32_to_bf16(float f) {
+    uint32_t u = ord_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* keep it a quiet NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
 /* ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)): how 8 lanes meet (four __m256 halves and a pairwise sum give it). */
 static inline float ord_combine8(const float l[BLOCK_LANES]) {
     return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
@@ -109,7 +116,7 @@ static inline float ord_combine8_max(const float l[BLOCK_LANES]) {
                         ord_max_pick(ord_max_pick(l[1], l[5]), ord_max_pick(l[3], l[7])));
 }
 
-/* quant_exp's constants: the split of ln 2 (hi has 9 significant bits, so k·hi is exact), 1/i!. */
+/* kern_exp's constants: the split of ln 2 (hi has 9 significant bits, so k·hi is exact), 1/i!. */
 #define EXP_LOG2E 1.44269504f
 #define EXP_LN2_HI 0.693359375f
 #define EXP_LN2_LO -2.12194440e-4f
@@ -117,7 +124,7 @@ static inline float ord_combine8_max(const float l[BLOCK_LANES]) {
 #define EXP_MIN -87.33654f
 static const float ord_exp_coef[7] = {1.0f, 1.0f, 0.5f, 0.166666672f, 0.0416666679f, 0.00833333377f, 0.00138888892f};
 
-/* quant_exp's sequence (quant.h) for one element. */
+/* kern_exp's sequence (attn.h) for one element. */
 static inline float ord_exp1(float x) {
     if (x != x) return x + 0.0f; /* quiet NaN, as the SIMD paths' arithmetic leaves it */
     if (x > EXP_MAX) return INFINITY;
@@ -151,7 +158,7 @@ static inline void ord_q4_K_scales(const uint8_t s[12], int32_t sc[8], int32_t m
     }
 }
 
-/* A Q4_K or Q5_K super-block's values from d, dmin, its 12 scale bytes and its unpacked quants q (quant.h):
+/* A Q4_K or Q5_K super-block's values from d, dmin, its 12 scale bytes and its unpacked quants q (types.h):
  * x = (d · sc_j) · q - dmin · m_j in sub-block j. */
 static inline void ord_dequantize_sc_min(float d, float dmin, const uint8_t scales[12], const uint8_t q[256], float *dst) {
     int32_t sc[8], m[8];
@@ -184,7 +191,7 @@ static inline void ord_q6_K_unpack(const block_q6_K *w, int8_t q[QK_K]) {
         }
 }
 
-/* ---- the types of ggml's later layouts (quant.h): their quants in element order, shared by the reference and the
+/* ---- the types of ggml's later layouts (types.h): their quants in element order, shared by the reference and the
  * variants' tails ---- */
 
 /* IQ4_NL's and IQ4_XS's 16 non-linear values (ggml's kvalues_iq4nl). */
@@ -205,6 +212,18 @@ static inline void ord_q5_unpack(const uint8_t qh4[4], const uint8_t qs[QK / 2],
     memcpy(&qh, qh4, 4);
     ord_q4_unpack(qs, q);
     for (int e = 0; e < QK; e++) q[e] = (uint8_t)(q[e] | ((qh >> e) & 1) << 4);
+}
+
+/* Block b of a Q4_1 row or (fifth) a Q5_1 row, whose d and m lie alike: its 32 quants in element order, d and m. */
+static inline void ord_min_block(const void *row, size_t b, bool fifth, uint8_t q[QK], float *d, float *m) {
+    const block_q4_1 *w4 = (const block_q4_1 *)row + b;
+    const block_q5_1 *w5 = (const block_q5_1 *)row + b;
+    if (fifth)
+        ord_q5_unpack(w5->qh, w5->qs, q);
+    else
+        ord_q4_unpack(w4->qs, q);
+    *d = ord_f16_to_f32(fifth ? w5->d : w4->d);
+    *m = ord_f16_to_f32(fifth ? w5->m : w4->m);
 }
 
 /* The 256 quants of a Q5_K block (0..31), in element order; its scales and mins are Q4_K's (ord_q4_K_scales). */

@@ -1,17 +1,17 @@
 /* table.h — the kernel table: one row of function pointers per instruction-set variant, chosen once at start-up.
  *
- * WHY: flatkv's bits are defined once, by the reference kernels (ref/, portable C; quant.h documents every order).
- * Faster variants (AVX2, AVX-512 with VNNI, AMX) are different loop nests and instructions over the same IEEE
- * operations on the same operands in the same order, so each returns the reference's bytes on every input. A
- * KV block computed on one CPU therefore resumes exactly on any other, and one binary carries every variant: each
- * lives in its own folder, compiled with its own target flags, and is called only through this table after the
+ * WHY: flatkv's bits are defined once, by the reference kernels (ref/, portable C; matmul.h, attn.h and quant.h
+ * document every order). Faster variants (AVX2, AVX-512 with VNNI, AMX) are different loop nests and instructions over
+ * the same IEEE operations on the same operands in the same order, so each returns the reference's bytes on every
+ * input. A KV block computed on one CPU therefore resumes exactly on any other, and one binary carries every variant:
+ * each lives in its own folder, compiled with its own target flags, and is called only through this table after the
  * dispatcher (dispatch.c) has checked that the CPU and the OS allow it.
  *
- * INVARIANT: for every entry and every input, kern_variant(v)->entry(...) gives the bytes of
- * kern_variant(KERN_REF)->entry(...). Layout-producing entries (pack_rows, panel_rows) are the exception: their
+ * INVARIANT: for every entry and every input, every variant's table->entry(...) gives the bytes of
+ * kern_ref_table()->entry(...). Layout-producing entries (pack_rows, panel_rows) are the exception: their
  * bytes are the variant's own, and only the same variant's matmul reads them.
  *
- * Thread-safety: the tables are immutable after kern_init; kern_select must not run while a model or a forward
+ * Thread-safety: a table never changes once made; kern_select must not run while a model or a forward
  * pass that used the previous variant is alive (weights are packed for the variant that loaded them).
  */
 #ifndef FKV_KERNELS_TABLE_H
@@ -26,18 +26,17 @@
 typedef struct kern_ops {
     const char *name; /* "ref", "avx2", "avx512", "amx" */
 
-    /* conversions and activation quantization (quant.h) */
+    /* conversions and activation quantization (convert.h, quant.h) */
     void (*f32_to_f16_row)(const float *src, uint16_t *dst, size_t n);
-    void (*f16_to_f32_row)(const uint16_t *src, float *dst, size_t n);
     void (*row_q8)(const float *x, block_q8_act *dst, size_t n);
 
-    /* dot products and matrix products (quant.h: quant_dot_f32, quant_dot, quant_matmul) */
+    /* dot products and matrix products (matmul.h: kern_dot_f32, kern_dot, kern_matmul) */
     float (*dot_f32)(const float *a, const float *b, size_t n);
     float (*dot)(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
     void (*matmul)(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                    const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
 
-    /* weights packed at load and activation rows prepared once per set of rows (quant.h); the ref packs nothing
+    /* weights packed at load and activation rows prepared once per set of rows (matmul.h); the ref packs nothing
      * and prepares nothing (packs false, panel_row_bytes 0) */
     bool (*packs)(ggml_type type, size_t n);
     size_t (*packed_row_bytes)(ggml_type type, size_t n);
@@ -45,7 +44,7 @@ typedef struct kern_ops {
     size_t (*panel_row_bytes)(size_t n);
     void (*panel_rows)(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 
-    /* attention over key tiles and its softmax steps (quant.h) */
+    /* attention over key tiles and its softmax steps (attn.h) */
     void (*score_tile_f16)(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
                            size_t out_stride);
     void (*score_tile_f32)(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,

@@ -33,3 +33,8 @@ bool kern_wants_q8(ggml_type type) {
     const kern_traits *t = kern_type_traits(type);
     return t && t->act_q8;
 }
+
+size_t kern_row_bytes(ggml_type type, size_t n) {
+    const kern_traits *t = kern_type_traits(type);
+    return t ? n / t->block_elems * t->block_bytes : 0;
+}

@@ -34,4 +34,7 @@ const kern_traits *kern_type_traits(ggml_type type);
 /* True when products with weights of type take Q8_0-quantized activations. */
 bool kern_wants_q8(ggml_type type);
 
+/* Bytes of n elements of type (n a multiple of its block): n / block elements · block bytes; 0 for a type not here. */
+size_t kern_row_bytes(ggml_type type, size_t n);
+
 #endif

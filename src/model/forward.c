@@ -19,6 +19,9 @@
 
 #include "base/err.h"
 #include "base/hugemem.h"
+#include "kernels/dispatch.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
 
 struct forward {
     const fkv_model *m;
@@ -28,7 +31,7 @@ struct forward {
     float *rope_cs[2];          /* [max_rows][n_rot] per rotary table (model.h: MODEL_ROPE_GLOBAL, _LOCAL) */
     const float *rope_divisors; /* the global table's frequency divisors for this context, or NULL */
     block_q8_act *xq;
-    void *xp; /* xq's rows as quant_panel_rows prepares them (NULL in a build without panels) */
+    void *xp; /* xq's rows as kern_panel_rows prepares them (NULL in a build without panels) */
     ops_kv_view *views;
     void *scratch; /* every buffer above but rope_divisors: slices of one allocation of scratch_bytes */
     size_t scratch_bytes;
@@ -50,9 +53,9 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
         return NULL;
     }
     const model_hparams *hp = &m->hp;
-    if (m->kernels != quant_kernels()) {
+    if (m->kernels != kern_active()->name) {
         err_input(err, "the model's weights are laid out for the %s kernels, but %s are in use", m->kernels,
-                quant_kernels());
+                kern_active()->name);
         free(c);
         return NULL;
     }
@@ -63,7 +66,7 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
     size_t rows = max_rows;
     uint32_t widest = hp->dim > q_dim ? hp->dim : q_dim;
     if (hp->hidden > widest) widest = hp->hidden;
-    const size_t xp_bytes = rows * quant_panel_row_bytes(widest);
+    const size_t xp_bytes = rows * kern_panel_row_bytes(widest);
     struct {
         void **at;
         size_t bytes;
@@ -117,14 +120,14 @@ static void own_rows(uint32_t n, uint32_t *r0, uint32_t *r1) {
 }
 
 /* Rows [r0, r1) of x (n_in wide) quantized into c->xq for the matrices that take Q8_0 activations, and rearranged
- * into c->xp (quant_panel_rows), once for every product of them and every thread: a decode row as much as a prefill
+ * into c->xp (kern_panel_rows), once for every product of them and every thread: a decode row as much as a prefill
  * chunk (packed weights take it either way; a row costs a few hundred operations). */
 static void quantize_rows(forward *c, const float *x, uint32_t r0, uint32_t r1, uint32_t n_in, bool wanted) {
     if (!wanted) return;
     for (uint32_t r = r0; r < r1; r++) {
         quant_row_q8(x + (size_t)r * n_in, c->xq + (size_t)r * (n_in / QK), n_in);
     }
-    if (c->xp) quant_panel_rows(c->xq, n_in, r0, r1, c->xp);
+    if (c->xp) kern_panel_rows(c->xq, n_in, r0, r1, c->xp);
 }
 
 /* The whole pass, run by every thread of one team (or by one thread): row-wise steps on each thread's

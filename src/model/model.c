@@ -13,6 +13,7 @@
 #include "base/err.h"
 #include "base/hugemem.h"
 #include "kernels/dispatch.h"
+#include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/traits.h"
 
@@ -404,24 +405,24 @@ const float *model_rope_divisors(const fkv_model *m, uint32_t n_ctx) {
 
 /* Rows packed or copied per task of the load's team. */
 #define PACK_ROWS 64
-/* Bytes w takes there, rounded to a cache line: packed (quant_pack_rows) where the kernels take its type so, else
+/* Bytes w takes there, rounded to a cache line: packed (kern_pack_rows) where the kernels take its type so, else
  * its rows as they are. 0 for the tied output matrix, which stays in the mapping as token_embd does (embeddings
  * read its rows one by one). */
 static size_t placed_bytes(const fkv_model *m, const ops_matrix *w) {
     if (w == &m->output && w->data == m->tok_embd.data) return 0;
-    const size_t rb = quant_packs(w->type, w->n_in) ? quant_packed_row_bytes(w->type, w->n_in) : w->row_bytes;
+    const size_t rb = kern_packs(w->type, w->n_in) ? kern_packed_row_bytes(w->type, w->n_in) : w->row_bytes;
     return (rb * w->n_out + 63) / 64 * 64;
 }
 
 /* w packed or copied into dst; the mapped rows' pages are then dropped from the process (the page cache keeps
  * them), so the copy does not double the resident size. */
 static void place_matrix(ops_matrix *w, uint8_t *dst) {
-    const bool pack = quant_packs(w->type, w->n_in);
+    const bool pack = kern_packs(w->type, w->n_in);
 #pragma omp parallel for schedule(dynamic, 1)
     for (uint32_t r0 = 0; r0 < w->n_out; r0 += PACK_ROWS) {
         const uint32_t r1 = w->n_out - r0 < PACK_ROWS ? w->n_out : r0 + PACK_ROWS;
         if (pack)
-            quant_pack_rows(w->type, w->data, w->row_bytes, r0, r1, w->n_in, dst);
+            kern_pack_rows(w->type, w->data, w->row_bytes, r0, r1, w->n_in, dst);
         else
             memcpy(dst + (size_t)r0 * w->row_bytes, w->data + (size_t)r0 * w->row_bytes,
                    (size_t)(r1 - r0) * w->row_bytes);
@@ -430,7 +431,7 @@ static void place_matrix(ops_matrix *w, uint8_t *dst) {
                     hi = ((uintptr_t)w->data + w->row_bytes * w->n_out) / page * page;
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* only whole pages of this matrix; a hint */
     w->data = dst;
-    if (pack) w->row_bytes = quant_packed_row_bytes(w->type, w->n_in);
+    if (pack) w->row_bytes = kern_packed_row_bytes(w->type, w->n_in);
     w->packed = pack;
 }
 
@@ -480,7 +481,7 @@ static fkv_model *model_load(const char *path, const void *buf, size_t size, fkv
         fkv_model_free(m);
         return NULL;
     }
-    m->kernels = quant_kernels();
+    m->kernels = kern_active()->name;
     m->file = buf ? gguf_open_buffer(buf, size, path, err) : gguf_open(path, err);
     if (!m->file || read_hparams(m->file, &m->hp, err) || load_weights(m, err) ||
         pack_weights(m, err) || !(m->vocab = tok_load(m->file, err))) {

@@ -16,7 +16,7 @@
  * the mapped file. Norm vectors are copied to f32. The weights are borrowed from the mapping, which the
  * model keeps open until model_free; the layers' matrices and an untied output matrix are copied at load into
  * memory the model owns (on huge pages where the system gives them), packed where the kernels take them so
- * (quant_packs: Q8_0, Q4_0, Q4_K, Q6_K). A fused tensor becomes the matrices of its row ranges (attn_qkv: q, k, v;
+ * (kern_packs: Q8_0, Q4_0, Q4_K, Q6_K). A fused tensor becomes the matrices of its row ranges (attn_qkv: q, k, v;
  * a fused ffn_up: gate, then up), each packed on its own, so the forward pass sees the same matrices as for separate
  * tensors.
  *
@@ -146,7 +146,7 @@ struct fkv_model {
     size_t packed_bytes;
     struct grammar_vocab *gvocab; /* the vocabulary arranged for grammar masks (grammar.h), built at first need */
     pthread_mutex_t gvocab_mu;
-    const char *kernels; /* the kernel variant the matrices are laid out for (quant_kernels() at load) */
+    const char *kernels; /* the kernel variant the matrices are laid out for (kern_active()->name at load) */
 };
 
 /* Load and validate (see INVARIANT); NULL with err naming the file and the key or tensor at fault. */

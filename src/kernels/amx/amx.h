@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quant.h"
 #include "table.h"
 
 /* matmul.c: y[r*ldy + o] = the reference dot of weight row o (natural GGUF rows of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,

@@ -1,19 +1,19 @@
 /* amx/matmul.c — quantized weight rows × Q8_0 activation rows on AMX-INT8 tiles (prefill), bit for bit the reference's
- * dots (ref/matmul.c).
+ * dots (ref/dot.c).
  *
  * WHY: with 16 or more activation rows a product is dominated by its integer block sums, and one tdpbssd gives a
- * block's sums for 16 activation rows × 16 weight rows at once. What remains are the float steps quant.h fixes for
+ * block's sums for 16 activation rows × 16 weight rows at once. What remains are the float steps matmul.h fixes for
  * every (row, output, block), done on AVX-512 registers 16 outputs at a time.
  *
  * INVARIANT: every output gets exactly the IEEE operations of the reference dot on the same operands in the same order.
  * Integer block sums are exact in any order, so the tiles may produce them; each of an output's 8 lanes is its own
  * chain over blocks k, k+8, k+16, .., so the lanes run one after another, a lane's 16 × 16 outputs in 16 registers, and
- * meet last in quant.h's tree.
+ * meet last in matmul.h's tree.
  *
  * Layout: the activation rows are read in place — tile A is 16 rows × one block's 32 quants, the rows n/32 blocks
  * apart; their scales (and, for the types with a min — Q4_K, Q5_K, Q4_1, Q5_1 — Σx) are gathered once per call into
  * vectors of 16 per block. Q6_K and Q3_K take a block in two halves of 16 quants (tiles A · B and A2 · B2), each half's
- * sums scaled by its own sub-block scale, as quant.h's Q6_K order; IQ4_XS, one scale per block, takes it whole. Weight
+ * sums scaled by its own sub-block scale, as matmul.h's Q6_K order; IQ4_XS, one scale per block, takes it whole. Weight
  * rows are rearranged 16 at a time (a panel), a chunk of blocks at a time, into tile B's layout (row k of a block's B:
  * quants 4k..4k+3 of each of the 16 weight rows) as signed bytes, with each block's float factors as vectors of 16; a
  * chunk then serves every group of 16 activation rows while it is in L1. Rows packed at load (the avx512 variant's
@@ -47,7 +47,7 @@
 
 #define TILE_ROWS 16    /* activation rows of a tile (M) */
 #define TILE_COLS 16    /* weight rows of a panel (N) */
-#define LANES 8         /* block b goes to lane b % 8 (quant.h) */
+#define LANES 8         /* block b goes to lane b % 8 (matmul.h) */
 #define B_ROW 64        /* a row of a tile B: 16 weight rows × 4 quants */
 #define B_BYTES 512     /* one block's tile B: 8 rows */
 #define CHUNK_BLOCKS 64 /* blocks of a panel rearranged at a time: 32 KB of tiles B, whole super-blocks */
@@ -83,7 +83,7 @@ typedef struct {
     float sc[2][CHUNK_BLOCKS][TILE_COLS]; /* Q6_K form: scales of quants 0..15, 16..31 (IQ4_XS: ls_k, sc[0]) */
 } wpanel;
 
-/* The float steps a type's blocks take (quant.h): Q8_0's fmaf(d_w · d_x, s, lane) for the signed block types, Q4_K's
+/* The float steps a type's blocks take (matmul.h): Q8_0's fmaf(d_w · d_x, s, lane) for the signed block types, Q4_K's
  * fmaf(d_x, fmaf(d, s, m · t), lane) for those with a min (Q4_1, Q5_1, Q5_K), Q6_K's halves (Q3_K), and IQ4_XS's fmaf(d
  * · d_x, ls · s, lane) on a whole block. */
 static ggml_type step_form(ggml_type type) {
@@ -239,7 +239,7 @@ static inline __m512i block_pair(ggml_type type, const uint8_t *lo, const uint8_
 }
 
 /* Blocks [b0, b0 + nblk) of a 32-element block type's panel rows w (c_rows of them, w_row_bytes apart): the quants as
- * tiles B; the f16 scale d (at the block's start), and for Q4_1 / Q5_1 the f16 m after it (quant.h: the Q4_K form,
+ * tiles B; the f16 scale d (at the block's start), and for Q4_1 / Q5_1 the f16 m after it (matmul.h: the Q4_K form,
  * fmaf(d_x, fmaf(d, s, m · t), lane), so d goes where Q4_K's d · sc goes and m where its -dmin · m does). */
 static void panel_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk,
                          wpanel *p) {
@@ -386,7 +386,7 @@ static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
 
 /* Super-blocks of Q4_K (Q5_K: the same, with the fifth bits of qh): sub-block 2c is the low nibbles of
  * qs[32c..32c+31] (Q5_K: plus bit 2c of qh[l]), 2c+1 the high ones (bit 2c+1). d · sc and -dmin · m are exact in f32
- * (an f16 times a 6-bit integer), so d · sc times the sum is quant.h's d · (sc · s). Both blocks begin with d, dmin
+ * (an f16 times a 6-bit integer), so d · sc times the sum is matmul.h's d · (sc · s). Both blocks begin with d, dmin
  * and the same 12 bytes of scales. */
 static void panel_q4_K(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk,
                        wpanel *p) {
@@ -425,7 +425,7 @@ static void panel_q4_K(ggml_type type, const uint8_t *w, size_t w_row_bytes, int
 }
 
 /* Blocks 4h..4h+3 of a Q6_K, Q3_K or IQ4_XS super-block of two rows (the super-blocks at lo and hi) as the signed
- * bytes of their tiles B, q[c] block 4h + c (quant.h's layouts). Q6_K: ql's low 4 bits and qh's 2 high bits, less 32.
+ * bytes of their tiles B, q[c] block 4h + c (types.h's layouts). Q6_K: ql's low 4 bits and qh's 2 high bits, less 32.
  * Q3_K: bits 2c..2c+1 of qs[32h + l] with bit 4h + c of hmask[l] as bit 2, less 4 (so less 4 unless that bit is
  * set). IQ4_XS: block 4h + c's 16 bytes of nibbles as IQ4_NL's. */
 static inline void half_quants(ggml_type type, const uint8_t *lo, const uint8_t *hi, int h, __m512i q[4]) {
@@ -486,7 +486,7 @@ static void half_row_factors(ggml_type type, wpanel *p, size_t j0, int i, bool r
     q6_K_row_factors(p, j0, i, row, d16, sc);
 }
 
-/* Super-blocks of Q6_K, Q3_K or IQ4_XS (quant.h gives all three Q6_K's order), half h holding blocks 4h..4h+3. A tile
+/* Super-blocks of Q6_K, Q3_K or IQ4_XS (matmul.h gives all three Q6_K's order), half h holding blocks 4h..4h+3. A tile
  * B's rows 0..3 are quants 0..15 and rows 4..7 quants 16..31, so the same tiles serve two half tiles (Q6_K, Q3_K) or
  * one whole (IQ4_XS). */
 static void panel_halves(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk,
@@ -586,7 +586,7 @@ static inline __attribute__((always_inline)) void block_sums(ggml_type type, con
     _tile_stored(T_C, s[0], 64);
 }
 
-/* acc[r] (activation row r, the panel's 16 weight rows) takes block j's step of quant.h's lane, from its sums s;
+/* acc[r] (activation row r, the panel's 16 weight rows) takes block j's step of matmul.h's lane, from its sums s;
  * xs: the group's activation side at block j. */
 static inline __attribute__((always_inline)) void block_step(ggml_type type, const int32_t s[2][TILE_ROWS][TILE_COLS],
                                                              const float *xs, const wpanel *p, size_t j,
@@ -614,7 +614,7 @@ static inline __attribute__((always_inline)) void block_step(ggml_type type, con
         return;
     }
     case GGML_TYPE_IQ4_XS: {
-        /* The reference's s_b = ls · S over the whole block, |s_b| <= 16516096 < 2^24 (quant.h), so ls · (float)S is
+        /* The reference's s_b = ls · S over the whole block, |s_b| <= 16516096 < 2^24 (matmul.h), so ls · (float)S is
          * exact and equals (float)s_b; then its fmaf(d · d_x, s_b, lane). One tile where Q6_K's halves take two: with
          * one scale for both halves nothing needs them apart (prefill 512, iq4_xs: about 20% faster). */
         const __m512 d = _mm512_load_ps(p->d[j]), ls = _mm512_load_ps(p->sc[0][j]);
@@ -683,7 +683,7 @@ static void run_group(ggml_type type, const block_q8_act *x, long x_stride, cons
     }
 }
 
-/* y rows [0, rows) of a group, columns [0, cols): its lanes in quant.h's tree. */
+/* y rows [0, rows) of a group, columns [0, cols): its lanes in matmul.h's tree. */
 static void store_group(float part[LANES][TILE_ROWS][TILE_COLS], int rows, int cols, float *y, size_t ldy) {
     const __mmask16 mask = (__mmask16)((1u << cols) - 1);
     for (int r = 0; r < rows; r++) {

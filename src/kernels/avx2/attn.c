@@ -6,6 +6,7 @@
  */
 #include "avx2.h"
 
+#include "attn.h"
 #include "simd.h"
 
 #include <string.h>
@@ -76,7 +77,7 @@ void avx2_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *
         for (size_t d = 0; d < n; d++) {                                                                            \
             __m256 key[K8];                                                                                         \
             for (int g = 0; g < K8; g++) {                                                                          \
-                key[g] = load8_widened(kind, kt, d * QUANT_KEY_TILE + k0 + 8 * (size_t)g);                         \
+                key[g] = load8_widened(kind, kt, d * KERN_KEY_TILE + k0 + 8 * (size_t)g);                         \
                 if (Q > 1) PIN(key[g]); /* shared by the Q queries in registers */                                  \
             }                                                                                                       \
             for (int r = 0; r < Q; r++) {                                                                           \
@@ -200,7 +201,7 @@ static inline __attribute__((always_inline)) void axpy_block(widen_kind kind, fl
                      n_rows, n);
 }
 
-/* ---- quantized keys (quant.h's tile layout) ---- */
+/* ---- quantized keys (attn.h's tile layout) ---- */
 
 /* Q queries (1 or 2) against 16 keys of a Q8_0 or Q4_0 tile from key k0 (two registers of 8). Per block, each key's
  * integer sum s_b in its lane, from maddubs products of unsigned bytes with signed ones: Q8_0 as |k| · (q with k's
@@ -210,12 +211,12 @@ static inline __attribute__((always_inline)) void score_keys_q(ggml_type type, i
                                                                 const block_q8_act *q, size_t q_stride, size_t n,
                                                                 float *out, size_t out_stride) {
     const bool q8 = type == GGML_TYPE_Q8_0;
-    const size_t section = ord_kv_block_bytes(type) * QUANT_KEY_TILE, group = QUANT_KEY_GROUP * QUANT_KEY_TILE;
-    const int n_groups = (int)(ord_kv_block_bytes(type) - sizeof(uint16_t)) / QUANT_KEY_GROUP;
+    const size_t section = ord_kv_block_bytes(type) * KERN_KEY_TILE, group = KERN_KEY_GROUP * KERN_KEY_TILE;
+    const int n_groups = (int)(ord_kv_block_bytes(type) - sizeof(uint16_t)) / KERN_KEY_GROUP;
     __m256 acc[4];
     for (int c = 0; c < 2 * Q; c++) acc[c] = _mm256_setzero_ps();
     for (size_t b = 0; b < n / QK; b++) {
-        const uint8_t *sec = kt + b * section, *qs = sec + sizeof(uint16_t) * QUANT_KEY_TILE + k0 * QUANT_KEY_GROUP;
+        const uint8_t *sec = kt + b * section, *qs = sec + sizeof(uint16_t) * KERN_KEY_TILE + k0 * KERN_KEY_GROUP;
         __m256i sum[4];
         for (int c = 0; c < 2 * Q; c++) sum[c] = _mm256_setzero_si256();
         for (int g = 0; g < n_groups; g++) {
@@ -224,8 +225,8 @@ static inline __attribute__((always_inline)) void score_keys_q(ggml_type type, i
             for (int r = 0; r < Q; r++) {
                 const block_q8_act *qb = &q[r * q_stride + b];
                 int32_t lo, hi = 0; /* Q8_0: quants 4g..4g+3; Q4_0: those of the low nibbles, then the high ones' */
-                memcpy(&lo, qb->qs + g * QUANT_KEY_GROUP, sizeof lo);
-                if (!q8) memcpy(&hi, qb->qs + QK / 2 + g * QUANT_KEY_GROUP, sizeof hi);
+                memcpy(&lo, qb->qs + g * KERN_KEY_GROUP, sizeof lo);
+                if (!q8) memcpy(&hi, qb->qs + QK / 2 + g * KERN_KEY_GROUP, sizeof hi);
                 for (int h = 0; h < 2; h++)
                     if (q8) {
                         const __m256i sq = _mm256_sign_epi8(_mm256_set1_epi32(lo), k[h]);
@@ -260,7 +261,7 @@ static inline __attribute__((always_inline)) void score_keys_q(ggml_type type, i
 void avx2_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q, size_t n,
                        float *out, size_t out_stride) {
     for (size_t r = 0; r < n_q; r += 2)
-        for (size_t k0 = 0; k0 < QUANT_KEY_TILE; k0 += 16)
+        for (size_t k0 = 0; k0 < KERN_KEY_TILE; k0 += 16)
             if (n_q - r >= 2)
                 score_keys_q(type, 2, kt, k0, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
             else

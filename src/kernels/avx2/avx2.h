@@ -6,22 +6,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quant.h"
 #include "table.h"
 
 /* convert.c */
 void avx2_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
-void avx2_f16_to_f32_row(const uint16_t *src, float *dst, size_t n);
 void avx2_row_q8(const float *x, block_q8_act *dst, size_t n);
 
-/* matmul.c */
+/* dot.c */
 float avx2_dot_f32(const float *a, const float *b, size_t n);
 float avx2_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
+
+/* matmul.c (its paths: tiles.c, packed.c, panels.c, panel_tiles.c; layout.h) */
 void avx2_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                  const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
+
+/* packed.c */
 bool avx2_packs(ggml_type type, size_t n);
 size_t avx2_packed_row_bytes(ggml_type type, size_t n);
 void avx2_pack_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
+
+/* panels.c */
 size_t avx2_panel_row_bytes(size_t n);
 void avx2_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 
@@ -42,9 +46,5 @@ void avx2_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stri
 void avx2_exp(float *x, size_t n);
 float avx2_scale_max(float *s, size_t n, float scale);
 void avx2_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
-
-/* dot_ext.c: the block dots of ggml's later types, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS (false, *out
- * untouched, for other types) */
-bool avx2_dot_ext(ggml_type type, const void *w, const block_q8_act *xq, size_t n, float *out);
 
 #endif

@@ -1,4 +1,4 @@
-/* avx2/convert.c — the AVX2 variant's f16 row conversions (F16C, which the reference reproduces exactly) and
+/* avx2/convert.c — the AVX2 variant's f32 → f16 row conversion (F16C, which the reference reproduces exactly) and
  * activation quantization (the reference's operations, eight elements at a time). */
 #include "avx2.h"
 
@@ -10,12 +10,6 @@ void avx2_f32_to_f16_row(const float *src, uint16_t *dst, size_t n) {
         _mm_storeu_si128((__m128i *)(dst + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     for (; i < n; i++) dst[i] = ord_f32_to_f16(src[i]);
-}
-
-void avx2_f16_to_f32_row(const uint16_t *src, float *dst, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    for (; i < n; i++) dst[i] = ord_f16_to_f32(src[i]);
 }
 
 void avx2_row_q8(const float *x, block_q8_act *dst, size_t n) {

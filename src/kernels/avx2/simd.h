@@ -2,7 +2,7 @@
  * integer sums of quantized blocks.
  *
  * Included by the avx2 files (and by the variants that build on their loop nests); every helper keeps the lane
- * layout of quant.h, so a register's eight lanes are the reference's eight lanes.
+ * layout of matmul.h, so a register's eight lanes are the reference's eight lanes.
  */
 #ifndef FKV_KERNELS_AVX2_SIMD_H
 #define FKV_KERNELS_AVX2_SIMD_H
@@ -11,7 +11,7 @@
 
 #include "order.h"
 
-/* Q8_0 and Q4_0: quantized K/V rows, a run of blocks, dequantized exactly (quant.h); 8 elements from i, a multiple of
+/* Q8_0 and Q4_0: quantized K/V rows, a run of blocks, dequantized exactly (attn.h); 8 elements from i, a multiple of
  * 8, lie in one block. */
 typedef enum { WIDEN_F32, WIDEN_F16, WIDEN_BF16, WIDEN_Q8_0, WIDEN_Q4_0 } widen_kind;
 
@@ -111,7 +111,7 @@ static inline __attribute__((always_inline)) void load32_widened(widen_kind kind
 
 /* Element e of row j, for load8/load1/load32_widened (and avx512_load16/32) at *at: rows of f16/f32 elements `stride`
  * elements apart (the row, e); rows of quantized blocks `stride` bytes apart, a row's blocks `block_stride` bytes apart
- * (quant_axpy_rows_q: the element's block, e % 32). */
+ * (kern_axpy_rows_q: the element's block, e % 32). */
 static inline const void *widened_elem_at(widen_kind kind, const void *rows, size_t j, size_t stride,
                                           size_t block_stride, size_t e, size_t *at) {
     *at = e;

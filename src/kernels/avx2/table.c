@@ -4,7 +4,6 @@
 static const kern_ops avx2_ops = {
     .name = "avx2",
     .f32_to_f16_row = avx2_f32_to_f16_row,
-    .f16_to_f32_row = avx2_f16_to_f32_row,
     .row_q8 = avx2_row_q8,
     .dot_f32 = avx2_dot_f32,
     .dot = avx2_dot,

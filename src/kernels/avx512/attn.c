@@ -4,12 +4,13 @@
  * head of y is four; more chains fit in the 32 registers, so more queries share each load of K or V.
  *
  * INVARIANT: every lane does what the reference (ref/) does to its element — the same IEEE operations on
- * the same operands in the same order (quant.h's fixed orders). Only the loop nest differs: which queries run
+ * the same operands in the same order (attn.h's fixed orders). Only the loop nest differs: which queries run
  * side by side, and how many registers of one row are held at once. Tails are masked lanes of the same
  * operations, never a different sequence.
  */
 #include "avx512.h"
 
+#include "attn.h"
 #include "simd.h"
 
 #include <math.h>
@@ -37,8 +38,8 @@ static inline __attribute__((always_inline)) void score_queries(widen_kind elem,
     __m512 acc[2 * SCORE_MAX_Q];
     for (int c = 0; c < 2 * Q; c++) acc[c] = _mm512_setzero_ps();
     for (size_t d = 0; d < n; d++) {
-        __m512 k0 = avx512_load16(elem, kt, d * QUANT_KEY_TILE, 0xffff);
-        __m512 k1 = avx512_load16(elem, kt, d * QUANT_KEY_TILE + 16, 0xffff);
+        __m512 k0 = avx512_load16(elem, kt, d * KERN_KEY_TILE, 0xffff);
+        __m512 k1 = avx512_load16(elem, kt, d * KERN_KEY_TILE + 16, 0xffff);
         if (Q > 1) {
             PIN(k0);
             PIN(k1);
@@ -86,7 +87,7 @@ void avx512_score_tile_f32(const float *kt, const float *q, size_t q_stride, siz
     score_tile(WIDEN_F32, kt, q, q_stride, n_q, n, out, out_stride);
 }
 
-/* ---- scores of a quantized key tile (quant.h's layout) ------------------------------------------- */
+/* ---- scores of a quantized key tile (attn.h's layout) ------------------------------------------- */
 
 /* Queries side by side: per query 2 float chains and 2 integer sums, with the key registers, within the 32. */
 #define SCORE_Q_MAX_Q 6
@@ -115,12 +116,12 @@ static inline __attribute__((always_inline)) void score_queries_q(ggml_type type
                                                                    const block_q8_act *q, size_t q_stride, size_t n,
                                                                    float *out, size_t out_stride) {
     const bool q8 = type == GGML_TYPE_Q8_0;
-    const size_t section = ord_kv_block_bytes(type) * QUANT_KEY_TILE, group = QUANT_KEY_GROUP * QUANT_KEY_TILE;
-    const int n_groups = (int)(ord_kv_block_bytes(type) - sizeof(uint16_t)) / QUANT_KEY_GROUP;
+    const size_t section = ord_kv_block_bytes(type) * KERN_KEY_TILE, group = KERN_KEY_GROUP * KERN_KEY_TILE;
+    const int n_groups = (int)(ord_kv_block_bytes(type) - sizeof(uint16_t)) / KERN_KEY_GROUP;
     __m512 acc[2 * SCORE_Q_MAX_Q];
     for (int c = 0; c < 2 * Q; c++) acc[c] = _mm512_setzero_ps();
     for (size_t b = 0; b < n / QK; b++) {
-        const uint8_t *sec = kt + b * section, *qs = sec + sizeof(uint16_t) * QUANT_KEY_TILE;
+        const uint8_t *sec = kt + b * section, *qs = sec + sizeof(uint16_t) * KERN_KEY_TILE;
         __m512i sum[2 * SCORE_Q_MAX_Q];
         for (int c = 0; c < 2 * Q; c++) sum[c] = _mm512_setzero_si512();
         for (int g = 0; g < n_groups; g++) {
@@ -133,7 +134,7 @@ static inline __attribute__((always_inline)) void score_queries_q(ggml_type type
                     PIN(u1);
                 }
                 for (int r = 0; r < Q; r++) {
-                    const __m512i qg = query_group(&q[r * q_stride + b], (size_t)g * QUANT_KEY_GROUP);
+                    const __m512i qg = query_group(&q[r * q_stride + b], (size_t)g * KERN_KEY_GROUP);
                     sum[2 * r] = _mm512_dpbusd_epi32(sum[2 * r], u0, qg);
                     sum[2 * r + 1] = _mm512_dpbusd_epi32(sum[2 * r + 1], u1, qg);
                 }
@@ -150,8 +151,8 @@ static inline __attribute__((always_inline)) void score_queries_q(ggml_type type
                 }
                 for (int r = 0; r < Q; r++) {
                     const block_q8_act *qb = &q[r * q_stride + b];
-                    const __m512i ql = query_group(qb, (size_t)g * QUANT_KEY_GROUP);
-                    const __m512i qh = query_group(qb, QK / 2 + (size_t)g * QUANT_KEY_GROUP);
+                    const __m512i ql = query_group(qb, (size_t)g * KERN_KEY_GROUP);
+                    const __m512i qh = query_group(qb, QK / 2 + (size_t)g * KERN_KEY_GROUP);
                     sum[2 * r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[2 * r], lo0, ql), hi0, qh);
                     sum[2 * r + 1] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[2 * r + 1], lo1, ql), hi1, qh);
                 }

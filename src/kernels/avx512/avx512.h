@@ -1,5 +1,5 @@
 /* avx512.h — the AVX-512 variant (AVX-512 F/DQ/BW/VL with VNNI): the table entries it implements itself (table.h's
- * signatures; every entry is its own). Every one returns the reference's bytes (quant.h). */
+ * signatures; every entry is its own). Every one returns the reference's bytes (matmul.h's INVARIANT). */
 #ifndef FKV_KERNELS_AVX512_H
 #define FKV_KERNELS_AVX512_H
 
@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quant.h"
 #include "table.h"
 
 /* attn.c */
@@ -30,20 +29,23 @@ void avx512_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float
 
 /* convert.c */
 void avx512_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
-void avx512_f16_to_f32_row(const uint16_t *src, float *dst, size_t n);
 void avx512_row_q8(const float *x, block_q8_act *dst, size_t n);
-float avx512_dot_f32(const float *a, const float *b, size_t n);
-/* The dot of an F32, F16 or BF16 weight row (any other type is taken as F32) with an f32 row: quant_dot's order. */
-float avx512_dot_widened(ggml_type type, const void *w, const float *xf, size_t n);
 
-/* matmul.c (avx2/matmul.c compiled with VNNI) */
+/* dot.c (its own F32/F16/BF16 dots, then avx2/dot.c compiled with VNNI) */
+float avx512_dot_f32(const float *a, const float *b, size_t n);
+/* The dot of an F32, F16 or BF16 weight row (any other type is taken as F32) with an f32 row: kern_dot's order. */
+float avx512_dot_widened(ggml_type type, const void *w, const float *xf, size_t n);
 float avx512_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
+
+/* matmul.c (avx2/matmul.c compiled with VNNI, and so are its paths: tiles.c, packed.c, panels.c, panel_tiles.c) */
 void avx512_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                    const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
+
+/* packed.c */
 bool avx512_packs(ggml_type type, size_t n);
 size_t avx512_packed_row_bytes(ggml_type type, size_t n);
 void avx512_pack_rows(ggml_type type, const void *w, size_t w_row_bytes, uint32_t r0, uint32_t r1, size_t n, void *dst);
-/* Where a packed row of n elements (avx512_pack_rows; the layout is avx2/matmul.c's packed_scales_at) keeps its parts,
+/* Where a packed row of n elements (avx512_pack_rows; the layout is avx2/layout.h's packed_scales_at) keeps its parts,
  * for the AMX variant, which reads the same rows: group g's quants at g · group_bytes, its side data at scales_at +
  * g · side_bytes.
  * - Q8_0: 8 registers of 32 bytes (register j: quants 4j..4j+3 of the group's blocks, block k's in bytes 4k..4k+3,
@@ -59,11 +61,9 @@ typedef struct {
     size_t group_bytes, scales_at, side_bytes;
 } avx512_packed_layout;
 avx512_packed_layout avx512_packed_layout_of(ggml_type type, size_t n);
+
+/* panels.c */
 size_t avx512_panel_row_bytes(size_t n);
 void avx512_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
-
-/* dot_ext.c: the block dots of ggml's later types, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS (false, *out
- * untouched, for other types) */
-bool avx512_dot_ext(ggml_type type, const void *w, const block_q8_act *xq, size_t n, float *out);
 
 #endif

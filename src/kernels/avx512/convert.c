@@ -1,8 +1,7 @@
-/* avx512/convert.c — row conversions, activation quantization and the f32-lane dots on AVX-512.
+/* avx512/convert.c — row conversions and activation quantization on AVX-512.
  *
- * WHY: the conversions are exact instructions (vcvtps2ph, vcvtph2ps: the F16C operations, NaNs included, that
- * the reference's conversions reproduce: order.h), and a dot's 32 lanes (quant.h) are exactly two zmm registers, so the
- * tail of a row is masked lanes of the same fused multiply-adds instead of a spill to memory.
+ * WHY: the conversion is one exact instruction (vcvtps2ph: the F16C operation, NaNs included, that the reference's
+ * conversion reproduces: order.h), 16 lanes a register, a row's tail in masked lanes.
  *
  * INVARIANT: each function returns the bytes of its reference (ref/): the same IEEE operations on the same
  * operands in the same order.
@@ -18,20 +17,10 @@ static inline __attribute__((always_inline)) void f32_to_f16_16(const float *src
     _mm256_mask_storeu_epi16(dst, live, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-static inline __attribute__((always_inline)) void f16_to_f32_16(const uint16_t *src, float *dst, __mmask16 live) {
-    _mm512_mask_storeu_ps(dst, live, avx512_load16(WIDEN_F16, src, 0, live));
-}
-
 void avx512_f32_to_f16_row(const float *src, uint16_t *dst, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) f32_to_f16_16(src + i, dst + i, 0xffff);
     if (i < n) f32_to_f16_16(src + i, dst + i, avx512_first(n - i));
-}
-
-void avx512_f16_to_f32_row(const uint16_t *src, float *dst, size_t n) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) f16_to_f32_16(src + i, dst + i, 0xffff);
-    if (i < n) f16_to_f32_16(src + i, dst + i, avx512_first(n - i));
 }
 
 /* A block's amax is the largest |x| that is not NaN, whatever the order it is taken in (vmaxps returns its second
@@ -51,36 +40,4 @@ void avx512_row_q8(const float *x, block_q8_act *dst, size_t n) {
             _mm_storeu_si128((__m128i *)(void *)(dst[b].qs + 16 * h), _mm512_cvtepi32_epi8(q));
         }
     }
-}
-
-/* Lane i % 32 is lane i % 16 of acc[(i / 16) % 2]; the last n % 32 elements go to the lanes they reach, the others
- * kept by the mask. The combine is quant.h's: (lane[j] + lane[8+j]) + (lane[16+j] + lane[24+j]), then the 8-lane
- * tree ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)). */
-static inline __attribute__((always_inline)) float dot_widened(widen_kind elem, const void *a, const float *b,
-                                                               size_t n) {
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm512_fmadd_ps(avx512_load16(elem, a, i, 0xffff), _mm512_loadu_ps(b + i), acc0);
-        acc1 = _mm512_fmadd_ps(avx512_load16(elem, a, i + 16, 0xffff), _mm512_loadu_ps(b + i + 16), acc1);
-    }
-    if (i < n) {
-        const __mmask16 live0 = avx512_first(n - i < 16 ? n - i : 16);
-        const __mmask16 live1 = avx512_first(n - i > 16 ? n - i - 16 : 0);
-        acc0 = _mm512_mask3_fmadd_ps(avx512_load16(elem, a, i, live0), _mm512_maskz_loadu_ps(live0, b + i), acc0,
-                                     live0);
-        acc1 = _mm512_mask3_fmadd_ps(avx512_load16(elem, a, i + 16, live1), _mm512_maskz_loadu_ps(live1, b + i + 16),
-                                     acc1, live1);
-    }
-    const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(acc0), _mm512_extractf32x8_ps(acc0, 1)),
-                                   _mm256_add_ps(_mm512_castps512_ps256(acc1), _mm512_extractf32x8_ps(acc1, 1)));
-    return hsum8(v);
-}
-
-float avx512_dot_f32(const float *a, const float *b, size_t n) {
-    return dot_widened(WIDEN_F32, a, b, n);
-}
-
-float avx512_dot_widened(ggml_type type, const void *w, const float *xf, size_t n) {
-    return dot_widened(type == GGML_TYPE_F16 ? WIDEN_F16 : type == GGML_TYPE_BF16 ? WIDEN_BF16 : WIDEN_F32, w, xf, n);
 }

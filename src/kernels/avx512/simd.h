@@ -1,6 +1,6 @@
 /* simd.h — the AVX-512 variant's register helpers: widening loads of 16 lanes, lane masks, the 8-lane combine.
  *
- * A zmm holds twice the lanes of the AVX2 variant's ymm, never a different order (quant.h); the 8-lane helpers are
+ * A zmm holds twice the lanes of the AVX2 variant's ymm, never a different order (matmul.h); the 8-lane helpers are
  * the AVX2 variant's (avx2/simd.h).
  */
 #ifndef FKV_KERNELS_AVX512_SIMD_H

@@ -4,7 +4,6 @@
 static const kern_ops avx512_ops = {
     .name = "avx512",
     .f32_to_f16_row = avx512_f32_to_f16_row,
-    .f16_to_f32_row = avx512_f16_to_f32_row,
     .row_q8 = avx512_row_q8,
     .dot_f32 = avx512_dot_f32,
     .dot = avx512_dot,

@@ -1,17 +1,18 @@
 /* ref/attn.c — the reference attention steps: a key tile's scores, the softmax's max and exponentials, the value
- * accumulation (quant.h). */
+ * accumulation (attn.h). */
 #include "ref.h"
 
+#include "attn.h"
 #include "order.h"
 
 /* Key j's score: one chain over the elements of the key-major tile. */
 static void score_tile(const void *kt, bool f16, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
                        size_t out_stride) {
     for (size_t r = 0; r < n_q; r++)
-        for (size_t j = 0; j < QUANT_KEY_TILE; j++) {
+        for (size_t j = 0; j < KERN_KEY_TILE; j++) {
             float s = 0.0f;
             for (size_t d = 0; d < n; d++) {
-                const size_t e = d * QUANT_KEY_TILE + j;
+                const size_t e = d * KERN_KEY_TILE + j;
                 const float k = f16 ? ord_f16_to_f32(((const uint16_t *)kt)[e]) : ((const float *)kt)[e];
                 s = fmaf(q[r * q_stride + d], k, s);
             }
@@ -50,13 +51,13 @@ void ref_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_strid
     axpy_rows(false, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
 }
 
-/* ---- quantized K/V rows (Q8_0, Q4_0: quant.h's tile layout) ---- */
+/* ---- quantized K/V rows (Q8_0, Q4_0: attn.h's tile layout) ---- */
 
 /* The quant of element i (< QK) of key j in a K tile's section of one block, offset removed. */
 static int32_t key_quant(ggml_type type, const uint8_t *section, size_t j, size_t i) {
-    const uint8_t *qs = section + sizeof(uint16_t) * QUANT_KEY_TILE;
+    const uint8_t *qs = section + sizeof(uint16_t) * KERN_KEY_TILE;
     const size_t b = type == GGML_TYPE_Q8_0 ? i : i % (QK / 2); /* Q4_0: byte b holds elements b and b + 16 */
-    const uint8_t byte = qs[(b / QUANT_KEY_GROUP * QUANT_KEY_TILE + j) * QUANT_KEY_GROUP + b % QUANT_KEY_GROUP];
+    const uint8_t byte = qs[(b / KERN_KEY_GROUP * KERN_KEY_TILE + j) * KERN_KEY_GROUP + b % KERN_KEY_GROUP];
     if (type == GGML_TYPE_Q8_0) return (int8_t)byte;
     return (i < QK / 2 ? byte & 15 : byte >> 4) - 8;
 }
@@ -69,9 +70,9 @@ static float f16_at(const uint8_t *p) {
 
 void ref_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q, size_t n,
                       float *out, size_t out_stride) {
-    const size_t section = ord_kv_block_bytes(type) * QUANT_KEY_TILE;
+    const size_t section = ord_kv_block_bytes(type) * KERN_KEY_TILE;
     for (size_t r = 0; r < n_q; r++)
-        for (size_t j = 0; j < QUANT_KEY_TILE; j++) {
+        for (size_t j = 0; j < KERN_KEY_TILE; j++) {
             float s = 0.0f;
             for (size_t b = 0; b < n / QK; b++) {
                 const block_q8_act *qb = &q[r * q_stride + b];
@@ -84,7 +85,7 @@ void ref_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, 
         }
 }
 
-/* Element i (< QK) of a Q8_0 or Q4_0 block, dequantized (exactly: quant.h). */
+/* Element i (< QK) of a Q8_0 or Q4_0 block, dequantized (exactly: attn.h). */
 static float block_value(ggml_type type, const uint8_t *block, size_t i) {
     const uint8_t *qs = block + sizeof(uint16_t);
     const int32_t q = type == GGML_TYPE_Q8_0 ? (int8_t)qs[i] : ((qs[i % (QK / 2)] >> (i / (QK / 2) * 4)) & 15) - 8;

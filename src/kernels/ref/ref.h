@@ -1,9 +1,10 @@
-/* ref.h — the reference kernels: portable C that defines every bit (quant.h documents the orders).
+/* ref.h — the reference kernels: portable C that defines every bit (matmul.h, attn.h and quant.h document the
+ * orders).
  *
- * Each variant folder (avx2/, avx512/, amx/) has the same files: convert.c, matmul.c, attn.c and table.c, its
- * functions prefixed with its name. The reference's are the table entries of table.h plus the per-type rows of
- * traits.h (dequantize, quantize, dot); ggml's later types have theirs in quant_ext.c and dot_ext.c (the dots' twins
- * in the variants are avx2/dot_ext.c).
+ * The reference implements every entry of the kernel table (table.h) and every type's row of traits.h, in files named
+ * by operation: convert.c (f16 rows, activation quantization), dequantize.c, quantize.c and dot.c (each weight type's
+ * three functions), matmul.c, attn.c and table.c. A variant folder (avx2/, avx512/, amx/) names its files the same
+ * where it implements the same entries, its functions prefixed with its name.
  */
 #ifndef FKV_KERNELS_REF_H
 #define FKV_KERNELS_REF_H
@@ -12,53 +13,39 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quant.h"
 #include "table.h"
 
 /* convert.c */
 void ref_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
-void ref_f16_to_f32_row(const uint16_t *src, float *dst, size_t n);
 void ref_row_q8(const float *x, block_q8_act *dst, size_t n);
-void ref_dequantize_f32(const void *src, float *dst, size_t n);
-void ref_dequantize_f16(const void *src, float *dst, size_t n);
-void ref_dequantize_bf16(const void *src, float *dst, size_t n);
-void ref_dequantize_q8_0(const void *src, float *dst, size_t n);
-void ref_dequantize_q4_0(const void *src, float *dst, size_t n);
-void ref_dequantize_q4_K(const void *src, float *dst, size_t n);
-void ref_dequantize_q6_K(const void *src, float *dst, size_t n);
-void ref_quantize_f32(const float *src, void *dst, size_t n);
-void ref_quantize_f16(const float *src, void *dst, size_t n);
-void ref_quantize_bf16(const float *src, void *dst, size_t n);
-void ref_quantize_q8_0(const float *src, void *dst, size_t n);
-void ref_quantize_q4_0(const float *src, void *dst, size_t n);
-void ref_quantize_q4_K(const float *src, void *dst, size_t n);
-void ref_quantize_q6_K(const float *src, void *dst, size_t n);
 
-/* quant_ext.c: ggml's later types (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS) */
-#define REF_EXT_TYPE(t)                                                                                            \
+/* dequantize.c, quantize.c and dot.c: each type's row of traits.h (n elements, a multiple of its block) */
+#define REF_TYPE(t)                                                                                                \
     void ref_dequantize_##t(const void *src, float *dst, size_t n);                                              \
     void ref_quantize_##t(const float *src, void *dst, size_t n);                                                \
     float ref_dot_w_##t(const void *w, const float *xf, const block_q8_act *xq, size_t n);
-REF_EXT_TYPE(q4_1)
-REF_EXT_TYPE(q5_0)
-REF_EXT_TYPE(q5_1)
-REF_EXT_TYPE(iq4_nl)
-REF_EXT_TYPE(q2_K)
-REF_EXT_TYPE(q3_K)
-REF_EXT_TYPE(q5_K)
-REF_EXT_TYPE(iq4_xs)
-#undef REF_EXT_TYPE
+REF_TYPE(f32)
+REF_TYPE(f16)
+REF_TYPE(bf16)
+REF_TYPE(q8_0)
+REF_TYPE(q4_0)
+REF_TYPE(q4_1)
+REF_TYPE(q5_0)
+REF_TYPE(q5_1)
+REF_TYPE(iq4_nl)
+REF_TYPE(q2_K)
+REF_TYPE(q3_K)
+REF_TYPE(q4_K)
+REF_TYPE(q5_K)
+REF_TYPE(q6_K)
+REF_TYPE(iq4_xs)
+#undef REF_TYPE
 
-/* matmul.c */
+/* dot.c */
 float ref_dot_f32(const float *a, const float *b, size_t n);
 float ref_dot(ggml_type type, const void *w, const float *xf, const block_q8_act *xq, size_t n);
-float ref_dot_w_f32(const void *w, const float *xf, const block_q8_act *xq, size_t n);
-float ref_dot_w_f16(const void *w, const float *xf, const block_q8_act *xq, size_t n);
-float ref_dot_w_bf16(const void *w, const float *xf, const block_q8_act *xq, size_t n);
-float ref_dot_w_q8_0(const void *w, const float *xf, const block_q8_act *xq, size_t n);
-float ref_dot_w_q4_0(const void *w, const float *xf, const block_q8_act *xq, size_t n);
-float ref_dot_w_q4_K(const void *w, const float *xf, const block_q8_act *xq, size_t n);
-float ref_dot_w_q6_K(const void *w, const float *xf, const block_q8_act *xq, size_t n);
+
+/* matmul.c */
 void ref_matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                 const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy);
 

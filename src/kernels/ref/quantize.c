@@ -1,13 +1,12 @@
-/* ref/quant_ext.c — dequantization and quantization of ggml's later types: Q4_1, Q5_0, Q5_1, IQ4_NL (blocks of 32)
- * and Q2_K, Q3_K, Q5_K, IQ4_XS (super-blocks of 256). quant.h spells out each layout.
+/* ref/quantize.c — the reference quantization of every weight type (traits.h's quantize): what gen-model writes and
+ * what K/V rows of Q8_0 and Q4_0 store (quant.h gives each one's rounding).
  *
- * WHY ggml's reference quantizers here (unlike ref_quantize_q4_K's simple scaling): gen-model writes files that
+ * Q8_0 and Q4_0 are ggml's reference quantizers; Q4_K and Q6_K a simple per-sub-block scaling (quant.h). WHY ggml's
+ * reference quantizers for the later types (unlike ref_quantize_q4_K's simple scaling): gen-model writes files that
  * llama.cpp's reference quantizer would write from the same floats, byte for byte (bench/typecheck checks it), so a
  * generated model is one llama.cpp could have made. Each is written from ggml's algorithm (ggml-quants.c,
  * quantize_row_*_ref): the same IEEE operations in the same order, C's evaluation order and int → float conversions
  * included, which is why some expressions below are spelled out as they are.
- *
- * Dequantization follows ggml's dequantize_row_* expression for expression (bench/typecheck: bit for bit).
  */
 #include <float.h>
 
@@ -15,101 +14,144 @@
 
 #include "order.h"
 
-/* ---- dequantization ---------------------------------------------------------------------------- */
+void ref_quantize_f32(const float *src, void *dst, size_t n) { memcpy(dst, src, n * sizeof(float)); }
 
-void ref_dequantize_q4_1(const void *src, float *dst, size_t n) {
-    const block_q4_1 *blk = src;
+void ref_quantize_f16(const float *src, void *dst, size_t n) { ref_f32_to_f16_row(src, dst, n); }
+
+void ref_quantize_bf16(const float *src, void *dst, size_t n) {
+    uint16_t *h = dst;
+    for (size_t i = 0; i < n; i++) h[i] = ord_f32_to_bf16(src[i]);
+}
+
+/* ggml's quantize_row_q8_0_ref: round half away from zero, unlike the activation quantizer. */
+void ref_quantize_q8_0(const float *x, void *dst, size_t n) {
+    block_q8_0 *y = dst;
     for (size_t b = 0; b < n / QK; b++) {
-        const float d = ord_f16_to_f32(blk[b].d), m = ord_f16_to_f32(blk[b].m);
-        uint8_t q[QK];
-        ord_q4_unpack(blk[b].qs, q);
-        for (int j = 0; j < QK; j++) dst[b * QK + j] = (float)q[j] * d + m;
+        float amax = 0.0f;
+        for (size_t j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[b * QK + j]));
+        float d = amax / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = ord_f32_to_f16(d);
+        for (size_t j = 0; j < QK; j++) y[b].qs[j] = (int8_t)roundf(x[b * QK + j] * id);
     }
 }
 
-void ref_dequantize_q5_0(const void *src, float *dst, size_t n) {
-    const block_q5_0 *blk = src;
+/* ggml's quantize_row_q4_0_ref: the scale carries the sign of the largest-magnitude value so that it
+ * lands exactly on -8, the end of the asymmetric range [-8, 7]. */
+void ref_quantize_q4_0(const float *x, void *dst, size_t n) {
+    block_q4_0 *y = dst;
     for (size_t b = 0; b < n / QK; b++) {
-        const float d = ord_f16_to_f32(blk[b].d);
-        uint8_t q[QK];
-        ord_q5_unpack(blk[b].qh, blk[b].qs, q);
-        for (int j = 0; j < QK; j++) dst[b * QK + j] = (float)(q[j] - 16) * d;
-    }
-}
-
-void ref_dequantize_q5_1(const void *src, float *dst, size_t n) {
-    const block_q5_1 *blk = src;
-    for (size_t b = 0; b < n / QK; b++) {
-        const float d = ord_f16_to_f32(blk[b].d), m = ord_f16_to_f32(blk[b].m);
-        uint8_t q[QK];
-        ord_q5_unpack(blk[b].qh, blk[b].qs, q);
-        for (int j = 0; j < QK; j++) dst[b * QK + j] = (float)q[j] * d + m;
-    }
-}
-
-void ref_dequantize_iq4_nl(const void *src, float *dst, size_t n) {
-    const block_iq4_nl *blk = src;
-    for (size_t b = 0; b < n / QK; b++) {
-        const float d = ord_f16_to_f32(blk[b].d);
-        uint8_t q[QK];
-        ord_q4_unpack(blk[b].qs, q);
-        for (int j = 0; j < QK; j++) dst[b * QK + j] = d * (float)ord_iq4_values[q[j]];
-    }
-}
-
-void ref_dequantize_q2_K(const void *src, float *dst, size_t n) {
-    const block_q2_K *blk = src;
-    for (size_t b = 0; b < n / QK_K; b++) {
-        const float d = ord_f16_to_f32(blk[b].d), dmin = ord_f16_to_f32(blk[b].dmin);
-        uint8_t q[QK_K];
-        ord_q2_K_unpack(&blk[b], q);
-        for (int j = 0; j < 16; j++) {
-            const float dl = d * (float)(blk[b].scales[j] & 15), ml = dmin * (float)(blk[b].scales[j] >> 4);
-            for (int i = 0; i < 16; i++) dst[b * QK_K + 16 * j + i] = dl * (float)q[16 * j + i] - ml;
-        }
-    }
-}
-
-void ref_dequantize_q3_K(const void *src, float *dst, size_t n) {
-    const block_q3_K *blk = src;
-    for (size_t b = 0; b < n / QK_K; b++) {
-        const float d = ord_f16_to_f32(blk[b].d);
-        int32_t sc[16];
-        int8_t q[QK_K];
-        ord_q3_K_scales(blk[b].scales, sc);
-        ord_q3_K_unpack(&blk[b], q);
-        for (int j = 0; j < 16; j++) {
-            const float dl = d * (float)sc[j];
-            for (int i = 0; i < 16; i++) dst[b * QK_K + 16 * j + i] = dl * (float)q[16 * j + i];
-        }
-    }
-}
-
-void ref_dequantize_q5_K(const void *src, float *dst, size_t n) {
-    const block_q5_K *blk = src;
-    for (size_t b = 0; b < n / QK_K; b++) {
-        uint8_t q[QK_K];
-        ord_q5_K_unpack(&blk[b], q);
-        ord_dequantize_sc_min(ord_f16_to_f32(blk[b].d), ord_f16_to_f32(blk[b].dmin), blk[b].scales, q, dst + b * QK_K);
-    }
-}
-
-void ref_dequantize_iq4_xs(const void *src, float *dst, size_t n) {
-    const block_iq4_xs *blk = src;
-    for (size_t b = 0; b < n / QK_K; b++) {
-        const float d = ord_f16_to_f32(blk[b].d);
-        for (int ib = 0; ib < 8; ib++) {
-            const float dl = d * (float)ord_iq4_xs_scale(&blk[b], ib);
-            const uint8_t *qs = blk[b].qs + 16 * ib;
-            for (int j = 0; j < 16; j++) {
-                dst[b * QK_K + 32 * ib + j] = dl * (float)ord_iq4_values[qs[j] & 15];
-                dst[b * QK_K + 32 * ib + 16 + j] = dl * (float)ord_iq4_values[qs[j] >> 4];
+        float amax = 0.0f, max = 0.0f;
+        for (size_t j = 0; j < QK; j++) {
+            float v = x[b * QK + j];
+            if (amax < fabsf(v)) {
+                amax = fabsf(v);
+                max = v;
             }
         }
+        float d = max / -8.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = ord_f32_to_f16(d);
+        for (size_t j = 0; j < QK / 2; j++) {
+            int8_t lo = (int8_t)(x[b * QK + j] * id + 8.5f);
+            int8_t hi = (int8_t)(x[b * QK + j + QK / 2] * id + 8.5f);
+            uint8_t qlo = (uint8_t)(lo < 15 ? lo : 15), qhi = (uint8_t)(hi < 15 ? hi : 15);
+            y[b].qs[j] = (uint8_t)(qlo | (uint8_t)(qhi << 4));
+        }
     }
 }
 
-/* ---- ggml's reference quantizers ---------------------------------------------------------------- */
+/* The smallest f16 at or above v >= 0 (finite), so that a scale derived from it never falls short. */
+static uint16_t f16_at_least(float v) {
+    uint16_t h = ord_f32_to_f16(v);
+    return ord_f16_to_f32(h) < v ? (uint16_t)(h + 1) : h;
+}
+
+/* Simple min/max scaling (quant.h): each sub-block's range [lo, hi] (lo <= 0) is covered by its grid. */
+void ref_quantize_q4_K(const float *x, void *dst, size_t n) {
+    block_q4_K *y = dst;
+    for (size_t b = 0; b < n / QK_K; b++) {
+        const float *xb = x + b * QK_K;
+        float lo[8], hi[8], max_scale = 0.0f, max_min = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            lo[j] = 0.0f;
+            hi[j] = xb[32 * j];
+            for (int i = 0; i < 32; i++) {
+                lo[j] = fminf(lo[j], xb[32 * j + i]);
+                hi[j] = fmaxf(hi[j], xb[32 * j + i]);
+            }
+            max_scale = fmaxf(max_scale, (hi[j] - lo[j]) / 15.0f);
+            max_min = fmaxf(max_min, -lo[j]);
+        }
+        y[b].d = f16_at_least(max_scale / 63.0f);
+        y[b].dmin = f16_at_least(max_min / 63.0f);
+        const float d = ord_f16_to_f32(y[b].d), dmin = ord_f16_to_f32(y[b].dmin);
+        int32_t sc[8], m[8];
+        for (int j = 0; j < 8; j++) {
+            m[j] = dmin > 0.0f ? (int32_t)fminf(roundf(-lo[j] / dmin), 63.0f) : 0;
+            const float top = hi[j] + dmin * (float)m[j]; /* the grid must reach it from -dmin*m */
+            int32_t s = d > 0.0f && top > 0.0f ? (int32_t)fminf(ceilf(top / (15.0f * d)), 63.0f) : 0;
+            while (s < 63 && 15.0f * d * (float)s < top) s++;
+            while (s > 0 && 15.0f * d * (float)(s - 1) >= top) s--;
+            sc[j] = s;
+        }
+        for (int j = 0; j < 4; j++) {
+            y[b].scales[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+            y[b].scales[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+            y[b].scales[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+        }
+        uint8_t q[QK_K];
+        for (int j = 0; j < 8; j++) {
+            const float step = d * (float)sc[j], offset = dmin * (float)m[j];
+            for (int i = 0; i < 32; i++)
+                q[32 * j + i] =
+                    step > 0.0f ? (uint8_t)fminf(fmaxf(roundf((xb[32 * j + i] + offset) / step), 0.0f), 15.0f) : 0;
+        }
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) y[b].qs[32 * c + l] = (uint8_t)(q[64 * c + l] | q[64 * c + 32 + l] << 4);
+    }
+}
+
+/* Symmetric per sub-block of 16, the scale signed so that the largest magnitude lands on -32 (quant.h). */
+void ref_quantize_q6_K(const float *x, void *dst, size_t n) {
+    block_q6_K *y = dst;
+    for (size_t b = 0; b < n / QK_K; b++) {
+        const float *xb = x + b * QK_K;
+        float scale[16], max_scale = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            float amax = 0.0f, max = 0.0f;
+            for (int i = 0; i < 16; i++)
+                if (amax < fabsf(xb[16 * j + i])) {
+                    amax = fabsf(xb[16 * j + i]);
+                    max = xb[16 * j + i];
+                }
+            scale[j] = max / -32.0f;
+            max_scale = fmaxf(max_scale, fabsf(scale[j]));
+        }
+        y[b].d = f16_at_least(max_scale / 127.0f);
+        const float d = ord_f16_to_f32(y[b].d);
+        uint8_t q[QK_K];
+        for (int j = 0; j < 16; j++) {
+            const float mag = d > 0.0f ? fminf(ceilf(fabsf(scale[j]) / d), 127.0f) : 0.0f;
+            y[b].scales[j] = (int8_t)(scale[j] < 0.0f ? -mag : mag);
+            const float step = d * (float)y[b].scales[j];
+            for (int i = 0; i < 16; i++)
+                q[16 * j + i] = (uint8_t)(
+                    (step != 0.0f ? (int)fminf(fmaxf(roundf(xb[16 * j + i] / step), -32.0f), 31.0f) : 0) + 32);
+        }
+        memset(y[b].qh, 0, sizeof y[b].qh);
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 32; l++) {
+                const uint8_t *qq = q + 128 * h;
+                y[b].ql[64 * h + l] = (uint8_t)((qq[l] & 15) | (qq[64 + l] & 15) << 4);
+                y[b].ql[64 * h + 32 + l] = (uint8_t)((qq[32 + l] & 15) | (qq[96 + l] & 15) << 4);
+                y[b].qh[32 * h + l] =
+                    (uint8_t)(qq[l] >> 4 | (qq[32 + l] >> 4) << 2 | (qq[64 + l] >> 4) << 4 | (qq[96 + l] >> 4) << 6);
+            }
+    }
+}
+
+/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS: ggml's reference quantizers ------------------- */
 
 /* Round to the nearest integer, ties to even, by ggml's trick: adding 1.5 · 2^23 leaves the integer in the low
  * mantissa bits. Exact for |v| < 2^22; beyond (a near-zero divisor) it wraps as ggml's does, and the callers clamp. */
@@ -118,25 +160,27 @@ static int nearest(float v) {
     return (int)(ord_f32_bits(big) & 0x007fffff) - 0x00400000;
 }
 
-/* Block of 32 with a scale and a min (Q4_1, Q5_1): d = (max - min) / levels, q = (int)((x - min) / d + 0.5). */
-static void minmax_block(const float *x, float *min, float *max) {
+/* Block of 32 with a scale and a min (Q4_1, Q5_1; levels 15 or 31): d = (max - min) / levels and the min, stored in
+ * d16 and m16 as f16 (the min also at *min); returns 1 / d (0 when d is), for q = (int)((x - min) / d + 0.5). */
+static float scale_min_block(const float *x, float levels, uint16_t *d16, uint16_t *m16, float *min) {
+    float max = -FLT_MAX;
     *min = FLT_MAX;
-    *max = -FLT_MAX;
     for (int j = 0; j < QK; j++) {
         if (x[j] < *min) *min = x[j];
-        if (x[j] > *max) *max = x[j];
+        if (x[j] > max) max = x[j];
     }
+    const float d = (max - *min) / levels;
+    *d16 = ord_f32_to_f16(d);
+    *m16 = ord_f32_to_f16(*min);
+    return d != 0.0f ? 1.0f / d : 0.0f;
 }
 
 void ref_quantize_q4_1(const float *x, void *dst, size_t n) {
     block_q4_1 *y = dst;
     for (size_t b = 0; b < n / QK; b++) {
         const float *xb = x + b * QK;
-        float min, max;
-        minmax_block(xb, &min, &max);
-        const float d = (max - min) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = ord_f32_to_f16(d);
-        y[b].m = ord_f32_to_f16(min);
+        float min;
+        const float id = scale_min_block(xb, 15.0f, &y[b].d, &y[b].m, &min);
         for (int j = 0; j < QK / 2; j++) {
             const int lo = (int8_t)((xb[j] - min) * id + 0.5f), hi = (int8_t)((xb[j + QK / 2] - min) * id + 0.5f);
             y[b].qs[j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
@@ -180,11 +224,8 @@ void ref_quantize_q5_1(const float *x, void *dst, size_t n) {
     block_q5_1 *y = dst;
     for (size_t b = 0; b < n / QK; b++) {
         const float *xb = x + b * QK;
-        float min, max;
-        minmax_block(xb, &min, &max);
-        const float d = (max - min) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = ord_f32_to_f16(d);
-        y[b].m = ord_f32_to_f16(min);
+        float min;
+        const float id = scale_min_block(xb, 31.0f, &y[b].d, &y[b].m, &min);
         uint8_t q[QK];
         for (int j = 0; j < QK; j++) q[j] = (uint8_t)((xb[j] - min) * id + 0.5f);
         q5_pack(q, y[b].qh, y[b].qs);

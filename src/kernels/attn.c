@@ -1,0 +1,42 @@
+/* attn.c — attention's kernels of attn.h: each call goes to the active variant's table (dispatch.h). */
+#include "attn.h"
+
+#include "dispatch.h"
+
+void kern_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                         size_t out_stride) {
+    kern_active()->score_tile_f16(kt, q, q_stride, n_q, n, out, out_stride);
+}
+
+void kern_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                         size_t out_stride) {
+    kern_active()->score_tile_f32(kt, q, q_stride, n_q, n, out, out_stride);
+}
+
+void kern_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const uint16_t *rows,
+                        size_t stride, size_t n_rows, size_t n) {
+    kern_active()->axpy_rows_f16(y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}
+
+void kern_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
+                        size_t stride, size_t n_rows, size_t n) {
+    kern_active()->axpy_rows_f32(y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
+}
+
+void kern_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q,
+                       size_t n, float *out, size_t out_stride) {
+    kern_active()->score_tile_q(type, kt, q, q_stride, n_q, n, out, out_stride);
+}
+
+void kern_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                      const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n) {
+    kern_active()->axpy_rows_q(type, y, y_stride, a, a_stride, n_y, rows, row_stride, block_stride, n_rows, n);
+}
+
+void kern_exp(float *x, size_t n) { kern_active()->exp(x, n); }
+
+float kern_scale_max(float *s, size_t n, float scale) { return kern_active()->scale_max(s, n, scale); }
+
+void kern_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum) {
+    kern_active()->exp_sum_rows(s, stride, n, m, n_rows, sum);
+}

@@ -1,0 +1,84 @@
+/* attn.h — attention's kernels: a tile of keys scored against a block of queries, values accumulated by their
+ * weights, and the online softmax's steps, over K/V rows of f32, f16, or Q8_0 / Q4_0 blocks.
+ *
+ * WHY: attention is the other reduction of a forward pass; its scores and sums must keep each query's bits whatever
+ * other queries, keys or threads share the call, as the dots do (matmul.h's INVARIANT, which holds here too).
+ *
+ * The fixed orders:
+ * - Attention scores (kern_score_tile_*, key j of a key-major tile · query q): one fused multiply-add chain
+ *   over the elements, s = fmaf(q[d], k_j[d], s) for d = 0, 1, .., n-1 from s = +0.0f. (Keys are stored key-major,
+ *   so eight keys fill a register, each lane is one key's whole chain, and a score needs no lane combine.)
+ * - Attention scores of quantized keys (kern_score_tile_q: K rows stored as Q8_0 or Q4_0 blocks, the query head
+ *   quantized by quant_row_q8): per 32-element block b, the integer sum s_b = Σ q_q[i] · k_q[i] is exact (any order;
+ *   k_q = qs for Q8_0, nibble - 8 for Q4_0), and the key's chain runs over the blocks in order,
+ *   s = fmaf(d_q[b] * d_k[b], (float)s_b, s) for b = 0, 1, .., n/32 - 1 from s = +0.0f. d_q · d_k is a product of two
+ *   f16 values, exact in f32, and |s_b| <= 32 · 127 · 128 converts exactly, so the chain's fmafs are its only
+ *   roundings. (One lane per key again; integer units — VNNI — compute s_b however they like.)
+ * - Values of quantized rows (kern_axpy_rows_q): element i of row j is dequantized exactly, v = (float)k_q * d (at
+ *   most 8 significant bits times an f16), then accumulated as for f16 rows: y[i] = fmaf(a[j], v, y[i]), j in order.
+ * - The softmax's tile steps and e^x: below, at kern_exp, kern_scale_max and kern_exp_sum_rows.
+ *
+ * Thread-safety: pure functions.
+ */
+#ifndef FKV_KERNELS_ATTN_H
+#define FKV_KERNELS_ATTN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "types.h"
+
+/* Attention over a tile of KERN_KEY_TILE keys for a block of queries at once; query r's vector is at q + r·q_stride,
+ * its scores at out + r·out_stride, its weights at a + r·a_stride and its output at y + r·y_stride.
+ * kern_score_tile_*: kt holds the tile key-major, element d of key j at kt[d·KERN_KEY_TILE + j] (d < n); out[j] =
+ * the score of key j with q, in the attention order (above), for every j < KERN_KEY_TILE — slots the caller never
+ * filled give values it must ignore. kern_axpy_rows_*: V rows `stride` elements apart; y[i] = fmaf(a[j], row_j[i], y[i])
+ * for j = 0, 1, .. n_rows-1 in turn. Each query gets the bits it would get alone from
+ * those steps: only the loop nest differs (a key tile's elements are loaded once for up to six queries, a V row's
+ * for up to four, y is held in registers). An f16 tile and its exact f32 widening score alike. */
+#define KERN_KEY_TILE 32
+void kern_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                         size_t out_stride);
+void kern_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
+                         size_t out_stride);
+void kern_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                        const uint16_t *rows, size_t stride, size_t n_rows, size_t n);
+void kern_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
+                        size_t stride, size_t n_rows, size_t n);
+
+/* x[i] = e^x[i] for i < n, in place: one fixed sequence of IEEE operations (order.h's ord_exp1), so every
+ * variant gives the same bits (libm's expf is neither vectorized nor pinned to a sequence). k = nearbyintf(x ·
+ * log2 e); r = x - k·ln2 in two fused steps (ln2 split hi + lo); p = Σ r^i/i! for i <= 6 by Horner with
+ * fused steps; result p · 2^k (2^k built from its bits). Relative error below 2^-22 (about 2 ulp). NaN
+ * comes back quiet; x > 88 gives +inf and x < -87.33654 gives +0 (e^x there is below FLT_MIN: flushed). */
+void kern_exp(float *x, size_t n);
+
+/* One tile of attention's online softmax, in two steps with fixed orders (8 lanes: element j in lane j % 8, lanes
+ * combined as the quantized dots' lanes), in every variant:
+ * kern_scale_max:     s[j] *= scale for j < n, returns the largest s[j] (-inf for n = 0; a NaN is never chosen);
+ * kern_exp_sum_rows:  for each of n_rows rows s_r = s + r·stride (stride a multiple of 8, n[r] <= stride):
+ *                      s_r[j] = e^(s_r[j] - m[r]) by kern_exp for j < n[r], sum[r] = their sum; the row's other
+ *                      elements are left unspecified (the rows' exponentials are taken in one pass). */
+float kern_scale_max(float *s, size_t n, float scale);
+void kern_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
+
+/* A K tile of quantized rows (Q8_0 or Q4_0, 32 keys; kv.h stores them so): for each 32-element block of the rows in
+ * turn, a section of 32 × the block's bytes — the 32 keys' f16 scales (key j's at byte 2j), then the block's quant
+ * bytes in groups of four, group g holding bytes 4g..4g+3 of key 0, of key 1, .., of key 31 (Q8_0: 8 groups, Q4_0:
+ * 4, their bytes as in block_q4_0: low nibbles elements 0..15, high nibbles 16..31). So four quants of 16 keys are
+ * one 64-byte load, the operand of one VNNI product against four of the query's. */
+#define KERN_KEY_GROUP 4
+
+/* Scores of the quantized key tile kt (type Q8_0 or Q4_0; kt at the section of the head's first block) for n_q query
+ * heads of n elements (a multiple of QK), quantized by quant_row_q8: query r's n / QK blocks at q + r·q_stride, its
+ * scores at out + r·out_stride (32 floats). The order above. */
+void kern_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q,
+                       size_t n, float *out, size_t out_stride);
+/* kern_axpy_rows_f16's accumulation from n_rows rows of Q8_0 or Q4_0 blocks (type), as for f16 rows: element i of
+ * row j is element i % QK of the block at rows + j·row_stride + (i / QK)·block_stride (bytes; n a multiple of QK) —
+ * rows of blocks in a run (block_stride a block's bytes), or a quantized V tile's sections (kv.h). */
+void kern_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                      const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n);
+
+#endif

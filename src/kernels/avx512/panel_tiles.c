@@ -1,0 +1,6 @@
+/* avx512/panel_tiles.c — the AVX-512 variant's panel tiles, two weight rows per zmm: avx2/panel_tiles.c compiled with
+ * this folder's flags (MM_VNNI there), its functions named avx512_* (avx2/matmul.c: one source for both variants). */
+#include "avx512.h"
+
+#define VARIANT(f) avx512_##f
+#include "../avx2/panel_tiles.c"
