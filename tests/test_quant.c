@@ -25,6 +25,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/ref/ref.h"
 #include "testutil.h"
 #include "kernels/traits.h"
 
@@ -358,7 +359,7 @@ static void ref_q4_K_scale_min(const uint8_t *s, int j, int *sc, int *m) {
     }
 }
 
-static void ref_dequantize_q4_K(const block_q4_K *b, float *y) {
+static void ggml_dequantize_q4_K(const block_q4_K *b, float *y) {
     const float d = kern_f16_to_f32(b->d), dmin = kern_f16_to_f32(b->dmin);
     const uint8_t *q = b->qs;
     for (int j = 0, is = 0; j < QK_K; j += 64, is += 2, q += 32) {
@@ -372,7 +373,7 @@ static void ref_dequantize_q4_K(const block_q4_K *b, float *y) {
     }
 }
 
-static void ref_dequantize_q6_K(const block_q6_K *b, float *y) {
+static void ggml_dequantize_q6_K(const block_q6_K *b, float *y) {
     const float d = kern_f16_to_f32(b->d);
     const uint8_t *ql = b->ql, *qh = b->qh;
     const int8_t *sc = b->scales;
@@ -443,7 +444,7 @@ static void test_dequantize_reads_ggml_k_quant_layouts(void **state) {
         }
         quant_dequantize_row(GGML_TYPE_Q4_K, b4, row, 2 * QK_K);
         for (int b = 0; b < 2; b++) {
-            ref_dequantize_q4_K(&b4[b], want);
+            ggml_dequantize_q4_K(&b4[b], want);
             for (int i = 0; i < QK_K; i++)
                 if (bits_of(row[b * QK_K + i]) != bits_of(want[i]))
                     fail_msg("Q4_K block %d element %d: %g, ggml formula %g", b, i, (double)row[b * QK_K + i],
@@ -451,7 +452,7 @@ static void test_dequantize_reads_ggml_k_quant_layouts(void **state) {
         }
         quant_dequantize_row(GGML_TYPE_Q6_K, b6, row, 2 * QK_K);
         for (int b = 0; b < 2; b++) {
-            ref_dequantize_q6_K(&b6[b], want);
+            ggml_dequantize_q6_K(&b6[b], want);
             for (int i = 0; i < QK_K; i++)
                 if (bits_of(row[b * QK_K + i]) != bits_of(want[i]))
                     fail_msg("Q6_K block %d element %d: %g, ggml formula %g", b, i, (double)row[b * QK_K + i],

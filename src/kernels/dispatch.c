@@ -7,11 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref/ref.h"
 
 #if defined(__x86_64__) && FKV_SIMD_X86
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "amx/amx.h"
+#include "avx2/avx2.h"
+#include "avx512/avx512.h"
 #define HAVE_X86_VARIANTS 1
 #else
 #define HAVE_X86_VARIANTS 0

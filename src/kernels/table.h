@@ -66,10 +66,7 @@ typedef struct kern_ops {
 /* The variants, best last; every x86-64 build holds them all (a build with FKV_SIMD off holds only the ref). */
 typedef enum { KERN_REF, KERN_AVX2, KERN_AVX512, KERN_AMX, KERN_COUNT } kern_id;
 
-/* Each variant's table (ref/table.c, avx2/table.c, ...): NULL when this build does not hold it. */
-const kern_ops *kern_ref_table(void);
-const kern_ops *kern_avx2_table(void);
-const kern_ops *kern_avx512_table(void);
-const kern_ops *kern_amx_table(void);
+/* Each variant's table is declared by the variant's own header (ref/ref.h's kern_ref_table, avx2/avx2.h's
+ * kern_avx2_table, ...); the dispatcher (dispatch.c) is what includes them all. */
 
 #endif

@@ -15,4 +15,7 @@
 void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
                      const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy);
 
+/* The AMX variant's table (amx/table.c: the AVX-512 variant's, with products of many rows on AMX tiles). */
+const kern_ops *kern_amx_table(void);
+
 #endif

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "avx512/avx512.h"
 #include "dispatch.h"
 
 /* Below this many rows a product goes to the avx512 variant's tiles: a tile 16 rows high would be mostly padding. Packed

@@ -47,4 +47,7 @@ void avx2_exp(float *x, size_t n);
 float avx2_scale_max(float *s, size_t n, float scale);
 void avx2_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
 
+/* The AVX2 variant's table. */
+const kern_ops *kern_avx2_table(void);
+
 #endif

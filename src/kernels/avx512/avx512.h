@@ -66,4 +66,7 @@ avx512_packed_layout avx512_packed_layout_of(ggml_type type, size_t n);
 size_t avx512_panel_row_bytes(size_t n);
 void avx512_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1, void *xp);
 
+/* The AVX-512 variant's table. */
+const kern_ops *kern_avx512_table(void);
+
 #endif

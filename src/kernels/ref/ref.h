@@ -67,4 +67,7 @@ void ref_exp(float *x, size_t n);
 float ref_scale_max(float *s, size_t n, float scale);
 void ref_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
 
+/* The reference's table: every entry, the definition of the bits. */
+const kern_ops *kern_ref_table(void);
+
 #endif
