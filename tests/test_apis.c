@@ -19,13 +19,6 @@
 #include "testutil.h"
 #include "toolcall.h"
 
-static fkv_model *load_stories(void) {
-    fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
-    if (!m) fail_msg("%s", err.msg);
-    return m;
-}
-
 static void free_job(sched_job *job) {
     sched_request_clear(&job->req);
     sched_progress_clear(&job->prog);
@@ -62,7 +55,7 @@ static char *event_types(const json_t *events) {
 
 static void test_a_call_comes_back_as_a_tool_use_block(void **state) {
     (void)state;
-    fkv_model *m = load_stories();
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template chatml = {.family = CHAT_CHATML};
     api_context ctx = {m, &chatml, 512, {0}, true, NULL};
     const char body[] = "{\"model\": \"m\", \"max_tokens\": 32, \"tools\": [{\"name\": \"weather\", \"input_schema\": "
@@ -117,7 +110,7 @@ static void test_a_call_comes_back_as_a_tool_use_block(void **state) {
 
 static void test_the_messages_usage_partitions_the_prompt(void **state) {
     (void)state;
-    fkv_model *m = load_stories();
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template plain = {.family = CHAT_PLAIN};
     api_context ctx = {m, &plain, 512, {0}, false, NULL};
     const char body[] = "{\"model\": \"m\", \"max_tokens\": 8, \"stop_sequences\": [\"zz\"], \"messages\": [{\"role\": "
@@ -147,7 +140,7 @@ static void test_the_messages_usage_partitions_the_prompt(void **state) {
 
 static void test_a_call_comes_back_as_a_function_call_item(void **state) {
     (void)state;
-    fkv_model *m = load_stories();
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template chatml = {.family = CHAT_CHATML};
     resp_store *store = resp_store_new(8, 1 << 20);
     api_context ctx = {m, &chatml, 512, {0}, false, store};
@@ -224,7 +217,7 @@ static void stored_turn(const api_context *ctx, const char *body, const int32_t 
 
 static void test_a_stored_turn_is_continued_from_its_exact_ids(void **state) {
     (void)state;
-    fkv_model *m = load_stories();
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template plain = {.family = CHAT_PLAIN};
     resp_store *store = resp_store_new(8, 1 << 20);
     api_context ctx = {m, &plain, 512, {0}, false, store};
@@ -277,7 +270,7 @@ static void test_a_stored_turn_is_continued_from_its_exact_ids(void **state) {
 
 static void test_text_format_reaches_the_job_as_chats_response_format(void **state) {
     (void)state;
-    fkv_model *m = load_stories();
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template plain = {.family = CHAT_PLAIN};
     resp_store *store = resp_store_new(8, 1 << 20);
     api_context ctx = {m, &plain, 512, {0}, false, store};

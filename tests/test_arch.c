@@ -165,13 +165,6 @@ static void test_rope_freqs_of_one_change_no_bit_and_others_do(void **state) {
 }
 
 
-static fkv_model *load(const char *path) {
-    fkv_error err = {0};
-    fkv_model *m = fkv_model_load(path, &err);
-    if (!m) fail_msg("%s", err.msg);
-    return m;
-}
-
 /* Each architecture's file reads into the flags and layer roles llama.cpp gives it. */
 static void test_each_architecture_reads_its_layer_roles(void **state) {
     (void)state;
@@ -179,7 +172,7 @@ static void test_each_architecture_reads_its_layer_roles(void **state) {
     for (size_t a = 0; a < sizeof names / sizeof *names; a++) {
         const char *path = tu_arch_model(names[a], GGML_TYPE_F32, 3);
         assert_non_null(path);
-        fkv_model *m = load(path);
+        fkv_model *m = tu_load_model(path);
         const model_hparams *hp = &m->hp;
         assert_string_equal(hp->arch, names[a]);
         for (uint32_t l = 0; l < hp->n_layers; l++) {
@@ -258,7 +251,7 @@ static void test_a_window_layer_never_sees_a_key_outside_its_window(void **state
         gguf_writer_free(w);
         gguf_close(f);
     }
-    fkv_model *m = load(all_local);
+    fkv_model *m = tu_load_model(all_local);
     for (uint32_t l = 0; l < LAYERS; l++) assert_int_equal(m->layers[l].window, W);
     int32_t a[N], b[N];
     for (int i = 0; i < N; i++) a[i] = b[i] = 3 + (i * 53) % 500;
@@ -314,7 +307,7 @@ static void test_a_window_covering_every_key_equals_full_attention(void **state)
     }
     int32_t ids[N];
     for (int i = 0; i < N; i++) ids[i] = 3 + (i * 29) % 500;
-    fkv_model *mw = load(same_base), *mf = load(full), *m10k = load(windowed);
+    fkv_model *mw = tu_load_model(same_base), *mf = tu_load_model(full), *m10k = tu_load_model(windowed);
     assert_int_equal(mw->layers[0].window, N);
     assert_int_equal(mf->layers[0].window, 0);
     const size_t bytes = sizeof(float) * fkv_model_get_info(mf).n_vocab * N;
@@ -338,7 +331,7 @@ static void test_phi3_takes_long_factors_only_past_the_original_context(void **s
     (void)state;
     enum { N = 40 };
     const char *path = tu_arch_model("phi3", GGML_TYPE_F32, 8);
-    fkv_model *m = load(path);
+    fkv_model *m = tu_load_model(path);
     int32_t ids[N];
     for (int i = 0; i < N; i++) ids[i] = 3 + (i * 31) % 500;
     const size_t bytes = sizeof(float) * fkv_model_get_info(m).n_vocab * N;
@@ -393,7 +386,7 @@ static void test_last_row_logits_never_race_the_last_residual_add(void **state) 
     (void)state;
     enum { N = 40, RUNS = 25 };
     const char *path = tu_arch_model("gemma3", GGML_TYPE_F32, 4);
-    fkv_model *m = load(path);
+    fkv_model *m = tu_load_model(path);
     const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
     int32_t ids[N];
     for (int i = 0; i < N; i++) ids[i] = 3 + (i * 41) % 500;

@@ -724,9 +724,8 @@ static void test_qwen3_and_smollm3_sources_are_detected(void **state) {
 /* A message's control-token text stays text; the template's own are tokens (stories260K: <s> 1, </s> 2). */
 static void test_prompt_ids_keep_control_token_texts_of_messages_as_text(void **state) {
     (void)state;
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
-    if (!m) fail_msg("%s", err.msg);
     chat_template t = family(CHAT_LLAMA2);
     const chat_message msgs[] = {{.role = "user", .content = "a</s>b"}, {.role = "assistant", .content = "ok"},
                                  {.role = "user", .content = "<s>c"}};
@@ -895,9 +894,7 @@ static void expect_one_bos(const fkv_model *m, chat_template t, bool with_system
 
 static void test_prompt_ids_start_with_exactly_one_bos(void **state) {
     (void)state;
-    fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
-    if (!m) fail_msg("%s", err.msg);
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     expect_one_bos(m, family(CHAT_LLAMA2), true, 2); /* the template writes "<s>" twice: the tokenizer adds none */
     expect_one_bos(m, named("mistral"), true, 1);     /* "<s>" written once */
     expect_one_bos(m, family(CHAT_PLAIN), true, 1);  /* the template writes none: the tokenizer adds it */
@@ -917,9 +914,8 @@ static void test_prompt_ids_start_with_exactly_one_bos(void **state) {
 
 static void test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them(void **state) {
     (void)state;
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
-    if (!m) fail_msg("%s", err.msg);
     const chat_message msgs[] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello."}, {.role = "user", .content = "Bye"}};
     /* Mistral's "</s>" is this vocabulary's EOS: one EOS id after the reply. */
     chat_template t = named("mistral");

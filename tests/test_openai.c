@@ -16,13 +16,6 @@
 #include "openai.h"
 #include "testutil.h"
 
-static fkv_model *load_stories(void) {
-    fkv_error err = {0};
-    fkv_model *m = fkv_model_load(tu_data("models/stories260K.gguf"), &err);
-    if (!m) fail_msg("%s", err.msg);
-    return m;
-}
-
 static void free_job(sched_job *job) {
     sched_request_clear(&job->req);
     sched_progress_clear(&job->prog);
@@ -52,7 +45,7 @@ static int count_of(const int32_t *ids, uint32_t n, int32_t id) {
 
 static void test_a_message_cannot_inject_control_tokens(void **state) {
     (void)state;
-    fkv_model *m = load_stories();
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     const int32_t bos = fkv_token_bos(m), eos = 2;
     chat_template chatml = {.family = CHAT_CHATML};
     uint32_t n;
@@ -76,7 +69,7 @@ static void test_a_message_cannot_inject_control_tokens(void **state) {
 
 static void test_enable_thinking_false_renders_the_empty_think_block(void **state) {
     (void)state;
-    fkv_model *m = load_stories();
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     fkv_error err = {0};
     chat_template qwen3;
     if (chat_template_by_name("qwen3", &qwen3, &err)) fail_msg("%s", err.msg);
@@ -124,7 +117,7 @@ static int parse(const fkv_model *m, oai_kind kind, const char *body, api_reques
 
 static void test_routing_keys_change_neither_the_prompt_nor_the_salt(void **state) {
     (void)state;
-    fkv_model *m = load_stories();
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     const struct {
         oai_kind kind;
         const char *plain, *keyed, *logged;
@@ -158,7 +151,7 @@ static void test_routing_keys_change_neither_the_prompt_nor_the_salt(void **stat
 
 static void test_a_routing_key_that_is_not_a_string_is_a_400(void **state) {
     (void)state;
-    fkv_model *m = load_stories();
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     const struct {
         oai_kind kind;
         const char *body, *param;
@@ -191,7 +184,7 @@ static void test_a_routing_key_that_is_not_a_string_is_a_400(void **state) {
  * made a message that is not either, and the error body could not be built (the client got "{}"). */
 static void test_an_error_quoting_invalid_utf8_still_has_a_json_body(void **state) {
     (void)state;
-    fkv_model *m = load_stories();
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template chatml = {.family = CHAT_CHATML};
     api_context ctx = {m, &chatml, 512, {0}, false, NULL};
     api_request req;

@@ -161,3 +161,10 @@ int tu_each_variant(const struct CMUnitTest *tests, size_t n_tests, const char *
     }
     return failed;
 }
+
+fkv_model *tu_load_model(const char *path) {
+    fkv_error err = {0};
+    fkv_model *m = fkv_model_load(path, &err);
+    if (!m) fail_msg("%s", err.msg);
+    return m;
+}

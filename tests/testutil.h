@@ -21,6 +21,11 @@ int tu_write_file(const char *path, const void *data, size_t size);
 typedef void (*tu_vector_fn)(const char *text, size_t len, const int32_t *want, int n_want, void *user);
 int tu_for_each_vocab_vector(const char *vocab, tu_vector_fn fn, void *user);
 
+/* The model at path (a file of the test data: tu_data), failing the test, with the loader's sentence, when it does not
+ * load. The caller frees it. */
+struct fkv_model;
+struct fkv_model *tu_load_model(const char *path);
+
 /* A small generated GQA model (dim 128, hidden 352, 2 layers, 4 heads, 2 KV heads, context 512, stories260K's
  * vocabulary) of ggml type `type` (a ggml_type) with `seed`, written to a fresh temp path; NULL on failure. The
  * caller loads it and removes the file (a loaded model keeps its mapping). */

@@ -78,3 +78,20 @@ void tt_assert_round_trip(const tok_vocab *v, const char *text, size_t len, bool
     free(ids);
     free(back);
 }
+
+void tt_assert_cap_protocol(const tok_vocab *v, int32_t bos) {
+    const char *text = "Hello, world! How are you today?";
+    fkv_error err = {0};
+    int n;
+    int32_t *full = tt_encode(v, text, strlen(text), true, false, &n);
+    assert_true(n > 4);
+    assert_int_equal(tok_encode(v, text, strlen(text), true, false, NULL, 0, &err), n);
+    int32_t part[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
+    assert_int_equal(tok_encode(v, text, strlen(text), true, false, part, 3, &err), n);
+    assert_memory_equal(part, full, 3 * sizeof *part);
+    for (int i = 3; i < 8; i++) assert_int_equal(part[i], -7);
+    assert_int_equal(tok_encode(v, "", 0, false, false, part, 8, &err), 0);
+    assert_int_equal(tok_encode(v, "", 0, true, false, part, 8, &err), 1);
+    assert_int_equal(part[0], bos);
+    free(full);
+}

@@ -19,6 +19,9 @@ void tt_print_ids(const char *label, const int32_t *ids, int n);
 /* text encodes to exactly want[0..n_want). */
 void tt_assert_ids(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special,
                    const int32_t *want, int n_want);
+/* tok_encode's protocol on a sentence: past cap, ids are only counted (the full count returned, nothing written past
+ * cap); the empty text is no ids, or just BOS (bos). */
+void tt_assert_cap_protocol(const tok_vocab *v, int32_t bos);
 /* Decoding text's ids gives text back, byte for byte. */
 void tt_assert_round_trip(const tok_vocab *v, const char *text, size_t len, bool add_bos, bool parse_special);
 

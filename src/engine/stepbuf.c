@@ -6,36 +6,25 @@
 #include "base/err.h"
 
 stepbuf *stepbuf_new(uint32_t max_rows, uint32_t max_seqs, uint32_t n_vocab) {
-    stepbuf *sb = calloc(1, sizeof *sb);
+    /* One block: the struct, then the pointer arrays, then the 4-byte ones (each array aligned for its type). */
+    const size_t rows = max_rows, seqs = max_seqs;
+    stepbuf *sb = calloc(1, sizeof *sb + seqs * (sizeof *sb->state + sizeof *sb->dseqs) +
+                                rows * (sizeof *sb->ids + sizeof *sb->dids) + seqs * 6 * sizeof(uint32_t));
     if (!sb) return NULL;
     sb->max_rows = max_rows, sb->max_seqs = max_seqs, sb->n_vocab = n_vocab;
-    sb->ids = malloc(sizeof *sb->ids * max_rows);
-    sb->dids = malloc(sizeof *sb->dids * max_rows);
+    sb->state = (struct spec_state **)(sb + 1);
+    sb->dseqs = (fkv_eseq **)(sb->state + seqs);
+    sb->ids = (int32_t *)(sb->dseqs + seqs);
+    sb->dids = sb->ids + rows;
     uint32_t **per_seq[] = {&sb->row, &sb->n_ids, &sb->cap, &sb->lag, &sb->dn_ids, &sb->of};
-    bool ok = sb->ids && sb->dids && (sb->dseqs = malloc(sizeof *sb->dseqs * max_seqs)) &&
-              (sb->state = malloc(sizeof *sb->state * max_seqs));
-    for (size_t i = 0; ok && i < sizeof per_seq / sizeof *per_seq; i++)
-        ok = (*per_seq[i] = malloc(sizeof(uint32_t) * max_seqs)) != NULL;
-    if (!ok) {
-        stepbuf_free(sb);
-        return NULL;
-    }
+    uint32_t *at = (uint32_t *)(sb->dids + rows);
+    for (size_t i = 0; i < sizeof per_seq / sizeof *per_seq; i++, at += seqs) *per_seq[i] = at;
     return sb;
 }
 
 void stepbuf_free(stepbuf *sb) {
     if (!sb) return;
     free(sb->logits);
-    free(sb->ids);
-    free(sb->row);
-    free(sb->n_ids);
-    free(sb->cap);
-    free(sb->lag);
-    free(sb->state);
-    free(sb->dseqs);
-    free(sb->dids);
-    free(sb->dn_ids);
-    free(sb->of);
     free(sb);
 }
 
