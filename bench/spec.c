@@ -1,4 +1,4 @@
-/* bench/spec.c — what speculative decoding gains (bench/spec runs it; bench/README.md has the numbers).
+/* bench/spec.c — what speculative decoding gains (bench/spec runs it; docs/performance.md has the numbers).
  *
  *   flatkv_spec MODEL TRANSCRIPT STORIES THREADS [ROUNDS [ROOFLINE]]
  *

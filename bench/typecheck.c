@@ -2,7 +2,7 @@
  * F32/F16/BF16, (1) dequantizing random blocks (random bytes, finite random f16 scales) gives ggml's floats, and
  * (2) for the types whose flatkv quantizer is ggml's reference one, quantizing random rows gives ggml's bytes.
  *
- * WHY a bench program: it needs the peer's libggml-base.so (bench/README: bench/.peer), which CI does not have; it
+ * WHY a bench program: it needs the peer's libggml-base.so (bench/compare sets up bench/.peer), which CI does not have; it
  * is opened with dlopen and its ggml_get_type_traits(type)->to_float / from_float_ref called. Run by
  * bench/typecheck.sh; exit status 0 when everything matched.
  *

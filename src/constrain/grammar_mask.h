@@ -10,7 +10,7 @@
  *   count above the vocabulary's horizon H (the token length at most 128 tokens exceed) lowered to H + 1, which
  *   accepts exactly the same byte strings of up to H bytes; the few longer tokens are then checked one by one;
  * - the masks of the last GRAMMAR_MASK_SLOTS (canonical) states are kept: in a string, a mask is mostly a copy.
- * What it costs (bench/README.md): on average 2-31 µs per token on a 32k vocabulary, 20-310 µs on a 150k one.
+ * What it costs (docs/performance.md): on average 2-31 µs per token on a 32k vocabulary, 20-310 µs on a 150k one.
  * A sampler may also sample first and check only the token it drew (grammar_token_allowed), masking only when
  * that one is refused.
  *

@@ -40,7 +40,7 @@ const kern_ops *kern_active(void);
 
 /* Speed choices that depend on the CPU model rather than on its instructions. No bit depends on them: every path a row
  * selects gives the reference's bytes, and test_quant runs every row on every machine. A row per CPU measured to want
- * other choices than the default (bench/README has the measurements), found by CPUID's vendor and family; the
+ * other choices than the default (docs/performance.md has the measurements), found by CPUID's vendor and family; the
  * environment's FLATKV_TUNING names a row instead (to compare rows on one machine). */
 typedef struct {
     const char *name;           /* "default", or the CPUs the row is for ("zen5") */
