@@ -1,10 +1,8 @@
 /* spec.c — speculative decoding's drafters (spec.h): lookup, and a draft model resumed through its engine's cache. */
 #include "engine/spec.h"
 
-#include <stdlib.h>
 #include <string.h>
 
-#include "base/err.h"
 #include "engine/engine.h"
 
 /* A draft sequence that lags its target by more than this many ids (or than the step has rows for) is started again,
@@ -112,11 +110,13 @@ void spec_draft_guesses(stepbuf *sb, fkv_eseq *const *seqs, const int32_t *next,
         const bool wanted = st->p.mode == FKV_SPEC_DRAFT && sb->cap[i] && (!d || st->p.draft == d);
         if (st->p.mode == FKV_SPEC_DRAFT) sb->n_ids[i] = 1;
         if (!wanted) continue;
-        const uint32_t max_rows = fkv_engine_max_rows(st->p.draft), rows = max_rows < sb->max_rows ? max_rows : sb->max_rows;
+        const uint32_t max_rows = fkv_engine_max_rows(st->p.draft);
+        const uint32_t rows = max_rows < sb->max_rows ? max_rows : sb->max_rows;
         if (drows >= rows) continue;
         uint32_t n_fed;
         const int32_t *fed = fkv_eseq_ids(seqs[i], &n_fed);
-        if (!draft_catch_up(st, seqs[i], fed, n_fed, next[i], rows - drows, sb->dids + drows, &sb->dn_ids[nd])) continue;
+        if (!draft_catch_up(st, seqs[i], fed, n_fed, next[i], rows - drows, sb->dids + drows, &sb->dn_ids[nd]))
+            continue;
         d = st->p.draft;
         sb->lag[i] = sb->dn_ids[nd];
         sb->dseqs[nd] = st->dseq;

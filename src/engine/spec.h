@@ -43,11 +43,11 @@ void spec_adapt(spec_state *st, uint32_t guesses, uint32_t kept);
 /* The most guesses st may make at its next step, before the context's and the step's limits. */
 uint32_t spec_guess_max(const spec_state *st);
 
-/* Guesses from the draft model for the sequences of a step with caps (sb->cap, sb->state[i] each one's speculation),
- * written after each one's fed id next[i] at sb->ids + sb->row[i]; sb->n_ids[i] becomes 1 + the guesses made, sb->lag[i]
- * (0 before) the catch-up rows its draft sequence was fed. The draft engine runs as many forwards as the longest cap:
- * every sequence's catch-up rows (and so its first guess) in one, then one guess per sequence per forward. A draft
- * engine that fails turns its states' speculation off; the guesses made so far stand. */
+/* Guesses from the draft model for the sequences of a step with caps (sb->cap; sb->state[i] each one's speculation),
+ * written after each one's fed id next[i] at sb->ids + sb->row[i]; sb->n_ids[i] becomes 1 + the guesses made,
+ * sb->lag[i] (0 before) the catch-up rows its draft sequence was fed. The draft engine runs as many forwards as the
+ * longest cap: every sequence's catch-up rows (and so its first guess) in one, then one guess per sequence per
+ * forward. A draft engine that fails turns its states' speculation off; the guesses made so far stand. */
 void spec_draft_guesses(stepbuf *sb, fkv_eseq *const *seqs, const int32_t *next, uint32_t n);
 /* After the target kept `kept` of a sequence's `guesses`: its draft sequence keeps its `lag` catch-up rows and its
  * guesses' rows as far as the target kept them (the last guess was never fed to it). */

@@ -13,10 +13,10 @@
 #include "engine/spec.h"
 #include "engine/stepbuf.h"
 
-/* The guesses' caps of a step: what the generation's state asks, within the tokens it may still sample (a kept guess is
- * a sampled token), its context, and the rows a forward computes (spare). */
-static uint32_t guess_cap(fkv_gen *g, const fkv_eseq *s, uint32_t n_ctx, uint32_t *spare) {
-    const spec_state *st = gen_spec(g);
+/* The guesses' caps of a step: what the generation's speculation st asks, within the tokens it may still sample (a
+ * kept guess is a sampled token), its context, and the rows a forward computes (spare). */
+static uint32_t guess_cap(const spec_state *st, const fkv_gen *g, const fkv_eseq *s, uint32_t n_ctx,
+                          uint32_t *spare) {
     uint32_t n_fed, cap = spec_guess_max(st);
     fkv_eseq_ids(s, &n_fed);
     const uint32_t room = gen_room(g);
@@ -38,7 +38,7 @@ int fkv_engine_step(fkv_engine *e, fkv_eseq *const *seqs, fkv_gen *const *gens, 
     bool model = false;
     for (uint32_t i = 0, r = 0; i < n; r += sb->n_ids[i++]) {
         const spec_state *st = sb->state[i] = gen_spec(gens[i]);
-        sb->cap[i] = guess_cap(gens[i], seqs[i], n_ctx, &spare);
+        sb->cap[i] = guess_cap(st, gens[i], seqs[i], n_ctx, &spare);
         sb->row[i] = r;
         sb->n_ids[i] = 1 + sb->cap[i];
         sb->ids[r] = next[i];
