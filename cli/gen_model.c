@@ -12,6 +12,8 @@ static const char HELP[] =
     "                        [--tied]\n"
     "                        [--arch %s] [--rope-freqs] [--head-dim N]\n"
     "                        [--rope-dims N] [--window N] [--window-pattern N]\n"
+    "                        [--experts N --experts-used K --expert-hidden H] [--shared-experts S]\n"
+    "                        [--dense-layers D] [--nextn N]\n"
     "                        -o OUT.gguf\n"
     "\n"
     "Write a GGUF (--arch) with deterministic random weights (same arguments, same bytes) and\n"
@@ -33,11 +35,16 @@ static const char HELP[] =
     "  --window N    sliding window of the local layers (attention.sliding_window), for an architecture with\n"
     "                window layers (gemma3); default 0: none\n"
     "  --window-pattern N  with --window: every Nth layer is global (attention.sliding_window_pattern); default 6\n"
+    "  --experts N, --experts-used K, --expert-hidden H  routed experts (an architecture with experts: qwen3moe,\n"
+    "                glm4moe): expert_count, expert_used_count, expert_feed_forward_length; default 8, 2, hidden/2\n"
+    "  --shared-experts S  expert_shared_count (glm4moe): a shared FFN of S x the expert width in each expert layer\n"
+    "  --dense-layers D    leading_dense_block_count: the first D layers have a dense FFN of --hidden\n"
+    "  --nextn N     nextn_predict_layers: N NextN (MTP) blocks after the layers, kept for a drafter\n"
     "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n";
 
 int cli_gen_model(int argc, char **argv) {
     enum { O_DIM = 256, O_HIDDEN, O_LAYERS, O_HEADS, O_KVH, O_CTX, O_VOCAB, O_TYPE, O_SEED, O_TIED, O_ARCH, O_FREQS, O_HEAD_DIM,
-           O_ROPE_DIMS, O_WINDOW, O_PATTERN };
+           O_ROPE_DIMS, O_WINDOW, O_PATTERN, O_EXPERTS, O_USED, O_EXP_HIDDEN, O_SHARED, O_DENSE, O_NEXTN };
     static const struct option opts[] = {
         {"dim", required_argument, 0, O_DIM},      {"hidden", required_argument, 0, O_HIDDEN},
         {"layers", required_argument, 0, O_LAYERS}, {"heads", required_argument, 0, O_HEADS},
@@ -47,6 +54,9 @@ int cli_gen_model(int argc, char **argv) {
         {"arch", required_argument, 0, O_ARCH},    {"rope-freqs", no_argument, 0, O_FREQS},
         {"head-dim", required_argument, 0, O_HEAD_DIM}, {"rope-dims", required_argument, 0, O_ROPE_DIMS},
         {"window", required_argument, 0, O_WINDOW}, {"window-pattern", required_argument, 0, O_PATTERN},
+        {"experts", required_argument, 0, O_EXPERTS}, {"experts-used", required_argument, 0, O_USED},
+        {"expert-hidden", required_argument, 0, O_EXP_HIDDEN}, {"shared-experts", required_argument, 0, O_SHARED},
+        {"dense-layers", required_argument, 0, O_DENSE}, {"nextn", required_argument, 0, O_NEXTN},
         {"output", required_argument, 0, 'o'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *sub = "gen-model", *out = NULL;
@@ -79,6 +89,12 @@ int cli_gen_model(int argc, char **argv) {
         case O_ROPE_DIMS: bad = cli_parse_u32(sub, "--rope-dims", optarg, 2, 256, &p.rope_dims); break;
         case O_WINDOW: bad = cli_parse_u32(sub, "--window", optarg, 1, 1u << 24, &p.window); break;
         case O_PATTERN: bad = cli_parse_u32(sub, "--window-pattern", optarg, 1, 1024, &p.window_pattern); break;
+        case O_EXPERTS: bad = cli_parse_u32(sub, "--experts", optarg, 1, 512, &p.n_expert); break;
+        case O_USED: bad = cli_parse_u32(sub, "--experts-used", optarg, 1, 512, &p.n_expert_used); break;
+        case O_EXP_HIDDEN: bad = cli_parse_u32(sub, "--expert-hidden", optarg, 1, 1u << 18, &p.n_ff_exp); break;
+        case O_SHARED: bad = cli_parse_u32(sub, "--shared-experts", optarg, 1, 64, &p.n_shared); break;
+        case O_DENSE: bad = cli_parse_u32(sub, "--dense-layers", optarg, 1, 1024, &p.n_dense_lead); break;
+        case O_NEXTN: bad = cli_parse_u32(sub, "--nextn", optarg, 1, 16, &p.n_nextn); break;
         case 'o': out = optarg; break;
         case 'h': {
             char archs[128], types[256];

@@ -64,6 +64,15 @@ static int setup_q8(void **state) { return setup_generated(state, FKV_KV_F16); }
 /* The same model with its K/V rows quantized (its heads of 32 take them; stories260K's of 8 do not). */
 static int setup_q8_kv_q8_0(void **state) { return setup_generated(state, FKV_KV_Q8_0); }
 static int setup_q8_kv_q4_0(void **state) { return setup_generated(state, FKV_KV_Q4_0); }
+/* Experts: a batched step groups the rows of every conversation by expert. */
+static int setup_arch(void **state, const char *arch) {
+    const char *path = tu_arch_model(arch, GGML_TYPE_Q8_0, 19);
+    int rc = path ? setup_path(state, path, FKV_KV_F16) : -1;
+    if (path) remove(path);
+    return rc;
+}
+static int setup_qwen3moe(void **state) { return setup_arch(state, "qwen3moe"); }
+static int setup_glm4moe(void **state) { return setup_arch(state, "glm4moe"); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -326,6 +335,8 @@ int main(void) {
         CASE(test_batched_decode_never_changes_an_answer, q8_kv_q8_0),
         CASE(test_batched_decode_never_changes_an_answer, q8_kv_q4_0),
         CASE(test_a_tiny_kv_budget_evicts_and_stays_exact, q8_kv_q4_0),
+        CASE(test_batched_decode_never_changes_an_answer, qwen3moe),
+        CASE(test_batched_decode_never_changes_an_answer, glm4moe),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

@@ -87,6 +87,9 @@ static int setup_qwen3(void **state) { return setup_arch(state, "qwen3", GGML_TY
 static int setup_smollm3(void **state) { return setup_arch(state, "smollm3", GGML_TYPE_Q8_0); }
 static int setup_phi3(void **state) { return setup_arch(state, "phi3", GGML_TYPE_F32); }
 static int setup_gemma3(void **state) { return setup_arch(state, "gemma3", GGML_TYPE_Q8_0); }
+static int setup_qwen3moe(void **state) { return setup_arch(state, "qwen3moe", GGML_TYPE_Q8_0); }
+static int setup_glm4moe(void **state) { return setup_arch(state, "glm4moe", GGML_TYPE_Q8_0); }
+static int setup_qwen3moe_f32(void **state) { return setup_arch(state, "qwen3moe", GGML_TYPE_F32); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -257,6 +260,12 @@ int main(void) {
         CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, phi3),
         CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, gemma3),
         CASE(test_decode_rows_equal_prefill_rows, gemma3),
+        /* experts: a chunk groups its rows by expert, so group sizes change with the chunk, the grid and batching */
+        CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, qwen3moe),
+        CASE(test_decode_rows_equal_prefill_rows, qwen3moe),
+        CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, glm4moe),
+        CASE(test_decode_rows_equal_prefill_rows, glm4moe),
+        CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, qwen3moe_f32),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

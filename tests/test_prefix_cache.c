@@ -88,6 +88,8 @@ static int setup_arch(void **state, const char *arch, fkv_kv_type kv_type) {
 }
 static int setup_smollm3(void **state) { return setup_arch(state, "smollm3", FKV_KV_F16); }
 static int setup_gemma3(void **state) { return setup_arch(state, "gemma3", FKV_KV_F16); }
+static int setup_qwen3moe(void **state) { return setup_arch(state, "qwen3moe", FKV_KV_F16); }
+static int setup_glm4moe(void **state) { return setup_arch(state, "glm4moe", FKV_KV_F16); }
 /* gemma3's window layers with quantized rows: its heads of 64, one KV head */
 static int setup_gemma3_kv_q8_0(void **state) { return setup_arch(state, "gemma3", FKV_KV_Q8_0); }
 
@@ -344,6 +346,8 @@ int main(void) {
          * takes the architectures whose layers differ in what they attend to (window layers, NoPE layers) */
         CASE(test_boundary_matrix_resumes_exactly, smollm3),
         CASE(test_boundary_matrix_resumes_exactly, gemma3),
+        CASE(test_boundary_matrix_resumes_exactly, qwen3moe),
+        CASE(test_boundary_matrix_resumes_exactly, glm4moe),
         CASE(test_boundary_matrix_resumes_exactly, q8_kv_q8_0),
         CASE(test_boundary_matrix_resumes_exactly, q8_kv_q4_0),
         CASE(test_alternating_reused_and_cold_turns_never_differ, q8_kv_q8_0),

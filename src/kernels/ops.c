@@ -15,6 +15,13 @@
 
 bool ops_matrix_wants_q8(const ops_matrix *w) { return kern_wants_q8(w->type); }
 
+ops_matrix ops_matrix_rows(const ops_matrix *w, uint32_t r0, uint32_t n) {
+    ops_matrix part = *w;
+    part.n_out = n;
+    part.data = w->data + (size_t)r0 * w->row_bytes;
+    return part;
+}
+
 /* A product shared by a team: each thread first takes a lead, a run of its own of 3/4 (MATMUL_LEAD_NUM / _DEN) / team
  * of the outputs (thread t the t-th), then the rest is cut into items of whole multiples of 64 outputs, about 16 per
  * rest, taken dynamically, so a thread that something else on its core slows down does less of that part instead
@@ -40,7 +47,9 @@ typedef struct {
     uint32_t n_items;
 } item_plan;
 
-static item_plan plan_of(const ops_matrix *w, uint32_t team) {
+static item_plan plan_of(const ops_product *product, uint32_t team) {
+    const ops_matrix *w = product->w;
+    if (!product->rows->n) return (item_plan){0};
     const uint32_t share = w->n_out * MATMUL_LEAD_NUM / MATMUL_LEAD_DEN / team;
     item_plan p = {.lead = share / MATMUL_ITEM_MIN * MATMUL_ITEM_MIN};
     const uint32_t rest = w->n_out - team * p.lead;
@@ -54,52 +63,49 @@ static item_plan plan_of(const ops_matrix *w, uint32_t team) {
     return p;
 }
 
-static void matmul_range(const ops_product *p, uint32_t o0, uint32_t o1, const float *x, const block_q8_act *xq,
-                         const void *xp, uint32_t n_rows) {
+static void matmul_range(const ops_product *p, uint32_t o0, uint32_t o1) {
     const ops_matrix *w = p->w;
-    kern_matmul(w->type, w->packed, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x, xq, xp, n_rows,
-                w->n_in, p->y + o0, w->n_out);
+    const ops_rows *x = p->rows;
+    kern_matmul(w->type, w->packed, w->data + (size_t)o0 * w->row_bytes, w->row_bytes, o1 - o0, x->x, x->xq, x->xp,
+                x->n, w->n_in, p->y + o0, w->n_out);
 }
 
 /* This thread's leads of the products, then its items of the rests: a work-sharing loop over all of them, no
  * barrier. */
-static void matmul_items(const ops_product *p, int n_products, const float *x, const block_q8_act *xq,
-                         const void *xp, uint32_t n_rows) {
+static void matmul_items(const ops_product *p, int n_products) {
     const uint32_t team = (uint32_t)omp_get_num_threads(), t = (uint32_t)omp_get_thread_num();
     uint32_t n_items = 0;
     for (int i = 0; i < n_products; i++) {
-        const item_plan plan = plan_of(p[i].w, team);
-        if (plan.lead) matmul_range(&p[i], t * plan.lead, (t + 1) * plan.lead, x, xq, xp, n_rows);
+        const item_plan plan = plan_of(&p[i], team);
+        if (plan.lead) matmul_range(&p[i], t * plan.lead, (t + 1) * plan.lead);
         n_items += plan.n_items;
     }
 #pragma omp for schedule(dynamic, 1) nowait
     for (uint32_t item = 0; item < n_items; item++) {
         int i = 0;
         uint32_t k = item; /* the item's index within product i's rest */
-        item_plan plan = plan_of(p[0].w, team);
-        while (k >= plan.n_items) k -= plan.n_items, plan = plan_of(p[++i].w, team);
+        item_plan plan = plan_of(&p[0], team);
+        while (k >= plan.n_items) k -= plan.n_items, plan = plan_of(&p[++i], team);
         const uint32_t at = k < plan.n_big ? k * plan.big : plan.n_big * plan.big + (k - plan.n_big) * plan.small;
         const uint32_t o0 = team * plan.lead + at, size = k < plan.n_big ? plan.big : plan.small;
-        matmul_range(&p[i], o0, o0 + size < p[i].w->n_out ? o0 + size : p[i].w->n_out, x, xq, xp, n_rows);
+        matmul_range(&p[i], o0, o0 + size < p[i].w->n_out ? o0 + size : p[i].w->n_out);
     }
 }
 
-void ops_matmuls(const ops_product *p, int n_products, const float *x, const block_q8_act *xq, const void *xp,
-                 uint32_t n_rows, int n_threads) {
+void ops_matmuls(const ops_product *p, int n_products, int n_threads) {
     if (omp_in_parallel()) {
-        matmul_items(p, n_products, x, xq, xp, n_rows);
+        matmul_items(p, n_products);
 #pragma omp barrier
         return;
     }
     uint64_t work = 0;
-    for (int i = 0; i < n_products; i++) work += (uint64_t)n_rows * p[i].w->n_out * p[i].w->n_in;
+    for (int i = 0; i < n_products; i++) work += (uint64_t)p[i].rows->n * p[i].w->n_out * p[i].w->n_in;
 #pragma omp parallel num_threads(n_threads) if (work >= PARALLEL_MIN_WORK)
-    matmul_items(p, n_products, x, xq, xp, n_rows);
+    matmul_items(p, n_products);
 }
 
-void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, const void *xp, uint32_t n_rows, float *y,
-                int n_threads) {
-    ops_matmuls(&(ops_product){w, y}, 1, x, xq, xp, n_rows, n_threads);
+void ops_matmul(const ops_matrix *w, const ops_rows *rows, float *y, int n_threads) {
+    ops_matmuls(&(ops_product){w, rows, y}, 1, n_threads);
 }
 
 /* Rows of a quantization, shared by the team running it (a work-sharing loop). */
@@ -402,6 +408,61 @@ void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const o
     const bool wide = keys * n_heads * head_dim * 2 >= PARALLEL_MIN_WORK;
 #pragma omp parallel num_threads(n_threads) if (wide)
     attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, out);
+}
+
+/* p[i] = softmax of z[0..n) (ops_route's definition), in place. */
+static void route_softmax(float *z, uint32_t n) {
+    float m = z[0];
+    for (uint32_t i = 1; i < n; i++) m = z[i] > m ? z[i] : m;
+    for (uint32_t i = 0; i < n; i++) z[i] -= m;
+    kern_exp(z, n);
+    double s = 0.0;
+    for (uint32_t i = 0; i < n; i++) s += (double)z[i];
+    const float inv = (float)(1.0 / s);
+    for (uint32_t i = 0; i < n; i++) z[i] *= inv;
+}
+
+void ops_route(float *z, uint32_t n_expert, const float *select_b, ops_gating gating, uint32_t k, bool norm,
+               float scale, uint32_t *sel, float *w) {
+    if (gating == OPS_GATE_SOFTMAX) {
+        route_softmax(z, n_expert);
+    } else if (gating == OPS_GATE_SIGMOID) {
+        float e[256];
+        for (uint32_t i0 = 0; i0 < n_expert; i0 += 256) {
+            const uint32_t m = n_expert - i0 < 256 ? n_expert - i0 : 256;
+            for (uint32_t i = 0; i < m; i++) e[i] = -z[i0 + i];
+            kern_exp(e, m);
+            for (uint32_t i = 0; i < m; i++) z[i0 + i] = 1.0f / (1.0f + e[i]);
+        }
+    }
+    for (uint32_t s = 0; s < k; s++) {
+        uint32_t best = UINT32_MAX;
+        float best_v = 0.0f;
+        for (uint32_t e = 0; e < n_expert; e++) {
+            bool taken = false;
+            for (uint32_t t = 0; t < s && !taken; t++) taken = sel[t] == e;
+            if (taken) continue;
+            const float v = select_b ? z[e] + select_b[e] : z[e];
+            if (best == UINT32_MAX || v > best_v || (best_v != best_v && v == v)) best = e, best_v = v;
+        }
+        sel[s] = best;
+        w[s] = z[best];
+    }
+    if (gating == OPS_GATE_SOFTMAX_WEIGHT) route_softmax(w, k);
+    if (norm) {
+        float t = 0.0f;
+        for (uint32_t s = 0; s < k; s++) t += w[s];
+        t = t > 6.103515625e-5f ? t : 6.103515625e-5f;
+        for (uint32_t s = 0; s < k; s++) w[s] /= t;
+    }
+    if (scale != 0.0f && scale != 1.0f)
+        for (uint32_t s = 0; s < k; s++) w[s] *= scale;
+}
+
+void ops_weighted_sum(float *out, const float *const *ys, const float *w, uint32_t k, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = w[0] * ys[0][i];
+    for (uint32_t s = 1; s < k; s++)
+        for (size_t i = 0; i < n; i++) out[i] += w[s] * ys[s][i];
 }
 
 void ops_swiglu(float *gate, const float *up, size_t n) {

@@ -47,25 +47,36 @@ typedef struct {
     const uint8_t *data;
 } ops_matrix;
 
+/* Rows [r0, r0 + n) of w, as a matrix of their own (a part of a fused tensor; one expert of a 3-D tensor). */
+ops_matrix ops_matrix_rows(const ops_matrix *w, uint32_t r0, uint32_t n);
+
 /* True when products with w take Q8_0-quantized activations (quant_row_q8) rather than f32. */
 bool ops_matrix_wants_q8(const ops_matrix *w);
 
-/* y[r][o] = W[o] · x[r] for r < n_rows, o < n_out. x: [n_rows][n_in] f32; xq: the same rows as Q8_0
- * blocks [n_rows][n_in/QK] as ops_quantize_rows leaves them (required when ops_matrix_wants_q8, else
- * ignored); xp: NULL, or those rows as kern_panel_rows prepares them (matmul.h), made once for every product. */
-void ops_matmul(const ops_matrix *w, const float *x, const block_q8_act *xq, const void *xp, uint32_t n_rows, float *y,
-                int n_threads);
+/* A set of activation rows as the products take them: x [n][n_in] f32; xq the same rows as Q8_0 blocks
+ * [n][n_in/QK] as ops_quantize_rows leaves them (required when a product's matrix wants Q8_0, else ignored); xp NULL,
+ * or those rows as kern_panel_rows prepares them (matmul.h), made once for every product of them. */
+typedef struct {
+    const float *x;
+    const block_q8_act *xq;
+    const void *xp;
+    uint32_t n;
+} ops_rows;
 
-/* One of several products of the same rows (q, k and v; gate and up): y = W · x as in ops_matmul. */
+/* y[r][o] = W[o] · x[r] for r < rows->n, o < n_out. */
+void ops_matmul(const ops_matrix *w, const ops_rows *rows, float *y, int n_threads);
+
+/* One of several products (q, k and v of the same rows; the experts of a layer, each over the rows routed to it):
+ * y = W · rows as in ops_matmul. */
 typedef struct {
     const ops_matrix *w;
+    const ops_rows *rows;
     float *y;
 } ops_product;
 
-/* The n_products products of x (and xq) computed as one piece of work: threads share all their outputs and
- * meet once, at the end. The matrices must have the same n_in. */
-void ops_matmuls(const ops_product *p, int n_products, const float *x, const block_q8_act *xq, const void *xp,
-                 uint32_t n_rows, int n_threads);
+/* The n_products products computed as one piece of work: threads share all their outputs and meet once, at the
+ * end. A product with no rows costs nothing. */
+void ops_matmuls(const ops_product *p, int n_products, int n_threads);
 
 /* Rows of x quantized for ops_matmul: xq[r] = quant_row_q8(x[r]). */
 void ops_quantize_rows(const float *x, uint32_t n_rows, uint32_t n, block_q8_act *xq, int n_threads);
@@ -118,6 +129,29 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p);
  * and window alone, so rows stay invariant. */
 void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
                    uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, float *out, int n_threads);
+
+/* How a row's router logits z (one per expert) become its experts' weights (llama.cpp's expert_gating_func values). */
+typedef enum {
+    OPS_GATE_SOFTMAX = 1,        /* p = softmax(z) over all experts (Qwen3-MoE) */
+    OPS_GATE_SIGMOID = 2,        /* p = sigmoid(z) (GLM-4.5) */
+    OPS_GATE_SOFTMAX_WEIGHT = 3, /* p = z; the k selected weights are then the softmax of their logits (gpt-oss) */
+} ops_gating;
+
+/* A row's routing (docs/design.md §6), from its own logits alone, in one fixed order:
+ *   p[e] by `gating`: softmax: m = max z, p[e] = e^(z[e] - m) (kern_exp), s = Σ p[e] summed in double in expert
+ *     order, p[e] = p[e] · (float)(1/s); sigmoid: p[e] = 1 / (1 + e^(-z[e])); softmax of the selected: p = z.
+ *   selection: the k largest of v[e] = p[e] + select_b[e] (select_b NULL: v = p), largest first, ties to the lower
+ *     expert index (a NaN is never selected over a number) — sel[0..k).
+ *   weights: w[s] = p[sel[s]]; softmax of the selected: w = the softmax (as above, over slots) of those k; norm:
+ *     t = Σ w[s] in slot order (float), w[s] = w[s] / max(t, 2^-14) (llama.cpp's clamp); scale (not 0 or 1):
+ *     w[s] = w[s] · scale.
+ * z [n_expert] is overwritten. */
+void ops_route(float *z, uint32_t n_expert, const float *select_b, ops_gating gating, uint32_t k, bool norm,
+               float scale, uint32_t *sel, float *w);
+
+/* out[i] = Σ_s w[s] · y_s[i] over the k rows y_s = ys[s], i < n, summed in slot order: out = w[0]·y_0, then
+ * out += w[s]·y_s (a multiply, then an add: no fused step). */
+void ops_weighted_sum(float *out, const float *const *ys, const float *w, uint32_t k, size_t n);
 
 /* gate[i] = silu(gate[i]) * up[i] over n elements, silu(g) = g / (1 + e^-g) with e^x from kern_exp. */
 void ops_swiglu(float *gate, const float *up, size_t n);

@@ -33,6 +33,23 @@ struct forward {
     block_q8_act *xq;
     void *xp; /* xq's rows as kern_panel_rows prepares them (NULL in a build without panels) */
     ops_kv_view *views;
+    /* routed experts (model_experts); NULL without: a chunk's n rows become n·k entries, grouped by expert */
+    float *route;              /* [max_rows][n_expert] router logits, then probabilities */
+    uint32_t *sel;             /* [max_rows][k] each row's experts, in slot order */
+    float *wts;                /* [max_rows][k] their weights */
+    uint32_t *entry_row;       /* [max_rows·k] the row of entry j (entries grouped by expert, rows ascending) */
+    uint32_t *slot_entry;      /* [max_rows·k] the entry of row r's slot s */
+    uint32_t *group_at;        /* [n_expert + 1] expert e's entries are [group_at[e], group_at[e + 1]) */
+    float *xg;                 /* [max_rows·k][dim] entries' input rows, f32 (for f32/f16 experts) */
+    block_q8_act *xqg;         /* entries' input rows, then their hidden rows, as Q8_0 blocks */
+    void *xpg;                 /* the same as kern_panel_rows prepares them, or NULL */
+    float *hg, *hu;            /* [max_rows·k][n_ff_exp] entries' gate and up products */
+    float *yd;                 /* [max_rows·k][dim] entries' expert outputs */
+    float *ym;                 /* [max_rows][dim] rows' weighted sums of their experts */
+    ops_rows *erows;           /* [2·n_expert] each expert's entries: as inputs of gate/up, then of down */
+    ops_matrix *emat;          /* [3·n_expert] each expert's gate, up and down matrices of this layer */
+    ops_product *eprod;        /* [3·n_expert] gate/up products, then down products, of the experts with entries */
+    uint32_t n_active;         /* the experts with entries in this layer's chunk */
     void *scratch; /* every buffer above but rope_divisors: slices of one allocation of scratch_bytes */
     size_t scratch_bytes;
 };
@@ -64,9 +81,13 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
     c->n_threads = n_threads > 0 ? n_threads : omp_get_max_threads();
     uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     size_t rows = max_rows;
+    const uint32_t hidden = model_hidden_max(hp);
     uint32_t widest = hp->dim > q_dim ? hp->dim : q_dim;
-    if (hp->hidden > widest) widest = hp->hidden;
+    if (hidden > widest) widest = hidden;
+    const uint32_t ne = hp->n_expert, ff = hp->n_ff_exp, ent = max_rows * hp->n_expert_used;
+    const uint32_t ewide = hp->dim > ff ? hp->dim : ff; /* an entry's widest row: its input or its hidden row */
     const size_t xp_bytes = rows * kern_panel_row_bytes(widest);
+    const size_t xpg_bytes = ne ? (size_t)ent * kern_panel_row_bytes(ewide) : 0;
     struct {
         void **at;
         size_t bytes;
@@ -77,13 +98,29 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
         {(void **)&c->k, sizeof(float) * rows * kv_dim},
         {(void **)&c->v, sizeof(float) * rows * kv_dim},
         {(void **)&c->att, sizeof(float) * rows * q_dim},
-        {(void **)&c->hb, sizeof(float) * rows * hp->hidden},
-        {(void **)&c->hb2, sizeof(float) * rows * hp->hidden},
+        {(void **)&c->hb, sizeof(float) * rows * hidden},
+        {(void **)&c->hb2, sizeof(float) * rows * hidden},
         {(void **)&c->rope_cs[0], sizeof(float) * rows * hp->n_rot},
         {(void **)&c->rope_cs[1], sizeof(float) * rows * hp->n_rot},
         {(void **)&c->xq, sizeof(block_q8_act) * rows * (widest / QK + 1)},
         {&c->xp, xp_bytes},
         {(void **)&c->views, sizeof(ops_kv_view) * rows},
+        {(void **)&c->route, sizeof(float) * rows * ne},
+        {(void **)&c->sel, sizeof(uint32_t) * ent},
+        {(void **)&c->wts, sizeof(float) * ent},
+        {(void **)&c->entry_row, sizeof(uint32_t) * ent},
+        {(void **)&c->slot_entry, sizeof(uint32_t) * ent},
+        {(void **)&c->group_at, ne ? sizeof(uint32_t) * (ne + 1) : 0},
+        {(void **)&c->xg, sizeof(float) * ent * hp->dim},
+        {(void **)&c->xqg, ne ? sizeof(block_q8_act) * ent * (ewide / QK + 1) : 0},
+        {&c->xpg, xpg_bytes},
+        {(void **)&c->hg, sizeof(float) * ent * ff},
+        {(void **)&c->hu, sizeof(float) * ent * ff},
+        {(void **)&c->yd, sizeof(float) * ent * hp->dim},
+        {(void **)&c->ym, ne ? sizeof(float) * rows * hp->dim : 0},
+        {(void **)&c->erows, sizeof(ops_rows) * 2 * ne},
+        {(void **)&c->emat, sizeof(ops_matrix) * 3 * ne},
+        {(void **)&c->eprod, sizeof(ops_product) * 3 * ne},
     };
     const size_t n_slices = sizeof slices / sizeof *slices;
     for (size_t i = 0; i < n_slices; i++) c->scratch_bytes += line_bytes(slices[i].bytes);
@@ -101,6 +138,7 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
         at += line_bytes(slices[i].bytes);
     }
     if (!xp_bytes) c->xp = NULL; /* a variant that prepares no rows: quantize_rows prepares none */
+    if (!xpg_bytes) c->xpg = NULL;
     return c;
 }
 
@@ -130,6 +168,93 @@ static void quantize_rows(forward *c, const float *x, uint32_t r0, uint32_t r1, 
     if (c->xp) kern_panel_rows(c->xq, n_in, r0, r1, c->xp);
 }
 
+/* This thread's share [j0, j1) of n items, as own_rows. */
+static void own_range(uint32_t n, uint32_t *j0, uint32_t *j1) { own_rows(n, j0, j1); }
+
+/* The n rows' routes grouped by expert (entries of one expert in ascending rows), and the products of the experts
+ * that have entries: c->eprod[0, 2a) gate and up, [2a, 3a) down, a returned. Run by one thread. */
+static uint32_t moe_group(forward *c, const model_experts *E, uint32_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const uint32_t ne = hp->n_expert, k = hp->n_expert_used, dim = hp->dim, ff = hp->n_ff_exp;
+    uint32_t *at = c->group_at, cursor[ne];
+    memset(at, 0, sizeof(uint32_t) * (ne + 1));
+    for (uint32_t i = 0; i < n * k; i++) at[c->sel[i] + 1]++;
+    for (uint32_t e = 0; e < ne; e++) at[e + 1] += at[e];
+    memcpy(cursor, at, sizeof cursor);
+    for (uint32_t r = 0; r < n; r++)
+        for (uint32_t s = 0; s < k; s++) {
+            const uint32_t j = cursor[c->sel[r * k + s]]++;
+            c->entry_row[j] = r;
+            c->slot_entry[r * k + s] = j;
+        }
+    const size_t pin = kern_panel_row_bytes(dim), pff = kern_panel_row_bytes(ff);
+    uint32_t a = 0;
+    for (uint32_t e = 0; e < ne; e++) a += at[e + 1] > at[e];
+    for (uint32_t e = 0, i = 0; e < ne; e++) {
+        const uint32_t j = at[e], cnt = at[e + 1] - at[e];
+        if (!cnt) continue;
+        ops_matrix *w = c->emat + 3 * e;
+        w[0] = ops_matrix_rows(&E->gate, e * ff, ff);
+        w[1] = ops_matrix_rows(&E->up, e * ff, ff);
+        w[2] = ops_matrix_rows(&E->down, e * dim, dim);
+        ops_rows *in = c->erows + 2 * e;
+        in[0] = (ops_rows){c->xg + (size_t)j * dim, c->xqg + (size_t)j * (dim / QK),
+                           c->xpg ? (uint8_t *)c->xpg + j * pin : NULL, cnt};
+        in[1] = (ops_rows){c->hg + (size_t)j * ff, c->xqg + (size_t)j * (ff / QK),
+                           c->xpg ? (uint8_t *)c->xpg + j * pff : NULL, cnt};
+        c->eprod[2 * i] = (ops_product){&w[0], &in[0], c->hg + (size_t)j * ff};
+        c->eprod[2 * i + 1] = (ops_product){&w[1], &in[0], c->hu + (size_t)j * ff};
+        c->eprod[2 * a + i] = (ops_product){&w[2], &in[1], c->yd + (size_t)j * dim};
+        i++;
+    }
+    return a;
+}
+
+/* The routed experts of rows [0, n) into c->ym (docs/design.md §6), run by every thread of the team (r0, r1: this
+ * thread's rows), from c->xb and its quantized rows. Each row routes from its own logits (ops_route); its k entries
+ * are gathered by expert, each expert runs over its entries with the ordinary products (row-invariant: an entry's
+ * bits do not depend on how many share its expert), and each row sums its experts' outputs in slot order. */
+static void moe_ffn(forward *c, const model_experts *E, uint32_t n, uint32_t r0, uint32_t r1) {
+    const model_hparams *hp = &c->m->hp;
+    const uint32_t ne = hp->n_expert, k = hp->n_expert_used, dim = hp->dim, ff = hp->n_ff_exp;
+    ops_matmul(&E->router, &(ops_rows){c->xb, c->xq, c->xp, n}, c->route, c->n_threads);
+    for (uint32_t r = r0; r < r1; r++) {
+        float *z = c->route + (size_t)r * ne;
+        if (E->router_b) ops_add(z, E->router_b, ne);
+        ops_route(z, ne, E->select_b, hp->gating, k, hp->expert_norm, hp->expert_scale, c->sel + (size_t)r * k,
+                  c->wts + (size_t)r * k);
+    }
+#pragma omp barrier
+#pragma omp single
+    c->n_active = moe_group(c, E, n);
+    const uint32_t a = c->n_active; /* written by the single thread, read by all after its barrier */
+    uint32_t j0, j1;
+    own_range(n * k, &j0, &j1);
+    const bool in_q8 = ops_matrix_wants_q8(&E->gate) || ops_matrix_wants_q8(&E->up);
+    for (uint32_t j = j0; j < j1; j++) {
+        const uint32_t r = c->entry_row[j];
+        if (in_q8)
+            memcpy(c->xqg + (size_t)j * (dim / QK), c->xq + (size_t)r * (dim / QK), sizeof(block_q8_act) * (dim / QK));
+        else
+            memcpy(c->xg + (size_t)j * dim, c->xb + (size_t)r * dim, sizeof(float) * dim);
+    }
+    if (in_q8 && c->xpg) kern_panel_rows(c->xqg, dim, j0, j1, c->xpg);
+#pragma omp barrier
+    ops_matmuls(c->eprod, (int)(2 * a), c->n_threads);
+    ops_swiglu(c->hg + (size_t)j0 * ff, c->hu + (size_t)j0 * ff, (size_t)(j1 - j0) * ff);
+    if (ops_matrix_wants_q8(&E->down)) {
+        for (uint32_t j = j0; j < j1; j++) quant_row_q8(c->hg + (size_t)j * ff, c->xqg + (size_t)j * (ff / QK), ff);
+        if (c->xpg) kern_panel_rows(c->xqg, ff, j0, j1, c->xpg);
+    }
+#pragma omp barrier
+    ops_matmuls(c->eprod + 2 * a, (int)a, c->n_threads);
+    for (uint32_t r = r0; r < r1; r++) {
+        const float *ys[k];
+        for (uint32_t s = 0; s < k; s++) ys[s] = c->yd + (size_t)c->slot_entry[r * k + s] * dim;
+        ops_weighted_sum(c->ym + (size_t)r * dim, ys, c->wts + (size_t)r * k, k, dim);
+    }
+}
+
 /* The whole pass, run by every thread of one team (or by one thread): row-wise steps on each thread's
  * own rows, products and attention shared through ops.h, a barrier wherever a step reads rows another
  * thread wrote. Which thread computes a value never changes its bits (ops.h). */
@@ -137,7 +262,7 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
                          const kv_map *const *maps, uint32_t first_logit, float *logits) {
     const fkv_model *m = c->m;
     const model_hparams *hp = &m->hp;
-    const uint32_t dim = hp->dim, hidden = hp->hidden;
+    const uint32_t dim = hp->dim;
     const uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     const model_arch *kind = &hp->kind;
     uint32_t r0, r1;
@@ -166,7 +291,8 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         ops_rmsnorm(c->x + (size_t)r0 * dim, L->attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
         quantize_rows(c, c->xb, r0, r1, dim, qkv_q8);
 #pragma omp barrier
-        ops_matmuls((const ops_product[]){{&L->wq, c->q}, {&L->wk, c->k}, {&L->wv, c->v}}, 3, c->xb, c->xq, c->xp, n,
+        const ops_rows xb = {c->xb, c->xq, c->xp, n};
+        ops_matmuls((const ops_product[]){{&L->wq, &xb, c->q}, {&L->wk, &xb, c->k}, {&L->wv, &xb, c->v}}, 3,
                     c->n_threads);
         for (uint32_t r = r0; L->bq && r < r1; r++) { /* qwen2's biases */
             ops_add(c->q + (size_t)r * q_dim, L->bq, q_dim);
@@ -193,26 +319,36 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
                       c->att, c->n_threads);
         quantize_rows(c, c->att, r0, r1, q_dim, ops_matrix_wants_q8(&L->wo));
 #pragma omp barrier
-        ops_matmul(&L->wo, c->att, c->xq, c->xp, n, c->xb, c->n_threads);
+        ops_matmul(&L->wo, &(ops_rows){c->att, c->xq, c->xp, n}, c->xb, c->n_threads);
         if (L->post_attn_norm)
             ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
         ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
 
         ops_rmsnorm(c->x + (size_t)r0 * dim, L->ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
-        quantize_rows(c, c->xb, r0, r1, dim, ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up));
+        const model_experts *E = L->moe;
+        const uint32_t hidden = L->hidden;
+        quantize_rows(c, c->xb, r0, r1, dim,
+                      (hidden && (ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up))) ||
+                          (E && (ops_matrix_wants_q8(&E->router) || ops_matrix_wants_q8(&E->gate))));
 #pragma omp barrier
-        ops_matmuls((const ops_product[]){{&L->w_gate, c->hb}, {&L->w_up, c->hb2}}, 2, c->xb, c->xq, c->xp, n,
-                    c->n_threads);
-        if (kind->gelu)
-            ops_geglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
-        else
-            ops_swiglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
-        quantize_rows(c, c->hb, r0, r1, hidden, ops_matrix_wants_q8(&L->w_down));
+        if (E) moe_ffn(c, E, n, r0, r1);
+        if (hidden) { /* the dense FFN, or an expert layer's shared experts */
+            ops_rows xb = {c->xb, c->xq, c->xp, n}, hb = {c->hb, c->xq, c->xp, n};
+            ops_matmuls((const ops_product[]){{&L->w_gate, &xb, c->hb}, {&L->w_up, &xb, c->hb2}}, 2, c->n_threads);
+            if (kind->gelu)
+                ops_geglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
+            else
+                ops_swiglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
+            quantize_rows(c, c->hb, r0, r1, hidden, ops_matrix_wants_q8(&L->w_down));
 #pragma omp barrier
-        ops_matmul(&L->w_down, c->hb, c->xq, c->xp, n, c->xb, c->n_threads);
-        if (L->post_ffn_norm)
-            ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
-        ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
+            ops_matmul(&L->w_down, &hb, c->xb, c->n_threads);
+            if (L->post_ffn_norm)
+                ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_ffn_norm, r1 - r0, dim, hp->rms_eps,
+                            c->xb + (size_t)r0 * dim);
+            /* routed + shared, as llama.cpp adds them (an IEEE sum is the same either way round) */
+            if (E) ops_add(c->xb + (size_t)r0 * dim, c->ym + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
+        }
+        ops_add(c->x + (size_t)r0 * dim, (hidden ? c->xb : c->ym) + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
     }
 
     if (first_logit < n) {
@@ -224,7 +360,7 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
                     c->xb + (size_t)l0 * dim);
         quantize_rows(c, c->xb, l0, l1, dim, ops_matrix_wants_q8(&m->output));
 #pragma omp barrier
-        ops_matmul(&m->output, c->xb, c->xq, c->xp, n - first_logit, logits, c->n_threads);
+        ops_matmul(&m->output, &(ops_rows){c->xb, c->xq, c->xp, n - first_logit}, logits, c->n_threads);
     }
 }
 
@@ -232,7 +368,8 @@ void forward_rows(forward *c, const int32_t *ids, const float *embd, uint32_t n,
                   const kv_map *const *maps, uint32_t first_logit, float *logits) {
     const model_hparams *hp = &c->m->hp;
     const uint64_t q_dim = (uint64_t)hp->n_heads * hp->head_dim, kv_dim = (uint64_t)hp->n_kv_heads * hp->head_dim;
-    const uint64_t layer_macs = hp->dim * (2 * q_dim + 2 * kv_dim) + 3ull * hp->dim * hp->hidden;
+    const uint64_t ffn = hp->n_expert ? (uint64_t)hp->n_ff_exp * (hp->n_expert_used + hp->n_shared) : hp->hidden;
+    const uint64_t layer_macs = hp->dim * (2 * q_dim + 2 * kv_dim) + 3ull * hp->dim * ffn;
     const bool wide = (uint64_t)n * layer_macs * hp->n_layers >= FORWARD_PARALLEL_MIN_WORK;
 #pragma omp parallel num_threads(c->n_threads) if (wide)
     forward_team(c, ids, embd, n, pos, maps, first_logit, logits);

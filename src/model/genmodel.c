@@ -99,6 +99,7 @@ static ggml_type matrix_type(const genmodel_params *p, const char *name, uint32_
     ggml_type type = base;
     if (sscanf(name, "blk.%u.%31s", &layer, role) == 2) {
         const bool more = use_more_bits(layer, p->n_layers);
+        if (!strncmp(role, "ffn_down", 8)) strcpy(role, "ffn_down.weight"); /* _exps and _shexp too, as llama.cpp */
         if (!strcmp(role, "attn_v.weight"))
             type = p->mix == GENMODEL_Q3_K_M ? (layer < 2 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K)
                    : more                    ? GGML_TYPE_Q6_K
@@ -113,11 +114,11 @@ static ggml_type matrix_type(const genmodel_params *p, const char *name, uint32_
     return fallback_type(type, n_in);
 }
 
-/* Add tensor `name`: a matrix of n_out rows × n_in (type from matrix_type), or an F32 vector of n_in when
- * n_out is 0; center ± spread. */
-static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name, uint32_t n_in, uint32_t n_out,
-                      float center, float spread, fkv_error *err) {
-    ggml_type type = n_out ? matrix_type(p, name, n_in) : GGML_TYPE_F32;
+/* Add tensor `name`: n_mat matrices of n_out rows × n_in (type from matrix_type; n_mat > 1: a 3-D tensor), or an
+ * F32 vector of n_in when n_out is 0; center ± spread. f32: an F32 matrix whatever the type (a router). */
+static int add_tensors(gguf_writer *w, const genmodel_params *p, const char *name, uint32_t n_in, uint32_t n_out,
+                       uint32_t n_mat, bool f32, float center, float spread, fkv_error *err) {
+    ggml_type type = n_out && !f32 ? matrix_type(p, name, n_in) : GGML_TYPE_F32;
     uint32_t block, block_bytes;
     ggml_type_geometry(type, &block, &block_bytes);
     if (n_in % block)
@@ -125,23 +126,57 @@ static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name
                        name, n_in, ggml_type_name(type), block);
     uint64_t key = splitmix64(p->seed) ^ XXH3_64bits(name, strlen(name));
     size_t row_bytes = ggml_row_size(type, n_in);
+    const uint64_t n_rows = (uint64_t)(n_out ? n_out : 1) * n_mat;
     float *row = malloc(sizeof(float) * n_in);
-    uint8_t *data = malloc(row_bytes * (n_out ? n_out : 1));
+    uint8_t *data = malloc(row_bytes * n_rows);
     int rc = -1;
     if (!row || !data) {
         err_nomem(err, "out of memory generating tensor '%s'", name);
         goto out;
     }
-    for (uint32_t r = 0; r < (n_out ? n_out : 1); r++) {
-        for (uint32_t i = 0; i < n_in; i++) row[i] = center + spread * uniform(key, (uint64_t)r * n_in + i);
+    for (uint64_t r = 0; r < n_rows; r++) {
+        for (uint32_t i = 0; i < n_in; i++) row[i] = center + spread * uniform(key, r * n_in + i);
         quant_quantize_row(type, row, data + (size_t)r * row_bytes, n_in);
     }
-    uint64_t ne[2] = {n_in, n_out};
-    rc = gguf_writer_add_tensor(w, name, type, n_out ? 2 : 1, ne, data, err);
+    uint64_t ne[3] = {n_in, n_out, n_mat};
+    rc = gguf_writer_add_tensor(w, name, type, n_out ? (n_mat > 1 ? 3 : 2) : 1, ne, data, err);
 out:
     free(row);
     free(data);
     return rc;
+}
+
+static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name, uint32_t n_in, uint32_t n_out,
+                      float center, float spread, fkv_error *err) {
+    return add_tensors(w, p, name, n_in, n_out, 1, false, center, spread, err);
+}
+
+/* Layer l's FFN input norm and its FFN: dense (feed_forward_length), or routed experts and any shared ones. */
+static int add_ffn(gguf_writer *w, const genmodel_params *p, const model_arch *a, uint32_t l, fkv_error *err) {
+    char t[64];
+#define T(suffix) (snprintf(t, sizeof t, "blk.%u." suffix, l), t)
+    if (add_tensor(w, p, a->ffn_post_name ? T("post_attention_norm.weight") : T("ffn_norm.weight"), p->dim, 0, 1.0f,
+                   0.1f, err))
+        return -1;
+    const float s_dim = sqrtf(3.0f / (float)p->dim);
+    if (!a->experts || l < p->n_dense_lead) {
+        const float s_hidden = sqrtf(3.0f / (float)p->hidden);
+        return (a->fused ? add_tensor(w, p, T("ffn_up.weight"), p->dim, 2 * p->hidden, 0.0f, s_dim, err) /* [gate; up] */
+                         : add_tensor(w, p, T("ffn_gate.weight"), p->dim, p->hidden, 0.0f, s_dim, err) ||
+                               add_tensor(w, p, T("ffn_up.weight"), p->dim, p->hidden, 0.0f, s_dim, err)) ||
+               add_tensor(w, p, T("ffn_down.weight"), p->hidden, p->dim, 0.0f, s_hidden, err);
+    }
+    const uint32_t ff = p->n_ff_exp, sh = p->n_shared * ff;
+    const float s_ff = sqrtf(3.0f / (float)ff);
+    return add_tensors(w, p, T("ffn_gate_inp.weight"), p->dim, p->n_expert, 1, true, 0.0f, s_dim, err) ||
+           (a->select_bias && add_tensor(w, p, T("exp_probs_b.bias"), p->n_expert, 0, 0.0f, 0.05f, err)) ||
+           add_tensors(w, p, T("ffn_gate_exps.weight"), p->dim, ff, p->n_expert, false, 0.0f, s_dim, err) ||
+           add_tensors(w, p, T("ffn_up_exps.weight"), p->dim, ff, p->n_expert, false, 0.0f, s_dim, err) ||
+           add_tensors(w, p, T("ffn_down_exps.weight"), ff, p->dim, p->n_expert, false, 0.0f, s_ff, err) ||
+           (sh && (add_tensor(w, p, T("ffn_gate_shexp.weight"), p->dim, sh, 0.0f, s_dim, err) ||
+                   add_tensor(w, p, T("ffn_up_shexp.weight"), p->dim, sh, 0.0f, s_dim, err) ||
+                   add_tensor(w, p, T("ffn_down_shexp.weight"), sh, p->dim, 0.0f, sqrtf(3.0f / (float)sh), err)));
+#undef T
 }
 
 /* 0, or -1 with err naming the parameter at fault; a: the architecture p->arch names (NULL: none). */
@@ -168,14 +203,28 @@ static int check_params(const genmodel_params *p, const char *arch, const model_
         return err_input(err, "gen-model: heads %u must be a multiple of kv-heads %u", p->n_heads, p->n_kv_heads);
     if (p->mix != GENMODEL_UNIFORM && mix_row(p->mix) == N_MIXES)
         return err_input(err, "gen-model: unknown type mix %d", (int)p->mix);
+    if ((p->n_expert || p->n_expert_used || p->n_ff_exp || p->n_shared || p->n_dense_lead) && !a->experts)
+        return err_input(err, "gen-model: --experts, --experts-used, --expert-hidden, --shared-experts and "
+                              "--dense-layers are for an architecture with experts; %s has none", arch);
+    if (a->experts && (p->n_expert_used > p->n_expert || !p->n_ff_exp || p->n_dense_lead > p->n_layers))
+        return err_input(err, "gen-model: --experts-used %u must be at most --experts %u, the expert width positive "
+                              "and --dense-layers %u at most the layers", p->n_expert_used, p->n_expert,
+                         p->n_dense_lead);
     if (p->mix == GENMODEL_UNIFORM && !kern_type_traits(p->type))
         return err_unsupported(err, "gen-model: type %s is not one flatkv computes", ggml_type_name(p->type));
     return 0;
 }
 
-int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
+int genmodel_write(const genmodel_params *params, const char *path, fkv_error *err) {
+    genmodel_params pd = *params;
+    const genmodel_params *p = &pd;
     const char *arch = p->arch ? p->arch : "llama";
     const model_arch *a = model_arch_find(arch, strlen(arch));
+    if (a && a->experts) {
+        pd.n_expert = pd.n_expert ? pd.n_expert : 8;
+        pd.n_expert_used = pd.n_expert_used ? pd.n_expert_used : 2;
+        pd.n_ff_exp = pd.n_ff_exp ? pd.n_ff_exp : pd.hidden / 2;
+    }
     if (check_params(p, arch, a, err)) return -1;
     gguf_file *vocab = gguf_open(p->vocab_from, err);
     if (!vocab) return -1;
@@ -201,7 +250,20 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
     gguf_writer_set_u32(w, KEY("context_length"), p->n_ctx);
     gguf_writer_set_u32(w, KEY("embedding_length"), p->dim);
     gguf_writer_set_u32(w, KEY("feed_forward_length"), p->hidden);
-    gguf_writer_set_u32(w, KEY("block_count"), p->n_layers);
+    gguf_writer_set_u32(w, KEY("block_count"), p->n_layers + p->n_nextn);
+    if (p->n_nextn) gguf_writer_set_u32(w, KEY("nextn_predict_layers"), p->n_nextn);
+    if (a->experts) {
+        gguf_writer_set_u32(w, KEY("expert_count"), p->n_expert);
+        gguf_writer_set_u32(w, KEY("expert_used_count"), p->n_expert_used);
+        gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), p->n_ff_exp);
+        if (p->n_shared) gguf_writer_set_u32(w, KEY("expert_shared_count"), p->n_shared);
+        if (p->n_dense_lead) gguf_writer_set_u32(w, KEY("leading_dense_block_count"), p->n_dense_lead);
+        if (a->gating != OPS_GATE_SOFTMAX) { /* as GLM-4.5's converter writes them */
+            gguf_writer_set_u32(w, KEY("expert_gating_func"), (uint32_t)a->gating);
+            gguf_writer_set_bool(w, KEY("expert_weights_norm"), true);
+            gguf_writer_set_f32(w, KEY("expert_weights_scale"), 1.0f);
+        }
+    }
     gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_heads);
     gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
     const uint32_t head_dim = p->head_dim ? p->head_dim : p->dim / p->n_heads;
@@ -228,7 +290,7 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
 #undef KEY
 
     const uint32_t q_dim = p->n_heads * head_dim, kv_dim = p->n_kv_heads * head_dim;
-    const float s_dim = sqrtf(3.0f / (float)p->dim), s_hidden = sqrtf(3.0f / (float)p->hidden);
+    const float s_dim = sqrtf(3.0f / (float)p->dim);
     /* Embeddings scaled by sqrt(dim) (Gemma 3) are drawn that much smaller, as a trained model's are. */
     int rc = add_tensor(w, p, "token_embd.weight", p->dim, n_vocab, 0.0f, a->embd_scale ? s_dim : 1.0f, err) ||
              add_tensor(w, p, "output_norm.weight", p->dim, 0, 1.0f, 0.1f, err) ||
@@ -236,7 +298,7 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
              (p->rope_freqs && add_tensor(w, p, "rope_freqs.weight", n_rot / 2, 0, 4.0f, 3.0f, err)) ||
              (a->long_rope && (add_tensor(w, p, "rope_factors_short.weight", n_rot / 2, 0, 1.1f, 0.1f, err) ||
                               add_tensor(w, p, "rope_factors_long.weight", n_rot / 2, 0, 4.0f, 3.0f, err)));
-    for (uint32_t l = 0; l < p->n_layers && !rc; l++) {
+    for (uint32_t l = 0; l < p->n_layers + p->n_nextn && !rc; l++) {
         char t[64];
 #define T(suffix) (snprintf(t, sizeof t, "blk.%u." suffix, l), t)
         rc = add_tensor(w, p, T("attn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
@@ -245,18 +307,18 @@ int genmodel_write(const genmodel_params *p, const char *path, fkv_error *err) {
                              add_tensor(w, p, T("attn_k.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
                              add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err)) ||
              add_tensor(w, p, T("attn_output.weight"), q_dim, p->dim, 0.0f, sqrtf(3.0f / (float)q_dim), err) ||
-             add_tensor(w, p, T("ffn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
-             (a->fused ? add_tensor(w, p, T("ffn_up.weight"), p->dim, 2 * p->hidden, 0.0f, s_dim, err) /* [gate; up] */
-                       : add_tensor(w, p, T("ffn_gate.weight"), p->dim, p->hidden, 0.0f, s_dim, err) ||
-                             add_tensor(w, p, T("ffn_up.weight"), p->dim, p->hidden, 0.0f, s_dim, err)) ||
-             add_tensor(w, p, T("ffn_down.weight"), p->hidden, p->dim, 0.0f, s_hidden, err) ||
+             add_ffn(w, p, a, l, err) ||
              (a->qkv_bias && (add_tensor(w, p, T("attn_q.bias"), q_dim, 0, 0.0f, 0.5f, err) ||
                               add_tensor(w, p, T("attn_k.bias"), kv_dim, 0, 0.0f, 0.5f, err) ||
                               add_tensor(w, p, T("attn_v.bias"), kv_dim, 0, 0.0f, 0.5f, err))) ||
              (a->qk_norm && (add_tensor(w, p, T("attn_q_norm.weight"), head_dim, 0, 1.0f, 0.1f, err) ||
                              add_tensor(w, p, T("attn_k_norm.weight"), head_dim, 0, 1.0f, 0.1f, err))) ||
              (a->post_norms && (add_tensor(w, p, T("post_attention_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
-                                add_tensor(w, p, T("post_ffw_norm.weight"), p->dim, 0, 1.0f, 0.1f, err)));
+                                add_tensor(w, p, T("post_ffw_norm.weight"), p->dim, 0, 1.0f, 0.1f, err))) ||
+             (l >= p->n_layers && (add_tensor(w, p, T("nextn.eh_proj.weight"), 2 * p->dim, p->dim, 0.0f,
+                                              sqrtf(1.5f / (float)p->dim), err) ||
+                                   add_tensor(w, p, T("nextn.enorm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
+                                   add_tensor(w, p, T("nextn.hnorm.weight"), p->dim, 0, 1.0f, 0.1f, err)));
 #undef T
     }
     if (!rc) rc = gguf_writer_write(w, path, err);

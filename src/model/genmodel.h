@@ -11,6 +11,10 @@
  * Scale: matrices are uniform in ±sqrt(3/n_in) (unit variance preserved through a product), norms are
  * 1 ± 0.1, so activations stay finite through any number of layers.
  *
+ * Experts (an architecture with `experts`): ffn_gate_inp (the router) is F32, as llama.cpp's quantizer keeps it;
+ * ffn_{gate,up,down}_exps are 3-D [n_in, n_out, n_expert] of the matrices' type (the mix rules read the role's
+ * name: ffn_down_exps and ffn_down_shexp follow ffn_down's); exp_probs_b.bias is written where the architecture's
+ * converter writes it (select_bias). NextN blocks are whole layers plus their nextn.* tensors.
  * Types: norms, biases and rope_freqs are F32. Matrices are all `type` (GENMODEL_UNIFORM: any type traits.h
  * computes), or follow one of llama.cpp's mixes as llama_tensor_get_type picks them for llama and qwen2 (no experts):
  *   - output.weight, and token_embd.weight when tied (it is then the output matrix): Q6_K, or Q8_0 when its rows
@@ -61,6 +65,13 @@ typedef struct {
     uint32_t rope_dims;     /* rope.dimension_count; 0: the head size (partial rotary below it) */
     uint32_t window;        /* attention.sliding_window (an architecture with swa or window_ignored); 0: none */
     uint32_t window_pattern;/* swa: attention.sliding_window_pattern (every Nth layer global); 0: not written (6) */
+    /* experts (an architecture with experts; 0: its defaults — 8 experts, 2 used, expert width hidden / 2) */
+    uint32_t n_expert;      /* expert_count */
+    uint32_t n_expert_used; /* expert_used_count */
+    uint32_t n_ff_exp;      /* expert_feed_forward_length */
+    uint32_t n_shared;      /* expert_shared_count (glm4moe) */
+    uint32_t n_dense_lead;  /* leading_dense_block_count: the first layers' dense FFN (feed_forward_length wide) */
+    uint32_t n_nextn;       /* nextn_predict_layers: NextN blocks after the n_layers */
     uint64_t seed;
 } genmodel_params;
 

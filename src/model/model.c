@@ -27,27 +27,25 @@ int fkv_kernels_select(const char *name, fkv_error *err) {
 
 const char *fkv_kernels_name(void) { return kern_active()->name; }
 
-/* Find a tensor and check its dims exactly: ne[0] = n_in, ne[1] = n_out (n_out 0: a vector). */
-static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uint32_t n_in, uint32_t n_out,
-                                       bool required, fkv_error *err) {
+/* Find a tensor and check its dims exactly: n_dims of them, ne[d] each. */
+static const gguf_tensor *find_dims(const gguf_file *f, const char *name, uint32_t n_dims, const uint64_t *ne,
+                                    bool required, fkv_error *err) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
     if (!t) {
         if (required) err_input(err, "%s: required tensor '%s' is missing", f->path, name);
         return NULL;
     }
-    uint32_t want_dims = n_out ? 2 : 1;
-    bool ok = t->n_dims == want_dims && t->ne[0] == n_in && (n_out == 0 || t->ne[1] == n_out);
+    bool ok = t->n_dims == n_dims;
+    for (uint32_t d = 0; ok && d < n_dims; d++) ok = t->ne[d] == ne[d];
     if (!ok) {
-        char want[64], got[96];
-        if (n_out)
-            snprintf(want, sizeof want, "[%u, %u]", n_in, n_out);
-        else
-            snprintf(want, sizeof want, "[%u]", n_in);
-        int len = snprintf(got, sizeof got, "[");
-        for (uint32_t d = 0; d < t->n_dims && len < (int)sizeof got; d++)
-            len += snprintf(got + len, sizeof got - (size_t)len, "%s%llu", d ? ", " : "",
-                            (unsigned long long)t->ne[d]);
-        snprintf(got + len, sizeof got - (size_t)len, "]");
+        char want[96], got[96];
+        int wl = snprintf(want, sizeof want, "["), gl = snprintf(got, sizeof got, "[");
+        for (uint32_t d = 0; d < n_dims; d++)
+            wl += snprintf(want + wl, sizeof want - (size_t)wl, "%s%llu", d ? ", " : "", (unsigned long long)ne[d]);
+        for (uint32_t d = 0; d < t->n_dims && gl < (int)sizeof got; d++)
+            gl += snprintf(got + gl, sizeof got - (size_t)gl, "%s%llu", d ? ", " : "", (unsigned long long)t->ne[d]);
+        snprintf(want + wl, sizeof want - (size_t)wl, "]");
+        if (gl < (int)sizeof got) snprintf(got + gl, sizeof got - (size_t)gl, "]");
         err_input(err, "%s: tensor '%s' has dims %s, but the architecture needs %s", f->path, name, got, want);
         return NULL;
     }
@@ -60,25 +58,24 @@ static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uin
     return t;
 }
 
+/* A matrix [n_in, n_out], or (n_out 0) a vector [n_in]. */
+static const gguf_tensor *find_checked(const gguf_file *f, const char *name, uint32_t n_in, uint32_t n_out,
+                                       bool required, fkv_error *err) {
+    return find_dims(f, name, n_out ? 2 : 1, (const uint64_t[]){n_in, n_out}, required, err);
+}
+
+/* The n_out rows of n_in elements of tensor t (of any dims whose product past the first is n_out). */
+static void matrix_of(const gguf_tensor *t, uint32_t n_in, uint32_t n_out, ops_matrix *out) {
+    *out = (ops_matrix){.type = t->type, .n_in = n_in, .n_out = n_out, .row_bytes = ggml_row_size(t->type, n_in),
+                        .data = t->data};
+}
+
 static int load_matrix(const gguf_file *f, const char *name, uint32_t n_in, uint32_t n_out, ops_matrix *out,
                        fkv_error *err) {
     const gguf_tensor *t = find_checked(f, name, n_in, n_out, true, err);
     if (!t) return -1;
-    out->type = t->type;
-    out->packed = false;
-    out->n_in = n_in;
-    out->n_out = n_out;
-    out->row_bytes = ggml_row_size(t->type, n_in);
-    out->data = t->data;
+    matrix_of(t, n_in, n_out, out);
     return 0;
-}
-
-/* Rows [r0, r0 + n) of w, as a matrix of their own (a part of a fused tensor). */
-static ops_matrix matrix_rows(const ops_matrix *w, uint32_t r0, uint32_t n) {
-    ops_matrix part = *w;
-    part.n_out = n;
-    part.data = w->data + (size_t)r0 * w->row_bytes;
-    return part;
 }
 
 /* x > 0 and finite (a NaN is neither). */
@@ -104,7 +101,10 @@ static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_
 /* The architectures flatkv computes: how each differs from llama's computation and what its converter writes
  * (model_arch in model.h); everything else comes from metadata. Facts from llama.cpp's src/models/<arch>.cpp: qwen3,
  * phi3 and gemma3 rotate halves; smollm3 rotates adjacent pairs and leaves every 4th layer without rope (a constant
- * there, no key); phi3's sliding window is disabled there ("Phi SWA is currently disabled"). */
+ * there, no key); phi3's sliding window is disabled there ("Phi SWA is currently disabled"). qwen3moe is qwen3 with
+ * experts, softmax routing, weights renormalised (always: qwen3moe.cpp passes true); glm4moe (glm4-moe.cpp) rotates
+ * halves, has q/k/v biases and, in some sizes, q/k norms, normalises the FFN input with post_attention_norm, routes
+ * by sigmoid unless expert_gating_func says otherwise, and adds its shared experts unweighted. */
 static const model_arch archs[] = {
     {.name = "llama", .rms_eps = 1e-5f, .rope_base = 10000.0f},
     {.name = "qwen2", .rope_halves = true, .qkv_bias = true, .rms_eps = 1e-5f, .rope_base = 10000.0f},
@@ -114,6 +114,10 @@ static const model_arch archs[] = {
      .rope_base = 10000.0f},
     {.name = "gemma3", .rope_halves = true, .qk_norm = true, .post_norms = true, .embd_scale = true, .gelu = true,
      .swa = true, .tied = true, .head_size_keys = true, .rms_eps = 1e-6f, .rope_base = 1000000.0f},
+    {.name = "qwen3moe", .rope_halves = true, .qk_norm = true, .experts = true, .gating = OPS_GATE_SOFTMAX,
+     .expert_norm = true, .head_size_keys = true, .rms_eps = 1e-6f, .rope_base = 1000000.0f},
+    {.name = "glm4moe", .rope_halves = true, .qkv_bias = true, .experts = true, .gating = OPS_GATE_SIGMOID,
+     .ffn_post_name = true, .select_bias = true, .head_size_keys = true, .rms_eps = 1e-5f, .rope_base = 1000000.0f},
 };
 #define N_ARCHS (sizeof archs / sizeof *archs)
 
@@ -162,6 +166,63 @@ int model_type_by_name(const char *name, ggml_type *type) {
             return 0;
         }
     return -1;
+}
+
+/* The most experts a layer may have (llama.cpp's LLAMA_MAX_EXPERTS): a bound on the per-row routing arrays before any
+ * tensor's dims confirm the count. */
+#define MODEL_MAX_EXPERTS 512
+
+/* The expert keys of an architecture with experts (model_hparams' expert fields). */
+static int read_experts(const gguf_file *f, const char *A, model_hparams *hp, fkv_error *err) {
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    const gguf_value *used = gguf_find(f, KEY("expert_used_count"));
+    if (used && used->type == GGUF_TYPE_ARRAY)
+        return err_unsupported(err, "%s: %s is an array (a count per layer); flatkv reads one count", f->path, key);
+    if (gguf_get_u32(f, KEY("expert_count"), &hp->n_expert, err) ||
+        gguf_get_u32(f, KEY("expert_used_count"), &hp->n_expert_used, err))
+        return -1;
+    if (hp->n_expert == 0 || hp->n_expert > MODEL_MAX_EXPERTS)
+        return err_input(err, "%s: %s.expert_count is %u; it must be 1 to %d", f->path, A, hp->n_expert,
+                         MODEL_MAX_EXPERTS);
+    if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
+        return err_input(err, "%s: %s.expert_used_count is %u; it must be 1 to expert_count (%u)", f->path, A,
+                         hp->n_expert_used, hp->n_expert);
+    hp->n_ff_exp = hp->hidden / hp->n_expert_used;
+    const gguf_value *ff = gguf_find(f, KEY("expert_feed_forward_length"));
+    if (ff && ff->type == GGUF_TYPE_ARRAY)
+        return err_unsupported(err, "%s: %s is an array (a width per layer); flatkv reads one width", f->path, key);
+    if (ff && gguf_get_u32(f, key, &hp->n_ff_exp, err)) return -1;
+    if (hp->n_ff_exp == 0 || hp->n_ff_exp > UINT32_MAX / 4)
+        return err_input(err, "%s: %s.expert_feed_forward_length %u must be positive and at most 2^30", f->path, A,
+                         hp->n_ff_exp);
+    if (gguf_find(f, KEY("expert_shared_count")) && gguf_get_u32(f, key, &hp->n_shared, err)) return -1;
+    if (hp->n_shared > MODEL_MAX_EXPERTS)
+        return err_input(err, "%s: %s is %u; at most %d", f->path, key, hp->n_shared, MODEL_MAX_EXPERTS);
+    if (gguf_find(f, KEY("leading_dense_block_count")) && gguf_get_u32(f, key, &hp->n_dense_lead, err)) return -1;
+    if (hp->n_dense_lead > hp->n_layers)
+        return err_input(err, "%s: %s is %u, more than the %u layers", f->path, key, hp->n_dense_lead, hp->n_layers);
+    hp->gating = hp->kind.gating;
+    uint32_t gating = 0;
+    if (gguf_find(f, KEY("expert_gating_func")) && gguf_get_u32(f, key, &gating, err)) return -1;
+    if (gating > OPS_GATE_SOFTMAX_WEIGHT)
+        return err_unsupported(err, "%s: %s is %u; flatkv computes 1 (softmax), 2 (sigmoid) and 3 (softmax of the "
+                                    "selected)", f->path, key, gating);
+    if (gating) hp->gating = (ops_gating)gating;
+    hp->expert_norm = hp->kind.expert_norm;
+    if (gguf_find(f, KEY("expert_weights_norm")) && gguf_get_bool(f, key, &hp->expert_norm, err)) return -1;
+    hp->expert_scale = 0.0f;
+    if (gguf_find(f, KEY("expert_weights_scale")) && gguf_get_f32(f, key, &hp->expert_scale, err)) return -1;
+    if (!isfinite(hp->expert_scale))
+        return err_input(err, "%s: %s.expert_weights_scale is not finite", f->path, A);
+    /* Grouped selection (DeepSeek-V3) and clamped expert activations are not computed: refused where they act. */
+    uint32_t groups = 0;
+    if (gguf_find(f, KEY("expert_group_count")) && gguf_get_u32(f, key, &groups, err)) return -1;
+    if (groups > 1) return err_unsupported(err, "%s: %s is %u; flatkv computes ungrouped routing", f->path, key, groups);
+    if (gguf_find(f, KEY("swiglu_clamp_exp")))
+        return err_unsupported(err, "%s: %s is set; flatkv does not compute it", f->path, key);
+#undef KEY
+    return 0;
 }
 
 static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
@@ -292,6 +353,12 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
                            key);
         if (gguf_get_u32(f, key, &hp->swa_pattern, err)) return -1;
     }
+    if (gguf_find(f, KEY("nextn_predict_layers")) && gguf_get_u32(f, key, &hp->n_nextn, err)) return -1;
+    if (hp->n_nextn >= hp->n_layers)
+        return err_input(err, "%s: %s.nextn_predict_layers %u leaves no layers of block_count %u", f->path, A,
+                         hp->n_nextn, hp->n_layers);
+    hp->n_layers -= hp->n_nextn;
+    if (kind->experts && read_experts(f, A, hp, err)) return -1;
     /* Gemma 3 27B (62 layers: llama.cpp tells it by that) scales queries by 1/sqrt(dim/heads), as gemma_pytorch. */
     if (hp->kind.swa && hp->n_layers == 62) hp->attn_scale = 1.0f / sqrtf((float)(hp->dim / hp->n_heads));
 #undef KEY
@@ -300,6 +367,72 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
         return err_input(err, "%s: rope base %g (window layers' %g), rope scale %g, attn_factor %g and rms epsilon %g "
                        "must be positive and finite", f->path, (double)hp->rope_base, (double)hp->rope[MODEL_ROPE_LOCAL].base,
                        (double)hp->rope_scale, (double)mscale, (double)hp->rms_eps);
+    return 0;
+}
+
+/* The routed experts of layer l (model_experts): each 3-D tensor of exactly the shape the keys give. */
+static int load_experts(const gguf_file *f, const model_hparams *hp, uint32_t l, model_experts *E, fkv_error *err) {
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
+    const uint32_t dim = hp->dim, ff = hp->n_ff_exp, n = hp->n_expert;
+    const gguf_tensor *t;
+    if (load_matrix(f, NAME("ffn_gate_inp.weight"), dim, n, &E->router, err)) return -1;
+    if (!(t = find_dims(f, NAME("ffn_gate_exps.weight"), 3, (const uint64_t[]){dim, ff, n}, true, err))) return -1;
+    matrix_of(t, dim, ff * n, &E->gate);
+    if (!(t = find_dims(f, NAME("ffn_up_exps.weight"), 3, (const uint64_t[]){dim, ff, n}, true, err))) return -1;
+    matrix_of(t, dim, ff * n, &E->up);
+    if (!(t = find_dims(f, NAME("ffn_down_exps.weight"), 3, (const uint64_t[]){ff, dim, n}, true, err))) return -1;
+    matrix_of(t, ff, dim * n, &E->down);
+    if (gguf_find_tensor(f, NAME("exp_probs_b.bias")) && !(E->select_b = load_vector(f, name, n, err))) return -1;
+#undef NAME
+    return 0;
+}
+
+/* Layer l's feed-forward part: its input norm, and a dense FFN of feed_forward_length, or (an expert layer) its
+ * routed experts and any shared experts (a dense FFN of n_shared · n_ff_exp). */
+static int load_ffn(const gguf_file *f, const model_hparams *hp, uint32_t l, model_layer *L, fkv_error *err) {
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
+    const model_arch *k = &hp->kind;
+    if (!(L->ffn_norm = load_vector(f, k->ffn_post_name ? NAME("post_attention_norm.weight") : NAME("ffn_norm.weight"),
+                                    hp->dim, err)))
+        return -1;
+    const bool moe = k->experts && l >= hp->n_dense_lead;
+    L->hidden = !moe ? hp->hidden : hp->n_shared * hp->n_ff_exp;
+    if (moe) {
+        if (!(L->moe = calloc(1, sizeof *L->moe))) return err_nomem(err, "%s: out of memory", f->path);
+        if (load_experts(f, hp, l, L->moe, err)) return -1;
+    }
+    if (!L->hidden) return 0;
+    const char *sfx = moe ? "_shexp" : "";
+    if (k->fused) { /* ffn_up holds gate, then up (ggml_swiglu's order: the first half is activated) */
+        ops_matrix up;
+        if (load_matrix(f, NAME("ffn_up.weight"), hp->dim, 2 * L->hidden, &up, err)) return -1;
+        L->w_gate = ops_matrix_rows(&up, 0, L->hidden);
+        L->w_up = ops_matrix_rows(&up, L->hidden, L->hidden);
+    } else {
+        char gate[96], up[96];
+        snprintf(gate, sizeof gate, "blk.%u.ffn_gate%s.weight", l, sfx);
+        snprintf(up, sizeof up, "blk.%u.ffn_up%s.weight", l, sfx);
+        if (load_matrix(f, gate, hp->dim, L->hidden, &L->w_gate, err) ||
+            load_matrix(f, up, hp->dim, L->hidden, &L->w_up, err))
+            return -1;
+    }
+    snprintf(name, sizeof name, "blk.%u.ffn_down%s.weight", l, sfx);
+#undef NAME
+    return load_matrix(f, name, L->hidden, hp->dim, &L->w_down, err);
+}
+
+/* Block l's NextN tensors (model_nextn), kept for a drafter. */
+static int load_nextn(const gguf_file *f, const model_hparams *hp, uint32_t l, model_nextn *N, fkv_error *err) {
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u.nextn." suffix, l), name)
+    if (load_matrix(f, NAME("eh_proj.weight"), 2 * hp->dim, hp->dim, &N->eh_proj, err) ||
+        !(N->enorm = load_vector(f, NAME("enorm.weight"), hp->dim, err)) ||
+        !(N->hnorm = load_vector(f, NAME("hnorm.weight"), hp->dim, err)) ||
+        (gguf_find_tensor(f, NAME("shared_head_norm.weight")) && !(N->head_norm = load_vector(f, name, hp->dim, err))))
+        return -1;
+#undef NAME
     return 0;
 }
 
@@ -338,37 +471,28 @@ static int load_weights(fkv_model *m, fkv_error *err) {
                                f->path, divisors[d].name, i, (double)divisors[d].v[i]);
 
     uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
-    m->layers = calloc(hp->n_layers, sizeof *m->layers);
-    if (hp->window) m->windows = calloc(hp->n_layers, sizeof *m->windows);
-    if (!m->layers || (hp->window && !m->windows))
-        return err_nomem(err, "%s: out of memory for %u layers", f->path, hp->n_layers);
-    for (uint32_t l = 0; l < hp->n_layers; l++) {
+    const uint32_t n_blocks = hp->n_layers + hp->n_nextn;
+    m->layers = calloc(n_blocks, sizeof *m->layers);
+    if (hp->window) m->windows = calloc(n_blocks, sizeof *m->windows);
+    if (hp->n_nextn) m->nextn = calloc(hp->n_nextn, sizeof *m->nextn);
+    if (!m->layers || (hp->window && !m->windows) || (hp->n_nextn && !m->nextn))
+        return err_nomem(err, "%s: out of memory for %u layers", f->path, n_blocks);
+    for (uint32_t l = 0; l < n_blocks; l++) {
         model_layer *L = &m->layers[l];
         char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
         if (!(L->attn_norm = load_vector(f, NAME("attn_norm.weight"), hp->dim, err)) ||
-            !(L->ffn_norm = load_vector(f, NAME("ffn_norm.weight"), hp->dim, err)) ||
-            load_matrix(f, NAME("attn_output.weight"), q_dim, hp->dim, &L->wo, err) ||
-            load_matrix(f, NAME("ffn_down.weight"), hp->hidden, hp->dim, &L->w_down, err))
+            load_matrix(f, NAME("attn_output.weight"), q_dim, hp->dim, &L->wo, err) || load_ffn(f, hp, l, L, err))
             return -1;
         if (k->fused && gguf_find_tensor(f, NAME("attn_qkv.weight"))) {
             ops_matrix qkv;
             if (load_matrix(f, name, hp->dim, q_dim + 2 * kv_dim, &qkv, err)) return -1;
-            L->wq = matrix_rows(&qkv, 0, q_dim);
-            L->wk = matrix_rows(&qkv, q_dim, kv_dim);
-            L->wv = matrix_rows(&qkv, q_dim + kv_dim, kv_dim);
+            L->wq = ops_matrix_rows(&qkv, 0, q_dim);
+            L->wk = ops_matrix_rows(&qkv, q_dim, kv_dim);
+            L->wv = ops_matrix_rows(&qkv, q_dim + kv_dim, kv_dim);
         } else if (load_matrix(f, NAME("attn_q.weight"), hp->dim, q_dim, &L->wq, err) ||
                    load_matrix(f, NAME("attn_k.weight"), hp->dim, kv_dim, &L->wk, err) ||
                    load_matrix(f, NAME("attn_v.weight"), hp->dim, kv_dim, &L->wv, err)) {
-            return -1;
-        }
-        if (k->fused) { /* ffn_up holds gate, then up (ggml_swiglu's order: the first half is activated) */
-            ops_matrix up;
-            if (load_matrix(f, NAME("ffn_up.weight"), hp->dim, 2 * hp->hidden, &up, err)) return -1;
-            L->w_gate = matrix_rows(&up, 0, hp->hidden);
-            L->w_up = matrix_rows(&up, hp->hidden, hp->hidden);
-        } else if (load_matrix(f, NAME("ffn_gate.weight"), hp->dim, hp->hidden, &L->w_gate, err) ||
-                   load_matrix(f, NAME("ffn_up.weight"), hp->dim, hp->hidden, &L->w_up, err)) {
             return -1;
         }
         /* Biases: required by the architectures that have them, taken where a llama file carries them. */
@@ -380,8 +504,10 @@ static int load_weights(fkv_model *m, fkv_error *err) {
                      !(L->bk = load_vector(f, NAME("attn_k.bias"), kv_dim, err)) ||
                      !(L->bv = load_vector(f, NAME("attn_v.bias"), kv_dim, err))))
             return -1;
-        if (k->qk_norm && (!(L->q_norm = load_vector(f, NAME("attn_q_norm.weight"), hp->head_dim, err)) ||
-                           !(L->k_norm = load_vector(f, NAME("attn_k_norm.weight"), hp->head_dim, err))))
+        /* q/k norms: required by the architectures that have them, taken where a file carries them (GLM-4.5). */
+        const bool qk_norm = k->qk_norm || gguf_find_tensor(f, NAME("attn_q_norm.weight"));
+        if (qk_norm && (!(L->q_norm = load_vector(f, NAME("attn_q_norm.weight"), hp->head_dim, err)) ||
+                        !(L->k_norm = load_vector(f, NAME("attn_k_norm.weight"), hp->head_dim, err))))
             return -1;
         if (k->post_norms && (!(L->post_attn_norm = load_vector(f, NAME("post_attention_norm.weight"), hp->dim, err)) ||
                               !(L->post_ffn_norm = load_vector(f, NAME("post_ffw_norm.weight"), hp->dim, err))))
@@ -390,6 +516,7 @@ static int load_weights(fkv_model *m, fkv_error *err) {
         const bool window = hp->window && (hp->swa_pattern == 0 || l % hp->swa_pattern < hp->swa_pattern - 1);
         L->window = window ? hp->window : 0;
         if (m->windows) m->windows[l] = L->window;
+        if (l >= hp->n_layers && load_nextn(f, hp, l, &m->nextn[l - hp->n_layers], err)) return -1;
         L->rope = k->nope_step && (l + 1) % k->nope_step == 0 ? MODEL_ROPE_NONE
                   : window                                    ? MODEL_ROPE_LOCAL
                                                               : MODEL_ROPE_GLOBAL;
@@ -439,11 +566,11 @@ static void place_matrix(ops_matrix *w, uint8_t *dst) {
  * matrices (and an untied output matrix) live in one allocation of huge pages (hugemem.h): a decode step streams all
  * of it, and 2 MB pages spare it the TLB misses of the mapping's 4 KB ones (Q8_0 decode: 0.5B +4%, 110M +9%). */
 static int pack_weights(fkv_model *m, fkv_error *err) {
-    const size_t n = (size_t)7 * m->hp.n_layers + 1;
+    const size_t n = (size_t)7 * (m->hp.n_layers + m->hp.n_nextn) + 1;
     ops_matrix **ws = malloc(n * sizeof *ws);
     if (!ws) return err_nomem(err, "%s: out of memory", m->file->path);
     ws[0] = &m->output;
-    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+    for (uint32_t l = 0; l < m->hp.n_layers + m->hp.n_nextn; l++) {
         model_layer *L = &m->layers[l];
         ops_matrix *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         memcpy(ws + 1 + 7 * (size_t)l, lw, sizeof lw);
@@ -525,7 +652,12 @@ void fkv_model_free(fkv_model *m) {
     grammar_vocab_free(m->gvocab);
     pthread_mutex_destroy(&m->gvocab_mu);
     if (m->layers) {
-        for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        for (uint32_t l = 0; l < m->hp.n_layers + m->hp.n_nextn; l++) {
+            if (m->layers[l].moe) {
+                free(m->layers[l].moe->router_b);
+                free(m->layers[l].moe->select_b);
+                free(m->layers[l].moe);
+            }
             free(m->layers[l].attn_norm);
             free(m->layers[l].ffn_norm);
             free(m->layers[l].bq);
@@ -538,6 +670,12 @@ void fkv_model_free(fkv_model *m) {
         }
         free(m->layers);
     }
+    for (uint32_t i = 0; m->nextn && i < m->hp.n_nextn; i++) {
+        free(m->nextn[i].enorm);
+        free(m->nextn[i].hnorm);
+        free(m->nextn[i].head_norm);
+    }
+    free(m->nextn);
     free(m->windows);
     hugemem_free(m->packed, m->packed_bytes);
     free(m->output_norm);

@@ -73,6 +73,11 @@ typedef struct {
     bool swa;            /* attention.sliding_window: window layers in attention.sliding_window_pattern */
     bool window_ignored; /* attention.sliding_window is written but attention is full (llama.cpp disables it) */
     uint32_t nope_step;  /* layers l with (l + 1) % nope_step == 0 have no rope (SmolLM3: 4); 0: none */
+    bool experts;        /* routed experts (model_experts) in every layer from leading_dense_block_count on */
+    ops_gating gating;   /* how router logits become expert weights, unless expert_gating_func says otherwise */
+    bool expert_norm;    /* the k weights renormalised to sum 1 (overridden by expert_weights_norm) */
+    bool ffn_post_name;  /* the FFN's input norm is stored as post_attention_norm (GLM-4.5), not ffn_norm */
+    bool select_bias;    /* its converter writes exp_probs_b (the loader takes it wherever a file has it) */
     bool tied;           /* no output.weight: the output matrix is token_embd */
     bool head_size_keys; /* attention.key_length and value_length are written even when they are dim / heads */
     float rms_eps;       /* attention.layer_norm_rms_epsilon of its models */
@@ -91,6 +96,18 @@ typedef struct {
 #define MODEL_ROPE_LOCAL 1  /* window layers' own base (rope.freq_base_swa, default 10000), no scaling */
 #define MODEL_ROPE_NONE (-1) /* NoPE layers */
 
+/* A layer's routed experts (docs/design.md §6): n_expert matrices of each role, stored as one 3-D tensor per role
+ * and borrowed from the mapped file in its own layout (never copied or packed, so a model larger than memory pages
+ * its experts in as they are used). Expert e's gate is rows [e·n_ff_exp, (e+1)·n_ff_exp) of `gate` (matrix_rows),
+ * likewise up; its down is rows [e·dim, (e+1)·dim) of `down`. */
+typedef struct {
+    ops_matrix router;     /* ffn_gate_inp [dim, n_expert] */
+    float *router_b;       /* [n_expert] added to the logits (gpt-oss), or NULL */
+    float *select_b;       /* exp_probs_b [n_expert]: added to p for selection only (GLM-4.5), or NULL */
+    ops_matrix gate, up;   /* ffn_gate_exps, ffn_up_exps [dim, n_ff_exp, n_expert] as n_ff_exp·n_expert rows */
+    ops_matrix down;       /* ffn_down_exps [n_ff_exp, dim, n_expert] as dim·n_expert rows */
+} model_experts;
+
 typedef struct {
     float *attn_norm; /* [dim] */
     ops_matrix wq, wk, wv, wo; /* from one fused attn_qkv where the file has it (rows q, then k, then v) */
@@ -98,7 +115,10 @@ typedef struct {
     float *q_norm, *k_norm; /* [head_dim] per-head gains (qk_norm), or NULL */
     float *post_attn_norm, *post_ffn_norm; /* [dim] (post_norms), or NULL */
     float *ffn_norm; /* [dim] */
-    ops_matrix w_gate, w_up, w_down; /* gate and up: the two halves of a fused ffn_up where the file has it */
+    ops_matrix w_gate, w_up, w_down; /* gate and up: the two halves of a fused ffn_up where the file has it; in an
+                                      * expert layer, its shared expert(s) where it has them */
+    uint32_t hidden;  /* w_gate's rows: feed_forward_length, the shared experts' width, or 0 (no such FFN) */
+    model_experts *moe; /* routed experts, or NULL (a dense layer) */
     int rope;         /* MODEL_ROPE_GLOBAL, MODEL_ROPE_LOCAL or MODEL_ROPE_NONE */
     uint32_t window;  /* the row at p attends to positions (p - window, p]; 0: to all of 0..p */
 } model_layer;
@@ -127,7 +147,25 @@ typedef struct {
     float rope_scale;   /* linear position scaling: rotary angle uses pos / rope_scale */
     float attn_scale;   /* multiplies each q·k: 1/sqrt(head_dim) (Gemma 3 27B: 1/sqrt(dim/n_heads)) */
     model_rope rope[2]; /* MODEL_ROPE_GLOBAL, MODEL_ROPE_LOCAL */
+    /* experts (kind.experts; all 0 otherwise) */
+    uint32_t n_expert;     /* expert_count */
+    uint32_t n_expert_used; /* expert_used_count: k, 1 <= k <= n_expert */
+    uint32_t n_ff_exp;     /* expert_feed_forward_length (default feed_forward_length / k) */
+    uint32_t n_shared;     /* expert_shared_count: shared experts of width n_ff_exp each */
+    uint32_t n_dense_lead; /* leading_dense_block_count: layers [0, n) have a dense FFN of feed_forward_length */
+    uint32_t n_nextn;      /* nextn_predict_layers: blocks after the n_layers of the trunk (block_count counts them),
+                            * loaded into layers[n_layers ..] for a drafter and never run by the forward pass */
+    ops_gating gating;
+    bool expert_norm;      /* weights divided by their sum (at least 2^-14, llama.cpp's clamp) */
+    float expert_scale;    /* expert_weights_scale: weights times it (0 or 1: not scaled) */
 } model_hparams;
+
+/* A NextN (multi-token prediction) block's own tensors, kept for a drafter (blk.{n_layers + i}.nextn.*). */
+typedef struct {
+    ops_matrix eh_proj;       /* [2·dim, dim]: the [embedding; hidden] concatenation projected to dim */
+    float *enorm, *hnorm;     /* [dim] norms of the embedding and of the hidden state */
+    float *head_norm;         /* shared_head_norm [dim], or NULL (output_norm) */
+} model_nextn;
 
 struct fkv_model {
     gguf_file *file;
@@ -138,7 +176,8 @@ struct fkv_model {
     float *output_norm;
     float *rope_freqs; /* [n_rot/2] divisors of the rotary frequencies (rope_freqs.weight), or NULL */
     float *rope_short, *rope_long; /* [n_rot/2] LongRoPE divisors (rope_factors_short/long.weight), or NULL */
-    model_layer *layers;
+    model_layer *layers; /* [n_layers + n_nextn] */
+    model_nextn *nextn;  /* [n_nextn]: the parts of each NextN block beyond a layer's, or NULL */
     uint32_t *windows; /* [n_layers] each layer's window (model_layer.window), for kv_map_digest; NULL: none has one */
     tok_vocab *vocab;
     char *chat_template; /* tokenizer.chat_template, or NULL */
@@ -166,6 +205,12 @@ const char *model_arch_names(char *buf, size_t cap, const char *sep, const char 
 const char *model_type_names(char *buf, size_t cap, const char *sep);
 /* The type of that lower-case name into *type: 0, or -1 when no such type is computed. */
 int model_type_by_name(const char *name, ggml_type *type);
+
+/* The widest feed-forward hidden row of any layer: feed_forward_length, or the shared experts' width. */
+static inline uint32_t model_hidden_max(const model_hparams *hp) {
+    const uint32_t shared = hp->n_shared * hp->n_ff_exp;
+    return shared > hp->hidden ? shared : hp->hidden;
+}
 
 /* The global rotary table's frequency divisors for a context of n_ctx positions: rope_freqs.weight, or LongRoPE's
  * long factors when n_ctx > n_ctx_orig and its short ones otherwise (llama.cpp's choice), or NULL. */

@@ -1,0 +1,259 @@
+/* Mixtures of experts (docs/design.md §6): a row's routing from its own logits (ops_route), each architecture's
+ * expert layers as llama.cpp reads them, experts left in the mapped file, and hostile expert files refused by the
+ * key or tensor at fault. Chunk, thread, batch and resume invariance of expert layers: test_invariance,
+ * test_engine and test_prefix_cache; the numbers against llama.cpp itself: bench/refcheck. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flatkv.h"
+#include "gguf/gguf.h"
+#include "kernels/ops.h"
+#include "model/genmodel.h"
+#include "model/model.h"
+#include "testutil.h"
+
+/* Softmax routing: the k largest probabilities, largest first, weights renormalised to sum 1. */
+static void test_softmax_routing_takes_the_largest_and_renormalises(void **state) {
+    (void)state;
+    float z[6] = {0.5f, 2.0f, -1.0f, 1.5f, 2.0f, 0.0f};
+    uint32_t sel[3];
+    float w[3];
+    ops_route(z, 6, NULL, OPS_GATE_SOFTMAX, 3, true, 0.0f, sel, w);
+    /* 1 and 4 tie: the lower index first */
+    assert_int_equal(sel[0], 1);
+    assert_int_equal(sel[1], 4);
+    assert_int_equal(sel[2], 3);
+    assert_true(w[0] == w[1]);
+    assert_true(fabsf(w[0] + w[1] + w[2] - 1.0f) < 1e-6f);
+    const double e2 = exp(2.0), e15 = exp(1.5);
+    assert_true(fabs(w[2] - e15 / (2 * e2 + e15)) < 1e-6);
+}
+
+/* Sigmoid routing with a selection bias: the bias chooses, the unbiased probabilities weigh; the scale multiplies. */
+static void test_a_selection_bias_chooses_but_never_weighs(void **state) {
+    (void)state;
+    float z[4] = {3.0f, 0.0f, 1.0f, -2.0f};
+    const float bias[4] = {0.0f, 0.0f, 0.0f, 10.0f};
+    uint32_t sel[2];
+    float w[2];
+    ops_route(z, 4, bias, OPS_GATE_SIGMOID, 2, false, 2.5f, sel, w);
+    assert_int_equal(sel[0], 3); /* sigmoid(-2) + 10 */
+    assert_int_equal(sel[1], 0);
+    assert_true(fabsf(w[0] - 2.5f / (1.0f + expf(2.0f))) < 1e-6f);
+    assert_true(fabsf(w[1] - 2.5f / (1.0f + expf(-3.0f))) < 1e-6f);
+}
+
+/* Softmax of the selected (gpt-oss): the k raw logits chosen, then their own softmax. */
+static void test_softmax_of_the_selected_weighs_only_the_k(void **state) {
+    (void)state;
+    float z[5] = {1.0f, 4.0f, 3.0f, -7.0f, 3.5f};
+    uint32_t sel[2];
+    float w[2];
+    ops_route(z, 5, NULL, OPS_GATE_SOFTMAX_WEIGHT, 2, false, 0.0f, sel, w);
+    assert_int_equal(sel[0], 1);
+    assert_int_equal(sel[1], 4);
+    assert_true(fabsf(w[0] - 1.0f / (1.0f + expf(-0.5f))) < 1e-6f);
+    assert_true(fabsf(w[0] + w[1] - 1.0f) < 1e-6f);
+}
+
+/* A NaN logit never displaces a number, and k distinct experts are chosen whatever the logits. */
+static void test_routing_chooses_k_distinct_experts_even_from_nans(void **state) {
+    (void)state;
+    float z[4] = {NAN, 1.0f, NAN, 0.0f};
+    uint32_t sel[3];
+    float w[3];
+    ops_route(z, 4, NULL, OPS_GATE_SIGMOID, 3, false, 0.0f, sel, w);
+    assert_int_equal(sel[0], 1);
+    assert_int_equal(sel[1], 3);
+    assert_true(sel[2] == 0 || sel[2] == 2);
+}
+
+static fkv_model *load(const char *path) {
+    fkv_error err = {0};
+    fkv_model *m = fkv_model_load(path, &err);
+    if (!m) fail_msg("%s", err.msg);
+    return m;
+}
+
+/* qwen3moe: every layer routed, softmax, renormalised; glm4moe: a dense layer 0, shared experts, sigmoid with a
+ * selection bias, post_attention_norm before the FFN, its NextN block loaded after the trunk and not counted in it. */
+static void test_each_architecture_reads_its_expert_layers(void **state) {
+    (void)state;
+    const char *path = tu_arch_model("qwen3moe", GGML_TYPE_Q8_0, 3);
+    fkv_model *m = load(path);
+    remove(path);
+    assert_int_equal(m->hp.n_expert, 8);
+    assert_int_equal(m->hp.n_expert_used, 3);
+    assert_int_equal(m->hp.n_ff_exp, 64);
+    assert_int_equal(m->hp.gating, OPS_GATE_SOFTMAX);
+    assert_true(m->hp.expert_norm);
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        assert_non_null(m->layers[l].moe);
+        assert_int_equal(m->layers[l].hidden, 0);
+        assert_null(m->layers[l].moe->select_b);
+    }
+    fkv_model_free(m);
+
+    path = tu_arch_model("glm4moe", GGML_TYPE_Q8_0, 3);
+    m = load(path);
+    remove(path);
+    assert_int_equal(m->hp.n_layers, 4);
+    assert_int_equal(m->hp.n_nextn, 1);
+    assert_int_equal(m->hp.gating, OPS_GATE_SIGMOID);
+    assert_null(m->layers[0].moe);
+    assert_int_equal(m->layers[0].hidden, 256);
+    for (uint32_t l = 1; l < m->hp.n_layers + m->hp.n_nextn; l++) {
+        assert_non_null(m->layers[l].moe);
+        assert_non_null(m->layers[l].moe->select_b);
+        assert_int_equal(m->layers[l].hidden, 64); /* one shared expert of the expert width */
+    }
+    assert_non_null(m->nextn);
+    assert_int_equal(m->nextn[0].eh_proj.n_in, 256);
+    assert_true(fkv_model_get_info(m).n_layers == 4);
+    fkv_model_free(m);
+}
+
+/* The experts are read where the file maps them: never copied, never packed. */
+static void test_experts_stay_in_the_mapped_file(void **state) {
+    (void)state;
+    const char *path = tu_arch_model("qwen3moe", GGML_TYPE_Q8_0, 5);
+    fkv_model *m = load(path);
+    remove(path);
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", l);
+        const gguf_tensor *t = gguf_find_tensor(m->file, name);
+        assert_non_null(t);
+        assert_ptr_equal(m->layers[l].moe->down.data, t->data);
+        assert_false(m->layers[l].moe->down.packed);
+        assert_int_equal(m->layers[l].moe->down.n_out, 128 * 8);
+    }
+    fkv_model_free(m);
+}
+
+/* src rewritten into a new file: key set to a u32 (key NULL: none), tensor `tensor` (NULL: none) given dims
+ * ne[0..n_dims) (the same elements, another shape) or, n_dims 0, zeros for its data. */
+static const char *rewritten(const char *src, const char *key, uint32_t value, const char *tensor, uint32_t n_dims,
+                             const uint64_t *ne) {
+    const char *out = tu_tmp_path(".gguf");
+    fkv_error err = {0};
+    gguf_file *f = gguf_open(src, &err);
+    assert_non_null(f);
+    gguf_writer *w = gguf_writer_new();
+    for (uint64_t k = 0; k < f->n_kv; k++) {
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)f->kv[k].key.len, f->kv[k].key.ptr);
+        gguf_writer_set_value(w, name, &f->kv[k].value);
+    }
+    if (key) gguf_writer_set_u32(w, key, value);
+    for (uint64_t t = 0; t < f->n_tensors; t++) {
+        const gguf_tensor *ti = &f->tensors[t];
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
+        const bool changed = tensor && !strcmp(name, tensor);
+        void *zeros = changed && !n_dims ? calloc(1, ti->nbytes) : NULL;
+        assert_int_equal(gguf_writer_add_tensor(w, name, ti->type, changed && n_dims ? n_dims : ti->n_dims,
+                                                changed && n_dims ? ne : ti->ne, zeros ? zeros : ti->data, &err), 0);
+        free(zeros);
+    }
+    assert_int_equal(gguf_writer_write(w, out, &err), 0);
+    gguf_writer_free(w);
+    gguf_close(f);
+    return out;
+}
+
+/* The rewritten file's load fails with `want` in the message. */
+static void expect_refused(const char *src, const char *key, uint32_t value, const char *tensor, uint32_t n_dims,
+                           const uint64_t *ne, const char *want) {
+    const char *bad = rewritten(src, key, value, tensor, n_dims, ne);
+    fkv_error err = {0};
+    fkv_model *m = fkv_model_load(bad, &err);
+    remove(bad);
+    if (m) fail_msg("loaded a file with %s", want);
+    if (!strstr(err.msg, want)) fail_msg("refused with '%s', which does not name '%s'", err.msg, want);
+}
+
+static void test_hostile_expert_files_are_refused_naming_the_key_or_tensor(void **state) {
+    (void)state;
+    char *path = strdup(tu_arch_model("glm4moe", GGML_TYPE_F32, 9)); /* tu_tmp_path's slots are reused */
+    expect_refused(path, "glm4moe.expert_used_count", 0, NULL, 0, NULL, "glm4moe.expert_used_count is 0");
+    expect_refused(path, "glm4moe.expert_used_count", 9, NULL, 0, NULL, "glm4moe.expert_used_count is 9");
+    expect_refused(path, "glm4moe.expert_count", 1u << 30, NULL, 0, NULL, "glm4moe.expert_count");
+    expect_refused(path, "glm4moe.expert_count", 4, NULL, 0, NULL, "blk.1.ffn_gate_inp.weight");
+    expect_refused(path, "glm4moe.expert_feed_forward_length", 32, NULL, 0, NULL, "blk.1.ffn_gate_exps.weight");
+    expect_refused(path, "glm4moe.expert_gating_func", 7, NULL, 0, NULL, "glm4moe.expert_gating_func");
+    expect_refused(path, "glm4moe.leading_dense_block_count", 99, NULL, 0, NULL, "leading_dense_block_count");
+    expect_refused(path, "glm4moe.nextn_predict_layers", 5, NULL, 0, NULL, "nextn_predict_layers");
+    expect_refused(path, "glm4moe.expert_group_count", 4, NULL, 0, NULL, "expert_group_count");
+    /* the same elements in another shape: a router of the wrong width, experts flattened or regrouped */
+    expect_refused(path, NULL, 0, "blk.2.ffn_gate_inp.weight", 2, (const uint64_t[]){64, 16}, "blk.2.ffn_gate_inp");
+    expect_refused(path, NULL, 0, "blk.2.ffn_up_exps.weight", 2, (const uint64_t[]){128, 512},
+                   "blk.2.ffn_up_exps.weight");
+    expect_refused(path, NULL, 0, "blk.3.ffn_down_exps.weight", 3, (const uint64_t[]){64, 256, 4},
+                   "blk.3.ffn_down_exps.weight");
+    expect_refused(path, NULL, 0, "blk.4.nextn.eh_proj.weight", 2, (const uint64_t[]){128, 256},
+                   "blk.4.nextn.eh_proj.weight");
+    remove(path);
+    free(path);
+}
+
+/* Logits of the last of 4 fixed ids. */
+static float *last_logits(const char *path) {
+    fkv_model *m = load(path);
+    fkv_error err = {0};
+    fkv_ctx_params cp = fkv_ctx_default_params();
+    cp.n_ctx = 64;
+    const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
+    float *logits = malloc(sizeof(float) * n_vocab);
+    const int32_t ids[4] = {1, 50, 60, 70};
+    fkv_ctx *ctx = fkv_ctx_new(m, &cp, &err);
+    assert_non_null(ctx);
+    assert_int_equal(fkv_eval(ctx, ids, 4, 0, 1, logits, &err), 0);
+    fkv_ctx_free(ctx);
+    fkv_model_free(m);
+    return logits;
+}
+
+/* A routed layer's output is its experts' (zeroing one layer's expert outputs changes the logits), and a NextN
+ * block never runs in the forward pass (zeroing its experts changes nothing). */
+static void test_routed_experts_count_and_nextn_blocks_do_not(void **state) {
+    (void)state;
+    char *path = strdup(tu_arch_model("glm4moe", GGML_TYPE_F32, 21));
+    char *no_experts = strdup(rewritten(path, NULL, 0, "blk.2.ffn_down_exps.weight", 0, NULL));
+    char *no_nextn = strdup(rewritten(path, NULL, 0, "blk.4.ffn_down_exps.weight", 0, NULL));
+    float *a = last_logits(path), *b = last_logits(no_experts), *c = last_logits(no_nextn);
+    const size_t bytes = sizeof(float) * 512; /* stories260K's vocabulary */
+    assert_memory_not_equal(a, b, bytes);
+    assert_memory_equal(a, c, bytes);
+    free(a);
+    free(b);
+    free(c);
+    remove(path);
+    remove(no_experts);
+    remove(no_nextn);
+    free(path);
+    free(no_experts);
+    free(no_nextn);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_softmax_routing_takes_the_largest_and_renormalises),
+        cmocka_unit_test(test_a_selection_bias_chooses_but_never_weighs),
+        cmocka_unit_test(test_softmax_of_the_selected_weighs_only_the_k),
+        cmocka_unit_test(test_routing_chooses_k_distinct_experts_even_from_nans),
+        cmocka_unit_test(test_each_architecture_reads_its_expert_layers),
+        cmocka_unit_test(test_experts_stay_in_the_mapped_file),
+        cmocka_unit_test(test_hostile_expert_files_are_refused_naming_the_key_or_tensor),
+        cmocka_unit_test(test_routed_experts_count_and_nextn_blocks_do_not),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
