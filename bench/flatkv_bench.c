@@ -11,20 +11,36 @@
 #include "gguf/gguf.h"
 #include "harness.h"
 
-/* Bytes of the matrices one token streams through: every 2-D tensor but token_embd (only its rows for
- * the ids are gathered) unless it is also the output matrix. Read from the file, so that mixes of types
- * (q4_k_m) count each matrix at its own type. */
-static uint64_t weight_bytes(const char *path, fkv_error *err) {
+/* What one token's matrices are: *bytes the weights a decode step streams, *all those a prefill chunk reads, *macs
+ * their multiply-adds. Every 2-D tensor but token_embd (only its rows for the ids are gathered) unless it is also the
+ * output matrix; of a mixture of experts' 3-D expert tensors, a decode step reads the k experts a token routes to
+ * (expert_used_count of expert_count: the roofline's bytes are the active experts', not the file's), a prefill
+ * chunk all of them. Read from the file, so that mixes of types (q4_k_m) count each matrix at its own type. */
+static int weight_bytes(const char *path, uint64_t *bytes, uint64_t *all, uint64_t *macs, fkv_error *err) {
     gguf_file *f = gguf_open(path, err);
-    if (!f) return 0;
+    if (!f) return -1;
     bool tied = !gguf_find_tensor(f, "output.weight");
-    uint64_t bytes = 0;
+    uint32_t n_expert = 1, n_used = 1;
+    gguf_str arch;
+    char key[96];
+    if (!gguf_get_str(f, "general.architecture", &arch, err)) {
+        snprintf(key, sizeof key, "%.*s.expert_count", (int)arch.len, arch.ptr);
+        if (gguf_find(f, key)) gguf_get_u32(f, key, &n_expert, err);
+        snprintf(key, sizeof key, "%.*s.expert_used_count", (int)arch.len, arch.ptr);
+        if (gguf_find(f, key)) gguf_get_u32(f, key, &n_used, err);
+    }
+    *bytes = *all = *macs = 0;
     for (uint64_t t = 0; t < f->n_tensors; t++) {
         const gguf_tensor *ti = &f->tensors[t];
-        if (ti->n_dims == 2 && (tied || !gguf_str_eq(ti->name, "token_embd.weight"))) bytes += ti->nbytes;
+        if (ti->n_dims == 2 && (tied || !gguf_str_eq(ti->name, "token_embd.weight"))) {
+            *bytes += ti->nbytes, *all += ti->nbytes, *macs += ti->ne[0] * ti->ne[1];
+        } else if (ti->n_dims == 3) {
+            *bytes += ti->nbytes / n_expert * n_used, *all += ti->nbytes;
+            *macs += ti->ne[0] * ti->ne[1] * n_used;
+        }
     }
     gguf_close(f);
-    return bytes;
+    return 0;
 }
 
 static int print_info(const char *path) {
@@ -36,15 +52,16 @@ static int print_info(const char *path) {
     }
     fkv_model_info mi = fkv_model_get_info(m);
     fkv_model_free(m);
-    uint64_t bytes = weight_bytes(path, &err);
-    if (!bytes) {
+    uint64_t bytes, all, macs;
+    if (weight_bytes(path, &bytes, &all, &macs, &err)) {
         fprintf(stderr, "flatkv_bench: %s\n", err.msg);
         return 1;
     }
     printf("{\"n_vocab\":%u,\"dim\":%u,\"hidden\":%u,\"n_layers\":%u,\"n_heads\":%u,\"n_kv_heads\":%u,"
-           "\"head_dim\":%u,\"weight_bytes\":%llu,\"kernels\":\"%s\"}\n",
+           "\"head_dim\":%u,\"weight_bytes\":%llu,\"prefill_weight_bytes\":%llu,\"macs\":%llu,"
+           "\"kernels\":\"%s\"}\n",
            mi.n_vocab, mi.dim, mi.hidden, mi.n_layers, mi.n_heads, mi.n_kv_heads, mi.head_dim,
-           (unsigned long long)bytes, fkv_kernels_name());
+           (unsigned long long)bytes, (unsigned long long)all, (unsigned long long)macs, fkv_kernels_name());
     return 0;
 }
 

@@ -140,6 +140,9 @@ int32_t *cli_tokenize_text(const char *sub, const fkv_model *m, const char *text
     return ids;
 }
 
+/* --mlock, applied to the model by cli_engine_new. */
+static bool mlock_wanted;
+
 int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params *e) {
     uint32_t u;
     uint64_t u64;
@@ -187,12 +190,17 @@ int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params
         e->kv_dir = arg;
         return 1;
     case CLI_O_KV_DISK: return cli_parse_u64(sub, "--kv-disk", arg, &e->kv_disk) ? -1 : 1;
+    case CLI_O_MLOCK: mlock_wanted = true; return 1;
     default: return 0;
     }
 }
 
 fkv_engine *cli_engine_new(const char *sub, const fkv_model *m, const fkv_engine_params *p, int *rc) {
     fkv_error err = {0};
+    if (mlock_wanted && fkv_model_mlock(m, &err)) {
+        *rc = cli_fail(sub, &err);
+        return NULL;
+    }
     fkv_engine *e = fkv_engine_new(m, p, &err);
     if (!e) *rc = cli_fail(sub, &err);
     else if (fkv_engine_note(e)) fprintf(stderr, "flatkv %s: %s\n", sub, fkv_engine_note(e));

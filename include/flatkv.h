@@ -73,9 +73,13 @@ typedef struct {
  * (src/model/model.c) and its matrices' element types rows of the type traits table (src/kernels/traits.c);
  * `flatkv gen-model --help` lists both. NULL with err naming the file and the key or tensor at fault
  * (FKV_E_UNSUPPORTED for what flatkv does not compute). The file is mapped: the layers' matrices (and an untied
- * output matrix) are copied into memory the model owns, packed for the kernels; the embeddings are read in place. */
+ * output matrix) are copied into memory the model owns, packed for the kernels; the embeddings and the experts of a
+ * mixture of experts are read in place (a model larger than memory pages its experts in as rows use them). */
 fkv_model *fkv_model_load(const char *path, fkv_error *err);
 void fkv_model_free(fkv_model *m);
+/* Keep the whole model resident (mlock of its mapping and its own weights): experts are never paged out. -1 with
+ * err (FKV_E_NOMEM, naming the bytes and RLIMIT_MEMLOCK) when the system refuses; nothing is locked then. */
+int fkv_model_mlock(const fkv_model *m, fkv_error *err);
 fkv_model_info fkv_model_get_info(const fkv_model *m);
 
 /* The model's chat template source (tokenizer.chat_template, Jinja), NUL-terminated; NULL when absent. */

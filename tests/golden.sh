@@ -21,6 +21,14 @@ for type in q8_0 q4_0 q4_k_m; do
     --vocab-from "$data/models/stories260K.gguf" --type $type -o "$work/$type.gguf" >/dev/null
   models+=("$type=$work/$type.gguf")
 done
+# Mixtures of experts (Q8_0): rows grouped by expert, whose group sizes differ between the two turns' chunks.
+"$bin" gen-model --arch qwen3moe --dim 256 --hidden 768 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 --ctx 512 \
+  --seed 7 --experts 16 --experts-used 4 --expert-hidden 128 --vocab-from "$data/models/stories260K.gguf" \
+  --type q8_0 -o "$work/qwen3moe.gguf" >/dev/null
+"$bin" gen-model --arch glm4moe --dim 256 --hidden 768 --layers 3 --heads 4 --kv-heads 2 --rope-dims 32 --ctx 512 \
+  --seed 7 --experts 16 --experts-used 4 --expert-hidden 128 --shared-experts 1 --dense-layers 1 --nextn 1 \
+  --vocab-from "$data/models/stories260K.gguf" --type q8_0 -o "$work/glm4moe.gguf" >/dev/null
+models+=("qwen3moe=$work/qwen3moe.gguf" "glm4moe=$work/glm4moe.gguf")
 # Two turns: a 150-token prompt (prefill chunks on the 128 grid, panels and direct tiles), then its extension (a
 # resumed prefill), each with 16 greedy tokens.
 story="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends."
@@ -33,7 +41,11 @@ run() {
   shift
   for m in "${models[@]}"; do
     kvs="f32 f16"
-    [ "${m%%=*}" = stories260K ] || kvs+=" q8_0 q4_0" # quantized rows take heads of 32s: the generated models' 64
+    case ${m%%=*} in
+    stories260K) ;;           # quantized rows take heads of 32s: the generated models' 64
+    *moe) kvs="f16" ;;        # the experts change what is computed, not how K/V are stored
+    *) kvs+=" q8_0 q4_0" ;;
+    esac
     for kv in $kvs; do
       "$@" "$bin" replay -m "${m#*=}" --session "$work/session.jsonl" --kv-type $kv --threads 2 2> >(grep -v "TCG doesn.t support" >&2) |
         sed -E 's/.*"turn":([0-9]+).*"logits_digest":"([0-9a-f]+)","kv_digest":"([0-9a-f]+)","kernels":"([a-z0-9]+)".*/\1 \2 \3 \4/' |

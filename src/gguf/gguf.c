@@ -719,7 +719,9 @@ typedef struct {
     uint32_t n_dims;
     uint64_t ne[GGUF_MAX_DIMS];
     uint64_t nbytes;
-    uint8_t *data;
+    uint8_t *data;     /* the bytes, or NULL: made by fill(arg) at write time */
+    gguf_fill_fn fill;
+    void *arg;
 } writer_tensor;
 
 struct gguf_writer {
@@ -917,33 +919,64 @@ void gguf_writer_set_arr_str(gguf_writer *w, const char *key, const gguf_str *it
     free(vals);
 }
 
-int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, uint32_t n_dims,
-                           const uint64_t *ne, const void *data, fkv_error *err) {
+/* A new tensor entry named name (checked: geometry, no duplicate), its bytes still to be given. */
+static writer_tensor *writer_tensor_add(gguf_writer *w, const char *name, ggml_type type, uint32_t n_dims,
+                                        const uint64_t *ne, fkv_error *err) {
     char why[160];
     writer_tensor t = {.type = type, .n_dims = n_dims};
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) t.ne[d] = d < n_dims ? ne[d] : 1;
-    if (!tensor_geometry(type, n_dims, t.ne, &t.nbytes, why, sizeof why))
-        return err_input(err, "gguf writer: tensor '%s' %s", name, why);
+    if (!tensor_geometry(type, n_dims, t.ne, &t.nbytes, why, sizeof why)) {
+        err_input(err, "gguf writer: tensor '%s' %s", name, why);
+        return NULL;
+    }
     for (size_t i = 0; i < w->n_tensors; i++)
-        if (strcmp(w->tensors[i].name, name) == 0)
-            return err_input(err, "gguf writer: duplicate tensor name '%s'", name);
+        if (strcmp(w->tensors[i].name, name) == 0) {
+            err_input(err, "gguf writer: duplicate tensor name '%s'", name);
+            return NULL;
+        }
     if (w->n_tensors == w->cap_tensors) {
         size_t cap = w->cap_tensors ? 2 * w->cap_tensors : 16;
         writer_tensor *ts = realloc(w->tensors, cap * sizeof *ts);
-        if (!ts) return err_nomem(err, "gguf writer: out of memory adding tensor '%s'", name);
+        if (!ts) {
+            err_nomem(err, "gguf writer: out of memory adding tensor '%s'", name);
+            return NULL;
+        }
         w->tensors = ts;
         w->cap_tensors = cap;
     }
-    t.name = strdup(name);
-    t.data = malloc((size_t)t.nbytes);
-    if (!t.name || !t.data) {
-        free(t.name);
-        free(t.data);
-        return err_nomem(err, "gguf writer: out of memory for tensor '%s' (%llu bytes)", name,
-                       (unsigned long long)t.nbytes);
+    if (!(t.name = strdup(name))) {
+        err_nomem(err, "gguf writer: out of memory adding tensor '%s'", name);
+        return NULL;
     }
-    memcpy(t.data, data, (size_t)t.nbytes);
-    w->tensors[w->n_tensors++] = t;
+    w->tensors[w->n_tensors] = t;
+    return &w->tensors[w->n_tensors++];
+}
+
+int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, uint32_t n_dims,
+                           const uint64_t *ne, const void *data, fkv_error *err) {
+    writer_tensor *t = writer_tensor_add(w, name, type, n_dims, ne, err);
+    if (!t) return -1;
+    if (!(t->data = malloc((size_t)t->nbytes))) {
+        free(t->name);
+        w->n_tensors--;
+        return err_nomem(err, "gguf writer: out of memory for tensor '%s' (%llu bytes)", name,
+                         (unsigned long long)t->nbytes);
+    }
+    memcpy(t->data, data, (size_t)t->nbytes);
+    return 0;
+}
+
+int gguf_writer_add_tensor_fill(gguf_writer *w, const char *name, ggml_type type, uint32_t n_dims, const uint64_t *ne,
+                                gguf_fill_fn fill, const void *arg, size_t arg_size, fkv_error *err) {
+    writer_tensor *t = writer_tensor_add(w, name, type, n_dims, ne, err);
+    if (!t) return -1;
+    if (!(t->arg = malloc(arg_size ? arg_size : 1))) {
+        free(t->name);
+        w->n_tensors--;
+        return err_nomem(err, "gguf writer: out of memory adding tensor '%s'", name);
+    }
+    memcpy(t->arg, arg, arg_size);
+    t->fill = fill;
     return 0;
 }
 
@@ -958,6 +991,7 @@ void gguf_writer_free(gguf_writer *w) {
     for (size_t i = 0; i < w->n_tensors; i++) {
         free(w->tensors[i].name);
         free(w->tensors[i].data);
+        free(w->tensors[i].arg);
     }
     free(w->kv);
     free(w->tensors);
@@ -1069,10 +1103,26 @@ int gguf_writer_write(const gguf_writer *w, const char *path, fkv_error *err) {
     }
     uint64_t data_offset = (s.pos + alignment - 1) / alignment * alignment;
     offset = 0;
-    for (size_t i = 0; i < w->n_tensors; i++) {
+    int fill_rc = 0;
+    for (size_t i = 0; i < w->n_tensors && !fill_rc; i++) {
+        const writer_tensor *t = &w->tensors[i];
         emit_zeros(&s, data_offset + offset - s.pos);
-        emit(&s, w->tensors[i].data, (size_t)w->tensors[i].nbytes);
-        offset = (offset + w->tensors[i].nbytes + alignment - 1) / alignment * alignment;
+        if (t->fill) {
+            uint8_t *data = malloc((size_t)t->nbytes ? (size_t)t->nbytes : 1);
+            fill_rc = !data ? err_nomem(err, "%s: out of memory for tensor '%s'", path, t->name)
+                            : t->fill(t->arg, data, err);
+            if (!fill_rc) emit(&s, data, (size_t)t->nbytes);
+            free(data);
+        } else {
+            emit(&s, t->data, (size_t)t->nbytes);
+        }
+        offset = (offset + t->nbytes + alignment - 1) / alignment * alignment;
+    }
+    if (fill_rc) {
+        fclose(s.fp);
+        remove(tmp);
+        free(tmp);
+        return -1;
     }
 
     int write_errno = s.ok ? 0 : errno;

@@ -168,6 +168,12 @@ void gguf_writer_copy_kv(gguf_writer *w, const gguf_file *f, const char *prefix,
 /* A tensor; data (nbytes from type and dims) is copied. */
 int gguf_writer_add_tensor(gguf_writer *w, const char *name, ggml_type type, uint32_t n_dims,
                            const uint64_t *ne, const void *data, fkv_error *err);
+/* A tensor whose data is made only when the file is written: fill(arg, dst) writes its nbytes into dst and returns 0
+ * (or -1 with err set: the write fails). arg's arg_size bytes are copied. For files larger than memory (gen-model's
+ * large models): one tensor's data is held at a time. */
+typedef int (*gguf_fill_fn)(const void *arg, void *dst, fkv_error *err);
+int gguf_writer_add_tensor_fill(gguf_writer *w, const char *name, ggml_type type, uint32_t n_dims, const uint64_t *ne,
+                                gguf_fill_fn fill, const void *arg, size_t arg_size, fkv_error *err);
 /* Write the file (alignment from general.alignment if set, else 32). */
 int gguf_writer_write(const gguf_writer *w, const char *path, fkv_error *err);
 

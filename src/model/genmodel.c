@@ -114,6 +114,41 @@ static ggml_type matrix_type(const genmodel_params *p, const char *name, uint32_
     return fallback_type(type, n_in);
 }
 
+/* What makes a tensor's data: rows of n_in elements center ± spread from the counter-based generator keyed by key,
+ * quantized to type. */
+typedef struct {
+    uint64_t key;
+    ggml_type type;
+    uint32_t n_in;
+    uint64_t n_rows;
+    float center, spread;
+} tensor_recipe;
+
+/* gguf_fill_fn: the recipe's rows, made when the file is written (a large model is never all in memory) and in
+ * parallel (each row depends on its index only, so the bytes do not depend on the threads). */
+static int fill_tensor(const void *arg, void *dst, fkv_error *err) {
+    const tensor_recipe *r = arg;
+    const size_t row_bytes = ggml_row_size(r->type, r->n_in);
+    int failed = 0;
+#pragma omp parallel
+    {
+        float *row = malloc(sizeof(float) * r->n_in);
+        if (!row) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (uint64_t i = 0; i < r->n_rows; i++) {
+            if (!row) continue;
+            for (uint32_t j = 0; j < r->n_in; j++)
+                row[j] = r->center + r->spread * uniform(r->key, i * r->n_in + j);
+            quant_quantize_row(r->type, row, (uint8_t *)dst + i * row_bytes, r->n_in);
+        }
+        free(row);
+    }
+    return failed ? err_nomem(err, "gen-model: out of memory generating a tensor") : 0;
+}
+
 /* Add tensor `name`: n_mat matrices of n_out rows × n_in (type from matrix_type; n_mat > 1: a 3-D tensor), or an
  * F32 vector of n_in when n_out is 0; center ± spread. f32: an F32 matrix whatever the type (a router). */
 static int add_tensors(gguf_writer *w, const genmodel_params *p, const char *name, uint32_t n_in, uint32_t n_out,
@@ -124,26 +159,11 @@ static int add_tensors(gguf_writer *w, const genmodel_params *p, const char *nam
     if (n_in % block)
         return err_input(err, "gen-model: tensor '%s' has rows of %u elements, not a multiple of %s's block of %u",
                        name, n_in, ggml_type_name(type), block);
-    uint64_t key = splitmix64(p->seed) ^ XXH3_64bits(name, strlen(name));
-    size_t row_bytes = ggml_row_size(type, n_in);
-    const uint64_t n_rows = (uint64_t)(n_out ? n_out : 1) * n_mat;
-    float *row = malloc(sizeof(float) * n_in);
-    uint8_t *data = malloc(row_bytes * n_rows);
-    int rc = -1;
-    if (!row || !data) {
-        err_nomem(err, "out of memory generating tensor '%s'", name);
-        goto out;
-    }
-    for (uint64_t r = 0; r < n_rows; r++) {
-        for (uint32_t i = 0; i < n_in; i++) row[i] = center + spread * uniform(key, r * n_in + i);
-        quant_quantize_row(type, row, data + (size_t)r * row_bytes, n_in);
-    }
-    uint64_t ne[3] = {n_in, n_out, n_mat};
-    rc = gguf_writer_add_tensor(w, name, type, n_out ? (n_mat > 1 ? 3 : 2) : 1, ne, data, err);
-out:
-    free(row);
-    free(data);
-    return rc;
+    const tensor_recipe r = {splitmix64(p->seed) ^ XXH3_64bits(name, strlen(name)), type, n_in,
+                             (uint64_t)(n_out ? n_out : 1) * n_mat, center, spread};
+    const uint64_t ne[3] = {n_in, n_out, n_mat};
+    return gguf_writer_add_tensor_fill(w, name, type, n_out ? (n_mat > 1 ? 3 : 2) : 1, ne, fill_tensor, &r, sizeof r,
+                                       err);
 }
 
 static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name, uint32_t n_in, uint32_t n_out,

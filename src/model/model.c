@@ -3,6 +3,7 @@
 #include "constrain/grammar.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -687,6 +688,21 @@ void fkv_model_free(fkv_model *m) {
     tok_free(m->vocab);
     gguf_close(m->file);
     free(m);
+}
+
+int fkv_model_mlock(const fkv_model *m, fkv_error *err) {
+    if (mlock(m->file->map, m->file->size)) {
+        const int e = errno;
+        return err_nomem(err, "%s: cannot lock its %zu MB in memory: %s (the limit is RLIMIT_MEMLOCK: ulimit -l)",
+                         m->file->path, m->file->size >> 20, strerror(e));
+    }
+    if (m->packed && mlock(m->packed, m->packed_bytes)) {
+        const int e = errno;
+        munlock(m->file->map, m->file->size);
+        return err_nomem(err, "%s: cannot lock its %zu MB of packed weights: %s (RLIMIT_MEMLOCK: ulimit -l)",
+                         m->file->path, m->packed_bytes >> 20, strerror(e));
+    }
+    return 0;
 }
 
 fkv_model_info fkv_model_get_info(const fkv_model *m) {

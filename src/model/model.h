@@ -6,7 +6,8 @@
  * few switches: rotary pairs adjacent or halves, q/k/v biases, per-head q/k norms, post-norms, scaled embeddings,
  * GeGLU for SwiGLU, fused tensors, layers without rope, sliding-window layers with their own rope table. model.c
  * holds one row of switches per architecture (model_arch, facts from llama.cpp's src/models/<arch>.cpp), and the
- * forward pass and gen-model (genmodel.h) read the switches, never the architecture's name. This module turns
+ * forward pass and gen-model (genmodel.h) read the switches, never the architecture's name. Mixtures of experts
+ * (qwen3moe, glm4moe) are the same computation with routed experts in place of the dense FFN (docs/design.md §6). This module turns
  * the file into that description and refuses, with the key or tensor named, anything the forward pass could not
  * compute correctly (an unknown architecture, value heads of another size than key heads, logit soft-capping, YaRN
  * keys, a sliding window where the architecture has none) — so the forward pass itself never checks shapes.
@@ -14,7 +15,8 @@
  * INVARIANT: a loaded model's every matrix has exactly the shape the hyperparameters imply (checked
  * tensor by tensor at load), a type flatkv computes (a row of src/kernels/traits.c), and its data inside
  * the mapped file. Norm vectors are copied to f32. The weights are borrowed from the mapping, which the
- * model keeps open until model_free; the layers' matrices and an untied output matrix are copied at load into
+ * model keeps open until model_free; the experts stay there (never copied: a model larger than memory pages them in);
+ * the layers' other matrices and an untied output matrix are copied at load into
  * memory the model owns (on huge pages where the system gives them), packed where the kernels take them so
  * (kern_packs: Q8_0, Q4_0, Q4_K, Q6_K). A fused tensor becomes the matrices of its row ranges (attn_qkv: q, k, v;
  * a fused ffn_up: gate, then up), each packed on its own, so the forward pass sees the same matrices as for separate
@@ -41,6 +43,13 @@
  *   `post_norms`: blk.L.post_attention_norm.weight, blk.L.post_ffw_norm.weight [dim]
  *   `long_rope` (optional): rope_factors_short.weight, rope_factors_long.weight [n_rot/2]
  *   optional: rope_freqs.weight [n_rot/2]
+ *   `experts` (layers l >= leading_dense_block_count; the others dense as above):
+ *     blk.L.ffn_gate_inp.weight [dim, n_expert]   blk.L.exp_probs_b.bias [n_expert] (optional)
+ *     blk.L.ffn_gate_exps/ffn_up_exps.weight [dim, n_ff_exp, n_expert]   blk.L.ffn_down_exps.weight [n_ff_exp, dim, n_expert]
+ *     with expert_shared_count S: blk.L.ffn_gate_shexp/ffn_up_shexp.weight [dim, S·n_ff_exp], ffn_down_shexp [S·n_ff_exp, dim]
+ *   `ffn_post_name`: the FFN's norm is blk.L.post_attention_norm.weight; q/k biases and norms are taken where present
+ *   NextN blocks L = n_layers .. block_count - 1: a whole layer plus blk.L.nextn.eh_proj.weight [2·dim, dim],
+ *     blk.L.nextn.enorm/hnorm.weight [dim], optional blk.L.nextn.shared_head_norm.weight [dim]
  * output.weight absent means tied embeddings (the output matrix is token_embd).
  *
  * Thread-safety: immutable after model_load.
