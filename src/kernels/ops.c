@@ -253,10 +253,11 @@ static uint32_t same_keys(const uint32_t *qpos, uint32_t u, uint32_t m, uint32_t
  * to absolute positions. Each query goes through exactly the steps it would alone — its tiles, its scores in
  * the same order, its max, corrections and accumulation — so the block never changes a bit; only the reading
  * of K and V is shared: every query that reaches a tile scores its keys in one call, and queries that see the
- * same keys of it accumulate them in one call (attn.h's query blocks). */
+ * same keys of it accumulate them in one call (attn.h's query blocks). Query u's sink, if sink is not NULL, is
+ * sink[u·sink_stride] (ops.h's last step). */
 static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const ops_kv_view *kv,
-                         size_t head_off, uint32_t head_dim, float scale, uint32_t window, float *acc,
-                         size_t out_stride) {
+                         size_t head_off, uint32_t head_dim, float scale, uint32_t window, const float *sink,
+                         size_t sink_stride, float *acc, size_t out_stride) {
     float scores[ATTN_BLOCK_ROWS * OPS_ATTN_TILE], running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
     float correction[ATTN_BLOCK_ROWS], weight_sum[ATTN_BLOCK_ROWS];
     uint32_t keys[ATTN_BLOCK_ROWS];
@@ -342,6 +343,24 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
                 kern_axpy_rows_f32(y, out_stride, w, OPS_ATTN_TILE, n_q, (const float *)vt, stride, keys[u], head_dim);
         }
     }
+    if (sink) { /* a key of score σ and value 0 after every query's last tile, in a tile's steps */
+        for (uint32_t u = 0; u < m; u++) {
+            const float s = sink[u * sink_stride];
+            grew[u] = s > running_max[u];
+            correction[u] = grew[u] ? running_max[u] - s : 0.0f;
+            if (grew[u]) running_max[u] = s;
+            weight_sum[u] = s - running_max[u];
+        }
+        kern_exp(correction, m);
+        kern_exp(weight_sum, m);
+        for (uint32_t u = 0; u < m; u++) {
+            if (grew[u]) {
+                for (uint32_t d = 0; d < head_dim; d++) acc[u * out_stride + d] *= correction[u];
+                denom[u] *= correction[u];
+            }
+            denom[u] += weight_sum[u];
+        }
+    }
     for (uint32_t u = 0; u < m; u++) {
         float inv = 1.0f / denom[u], *a = acc + u * out_stride;
         for (uint32_t d = 0; d < head_dim; d++) a[d] *= inv;
@@ -355,7 +374,7 @@ static bool same_run(const ops_kv_view *a, const ops_kv_view *b, uint32_t pa, ui
 
 static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views,
                             uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window,
-                            float *out) {
+                            const float *sinks, float *out) {
     const uint32_t group = n_heads / n_kv_heads, q_dim = n_heads * head_dim;
     /* When no two rows share key tiles (decode steps), the query heads of a row that share a KV head form
      * the block instead: an item is then (a chunk, a KV head's heads), else (a chunk, a head). Inside the
@@ -382,26 +401,28 @@ static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos
             if (by_kv_head) {
                 uint32_t qpos[ATTN_BLOCK_ROWS];
                 for (uint32_t k = 0; k < n_h; k++) qpos[k] = pos[r];
-                attend_block(q + at, head_dim, qpos, n_h, &views[r], kv_off, head_dim, scale, window, out + at,
-                             head_dim);
+                attend_block(q + at, head_dim, qpos, n_h, &views[r], kv_off, head_dim, scale, window,
+                             sinks ? sinks + h : NULL, 1, out + at, head_dim);
             } else {
-                attend_block(q + at, q_dim, pos + r, m, &views[r], kv_off, head_dim, scale, window, out + at, q_dim);
+                attend_block(q + at, q_dim, pos + r, m, &views[r], kv_off, head_dim, scale, window,
+                             sinks ? sinks + h : NULL, 0, out + at, q_dim);
             }
         }
     }
 }
 
 void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
-                   uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, float *out, int n_threads) {
+                   uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, const float *sinks, float *out,
+                   int n_threads) {
     if (omp_in_parallel()) {
-        attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, out);
+        attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, sinks, out);
         return;
     }
     uint64_t keys = 0;
     for (uint32_t r = 0; r < n_rows; r++) keys += pos[r] + 1 - window_start(pos[r], window);
     const bool wide = keys * n_heads * head_dim * 2 >= PARALLEL_MIN_WORK;
 #pragma omp parallel num_threads(n_threads) if (wide)
-    attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, out);
+    attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, sinks, out);
 }
 
 void ops_swiglu(float *gate, const float *up, size_t n) {

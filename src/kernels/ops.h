@@ -115,9 +115,15 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p);
  * views[r]. scale multiplies each q·k. window 0: the query at p attends to keys 0..p; else only to keys in
  * (p - window, p] (a sliding-window layer; llama.cpp's "standard" window): its walk starts at the tile holding
  * p - window + 1, the keys of that tile below it are scored and then given weight 0 — a schedule that depends on p
- * and window alone, so rows stay invariant. */
+ * and window alone, so rows stay invariant.
+ * sinks: NULL, or n_heads logits, head h's joining its softmax's denominator with no value (gpt-oss's attention
+ * sinks). Its bits: after the query's last tile, the online softmax takes one more step, for a key of score σ =
+ * sinks[h] (not multiplied by scale) and value 0, as a tile's step is taken: with running max m, sum d and output
+ * accumulator y, if σ > m then c = e^(m - σ), y *= c, d *= c, m = σ; then d += e^(σ - m); and out = y · (1/d) as
+ * without sinks. e^x is kern_exp (one sequence of IEEE steps in every variant). σ = -inf gives the bits of NULL. */
 void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
-                   uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, float *out, int n_threads);
+                   uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, const float *sinks, float *out,
+                   int n_threads);
 
 /* gate[i] = silu(gate[i]) * up[i] over n elements, silu(g) = g / (1 + e^-g) with e^x from kern_exp. */
 void ops_swiglu(float *gate, const float *up, size_t n);

@@ -190,7 +190,7 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         }
 #pragma omp barrier
         ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->attn_scale, L->window,
-                      c->att, c->n_threads);
+                      NULL, c->att, c->n_threads);
         quantize_rows(c, c->att, r0, r1, q_dim, ops_matrix_wants_q8(&L->wo));
 #pragma omp barrier
         ops_matmul(&L->wo, c->att, c->xq, c->xp, n, c->xb, c->n_threads);
