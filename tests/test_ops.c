@@ -1,9 +1,10 @@
-/* test_ops.c — ops.h's attention sinks.
+/* test_ops.c — ops.h's attention sinks and YaRN rotary tables.
  *
  * Sinks (one group per variant the CPU runs): attention with per-head sink logits agrees with a plain softmax in
  * double, returns the reference's bits under every variant, and a row's bits depend on nothing but its own
  * position and keys — not the rows attended beside it, the chunk, the threads, another sequence in the call — with
- * windows and over every KV type.
+ * windows and over every KV type. Rotary tables (once): YaRN against a double-precision transcription of ggml's
+ * rope_yarn, and plain or linear tables keep the bits they had before YaRN existed.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -267,11 +268,135 @@ static void test_the_active_variant_is_the_one_under_test(void **state) {
     assert_string_equal(kern_active()->name, variant_under_test);
 }
 
+/* ---- rotary tables ----------------------------------------------------------------------------- */
+
+static const uint32_t rope_pos[] = {0, 1, 2, 3, 7, 31, 32, 100, 511, 4095, 4096, 32767, 65535, 131071, 1000000};
+#define N_ROPE_POS (sizeof rope_pos / sizeof *rope_pos)
+
+/* Divisors 1, 1.125, 1.25, ... (as llama3's rope_freqs would give), for tables that take them. */
+static void ramp_divisors(float *div, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) div[i] = 1.0f + (float)i / 8.0f;
+}
+
+/* ggml's rope_yarn_corr_dims, rope_yarn and rope_cache_init (ggml/src/ggml.c, ggml-cpu/ops.cpp) in double: the
+ * angle of pair i grows by base^(-2/n_dims) from the position, divided by the pair's divisor. */
+static void ggml_yarn_row(uint32_t p, uint32_t n_dims, const ops_rope_params *rp, const float *div, double *out) {
+    const double pi = 3.14159265358979323846, freq_scale = 1.0 / rp->scale;
+    double corr[2];
+    const double betas[2] = {rp->beta_fast, rp->beta_slow};
+    for (int b = 0; b < 2; b++)
+        corr[b] = n_dims * log(rp->n_ctx_orig / (betas[b] * 2 * pi)) / (2 * log((double)rp->base));
+    corr[0] = fmax(0, floor(corr[0]));
+    corr[1] = fmin(n_dims - 1, ceil(corr[1]));
+    const double theta_scale = pow(rp->base, -2.0 / n_dims);
+    double theta = p;
+    for (uint32_t i0 = 0; i0 < n_dims; i0 += 2) {
+        const double extrap = theta / (div ? div[i0 / 2] : 1.0), interp = freq_scale * extrap;
+        double mscale = rp->attn_factor, th = interp;
+        if (rp->ext_factor != 0) {
+            const double y = (i0 / 2 - corr[0]) / fmax(0.001, corr[1] - corr[0]);
+            const double mix = (1 - fmin(1, fmax(0, y))) * rp->ext_factor;
+            th = interp * (1 - mix) + extrap * mix;
+            mscale *= 1 + 0.1 * log(1 / freq_scale);
+        }
+        out[i0] = cos(th) * mscale;
+        out[i0 + 1] = sin(th) * mscale;
+        theta *= theta_scale;
+    }
+}
+
+/* YaRN tables agree with ggml's formula in double within 1e-6 at every position up to 10^6: gpt-oss's parameters
+ * (base 150000, factor 32, original context 4096, llama.cpp's ext_factor 1 and betas 32 and 1), and others that
+ * move each term — a partial mix, a magnitude, divisors, a correction range clamped at both ends. */
+static void test_yarn_tables_follow_ggml_in_double(void **state) {
+    (void)state;
+    const struct {
+        uint32_t n_rot;
+        ops_rope_params rp;
+        bool divisors;
+    } cases[] = {
+        {64, {.base = 150000.0f, .scale = 32.0f, .attn_factor = 1.0f, .ext_factor = 1.0f, .beta_fast = 32.0f,
+              .beta_slow = 1.0f, .n_ctx_orig = 4096}, false},
+        {128, {.base = 10000.0f, .scale = 4.0f, .attn_factor = 0.875f, .ext_factor = 0.5f, .beta_fast = 16.0f,
+               .beta_slow = 2.0f, .n_ctx_orig = 2048}, true},
+        {96, {.base = 1000000.0f, .scale = 8.0f, .attn_factor = 1.0f, .ext_factor = 1.0f, .beta_fast = 32.0f,
+              .beta_slow = 1.0f, .n_ctx_orig = 32768}, false},
+        {32, {.base = 500.0f, .scale = 2.0f, .attn_factor = 1.0f, .ext_factor = 1.0f, .beta_fast = 20000.0f,
+              .beta_slow = 0.01f, .n_ctx_orig = 100000}, false}, /* the range clamped to [0, n_rot - 1] */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const uint32_t n = cases[c].n_rot;
+        float div[128], *cs = malloc(N_ROPE_POS * n * sizeof *cs);
+        double want[256];
+        ramp_divisors(div, n / 2);
+        ops_rope_table(rope_pos, N_ROPE_POS, n, &cases[c].rp, cases[c].divisors ? div : NULL, cs);
+        for (size_t r = 0; r < N_ROPE_POS; r++) {
+            ggml_yarn_row(rope_pos[r], n, &cases[c].rp, cases[c].divisors ? div : NULL, want);
+            for (uint32_t i = 0; i < n; i++)
+                if (!(fabs(cs[r * n + i] - want[i]) <= 1e-6))
+                    fail_msg("case %zu, position %u, element %u: %.9g, want %.9g", c, rope_pos[r], i,
+                             (double)cs[r * n + i], want[i]);
+        }
+        free(cs);
+    }
+    /* gpt-oss at position 0: every pair is (1 + 0.1 ln 32, 0) */
+    const ops_rope_params oss = {.base = 150000.0f, .scale = 32.0f, .attn_factor = 1.0f, .ext_factor = 1.0f,
+                                 .beta_fast = 32.0f, .beta_slow = 1.0f, .n_ctx_orig = 4096};
+    float cs[64];
+    ops_rope_table(rope_pos, 1, 64, &oss, NULL, cs);
+    for (uint32_t i = 0; i < 32; i++) {
+        assert_float_equal(cs[2 * i], 1.0 + 0.1 * log(32.0), 1e-7);
+        assert_true(cs[2 * i + 1] == 0.0f);
+    }
+}
+
+/* With ext_factor 0 a table has the bits it had before YaRN was added (FNV-1a 64 of each table's floats, recorded
+ * from the code of 7d58d88): plain, linear (scale 8) with divisors, LongRoPE's magnitude over a partial rotation,
+ * an exponent 2i/96 that float division rounds, divisors alone — whatever the YaRN fields hold. So the golden
+ * digests and every stored KV block keep their bits. */
+static void test_tables_without_yarn_keep_their_bits(void **state) {
+    (void)state;
+    static const uint32_t pos[] = {0, 1, 2, 3, 31, 32, 100, 511, 4095, 65535, 131071, 1000000};
+    enum { N = sizeof pos / sizeof *pos };
+    static const struct {
+        uint32_t n_rot;
+        float base, scale, attn_factor;
+        bool divisors;
+        uint64_t fnv;
+    } cases[] = {
+        {64, 10000.0f, 1.0f, 1.0f, false, 0x0c5f89baade41d1au},
+        {128, 500000.0f, 8.0f, 1.0f, true, 0x79c95f3e28fc4acdu},
+        {16, 1000000.0f, 1.0f, 1.1902381f, false, 0xbf0d820741105829u},
+        {96, 150000.0f, 32.0f, 1.0f, false, 0x5ed35b938f9d15b9u},
+        {64, 150000.0f, 1.0f, 1.0f, true, 0x851802452de93950u},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int yarn_fields = 0; yarn_fields < 2; yarn_fields++) {
+            float div[64], cs[N * 128];
+            ramp_divisors(div, cases[c].n_rot / 2);
+            ops_rope_params rp = {.base = cases[c].base, .scale = cases[c].scale, .attn_factor = cases[c].attn_factor};
+            if (yarn_fields) rp.beta_fast = 32.0f, rp.beta_slow = 1.0f, rp.n_ctx_orig = 4096; /* unused when off */
+            ops_rope_table(pos, N, cases[c].n_rot, &rp, cases[c].divisors ? div : NULL, cs);
+            uint64_t h = 0xcbf29ce484222325u;
+            for (size_t i = 0; i < (size_t)N * cases[c].n_rot; i++) {
+                uint32_t u;
+                memcpy(&u, &cs[i], sizeof u);
+                for (int b = 0; b < 4; b++) h = (h ^ (u >> 8 * b & 255)) * 0x100000001b3u;
+            }
+            if (h != cases[c].fnv) fail_msg("case %zu: table digest %016llx", c, (unsigned long long)h);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest attention[] = {
         cmocka_unit_test(test_sink_attention_matches_a_double_precision_softmax),
         cmocka_unit_test(test_sink_attention_is_row_invariant_and_equals_the_reference),
         cmocka_unit_test(test_the_active_variant_is_the_one_under_test),
     };
-    return tu_each_variant(attention, sizeof attention / sizeof *attention, &variant_under_test);
+    const struct CMUnitTest rope[] = {
+        cmocka_unit_test(test_yarn_tables_follow_ggml_in_double),
+        cmocka_unit_test(test_tables_without_yarn_keep_their_bits),
+    };
+    int failed = tu_each_variant(attention, sizeof attention / sizeof *attention, &variant_under_test);
+    return failed + cmocka_run_group_tests_name("rotary tables", rope, NULL, NULL);
 }

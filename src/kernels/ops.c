@@ -184,21 +184,55 @@ static void rope_sincos(double x, double *sin_x, double *cos_x) {
     *cos_x = q == 0 ? c : q == 1 ? -s : q == 2 ? -c : s;
 }
 
-void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale, float mscale,
+/* YaRN's table (ops.h): the angle and magnitude in double, one rounding per element. */
+static void yarn_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, const ops_rope_params *rp,
+                       const float *freq_divisors, double log_base, float *cs) {
+    const double two_pi = 6.28318530717958647693, scale = (double)rp->scale, ext = (double)rp->ext_factor;
+    /* the correction dims c(β), clamped as ggml clamps them */
+    const double c_fast = (double)n_rot * rope_log((double)rp->n_ctx_orig / (two_pi * (double)rp->beta_fast)) /
+                          (2.0 * log_base);
+    const double c_slow = (double)n_rot * rope_log((double)rp->n_ctx_orig / (two_pi * (double)rp->beta_slow)) /
+                          (2.0 * log_base);
+    const double lo = 0.0 > floor(c_fast) ? 0.0 : floor(c_fast);
+    const double hi = (double)n_rot - 1.0 < ceil(c_slow) ? (double)n_rot - 1.0 : ceil(c_slow);
+    const double a = (double)rp->attn_factor * (1.0 + 0.1 * rope_log(scale));
+    double freq[OPS_ATTN_MAX_HEAD_DIM / 2], mix[OPS_ATTN_MAX_HEAD_DIM / 2]; /* n_rot <= head_dim, bounded at load */
+    for (uint32_t i = 0; i < n_rot / 2; i++) {
+        freq[i] = rope_exp(-(double)(2 * i) / (double)n_rot * log_base);
+        if (freq_divisors) freq[i] /= (double)freq_divisors[i];
+        const double y = ((double)i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
+        mix[i] = (1.0 - (y < 0.0 ? 0.0 : y > 1.0 ? 1.0 : y)) * ext;
+    }
+    for (uint32_t r = 0; r < n_rows; r++) {
+        for (uint32_t i = 0; i < n_rot / 2; i++) {
+            const double t = (double)pos[r] * freq[i];
+            double sin_t, cos_t;
+            rope_sincos(t / scale * (1.0 - mix[i]) + t * mix[i], &sin_t, &cos_t);
+            cs[(size_t)r * n_rot + 2 * i] = (float)(a * cos_t);
+            cs[(size_t)r * n_rot + 2 * i + 1] = (float)(a * sin_t);
+        }
+    }
+}
+
+void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, const ops_rope_params *rp,
                     const float *freq_divisors, float *cs) {
-    const double log_base = rope_log((double)base);
+    const double log_base = rope_log((double)rp->base);
+    if (rp->ext_factor != 0.0f) {
+        yarn_table(pos, n_rows, n_rot, rp, freq_divisors, log_base, cs);
+        return;
+    }
     float freq[OPS_ATTN_MAX_HEAD_DIM / 2]; /* n_rot <= head_dim, bounded at load */
     for (uint32_t i = 0; i < n_rot / 2; i++) {
         freq[i] = 1.0f / (float)rope_exp((double)((float)(2 * i) / (float)n_rot) * log_base);
         if (freq_divisors) freq[i] /= freq_divisors[i];
     }
     for (uint32_t r = 0; r < n_rows; r++) {
-        float p = (float)pos[r] / scale;
+        float p = (float)pos[r] / rp->scale;
         for (uint32_t i = 0; i < n_rot / 2; i++) {
             double sin_t, cos_t;
             rope_sincos((double)(p * freq[i]), &sin_t, &cos_t);
-            cs[(size_t)r * n_rot + 2 * i] = (float)cos_t * mscale;
-            cs[(size_t)r * n_rot + 2 * i + 1] = (float)sin_t * mscale;
+            cs[(size_t)r * n_rot + 2 * i] = (float)cos_t * rp->attn_factor;
+            cs[(size_t)r * n_rot + 2 * i + 1] = (float)sin_t * rp->attn_factor;
         }
     }
 }

@@ -156,8 +156,9 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
     }
     for (int t = 0; t < (hp->window ? 2 : 1); t++) {
         const model_rope *rt = &hp->rope[t];
-        ops_rope_table(pos + r0, r1 - r0, hp->n_rot, rt->base, rt->scale, rt->mscale,
-                       t == MODEL_ROPE_GLOBAL ? c->rope_divisors : NULL, c->rope_cs[t] + (size_t)r0 * hp->n_rot);
+        const ops_rope_params rp = {.base = rt->base, .scale = rt->scale, .attn_factor = rt->mscale};
+        ops_rope_table(pos + r0, r1 - r0, hp->n_rot, &rp, t == MODEL_ROPE_GLOBAL ? c->rope_divisors : NULL,
+                       c->rope_cs[t] + (size_t)r0 * hp->n_rot);
     }
 
     for (uint32_t l = 0; l < hp->n_layers; l++) {
