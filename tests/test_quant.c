@@ -1096,15 +1096,15 @@ static void test_quantized_kv_attention_equals_the_reference_at_awkward_shapes(v
                 float *alone = malloc(q_dim * sizeof *alone);
                 const float scale = 1.0f / sqrtf((float)head_dim);
                 ops_attention(q, n_rows, pos, views, n_heads, shapes[h].n_kv_heads, head_dim, scale, shapes[h].window,
-                              got, 2);
+                              NULL, got, 2);
                 for (uint32_t r = 0; r < n_rows; r++) {
                     ops_attention(q + r * q_dim, 1, &pos[r], views, n_heads, shapes[h].n_kv_heads, head_dim, scale,
-                                  shapes[h].window, alone, 1);
+                                  shapes[h].window, NULL, alone, 1);
                     assert_memory_equal(alone, got + r * q_dim, q_dim * sizeof *alone);
                 }
                 assert_int_equal(kern_select("ref", why, sizeof why), 0);
                 ops_attention(q, n_rows, pos, views, n_heads, shapes[h].n_kv_heads, head_dim, scale, shapes[h].window,
-                              want, 1);
+                              NULL, want, 1);
                 assert_int_equal(kern_select(variant_under_test, why, sizeof why), 0);
                 if (memcmp(got, want, n_rows * q_dim * sizeof *got))
                     fail_msg("%s KV, %u heads (%u KV heads) of %u, %u keys: %s differs from ref",

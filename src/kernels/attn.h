@@ -17,6 +17,8 @@
  * - Values of quantized rows (kern_axpy_rows_q): element i of row j is dequantized exactly, v = (float)k_q * d (at
  *   most 8 significant bits times an f16), then accumulated as for f16 rows: y[i] = fmaf(a[j], v, y[i]), j in order.
  * - The softmax's tile steps and e^x: below, at kern_exp, kern_scale_max and kern_exp_sum_rows.
+ * - The tiles' schedule, windows and sinks (a last softmax step, its exponentials by kern_exp): ops.h's
+ *   ops_attention, one code for every variant.
  *
  * Thread-safety: pure functions.
  */

@@ -190,21 +190,55 @@ static void rope_sincos(double x, double *sin_x, double *cos_x) {
     *cos_x = q == 0 ? c : q == 1 ? -s : q == 2 ? -c : s;
 }
 
-void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale, float mscale,
+/* YaRN's table (ops.h): the angle and magnitude in double, one rounding per element. */
+static void yarn_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, const ops_rope_params *rp,
+                       const float *freq_divisors, double log_base, float *cs) {
+    const double two_pi = 6.28318530717958647693, scale = (double)rp->scale, ext = (double)rp->ext_factor;
+    /* the correction dims c(β), clamped as ggml clamps them */
+    const double c_fast = (double)n_rot * rope_log((double)rp->n_ctx_orig / (two_pi * (double)rp->beta_fast)) /
+                          (2.0 * log_base);
+    const double c_slow = (double)n_rot * rope_log((double)rp->n_ctx_orig / (two_pi * (double)rp->beta_slow)) /
+                          (2.0 * log_base);
+    const double lo = 0.0 > floor(c_fast) ? 0.0 : floor(c_fast);
+    const double hi = (double)n_rot - 1.0 < ceil(c_slow) ? (double)n_rot - 1.0 : ceil(c_slow);
+    const double a = (double)rp->attn_factor * (1.0 + 0.1 * rope_log(scale));
+    double freq[OPS_ATTN_MAX_HEAD_DIM / 2], mix[OPS_ATTN_MAX_HEAD_DIM / 2]; /* n_rot <= head_dim, bounded at load */
+    for (uint32_t i = 0; i < n_rot / 2; i++) {
+        freq[i] = rope_exp(-(double)(2 * i) / (double)n_rot * log_base);
+        if (freq_divisors) freq[i] /= (double)freq_divisors[i];
+        const double y = ((double)i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
+        mix[i] = (1.0 - (y < 0.0 ? 0.0 : y > 1.0 ? 1.0 : y)) * ext;
+    }
+    for (uint32_t r = 0; r < n_rows; r++) {
+        for (uint32_t i = 0; i < n_rot / 2; i++) {
+            const double t = (double)pos[r] * freq[i];
+            double sin_t, cos_t;
+            rope_sincos(t / scale * (1.0 - mix[i]) + t * mix[i], &sin_t, &cos_t);
+            cs[(size_t)r * n_rot + 2 * i] = (float)(a * cos_t);
+            cs[(size_t)r * n_rot + 2 * i + 1] = (float)(a * sin_t);
+        }
+    }
+}
+
+void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, const ops_rope_params *rp,
                     const float *freq_divisors, float *cs) {
-    const double log_base = rope_log((double)base);
+    const double log_base = rope_log((double)rp->base);
+    if (rp->ext_factor != 0.0f) {
+        yarn_table(pos, n_rows, n_rot, rp, freq_divisors, log_base, cs);
+        return;
+    }
     float freq[OPS_ATTN_MAX_HEAD_DIM / 2]; /* n_rot <= head_dim, bounded at load */
     for (uint32_t i = 0; i < n_rot / 2; i++) {
         freq[i] = 1.0f / (float)rope_exp((double)((float)(2 * i) / (float)n_rot) * log_base);
         if (freq_divisors) freq[i] /= freq_divisors[i];
     }
     for (uint32_t r = 0; r < n_rows; r++) {
-        float p = (float)pos[r] / scale;
+        float p = (float)pos[r] / rp->scale;
         for (uint32_t i = 0; i < n_rot / 2; i++) {
             double sin_t, cos_t;
             rope_sincos((double)(p * freq[i]), &sin_t, &cos_t);
-            cs[(size_t)r * n_rot + 2 * i] = (float)cos_t * mscale;
-            cs[(size_t)r * n_rot + 2 * i + 1] = (float)sin_t * mscale;
+            cs[(size_t)r * n_rot + 2 * i] = (float)cos_t * rp->attn_factor;
+            cs[(size_t)r * n_rot + 2 * i + 1] = (float)sin_t * rp->attn_factor;
         }
     }
 }
@@ -259,10 +293,11 @@ static uint32_t same_keys(const uint32_t *qpos, uint32_t u, uint32_t m, uint32_t
  * to absolute positions. Each query goes through exactly the steps it would alone — its tiles, its scores in
  * the same order, its max, corrections and accumulation — so the block never changes a bit; only the reading
  * of K and V is shared: every query that reaches a tile scores its keys in one call, and queries that see the
- * same keys of it accumulate them in one call (attn.h's query blocks). */
+ * same keys of it accumulate them in one call (attn.h's query blocks). Query u's sink, if sink is not NULL, is
+ * sink[u·sink_stride] (ops.h's last step). */
 static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const ops_kv_view *kv,
-                         size_t head_off, uint32_t head_dim, float scale, uint32_t window, float *acc,
-                         size_t out_stride) {
+                         size_t head_off, uint32_t head_dim, float scale, uint32_t window, const float *sink,
+                         size_t sink_stride, float *acc, size_t out_stride) {
     float scores[ATTN_BLOCK_ROWS * OPS_ATTN_TILE], running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
     float correction[ATTN_BLOCK_ROWS], weight_sum[ATTN_BLOCK_ROWS];
     uint32_t keys[ATTN_BLOCK_ROWS];
@@ -348,6 +383,24 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
                 kern_axpy_rows_f32(y, out_stride, w, OPS_ATTN_TILE, n_q, (const float *)vt, stride, keys[u], head_dim);
         }
     }
+    if (sink) { /* a key of score σ and value 0 after every query's last tile, in a tile's steps */
+        for (uint32_t u = 0; u < m; u++) {
+            const float s = sink[u * sink_stride];
+            grew[u] = s > running_max[u];
+            correction[u] = grew[u] ? running_max[u] - s : 0.0f;
+            if (grew[u]) running_max[u] = s;
+            weight_sum[u] = s - running_max[u];
+        }
+        kern_exp(correction, m);
+        kern_exp(weight_sum, m);
+        for (uint32_t u = 0; u < m; u++) {
+            if (grew[u]) {
+                for (uint32_t d = 0; d < head_dim; d++) acc[u * out_stride + d] *= correction[u];
+                denom[u] *= correction[u];
+            }
+            denom[u] += weight_sum[u];
+        }
+    }
     for (uint32_t u = 0; u < m; u++) {
         float inv = 1.0f / denom[u], *a = acc + u * out_stride;
         for (uint32_t d = 0; d < head_dim; d++) a[d] *= inv;
@@ -361,7 +414,7 @@ static bool same_run(const ops_kv_view *a, const ops_kv_view *b, uint32_t pa, ui
 
 static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views,
                             uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window,
-                            float *out) {
+                            const float *sinks, float *out) {
     const uint32_t group = n_heads / n_kv_heads, q_dim = n_heads * head_dim;
     /* When no two rows share key tiles (decode steps), the query heads of a row that share a KV head form
      * the block instead: an item is then (a chunk, a KV head's heads), else (a chunk, a head). Inside the
@@ -388,26 +441,28 @@ static void attention_items(const float *q, uint32_t n_rows, const uint32_t *pos
             if (by_kv_head) {
                 uint32_t qpos[ATTN_BLOCK_ROWS];
                 for (uint32_t k = 0; k < n_h; k++) qpos[k] = pos[r];
-                attend_block(q + at, head_dim, qpos, n_h, &views[r], kv_off, head_dim, scale, window, out + at,
-                             head_dim);
+                attend_block(q + at, head_dim, qpos, n_h, &views[r], kv_off, head_dim, scale, window,
+                             sinks ? sinks + h : NULL, 1, out + at, head_dim);
             } else {
-                attend_block(q + at, q_dim, pos + r, m, &views[r], kv_off, head_dim, scale, window, out + at, q_dim);
+                attend_block(q + at, q_dim, pos + r, m, &views[r], kv_off, head_dim, scale, window,
+                             sinks ? sinks + h : NULL, 0, out + at, q_dim);
             }
         }
     }
 }
 
 void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
-                   uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, float *out, int n_threads) {
+                   uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, const float *sinks, float *out,
+                   int n_threads) {
     if (omp_in_parallel()) {
-        attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, out);
+        attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, sinks, out);
         return;
     }
     uint64_t keys = 0;
     for (uint32_t r = 0; r < n_rows; r++) keys += pos[r] + 1 - window_start(pos[r], window);
     const bool wide = keys * n_heads * head_dim * 2 >= PARALLEL_MIN_WORK;
 #pragma omp parallel num_threads(n_threads) if (wide)
-    attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, out);
+    attention_items(q, n_rows, pos, views, n_heads, n_kv_heads, head_dim, scale, window, sinks, out);
 }
 
 /* p[i] = softmax of z[0..n) (ops_route's definition), in place. */

@@ -84,10 +84,31 @@ void ops_quantize_rows(const float *x, uint32_t n_rows, uint32_t n, block_q8_act
 /* Row r of a matrix of rows: row_r = gain ⊙ x_r / sqrt(mean(x_r²) + eps). out may equal x. */
 void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n, float eps, float *out);
 
-/* Rotary table for row positions pos[0..n_rows): cs[r][i] = (mscale·cos θ, mscale·sin θ),
- * θ = (pos[r]/scale) · base^(-2i/n_rot) / freq_divisors[i] (divisors NULL: 1), i < n_rot/2. cs has n_rows × n_rot
- * floats. mscale is ggml's attn_factor (1: the table's bits are those of plain cos and sin). */
-void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, float base, float scale, float mscale,
+/* A rotary table's parameters: ggml's rope_ext arguments. Plain RoPE is {.base, .scale = 1, .attn_factor = 1}, the
+ * other fields zero; linear scaling sets scale; YaRN sets ext_factor and the fields below it too. */
+typedef struct {
+    float base;          /* rope.freq_base */
+    float scale;         /* rope.scaling.factor: positions are divided by it (ggml's 1 / freq_scale); 1: none */
+    float attn_factor;   /* ggml's attn_factor: cos and sin are multiplied by it (1, or rope.scaling.attn_factor) */
+    float ext_factor;    /* YaRN's extrapolation mix: 0 off; 1 for rope.scaling.type "yarn" (llama.cpp's default) */
+    float beta_fast;     /* YaRN's correction range, in rotations over n_ctx_orig: llama.cpp's defaults 32 and 1 */
+    float beta_slow;
+    uint32_t n_ctx_orig; /* YaRN: rope.scaling.original_context_length */
+} ops_rope_params;
+
+/* Rotary table for row positions pos[0..n_rows): cs[r][2i], cs[r][2i+1] = (a·cos θ, a·sin θ) for i < n_rot/2, cs
+ * n_rows × n_rot floats, with w_i = base^(-2i/n_rot) / freq_divisors[i] (divisors NULL: 1). Transcendentals are
+ * flatkv's own, in double (the same bits on every machine). Two definitions:
+ * - ext_factor 0: θ = (pos/scale)·w_i and a = attn_factor, formed in float as always (the golden digests' bits):
+ *   (float)pos / scale times w_i rounded to float, cos and sin of that float rounded to float, then times a in float
+ *   (attn_factor 1: the bits of plain cos and sin).
+ * - ext_factor e != 0, YaRN (ggml's rope_yarn and rope_yarn_corr_dims): θ = t/scale·(1 - μ_i) + t·μ_i with t =
+ *   pos·w_i, μ_i = e·(1 - min(1, max(0, (i - lo) / max(0.001, hi - lo)))), lo = max(0, floor(c(beta_fast))),
+ *   hi = min(n_rot - 1, ceil(c(beta_slow))), c(β) = n_rot·ln(n_ctx_orig / (2π·β)) / (2·ln base);
+ *   a = attn_factor·(1 + 0.1·ln scale). All of it in double, rounded to float once per element: (float)(a·cos θ).
+ *   (An angle rounded to float is up to 1e-2 off at position 2^17; this one stays within 1e-6 of the formula.)
+ *   Needs n_ctx_orig, beta_fast and beta_slow > 0 (the loader's to check, as it checks base and scale). */
+void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, const ops_rope_params *rp,
                     const float *freq_divisors, float *cs);
 
 /* Rotate adjacent pairs (x[2i], x[2i+1]), i < n_rot/2, of each of n_heads heads of head_dim in each row
@@ -126,9 +147,15 @@ size_t ops_kv_offset(const ops_kv_view *view, uint32_t p);
  * views[r]. scale multiplies each q·k. window 0: the query at p attends to keys 0..p; else only to keys in
  * (p - window, p] (a sliding-window layer; llama.cpp's "standard" window): its walk starts at the tile holding
  * p - window + 1, the keys of that tile below it are scored and then given weight 0 — a schedule that depends on p
- * and window alone, so rows stay invariant. */
+ * and window alone, so rows stay invariant.
+ * sinks: NULL, or n_heads logits, head h's joining its softmax's denominator with no value (gpt-oss's attention
+ * sinks). Its bits: after the query's last tile, the online softmax takes one more step, for a key of score σ =
+ * sinks[h] (not multiplied by scale) and value 0, as a tile's step is taken: with running max m, sum d and output
+ * accumulator y, if σ > m then c = e^(m - σ), y *= c, d *= c, m = σ; then d += e^(σ - m); and out = y · (1/d) as
+ * without sinks. e^x is kern_exp (one sequence of IEEE steps in every variant). σ = -inf gives the bits of NULL. */
 void ops_attention(const float *q, uint32_t n_rows, const uint32_t *pos, const ops_kv_view *views, uint32_t n_heads,
-                   uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, float *out, int n_threads);
+                   uint32_t n_kv_heads, uint32_t head_dim, float scale, uint32_t window, const float *sinks, float *out,
+                   int n_threads);
 
 /* How a row's router logits z (one per expert) become its experts' weights (llama.cpp's expert_gating_func values). */
 typedef enum {

@@ -281,8 +281,9 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
     }
     for (int t = 0; t < (hp->window ? 2 : 1); t++) {
         const model_rope *rt = &hp->rope[t];
-        ops_rope_table(pos + r0, r1 - r0, hp->n_rot, rt->base, rt->scale, rt->mscale,
-                       t == MODEL_ROPE_GLOBAL ? c->rope_divisors : NULL, c->rope_cs[t] + (size_t)r0 * hp->n_rot);
+        const ops_rope_params rp = {.base = rt->base, .scale = rt->scale, .attn_factor = rt->mscale};
+        ops_rope_table(pos + r0, r1 - r0, hp->n_rot, &rp, t == MODEL_ROPE_GLOBAL ? c->rope_divisors : NULL,
+                       c->rope_cs[t] + (size_t)r0 * hp->n_rot);
     }
 
     for (uint32_t l = 0; l < hp->n_layers; l++) {
@@ -316,7 +317,7 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         }
 #pragma omp barrier
         ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->attn_scale, L->window,
-                      c->att, c->n_threads);
+                      NULL, c->att, c->n_threads);
         quantize_rows(c, c->att, r0, r1, q_dim, ops_matrix_wants_q8(&L->wo));
 #pragma omp barrier
         ops_matmul(&L->wo, &(ops_rows){c->att, c->xq, c->xp, n}, c->xb, c->n_threads);
