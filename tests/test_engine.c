@@ -73,6 +73,7 @@ static int setup_arch(void **state, const char *arch) {
 }
 static int setup_qwen3moe(void **state) { return setup_arch(state, "qwen3moe"); }
 static int setup_glm4moe(void **state) { return setup_arch(state, "glm4moe"); }
+static int setup_gptoss(void **state) { return setup_arch(state, "gpt-oss"); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -337,6 +338,7 @@ int main(void) {
         CASE(test_a_tiny_kv_budget_evicts_and_stays_exact, q8_kv_q4_0),
         CASE(test_batched_decode_never_changes_an_answer, qwen3moe),
         CASE(test_batched_decode_never_changes_an_answer, glm4moe),
+        CASE(test_batched_decode_never_changes_an_answer, gptoss),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

@@ -89,6 +89,7 @@ static int setup_phi3(void **state) { return setup_arch(state, "phi3", GGML_TYPE
 static int setup_gemma3(void **state) { return setup_arch(state, "gemma3", GGML_TYPE_Q8_0); }
 static int setup_qwen3moe(void **state) { return setup_arch(state, "qwen3moe", GGML_TYPE_Q8_0); }
 static int setup_glm4moe(void **state) { return setup_arch(state, "glm4moe", GGML_TYPE_Q8_0); }
+static int setup_gptoss(void **state) { return setup_arch(state, "gpt-oss", GGML_TYPE_Q8_0); }
 static int setup_qwen3moe_f32(void **state) { return setup_arch(state, "qwen3moe", GGML_TYPE_F32); }
 
 static int teardown(void **state) {
@@ -266,6 +267,8 @@ int main(void) {
         CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, glm4moe),
         CASE(test_decode_rows_equal_prefill_rows, glm4moe),
         CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, qwen3moe_f32),
+        CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, gptoss),
+        CASE(test_decode_rows_equal_prefill_rows, gptoss),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

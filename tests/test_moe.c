@@ -119,6 +119,26 @@ static void test_each_architecture_reads_its_expert_layers(void **state) {
     assert_int_equal(m->nextn[0].eh_proj.n_in, 256);
     assert_true(fkv_model_get_info(m).n_layers == 4);
     fkv_model_free(m);
+
+    /* gpt-oss: biases everywhere, sinks, windows on even layers rotating as the global ones (YaRN) */
+    path = tu_arch_model("gpt-oss", GGML_TYPE_Q8_0, 3);
+    m = load(path);
+    remove(path);
+    assert_int_equal(m->hp.gating, OPS_GATE_SOFTMAX_WEIGHT);
+    assert_false(m->hp.expert_norm);
+    assert_true(m->hp.rope[MODEL_ROPE_GLOBAL].ext_factor == 1.0f);
+    assert_int_equal(m->hp.rope[MODEL_ROPE_GLOBAL].n_ctx_orig, 4096);
+    assert_memory_equal(&m->hp.rope[MODEL_ROPE_LOCAL], &m->hp.rope[MODEL_ROPE_GLOBAL], sizeof(ops_rope_params));
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        const model_layer *L = &m->layers[l];
+        assert_int_equal(L->window, l % 2 == 0 ? 20 : 0);
+        assert_non_null(L->bo);
+        assert_non_null(L->sinks);
+        assert_non_null(L->moe->router_b);
+        assert_non_null(L->moe->gate_b);
+        assert_non_null(L->moe->down_b);
+    }
+    fkv_model_free(m);
 }
 
 /* The experts are read where the file maps them: never copied, never packed. */

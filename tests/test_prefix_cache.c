@@ -90,6 +90,7 @@ static int setup_smollm3(void **state) { return setup_arch(state, "smollm3", FKV
 static int setup_gemma3(void **state) { return setup_arch(state, "gemma3", FKV_KV_F16); }
 static int setup_qwen3moe(void **state) { return setup_arch(state, "qwen3moe", FKV_KV_F16); }
 static int setup_glm4moe(void **state) { return setup_arch(state, "glm4moe", FKV_KV_F16); }
+static int setup_gptoss(void **state) { return setup_arch(state, "gpt-oss", FKV_KV_F16); }
 /* gemma3's window layers with quantized rows: its heads of 64, one KV head */
 static int setup_gemma3_kv_q8_0(void **state) { return setup_arch(state, "gemma3", FKV_KV_Q8_0); }
 
@@ -348,6 +349,7 @@ int main(void) {
         CASE(test_boundary_matrix_resumes_exactly, gemma3),
         CASE(test_boundary_matrix_resumes_exactly, qwen3moe),
         CASE(test_boundary_matrix_resumes_exactly, glm4moe),
+        CASE(test_boundary_matrix_resumes_exactly, gptoss),
         CASE(test_boundary_matrix_resumes_exactly, q8_kv_q8_0),
         CASE(test_boundary_matrix_resumes_exactly, q8_kv_q4_0),
         CASE(test_alternating_reused_and_cold_turns_never_differ, q8_kv_q8_0),

@@ -72,10 +72,11 @@ const char *tu_arch_model(const char *arch, int type, uint64_t seed) {
                          .arch = arch};
     if (!strcmp(arch, "qwen3")) p.head_dim = 64; /* q_dim 256 != dim 128 */
     if (!strcmp(arch, "phi3")) p.rope_dims = 16;
-    if (!strcmp(arch, "qwen3moe") || !strcmp(arch, "glm4moe")) { /* 3 of 8 experts: chunks share some, not all */
+    if (!strcmp(arch, "gpt-oss")) p.window = 20; /* even layers: crosses the 32-key tiles */
+    if (strstr(arch, "moe") || !strcmp(arch, "gpt-oss")) { /* 3 of 8 experts: chunks share some, not all */
         p.n_expert = 8, p.n_expert_used = 3, p.n_ff_exp = 64;
         if (!strcmp(arch, "qwen3moe")) p.head_dim = 64;
-        else p.rope_dims = 16, p.n_shared = 1, p.n_dense_lead = 1, p.n_nextn = 1;
+        if (!strcmp(arch, "glm4moe")) p.rope_dims = 16, p.n_shared = 1, p.n_dense_lead = 1, p.n_nextn = 1;
     }
     if (!strcmp(arch, "gemma3")) {
         p.n_kv_heads = 1;

@@ -35,7 +35,8 @@ const char *tu_small_model(int type, uint64_t seed);
  * stories260K's vocabulary) with each architecture's own features in use: qwen3 heads of 64 (q_dim 256 != dim),
  * phi3 partial rotary (16 of 32 dims), gemma3 one KV head of 64 and a window of 20 on layers 0 and 2; smollm3's
  * layer 3 has no rope; qwen3moe and glm4moe route each row to 3 of 8 experts of width 64 (qwen3moe heads of 64;
- * glm4moe partial rotary, a shared expert, a dense layer 0 and one NextN block). Written to a fresh temp path like
+ * glm4moe partial rotary, a shared expert, a dense layer 0 and one NextN block; gpt-oss biases, sinks, YaRN and a
+ * window of 20 on its even layers). Written to a fresh temp path like
  * tu_small_model; NULL on failure. */
 const char *tu_arch_model(const char *arch, int type, uint64_t seed);
 

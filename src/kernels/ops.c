@@ -531,6 +531,25 @@ void ops_swiglu(float *gate, const float *up, size_t n) {
     }
 }
 
+void ops_swiglu_oai(float *gate, const float *up, size_t n) {
+    enum { CHUNK = 256 };
+    const float alpha = 1.702f, limit = 7.0f;
+    float e[CHUNK];
+    for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
+        const size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        for (size_t i = 0; i < m; i++) {
+            const float g = limit < gate[i0 + i] ? limit : gate[i0 + i]; /* std::min's operands: a NaN stays */
+            gate[i0 + i] = g;
+            e[i] = alpha * -g;
+        }
+        kern_exp(e, m);
+        for (size_t i = 0; i < m; i++) {
+            const float u = up[i0 + i] < -limit ? -limit : up[i0 + i] > limit ? limit : up[i0 + i];
+            gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * (u + 1.0f);
+        }
+    }
+}
+
 void ops_geglu(float *gate, const float *up, size_t n) {
     enum { CHUNK = 256 };
     const float sqrt_2_over_pi = 0.79788456080286535588f, coef = 0.044715f;

@@ -183,6 +183,10 @@ void ops_weighted_sum(float *out, const float *const *ys, const float *w, uint32
 /* gate[i] = silu(gate[i]) * up[i] over n elements, silu(g) = g / (1 + e^-g) with e^x from kern_exp. */
 void ops_swiglu(float *gate, const float *up, size_t n);
 
+/* gpt-oss's clamped SwiGLU: g = min(gate[i], 7), u = clamp(up[i], -7, 7), gate[i] = g / (1 + e^(-1.702·g)) ·
+ * (u + 1), e^x from kern_exp (llama.cpp's swiglu_oai with its alpha 1.702 and limit 7). */
+void ops_swiglu_oai(float *gate, const float *up, size_t n);
+
 /* gate[i] = gelu(gate[i]) * up[i] over n elements, gelu the tanh form: g/2·(1 + tanh(u)), u = sqrt(2/pi)·(g +
  * 0.044715·g³), computed as g / (1 + e^(-2u)) with e^x from kern_exp (the same value; no libm, so the same bits on
  * every machine). */

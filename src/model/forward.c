@@ -38,6 +38,7 @@ struct forward {
     uint32_t *sel;             /* [max_rows][k] each row's experts, in slot order */
     float *wts;                /* [max_rows][k] their weights */
     uint32_t *entry_row;       /* [max_rows·k] the row of entry j (entries grouped by expert, rows ascending) */
+    uint32_t *entry_slot;      /* [max_rows·k] the route r·k + s that entry j is (its expert: sel[entry_slot[j]]) */
     uint32_t *slot_entry;      /* [max_rows·k] the entry of row r's slot s */
     uint32_t *group_at;        /* [n_expert + 1] expert e's entries are [group_at[e], group_at[e + 1]) */
     float *xg;                 /* [max_rows·k][dim] entries' input rows, f32 (for f32/f16 experts) */
@@ -109,6 +110,7 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
         {(void **)&c->sel, sizeof(uint32_t) * ent},
         {(void **)&c->wts, sizeof(float) * ent},
         {(void **)&c->entry_row, sizeof(uint32_t) * ent},
+        {(void **)&c->entry_slot, sizeof(uint32_t) * ent},
         {(void **)&c->slot_entry, sizeof(uint32_t) * ent},
         {(void **)&c->group_at, ne ? sizeof(uint32_t) * (ne + 1) : 0},
         {(void **)&c->xg, sizeof(float) * ent * hp->dim},
@@ -185,6 +187,7 @@ static uint32_t moe_group(forward *c, const model_experts *E, uint32_t n) {
         for (uint32_t s = 0; s < k; s++) {
             const uint32_t j = cursor[c->sel[r * k + s]]++;
             c->entry_row[j] = r;
+            c->entry_slot[j] = r * k + s;
             c->slot_entry[r * k + s] = j;
         }
     const size_t pin = kern_panel_row_bytes(dim), pff = kern_panel_row_bytes(ff);
@@ -241,13 +244,24 @@ static void moe_ffn(forward *c, const model_experts *E, uint32_t n, uint32_t r0,
     if (in_q8 && c->xpg) kern_panel_rows(c->xqg, dim, j0, j1, c->xpg);
 #pragma omp barrier
     ops_matmuls(c->eprod, (int)(2 * a), c->n_threads);
-    ops_swiglu(c->hg + (size_t)j0 * ff, c->hu + (size_t)j0 * ff, (size_t)(j1 - j0) * ff);
+    for (uint32_t j = j0; E->gate_b && j < j1; j++) { /* gpt-oss: each entry's expert's biases */
+        const uint32_t e = c->sel[c->entry_slot[j]];
+        ops_add(c->hg + (size_t)j * ff, E->gate_b + (size_t)e * ff, ff);
+        ops_add(c->hu + (size_t)j * ff, E->up_b + (size_t)e * ff, ff);
+    }
+    if (hp->kind.swiglu_oai)
+        ops_swiglu_oai(c->hg + (size_t)j0 * ff, c->hu + (size_t)j0 * ff, (size_t)(j1 - j0) * ff);
+    else
+        ops_swiglu(c->hg + (size_t)j0 * ff, c->hu + (size_t)j0 * ff, (size_t)(j1 - j0) * ff);
     if (ops_matrix_wants_q8(&E->down)) {
         for (uint32_t j = j0; j < j1; j++) quant_row_q8(c->hg + (size_t)j * ff, c->xqg + (size_t)j * (ff / QK), ff);
         if (c->xpg) kern_panel_rows(c->xqg, ff, j0, j1, c->xpg);
     }
 #pragma omp barrier
     ops_matmuls(c->eprod + 2 * a, (int)a, c->n_threads);
+    for (uint32_t j = j0; E->down_b && j < j1; j++)
+        ops_add(c->yd + (size_t)j * dim, E->down_b + (size_t)c->sel[c->entry_slot[j]] * dim, dim);
+#pragma omp barrier
     for (uint32_t r = r0; r < r1; r++) {
         const float *ys[k];
         for (uint32_t s = 0; s < k; s++) ys[s] = c->yd + (size_t)c->slot_entry[r * k + s] * dim;
@@ -280,9 +294,7 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
             for (uint32_t i = 0; i < dim; i++) x[i] *= embd_scale;
     }
     for (int t = 0; t < (hp->window ? 2 : 1); t++) {
-        const model_rope *rt = &hp->rope[t];
-        const ops_rope_params rp = {.base = rt->base, .scale = rt->scale, .attn_factor = rt->mscale};
-        ops_rope_table(pos + r0, r1 - r0, hp->n_rot, &rp, t == MODEL_ROPE_GLOBAL ? c->rope_divisors : NULL,
+        ops_rope_table(pos + r0, r1 - r0, hp->n_rot, &hp->rope[t], t == MODEL_ROPE_GLOBAL ? c->rope_divisors : NULL,
                        c->rope_cs[t] + (size_t)r0 * hp->n_rot);
     }
 
@@ -317,10 +329,11 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         }
 #pragma omp barrier
         ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->attn_scale, L->window,
-                      NULL, c->att, c->n_threads);
+                      L->sinks, c->att, c->n_threads);
         quantize_rows(c, c->att, r0, r1, q_dim, ops_matrix_wants_q8(&L->wo));
 #pragma omp barrier
         ops_matmul(&L->wo, &(ops_rows){c->att, c->xq, c->xp, n}, c->xb, c->n_threads);
+        for (uint32_t r = r0; L->bo && r < r1; r++) ops_add(c->xb + (size_t)r * dim, L->bo, dim); /* gpt-oss */
         if (L->post_attn_norm)
             ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
         ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);

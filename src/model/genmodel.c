@@ -189,6 +189,11 @@ static int add_ffn(gguf_writer *w, const genmodel_params *p, const model_arch *a
     const uint32_t ff = p->n_ff_exp, sh = p->n_shared * ff;
     const float s_ff = sqrtf(3.0f / (float)ff);
     return add_tensors(w, p, T("ffn_gate_inp.weight"), p->dim, p->n_expert, 1, true, 0.0f, s_dim, err) ||
+           (a->expert_biases &&
+            (add_tensor(w, p, T("ffn_gate_inp.bias"), p->n_expert, 0, 0.0f, 0.5f, err) ||
+             add_tensors(w, p, T("ffn_gate_exps.bias"), ff, p->n_expert, 1, true, 0.0f, 0.5f, err) ||
+             add_tensors(w, p, T("ffn_up_exps.bias"), ff, p->n_expert, 1, true, 0.0f, 0.5f, err) ||
+             add_tensors(w, p, T("ffn_down_exps.bias"), p->dim, p->n_expert, 1, true, 0.0f, 0.5f, err))) ||
            (a->select_bias && add_tensor(w, p, T("exp_probs_b.bias"), p->n_expert, 0, 0.0f, 0.05f, err)) ||
            add_tensors(w, p, T("ffn_gate_exps.weight"), p->dim, ff, p->n_expert, false, 0.0f, s_dim, err) ||
            add_tensors(w, p, T("ffn_up_exps.weight"), p->dim, ff, p->n_expert, false, 0.0f, s_dim, err) ||
@@ -278,7 +283,7 @@ int genmodel_write(const genmodel_params *params, const char *path, fkv_error *e
         gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), p->n_ff_exp);
         if (p->n_shared) gguf_writer_set_u32(w, KEY("expert_shared_count"), p->n_shared);
         if (p->n_dense_lead) gguf_writer_set_u32(w, KEY("leading_dense_block_count"), p->n_dense_lead);
-        if (a->gating != OPS_GATE_SOFTMAX) { /* as GLM-4.5's converter writes them */
+        if (a->routing_keys) { /* as GLM-4.5's converter writes them */
             gguf_writer_set_u32(w, KEY("expert_gating_func"), (uint32_t)a->gating);
             gguf_writer_set_bool(w, KEY("expert_weights_norm"), true);
             gguf_writer_set_f32(w, KEY("expert_weights_scale"), 1.0f);
@@ -307,6 +312,11 @@ int genmodel_write(const genmodel_params *params, const char *path, fkv_error *e
                             scale > 1.0 && orig_ctx > 1 ? (float)sqrt(1.0 + log(scale) / log((double)orig_ctx)) : 1.0f);
     }
     if (a->window_ignored) gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->window);
+    if (a->yarn) { /* as gpt-oss's converter writes them */
+        gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn");
+        gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 32.0f);
+        gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096);
+    }
 #undef KEY
 
     const uint32_t q_dim = p->n_heads * head_dim, kv_dim = p->n_kv_heads * head_dim;
@@ -328,6 +338,8 @@ int genmodel_write(const genmodel_params *params, const char *path, fkv_error *e
                              add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err)) ||
              add_tensor(w, p, T("attn_output.weight"), q_dim, p->dim, 0.0f, sqrtf(3.0f / (float)q_dim), err) ||
              add_ffn(w, p, a, l, err) ||
+             (a->out_bias && add_tensor(w, p, T("attn_output.bias"), p->dim, 0, 0.0f, 0.5f, err)) ||
+             (a->sinks && add_tensor(w, p, T("attn_sinks.weight"), p->n_heads, 0, 0.0f, 2.0f, err)) ||
              (a->qkv_bias && (add_tensor(w, p, T("attn_q.bias"), q_dim, 0, 0.0f, 0.5f, err) ||
                               add_tensor(w, p, T("attn_k.bias"), kv_dim, 0, 0.0f, 0.5f, err) ||
                               add_tensor(w, p, T("attn_v.bias"), kv_dim, 0, 0.0f, 0.5f, err))) ||

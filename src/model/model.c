@@ -82,14 +82,16 @@ static int load_matrix(const gguf_file *f, const char *name, uint32_t n_in, uint
 /* x > 0 and finite (a NaN is neither). */
 static bool positive(float x) { return x > 0.0f && isfinite(x); }
 
-static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_error *err) {
-    const gguf_tensor *t = find_checked(f, name, n, 0, true, err);
+/* A vector [n_in], or (n_out > 1) n_out of them [n_in, n_out] (per-expert biases), copied to f32. */
+static float *load_floats(const gguf_file *f, const char *name, uint32_t n_in, uint32_t n_out, fkv_error *err) {
+    const gguf_tensor *t = find_dims(f, name, n_out > 1 ? 2 : 1, (const uint64_t[]){n_in, n_out}, true, err);
     if (!t) return NULL;
     if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16) {
-        err_input(err, "%s: norm tensor '%s' is quantized (%s); norms must be f32, f16 or bf16", f->path, name,
-                ggml_type_name(t->type));
+        err_input(err, "%s: norm or bias tensor '%s' is quantized (%s); it must be f32, f16 or bf16", f->path, name,
+                  ggml_type_name(t->type));
         return NULL;
     }
+    const size_t n = (size_t)n_in * n_out;
     float *v = malloc(sizeof(float) * n);
     if (!v) {
         err_nomem(err, "%s: out of memory copying '%s'", f->path, name);
@@ -99,13 +101,19 @@ static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_
     return v;
 }
 
+static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_error *err) {
+    return load_floats(f, name, n, 1, err);
+}
+
 /* The architectures flatkv computes: how each differs from llama's computation and what its converter writes
  * (model_arch in model.h); everything else comes from metadata. Facts from llama.cpp's src/models/<arch>.cpp: qwen3,
  * phi3 and gemma3 rotate halves; smollm3 rotates adjacent pairs and leaves every 4th layer without rope (a constant
  * there, no key); phi3's sliding window is disabled there ("Phi SWA is currently disabled"). qwen3moe is qwen3 with
  * experts, softmax routing, weights renormalised (always: qwen3moe.cpp passes true); glm4moe (glm4-moe.cpp) rotates
  * halves, has q/k/v biases and, in some sizes, q/k norms, normalises the FFN input with post_attention_norm, routes
- * by sigmoid unless expert_gating_func says otherwise, and adds its shared experts unweighted. */
+ * by sigmoid unless expert_gating_func says otherwise, and adds its shared experts unweighted. gpt-oss (openai-moe.cpp):
+ * halves, q/k/v and output biases, attention sinks, window layers on even layers (period 2) rotating as the others
+ * (YaRN included), softmax over the selected experts' biased logits, biased experts with the clamped SwiGLU. */
 static const model_arch archs[] = {
     {.name = "llama", .rms_eps = 1e-5f, .rope_base = 10000.0f},
     {.name = "qwen2", .rope_halves = true, .qkv_bias = true, .rms_eps = 1e-5f, .rope_base = 10000.0f},
@@ -118,7 +126,10 @@ static const model_arch archs[] = {
     {.name = "qwen3moe", .rope_halves = true, .qk_norm = true, .experts = true, .gating = OPS_GATE_SOFTMAX,
      .expert_norm = true, .head_size_keys = true, .rms_eps = 1e-6f, .rope_base = 1000000.0f},
     {.name = "glm4moe", .rope_halves = true, .qkv_bias = true, .experts = true, .gating = OPS_GATE_SIGMOID,
-     .ffn_post_name = true, .select_bias = true, .head_size_keys = true, .rms_eps = 1e-5f, .rope_base = 1000000.0f},
+     .routing_keys = true, .ffn_post_name = true, .select_bias = true, .head_size_keys = true, .rms_eps = 1e-5f, .rope_base = 1000000.0f},
+    {.name = "gpt-oss", .rope_halves = true, .qkv_bias = true, .out_bias = true, .sinks = true, .experts = true,
+     .gating = OPS_GATE_SOFTMAX_WEIGHT, .expert_biases = true, .swiglu_oai = true, .ffn_post_name = true, .swa = true,
+     .swa_period = 2, .swa_same_rope = true, .yarn = true, .head_size_keys = true, .rms_eps = 1e-5f, .rope_base = 150000.0f},
 };
 #define N_ARCHS (sizeof archs / sizeof *archs)
 
@@ -204,18 +215,20 @@ static int read_experts(const gguf_file *f, const char *A, model_hparams *hp, fk
     if (hp->n_dense_lead > hp->n_layers)
         return err_input(err, "%s: %s is %u, more than the %u layers", f->path, key, hp->n_dense_lead, hp->n_layers);
     hp->gating = hp->kind.gating;
-    uint32_t gating = 0;
-    if (gguf_find(f, KEY("expert_gating_func")) && gguf_get_u32(f, key, &gating, err)) return -1;
-    if (gating > OPS_GATE_SOFTMAX_WEIGHT)
-        return err_unsupported(err, "%s: %s is %u; flatkv computes 1 (softmax), 2 (sigmoid) and 3 (softmax of the "
-                                    "selected)", f->path, key, gating);
-    if (gating) hp->gating = (ops_gating)gating;
     hp->expert_norm = hp->kind.expert_norm;
-    if (gguf_find(f, KEY("expert_weights_norm")) && gguf_get_bool(f, key, &hp->expert_norm, err)) return -1;
     hp->expert_scale = 0.0f;
-    if (gguf_find(f, KEY("expert_weights_scale")) && gguf_get_f32(f, key, &hp->expert_scale, err)) return -1;
-    if (!isfinite(hp->expert_scale))
-        return err_input(err, "%s: %s.expert_weights_scale is not finite", f->path, A);
+    if (hp->kind.routing_keys) {
+        uint32_t gating = 0;
+        if (gguf_find(f, KEY("expert_gating_func")) && gguf_get_u32(f, key, &gating, err)) return -1;
+        if (gating > OPS_GATE_SOFTMAX_WEIGHT)
+            return err_unsupported(err, "%s: %s is %u; flatkv computes 1 (softmax), 2 (sigmoid) and 3 (softmax of "
+                                        "the selected)", f->path, key, gating);
+        if (gating) hp->gating = (ops_gating)gating;
+        if (gguf_find(f, KEY("expert_weights_norm")) && gguf_get_bool(f, key, &hp->expert_norm, err)) return -1;
+        if (gguf_find(f, KEY("expert_weights_scale")) && gguf_get_f32(f, key, &hp->expert_scale, err)) return -1;
+        if (!isfinite(hp->expert_scale))
+            return err_input(err, "%s: %s.expert_weights_scale is not finite", f->path, A);
+    }
     /* Grouped selection (DeepSeek-V3) and clamped expert activations are not computed: refused where they act. */
     uint32_t groups = 0;
     if (gguf_find(f, KEY("expert_group_count")) && gguf_get_u32(f, key, &groups, err)) return -1;
@@ -295,12 +308,13 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
     hp->rope_scale = 1.0f;
     const gguf_value *scaling = gguf_find(f, KEY("rope.scaling.type"));
     const bool no_scaling = scaling && scaling->type == GGUF_TYPE_STRING && gguf_str_eq(scaling->str, "none");
-    if (scaling && !no_scaling) {
+    const bool yarn = scaling && scaling->type == GGUF_TYPE_STRING && gguf_str_eq(scaling->str, "yarn");
+    if (scaling && !no_scaling && !yarn) {
         /* llama3-type scaling arrives as the rope_freqs.weight tensor (read with the weights). */
         if (scaling->type != GGUF_TYPE_STRING ||
             (!gguf_str_eq(scaling->str, "linear") && !gguf_str_eq(scaling->str, "llama3")))
-            return err_unsupported(err, "%s: %s.rope.scaling.type '%.*s' is not supported (none, linear, llama3)",
-                                        f->path, A,
+            return err_unsupported(err, "%s: %s.rope.scaling.type '%.*s' is not supported (none, linear, llama3, "
+                                        "yarn)", f->path, A,
                            scaling->type == GGUF_TYPE_STRING ? (int)(scaling->str.len > 32 ? 32 : scaling->str.len) : 0,
                            scaling->type == GGUF_TYPE_STRING ? scaling->str.ptr : "");
     }
@@ -311,11 +325,10 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
         if (gguf_get_f32(f, key, &factor, err)) return -1;
         if (factor != 0.0f) hp->rope_scale = factor;
     }
-    static const char *const yarn_keys[] = {"rope.scaling.yarn_ext_factor", "rope.scaling.yarn_attn_factor",
-                                            "rope.scaling.yarn_log_multiplier", "attention.scale",
-                                            "final_logit_softcapping", "attn_logit_softcapping"};
-    for (size_t i = 0; i < sizeof yarn_keys / sizeof *yarn_keys; i++) {
-        snprintf(key, sizeof key, "%s.%s", A, yarn_keys[i]);
+    static const char *const refused_keys[] = {"rope.scaling.yarn_log_multiplier", "attention.scale",
+                                               "final_logit_softcapping", "attn_logit_softcapping"};
+    for (size_t i = 0; i < sizeof refused_keys / sizeof *refused_keys; i++) {
+        snprintf(key, sizeof key, "%s.%s", A, refused_keys[i]);
         const gguf_value *v = gguf_find(f, key);
         float x = 0.0f;
         if (v && (v->type != GGUF_TYPE_FLOAT32 || (gguf_get_f32(f, key, &x, err), x != 0.0f)))
@@ -326,11 +339,30 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
         return -1;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     /* ggml's attn_factor multiplies the rotated pairs' cos and sin: rope.scaling.attn_factor (LongRoPE's converter
-     * writes sqrt(1 + ln(scale)/ln(original context))). */
+     * writes sqrt(1 + ln(scale)/ln(original context))), or YaRN's own yarn_attn_factor. */
     float mscale = 1.0f;
     if (gguf_find(f, KEY("rope.scaling.attn_factor")) && gguf_get_f32(f, key, &mscale, err)) return -1;
-    hp->rope[MODEL_ROPE_GLOBAL] = (model_rope){hp->rope_base, hp->rope_scale, mscale};
-    hp->rope[MODEL_ROPE_LOCAL] = (model_rope){10000.0f, 1.0f, mscale};
+    ops_rope_params *g = &hp->rope[MODEL_ROPE_GLOBAL];
+    *g = (ops_rope_params){.base = hp->rope_base, .scale = hp->rope_scale, .attn_factor = mscale};
+    if (yarn) { /* llama.cpp's defaults: extrapolation mix 1, correction range 32..1 rotations */
+        *g = (ops_rope_params){.base = hp->rope_base, .scale = hp->rope_scale, .attn_factor = 1.0f, .ext_factor = 1.0f,
+                               .beta_fast = 32.0f, .beta_slow = 1.0f, .n_ctx_orig = hp->n_ctx_orig};
+        const struct { const char *key; float *at; } yk[] = {{"rope.scaling.yarn_ext_factor", &g->ext_factor},
+            {"rope.scaling.yarn_attn_factor", &g->attn_factor}, {"rope.scaling.yarn_beta_fast", &g->beta_fast},
+            {"rope.scaling.yarn_beta_slow", &g->beta_slow}};
+        for (size_t i = 0; i < sizeof yk / sizeof *yk; i++) {
+            snprintf(key, sizeof key, "%s.%s", A, yk[i].key);
+            if (gguf_find(f, key) && gguf_get_f32(f, key, yk[i].at, err)) return -1;
+        }
+        if (!positive(g->beta_fast) || !positive(g->beta_slow) || !g->n_ctx_orig || !isfinite(g->ext_factor) ||
+            !positive(g->attn_factor))
+            return err_input(err, "%s: %s's YaRN parameters (beta_fast %g, beta_slow %g, original context %u, "
+                                  "ext_factor %g, attn_factor %g) must be positive and finite", f->path, A,
+                             (double)g->beta_fast, (double)g->beta_slow, g->n_ctx_orig, (double)g->ext_factor,
+                             (double)g->attn_factor);
+    }
+    hp->rope[MODEL_ROPE_LOCAL] = kind->swa_same_rope ? *g : (ops_rope_params){.base = 10000.0f, .scale = 1.0f,
+                                                                               .attn_factor = mscale};
     hp->window = 0;
     if (hp->kind.swa && gguf_find(f, KEY("attention.sliding_window"))) {
         if (gguf_get_u32(f, key, &hp->window, err)) return -1;
@@ -345,7 +377,7 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
                                            "attention only",
                               f->path, A, w, A);
     }
-    hp->swa_pattern = 6;
+    hp->swa_pattern = kind->swa_period ? kind->swa_period : 6;
     if (hp->window && gguf_find(f, KEY("attention.sliding_window_pattern"))) {
         const gguf_value *v = gguf_find(f, key);
         if (v->type == GGUF_TYPE_ARRAY)
@@ -385,6 +417,11 @@ static int load_experts(const gguf_file *f, const model_hparams *hp, uint32_t l,
     if (!(t = find_dims(f, NAME("ffn_down_exps.weight"), 3, (const uint64_t[]){ff, dim, n}, true, err))) return -1;
     matrix_of(t, ff, dim * n, &E->down);
     if (gguf_find_tensor(f, NAME("exp_probs_b.bias")) && !(E->select_b = load_vector(f, name, n, err))) return -1;
+    if (hp->kind.expert_biases && (!(E->router_b = load_vector(f, NAME("ffn_gate_inp.bias"), n, err)) ||
+                                   !(E->gate_b = load_floats(f, NAME("ffn_gate_exps.bias"), ff, n, err)) ||
+                                   !(E->up_b = load_floats(f, NAME("ffn_up_exps.bias"), ff, n, err)) ||
+                                   !(E->down_b = load_floats(f, NAME("ffn_down_exps.bias"), dim, n, err))))
+        return -1;
 #undef NAME
     return 0;
 }
@@ -509,6 +546,9 @@ static int load_weights(fkv_model *m, fkv_error *err) {
         const bool qk_norm = k->qk_norm || gguf_find_tensor(f, NAME("attn_q_norm.weight"));
         if (qk_norm && (!(L->q_norm = load_vector(f, NAME("attn_q_norm.weight"), hp->head_dim, err)) ||
                         !(L->k_norm = load_vector(f, NAME("attn_k_norm.weight"), hp->head_dim, err))))
+            return -1;
+        if ((k->out_bias && !(L->bo = load_vector(f, NAME("attn_output.bias"), hp->dim, err))) ||
+            (k->sinks && !(L->sinks = load_vector(f, NAME("attn_sinks.weight"), hp->n_heads, err))))
             return -1;
         if (k->post_norms && (!(L->post_attn_norm = load_vector(f, NAME("post_attention_norm.weight"), hp->dim, err)) ||
                               !(L->post_ffn_norm = load_vector(f, NAME("post_ffw_norm.weight"), hp->dim, err))))
@@ -656,6 +696,9 @@ void fkv_model_free(fkv_model *m) {
         for (uint32_t l = 0; l < m->hp.n_layers + m->hp.n_nextn; l++) {
             if (m->layers[l].moe) {
                 free(m->layers[l].moe->router_b);
+                free(m->layers[l].moe->gate_b);
+                free(m->layers[l].moe->up_b);
+                free(m->layers[l].moe->down_b);
                 free(m->layers[l].moe->select_b);
                 free(m->layers[l].moe);
             }
@@ -664,6 +707,8 @@ void fkv_model_free(fkv_model *m) {
             free(m->layers[l].bq);
             free(m->layers[l].bk);
             free(m->layers[l].bv);
+            free(m->layers[l].bo);
+            free(m->layers[l].sinks);
             free(m->layers[l].q_norm);
             free(m->layers[l].k_norm);
             free(m->layers[l].post_attn_norm);

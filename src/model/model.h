@@ -9,8 +9,8 @@
  * forward pass and gen-model (genmodel.h) read the switches, never the architecture's name. Mixtures of experts
  * (qwen3moe, glm4moe) are the same computation with routed experts in place of the dense FFN (docs/design.md §6). This module turns
  * the file into that description and refuses, with the key or tensor named, anything the forward pass could not
- * compute correctly (an unknown architecture, value heads of another size than key heads, logit soft-capping, YaRN
- * keys, a sliding window where the architecture has none) — so the forward pass itself never checks shapes.
+ * compute correctly (an unknown architecture, value heads of another size than key heads, logit soft-capping, a
+ * YaRN log multiplier, a sliding window where the architecture has none) — so the forward pass itself never checks shapes.
  *
  * INVARIANT: a loaded model's every matrix has exactly the shape the hyperparameters imply (checked
  * tensor by tensor at load), a type flatkv computes (a row of src/kernels/traits.c), and its data inside
@@ -43,6 +43,9 @@
  *   `post_norms`: blk.L.post_attention_norm.weight, blk.L.post_ffw_norm.weight [dim]
  *   `long_rope` (optional): rope_factors_short.weight, rope_factors_long.weight [n_rot/2]
  *   optional: rope_freqs.weight [n_rot/2]
+ *   `out_bias`: blk.L.attn_output.bias [dim];  `sinks`: blk.L.attn_sinks.weight [n_heads]
+ *   `expert_biases`: blk.L.ffn_gate_inp.bias [n_expert], ffn_gate_exps/ffn_up_exps.bias [n_ff_exp, n_expert],
+ *     ffn_down_exps.bias [dim, n_expert]
  *   `experts` (layers l >= leading_dense_block_count; the others dense as above):
  *     blk.L.ffn_gate_inp.weight [dim, n_expert]   blk.L.exp_probs_b.bias [n_expert] (optional)
  *     blk.L.ffn_gate_exps/ffn_up_exps.weight [dim, n_ff_exp, n_expert]   blk.L.ffn_down_exps.weight [n_ff_exp, dim, n_expert]
@@ -83,23 +86,24 @@ typedef struct {
     bool window_ignored; /* attention.sliding_window is written but attention is full (llama.cpp disables it) */
     uint32_t nope_step;  /* layers l with (l + 1) % nope_step == 0 have no rope (SmolLM3: 4); 0: none */
     bool experts;        /* routed experts (model_experts) in every layer from leading_dense_block_count on */
-    ops_gating gating;   /* how router logits become expert weights, unless expert_gating_func says otherwise */
-    bool expert_norm;    /* the k weights renormalised to sum 1 (overridden by expert_weights_norm) */
+    ops_gating gating;   /* how router logits become expert weights */
+    bool expert_norm;    /* the k weights renormalised to sum 1 */
+    bool routing_keys;   /* expert_gating_func, expert_weights_norm and _scale override the two above (GLM-4.5);
+                          * other rows compute as their llama.cpp graph does whatever a file says */
     bool ffn_post_name;  /* the FFN's input norm is stored as post_attention_norm (GLM-4.5), not ffn_norm */
     bool select_bias;    /* its converter writes exp_probs_b (the loader takes it wherever a file has it) */
+    bool out_bias;       /* attn_output.bias (required) */
+    bool sinks;          /* attn_sinks: a learned logit per head in every softmax's denominator (required) */
+    bool expert_biases;  /* biases of the router and of each expert's gate, up and down (required) */
+    bool swiglu_oai;     /* experts' activation: gpt-oss's clamped SwiGLU (ops_swiglu_oai) instead of SwiGLU */
+    uint32_t swa_period; /* the window layers' default attention.sliding_window_pattern (0: 6, llama.cpp's) */
+    bool swa_same_rope;  /* window layers rotate as the others (base from rope.freq_base_swa if set, scaling too) */
+    bool yarn;           /* its converter writes YaRN scaling (gpt-oss: factor 32 over an original context of 4096) */
     bool tied;           /* no output.weight: the output matrix is token_embd */
     bool head_size_keys; /* attention.key_length and value_length are written even when they are dim / heads */
     float rms_eps;       /* attention.layer_norm_rms_epsilon of its models */
     float rope_base;     /* rope.freq_base of its models */
 } model_arch;
-
-/* One rotary table: angle of pair i at position p = (p / scale) · base^(-2i/n_rot) / divisor[i]; cos and sin
- * then times mscale (ggml's attn_factor; 1 but for LongRoPE). */
-typedef struct {
-    float base;
-    float scale;
-    float mscale;
-} model_rope;
 
 #define MODEL_ROPE_GLOBAL 0 /* rope.freq_base and scaling: every layer of a model without window layers */
 #define MODEL_ROPE_LOCAL 1  /* window layers' own base (rope.freq_base_swa, default 10000), no scaling */
@@ -111,7 +115,9 @@ typedef struct {
  * likewise up; its down is rows [e·dim, (e+1)·dim) of `down`. */
 typedef struct {
     ops_matrix router;     /* ffn_gate_inp [dim, n_expert] */
-    float *router_b;       /* [n_expert] added to the logits (gpt-oss), or NULL */
+    float *router_b;       /* [n_expert] added to the logits (expert_biases), or NULL */
+    float *gate_b, *up_b;  /* [n_expert][n_ff_exp] added to each expert's gate and up products, or NULL */
+    float *down_b;         /* [n_expert][dim] added to each expert's down product, or NULL */
     float *select_b;       /* exp_probs_b [n_expert]: added to p for selection only (GLM-4.5), or NULL */
     ops_matrix gate, up;   /* ffn_gate_exps, ffn_up_exps [dim, n_ff_exp, n_expert] as n_ff_exp·n_expert rows */
     ops_matrix down;       /* ffn_down_exps [n_ff_exp, dim, n_expert] as dim·n_expert rows */
@@ -121,6 +127,8 @@ typedef struct {
     float *attn_norm; /* [dim] */
     ops_matrix wq, wk, wv, wo; /* from one fused attn_qkv where the file has it (rows q, then k, then v) */
     float *bq, *bk, *bv; /* [q_dim], [kv_dim], [kv_dim] biases added after the products, or NULL */
+    float *bo;           /* [dim] attn_output's bias (out_bias), or NULL */
+    float *sinks;        /* [n_heads] attention sinks (sinks), or NULL */
     float *q_norm, *k_norm; /* [head_dim] per-head gains (qk_norm), or NULL */
     float *post_attn_norm, *post_ffn_norm; /* [dim] (post_norms), or NULL */
     float *ffn_norm; /* [dim] */
@@ -155,7 +163,7 @@ typedef struct {
     float rope_base;
     float rope_scale;   /* linear position scaling: rotary angle uses pos / rope_scale */
     float attn_scale;   /* multiplies each q·k: 1/sqrt(head_dim) (Gemma 3 27B: 1/sqrt(dim/n_heads)) */
-    model_rope rope[2]; /* MODEL_ROPE_GLOBAL, MODEL_ROPE_LOCAL */
+    ops_rope_params rope[2]; /* MODEL_ROPE_GLOBAL, MODEL_ROPE_LOCAL: the two rotary tables (ops.h) */
     /* experts (kind.experts; all 0 otherwise) */
     uint32_t n_expert;     /* expert_count */
     uint32_t n_expert_used; /* expert_used_count: k, 1 <= k <= n_expert */
