@@ -221,15 +221,16 @@ static void moe_ffn(forward *c, const model_experts *E, uint32_t n, uint32_t r0,
     const model_hparams *hp = &c->m->hp;
     const uint32_t ne = hp->n_expert, k = hp->n_expert_used, dim = hp->dim, ff = hp->n_ff_exp;
     ops_matmul(&E->router, &(ops_rows){c->xb, c->xq, c->xp, n}, c->route, c->n_threads);
-    for (uint32_t r = r0; r < r1; r++) {
-        float *z = c->route + (size_t)r * ne;
-        if (E->router_b) ops_add(z, E->router_b, ne);
-        ops_route(z, ne, E->select_b, hp->gating, k, hp->expert_norm, hp->expert_scale, c->sel + (size_t)r * k,
-                  c->wts + (size_t)r * k);
-    }
-#pragma omp barrier
 #pragma omp single
-    c->n_active = moe_group(c, E, n);
+    { /* routing is a few thousand operations a row: one thread routes and groups them all, one barrier */
+        for (uint32_t r = 0; r < n; r++) {
+            float *z = c->route + (size_t)r * ne;
+            if (E->router_b) ops_add(z, E->router_b, ne);
+            ops_route(z, ne, E->select_b, hp->gating, k, hp->expert_norm, hp->expert_scale, c->sel + (size_t)r * k,
+                      c->wts + (size_t)r * k);
+        }
+        c->n_active = moe_group(c, E, n);
+    }
     const uint32_t a = c->n_active; /* written by the single thread, read by all after its barrier */
     uint32_t j0, j1;
     own_range(n * k, &j0, &j1);
@@ -259,9 +260,11 @@ static void moe_ffn(forward *c, const model_experts *E, uint32_t n, uint32_t r0,
     }
 #pragma omp barrier
     ops_matmuls(c->eprod + 2 * a, (int)a, c->n_threads);
-    for (uint32_t j = j0; E->down_b && j < j1; j++)
-        ops_add(c->yd + (size_t)j * dim, E->down_b + (size_t)c->sel[c->entry_slot[j]] * dim, dim);
+    if (E->down_b) { /* gpt-oss */
+        for (uint32_t j = j0; j < j1; j++)
+            ops_add(c->yd + (size_t)j * dim, E->down_b + (size_t)c->sel[c->entry_slot[j]] * dim, dim);
 #pragma omp barrier
+    }
     for (uint32_t r = r0; r < r1; r++) {
         const float *ys[k];
         for (uint32_t s = 0; s < k; s++) ys[s] = c->yd + (size_t)c->slot_entry[r * k + s] * dim;
