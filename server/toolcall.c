@@ -68,37 +68,182 @@ static json_t *parse_llama3(const char *text, size_t len, const char *id_base, s
     return json_pack("[o]", call);
 }
 
-toolcall_format toolcall_format_of(const chat_template *t) {
-    return t->family == CHAT_LLAMA3 ? TOOLCALL_LLAMA3 : TOOLCALL_HERMES;
+/* The text between p and the first `end` after it (or the text's end, *found false): [*at, *at + *n). */
+static const char *until(const char *p, const char *end_of_text, const char *end, size_t *n, bool *found) {
+    const char *hit = memmem(p, (size_t)(end_of_text - p), end, strlen(end));
+    *found = hit != NULL;
+    *n = (size_t)((hit ? hit : end_of_text) - p);
+    return p;
 }
 
-json_t *toolcall_parse(toolcall_format f, const char *text, size_t len, const char *id_base, size_t *content_len) {
-    *content_len = len;
-    if (!len) return NULL; /* an empty output (text may then be NULL: memmem's arguments must not be) */
-    if (f == TOOLCALL_HERMES) return parse_hermes(text, len, id_base, content_len);
-    if (f == TOOLCALL_LLAMA3) return parse_llama3(text, len, id_base, content_len);
+/* Whether marker begins at p (the text ends at end_of_text). */
+static bool at(const char *p, const char *end_of_text, const char *marker) {
+    const size_t m = strlen(marker);
+    return (size_t)(end_of_text - p) >= m && !memcmp(p, marker, m);
+}
+
+static bool take(const char **p, const char *end_of_text, const char *marker) {
+    const size_t m = strlen(marker);
+    if ((size_t)(end_of_text - *p) < m || memcmp(*p, marker, m)) return false;
+    *p += m;
+    return true;
+}
+
+static void skip_space(const char **p, const char *end) {
+    while (*p < end && is_space(**p)) ++*p;
+}
+
+/* One OpenAI call from a name and an arguments object (taken). */
+static json_t *call_of(const char *name, size_t name_len, json_t *args, const char *id_base, size_t index) {
+    json_t *obj = json_pack("{s:s%,s:o}", "name", name, name_len, "arguments", args);
+    json_t *call = obj ? call_from(obj, "arguments", id_base, index) : NULL;
+    json_decref(obj);
+    return call;
+}
+
+/* gpt-oss: messages whose headers name a recipient functions.NAME and whose bodies are the arguments' JSON object,
+ * each ended by <|call|> (a generation's end, so seldom text), <|end|> or the text's end; between two, <|start|>. */
+static json_t *parse_harmony(const char *text, size_t len, const char *id_base, size_t *content_len) {
+    static const char RECIPIENT[] = " to=functions.";
+    const char *p = text, *end = text + len;
+    json_t *calls = json_array();
+    while (p < end) {
+        size_t header_len, body_len;
+        bool found;
+        const char *header = until(p, end, "<|message|>", &header_len, &found);
+        const char *to = found ? memmem(header, header_len, RECIPIENT, sizeof RECIPIENT - 1) : NULL;
+        if (!to) goto bad;
+        const char *name = to + sizeof RECIPIENT - 1, *name_end = name;
+        while (name_end < header + header_len && *name_end != ' ' && *name_end != '<') name_end++;
+        const char *body = header + header_len + strlen("<|message|>"), *body_end = body;
+        while (body_end < end && !(*body_end == '<' && (at(body_end, end, "<|call|>") || at(body_end, end, "<|end|>") ||
+                                                        at(body_end, end, "<|start|>"))))
+            body_end++;
+        body_len = (size_t)(body_end - body);
+        json_t *args = json_loadb(body, body_len, 0, NULL);
+        json_t *call = name_end > name && json_is_object(args)
+                           ? call_of(name, (size_t)(name_end - name), args, id_base, json_array_size(calls))
+                           : (json_decref(args), NULL);
+        if (!call) goto bad;
+        json_array_append_new(calls, call);
+        p = body_end;
+        if (!take(&p, end, "<|call|>")) take(&p, end, "<|end|>");
+        skip_space(&p, end);
+        take(&p, end, "<|start|>");
+    }
+    if (!json_array_size(calls)) goto bad;
+    *content_len = 0;
+    return calls;
+bad:
+    json_decref(calls);
     return NULL;
 }
 
-size_t toolcall_safe_prefix(toolcall_format f, const char *text, size_t len) {
-    if (f == TOOLCALL_LLAMA3) {
-        /* A reply that opens with "{" (or the python tag) may be a call: hold it all until the end. */
-        size_t i = 0;
-        while (i < len && is_space(text[i])) i++;
-        return i < len && (text[i] == '{' || text[i] == '<') ? 0 : i == len ? 0 : len;
+/* Whether the parameters of the tool named name (chat's shape) type argument key as a string. */
+static bool string_parameter(const json_t *tools, const char *name, size_t name_len, const char *key) {
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        const json_t *fn = json_object_get(json_array_get(tools, i), "function");
+        const char *tool = json_string_value(json_object_get(fn, "name"));
+        if (!tool || strlen(tool) != name_len || memcmp(tool, name, name_len)) continue;
+        const json_t *prop = json_object_get(json_object_get(json_object_get(fn, "parameters"), "properties"), key);
+        const json_t *type = json_object_get(prop, "type");
+        return json_is_string(type) && !strcmp(json_string_value(type), "string");
     }
-    if (f != TOOLCALL_HERMES) return len;
-    /* Stop before "<tool_call>" or before a trailing piece of it still arriving, and before the whitespace in front
-     * of either: parse_hermes does not count that whitespace as content, and what was streamed must stay content. */
-    const char *open = memmem(text, len, OPEN, sizeof OPEN - 1);
-    size_t cut = open ? (size_t)(open - text) : len;
-    for (size_t k = sizeof OPEN - 2; !open && k > 0; k--)
-        if (len >= k && !memcmp(text + len - k, OPEN, k)) {
-            cut = len - k;
-            break;
+    return false;
+}
+
+/* GLM: <tool_call>NAME then <arg_key>k</arg_key><arg_value>v</arg_value> pairs and </tool_call>, whitespace between
+ * the parts. A value is the parameter's string when its schema says string, else its JSON when it parses, else a
+ * string. */
+static json_t *parse_glm(const char *text, size_t len, const char *id_base, const json_t *tools, size_t *content_len) {
+    const char *first = memmem(text, len, OPEN, sizeof OPEN - 1);
+    if (!first) return NULL;
+    const char *p = first, *end = text + len;
+    json_t *calls = json_array(), *args = NULL;
+    while (p < end) {
+        skip_space(&p, end);
+        if (p == end) break;
+        if (!take(&p, end, OPEN)) goto bad;
+        const char *name = p;
+        while (p < end && *p != '<' && *p != '\n') p++;
+        const char *name_end = p;
+        while (name_end > name && is_space(name_end[-1])) name_end--;
+        while (name < name_end && is_space(*name)) name++;
+        args = json_object();
+        for (;;) {
+            skip_space(&p, end);
+            if (take(&p, end, CLOSE)) break;
+            size_t key_len, value_len;
+            bool found;
+            if (!take(&p, end, "<arg_key>")) goto bad;
+            const char *key = until(p, end, "</arg_key>", &key_len, &found);
+            if (!found) goto bad;
+            p = key + key_len + strlen("</arg_key>");
+            skip_space(&p, end);
+            if (!take(&p, end, "<arg_value>")) goto bad;
+            const char *value = until(p, end, "</arg_value>", &value_len, &found);
+            if (!found) goto bad;
+            p = value + value_len + strlen("</arg_value>");
+            char *k = strndup(key, key_len);
+            json_t *v = k && !string_parameter(tools, name, (size_t)(name_end - name), k)
+                            ? json_loadb(value, value_len, JSON_DECODE_ANY, NULL)
+                            : NULL;
+            if (!v) v = json_stringn_nocheck(value, value_len);
+            if (!k || !v || json_object_set_new(args, k, v)) {
+                free(k);
+                goto bad;
+            }
+            free(k);
         }
-    while (cut && is_space(text[cut - 1])) cut--;
-    return cut;
+        json_t *call = NULL;
+        if (name_end > name) call = call_of(name, (size_t)(name_end - name), args, id_base, json_array_size(calls));
+        else json_decref(args);
+        args = NULL; /* taken, or freed */
+        if (!call) goto bad;
+        json_array_append_new(calls, call);
+    }
+    size_t n = (size_t)(first - text);
+    while (n && is_space(text[n - 1])) n--;
+    *content_len = n;
+    return calls;
+bad:
+    json_decref(args);
+    json_decref(calls);
+    return NULL;
+}
+
+toolcall_format toolcall_format_of(const chat_template *t) {
+    switch (t->family) {
+    case CHAT_LLAMA3: return TOOLCALL_LLAMA3;
+    case CHAT_HARMONY: return TOOLCALL_HARMONY;
+    case CHAT_GLM: return TOOLCALL_GLM;
+    default: return TOOLCALL_HERMES;
+    }
+}
+
+json_t *toolcall_parse(toolcall_format f, const char *text, size_t len, const char *id_base, const json_t *tools,
+                       size_t *content_len) {
+    *content_len = len;
+    if (!len) return NULL; /* an empty output (text may then be NULL: memmem's arguments must not be) */
+    switch (f) {
+    case TOOLCALL_HERMES: return parse_hermes(text, len, id_base, content_len);
+    case TOOLCALL_LLAMA3: return parse_llama3(text, len, id_base, content_len);
+    case TOOLCALL_HARMONY: return parse_harmony(text, len, id_base, content_len);
+    case TOOLCALL_GLM: return parse_glm(text, len, id_base, tools, content_len);
+    default: return NULL;
+    }
+}
+
+void toolcall_gbnf_text_without(FILE *out, const char *name, const char *end) {
+    /* After a run of end's first byte, every byte but end's next one ends the near miss; its first byte restarts it.
+     * Its last byte is never allowed there, so the text never holds end. */
+    const size_t n = strlen(end);
+    fprintf(out, "%s ::= ( [^%c] | \"%c\" %s-1 )*\n", name, end[0], end[0], name);
+    for (size_t i = 1; i < n; i++) {
+        fprintf(out, "%s-%zu ::= [^%c%c] | \"%c\" %s-1", name, i, end[0], end[i], end[0], name);
+        if (i + 1 < n) fprintf(out, " | \"%c\" %s-%zu", end[i], name, i + 1);
+        fputs("\n", out);
+    }
 }
 
 /* s as the body of a GBNF literal (quotes and backslashes escaped) appended to out; false when out of memory. */
@@ -108,6 +253,65 @@ static bool gbnf_literal(FILE *out, const char *s) {
                     (unsigned char)*s) < 0)
             return false;
     return true;
+}
+
+/* The JSON Schema schema (NULL: any object) compiled to GBNF rules named prefix + "root" ... into out. */
+static bool schema_rules(FILE *out, const json_t *schema, const char *prefix, fkv_error *err) {
+    char *text = schema ? json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{\"type\": \"object\"}");
+    char *rules = text ? fkv_json_schema_gbnf(text, strlen(text), prefix, err) : NULL;
+    if (!text) err_nomem(err, "out of memory for a tool-call grammar");
+    free(text);
+    if (!rules) return false;
+    fprintf(out, "%s\n", rules);
+    free(rules);
+    return true;
+}
+
+/* GLM: tool i's arguments, one <arg_key>/<arg_value> pair per parameter in the order its schema lists them (the
+ * required ones always), a string parameter's value as text (one of its enum's), any other's as its JSON. */
+static bool glm_arguments(FILE *out, size_t i, const json_t *params, bool *any_text, fkv_error *err) {
+    const json_t *props = json_object_get(params, "properties"), *required = json_object_get(params, "required");
+    const json_t *prop;
+    const char *key;
+    size_t k = 0;
+    bool ok = true;
+    fprintf(out, "t%zu-args ::=", i);
+    json_object_foreach((json_t *)props, key, prop) {
+        bool needed = false;
+        for (size_t r = 0; r < json_array_size(required); r++)
+            needed |= json_is_string(json_array_get(required, r)) && !strcmp(json_string_value(json_array_get(required, r)), key);
+        fprintf(out, " t%zu-a%zu%s", i, k++, needed ? "" : "?");
+    }
+    fputs(k ? "\n" : " \"\"\n", out);
+    k = 0;
+    json_object_foreach((json_t *)props, key, prop) {
+        const json_t *type = json_object_get(prop, "type"), *values = json_object_get(prop, "enum");
+        fprintf(out, "t%zu-a%zu ::= \"<arg_key>", i, k);
+        ok &= gbnf_literal(out, key);
+        fprintf(out, "</arg_key>\" \"\\n\"? \"<arg_value>\" t%zu-v%zu \"</arg_value>\" \"\\n\"?\n", i, k);
+        if (json_is_string(type) && !strcmp(json_string_value(type), "string")) {
+            fprintf(out, "t%zu-v%zu ::=", i, k);
+            size_t v;
+            const json_t *value;
+            bool listed = false;
+            json_array_foreach(values, v, value) {
+                if (!json_is_string(value)) continue;
+                fprintf(out, "%s\"", listed ? " |" : "");
+                ok &= gbnf_literal(out, json_string_value(value));
+                fputs("\"", out);
+                listed = true;
+            }
+            if (!listed) fputs(" glm-text", out), *any_text = true;
+            fputs("\n", out);
+        } else {
+            char prefix[48];
+            snprintf(prefix, sizeof prefix, "t%zu-p%zu-", i, k);
+            fprintf(out, "t%zu-v%zu ::= %sroot\n", i, k, prefix);
+            if (!schema_rules(out, prop, prefix, err)) return false;
+        }
+        k++;
+    }
+    return ok;
 }
 
 char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bool parallel, fkv_error *err) {
@@ -120,7 +324,7 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
     }
     /* One rule per tool: its call, with its arguments' own rules (prefixed t<i>-). */
     const char *args_key = f == TOOLCALL_LLAMA3 ? "parameters" : "arguments";
-    bool ok = true, any = false;
+    bool ok = true, any = false, any_text = false;
     size_t i;
     const json_t *tool;
     fputs("call ::= ", out);
@@ -135,26 +339,36 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
         const json_t *fn = json_object_get(tool, "function"), *params = json_object_get(fn, "parameters");
         const char *name = json_string_value(json_object_get(fn, "name"));
         if (only && strcmp(name, only)) continue;
-        char *schema =
-            params && json_is_object(params) ? json_dumps(params, JSON_COMPACT) : strdup("{\"type\": \"object\"}");
         char prefix[32];
         snprintf(prefix, sizeof prefix, "t%zu-", i);
-        char *args = schema ? fkv_json_schema_gbnf(schema, strlen(schema), prefix, err) : NULL;
-        free(schema);
-        if (!args) {
-            ok = false;
-            break;
+        if (f == TOOLCALL_GLM) {
+            fprintf(out, "t%zu-call ::= \"<tool_call>", i);
+            ok &= gbnf_literal(out, name);
+            fprintf(out, "\" \"\\n\"? t%zu-args \"</tool_call>\"\n", i);
+            if (!(ok &= glm_arguments(out, i, params, &any_text, err))) break;
+            continue;
         }
-        fprintf(out, "t%zu-call ::= \"{\\\"name\\\": \\\"", i);
-        ok &= gbnf_literal(out, name);
-        fprintf(out, "\\\", \\\"%s\\\": \" t%zu-root \"}\"\n%s\n", args_key, i, args);
-        free(args);
+        if (f == TOOLCALL_HARMONY) { /* the recipient in the role's header (the template's) or the channel's */
+            fprintf(out, "t%zu-call ::= ( \" to=functions.", i);
+            ok &= gbnf_literal(out, name);
+            fputs("<|channel|>commentary\" | \"<|channel|>commentary to=functions.", out);
+            ok &= gbnf_literal(out, name);
+            fprintf(out, "\" ) ( \" \" \"<|constrain|>\"? \"json\" )? \"<|message|>\" t%zu-root\n", i);
+        } else {
+            fprintf(out, "t%zu-call ::= \"{\\\"name\\\": \\\"", i);
+            ok &= gbnf_literal(out, name);
+            fprintf(out, "\\\", \\\"%s\\\": \" t%zu-root \"}\"\n", args_key, i);
+        }
+        if (!(ok &= schema_rules(out, params && json_is_object(params) ? params : NULL, prefix, err))) break;
     }
     if (ok && f == TOOLCALL_HERMES)
-        fprintf(out, "block ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\nroot ::= block%s\n",
+        fprintf(out, "block ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncalls ::= block%s\n",
                 parallel ? " (\"\\n\" block){0,7}" : "");
+    else if (ok && f == TOOLCALL_GLM)
+        fprintf(out, "calls ::= call%s\n", parallel ? " (\"\\n\"? call){0,7}" : "");
     else if (ok)
-        fputs("root ::= call\n", out);
+        fputs("calls ::= call\n", out);
+    if (ok && any_text) toolcall_gbnf_text_without(out, "glm-text", "</arg_value>");
     if (fclose(out) || !ok || !any) {
         if (ok && !any) err_input(err, "no tool is named '%s'", only ? only : "");
         free(text);
