@@ -1,6 +1,8 @@
 /* flatkv gen-model — a model of a real shape with deterministic random weights. */
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "chat/chat.h"
 #include "cli.h"
 #include "model/genmodel.h"
 #include "model/model.h"
@@ -12,6 +14,7 @@ static const char HELP[] =
     "                        [--tied]\n"
     "                        [--arch %s] [--rope-freqs] [--head-dim N]\n"
     "                        [--rope-dims N] [--window N] [--window-pattern N]\n"
+    "                        [--chat-template FILE.jinja]\n"
     "                        -o OUT.gguf\n"
     "\n"
     "Write a GGUF (--arch) with deterministic random weights (same arguments, same bytes) and\n"
@@ -33,11 +36,14 @@ static const char HELP[] =
     "  --window N    sliding window of the local layers (attention.sliding_window), for an architecture with\n"
     "                window layers (gemma3); default 0: none\n"
     "  --window-pattern N  with --window: every Nth layer is global (attention.sliding_window_pattern); default 6\n"
-    "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n";
+    "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n"
+    "  --chat-template FILE  the file (a Jinja chat template, e.g. data/templates/openai-gpt-oss-120b.jinja)\n"
+    "                becomes tokenizer.chat_template, and the control tokens of its family (gpt-oss, GLM) that\n"
+    "                the copied vocabulary lacks are appended to it, as its models' vocabularies hold them\n";
 
 int cli_gen_model(int argc, char **argv) {
     enum { O_DIM = 256, O_HIDDEN, O_LAYERS, O_HEADS, O_KVH, O_CTX, O_VOCAB, O_TYPE, O_SEED, O_TIED, O_ARCH, O_FREQS, O_HEAD_DIM,
-           O_ROPE_DIMS, O_WINDOW, O_PATTERN };
+           O_ROPE_DIMS, O_WINDOW, O_PATTERN, O_CHAT };
     static const struct option opts[] = {
         {"dim", required_argument, 0, O_DIM},      {"hidden", required_argument, 0, O_HIDDEN},
         {"layers", required_argument, 0, O_LAYERS}, {"heads", required_argument, 0, O_HEADS},
@@ -47,9 +53,10 @@ int cli_gen_model(int argc, char **argv) {
         {"arch", required_argument, 0, O_ARCH},    {"rope-freqs", no_argument, 0, O_FREQS},
         {"head-dim", required_argument, 0, O_HEAD_DIM}, {"rope-dims", required_argument, 0, O_ROPE_DIMS},
         {"window", required_argument, 0, O_WINDOW}, {"window-pattern", required_argument, 0, O_PATTERN},
+        {"chat-template", required_argument, 0, O_CHAT},
         {"output", required_argument, 0, 'o'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    const char *sub = "gen-model", *out = NULL;
+    const char *sub = "gen-model", *out = NULL, *chat = NULL;
     genmodel_params p = {.n_ctx = 2048, .type = GGML_TYPE_Q8_0, .seed = 1};
     int c;
     opterr = 0;
@@ -79,6 +86,7 @@ int cli_gen_model(int argc, char **argv) {
         case O_ROPE_DIMS: bad = cli_parse_u32(sub, "--rope-dims", optarg, 2, 256, &p.rope_dims); break;
         case O_WINDOW: bad = cli_parse_u32(sub, "--window", optarg, 1, 1u << 24, &p.window); break;
         case O_PATTERN: bad = cli_parse_u32(sub, "--window-pattern", optarg, 1, 1024, &p.window_pattern); break;
+        case O_CHAT: chat = optarg; break;
         case 'o': out = optarg; break;
         case 'h': {
             char archs[128], types[256];
@@ -93,8 +101,25 @@ int cli_gen_model(int argc, char **argv) {
     if (!p.dim || !p.hidden || !p.n_layers || !p.n_heads || !p.vocab_from || !out)
         return cli_usage_error(sub, "--dim, --hidden, --layers, --heads, --vocab-from and -o are required");
     if (!p.n_kv_heads) p.n_kv_heads = p.n_heads;
+    char *source = NULL;
+    genmodel_token *tokens = NULL;
+    if (chat) { /* the template, and its family's tokens (chat.h) for the vocabulary */
+        size_t len, n = 0;
+        if (!(source = cli_read_file(chat, &len))) return cli_usage_error(sub, "--chat-template: cannot read '%s'", chat);
+        const chat_template t = chat_template_detect(source);
+        const chat_vocab_token *listed = chat_vocab_tokens(&t, &n);
+        if (n && !(tokens = malloc(sizeof *tokens * n))) {
+            free(source);
+            return cli_usage_error(sub, "out of memory");
+        }
+        for (size_t i = 0; i < n; i++) tokens[i] = (genmodel_token){listed[i].text, listed[i].user_defined, listed[i].special};
+        p.chat_template = source, p.tokens = tokens, p.n_tokens = n;
+    }
     fkv_error err = {0};
-    if (genmodel_write(&p, out, &err)) return cli_usage_error(sub, "%s", err.msg);
+    const int rc = genmodel_write(&p, out, &err);
+    free(source);
+    free(tokens);
+    if (rc) return cli_usage_error(sub, "%s", err.msg);
     fprintf(stderr, "flatkv gen-model: wrote %s\n", out);
     return 0;
 }
