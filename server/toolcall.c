@@ -255,21 +255,24 @@ static bool gbnf_literal(FILE *out, const char *s) {
     return true;
 }
 
-/* The JSON Schema schema (NULL: any object) compiled to GBNF rules named prefix + "root" ... into out. */
+/* The JSON Schema schema (NULL: any object) compiled to GBNF rules named prefix + "root" ... into out (NULL: only
+ * compiled, for its refusals). false with err. */
 static bool schema_rules(FILE *out, const json_t *schema, const char *prefix, fkv_error *err) {
     char *text = schema ? json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{\"type\": \"object\"}");
     char *rules = text ? fkv_json_schema_gbnf(text, strlen(text), prefix, err) : NULL;
     if (!text) err_nomem(err, "out of memory for a tool-call grammar");
     free(text);
     if (!rules) return false;
-    fprintf(out, "%s\n", rules);
+    if (out) fprintf(out, "%s\n", rules);
     free(rules);
     return true;
 }
 
 /* GLM: tool i's arguments, one <arg_key>/<arg_value> pair per parameter in the order its schema lists them (the
- * required ones always), a string parameter's value as text (one of its enum's), any other's as its JSON. */
-static bool glm_arguments(FILE *out, size_t i, const json_t *params, bool *any_text, fkv_error *err) {
+ * required ones always), a string parameter's value as text — one of its enum's, or characters other than "<" (so no
+ * tag can begin inside it) within its minLength and maxLength — any other's as its JSON. A string's schema is still
+ * compiled, its rules unused, so that a keyword flatkv cannot enforce is refused as for the other formats. */
+static bool glm_arguments(FILE *out, size_t i, const json_t *params, fkv_error *err) {
     const json_t *props = json_object_get(params, "properties"), *required = json_object_get(params, "required");
     const json_t *prop;
     const char *key;
@@ -290,6 +293,7 @@ static bool glm_arguments(FILE *out, size_t i, const json_t *params, bool *any_t
         ok &= gbnf_literal(out, key);
         fprintf(out, "</arg_key>\" \"\\n\"? \"<arg_value>\" t%zu-v%zu \"</arg_value>\" \"\\n\"?\n", i, k);
         if (json_is_string(type) && !strcmp(json_string_value(type), "string")) {
+            if (!schema_rules(NULL, prop, "", err)) return false; /* its refusals; its bounds checked */
             fprintf(out, "t%zu-v%zu ::=", i, k);
             size_t v;
             const json_t *value;
@@ -301,7 +305,12 @@ static bool glm_arguments(FILE *out, size_t i, const json_t *params, bool *any_t
                 fputs("\"", out);
                 listed = true;
             }
-            if (!listed) fputs(" glm-text", out), *any_text = true;
+            const json_t *min = json_object_get(prop, "minLength"), *max = json_object_get(prop, "maxLength");
+            if (!listed && json_is_integer(max))
+                fprintf(out, " [^<]{%lld,%lld}", json_is_integer(min) ? (long long)json_integer_value(min) : 0LL,
+                        (long long)json_integer_value(max));
+            else if (!listed)
+                fprintf(out, " [^<]{%lld,}", json_is_integer(min) ? (long long)json_integer_value(min) : 0LL);
             fputs("\n", out);
         } else {
             char prefix[48];
@@ -324,7 +333,7 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
     }
     /* One rule per tool: its call, with its arguments' own rules (prefixed t<i>-). */
     const char *args_key = f == TOOLCALL_LLAMA3 ? "parameters" : "arguments";
-    bool ok = true, any = false, any_text = false;
+    bool ok = true, any = false;
     size_t i;
     const json_t *tool;
     fputs("call ::= ", out);
@@ -345,7 +354,7 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
             fprintf(out, "t%zu-call ::= \"<tool_call>", i);
             ok &= gbnf_literal(out, name);
             fprintf(out, "\" \"\\n\"? t%zu-args \"</tool_call>\"\n", i);
-            if (!(ok &= glm_arguments(out, i, params, &any_text, err))) break;
+            if (!(ok &= glm_arguments(out, i, params, err))) break;
             continue;
         }
         if (f == TOOLCALL_HARMONY) { /* the recipient in the role's header (the template's) or the channel's */
@@ -368,7 +377,6 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
         fprintf(out, "calls ::= call%s\n", parallel ? " (\"\\n\"? call){0,7}" : "");
     else if (ok)
         fputs("calls ::= call\n", out);
-    if (ok && any_text) toolcall_gbnf_text_without(out, "glm-text", "</arg_value>");
     if (fclose(out) || !ok || !any) {
         if (ok && !any) err_input(err, "no tool is named '%s'", only ? only : "");
         free(text);
