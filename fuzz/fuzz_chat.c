@@ -7,7 +7,7 @@
  * object's "reasoning_effort" (a string) is the template's. Asserts:
  * - a rendering's length is its strlen (no NUL can come from C-string contents), a refusal has a message;
  * - prefix stability (chat.h) for the families documented prefix-stable for any reply (CHATML without Qwen3's
- *   thinking, PHI3, ZEPHYR, PLAIN): when the last message is an assistant reply without tool calls, the rendering
+ *   thinking — Qwen3-Coder's included — PHI3, ZEPHYR, PLAIN): when the last message is an assistant reply without tool calls, the rendering
  *   of the others with the generation prompt, followed by the reply, is a prefix of the rendering of all of them;
  * - chat_render_continuation (chat.h: exact for these families): the rendering of messages up to an assistant
  *   reply with its generation prompt, + the reply, + the continuation of the messages after it, equals the
@@ -25,7 +25,7 @@
 
 static const char *const names[] = {"chatml", "qwen3",    "llama2",  "llama3",  "mistral", "phi3",
                                     "phi4-mini", "gemma", "gemma3", "zephyr", "deepseek", "smollm3",
-                                    "gpt-oss", "glm4",  "glm4.7",  "plain"};
+                                    "gpt-oss", "glm4",  "glm4.7",  "qwen3-coder", "plain"};
 #define N_NAMES (sizeof names / sizeof *names)
 
 static chat_template pick(uint8_t b) {

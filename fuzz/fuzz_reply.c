@@ -2,7 +2,7 @@
  * grows piece by piece, in every form.
  *
  * Input: byte 0 picks the form (its reasoning: plain, think, harmony; bit 2: the prompt opened the think block;
- * bits 3-5: the calls' format, none, Hermes, Llama-3, harmony or GLM); then the pieces, each a length byte (0-15)
+ * bits 3-5: the calls' format, none, Hermes, Llama-3, harmony, GLM or Qwen3-Coder); then the pieces, each a length byte (0-15)
  * and its bytes. Asserts after every piece and at the end (reply.h's INVARIANT):
  * - what was split only grows: each step's reasoning and content begin with the previous step's;
  * - reading the text in these pieces ends as reading it whole does: the same reasoning, content and calls;
@@ -32,8 +32,8 @@ static char *copy(const char *s, size_t n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     static const toolcall_format calls[] = {TOOLCALL_NONE, TOOLCALL_HERMES, TOOLCALL_LLAMA3, TOOLCALL_HARMONY,
-                                            TOOLCALL_GLM};
-    const reply_form f = {(reply_reasoning)(data[0] & 3) % 3, (data[0] & 4) != 0, calls[(data[0] >> 3 & 7) % 5]};
+                                            TOOLCALL_GLM, TOOLCALL_QWEN3_XML};
+    const reply_form f = {(reply_reasoning)(data[0] & 3) % 3, (data[0] & 4) != 0, calls[(data[0] >> 3 & 7) % 6]};
     /* the text, and where each piece ends */
     char *text = malloc(size);
     size_t ends[4096], n_ends = 0, len = 0;

@@ -1,7 +1,8 @@
 /* fuzz_toolcall.c — the tool-call parser (server/toolcall.c) on arbitrary model output.
  *
  * Input: byte 0 picks the format (Hermes <tool_call> blocks, Llama-3's JSON object, gpt-oss's harmony messages, GLM's
- * <arg_key>/<arg_value> pairs; its bit 2 offers a tool whose parameters type the GLM values); the rest is the text.
+ * <arg_key>/<arg_value> pairs; bit 3: Qwen3-Coder's <function=...> blocks; bit 2 offers a tool whose parameters type
+ * GLM's and Qwen3-Coder's values); the rest is the text.
  * Asserts, for what toolcall_parse returns: a non-empty array of {id, type "function", function {name, arguments}}
  * whose arguments are a JSON object or the string the model wrote, and content_len within the text. (Where calls
  * begin while a reply streams is fuzz_reply's.)
@@ -14,7 +15,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     static const toolcall_format formats[] = {TOOLCALL_HERMES, TOOLCALL_LLAMA3, TOOLCALL_HARMONY, TOOLCALL_GLM};
-    const toolcall_format f = formats[data[0] & 3];
+    const toolcall_format f = data[0] & 8 ? TOOLCALL_QWEN3_XML : formats[data[0] & 3];
     const char *text = (const char *)data + 1;
     const size_t len = size - 1;
     size_t content_len = SIZE_MAX;

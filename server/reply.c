@@ -151,7 +151,7 @@ static void read_reasoning(reply *r, const char *t, size_t len, bool final) {
 }
 
 static void read_content(reply *r, const reply_form *f, const char *t, size_t len, bool final) {
-    const bool tagged = f->calls == TOOLCALL_HERMES || f->calls == TOOLCALL_GLM;
+    const bool tagged = f->calls == TOOLCALL_HERMES || f->calls == TOOLCALL_GLM || f->calls == TOOLCALL_QWEN3_XML;
     const char *const open[] = {CALL_OPEN};
     const char *hit = tagged && r->read < len ? memmem(t + r->read, len - r->read, CALL_OPEN, strlen(CALL_OPEN)) : NULL;
     if (hit) {
@@ -278,7 +278,7 @@ char *reply_gbnf(const reply_form *f, const char *answer_rules, const char *answ
         /* An analysis message may come first; it holds no harmony marker at all. */
         fprintf(out, "root ::= ( \"<|channel|>analysis<|message|>\" reply-analysis \"<|end|><|start|>assistant\" )? "
                      "%s%s\n", answer_is_calls ? "" : "\"<|channel|>final<|message|>\" ", answer);
-        fputs("reply-analysis ::= ( [^<] | \"<\"+ [^<|] )*\n", out);
+        toolcall_gbnf_text_without(out, "reply-analysis", "<|");
     } else {
         fprintf(out, "root ::= %s\n", answer);
     }

@@ -19,7 +19,7 @@
  *   preamble) is content. A header cut short at the end is dropped; a reply that does not begin like a header
  *   ("<|channel|>", " to=", "assistant") is all content, as written.
  * - PLAIN: all content, as written.
- * Calls (f->calls): in the content, "<tool_call>" (HERMES, GLM) begins them — the whitespace before it is no content —
+ * Calls (f->calls): in the content, "<tool_call>" (HERMES, GLM, QWEN3_XML) begins them — the whitespace before it is no content —
  * as does a reply that opens with "{" or "<|python_tag|>" (LLAMA3). Everything from there on is the calls' text.
  *
  * INVARIANT: reasoning and content only grow, and are valid UTF-8 when the text read is: a byte joins either only

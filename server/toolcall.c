@@ -212,12 +212,74 @@ bad:
     return NULL;
 }
 
+/* Qwen3-Coder: <tool_call> blocks, each <function=NAME> with <parameter=KEY> values (the newline that opens and the
+ * one that closes each the template's), whitespace between the parts; values typed as GLM's. */
+static json_t *parse_qwen3_xml(const char *text, size_t len, const char *id_base, const json_t *tools,
+                               size_t *content_len) {
+    const char *first = memmem(text, len, OPEN, sizeof OPEN - 1);
+    if (!first) return NULL;
+    const char *p = first, *end = text + len;
+    json_t *calls = json_array(), *args = NULL;
+    while (p < end) {
+        skip_space(&p, end);
+        if (p == end) break;
+        if (!take(&p, end, OPEN)) goto bad;
+        skip_space(&p, end);
+        if (!take(&p, end, "<function=")) goto bad;
+        const char *name = p;
+        while (p < end && *p != '>' && *p != '<' && *p != '\n') p++;
+        const char *name_end = p;
+        if (name_end == name || !take(&p, end, ">")) goto bad;
+        args = json_object();
+        for (;;) {
+            skip_space(&p, end);
+            if (take(&p, end, "</function>")) break;
+            if (!take(&p, end, "<parameter=")) goto bad;
+            const char *key = p;
+            while (p < end && *p != '>' && *p != '<' && *p != '\n') p++;
+            const size_t key_len = (size_t)(p - key);
+            size_t value_len;
+            bool found;
+            if (!key_len || !take(&p, end, ">")) goto bad;
+            const char *value = until(p, end, "</parameter>", &value_len, &found);
+            if (!found) goto bad;
+            p = value + value_len + strlen("</parameter>");
+            if (value_len && *value == '\n') value++, value_len--;
+            if (value_len && value[value_len - 1] == '\n') value_len--;
+            char *k = strndup(key, key_len);
+            json_t *v = k && !string_parameter(tools, name, (size_t)(name_end - name), k)
+                            ? json_loadb(value, value_len, JSON_DECODE_ANY, NULL)
+                            : NULL;
+            if (!v) v = json_stringn_nocheck(value, value_len);
+            if (!k || !v || json_object_set_new(args, k, v)) {
+                free(k);
+                goto bad;
+            }
+            free(k);
+        }
+        skip_space(&p, end);
+        if (!take(&p, end, CLOSE)) goto bad;
+        json_t *call = call_of(name, (size_t)(name_end - name), args, id_base, json_array_size(calls));
+        args = NULL; /* taken */
+        if (!call) goto bad;
+        json_array_append_new(calls, call);
+    }
+    size_t n = (size_t)(first - text);
+    while (n && is_space(text[n - 1])) n--;
+    *content_len = n;
+    return calls;
+bad:
+    json_decref(args);
+    json_decref(calls);
+    return NULL;
+}
+
 toolcall_format toolcall_format_of(const chat_template *t) {
     switch (t->family) {
     case CHAT_LLAMA3: return TOOLCALL_LLAMA3;
     case CHAT_HARMONY: return TOOLCALL_HARMONY;
     case CHAT_GLM: return TOOLCALL_GLM;
-    default: return TOOLCALL_HERMES;
+    default: return t->qwen3_coder ? TOOLCALL_QWEN3_XML : TOOLCALL_HERMES;
     }
 }
 
@@ -230,19 +292,32 @@ json_t *toolcall_parse(toolcall_format f, const char *text, size_t len, const ch
     case TOOLCALL_LLAMA3: return parse_llama3(text, len, id_base, content_len);
     case TOOLCALL_HARMONY: return parse_harmony(text, len, id_base, content_len);
     case TOOLCALL_GLM: return parse_glm(text, len, id_base, tools, content_len);
+    case TOOLCALL_QWEN3_XML: return parse_qwen3_xml(text, len, id_base, tools, content_len);
     default: return NULL;
     }
 }
 
+/* c as GBNF writes it in a literal or a class: a newline escaped. */
+static const char *gbnf_char(char c, char buf[3]) {
+    if (c == '\n') return "\\n";
+    buf[0] = c, buf[1] = 0;
+    return buf;
+}
+
 void toolcall_gbnf_text_without(FILE *out, const char *name, const char *end) {
-    /* After a run of end's first byte, every byte but end's next one ends the near miss; its first byte restarts it.
-     * Its last byte is never allowed there, so the text never holds end. */
+    /* The automaton of the texts without end: name-i has just read end's first i bytes (name: none). Each byte moves
+     * it on — end's next byte one state further, end's first byte back to name-1 (it occurs nowhere else), any other
+     * to name — except end's last byte at name-(n-1); every state may end the text. Right recursion only, so a
+     * text's length never deepens a parse. */
     const size_t n = strlen(end);
-    fprintf(out, "%s ::= ( [^%c] | \"%c\" %s-1 )*\n", name, end[0], end[0], name);
+    char b0[3], bi[3];
+    const char *first = gbnf_char(end[0], b0);
+    fprintf(out, "%s ::= [^%s] %s | \"%s\" %s-1 | \"\"\n", name, first, name, first, name);
     for (size_t i = 1; i < n; i++) {
-        fprintf(out, "%s-%zu ::= [^%c%c] | \"%c\" %s-1", name, i, end[0], end[i], end[0], name);
-        if (i + 1 < n) fprintf(out, " | \"%c\" %s-%zu", end[i], name, i + 1);
-        fputs("\n", out);
+        const char *next = gbnf_char(end[i], bi);
+        fprintf(out, "%s-%zu ::= [^%s%s] %s | \"%s\" %s-1 | ", name, i, first, next, name, first, name);
+        if (i + 1 < n) fprintf(out, "\"%s\" %s-%zu | ", next, name, i + 1);
+        fputs("\"\"\n", out);
     }
 }
 
@@ -268,11 +343,21 @@ static bool schema_rules(FILE *out, const json_t *schema, const char *prefix, fk
     return true;
 }
 
-/* GLM: tool i's arguments, one <arg_key>/<arg_value> pair per parameter in the order its schema lists them (the
- * required ones always), a string parameter's value as text — one of its enum's, or characters other than "<" (so no
- * tag can begin inside it) within its minLength and maxLength — any other's as its JSON. A string's schema is still
- * compiled, its rules unused, so that a keyword flatkv cannot enforce is refused as for the other formats. */
-static bool glm_arguments(FILE *out, size_t i, const json_t *params, fkv_error *err) {
+/* How GLM and Qwen3-Coder write one argument: GBNF around its key and its value, and the value's end as text. */
+typedef struct {
+    const char *before_key, *between, *after; /* GBNF sequences */
+    const char *value_end;                     /* where the reader ends a value */
+} xml_pair;
+static const xml_pair GLM_PAIR = {"\"<arg_key>\"", "\"</arg_key>\" \"\\n\"? \"<arg_value>\"",
+                                  "\"</arg_value>\" \"\\n\"?", "</arg_value>"},
+                      CODER_PAIR = {"\"<parameter=\"", "\">\\n\"", "\"\\n</parameter>\\n\"", "\n</parameter>"};
+
+/* GLM's and Qwen3-Coder's arguments of tool i, pairs written as pair says: one per parameter in the order its schema
+ * lists them (the required ones always), a string parameter's value as text — one of its enum's; within its minLength
+ * and maxLength, characters other than "<" (no tag can begin inside it); else any text without the value's end — and
+ * any other's as its JSON. A string's schema is still compiled, its rules unused, so that a keyword flatkv cannot
+ * enforce is refused as for the other formats. *text: the unbounded text rule (t<i>-text) is used. */
+static bool xml_arguments(FILE *out, size_t i, const json_t *params, const xml_pair *pair, bool *text, fkv_error *err) {
     const json_t *props = json_object_get(params, "properties"), *required = json_object_get(params, "required");
     const json_t *prop;
     const char *key;
@@ -289,9 +374,9 @@ static bool glm_arguments(FILE *out, size_t i, const json_t *params, fkv_error *
     k = 0;
     json_object_foreach((json_t *)props, key, prop) {
         const json_t *type = json_object_get(prop, "type"), *values = json_object_get(prop, "enum");
-        fprintf(out, "t%zu-a%zu ::= \"<arg_key>", i, k);
+        fprintf(out, "t%zu-a%zu ::= %s \"", i, k, pair->before_key);
         ok &= gbnf_literal(out, key);
-        fprintf(out, "</arg_key>\" \"\\n\"? \"<arg_value>\" t%zu-v%zu \"</arg_value>\" \"\\n\"?\n", i, k);
+        fprintf(out, "\" %s t%zu-v%zu %s\n", pair->between, i, k, pair->after);
         if (json_is_string(type) && !strcmp(json_string_value(type), "string")) {
             if (!schema_rules(NULL, prop, "", err)) return false; /* its refusals; its bounds checked */
             fprintf(out, "t%zu-v%zu ::=", i, k);
@@ -309,8 +394,10 @@ static bool glm_arguments(FILE *out, size_t i, const json_t *params, fkv_error *
             if (!listed && json_is_integer(max))
                 fprintf(out, " [^<]{%lld,%lld}", json_is_integer(min) ? (long long)json_integer_value(min) : 0LL,
                         (long long)json_integer_value(max));
+            else if (!listed && json_is_integer(min))
+                fprintf(out, " [^<]{%lld,}", (long long)json_integer_value(min));
             else if (!listed)
-                fprintf(out, " [^<]{%lld,}", json_is_integer(min) ? (long long)json_integer_value(min) : 0LL);
+                fprintf(out, " t%zu-text", i), *text = true;
             fputs("\n", out);
         } else {
             char prefix[48];
@@ -350,11 +437,18 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
         if (only && strcmp(name, only)) continue;
         char prefix[32];
         snprintf(prefix, sizeof prefix, "t%zu-", i);
-        if (f == TOOLCALL_GLM) {
-            fprintf(out, "t%zu-call ::= \"<tool_call>", i);
+        if (f == TOOLCALL_GLM || f == TOOLCALL_QWEN3_XML) {
+            const bool glm = f == TOOLCALL_GLM;
+            bool text = false;
+            fprintf(out, "t%zu-call ::= \"%s", i, glm ? "<tool_call>" : "<tool_call>\\n<function=");
             ok &= gbnf_literal(out, name);
-            fprintf(out, "\" \"\\n\"? t%zu-args \"</tool_call>\"\n", i);
-            if (!(ok &= glm_arguments(out, i, params, err))) break;
+            fprintf(out, glm ? "\" \"\\n\"? t%zu-args \"</tool_call>\"\n" : ">\\n\" t%zu-args \"</function>\\n</tool_call>\"\n", i);
+            if (!(ok &= xml_arguments(out, i, params, glm ? &GLM_PAIR : &CODER_PAIR, &text, err))) break;
+            if (text) {
+                char rule[32];
+                snprintf(rule, sizeof rule, "t%zu-text", i);
+                toolcall_gbnf_text_without(out, rule, glm ? GLM_PAIR.value_end : CODER_PAIR.value_end);
+            }
             continue;
         }
         if (f == TOOLCALL_HARMONY) { /* the recipient in the role's header (the template's) or the channel's */
@@ -373,7 +467,7 @@ char *toolcall_gbnf(toolcall_format f, const json_t *tools, const char *only, bo
     if (ok && f == TOOLCALL_HERMES)
         fprintf(out, "block ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\ncalls ::= block%s\n",
                 parallel ? " (\"\\n\" block){0,7}" : "");
-    else if (ok && f == TOOLCALL_GLM)
+    else if (ok && (f == TOOLCALL_GLM || f == TOOLCALL_QWEN3_XML))
         fprintf(out, "calls ::= call%s\n", parallel ? " (\"\\n\"? call){0,7}" : "");
     else if (ok)
         fputs("calls ::= call\n", out);

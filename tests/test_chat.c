@@ -373,6 +373,7 @@ static void test_chatml_is_prefix_stable_for_any_reply(void **state) {
     const char *const replies[] = {"Once upon a time.", " A cat sat.\n\n", "Roses are red\n"};
     expect_prefix_stable(detect_file("Qwen-Qwen2.5-7B-Instruct.jinja"), NULL, replies);
     expect_prefix_stable(family(CHAT_CHATML), "Be kind.", replies);
+    expect_prefix_stable(detect_file("Qwen3-Coder.jinja"), "Be kind.", replies);
 }
 
 static void test_llama2_is_prefix_stable_for_replies_a_sentencepiece_model_writes(void **state) {
@@ -1124,7 +1125,7 @@ static void expect_tool_loop_stable(chat_template t, const char *generated) {
     json_decref(tools);
 }
 
-static void test_a_tool_loop_is_prefix_stable_in_harmony_and_glm(void **state) {
+static void test_a_tool_loop_is_prefix_stable_in_harmony_glm_and_qwen3_coder(void **state) {
     (void)state;
     expect_tool_loop_stable(named("gpt-oss"), "<|channel|>analysis<|message|>I should call the tool.<|end|>"
                                               "<|start|>assistant to=functions.get_weather<|channel|>commentary json"
@@ -1133,6 +1134,9 @@ static void test_a_tool_loop_is_prefix_stable_in_harmony_and_glm(void **state) {
                                            "<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>");
     expect_tool_loop_stable(named("glm4.7"), "I should call the tool.</think><tool_call>get_weather<arg_key>city"
                                              "</arg_key><arg_value>Paris</arg_value></tool_call>");
+    /* Qwen3-Coder has no reasoning: the call as the template writes it, after the prompt's "assistant\n" */
+    expect_tool_loop_stable(named("qwen3-coder"), "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                                                  "</parameter>\n</function>\n</tool_call>");
 }
 
 static void test_harmony_rewrites_history_at_past_reasoning(void **state) {
@@ -1181,7 +1185,7 @@ static void test_harmony_and_glm_refuse_what_their_templates_raise_on(void **sta
     expect_refusal(&t, list_args, N_OF(list_args), "JSON object");
 }
 
-static void test_harmony_and_glm_sources_are_detected_with_their_variants(void **state) {
+static void test_harmony_glm_and_qwen3_sources_are_detected_with_their_variants(void **state) {
     (void)state;
     chat_template t = detect_file("openai-gpt-oss-120b.jinja");
     assert_int_equal(t.family, CHAT_HARMONY);
@@ -1193,14 +1197,17 @@ static void test_harmony_and_glm_sources_are_detected_with_their_variants(void *
     t = detect_file("GLM-4.7-Flash.jinja");
     assert_int_equal(t.family, CHAT_GLM);
     assert_int_equal(t.glm, CHAT_GLM_47);
-    /* The MoE models' Qwen3 template is Qwen3's; Qwen3-Coder's has no thinking. */
+    /* The MoE models' Qwen3 template is Qwen3's; Qwen3-Coder's has no thinking and writes tools as XML. */
     t = detect_file("Qwen-Qwen3-0.6B.jinja");
     assert_int_equal(t.family, CHAT_CHATML);
     assert_true(t.qwen3_thinking);
     t = detect_file("Qwen3-Coder.jinja");
     assert_int_equal(t.family, CHAT_CHATML);
     assert_false(t.qwen3_thinking);
+    assert_true(t.qwen3_coder);
     assert_false(t.guessed);
+    assert_false(detect_file("Qwen-Qwen2.5-7B-Instruct.jinja").qwen3_coder);
+    assert_false(detect_file("Qwen-Qwen3-0.6B.jinja").qwen3_coder);
     assert_int_equal(named("glm4.7").glm, CHAT_GLM_47);
 }
 
@@ -1290,11 +1297,11 @@ int main(void) {
         cmocka_unit_test(test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them),
         cmocka_unit_test(test_renderings_equal_what_jinja_renders_from_the_templates),
         cmocka_unit_test(test_harmony_and_glm_are_prefix_stable_for_replies_without_reasoning),
-        cmocka_unit_test(test_a_tool_loop_is_prefix_stable_in_harmony_and_glm),
+        cmocka_unit_test(test_a_tool_loop_is_prefix_stable_in_harmony_glm_and_qwen3_coder),
         cmocka_unit_test(test_harmony_rewrites_history_at_past_reasoning),
         cmocka_unit_test(test_glm_rewrites_history_at_past_reasoning),
         cmocka_unit_test(test_harmony_and_glm_refuse_what_their_templates_raise_on),
-        cmocka_unit_test(test_harmony_and_glm_sources_are_detected_with_their_variants),
+        cmocka_unit_test(test_harmony_glm_and_qwen3_sources_are_detected_with_their_variants),
         cmocka_unit_test(test_the_vocabulary_tokens_of_a_family_are_what_its_template_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,6 +25,7 @@ static const reply_form GLM46 = {REPLY_THINK, false, TOOLCALL_GLM};
 static const reply_form GLM47 = {REPLY_THINK, true, TOOLCALL_GLM};
 static const reply_form HARMONY = {REPLY_HARMONY, false, TOOLCALL_HARMONY};
 static const reply_form LLAMA3 = {REPLY_PLAIN, false, TOOLCALL_LLAMA3};
+static const reply_form CODER = {REPLY_PLAIN, false, TOOLCALL_QWEN3_XML};
 
 /* What a reply of text comes to. */
 typedef struct {
@@ -177,6 +178,7 @@ static void test_streaming_splits_at_every_byte_as_the_whole(void **state) {
         {&GLM46, "\n<think>Weather needed.</think>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n"
                  "<arg_value>Paris</arg_value>\n</tool_call>"},
         {&GLM47, "Hm.</think>Sure.<tool_call>now</tool_call>"},
+        {&CODER, "Sure.\n\n<tool_call>\n<function=now>\n</function>\n</tool_call>"},
     };
     for (size_t i = 0; i < N_OF(cases); i++) expect_streamed_like_whole(cases[i].f, cases[i].text);
 }
@@ -233,7 +235,7 @@ static void test_enforced_calls_may_follow_the_reasoning_and_read_back(void **st
     (void)state;
     const char *const harmony_yes[] = {
         " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}",
-        "<|channel|>analysis<|message|>Weather, so a call. 3 < 4.<|end|><|start|>assistant<|channel|>commentary "
+        "<|channel|>analysis<|message|>Weather, so a call. 3 < 4 <<|end|><|start|>assistant<|channel|>commentary "
         "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\",\"days\":2}",
     };
     const char *const harmony_no[] = {
@@ -245,6 +247,7 @@ static void test_enforced_calls_may_follow_the_reasoning_and_read_back(void **st
     expect_grammar(&HARMONY, harmony_yes, N_OF(harmony_yes), harmony_no, N_OF(harmony_no), "get_weather");
     const char *const glm46_yes[] = {
         "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris, TX</arg_value>\n</tool_call>",
+        "<tool_call>get_weather<arg_key>city</arg_key><arg_value>a < b </ c</arg_value></tool_call>",
         "\n<think>They want weather.</think>\n<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value>"
         "<arg_key>unit</arg_key><arg_value>c</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></tool_call>",
     };
@@ -257,7 +260,8 @@ static void test_enforced_calls_may_follow_the_reasoning_and_read_back(void **st
         "<think>a</think> b</think><tool_call>now</tool_call>",
     };
     expect_grammar(&GLM46, glm46_yes, N_OF(glm46_yes), glm46_no, N_OF(glm46_no), "get_weather");
-    const char *const glm47_yes[] = {"Hm, the time.</think><tool_call>now</tool_call>"};
+    const char *const glm47_yes[] = {"Hm, the time.</think><tool_call>now</tool_call>",
+                                     "a </thin <</think><tool_call>now</tool_call>"}; /* near misses, to the end */
     const char *const glm47_no[] = {"<tool_call>now</tool_call>"}; /* the prompt opened a block: it must close */
     expect_grammar(&GLM47, glm47_yes, N_OF(glm47_yes), glm47_no, N_OF(glm47_no), "now");
     const char *const qwen3_yes[] = {
@@ -267,6 +271,15 @@ static void test_enforced_calls_may_follow_the_reasoning_and_read_back(void **st
     const char *const qwen3_no[] = {"Sure. <tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"};
     expect_grammar(&QWEN3, qwen3_yes, 1, qwen3_no, N_OF(qwen3_no), "now");
     expect_grammar(&QWEN3, qwen3_yes + 1, 1, NULL, 0, "get_weather");
+    const char *const coder_yes[] = {
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nif a < b:\n  </x>\n\n</parameter>\n<parameter=days>"
+        "\n3\n</parameter>\n</function>\n</tool_call>",
+    };
+    const char *const coder_no[] = {
+        "Sure.\n<tool_call>\n<function=now>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+    };
+    expect_grammar(&CODER, coder_yes, N_OF(coder_yes), coder_no, N_OF(coder_no), "get_weather");
 }
 
 static void test_the_reply_form_follows_the_template_and_its_settings(void **state) {

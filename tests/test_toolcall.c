@@ -131,6 +131,36 @@ static void test_glm_pairs_become_arguments_typed_by_the_tools_schema(void **sta
     json_decref(tools);
 }
 
+static void test_qwen3_coder_parameters_become_arguments_typed_by_the_tools_schema(void **state) {
+    (void)state;
+    json_t *tools = json_pack("[o]", json_loads(WEATHER, 0, NULL));
+    size_t content;
+    const char *text = "Checking.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\n1984\n</parameter>\n"
+                       "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=write>\n"
+                       "<parameter=code>\nif a < b:\n    x = \"\\n\"\n\n</parameter>\n</function>\n</tool_call>";
+    json_t *calls = toolcall_parse(TOOLCALL_QWEN3_XML, text, strlen(text), "t", tools, &content);
+    assert_non_null(calls);
+    assert_int_equal(json_array_size(calls), 2);
+    assert_string_equal(fn(calls, 0, "arguments"), "{\"city\":\"1984\",\"days\":3}");
+    /* the template's newline on each side is not the value's; the value's own are */
+    assert_string_equal(fn(calls, 1, "name"), "write");
+    assert_string_equal(fn(calls, 1, "arguments"), "{\"code\":\"if a < b:\\n    x = \\\"\\\\n\\\"\\n\"}");
+    assert_int_equal(content, strlen("Checking."));
+    json_decref(calls);
+    static const char *const bad[] = {
+        "<tool_call>\n<function=f>\n<parameter=x>\n1\n</function>\n</tool_call>",
+        "<tool_call>\n<function=>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=f>\n</function>",
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *none = parse(TOOLCALL_QWEN3_XML, bad[i], &content);
+        if (none) fail_msg("'%s' parsed as a call", bad[i]);
+        assert_int_equal(content, strlen(bad[i]));
+    }
+    json_decref(tools);
+}
+
 static void test_malformed_harmony_and_glm_calls_stay_text(void **state) {
     (void)state;
     static const struct {
@@ -164,6 +194,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_calls_stay_text),
         cmocka_unit_test(test_harmony_messages_to_functions_become_calls),
         cmocka_unit_test(test_glm_pairs_become_arguments_typed_by_the_tools_schema),
+        cmocka_unit_test(test_qwen3_coder_parameters_become_arguments_typed_by_the_tools_schema),
         cmocka_unit_test(test_malformed_harmony_and_glm_calls_stay_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,6 +22,7 @@ static const struct {
 } chat_presets[] = {
     {"chatml", {.family = CHAT_CHATML}},
     {"qwen3", {.family = CHAT_CHATML, .qwen3_thinking = true}},
+    {"qwen3-coder", {.family = CHAT_CHATML, .qwen3_coder = true}},
     {"llama2", {.family = CHAT_LLAMA2}},
     {"llama3", {.family = CHAT_LLAMA3, .date_string = chat_llama3_date}},
     {"mistral", {.family = CHAT_MISTRAL, .mistral = CHAT_MISTRAL_V3}},
@@ -148,6 +149,52 @@ static void chat_put_arguments(chat_buf *b, const char *arguments) {
     json_decref(v);
 }
 
+/* Jinja's truth of a JSON value: absent, null, false, 0, "", [] and {} are false. */
+static bool chat_json_truthy(const json_t *v) {
+    switch (v ? json_typeof(v) : JSON_NULL) {
+    case JSON_OBJECT: return json_object_size(v) > 0;
+    case JSON_ARRAY: return json_array_size(v) > 0;
+    case JSON_STRING: return json_string_length(v) > 0;
+    case JSON_INTEGER: return json_integer_value(v) != 0;
+    case JSON_REAL: return json_real_value(v) != 0.0;
+    case JSON_TRUE: return true;
+    default: return false;
+    }
+}
+
+static bool chat_json_is(const json_t *v, const char *s) { return json_is_string(v) && !strcmp(json_string_value(v), s); }
+
+/* Python's str() of a value, as Jinja's join and `+` write it: a string as it is, an integer, True, False, None;
+ * other values as JSON (Python would write its own repr; no template here gives them). Conversation text. */
+static void chat_put_py_str(chat_buf *b, const json_t *v) {
+    char num[32];
+    if (json_is_string(v)) chat_text_n(b, json_string_value(v), json_string_length(v));
+    else if (json_is_integer(v)) snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v)), chat_text(b, num);
+    else if (json_is_boolean(v)) chat_text(b, json_is_true(v) ? "True" : "False");
+    else if (!v || json_is_null(v)) chat_text(b, "None");
+    else chat_put_json(b, v, 0);
+}
+
+/* Whether name is one of the strings of required (a JSON array; anything else holds none). */
+static bool chat_json_lists(const json_t *required, const char *name) {
+    for (size_t i = 0; i < json_array_size(required); i++)
+        if (chat_json_is(json_array_get(required, i), name)) return true;
+    return false;
+}
+
+/* Characters (UTF-8 code points) of s, as Jinja's length counts them. */
+static size_t chat_utf8_chars(const char *s, size_t n) {
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++) chars += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return chars;
+}
+
+static bool chat_is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!chat_is_space(s[i])) return false;
+    return true;
+}
+
 /* Qwen3: the index of the last user message that is not a wrapped tool response (the template's
  * last_query_index); n - 1 when there is none. */
 static size_t chat_qwen3_last_query(const chat_message *msgs, size_t n) {
@@ -185,14 +232,177 @@ static void chat_qwen3_split(const char *content, const char **visible, const ch
     *r_len = (size_t)(stop - start);
 }
 
+/* Python's str() of a value as Qwen3-Coder's `| string` writes a schema's: chat_put_py_str, and a list of plain strings
+ * as Python writes one (['string', 'number']). */
+static void chat_put_py_repr(chat_buf *b, const json_t *v) {
+    bool plain = json_is_array(v);
+    for (size_t i = 0; plain && i < json_array_size(v); i++) {
+        const char *s = json_string_value(json_array_get(v, i));
+        plain = s && !strpbrk(s, "'\"\\\n\r\t");
+    }
+    if (!plain) {
+        chat_put_py_str(b, v);
+        return;
+    }
+    chat_text(b, "[");
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        chat_text(b, i ? ", '" : "'");
+        chat_text(b, json_string_value(json_array_get(v, i)));
+        chat_text(b, "'");
+    }
+    chat_text(b, "]");
+}
+
+/* Qwen3-Coder's render_extra_keys: every key of obj but the handled ones, as "\n<key>value</key>" — a mapping or a
+ * list as JSON, anything else as Python's str(). */
+static void chat_coder_extra_keys(chat_buf *b, const json_t *obj, const char *const *handled, size_t n_handled) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        size_t k = 0;
+        while (k < n_handled && strcmp(key, handled[k])) k++;
+        if (k < n_handled) continue;
+        chat_text(b, "\n<");
+        chat_text(b, key);
+        chat_text(b, ">");
+        if (json_is_object(v) || json_is_array(v)) chat_put_json(b, v, 0);
+        else chat_put_py_str(b, v);
+        chat_text(b, "</");
+        chat_text(b, key);
+        chat_text(b, ">");
+    }
+}
+
+/* Qwen3-Coder's tool block: the tools as XML (see chat.h). */
+static void chat_coder_tools(chat_buf *b, const json_t *tools) {
+    static const char *const param_keys[] = {"name", "type", "description"}, *const params_keys[] = {"type", "properties"},
+                             *const tool_keys[] = {"type", "name", "description", "parameters"};
+    chat_put(b, "\n\n# Tools\n\nYou have access to the following tools:\n\n<tools>");
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        const json_t *tool = json_array_get(tools, i);
+        if (json_object_get(tool, "function")) tool = json_object_get(tool, "function");
+        const json_t *description = json_object_get(tool, "description"), *params = json_object_get(tool, "parameters");
+        const json_t *props = json_object_get(params, "properties"), *spec;
+        chat_put(b, "\n<function>\n<name>");
+        chat_put_py_str(b, json_object_get(tool, "name"));
+        chat_put(b, "</name>");
+        if (description) {
+            chat_put(b, "\n<description>");
+            if (json_is_string(description)) chat_text_stripped(b, json_string_value(description));
+            else chat_put_py_str(b, description);
+            chat_put(b, "</description>");
+        }
+        chat_put(b, "\n<parameters>");
+        const char *name;
+        if (json_is_object(props))
+            json_object_foreach((json_t *)props, name, spec) {
+                chat_put(b, "\n<parameter>\n<name>");
+                chat_text(b, name);
+                chat_put(b, "</name>");
+                if (json_object_get(spec, "type")) {
+                    chat_put(b, "\n<type>");
+                    chat_put_py_repr(b, json_object_get(spec, "type"));
+                    chat_put(b, "</type>");
+                }
+                const json_t *pd = json_object_get(spec, "description");
+                if (pd) {
+                    chat_put(b, "\n<description>");
+                    if (json_is_string(pd)) chat_text_stripped(b, json_string_value(pd));
+                    else chat_put_py_str(b, pd);
+                    chat_put(b, "</description>");
+                }
+                chat_coder_extra_keys(b, spec, param_keys, 3);
+                chat_put(b, "\n</parameter>");
+            }
+        chat_coder_extra_keys(b, params, params_keys, 2);
+        chat_put(b, "\n</parameters>");
+        chat_coder_extra_keys(b, tool, tool_keys, 4);
+        chat_put(b, "\n</function>");
+    }
+    chat_put(b, "\n</tools>\n\nIf you choose to call a tool ONLY reply in the following format with NO suffix:\n\n"
+                "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+                "<parameter=example_parameter_2>\nvalue_2\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\n"
+                "Reminder:\n- Function calls MUST follow the specified format: the tool calling block MUST begin with an "
+                "opening <tool_call> tag and end with a closing </tool_call> tag.\n- Required parameters MUST be "
+                "specified\n- You may provide optional reasoning for your function call in natural language BEFORE the "
+                "function call, but NOT after\n- If there is no function call available, answer the question like "
+                "normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>");
+}
+
+/* Qwen3-Coder's template (see chat.h). */
+static int chat_render_qwen3_coder(const chat_input *in, chat_buf *b, fkv_error *err) {
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
+    const bool lead_system = n > 0 && chat_role_is(&msgs[0], "system");
+    if (lead_system || in->tools) {
+        chat_put(b, "<|im_start|>system\n");
+        if (lead_system) chat_text(b, msgs[0].content);
+        else chat_put(b, "You are Qwen, a helpful AI assistant that can interact with a computer to solve tasks.");
+        if (in->tools) chat_coder_tools(b, in->tools);
+        chat_put(b, "<|im_end|>\n");
+    }
+    for (size_t i = lead_system; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "assistant") && m->n_tool_calls) {
+            chat_put(b, "<|im_start|>assistant");
+            if (!chat_is_blank(m->content, strlen(m->content))) {
+                chat_put(b, "\n");
+                chat_text_stripped(b, m->content);
+                chat_put(b, "\n");
+            }
+            for (size_t c = 0; c < m->n_tool_calls; c++) {
+                const char *arguments = m->tool_calls[c].arguments;
+                json_t *args = json_loads(arguments ? arguments : "", 0, NULL);
+                if (arguments && *arguments && !json_is_object(args)) {
+                    json_decref(args);
+                    return err_input(err, "chat_render: message %zu: Qwen3-Coder's template needs each call's "
+                                          "arguments to be a JSON object", i);
+                }
+                chat_put(b, "\n<tool_call>\n<function=");
+                chat_text(b, m->tool_calls[c].name);
+                chat_put(b, ">\n");
+                const char *key;
+                const json_t *v;
+                json_object_foreach(args, key, v) {
+                    chat_put(b, "<parameter=");
+                    chat_text(b, key);
+                    chat_put(b, ">\n");
+                    if (json_is_object(v) || json_is_array(v)) chat_put_json(b, v, 0);
+                    else chat_put_py_str(b, v);
+                    chat_put(b, "\n</parameter>\n");
+                }
+                chat_put(b, "</function>\n</tool_call>");
+                json_decref(args);
+            }
+            chat_put(b, "<|im_end|>\n");
+        } else if (chat_role_is(m, "tool")) {
+            /* loop.previtem: the loop's previous message (none for its first, which opens no turn) */
+            if (i > lead_system && !chat_role_is(&msgs[i - 1], "tool")) chat_put(b, "<|im_start|>user\n");
+            chat_put(b, "<tool_response>\n");
+            chat_text(b, m->content);
+            chat_put(b, "\n</tool_response>\n");
+            if (i + 1 == n || !chat_role_is(&msgs[i + 1], "tool")) chat_put(b, "<|im_end|>\n");
+        } else {
+            chat_put(b, "<|im_start|>");
+            chat_put(b, m->role);
+            chat_put(b, "\n");
+            chat_text(b, m->content);
+            chat_put(b, "<|im_end|>\n");
+        }
+    }
+    if (in->add_generation_prompt) chat_put(b, "<|im_start|>assistant\n");
+    return 0;
+}
+
 static bool chat_detect_chatml(const char *src, chat_template *t) {
     if (strstr(src, chat_qwen_default_system)) t->default_system = chat_qwen_default_system;
     t->qwen3_thinking = strstr(src, "</think>") && strstr(src, "last_query_index");
+    t->qwen3_coder = strstr(src, "<function=") != NULL;
     return true;
 }
 
 static int chat_render_chatml(const chat_input *in, chat_buf *b, fkv_error *err) {
-    (void)err;
+    if (in->t->qwen3_coder) return chat_render_qwen3_coder(in, b, err);
     const chat_template *t = in->t;
     const chat_message *msgs = in->msgs;
     const size_t n = in->n;
@@ -697,46 +907,6 @@ static int chat_render_deepseek(const chat_input *in, chat_buf *b, fkv_error *er
     return 0;
 }
 
-/* Jinja's truth of a JSON value: absent, null, false, 0, "", [] and {} are false. */
-static bool chat_json_truthy(const json_t *v) {
-    switch (v ? json_typeof(v) : JSON_NULL) {
-    case JSON_OBJECT: return json_object_size(v) > 0;
-    case JSON_ARRAY: return json_array_size(v) > 0;
-    case JSON_STRING: return json_string_length(v) > 0;
-    case JSON_INTEGER: return json_integer_value(v) != 0;
-    case JSON_REAL: return json_real_value(v) != 0.0;
-    case JSON_TRUE: return true;
-    default: return false;
-    }
-}
-
-static bool chat_json_is(const json_t *v, const char *s) { return json_is_string(v) && !strcmp(json_string_value(v), s); }
-
-/* Python's str() of a value, as Jinja's join and `+` write it: a string as it is, an integer, True, False, None;
- * other values as JSON (Python would write its own repr; no template here gives them). Conversation text. */
-static void chat_put_py_str(chat_buf *b, const json_t *v) {
-    char num[32];
-    if (json_is_string(v)) chat_text_n(b, json_string_value(v), json_string_length(v));
-    else if (json_is_integer(v)) snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v)), chat_text(b, num);
-    else if (json_is_boolean(v)) chat_text(b, json_is_true(v) ? "True" : "False");
-    else if (!v || json_is_null(v)) chat_text(b, "None");
-    else chat_put_json(b, v, 0);
-}
-
-/* Whether name is one of the strings of required (a JSON array; anything else holds none). */
-static bool chat_json_lists(const json_t *required, const char *name) {
-    for (size_t i = 0; i < json_array_size(required); i++)
-        if (chat_json_is(json_array_get(required, i), name)) return true;
-    return false;
-}
-
-/* Characters (UTF-8 code points) of s, as Jinja's length counts them. */
-static size_t chat_utf8_chars(const char *s, size_t n) {
-    size_t chars = 0;
-    for (size_t i = 0; i < n; i++) chars += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return chars;
-}
-
 /* gpt-oss's render_typescript_type: a parameter's JSON Schema as the TypeScript type the template writes, branch by
  * branch (a oneOf's has_object_variants is set inside a loop, which Jinja scopes to the loop: it never takes the
  * "any" branch). Schemas nested deeper than CHAT_TS_DEPTH are written "any", so no input can exhaust the stack. */
@@ -978,12 +1148,6 @@ static void chat_text_stripped_n(chat_buf *b, const char *s, size_t n) {
     while (n > 0 && chat_is_space(s[n - 1])) n--;
     while (n > 0 && chat_is_space(*s)) s++, n--;
     chat_text_n(b, s, n);
-}
-
-static bool chat_is_blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!chat_is_space(s[i])) return false;
-    return true;
 }
 
 /* GLM-4.5/4.6's and GLM-4.7's templates (see chat.h). */

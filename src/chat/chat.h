@@ -36,6 +36,24 @@
  *   until the next user message drops it. A reasoning given apart (chat_message.reasoning, OpenAI's
  *   reasoning_content) is the template's reasoning_content: the content is then not split, and is written as is
  *   outside a think block, without leading newlines inside one.
+ *   With qwen3_coder — Qwen3-Coder's template (data/templates/Qwen3-Coder.jinja; the 30B-A3B MoE's), no thinking:
+ *     ["<|im_start|>system\n" + (messages[0] when a system message, else "You are Qwen, a helpful AI assistant that
+ *       can interact with a computer to solve tasks." with tools) + [the tool block] + "<|im_end|>\n"]
+ *     tool block: "\n\n# Tools\n\nYou have access to the following tools:\n\n<tools>" + per tool "\n<function>\n
+ *       <name>" + name + "</name>" + ["\n<description>" + strip(description) + "</description>"] + "\n<parameters>" +
+ *       per parameter ("\n<parameter>\n<name>" + name + "</name>" + ["\n<type>" + type + "</type>"] +
+ *       ["\n<description>" + strip(its description) + "</description>"] + its other keys + "\n</parameter>") +
+ *       the parameters' other keys + "\n</parameters>" + the tool's other keys + "\n</function>", then "\n</tools>"
+ *       and the call format's instructions; an other key: "\n<" + key + ">" + (a mapping or list as json.dumps, else
+ *       Python's str()) + "</" + key + ">"
+ *     assistant with calls: "<|im_start|>assistant" + ["\n" + strip(content) + "\n" when not blank] + per call
+ *       "\n<tool_call>\n<function=" + name + ">\n" + per argument ("<parameter=" + key + ">\n" + (a mapping or list
+ *       as json.dumps, else str()) + "\n</parameter>\n") + "</function>\n</tool_call>", then "<|im_end|>\n"
+ *     tool: ["<|im_start|>user\n" after a message that is no tool result] + "<tool_response>\n" + content +
+ *       "\n</tool_response>\n" + ["<|im_end|>\n" unless a tool result follows]   (a first message that is a tool
+ *       result opens no turn: the template's quirk, kept)
+ *     other messages and the generation prompt as CHATML's.
+ *   Prefix-stable for any reply, calls included when the model writes them as the template does.
  * - CHAT_SMOLLM3 — HuggingFaceTB/SmolLM3-3B's template:
  *     "<|im_start|>system\n" + "## Metadata\n\nKnowledge Cutoff Date: June 2025\n" + ["Today Date: " +
  *     date_string + "\n"] + "Reasoning Mode: " + mode + "\n\n## Custom Instructions\n\n" + (custom + "\n\n",
@@ -266,6 +284,7 @@ typedef struct {
                                  * rather than refused (Gemma-2) */
     chat_phi_variant phi;       /* PHI3: Phi-3/3.5-mini's form or Phi-4-mini's */
     bool qwen3_thinking;        /* CHATML: Qwen3's template (reasoning in <think> blocks; no default system) */
+    bool qwen3_coder;           /* CHATML: Qwen3-Coder's template (tools and calls as XML) */
     bool no_thinking;           /* CHATML with qwen3_thinking, SMOLLM3, GLM: the request's enable_thinking = false.
                                  * Not part of the model's template: a caller copies the template per
                                  * conversation and sets it (false, the zero value, is the templates' default). */

@@ -165,6 +165,32 @@ case("qwen3: reasoning apart before the last query", Q, [{"role": "user", "conte
      {"role": "assistant", "content": "\nA", "reasoning_content": "think"}, {"role": "user", "content": "Q2"}])
 case("qwen3: a tool loop with reasoning apart", Q, TOOL_LOOP, tools=[WEATHER])
 
+# --- Qwen3-Coder (Qwen3-Coder-30B-A3B, a qwen3moe model): ChatML with XML tools ---
+C = "Qwen3-Coder.jinja"
+CODE = call("write_file", {"path": "a.py", "content": "if a < b:\n    print('x')\n", "mode": 420, "append": False,
+                           "lines": [1, 2], "meta": {"k": None}})
+WRITE = {"type": "function", "function": {
+    "name": "write_file", "description": "  Write a file.  ",
+    "parameters": {"type": "object", "properties": {
+        "path": {"type": "string", "description": "Where"},
+        "content": {"type": "string"},
+        "mode": {"type": "integer", "minimum": 0, "default": 420},
+        "append": {"type": "boolean", "enum": [True, False]},
+        "lines": {"type": "array", "items": {"type": "integer"}},
+        "meta": {"description": "anything"}},
+        "required": ["path", "content"], "additionalProperties": False},
+    "strict": True}}
+case("qwen3-coder: a chat", C, CHAT)
+case("qwen3-coder: tools with no system message", C, TOOL_LOOP + [{"role": "tool", "content": "windy"}],
+     tools=[WEATHER, NOARGS])
+case("qwen3-coder: tools, a system message, calls of every value type", C,
+     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Write it"},
+      {"role": "assistant", "content": "  Writing.  ", "tool_calls": [CODE, call("now", {})]},
+      {"role": "tool", "content": "ok"}, {"role": "user", "content": "Thanks"},
+      {"role": "assistant", "content": "Done."}], tools=[WRITE, NOARGS])
+case("qwen3-coder: a tool result first and last", C, [{"role": "tool", "content": "early"},
+     {"role": "user", "content": "Hi"}, {"role": "tool", "content": "late"}], add_generation_prompt=False)
+
 
 def template_messages(template, messages):
     """The messages as flatkv hands them to the template (see the top of this file)."""
