@@ -23,7 +23,8 @@ static const char THINK_OPEN[] = "<think>", THINK_CLOSE[] = "</think>", CALL_OPE
  * message's start. */
 static const char *const H_ENDS[] = {"<|end|>", "<|return|>", "<|call|>", "<|start|>"};
 /* How a harmony header begins: its channel, a recipient, or the role after "<|start|>". */
-static const char *const H_HEADS[] = {"<|channel|>", " to=", "assistant"};
+static const char H_CHANNEL[] = "<|channel|>";
+static const char *const H_HEADS[] = {H_CHANNEL, " to=", "assistant"};
 /* A header is a few words: text whose first this many bytes hold no "<|message|>" is no header but content. */
 #define REPLY_MAX_HEADER 256
 
@@ -188,8 +189,9 @@ static void read_header(reply *r, const char *t, size_t len, bool final) {
         begin_calls(r, r->header_at, len);
         return;
     }
-    const char *channel = memmem(h, header_len, "<|channel|>", 11);
-    const bool analysis = channel && starts(channel + 11, header_len - (size_t)(channel + 11 - h), "analysis");
+    const char *channel = memmem(h, header_len, H_CHANNEL, strlen(H_CHANNEL)), *name = NULL;
+    if (channel) name = channel + strlen(H_CHANNEL);
+    const bool analysis = name && starts(name, header_len - (size_t)(name - h), "analysis");
     r->kind = analysis ? KIND_REASONING : KIND_CONTENT;
     r->read = r->shown = r->header_at + header_len + strlen(H_MESSAGE);
     r->state = R_BODY;

@@ -354,9 +354,11 @@ const chat_vocab_token *chat_vocab_tokens(const chat_template *t, size_t *n);
  * previous_response_id) never re-renders or re-tokenizes a past turn, so every one of them is reused; only this
  * continuation is new. It is rendered after a stand-in conversation of one turn and cut after the stand-in reply.
  * Exact — the text a rendering of the whole conversation writes after that reply — for every family whose
- * template writes a turn from that turn alone and the leading system text: CHATML (Qwen2.5, Hermes, and Qwen3's
- * form), LLAMA2, LLAMA3, MISTRAL, PHI3, GEMMA, ZEPHYR, SMOLLM3 and PLAIN. Not for DEEPSEEK, whose tool outputs are
- * framed by whether an earlier one exists. Where a template rewrites history (Qwen3 and DeepSeek drop past
+ * template writes a turn from that turn alone and the leading system text: CHATML (Qwen2.5, Hermes, Qwen3's and
+ * Qwen3-Coder's forms), LLAMA2, LLAMA3, MISTRAL, PHI3, GEMMA, ZEPHYR, SMOLLM3, GLM and PLAIN, and HARMONY after a final
+ * answer (the template's "<|end|>" where the model's "<|return|>" ended it). Not for DEEPSEEK, whose tool outputs are
+ * framed by whether an earlier one exists; a HARMONY tool result is refused (the stand-in reply makes no call for
+ * the template to name). Where a template rewrites history (Qwen3 and DeepSeek drop past
  * reasoning, MISTRAL V3/TEKKEN move the system text to the newest user message) the past turns stay as they were
  * fed, which a whole re-rendering would change. Tools are not rendered: every family writes them before the first
  * turn. 0, or -1 with err (no messages, a role order the template refuses, a message containing the stand-in). */
