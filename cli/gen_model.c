@@ -1,6 +1,8 @@
 /* flatkv gen-model — a model of a real shape with deterministic random weights. */
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "chat/chat.h"
 #include "cli.h"
 #include "model/genmodel.h"
 #include "model/model.h"
@@ -14,6 +16,7 @@ static const char HELP[] =
     "                        [--rope-dims N] [--window N] [--window-pattern N]\n"
     "                        [--experts N --experts-used K --expert-hidden H] [--shared-experts S]\n"
     "                        [--dense-layers D] [--nextn N]\n"
+    "                        [--chat-template FILE.jinja]\n"
     "                        -o OUT.gguf\n"
     "\n"
     "Write a GGUF (--arch) with deterministic random weights (same arguments, same bytes) and\n"
@@ -36,15 +39,18 @@ static const char HELP[] =
     "                window layers (gemma3); default 0: none\n"
     "  --window-pattern N  with --window: every Nth layer is global (attention.sliding_window_pattern); default 6\n"
     "  --experts N, --experts-used K, --expert-hidden H  routed experts (an architecture with experts: qwen3moe,\n"
-    "                glm4moe): expert_count, expert_used_count, expert_feed_forward_length; default 8, 2, hidden/2\n"
+    "                glm4moe, gpt-oss): expert_count, expert_used_count, expert_feed_forward_length; default 8, 2, hidden/2\n"
     "  --shared-experts S  expert_shared_count (glm4moe): a shared FFN of S x the expert width in each expert layer\n"
     "  --dense-layers D    leading_dense_block_count: the first D layers have a dense FFN of --hidden\n"
     "  --nextn N     nextn_predict_layers: N NextN (MTP) blocks after the layers, kept for a drafter\n"
-    "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n";
+    "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n"
+    "  --chat-template FILE  the file (a Jinja chat template, e.g. data/templates/openai-gpt-oss-120b.jinja)\n"
+    "                becomes tokenizer.chat_template, and the control tokens of its family (gpt-oss, GLM) that\n"
+    "                the copied vocabulary lacks are appended to it, as its models' vocabularies hold them\n";
 
 int cli_gen_model(int argc, char **argv) {
     enum { O_DIM = 256, O_HIDDEN, O_LAYERS, O_HEADS, O_KVH, O_CTX, O_VOCAB, O_TYPE, O_SEED, O_TIED, O_ARCH, O_FREQS, O_HEAD_DIM,
-           O_ROPE_DIMS, O_WINDOW, O_PATTERN, O_EXPERTS, O_USED, O_EXP_HIDDEN, O_SHARED, O_DENSE, O_NEXTN };
+           O_ROPE_DIMS, O_WINDOW, O_PATTERN, O_EXPERTS, O_USED, O_EXP_HIDDEN, O_SHARED, O_DENSE, O_NEXTN, O_CHAT };
     static const struct option opts[] = {
         {"dim", required_argument, 0, O_DIM},      {"hidden", required_argument, 0, O_HIDDEN},
         {"layers", required_argument, 0, O_LAYERS}, {"heads", required_argument, 0, O_HEADS},
@@ -57,9 +63,10 @@ int cli_gen_model(int argc, char **argv) {
         {"experts", required_argument, 0, O_EXPERTS}, {"experts-used", required_argument, 0, O_USED},
         {"expert-hidden", required_argument, 0, O_EXP_HIDDEN}, {"shared-experts", required_argument, 0, O_SHARED},
         {"dense-layers", required_argument, 0, O_DENSE}, {"nextn", required_argument, 0, O_NEXTN},
+        {"chat-template", required_argument, 0, O_CHAT},
         {"output", required_argument, 0, 'o'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    const char *sub = "gen-model", *out = NULL;
+    const char *sub = "gen-model", *out = NULL, *chat = NULL;
     genmodel_params p = {.n_ctx = 2048, .type = GGML_TYPE_Q8_0, .seed = 1};
     int c;
     opterr = 0;
@@ -95,6 +102,7 @@ int cli_gen_model(int argc, char **argv) {
         case O_SHARED: bad = cli_parse_u32(sub, "--shared-experts", optarg, 1, 64, &p.n_shared); break;
         case O_DENSE: bad = cli_parse_u32(sub, "--dense-layers", optarg, 1, 1024, &p.n_dense_lead); break;
         case O_NEXTN: bad = cli_parse_u32(sub, "--nextn", optarg, 1, 16, &p.n_nextn); break;
+        case O_CHAT: chat = optarg; break;
         case 'o': out = optarg; break;
         case 'h': {
             char archs[128], types[256];
@@ -109,8 +117,25 @@ int cli_gen_model(int argc, char **argv) {
     if (!p.dim || !p.hidden || !p.n_layers || !p.n_heads || !p.vocab_from || !out)
         return cli_usage_error(sub, "--dim, --hidden, --layers, --heads, --vocab-from and -o are required");
     if (!p.n_kv_heads) p.n_kv_heads = p.n_heads;
+    char *source = NULL;
+    genmodel_token *tokens = NULL;
+    if (chat) { /* the template, and its family's tokens (chat.h) for the vocabulary */
+        size_t len, n = 0;
+        if (!(source = cli_read_file(chat, &len))) return cli_usage_error(sub, "--chat-template: cannot read '%s'", chat);
+        const chat_template t = chat_template_detect(source);
+        const chat_vocab_token *listed = chat_vocab_tokens(&t, &n);
+        if (n && !(tokens = malloc(sizeof *tokens * n))) {
+            free(source);
+            return cli_usage_error(sub, "out of memory");
+        }
+        for (size_t i = 0; i < n; i++) tokens[i] = (genmodel_token){listed[i].text, listed[i].user_defined, listed[i].special};
+        p.chat_template = source, p.tokens = tokens, p.n_tokens = n;
+    }
     fkv_error err = {0};
-    if (genmodel_write(&p, out, &err)) return cli_usage_error(sub, "%s", err.msg);
+    const int rc = genmodel_write(&p, out, &err);
+    free(source);
+    free(tokens);
+    if (rc) return cli_usage_error(sub, "%s", err.msg);
     fprintf(stderr, "flatkv gen-model: wrote %s\n", out);
     return 0;
 }

@@ -3,10 +3,11 @@
  * Input: byte 0 picks the template (chat_template_by_name's names, Mistral's three variants, Qwen2.5's default
  * system) and byte 1 the flags (add_generation_prompt, no_thinking, render the tools); the rest is JSON, either a
  * messages array or {"messages": [...], "tools": [...]}. Messages: role, content (a string; anything else is NULL
- * content, which chat_render must refuse cleanly), tool_calls [{function: {name, arguments}}]. Asserts:
+ * content, which chat_render must refuse cleanly), reasoning_content, tool_calls [{function: {name, arguments}}]; an
+ * object's "reasoning_effort" (a string) is the template's. Asserts:
  * - a rendering's length is its strlen (no NUL can come from C-string contents), a refusal has a message;
  * - prefix stability (chat.h) for the families documented prefix-stable for any reply (CHATML without Qwen3's
- *   thinking, PHI3, ZEPHYR, PLAIN): when the last message is an assistant reply without tool calls, the rendering
+ *   thinking — Qwen3-Coder's included — PHI3, ZEPHYR, PLAIN): when the last message is an assistant reply without tool calls, the rendering
  *   of the others with the generation prompt, followed by the reply, is a prefix of the rendering of all of them;
  * - chat_render_continuation (chat.h: exact for these families): the rendering of messages up to an assistant
  *   reply with its generation prompt, + the reply, + the continuation of the messages after it, equals the
@@ -22,8 +23,9 @@
 #define MAX_MESSAGES 24
 #define MAX_CALLS 4
 
-static const char *const names[] = {"chatml", "qwen3",  "llama2",   "llama3",  "mistral", "phi3",  "phi4-mini",
-                                    "gemma",  "gemma3", "zephyr",   "deepseek", "smollm3", "plain"};
+static const char *const names[] = {"chatml", "qwen3",    "llama2",  "llama3",  "mistral", "phi3",
+                                    "phi4-mini", "gemma", "gemma3", "zephyr", "deepseek", "smollm3",
+                                    "gpt-oss", "glm4",  "glm4.7",  "qwen3-coder", "plain"};
 #define N_NAMES (sizeof names / sizeof *names)
 
 static chat_template pick(uint8_t b) {
@@ -67,6 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!root) return 0;
     const json_t *list = json_is_array(root) ? root : json_object_get(root, "messages");
     const json_t *tools = with_tools ? json_object_get(root, "tools") : NULL;
+    t.reasoning_effort = json_string_value(json_object_get(root, "reasoning_effort"));
     if (!json_is_array(list)) {
         json_decref(root);
         return 0;
@@ -78,7 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < json_array_size(list) && n < MAX_MESSAGES; i++, n++) {
         const json_t *m = json_array_get(list, i), *tc = json_object_get(m, "tool_calls");
         msgs[n] = (chat_message){.role = json_string_value(json_object_get(m, "role")),
-                                 .content = json_string_value(json_object_get(m, "content"))};
+                                 .content = json_string_value(json_object_get(m, "content")),
+                                 .reasoning = json_string_value(json_object_get(m, "reasoning_content"))};
         if (!msgs[n].role) msgs[n].role = "user";
         for (size_t k = 0; k < json_array_size(tc) && k < MAX_CALLS; k++) {
             const json_t *fn = json_object_get(json_array_get(tc, k), "function");

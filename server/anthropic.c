@@ -289,7 +289,7 @@ int anth_parse(const api_context *ctx, const char *body, size_t len, api_request
     }
     char cache_key[65]; /* the Messages API has no routing key of its own: the log shows X-Session-Id alone */
     if (parse_sampling(root, job, e) || api_common_fields(ctx, root, job, cache_key, e) ||
-        parse_tools(root, &tools, job, e) || api_constrain(ctx, job, tools, e))
+        parse_tools(root, &tools, job, e) || api_constrain(ctx, ctx->tmpl, job, tools, e))
         goto out;
     if (system && !json_is_null(system)) {
         if (json_is_array(system)) {
@@ -364,8 +364,8 @@ static json_t *text_block(const char *text, size_t len) {
 
 json_t *anth_response(api_request *req, const sched_job *job) {
     json_t *content = json_array();
-    if (job->prog.content_len || !job->prog.tool_calls)
-        json_array_append_new(content, text_block(job->prog.text.text, job->prog.content_len));
+    const reply *r = &job->prog.reply; /* its reasoning is not sent: extended thinking is not offered */
+    if (r->n_content || !job->prog.tool_calls) json_array_append_new(content, text_block(r->content, r->n_content));
     for (size_t i = 0; i < json_array_size(job->prog.tool_calls); i++)
         json_array_append_new(content, tool_use_block(req, job, i, true));
     return json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:o,s:o}", "id", req->id, "type", "message", "role", "assistant",
@@ -404,15 +404,17 @@ void anth_stream(api_request *req, sched_job *job, json_t *events) {
         emit(events, json_pack("{s:s}", "type", "ping"));
         c->started = true;
     }
-    if (job->prog.text.stable > c->sent) {
+    const reply *r = &job->prog.reply;
+    if (r->n_content > c->sent_content) {
         if (!req->open) block_start(req, events, text_block("", 0));
         req->open = true;
         emit(events, json_pack("{s:s,s:i,s:{s:s,s:s%}}", "type", "content_block_delta", "index", req->n_blocks - 1,
-                               "delta", "type", "text_delta", "text", job->prog.text.text + c->sent,
-                               job->prog.text.stable - c->sent));
-        c->sent = job->prog.text.stable;
+                               "delta", "type", "text_delta", "text", r->content + c->sent_content,
+                               r->n_content - c->sent_content));
+        c->sent_content = r->n_content;
     }
-    if (!job->prog.done || c->sent < job->prog.text.stable) return;
+    c->sent = r->read;
+    if (!job->prog.done) return;
     if (!req->open && !job->prog.tool_calls) block_start(req, events, text_block("", 0)); /* as anth_response */
     if (req->open || !job->prog.tool_calls) block_stop(req, events);
     for (size_t i = 0; i < json_array_size(job->prog.tool_calls); i++) {

@@ -18,7 +18,8 @@
  * (name, description, input_schema), tool_choice (auto, any, tool, none), stop_sequences, temperature, top_p, top_k,
  * metadata, stream, cache_control on any block, system text and tool; the fields every API reads (api_common_fields).
  * Refused with a 400 naming the field: images and documents, thinking, server tools, a final assistant message (a
- * prefill).
+ * prefill). A reasoning model's reasoning (reply.h) is not returned: thinking blocks are extended thinking's, which
+ * is not offered; the text block holds the answer alone.
  */
 #ifndef FKV_ANTHROPIC_H
 #define FKV_ANTHROPIC_H

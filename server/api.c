@@ -7,6 +7,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "base/err.h"
+#include "reply.h"
 #include "toolcall.h"
 #include "utf8.h"
 
@@ -212,8 +214,9 @@ bool api_names_tool(const json_t *tools, const json_t *name) {
     return false;
 }
 
-int api_constrain(const api_context *ctx, sched_job *job, const json_t *tools, api_error *e) {
-    if (tools) job->req.tool_format = toolcall_format_of(ctx->tmpl);
+int api_constrain(const api_context *ctx, const chat_template *t, sched_job *job, const json_t *tools, api_error *e) {
+    job->req.form = reply_form_of(t, tools != NULL);
+    if (tools && !(job->req.tools = json_deep_copy(tools))) return api_oom(e);
     const json_t *choice = job->req.tool_choice;
     const char *named = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
     const bool calls = tools && (named || (json_is_string(choice) && !strcmp(json_string_value(choice), "required")));
@@ -221,19 +224,23 @@ int api_constrain(const api_context *ctx, sched_job *job, const json_t *tools, a
         return BAD(calls ? "tool_choice" : "response_format",
                    "one constraint at a time: a grammar, a response_format or an enforced tool_choice");
     fkv_error err = {0};
-    char *gbnf = NULL;
+    char *answer = NULL, *gbnf = NULL;
     const char *param = calls ? "tool_choice" : "response_format";
     if (calls) {
-        gbnf = toolcall_gbnf(job->req.tool_format, tools, named, !job->req.single_tool_call, &err);
+        answer = toolcall_gbnf(job->req.form.calls, tools, named, !job->req.single_tool_call, &err);
     } else if (job->req.response_format) {
         const json_t *schema = json_object_get(json_object_get(job->req.response_format, "json_schema"), "schema");
         char *text = schema ? json_dumps(schema, JSON_COMPACT) : strdup("{\"type\": \"object\"}"); /* json_object */
-        gbnf = text ? fkv_json_schema_gbnf(text, strlen(text), "", &err) : NULL;
+        answer = text ? fkv_json_schema_gbnf(text, strlen(text), "answer-", &err) : NULL;
         free(text);
     } else {
         return 0;
     }
+    /* What the model writes before the answer (its reasoning) as its form has it; the answer is the content. */
+    if (answer && !(gbnf = reply_gbnf(&job->req.form, answer, calls ? "calls" : "answer-root", calls)))
+        err_nomem(&err, "out of memory for a grammar");
     if (gbnf) job->req.grammar = fkv_grammar_new(ctx->model, gbnf, strlen(gbnf), &err);
+    free(answer);
     free(gbnf);
     if (job->req.grammar) return 0;
     return !err.msg[0] || err.code == FKV_E_NOMEM ? api_oom(e) : BAD(param, "%s: %s", param, err.msg);

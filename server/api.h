@@ -45,7 +45,8 @@ typedef struct {
 
 /* One choice's progress on a stream. */
 typedef struct {
-    size_t sent;     /* text bytes sent */
+    size_t sent;     /* the reply's text bytes read (prog.reply.read) when the stream last looked */
+    size_t sent_reasoning, sent_content; /* the reply's reasoning and content bytes sent */
     size_t lps_sent; /* logprob entries sent (sched_job.lps) */
     bool started, done;
 } api_choice;
@@ -136,12 +137,14 @@ int api_common_fields(const api_context *ctx, const json_t *root, sched_job *job
 json_t *api_function_tool(const json_t *name, const json_t *description, const json_t *parameters);
 /* Whether one of tools (each with a top-level "name", as the Messages and Responses APIs give them) is named name. */
 bool api_names_tool(const json_t *tools, const json_t *name);
-/* The grammar the job's output must follow (job->grammar), from what the request asked in chat's shapes, whatever its
- * API: job->response_format (json_object, json_schema), or job->tool_choice "required" / a named function of the tools
- * offered (chat's shape; NULL: none, else they set job->tool_format: calls in the template's syntax, arguments valid
- * against each tool's parameters). At most one constraint per request; a schema flatkv cannot compile is a 400 naming
- * the keyword. 0, or -1 with e. */
-int api_constrain(const api_context *ctx, sched_job *job, const json_t *tools, api_error *e);
+/* The reply's form (job->form: how a prompt rendered by template t — the request's, its settings included; NULL for a
+ * prompt of plain text — is answered, and with tools, chat's shape or NULL, kept in job->tools, how calls are
+ * written) and the grammar the job's output must follow (job->grammar), from what the request asked in chat's shapes,
+ * whatever its API: job->response_format (json_object, json_schema), or job->tool_choice "required" / a named
+ * function of the tools offered (calls in the template's syntax, arguments valid against each tool's parameters).
+ * Where the form has reasoning, the grammar lets it come first, as the model writes it. At most one constraint per
+ * request; a schema flatkv cannot compile is a 400 naming the keyword. 0, or -1 with e. */
+int api_constrain(const api_context *ctx, const chat_template *t, sched_job *job, const json_t *tools, api_error *e);
 /* The text of part i of a content array (param names the content), or NULL with e. */
 typedef const json_t *api_part_text(const json_t *part, size_t i, const char *param, api_error *e);
 /* content — a string, or an array of parts whose texts part_text gives — appended to c's last message. 0, or -1 with

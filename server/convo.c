@@ -57,6 +57,20 @@ void convo_call(convo *c, const char *name, const char *arguments) {
     m->calls[m->n_calls++] = (chat_tool_call){n, a};
 }
 
+void convo_reasoning(convo *c, const char *text, size_t len) {
+    if (c->oom || !c->n) return;
+    convo_msg *m = &c->msgs[c->n - 1];
+    char *copy = malloc(len + 1);
+    if (!copy) {
+        c->oom = true;
+        return;
+    }
+    memcpy(copy, text, len);
+    copy[len] = 0;
+    free(m->reasoning);
+    m->reasoning = copy;
+}
+
 const char *convo_last_role(const convo *c) { return c->n ? c->msgs[c->n - 1].role : NULL; }
 
 const chat_message *convo_messages(convo *c) {
@@ -69,7 +83,7 @@ const chat_message *convo_messages(convo *c) {
     c->view = view;
     for (size_t i = 0; i < c->n; i++)
         view[i] = (chat_message){.role = c->msgs[i].role, .content = c->msgs[i].text, .tool_calls = c->msgs[i].calls,
-                                 .n_tool_calls = c->msgs[i].n_calls};
+                                 .n_tool_calls = c->msgs[i].n_calls, .reasoning = c->msgs[i].reasoning};
     return view;
 }
 
@@ -81,6 +95,7 @@ void convo_free(convo *c) {
             free((char *)c->msgs[i].calls[k].arguments);
         }
         free(c->msgs[i].calls);
+        free(c->msgs[i].reasoning);
     }
     free(c->msgs);
     free(c->view);

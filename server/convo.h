@@ -22,6 +22,7 @@ typedef struct {
     size_t len;
     chat_tool_call *calls; /* owned, and their strings */
     size_t n_calls;
+    char *reasoning; /* an assistant's reasoning given apart (owned), or NULL */
 } convo_msg;
 
 typedef struct {
@@ -37,6 +38,8 @@ void convo_add(convo *c, const char *role);
 void convo_text(convo *c, const char *text, size_t len);
 /* A call (name and arguments copied) added to the last message. */
 void convo_call(convo *c, const char *name, const char *arguments);
+/* The last message's reasoning (copied), given apart from its content. */
+void convo_reasoning(convo *c, const char *text, size_t len);
 /* The role of the last message, or NULL when there is none. */
 const char *convo_last_role(const convo *c);
 /* The messages as chat_messages (pointing into c, valid until the next call on c); NULL out of memory. */

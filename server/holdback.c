@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "toolcall.h"
 #include "utf8.h"
 
 static size_t longest_stop(const holdback_rules *r) {
@@ -99,10 +98,8 @@ int holdback_append(holdback *h, const holdback_rules *r, const char *piece, siz
     const size_t raw_end = complete > raw ? sanitize_span(h, raw, complete) : raw;
     if (cut_at_stop(h, r, raw)) return 1;
     /* Final: what no stop string can still begin in (hold - 1 bytes before the raw tail, whose bytes may still become
-     * U+FFFDs), no call can still begin in, and ends on a whole character. */
+     * U+FFFDs), and ends on a whole character. */
     size_t safe = raw_end > (hold ? hold - 1 : 0) ? raw_end - (hold ? hold - 1 : 0) : 0;
-    const size_t call_free = toolcall_safe_prefix(r->tool_format, h->text, h->len);
-    if (safe > call_free) safe = call_free;
     safe = utf8_complete_prefix(h->text, safe); /* sanitized already: below the raw tail */
     if (safe > h->stable) h->stable = safe;
     return 0;
@@ -117,10 +114,6 @@ int holdback_finish(holdback *h, const holdback_rules *r) {
     }
     h->stable = h->len;
     return rc;
-}
-
-void holdback_end_content(holdback *h, size_t content_end) {
-    if (content_end < h->stable) h->stable = content_end;
 }
 
 void holdback_free(holdback *h) {

@@ -1,9 +1,9 @@
 /* holdback.h — a generated text as it grows token by token, and how much of it a client may be sent.
  *
- * WHY: a stream must never send bytes it would have to take back. Three things can still change the end of the
- * text: a stop string that has begun (the text is cut where it begins), a character whose bytes are still
- * arriving (or that never completes: its bytes become U+FFFD), and a tool call that has begun (its text becomes a
- * call, not content). What none of them can touch is stable.
+ * WHY: a stream must never send bytes it would have to take back. Two things can still change the end of the
+ * text: a stop string that has begun (the text is cut where it begins), and a character whose bytes are still
+ * arriving (or that never completes: its bytes become U+FFFD). What neither can touch is stable; how the stable text
+ * splits into reasoning, content and calls is reply.h's.
  *
  * INVARIANT: text[0, stable) is valid UTF-8 and never changes once stable has passed it. ends[0, n_tokens) are the
  * byte offsets where each appended token's text ends, nondecreasing; where bytes were replaced, a token ends where
@@ -26,11 +26,10 @@ typedef struct holdback {
     const char *stop_hit; /* the stop string (one of the rules') that ended the text, or NULL */
 } holdback;
 
-/* What holds text back: stop strings (never part of the output) and the tool-call form the output may take. */
+/* What holds text back: stop strings (never part of the output). */
 typedef struct holdback_rules {
     char *const *stop;
     size_t n_stop;
-    int tool_format; /* a toolcall_format; TOOLCALL_NONE: no calls expected */
 } holdback_rules;
 
 /* Append one token's piece. 0: go on; 1: a stop string completed — the text ends where it began, the tokens that
@@ -39,8 +38,6 @@ int holdback_append(holdback *h, const holdback_rules *r, const char *piece, siz
 /* The text is complete: all of it becomes stable, invalid bytes replaced by U+FFFD. 1 when those U+FFFDs completed
  * a stop string (cut as holdback_append cuts), else 0. */
 int holdback_finish(holdback *h, const holdback_rules *r);
-/* After holdback_finish: text[content_end, len) is not content (tool calls) — stable ends at content_end. */
-void holdback_end_content(holdback *h, size_t content_end);
 void holdback_free(holdback *h);
 
 #endif

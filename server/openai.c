@@ -62,7 +62,7 @@ static int parse_messages(const json_t *messages, convo *c, api_error *e) {
         snprintf(param, sizeof param, "messages[%zu]", i);
         const char *role = message_role(msg, param, e);
         if (!role) return -1;
-        const bool assistant = !strcmp(role, "assistant");
+        const bool assistant = role[0] == 'a'; /* chat's four roles differ in their first letter */
         convo_add(c, role);
         if (!content || json_is_null(content)) {
             if (!assistant) return BAD(param, "'%s.content' is required for role '%s'", param, role);
@@ -70,6 +70,11 @@ static int parse_messages(const json_t *messages, convo *c, api_error *e) {
             return -1;
         }
         if (assistant && put_tool_calls(c, json_object_get(msg, "tool_calls"), param, e)) return -1;
+        const json_t *reasoning = json_object_get(msg, "reasoning_content");
+        if (assistant && reasoning && !json_is_null(reasoning)) {
+            if (!json_is_string(reasoning)) return BAD(param, "'%s.reasoning_content' must be a string", param);
+            convo_reasoning(c, json_string_value(reasoning), json_string_length(reasoning));
+        }
     }
     return 0;
 }
@@ -134,12 +139,26 @@ static int parse_format(const api_context *ctx, const json_t *root, sched_job *j
 }
 
 /* chat_template_kwargs (vLLM's and llama.cpp's field): enable_thinking, a boolean, switches the reasoning of the
- * templates that have it (Qwen3, SmolLM3); other keys are ignored, as the templates that do not read them do. */
+ * templates that have it (Qwen3, SmolLM3, GLM); reasoning_effort, a string, is what gpt-oss's writes (as the template,
+ * any string). OpenAI's own reasoning_effort, one of low, medium and high, sets the latter too (the kwarg wins). Other
+ * keys are ignored, as the templates that do not read them do. t's strings point into root. */
 static int parse_template_kwargs(const json_t *root, chat_template *t, api_error *e) {
-    const json_t *kw = json_object_get(root, "chat_template_kwargs");
+    const json_t *kw = json_object_get(root, "chat_template_kwargs"), *effort = json_object_get(root, "reasoning_effort");
+    if (effort && !json_is_null(effort)) {
+        const char *v = json_string_value(effort);
+        if (!v || (strcmp(v, "low") && strcmp(v, "medium") && strcmp(v, "high")))
+            return BAD("reasoning_effort", "'reasoning_effort' must be \"low\", \"medium\" or \"high\"");
+        t->reasoning_effort = v;
+    }
     if (!kw || json_is_null(kw)) return 0;
     if (!json_is_object(kw)) return BAD("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     const json_t *thinking = json_object_get(kw, "enable_thinking");
+    effort = json_object_get(kw, "reasoning_effort");
+    if (effort && !json_is_null(effort)) {
+        if (!json_is_string(effort))
+            return BAD("chat_template_kwargs", "'chat_template_kwargs.reasoning_effort' must be a string");
+        t->reasoning_effort = json_string_value(effort);
+    }
     if (!thinking || json_is_null(thinking)) return 0;
     if (!json_is_boolean(thinking))
         return BAD("chat_template_kwargs", "'chat_template_kwargs.enable_thinking' must be true or false");
@@ -154,7 +173,7 @@ static int parse_chat(const api_context *ctx, const json_t *root, sched_job *job
     chat_template t = *ctx->tmpl;
     convo c = {0};
     const int rc = parse_template_kwargs(root, &t, e) || parse_tools(root, &tools, job, e) ||
-                           api_constrain(ctx, job, tools, e) || parse_messages(json_object_get(root, "messages"), &c, e) ||
+                           api_constrain(ctx, &t, job, tools, e) || parse_messages(json_object_get(root, "messages"), &c, e) ||
                            api_render(ctx, &t, &c, tools, "messages", job, e)
                        ? -1
                        : 0;
@@ -165,7 +184,7 @@ static int parse_chat(const api_context *ctx, const json_t *root, sched_job *job
 /* prompt: a string or an array of token ids. */
 static int parse_prompt(const api_context *ctx, const json_t *prompt, sched_job *job, api_error *e) {
     if (!prompt) return BAD("prompt", "'prompt' is required");
-    if (api_constrain(ctx, job, NULL, e)) return -1;
+    if (api_constrain(ctx, NULL, job, NULL, e)) return -1;
     fkv_error err = {0};
     if (json_is_string(prompt)) {
         const char *text = json_string_value(prompt);
@@ -421,30 +440,32 @@ static json_t *logprobs_json(const api_request *req, const sched_job *job, size_
                      "text_offset", offsets);
 }
 
-/* The entries of job's content (their text ends within it). */
-static size_t content_lps(const sched_job *job) {
+/* The entries of the tokens whose text ends before the calls (what the reply shows: reasoning and content). */
+static size_t shown_lps(const sched_job *job) {
     size_t n = 0;
-    while (n < job->prog.n_lps && n < job->prog.text.n_tokens && job->prog.text.ends[n] <= job->prog.content_len) n++;
+    while (n < job->prog.n_lps && n < job->prog.text.n_tokens && job->prog.text.ends[n] <= job->prog.reply.shown) n++;
     return n;
 }
 
 /* Choice `index` of a finished job. */
 static json_t *choice_json(const api_request *req, const sched_job *job, int index) {
     json_t *choice;
+    const reply *r = &job->prog.reply;
     if (!req->completion) {
         json_t *message = json_pack("{s:s}", "role", "assistant");
-        if (job->prog.tool_calls && job->prog.content_len == 0)
+        if (job->prog.tool_calls && r->n_content == 0)
             json_object_set_new(message, "content", json_null());
         else
-            json_object_set_new(message, "content",
-                                json_stringn(job->prog.text.text ? job->prog.text.text : "", job->prog.content_len));
+            json_object_set_new(message, "content", json_stringn(r->content ? r->content : "", r->n_content));
+        /* llama.cpp's and vLLM's field for what the model reasoned before answering */
+        if (r->n_reasoning) json_object_set_new(message, "reasoning_content", json_stringn(r->reasoning, r->n_reasoning));
         if (job->prog.tool_calls) json_object_set(message, "tool_calls", job->prog.tool_calls);
         choice = json_pack("{s:i,s:o,s:n,s:s}", "index", index, "message", message, "logprobs", "finish_reason",
                            job->prog.finish_reason);
     } else
-        choice = json_pack("{s:i,s:s%,s:n,s:s}", "index", index, "text", job->prog.text.text ? job->prog.text.text : "",
-                           job->prog.text.len, "logprobs", "finish_reason", job->prog.finish_reason);
-    if (job->req.logprobs) json_object_set_new(choice, "logprobs", logprobs_json(req, job, 0, content_lps(job)));
+        choice = json_pack("{s:i,s:s%,s:n,s:s}", "index", index, "text", r->content ? r->content : "", r->n_content,
+                           "logprobs", "finish_reason", job->prog.finish_reason);
+    if (job->req.logprobs) json_object_set_new(choice, "logprobs", logprobs_json(req, job, 0, shown_lps(job)));
     return choice;
 }
 
@@ -472,14 +493,16 @@ json_t *oai_response(api_request *req, const sched_job *job) {
     return r;
 }
 
-static json_t *stream_chunk(const api_request *req, int index, const char *text, size_t len, const char *finish_reason,
-                         bool first, json_t *logprobs) {
+/* A chunk of choice `index`: text as the delta's `field` ("content" or "reasoning_content"; legacy completions: the
+ * text). */
+static json_t *stream_chunk(const api_request *req, int index, const char *field, const char *text, size_t len,
+                            const char *finish_reason, bool first, json_t *logprobs) {
     json_t *r = envelope(req, true), *choice;
     json_t *finish = finish_reason ? json_string(finish_reason) : json_null();
     if (!req->completion) {
         json_t *delta = json_object();
         if (first) json_object_set_new(delta, "role", json_string("assistant"));
-        if (len || !finish_reason) json_object_set_new(delta, "content", json_stringn(text ? text : "", len));
+        if (len || !finish_reason) json_object_set_new(delta, field, json_stringn(text ? text : "", len));
         choice = json_pack("{s:i,s:o,s:n,s:o}", "index", index, "delta", delta, "logprobs", "finish_reason", finish);
     } else {
         choice = json_pack("{s:i,s:s%,s:n,s:o}", "index", index, "text", text ? text : "", len, "logprobs",
@@ -512,27 +535,41 @@ static json_t *usage_chunk(const api_request *req, const sched_job *job) {
     return r;
 }
 
-/* Choice i's events (job: that choice): chat's first chunk (the role), then its text as it becomes stable with its
- * tokens' logprobs, then its calls and its finish. */
+/* The logprobs of the tokens whose words the reply shows now and were not sent (NULL without logprobs). */
+static json_t *new_lps(const api_request *req, const sched_job *job, api_choice *c) {
+    size_t to = c->lps_sent;
+    while (to < job->prog.n_lps && to < job->prog.text.n_tokens && job->prog.text.ends[to] <= job->prog.reply.shown)
+        to++;
+    json_t *lps = job->req.logprobs && to > c->lps_sent ? logprobs_json(req, job, c->lps_sent, to) : NULL;
+    c->lps_sent = to;
+    return lps;
+}
+
+/* Choice i's events (job: that choice): chat's first chunk (the role), then its reasoning and its content as the reply
+ * splits them, with their tokens' logprobs, then its calls and its finish. */
 static void stream_choice(api_request *req, const sched_job *job, uint32_t i, json_t *events) {
     api_choice *c = &req->choice[i];
+    const reply *r = &job->prog.reply;
     if (!c->started && !req->completion)
-        json_array_append_new(events, stream_chunk(req, (int)i, "", 0, NULL, true, NULL));
+        json_array_append_new(events, stream_chunk(req, (int)i, "content", "", 0, NULL, true, NULL));
     c->started = true;
-    const holdback *text = &job->prog.text;
-    if (text->stable > c->sent) {
-        size_t lps_to = c->lps_sent; /* the tokens whose text this chunk completes */
-        while (lps_to < job->prog.n_lps && lps_to < text->n_tokens && text->ends[lps_to] <= text->stable) lps_to++;
-        json_t *lps = job->req.logprobs ? logprobs_json(req, job, c->lps_sent, lps_to) : NULL;
-        json_t *chunk = stream_chunk(req, (int)i, text->text + c->sent, text->stable - c->sent, NULL, false, lps);
-        json_array_append_new(events, chunk);
-        c->sent = text->stable;
-        c->lps_sent = lps_to;
+    if (r->n_reasoning > c->sent_reasoning) {
+        json_array_append_new(events, stream_chunk(req, (int)i, "reasoning_content", r->reasoning + c->sent_reasoning,
+                                                   r->n_reasoning - c->sent_reasoning, NULL, false, new_lps(req, job, c)));
+        c->sent_reasoning = r->n_reasoning;
     }
-    if (job->prog.done && c->sent == text->stable && !c->done) {
+    json_t *lps = new_lps(req, job, c);
+    if (r->n_content > c->sent_content || lps) {
+        json_array_append_new(events, stream_chunk(req, (int)i, "content", r->content ? r->content + c->sent_content : "",
+                                                   r->n_content - c->sent_content, NULL, false, lps));
+        c->sent_content = r->n_content;
+    }
+    c->sent = r->read;
+    if (job->prog.done && !c->done) {
         if (job->prog.tool_calls) json_array_append_new(events, tool_calls_chunk(req, (int)i, job));
         if (!job->prog.error.code)
-            json_array_append_new(events, stream_chunk(req, (int)i, NULL, 0, job->prog.finish_reason, false, NULL));
+            json_array_append_new(events,
+                                  stream_chunk(req, (int)i, "content", NULL, 0, job->prog.finish_reason, false, NULL));
         c->done = true;
     }
 }

@@ -6,11 +6,14 @@
  * job and its followers, whose prompt is computed once), logprobs, the usage and llama.cpp's timings, the stream
  * of `data:` chunks that ends with [DONE].
  *
- * INVARIANT: a streamed choice's text is the non-streamed one, cut only where it is stable (holdback.h); its
- * logprobs arrive with the chunk that completes their tokens' text.
+ * INVARIANT: a streamed choice's text is the non-streamed one, cut only where it is stable (holdback.h) and split
+ * (reply.h): its reasoning in reasoning_content deltas, its answer in content deltas; its logprobs arrive with the
+ * chunk that completes their tokens' text.
  *
- * Accepted beside OpenAI's fields: llama.cpp's grammar (GBNF), top_k, min_p, repeat_penalty, repeat_last_n and
- * chat_template_kwargs.enable_thinking (vLLM's and llama.cpp's), and the fields every API reads (api_common_fields).
+ * Accepted beside OpenAI's fields: llama.cpp's grammar (GBNF), top_k, min_p, repeat_penalty, repeat_last_n,
+ * chat_template_kwargs.enable_thinking and .reasoning_effort (vLLM's and llama.cpp's), an assistant message's
+ * reasoning_content (what a reasoning model's answer returned: the templates that keep past reasoning write it), and
+ * the fields every API reads (api_common_fields). reasoning_effort (low, medium, high) sets gpt-oss's.
  */
 #ifndef FKV_OPENAI_H
 #define FKV_OPENAI_H

@@ -432,8 +432,19 @@ int resp_parse(const api_context *ctx, const char *body, size_t len, api_request
         json_decref(chat_tools);
         if (parse_tools(req->tools, &chat_tools, e)) goto out;
     }
+    /* reasoning.effort: gpt-oss's reasoning effort (its template writes it in the system header) */
+    chat_template t = *ctx->tmpl;
+    const json_t *reasoning = json_object_get(root, "reasoning"), *effort = json_object_get(reasoning, "effort");
+    if (reasoning && !json_is_null(reasoning) &&
+        (!json_is_object(reasoning) ||
+         (effort && !json_is_null(effort) && !is_string(effort, "low") && !is_string(effort, "medium") &&
+          !is_string(effort, "high")))) {
+        BAD("reasoning", "'reasoning' must be an object whose 'effort' is \"low\", \"medium\" or \"high\"");
+        goto out;
+    }
+    t.reasoning_effort = json_string_value(effort);
     if (parse_tool_choice(root, req->tools, job, e) ||
-        api_constrain(ctx, job, is_string(job->req.tool_choice, "none") ? NULL : chat_tools, e))
+        api_constrain(ctx, &t, job, is_string(job->req.tool_choice, "none") ? NULL : chat_tools, e))
         goto out;
 
     if (!continued && req->instructions) {
@@ -442,7 +453,7 @@ int resp_parse(const api_context *ctx, const char *body, size_t len, api_request
     }
     if (parse_input(&c, json_object_get(root, "input"), e)) goto out;
     if (continued ? continue_chain(ctx, &c, &chain, req->instructions, job, e)
-                  : api_render(ctx, ctx->tmpl, &c, chat_tools, "input", job, e))
+                  : api_render(ctx, &t, &c, chat_tools, "input", job, e))
         goto out;
     if (job->req.n_ids > ctx->n_ctx) {
         api_fail(e, 400, "invalid_request_error", "input", "context_length_exceeded",
@@ -464,13 +475,14 @@ int resp_parse(const api_context *ctx, const char *body, size_t len, api_request
     json_t *format = job->req.response_format ? json_deep_copy(json_object_get(json_object_get(root, "text"), "format"))
                                           : json_pack("{s:s}", "type", "text");
     req->base = json_pack(
-        "{s:o,s:o,s:o,s:s,s:b,s:o,s:{s:n,s:n},s:b,s:o,s:{s:o},s:o,s:o,s:o,s:s,s:n}", "instructions",
+        "{s:o,s:o,s:o,s:s,s:b,s:o,s:{s:o,s:n},s:b,s:o,s:{s:o},s:o,s:o,s:o,s:s,s:n}", "instructions",
         req->instructions ? json_string(req->instructions) : json_null(), "max_output_tokens",
         json_is_integer(max_out) ? json_copy((json_t *)max_out) : json_null(), "previous_response_id",
         continued ? json_copy((json_t *)prev) : json_null(), "model",
         json_is_string(model) ? json_string_value(model) : fkv_model_get_info(ctx->model).name, "parallel_tool_calls",
         !job->req.single_tool_call, "metadata", json_is_object(metadata) ? json_deep_copy(metadata) : json_object(),
-        "reasoning", "effort", "summary", "store", req->store_it, "temperature",
+        "reasoning", "effort", json_is_string(effort) ? json_copy((json_t *)effort) : json_null(), "summary", "store",
+        req->store_it, "temperature",
         json_is_number(temp) ? json_deep_copy(temp) : sampling_value(job->req.sampling.temp), "text", "format", format,
         "tool_choice", choice && !json_is_null(choice) ? json_deep_copy(choice) : json_string("auto"), "tools",
         req->tools ? json_deep_copy(req->tools) : json_array(), "top_p",
@@ -495,7 +507,7 @@ static bool incomplete(const sched_job *job) {
     return !job->prog.tool_calls && !strcmp(job->prog.finish_reason, "length");
 }
 
-static bool has_message(const sched_job *job) { return job->prog.content_len || !job->prog.tool_calls; }
+static bool has_message(const sched_job *job) { return job->prog.reply.n_content || !job->prog.tool_calls; }
 
 static json_t *message_item(const api_request *req, const char *text, size_t len, const char *status) {
     json_t *content = status && !strcmp(status, "in_progress")
@@ -527,7 +539,7 @@ static json_t *response_object(const api_request *req, const sched_job *job) {
     json_object_update(r, req->base);
     json_t *output = json_array();
     if (job && has_message(job))
-        json_array_append_new(output, message_item(req, job->prog.text.text, job->prog.content_len,
+        json_array_append_new(output, message_item(req, job->prog.reply.content, job->prog.reply.n_content,
                                                    incomplete(job) ? "incomplete" : "completed"));
     for (size_t i = 0; job && i < json_array_size(job->prog.tool_calls); i++)
         json_array_append_new(output, call_item(req, job, i, false));
@@ -603,11 +615,11 @@ static void message_close(api_request *req, const sched_job *job, json_t *events
     const char *item_id = json_string_value(json_object_get(item, "id"));
     emit(req, events,
          json_pack("{s:s,s:s,s:i,s:i,s:s%,s:[]}", "type", "response.output_text.done", "item_id", item_id,
-                   "output_index", 0, "content_index", 0, "text", job->prog.text.text ? job->prog.text.text : "",
-                   job->prog.content_len, "logprobs"));
+                   "output_index", 0, "content_index", 0, "text", job->prog.reply.content ? job->prog.reply.content : "",
+                   job->prog.reply.n_content, "logprobs"));
     emit(req, events,
          json_pack("{s:s,s:s,s:i,s:i,s:o}", "type", "response.content_part.done", "item_id", item_id, "output_index", 0,
-                   "content_index", 0, "part", text_part(job->prog.text.text, job->prog.content_len)));
+                   "content_index", 0, "part", text_part(job->prog.reply.content, job->prog.reply.n_content)));
     emit(req, events, json_pack("{s:s,s:i,s:O}", "type", "response.output_item.done", "output_index", 0, "item", item));
 }
 
@@ -619,17 +631,19 @@ void resp_stream(api_request *req, sched_job *job, json_t *events) {
         emit(req, events, json_pack("{s:s,s:o}", "type", "response.in_progress", "response", r));
         c->started = true;
     }
-    if (job->prog.text.stable > c->sent && !job->prog.error.code) {
+    const reply *rp = &job->prog.reply; /* its reasoning is not sent: reasoning items are not offered */
+    if (rp->n_content > c->sent_content && !job->prog.error.code) {
         if (!req->open) message_open(req, events);
         char item_id[48];
         snprintf(item_id, sizeof item_id, "msg_%s", req->id + strlen("resp_"));
         emit(req, events,
              json_pack("{s:s,s:s,s:i,s:i,s:s%,s:[]}", "type", "response.output_text.delta", "item_id", item_id,
-                       "output_index", 0, "content_index", 0, "delta", job->prog.text.text + c->sent,
-                       job->prog.text.stable - c->sent, "logprobs"));
-        c->sent = job->prog.text.stable;
+                       "output_index", 0, "content_index", 0, "delta", rp->content + c->sent_content,
+                       rp->n_content - c->sent_content, "logprobs"));
+        c->sent_content = rp->n_content;
     }
-    if (!job->prog.done || (c->sent < job->prog.text.stable && !job->prog.error.code)) return;
+    c->sent = rp->read;
+    if (!job->prog.done) return;
     req->finished = true;
     if (job->prog.error.code) {
         json_t *r = response_object(req, NULL);

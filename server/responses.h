@@ -23,8 +23,10 @@
  * or continued) goes first.
  *
  * Carried, not enforced (see sched_job): text.format as chat's response_format, tool_choice in chat's form,
- * parallel_tool_calls. Refused with a 400: other tool types than function, image/file/audio inputs, reasoning items,
- * background, conversation, prompt templates, truncation "auto", top_logprobs.
+ * parallel_tool_calls. reasoning.effort (low, medium, high) is gpt-oss's; a reasoning model's reasoning is not
+ * returned (no reasoning items: the output message holds the answer alone). Refused with a 400: other tool types than
+ * function, image/file/audio inputs, reasoning items, background, conversation, prompt templates, truncation "auto",
+ * top_logprobs.
  *
  * Thread-safety: the store is locked; a request is its connection's.
  */

@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "base/err.h"
-#include "toolcall.h"
 #include "utf8.h"
 
 /* A running job, as the engine thread sees it. */
@@ -74,6 +73,7 @@ void sched_request_clear(sched_request *r) {
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     json_decref(r->tool_choice);
+    json_decref(r->tools);
     json_decref(r->response_format);
     fkv_grammar_free(r->grammar);
     *r = (sched_request){0};
@@ -81,6 +81,7 @@ void sched_request_clear(sched_request *r) {
 
 void sched_progress_clear(sched_progress *p) {
     holdback_free(&p->text);
+    reply_free(&p->reply);
     free(p->lps);
     free(p->out);
     json_decref(p->tool_calls);
@@ -115,7 +116,8 @@ sched_job *sched_job_follower(sched_job *j, uint64_t seed) {
             job_free(f);
             return NULL;
         }
-    f->req.tool_format = j->req.tool_format;
+    f->req.form = j->req.form;
+    f->req.tools = json_incref(j->req.tools);
     f->req.tool_choice = j->req.tool_choice ? json_deep_copy(j->req.tool_choice) : NULL;
     f->req.response_format = j->req.response_format ? json_deep_copy(j->req.response_format) : NULL;
     f->req.single_tool_call = j->req.single_tool_call;
@@ -159,9 +161,9 @@ bool sched_job_wait_locked(sched_job *j, size_t from, int timeout_ms) {
     until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
     until.tv_sec += timeout_ms / 1000 + until.tv_nsec / 1000000000L;
     until.tv_nsec %= 1000000000L;
-    while (!j->prog.done && j->prog.text.stable <= from)
+    while (!j->prog.done && j->prog.reply.read <= from)
         if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) break;
-    return j->prog.done || j->prog.text.stable > from;
+    return j->prog.done || j->prog.reply.read > from;
 }
 
 int sched_submit(sched *s, sched_job *j, uint32_t *retry_after_s, fkv_error *err) {
@@ -188,24 +190,26 @@ int sched_submit(sched *s, sched_job *j, uint32_t *retry_after_s, fkv_error *err
     return 0;
 }
 
-static holdback_rules rules_of(const sched_job *j) {
-    return (holdback_rules){j->req.stop, j->req.n_stop, j->req.tool_format};
-}
+static holdback_rules rules_of(const sched_job *j) { return (holdback_rules){j->req.stop, j->req.n_stop}; }
 
-/* Mark done (job->mu held): all text becomes stable, valid UTF-8; a tool call it ends with becomes tool_calls. */
+/* Mark done (job->mu held): all text becomes stable, valid UTF-8, and is split; calls it ends with become
+ * tool_calls. */
 static void finish_locked(sched_job *j, const char *reason) {
     holdback *h = &j->prog.text;
     const holdback_rules rules = rules_of(j);
     if (holdback_finish(h, &rules) == 1 && !j->prog.error.code) reason = "stop";
     if (j->prog.n_lps > h->n_tokens) j->prog.n_lps = h->n_tokens; /* the stop string's tokens, as in on_token */
-    j->prog.content_len = h->len;
-    if (j->req.tool_format && !j->prog.error.code &&
-        (j->prog.tool_calls = toolcall_parse(j->req.tool_format, h->text, h->len, j->req.id, &j->prog.content_len))) {
+    json_t *calls = NULL;
+    if (reply_finish(&j->prog.reply, &j->req.form, h->text, h->len, j->req.id, j->req.tools, &calls) &&
+        !j->prog.error.code) /* an answer without part of its text must not pass for the whole one */
+        err_nomem(&j->prog.error, "out of memory splitting the generated text");
+    if (calls && !j->prog.error.code) {
+        j->prog.tool_calls = calls;
         reason = "tool_calls";
-        while (j->req.single_tool_call && json_array_size(j->prog.tool_calls) > 1)
-            json_array_remove(j->prog.tool_calls, json_array_size(j->prog.tool_calls) - 1);
+        while (j->req.single_tool_call && json_array_size(calls) > 1) json_array_remove(calls, json_array_size(calls) - 1);
+    } else {
+        json_decref(calls);
     }
-    holdback_end_content(h, j->prog.content_len);
     j->prog.finish_reason = reason;
     j->prog.done = true;
     pthread_cond_broadcast(&j->cv);
@@ -232,15 +236,16 @@ static bool on_token(void *user, int32_t id, const char *piece, int piece_len) {
     (void)id;
     sched_job *j = user;
     pthread_mutex_lock(&j->mu);
-    const size_t stable = j->prog.text.stable;
+    const size_t read = j->prog.reply.read;
     const holdback_rules rules = rules_of(j);
     int rc = j->cancelled || j->prog.error.code ? -1 : holdback_append(&j->prog.text, &rules, piece, (size_t)piece_len);
+    if (rc >= 0 && reply_read(&j->prog.reply, &j->req.form, j->prog.text.text, j->prog.text.stable, false)) rc = -1;
     if (rc < 0 && !j->cancelled && !j->prog.error.code) /* a shorter answer must not pass for the whole one */
         err_nomem(&j->prog.error, "out of memory for the generated text");
     if (rc >= 0) j->prog.n_gen++;
     if (j->prog.n_lps > j->prog.text.n_tokens) j->prog.n_lps = j->prog.text.n_tokens; /* a stop string's, or none */
     if (rc == 1) j->prog.finish_reason = "stop";
-    if (j->prog.text.stable > stable) pthread_cond_broadcast(&j->cv);
+    if (j->prog.reply.read > read) pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     return rc == 0;
 }

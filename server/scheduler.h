@@ -37,6 +37,7 @@
 
 #include "flatkv.h"
 #include "holdback.h"
+#include "reply.h"
 
 /* A generated token's log-probabilities (its text's end: the job's text.ends at its index). The id before it (for
  * its piece) is the previous entry's, or the prompt's last. */
@@ -59,7 +60,9 @@ typedef struct sched_request {
                             * One owner each: a leader's is shared (fkv_grammar_share) with its followers */
     bool logprobs;         /* record each content token's log-probabilities (sched_logprob) */
     uint32_t top_logprobs; /* and this many most likely ids at its step */
-    int tool_format;  /* a toolcall_format: the request offered tools, calls may come back */
+    reply_form form;  /* how the reply is written: its reasoning's markers, and its calls' syntax when tools were
+                       * offered */
+    json_t *tools;    /* the tools offered (chat's shape; one reference), for the calls' argument types; or NULL */
     char id[48];      /* the request's id, for tool call ids */
     /* What the output is asked to be, in chat's shapes whatever API asked (the Messages API's tool_choice and the
      * Responses API's text.format are translated); NULL: nothing asked. oai_constrain turns them into `grammar`. Owned
@@ -75,11 +78,11 @@ typedef struct sched_request {
  * connection under the same lock. */
 typedef struct sched_progress {
     holdback text;    /* the generated text, stop string removed, and how much of it is final (text.stable) */
+    reply reply;      /* the stable text split into reasoning, content and calls (read as stable grows) */
     uint32_t n_gen;
     bool done;
     const char *finish_reason; /* "stop", "length" or "tool_calls" once done */
     json_t *tool_calls;        /* the calls the output made (OpenAI tool_calls), or NULL */
-    size_t content_len;        /* once done: text[0..content_len) is content (the rest were calls) */
     int32_t *out;              /* once done: the ids generated, as sampled (n_out of them); the last one — an
                                 * end-of-generation token, the max_tokens-th, the one completing a stop string —
                                 * was never fed */
@@ -158,7 +161,8 @@ sched_job *sched_job_choice(sched_job *job, uint32_t i);
 void sched_job_release(sched *s, sched_job *job);
 /* Ask the job to stop (waiting: it will not run; running: at the next token). */
 void sched_job_cancel(sched_job *job);
-/* Wait (job->mu held by the caller) until stable > from or done, at most timeout_ms; true if so. */
+/* Wait (job->mu held by the caller) until the reply has read past `from` (prog.reply.read) or the job is done, at most
+ * timeout_ms; true if so. */
 bool sched_job_wait_locked(sched_job *job, size_t from, int timeout_ms);
 
 #endif

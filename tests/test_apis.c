@@ -17,6 +17,7 @@
 #include "chat/chat.h"
 #include "responses.h"
 #include "testutil.h"
+#include "reply.h"
 #include "toolcall.h"
 
 static void free_job(sched_job *job) {
@@ -24,15 +25,13 @@ static void free_job(sched_job *job) {
     sched_progress_clear(&job->prog);
 }
 
-/* The job as the scheduler leaves it after writing text: done, its calls parsed as finish_locked parses them. */
+/* The job as the scheduler leaves it after writing text: done, split and its calls parsed as finish_locked does. */
 static void finish_with(sched_job *job, const char *text, uint32_t n_gen, uint32_t cached) {
     job->prog.text.text = strdup(text);
-    job->prog.text.len = strlen(text);
-    job->prog.content_len = job->prog.text.len;
-    job->prog.tool_calls = toolcall_parse(job->req.tool_format, job->prog.text.text, job->prog.text.len, job->req.id,
-                                          &job->prog.content_len);
+    job->prog.text.len = job->prog.text.stable = strlen(text);
+    assert_int_equal(reply_finish(&job->prog.reply, &job->req.form, job->prog.text.text, job->prog.text.len,
+                                  job->req.id, job->req.tools, &job->prog.tool_calls), 0);
     job->prog.finish_reason = job->prog.tool_calls ? "tool_calls" : "stop";
-    job->prog.text.stable = job->prog.content_len;
     job->prog.n_gen = n_gen;
     job->prog.cached = cached;
     job->prog.done = true;
@@ -66,7 +65,7 @@ static void test_a_call_comes_back_as_a_tool_use_block(void **state) {
     api_error e;
     memset(&job, 0, sizeof job);
     if (anth_parse(&ctx, body, strlen(body), &req, &job, &e)) fail_msg("anth_parse: %s", e.message);
-    assert_int_equal(job.req.tool_format, TOOLCALL_HERMES);
+    assert_int_equal(job.req.form.calls, TOOLCALL_HERMES);
     assert_string_equal(json_string_value(job.req.tool_choice), "required"); /* "any", in chat's form */
     finish_with(&job, CALL_OUTPUT, 20, 5);
 
@@ -152,7 +151,7 @@ static void test_a_call_comes_back_as_a_function_call_item(void **state) {
     api_error e;
     memset(&job, 0, sizeof job);
     if (resp_parse(&ctx, body, strlen(body), &req, &job, &e)) fail_msg("resp_parse: %s", e.message);
-    assert_int_equal(job.req.tool_format, TOOLCALL_HERMES);
+    assert_int_equal(job.req.form.calls, TOOLCALL_HERMES);
     assert_true(job.req.single_tool_call);
     assert_string_equal(json_string_value(json_object_get(json_object_get(job.req.tool_choice, "function"), "name")),
                         "weather"); /* chat's form of the Responses' {"type": "function", "name": ...} */

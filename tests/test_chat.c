@@ -373,6 +373,7 @@ static void test_chatml_is_prefix_stable_for_any_reply(void **state) {
     const char *const replies[] = {"Once upon a time.", " A cat sat.\n\n", "Roses are red\n"};
     expect_prefix_stable(detect_file("Qwen-Qwen2.5-7B-Instruct.jinja"), NULL, replies);
     expect_prefix_stable(family(CHAT_CHATML), "Be kind.", replies);
+    expect_prefix_stable(detect_file("Qwen3-Coder.jinja"), "Be kind.", replies);
 }
 
 static void test_llama2_is_prefix_stable_for_replies_a_sentencepiece_model_writes(void **state) {
@@ -476,6 +477,9 @@ static void test_a_continuation_is_what_the_whole_rendering_writes_after_the_rep
         {named("zephyr"), "Be kind.", NULL, true},
         {named("smollm3"), "Be brief. /no_think", NULL, true},
         {family(CHAT_PLAIN), "Stories for children.", NULL, true},
+        {named("gpt-oss"), "Be kind.", "<|channel|>final<|message|>Once upon a time.", true},
+        {named("glm4"), "Be kind.", "\n<think></think>\nOnce upon a time.", true},
+        {named("glm4.7"), NULL, NULL, false}, /* the prompt's "<think>" is gone from the past reply */
     };
     for (size_t i = 0; i < N_OF(cases); i++) {
         const char *generated = cases[i].generated ? cases[i].generated : r;
@@ -485,6 +489,7 @@ static void test_a_continuation_is_what_the_whole_rendering_writes_after_the_rep
     /* Tool results after the reply, in the families with a tool form. */
     expect_continuation(family(CHAT_CHATML), NULL, r, r, tool, N_OF(tool), true);
     expect_continuation(detect_file("meta-llama-Llama-3.3-70B-Instruct.jinja"), NULL, r, r, tool, N_OF(tool), true);
+    expect_continuation(named("glm4"), NULL, r, "\n<think></think>\nOnce upon a time.", tool, N_OF(tool), true);
 }
 
 static void test_a_continuation_needs_messages_and_refuses_the_reply_stand_in(void **state) {
@@ -1005,6 +1010,241 @@ static void test_tools_with_a_family_without_a_tool_form_are_refused(void **stat
     json_decref(tools);
 }
 
+/* --- the templates' own renderings: tests/golden/chat_templates.json, which tests/chat/jinja_golden.py writes with
+ * Jinja from the template files and checks (ctest: chat_jinja_golden) --- */
+
+/* A golden case's messages as chat_messages (pointing into the case's JSON; calls in *calls). */
+static size_t golden_messages(const json_t *list, chat_message *msgs, chat_tool_call *calls, size_t cap_calls) {
+    size_t n_calls = 0, i;
+    const json_t *m;
+    json_array_foreach(list, i, m) {
+        const json_t *tc = json_object_get(m, "tool_calls"), *c;
+        msgs[i] = (chat_message){.role = json_string_value(json_object_get(m, "role")),
+                                 .content = json_string_value(json_object_get(m, "content")),
+                                 .reasoning = json_string_value(json_object_get(m, "reasoning_content")),
+                                 .tool_calls = calls + n_calls, .n_tool_calls = json_array_size(tc)};
+        size_t k;
+        json_array_foreach(tc, k, c) {
+            assert_true(n_calls < cap_calls);
+            const json_t *fn = json_object_get(c, "function");
+            calls[n_calls++] = (chat_tool_call){json_string_value(json_object_get(fn, "name")),
+                                                json_string_value(json_object_get(fn, "arguments"))};
+        }
+    }
+    return json_array_size(list);
+}
+
+static void test_renderings_equal_what_jinja_renders_from_the_templates(void **state) {
+    (void)state;
+    json_error_t jerr;
+    json_t *cases = json_load_file(FKV_SOURCE_DIR "/tests/golden/chat_templates.json", 0, &jerr);
+    if (!cases) fail_msg("tests/golden/chat_templates.json: %s", jerr.text);
+    size_t i;
+    const json_t *c;
+    json_array_foreach(cases, i, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        chat_template t = detect_file(json_string_value(json_object_get(c, "template")));
+        const json_t *kwargs = json_object_get(c, "kwargs"), *tools = json_object_get(c, "tools");
+        t.no_thinking = json_is_false(json_object_get(kwargs, "enable_thinking"));
+        t.reasoning_effort = json_string_value(json_object_get(kwargs, "reasoning_effort"));
+        chat_message msgs[16];
+        chat_tool_call calls[16];
+        assert_true(json_array_size(json_object_get(c, "messages")) <= N_OF(msgs));
+        const size_t n = golden_messages(json_object_get(c, "messages"), msgs, calls, N_OF(calls));
+        fkv_error err = {0};
+        char *out = NULL;
+        if (chat_render(&t, msgs, n, json_is_array(tools) ? tools : NULL,
+                        json_is_true(json_object_get(c, "add_generation_prompt")), NULL, NULL, &out, NULL, &err))
+            fail_msg("%s: %s", name, err.msg);
+        const char *want = json_string_value(json_object_get(c, "expected"));
+        if (strcmp(out, want)) fail_msg("%s:\n got  '%s'\n want '%s'", name, out, want);
+        free(out);
+    }
+    assert_true(i >= 30);
+    json_decref(cases);
+}
+
+/* --- gpt-oss (harmony) and GLM --- */
+
+/* expect_prefix_stable where the model writes each reply as generated_fmt makes it (a %s for the reply): the turn's
+ * prompt + that is a prefix of the next turn's rendering. */
+static void expect_prefix_stable_written(chat_template t, const char *system, const char *const *replies,
+                                         const char *generated_fmt) {
+    chat_message msgs[16];
+    size_t n = 0;
+    if (system) msgs[n++] = (chat_message){.role = "system", .content = system};
+    static const char *const users[] = {"Tell me a story.", "Make it shorter.", "Now a poem?", "Thanks!"};
+    for (size_t k = 0; k + 1 < N_OF(users); k++) {
+        msgs[n++] = (chat_message){.role = "user", .content = users[k]};
+        char *asked = render(&t, msgs, n, true), generated[256];
+        snprintf(generated, sizeof generated, generated_fmt, replies[k]);
+        msgs[n++] = (chat_message){.role = "assistant", .content = replies[k]};
+        msgs[n++] = (chat_message){.role = "user", .content = users[k + 1]};
+        char *next = render(&t, msgs, n, true);
+        n--;
+        const size_t la = strlen(asked);
+        if (strncmp(next, asked, la) || strncmp(next + la, generated, strlen(generated)))
+            fail_msg("turn %zu: '%s' + '%s' is not a prefix of '%s'", k + 1, asked, generated, next);
+        free(asked);
+        free(next);
+    }
+}
+
+static void test_harmony_and_glm_are_prefix_stable_for_replies_without_reasoning(void **state) {
+    (void)state;
+    const char *const replies[] = {"Once upon a time.", "A cat sat.", "Roses are red"};
+    /* gpt-oss writes its channel header; its <|return|> ends the generation and is never fed. */
+    expect_prefix_stable_written(detect_file("openai-gpt-oss-120b.jinja"), NULL, replies, "<|channel|>final<|message|>%s");
+    expect_prefix_stable_written(named("gpt-oss"), "Be kind.", replies, "<|channel|>final<|message|>%s");
+    /* GLM-4.6 opens an empty think block itself; 4.7 without thinking has it closed by the prompt. */
+    chat_template glm46 = detect_file("GLM-4.6.jinja"), glm47 = detect_file("GLM-4.7-Flash.jinja");
+    expect_prefix_stable_written(glm46, "Be kind.", replies, "\n<think></think>\n%s");
+    glm46.no_thinking = glm47.no_thinking = true;
+    expect_prefix_stable_written(glm46, NULL, replies, "\n%s");
+    expect_prefix_stable_written(glm47, "Be kind.", replies, "%s");
+}
+
+/* A tool loop — the prompt, the model's reasoning and call, the call's result — renders the model's words back as it
+ * wrote them when the client returns the reasoning (reasoning_content) and the call: every turn reuses the last. */
+static void expect_tool_loop_stable(chat_template t, const char *generated) {
+    static const chat_tool_call call = {"get_weather", "{\"city\": \"Paris\"}"};
+    const chat_message msgs[] = {{.role = "user", .content = "Weather in Paris?"},
+                                 {.role = "assistant", .content = "", .tool_calls = &call, .n_tool_calls = 1,
+                                  .reasoning = "I should call the tool."},
+                                 {.role = "tool", .content = "sunny"}};
+    json_t *tools = json_pack("[o]", json_loads(WEATHER_TOOL, 0, NULL));
+    fkv_error err = {0};
+    char *asked = NULL, *next = NULL;
+    if (chat_render(&t, msgs, 1, tools, true, NULL, NULL, &asked, NULL, &err) ||
+        chat_render(&t, msgs, 3, tools, true, NULL, NULL, &next, NULL, &err))
+        fail_msg("%s", err.msg);
+    if (strncmp(next, asked, strlen(asked)) || strncmp(next + strlen(asked), generated, strlen(generated)))
+        fail_msg("'%s' + '%s' is not a prefix of '%s'", asked, generated, next);
+    free(asked);
+    free(next);
+    json_decref(tools);
+}
+
+static void test_a_tool_loop_is_prefix_stable_in_harmony_glm_and_qwen3_coder(void **state) {
+    (void)state;
+    expect_tool_loop_stable(named("gpt-oss"), "<|channel|>analysis<|message|>I should call the tool.<|end|>"
+                                              "<|start|>assistant to=functions.get_weather<|channel|>commentary json"
+                                              "<|message|>{\"city\": \"Paris\"}");
+    expect_tool_loop_stable(named("glm4"), "\n<think>I should call the tool.</think>\n<tool_call>get_weather\n"
+                                           "<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>");
+    expect_tool_loop_stable(named("glm4.7"), "I should call the tool.</think><tool_call>get_weather<arg_key>city"
+                                             "</arg_key><arg_value>Paris</arg_value></tool_call>");
+    /* Qwen3-Coder has no reasoning: the call as the template writes it, after the prompt's "assistant\n" */
+    expect_tool_loop_stable(named("qwen3-coder"), "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                                                  "</parameter>\n</function>\n</tool_call>");
+}
+
+static void test_harmony_rewrites_history_at_past_reasoning(void **state) {
+    (void)state;
+    /* A past final answer loses its analysis: reuse breaks right after the reply's "<|start|>assistant". */
+    chat_template t = named("gpt-oss");
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"},
+                                 {.role = "assistant", .content = "Hello!", .reasoning = "Greet back."},
+                                 {.role = "user", .content = "Bye"}};
+    char *asked = render(&t, msgs, 1, true);
+    const size_t at = divergence(&t, msgs, 1, "<|channel|>analysis<|message|>Greet back.<|end|>", 3);
+    assert_int_equal(at, strlen(asked) + strlen("<|channel|>"));
+    free(asked);
+}
+
+static void test_glm_rewrites_history_at_past_reasoning(void **state) {
+    (void)state;
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"},
+                                 {.role = "assistant", .content = "Hello!", .reasoning = "Greet back."},
+                                 {.role = "user", .content = "Bye"}};
+    /* 4.6 keeps the reply's "\n<think>" and breaks inside the block; 4.7 drops the prompt's "<think>" too. */
+    chat_template t = named("glm4");
+    char *asked = render(&t, msgs, 1, true);
+    assert_int_equal(divergence(&t, msgs, 1, "\n<think>Greet back.</think>\nHello!", 3),
+                     strlen(asked) + strlen("\n<think>"));
+    free(asked);
+    t = named("glm4.7");
+    asked = render(&t, msgs, 1, true);
+    /* byte by byte the tags "<think>" and "</think>" share their "<"; token by token they part at once */
+    assert_int_equal(divergence(&t, msgs, 1, "Greet back.</think>Hello!", 3), strlen(asked) - strlen("think>"));
+    free(asked);
+}
+
+static void test_harmony_and_glm_refuse_what_their_templates_raise_on(void **state) {
+    (void)state;
+    chat_template t = named("gpt-oss");
+    const chat_message orphan[] = {{.role = "user", .content = "Hi"}, {.role = "tool", .content = "sunny"}};
+    expect_refusal(&t, orphan, N_OF(orphan), "tool call before it");
+    const chat_message tagged[] = {{.role = "user", .content = "Hi"},
+                                   {.role = "assistant", .content = "<|channel|>final<|message|>Hello"}};
+    expect_refusal(&t, tagged, N_OF(tagged), "<|channel|> tags");
+    static const chat_tool_call bad = {"get_weather", "[1, 2]"};
+    const chat_message list_args[] = {{.role = "user", .content = "Hi"},
+                                      {.role = "assistant", .content = "", .tool_calls = &bad, .n_tool_calls = 1}};
+    t = named("glm4");
+    expect_refusal(&t, list_args, N_OF(list_args), "JSON object");
+}
+
+static void test_harmony_glm_and_qwen3_sources_are_detected_with_their_variants(void **state) {
+    (void)state;
+    chat_template t = detect_file("openai-gpt-oss-120b.jinja");
+    assert_int_equal(t.family, CHAT_HARMONY);
+    assert_false(t.guessed);
+    assert_string_equal(t.date_string, "2025-08-05");
+    t = detect_file("GLM-4.6.jinja");
+    assert_int_equal(t.family, CHAT_GLM);
+    assert_int_equal(t.glm, CHAT_GLM_46);
+    t = detect_file("GLM-4.7-Flash.jinja");
+    assert_int_equal(t.family, CHAT_GLM);
+    assert_int_equal(t.glm, CHAT_GLM_47);
+    /* The MoE models' Qwen3 template is Qwen3's; Qwen3-Coder's has no thinking and writes tools as XML. */
+    t = detect_file("Qwen-Qwen3-0.6B.jinja");
+    assert_int_equal(t.family, CHAT_CHATML);
+    assert_true(t.qwen3_thinking);
+    t = detect_file("Qwen3-Coder.jinja");
+    assert_int_equal(t.family, CHAT_CHATML);
+    assert_false(t.qwen3_thinking);
+    assert_true(t.qwen3_coder);
+    assert_false(t.guessed);
+    assert_false(detect_file("Qwen-Qwen2.5-7B-Instruct.jinja").qwen3_coder);
+    assert_false(detect_file("Qwen-Qwen3-0.6B.jinja").qwen3_coder);
+    assert_int_equal(named("glm4.7").glm, CHAT_GLM_47);
+}
+
+/* Every listed token is one of the texts the family's rendering writes, and the families without a vocabulary of
+ * their own in the test data list none. */
+static void test_the_vocabulary_tokens_of_a_family_are_what_its_template_writes(void **state) {
+    (void)state;
+    const char *names[] = {"gpt-oss", "glm4.7", "glm4"};
+    static const chat_tool_call call = {"f", "{\"x\": 1}"};
+    const chat_message msgs[] = {{.role = "system", .content = "S"}, {.role = "user", .content = "U"},
+                                 {.role = "assistant", .content = "", .reasoning = "R", .tool_calls = &call,
+                                  .n_tool_calls = 1},
+                                 {.role = "tool", .content = "T"}, {.role = "assistant", .content = "A"}};
+    json_t *tools = json_pack("[o]", json_loads(WEATHER_TOOL, 0, NULL));
+    for (size_t i = 0; i < N_OF(names); i++) {
+        chat_template t = named(names[i]);
+        size_t n;
+        const chat_vocab_token *tokens = chat_vocab_tokens(&t, &n);
+        assert_true(n > 0);
+        fkv_error err = {0};
+        char *a = NULL, *b = NULL;
+        if (chat_render(&t, msgs, N_OF(msgs), tools, false, NULL, NULL, &a, NULL, &err) ||
+            chat_render(&t, msgs, 4, tools, true, NULL, NULL, &b, NULL, &err))
+            fail_msg("%s", err.msg);
+        for (size_t k = 0; k < n; k++)
+            if (!strstr(a, tokens[k].text) && !strstr(b, tokens[k].text) && strcmp(tokens[k].text, "<|constrain|>"))
+                fail_msg("%s: '%s' is written nowhere", names[i], tokens[k].text);
+        free(a);
+        free(b);
+    }
+    json_decref(tools);
+    size_t n = 1;
+    chat_template qwen = named("qwen3");
+    assert_null(chat_vocab_tokens(&qwen, &n));
+    assert_int_equal(n, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen_renders_tools_calls_and_results_as_its_template),
@@ -1055,6 +1295,14 @@ int main(void) {
         cmocka_unit_test(test_render_refuses_unknown_roles_and_missing_content),
         cmocka_unit_test(test_prompt_ids_start_with_exactly_one_bos),
         cmocka_unit_test(test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them),
+        cmocka_unit_test(test_renderings_equal_what_jinja_renders_from_the_templates),
+        cmocka_unit_test(test_harmony_and_glm_are_prefix_stable_for_replies_without_reasoning),
+        cmocka_unit_test(test_a_tool_loop_is_prefix_stable_in_harmony_glm_and_qwen3_coder),
+        cmocka_unit_test(test_harmony_rewrites_history_at_past_reasoning),
+        cmocka_unit_test(test_glm_rewrites_history_at_past_reasoning),
+        cmocka_unit_test(test_harmony_and_glm_refuse_what_their_templates_raise_on),
+        cmocka_unit_test(test_harmony_glm_and_qwen3_sources_are_detected_with_their_variants),
+        cmocka_unit_test(test_the_vocabulary_tokens_of_a_family_are_what_its_template_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* The stream holdback (server/holdback.h): a client is sent only text that can no longer change — not the start of
- * a stop string, not a character still arriving, not the start of a tool call — and what it was sent is a prefix
- * of the final text. Token ends follow the bytes when invalid ones are replaced. */
+ * a stop string, not a character still arriving (a tool call's start is test_reply's) — and what it was sent is a
+ * prefix of the final text. Token ends follow the bytes when invalid ones are replaced. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "holdback.h"
-#include "toolcall.h"
 
 static int append(holdback *h, const holdback_rules *r, const char *piece) {
     return holdback_append(h, r, piece, strlen(piece));
@@ -19,7 +18,7 @@ static int append(holdback *h, const holdback_rules *r, const char *piece) {
 static void test_a_stop_string_split_across_tokens_is_never_sent_and_ends_the_text(void **state) {
     (void)state;
     char *stop[] = {"The end"};
-    const holdback_rules r = {stop, 1, TOOLCALL_NONE};
+    const holdback_rules r = {stop, 1};
     holdback h = {0};
     assert_int_equal(append(&h, &r, "Once. Th"), 0);
     assert_true(h.stable <= strlen("Once. ")); /* "Th" may begin the stop string */
@@ -36,7 +35,7 @@ static void test_a_stop_string_split_across_tokens_is_never_sent_and_ends_the_te
 
 static void test_a_character_split_across_tokens_is_held_until_whole(void **state) {
     (void)state;
-    const holdback_rules r = {NULL, 0, TOOLCALL_NONE};
+    const holdback_rules r = {NULL, 0};
     holdback h = {0};
     assert_int_equal(append(&h, &r, "caf\xC3"), 0); /* é's first byte */
     assert_int_equal(h.stable, 3);
@@ -47,7 +46,7 @@ static void test_a_character_split_across_tokens_is_held_until_whole(void **stat
 
 static void test_invalid_bytes_become_replacement_characters_and_token_ends_follow(void **state) {
     (void)state;
-    const holdback_rules r = {NULL, 0, TOOLCALL_NONE};
+    const holdback_rules r = {NULL, 0};
     holdback h = {0};
     assert_int_equal(append(&h, &r, "a\xFF"), 0);
     assert_int_equal(append(&h, &r, "b"), 0);
@@ -69,7 +68,7 @@ static void test_invalid_bytes_become_replacement_characters_and_token_ends_foll
  * it (openai.c counts tokens up to content_len) and text offsets ran backwards. */
 static void test_a_token_ending_inside_a_character_ends_where_it_begins(void **state) {
     (void)state;
-    const holdback_rules r = {NULL, 0, TOOLCALL_NONE};
+    const holdback_rules r = {NULL, 0};
     holdback h = {0};
     assert_int_equal(append(&h, &r, "a\xE2\x82"), 0);
     assert_int_equal(append(&h, &r, "\xAC" "b"), 0);
@@ -86,7 +85,7 @@ static void test_a_token_ending_inside_a_character_ends_where_it_begins(void **s
 static void test_stop_strings_are_found_in_the_text_the_client_sees(void **state) {
     (void)state;
     char *end[] = {"END"};
-    const holdback_rules r = {end, 1, TOOLCALL_NONE};
+    const holdback_rules r = {end, 1};
     holdback h = {0};
     assert_int_equal(holdback_append(&h, &r, "Hel\0lo", 6), 0);
     assert_int_equal(append(&h, &r, " END more"), 1);
@@ -94,7 +93,7 @@ static void test_stop_strings_are_found_in_the_text_the_client_sees(void **state
     holdback_free(&h);
 
     char *fffd[] = {"\xEF\xBF\xBD\xEF\xBF\xBD"}; /* two U+FFFD */
-    const holdback_rules rf = {fffd, 1, TOOLCALL_NONE};
+    const holdback_rules rf = {fffd, 1};
     assert_int_equal(append(&h, &rf, "ok \xFF"), 0);
     assert_int_equal(append(&h, &rf, "\xFE!"), 1);
     assert_string_equal(h.text, "ok ");
@@ -109,20 +108,6 @@ static void test_stop_strings_are_found_in_the_text_the_client_sees(void **state
     holdback_free(&h);
 }
 
-static void test_the_start_of_a_tool_call_is_held_back(void **state) {
-    (void)state;
-    const holdback_rules r = {NULL, 0, TOOLCALL_HERMES};
-    holdback h = {0};
-    assert_int_equal(append(&h, &r, "Let me look. <tool"), 0);
-    assert_true(h.stable <= strlen("Let me look. "));
-    assert_int_equal(append(&h, &r, "_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"), 0);
-    assert_true(h.stable <= strlen("Let me look. "));
-    holdback_finish(&h, &r);
-    holdback_end_content(&h, strlen("Let me look. "));
-    assert_int_equal(h.stable, strlen("Let me look. "));
-    holdback_free(&h);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_stop_string_split_across_tokens_is_never_sent_and_ends_the_text),
@@ -130,7 +115,6 @@ int main(void) {
         cmocka_unit_test(test_invalid_bytes_become_replacement_characters_and_token_ends_follow),
         cmocka_unit_test(test_a_token_ending_inside_a_character_ends_where_it_begins),
         cmocka_unit_test(test_stop_strings_are_found_in_the_text_the_client_sees),
-        cmocka_unit_test(test_the_start_of_a_tool_call_is_held_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /* test_openai.c — the request parser's guarantees about what reaches the tokenizer: a message cannot
  * inject a control token (its "<s>" or "</s>" stays text, while the template's own ones are tokens),
- * chat_template_kwargs.enable_thinking switches a thinking template exactly as chat_prompt_ids does, and the
- * routing keys (prompt_cache_key, user) are checked but change neither the prompt nor the cache salt. */
+ * chat_template_kwargs.enable_thinking switches a thinking template exactly as chat_prompt_ids does, so do
+ * reasoning_effort and an assistant's reasoning_content, and the routing keys (prompt_cache_key, user) are checked but
+ * change neither the prompt nor the cache salt; and the answer's shape: a reasoning model's reasoning comes back as
+ * reasoning_content, whole and in its own stream deltas. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -202,6 +204,125 @@ static void test_an_error_quoting_invalid_utf8_still_has_a_json_body(void **stat
     fkv_model_free(m);
 }
 
+/* body's ids equal chat_prompt_ids of msgs under t (no tools). */
+static void expect_ids(const fkv_model *m, const chat_template *server, const char *body, const chat_template *t,
+                       const chat_message *msgs, size_t n) {
+    fkv_error err = {0};
+    uint32_t n_got, n_want;
+    int32_t *got = parse_ids(m, server, body, &n_got), *want = NULL;
+    if (chat_prompt_ids(m, t, msgs, n, NULL, &want, &n_want, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(n_got, n_want);
+    assert_memory_equal(got, want, n_want * sizeof *want);
+    free(got);
+    free(want);
+}
+
+static void test_reasoning_effort_and_reasoning_content_reach_the_template(void **state) {
+    (void)state;
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
+    fkv_error err = {0};
+    chat_template harmony;
+    if (chat_template_by_name("gpt-oss", &harmony, &err)) fail_msg("%s", err.msg);
+    static const chat_tool_call call = {"f", "{\"x\": 1}"};
+    const chat_message msgs[] = {{.role = "user", .content = "Hi"},
+                                 {.role = "assistant", .content = "", .tool_calls = &call, .n_tool_calls = 1,
+                                  .reasoning = "Call f."},
+                                 {.role = "tool", .content = "ok"}};
+    chat_template high = harmony, low = harmony;
+    high.reasoning_effort = "high";
+    low.reasoning_effort = "low";
+    const char *convo = "\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                        "\"content\": null, \"reasoning_content\": \"Call f.\", \"tool_calls\": [{\"id\": \"1\", "
+                        "\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{\\\"x\\\": 1}\"}}]}, "
+                        "{\"role\": \"tool\", \"tool_call_id\": \"1\", \"content\": \"ok\"}]";
+    char body[1024];
+    snprintf(body, sizeof body, "{%s, \"reasoning_effort\": \"high\"}", convo);
+    expect_ids(m, &harmony, body, &high, msgs, 3);
+    /* the template's kwarg wins over OpenAI's field */
+    snprintf(body, sizeof body, "{%s, \"reasoning_effort\": \"high\", \"chat_template_kwargs\": {\"reasoning_effort\": "
+                                "\"low\"}}", convo);
+    expect_ids(m, &harmony, body, &low, msgs, 3);
+    snprintf(body, sizeof body, "{%s}", convo);
+    expect_ids(m, &harmony, body, &harmony, msgs, 3);
+
+    api_context ctx = {m, &harmony, 512, {0}, false, NULL};
+    api_request req;
+    sched_job job;
+    api_error e;
+    const char *const bad[][2] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"reasoning_effort\": \"extreme\"}",
+         "reasoning_effort"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"chat_template_kwargs\": {\"reasoning_effort\": 3}}",
+         "chat_template_kwargs"},
+        {"{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"reasoning_content\": 1}]}", "messages[0]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        memset(&job, 0, sizeof job);
+        assert_int_equal(oai_parse(&ctx, OAI_CHAT, bad[i][0], strlen(bad[i][0]), &req, &job, &e), -1);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.param, bad[i][1]);
+        free_job(&job);
+    }
+    fkv_model_free(m);
+}
+
+/* The "choices[0].delta" of each chunk in events, one JSON text per line. */
+static void deltas(const json_t *events, char *out, size_t cap) {
+    size_t i, at = 0;
+    const json_t *ev;
+    out[0] = 0;
+    json_array_foreach(events, i, ev) {
+        if (!json_is_object(ev)) continue;
+        char *d = json_dumps(json_object_get(json_array_get(json_object_get(ev, "choices"), 0), "delta"), JSON_COMPACT);
+        at += (size_t)snprintf(out + at, at < cap ? cap - at : 0, "%s\n", d ? d : "?");
+        free(d);
+    }
+}
+
+static void test_a_reply_streams_its_reasoning_apart_from_its_content(void **state) {
+    (void)state;
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
+    fkv_error err = {0};
+    chat_template harmony;
+    if (chat_template_by_name("gpt-oss", &harmony, &err)) fail_msg("%s", err.msg);
+    api_context ctx = {m, &harmony, 512, {0}, false, NULL};
+    api_request req;
+    sched_job job;
+    api_error e;
+    memset(&job, 0, sizeof job);
+    const char *body = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"stream\": true}";
+    if (oai_parse(&ctx, OAI_CHAT, body, strlen(body), &req, &job, &e)) fail_msg("%s", e.message);
+    assert_int_equal(job.req.form.reasoning, REPLY_HARMONY);
+    /* the text as the scheduler grows it, the stream asked after each piece */
+    const char *pieces[] = {"<|channel|>analysis<|message|>", "User", " greets.", "<|end|>", "<|start|>assistant",
+                            "<|channel|>final<|message|>", "Hello", "!"};
+    json_t *events = json_array();
+    char text[512] = "";
+    for (size_t i = 0; i < sizeof pieces / sizeof *pieces; i++) {
+        strcat(text, pieces[i]);
+        assert_int_equal(reply_read(&job.prog.reply, &job.req.form, text, strlen(text), false), 0);
+        oai_chat.stream(&req, &job, events);
+    }
+    json_t *calls = NULL;
+    assert_int_equal(reply_finish(&job.prog.reply, &job.req.form, text, strlen(text), "t", NULL, &calls), 0);
+    assert_null(calls);
+    job.prog.finish_reason = "stop";
+    job.prog.done = true;
+    oai_chat.stream(&req, &job, events);
+    char got[2048];
+    deltas(events, got, sizeof got);
+    assert_string_equal(got, "{\"role\":\"assistant\",\"content\":\"\"}\n{\"reasoning_content\":\"User\"}\n"
+                             "{\"reasoning_content\":\" greets.\"}\n{\"content\":\"Hello\"}\n{\"content\":\"!\"}\n{}\n");
+    json_t *r = oai_response(&req, &job);
+    const json_t *message = json_object_get(json_array_get(json_object_get(r, "choices"), 0), "message");
+    assert_string_equal(json_string_value(json_object_get(message, "reasoning_content")), "User greets.");
+    assert_string_equal(json_string_value(json_object_get(message, "content")), "Hello!");
+    json_decref(r);
+    json_decref(events);
+    free_job(&job);
+    fkv_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_message_cannot_inject_control_tokens),
@@ -209,6 +330,8 @@ int main(void) {
         cmocka_unit_test(test_routing_keys_change_neither_the_prompt_nor_the_salt),
         cmocka_unit_test(test_a_routing_key_that_is_not_a_string_is_a_400),
         cmocka_unit_test(test_an_error_quoting_invalid_utf8_still_has_a_json_body),
+        cmocka_unit_test(test_reasoning_effort_and_reasoning_content_reach_the_template),
+        cmocka_unit_test(test_a_reply_streams_its_reasoning_apart_from_its_content),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

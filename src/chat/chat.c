@@ -12,6 +12,8 @@ static const char chat_qwen_default_system[] = "You are Qwen, created by Alibaba
 static const char chat_llama3_date[] = "26 Jul 2024";
 /* SmolLM3's template writes strftime_now("%d %B %Y"): a fixed date keeps the prompt's start stable (see chat.h). */
 static const char chat_smollm3_date[] = "08 July 2025";
+/* gpt-oss's template writes strftime_now("%Y-%m-%d"): fixed at the release, for the same reason. */
+static const char chat_harmony_date[] = "2025-08-05";
 
 /* The templates --chat-template names (chat_template_by_name): one row each. */
 static const struct {
@@ -20,6 +22,7 @@ static const struct {
 } chat_presets[] = {
     {"chatml", {.family = CHAT_CHATML}},
     {"qwen3", {.family = CHAT_CHATML, .qwen3_thinking = true}},
+    {"qwen3-coder", {.family = CHAT_CHATML, .qwen3_coder = true}},
     {"llama2", {.family = CHAT_LLAMA2}},
     {"llama3", {.family = CHAT_LLAMA3, .date_string = chat_llama3_date}},
     {"mistral", {.family = CHAT_MISTRAL, .mistral = CHAT_MISTRAL_V3}},
@@ -30,6 +33,9 @@ static const struct {
     {"zephyr", {.family = CHAT_ZEPHYR}},
     {"deepseek", {.family = CHAT_DEEPSEEK}},
     {"smollm3", {.family = CHAT_SMOLLM3, .date_string = chat_smollm3_date}},
+    {"gpt-oss", {.family = CHAT_HARMONY, .date_string = chat_harmony_date}},
+    {"glm4", {.family = CHAT_GLM, .glm = CHAT_GLM_46}},
+    {"glm4.7", {.family = CHAT_GLM, .glm = CHAT_GLM_47}},
     {"plain", {.family = CHAT_PLAIN}},
 };
 
@@ -143,6 +149,52 @@ static void chat_put_arguments(chat_buf *b, const char *arguments) {
     json_decref(v);
 }
 
+/* Jinja's truth of a JSON value: absent, null, false, 0, "", [] and {} are false. */
+static bool chat_json_truthy(const json_t *v) {
+    switch (v ? json_typeof(v) : JSON_NULL) {
+    case JSON_OBJECT: return json_object_size(v) > 0;
+    case JSON_ARRAY: return json_array_size(v) > 0;
+    case JSON_STRING: return json_string_length(v) > 0;
+    case JSON_INTEGER: return json_integer_value(v) != 0;
+    case JSON_REAL: return json_real_value(v) != 0.0;
+    case JSON_TRUE: return true;
+    default: return false;
+    }
+}
+
+static bool chat_json_is(const json_t *v, const char *s) { return json_is_string(v) && !strcmp(json_string_value(v), s); }
+
+/* Python's str() of a value, as Jinja's join and `+` write it: a string as it is, an integer, True, False, None;
+ * other values as JSON (Python would write its own repr; no template here gives them). Conversation text. */
+static void chat_put_py_str(chat_buf *b, const json_t *v) {
+    char num[32];
+    if (json_is_string(v)) chat_text_n(b, json_string_value(v), json_string_length(v));
+    else if (json_is_integer(v)) snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v)), chat_text(b, num);
+    else if (json_is_boolean(v)) chat_text(b, json_is_true(v) ? "True" : "False");
+    else if (!v || json_is_null(v)) chat_text(b, "None");
+    else chat_put_json(b, v, 0);
+}
+
+/* Whether name is one of the strings of required (a JSON array; anything else holds none). */
+static bool chat_json_lists(const json_t *required, const char *name) {
+    for (size_t i = 0; i < json_array_size(required); i++)
+        if (chat_json_is(json_array_get(required, i), name)) return true;
+    return false;
+}
+
+/* Characters (UTF-8 code points) of s, as Jinja's length counts them. */
+static size_t chat_utf8_chars(const char *s, size_t n) {
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++) chars += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return chars;
+}
+
+static bool chat_is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!chat_is_space(s[i])) return false;
+    return true;
+}
+
 /* Qwen3: the index of the last user message that is not a wrapped tool response (the template's
  * last_query_index); n - 1 when there is none. */
 static size_t chat_qwen3_last_query(const chat_message *msgs, size_t n) {
@@ -180,14 +232,177 @@ static void chat_qwen3_split(const char *content, const char **visible, const ch
     *r_len = (size_t)(stop - start);
 }
 
+/* Python's str() of a value as Qwen3-Coder's `| string` writes a schema's: chat_put_py_str, and a list of plain strings
+ * as Python writes one (['string', 'number']). */
+static void chat_put_py_repr(chat_buf *b, const json_t *v) {
+    bool plain = json_is_array(v);
+    for (size_t i = 0; plain && i < json_array_size(v); i++) {
+        const char *s = json_string_value(json_array_get(v, i));
+        plain = s && !strpbrk(s, "'\"\\\n\r\t");
+    }
+    if (!plain) {
+        chat_put_py_str(b, v);
+        return;
+    }
+    chat_text(b, "[");
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        chat_text(b, i ? ", '" : "'");
+        chat_text(b, json_string_value(json_array_get(v, i)));
+        chat_text(b, "'");
+    }
+    chat_text(b, "]");
+}
+
+/* Qwen3-Coder's render_extra_keys: every key of obj but the handled ones, as "\n<key>value</key>" — a mapping or a
+ * list as JSON, anything else as Python's str(). */
+static void chat_coder_extra_keys(chat_buf *b, const json_t *obj, const char *const *handled, size_t n_handled) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        size_t k = 0;
+        while (k < n_handled && strcmp(key, handled[k])) k++;
+        if (k < n_handled) continue;
+        chat_text(b, "\n<");
+        chat_text(b, key);
+        chat_text(b, ">");
+        if (json_is_object(v) || json_is_array(v)) chat_put_json(b, v, 0);
+        else chat_put_py_str(b, v);
+        chat_text(b, "</");
+        chat_text(b, key);
+        chat_text(b, ">");
+    }
+}
+
+/* Qwen3-Coder's tool block: the tools as XML (see chat.h). */
+static void chat_coder_tools(chat_buf *b, const json_t *tools) {
+    static const char *const param_keys[] = {"name", "type", "description"}, *const params_keys[] = {"type", "properties"},
+                             *const tool_keys[] = {"type", "name", "description", "parameters"};
+    chat_put(b, "\n\n# Tools\n\nYou have access to the following tools:\n\n<tools>");
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        const json_t *tool = json_array_get(tools, i);
+        if (json_object_get(tool, "function")) tool = json_object_get(tool, "function");
+        const json_t *description = json_object_get(tool, "description"), *params = json_object_get(tool, "parameters");
+        const json_t *props = json_object_get(params, "properties"), *spec;
+        chat_put(b, "\n<function>\n<name>");
+        chat_put_py_str(b, json_object_get(tool, "name"));
+        chat_put(b, "</name>");
+        if (description) {
+            chat_put(b, "\n<description>");
+            if (json_is_string(description)) chat_text_stripped(b, json_string_value(description));
+            else chat_put_py_str(b, description);
+            chat_put(b, "</description>");
+        }
+        chat_put(b, "\n<parameters>");
+        const char *name;
+        if (json_is_object(props))
+            json_object_foreach((json_t *)props, name, spec) {
+                chat_put(b, "\n<parameter>\n<name>");
+                chat_text(b, name);
+                chat_put(b, "</name>");
+                if (json_object_get(spec, "type")) {
+                    chat_put(b, "\n<type>");
+                    chat_put_py_repr(b, json_object_get(spec, "type"));
+                    chat_put(b, "</type>");
+                }
+                const json_t *pd = json_object_get(spec, "description");
+                if (pd) {
+                    chat_put(b, "\n<description>");
+                    if (json_is_string(pd)) chat_text_stripped(b, json_string_value(pd));
+                    else chat_put_py_str(b, pd);
+                    chat_put(b, "</description>");
+                }
+                chat_coder_extra_keys(b, spec, param_keys, 3);
+                chat_put(b, "\n</parameter>");
+            }
+        chat_coder_extra_keys(b, params, params_keys, 2);
+        chat_put(b, "\n</parameters>");
+        chat_coder_extra_keys(b, tool, tool_keys, 4);
+        chat_put(b, "\n</function>");
+    }
+    chat_put(b, "\n</tools>\n\nIf you choose to call a tool ONLY reply in the following format with NO suffix:\n\n"
+                "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+                "<parameter=example_parameter_2>\nvalue_2\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\n"
+                "Reminder:\n- Function calls MUST follow the specified format: the tool calling block MUST begin with an "
+                "opening <tool_call> tag and end with a closing </tool_call> tag.\n- Required parameters MUST be "
+                "specified\n- You may provide optional reasoning for your function call in natural language BEFORE the "
+                "function call, but NOT after\n- If there is no function call available, answer the question like "
+                "normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>");
+}
+
+/* Qwen3-Coder's template (see chat.h). */
+static int chat_render_qwen3_coder(const chat_input *in, chat_buf *b, fkv_error *err) {
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
+    const bool lead_system = n > 0 && chat_role_is(&msgs[0], "system");
+    if (lead_system || in->tools) {
+        chat_put(b, "<|im_start|>system\n");
+        if (lead_system) chat_text(b, msgs[0].content);
+        else chat_put(b, "You are Qwen, a helpful AI assistant that can interact with a computer to solve tasks.");
+        if (in->tools) chat_coder_tools(b, in->tools);
+        chat_put(b, "<|im_end|>\n");
+    }
+    for (size_t i = lead_system; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "assistant") && m->n_tool_calls) {
+            chat_put(b, "<|im_start|>assistant");
+            if (!chat_is_blank(m->content, strlen(m->content))) {
+                chat_put(b, "\n");
+                chat_text_stripped(b, m->content);
+                chat_put(b, "\n");
+            }
+            for (size_t c = 0; c < m->n_tool_calls; c++) {
+                const char *arguments = m->tool_calls[c].arguments;
+                json_t *args = json_loads(arguments ? arguments : "", 0, NULL);
+                if (arguments && *arguments && !json_is_object(args)) {
+                    json_decref(args);
+                    return err_input(err, "chat_render: message %zu: Qwen3-Coder's template needs each call's "
+                                          "arguments to be a JSON object", i);
+                }
+                chat_put(b, "\n<tool_call>\n<function=");
+                chat_text(b, m->tool_calls[c].name);
+                chat_put(b, ">\n");
+                const char *key;
+                const json_t *v;
+                json_object_foreach(args, key, v) {
+                    chat_put(b, "<parameter=");
+                    chat_text(b, key);
+                    chat_put(b, ">\n");
+                    if (json_is_object(v) || json_is_array(v)) chat_put_json(b, v, 0);
+                    else chat_put_py_str(b, v);
+                    chat_put(b, "\n</parameter>\n");
+                }
+                chat_put(b, "</function>\n</tool_call>");
+                json_decref(args);
+            }
+            chat_put(b, "<|im_end|>\n");
+        } else if (chat_role_is(m, "tool")) {
+            /* loop.previtem: the loop's previous message (none for its first, which opens no turn) */
+            if (i > lead_system && !chat_role_is(&msgs[i - 1], "tool")) chat_put(b, "<|im_start|>user\n");
+            chat_put(b, "<tool_response>\n");
+            chat_text(b, m->content);
+            chat_put(b, "\n</tool_response>\n");
+            if (i + 1 == n || !chat_role_is(&msgs[i + 1], "tool")) chat_put(b, "<|im_end|>\n");
+        } else {
+            chat_put(b, "<|im_start|>");
+            chat_put(b, m->role);
+            chat_put(b, "\n");
+            chat_text(b, m->content);
+            chat_put(b, "<|im_end|>\n");
+        }
+    }
+    if (in->add_generation_prompt) chat_put(b, "<|im_start|>assistant\n");
+    return 0;
+}
+
 static bool chat_detect_chatml(const char *src, chat_template *t) {
     if (strstr(src, chat_qwen_default_system)) t->default_system = chat_qwen_default_system;
     t->qwen3_thinking = strstr(src, "</think>") && strstr(src, "last_query_index");
+    t->qwen3_coder = strstr(src, "<function=") != NULL;
     return true;
 }
 
 static int chat_render_chatml(const chat_input *in, chat_buf *b, fkv_error *err) {
-    (void)err;
+    if (in->t->qwen3_coder) return chat_render_qwen3_coder(in, b, err);
     const chat_template *t = in->t;
     const chat_message *msgs = in->msgs;
     const size_t n = in->n;
@@ -232,14 +447,19 @@ static int chat_render_chatml(const chat_input *in, chat_buf *b, fkv_error *err)
              * give the same bytes. */
             const char *visible = m->content, *reasoning = "";
             size_t r_len = 0;
-            if (t->qwen3_thinking) chat_qwen3_split(m->content, &visible, &reasoning, &r_len);
+            if (t->qwen3_thinking && m->reasoning) reasoning = m->reasoning, r_len = strlen(reasoning);
+            else if (t->qwen3_thinking) chat_qwen3_split(m->content, &visible, &reasoning, &r_len);
             chat_put(b, "<|im_start|>assistant\n");
             if (t->qwen3_thinking && i > last_query && (i + 1 == n || r_len > 0)) {
+                while (r_len > 0 && reasoning[r_len - 1] == '\n') r_len--; /* strip('\n'): a split's has none */
+                while (r_len > 0 && *reasoning == '\n') reasoning++, r_len--;
                 chat_put(b, "<think>\n");
                 chat_text_n(b, reasoning, r_len);
                 chat_put(b, "\n</think>\n\n");
+                chat_text(b, chat_skip_newlines(visible));
+            } else {
+                chat_text(b, visible);
             }
-            chat_text(b, visible);
             for (size_t c = 0; c < m->n_tool_calls; c++) {
                 if (c > 0 || *visible) chat_put(b, "\n");
                 chat_put(b, "<tool_call>\n{\"name\": \"");
@@ -687,12 +907,373 @@ static int chat_render_deepseek(const chat_input *in, chat_buf *b, fkv_error *er
     return 0;
 }
 
+/* gpt-oss's render_typescript_type: a parameter's JSON Schema as the TypeScript type the template writes, branch by
+ * branch (a oneOf's has_object_variants is set inside a loop, which Jinja scopes to the loop: it never takes the
+ * "any" branch). Schemas nested deeper than CHAT_TS_DEPTH are written "any", so no input can exhaust the stack. */
+#define CHAT_TS_DEPTH 32
+static void chat_ts_type(chat_buf *b, const json_t *spec, int depth) {
+    const json_t *type = json_object_get(spec, "type"), *nullable = json_object_get(spec, "nullable");
+    if (depth >= CHAT_TS_DEPTH) {
+        chat_text(b, "any");
+    } else if (chat_json_is(type, "array")) {
+        const json_t *items = json_object_get(spec, "items"), *item_type = json_object_get(items, "type");
+        if (!chat_json_truthy(items)) chat_text(b, "any[]");
+        else if (chat_json_is(item_type, "string")) chat_text(b, "string[]");
+        else if (chat_json_is(item_type, "number") || chat_json_is(item_type, "integer")) chat_text(b, "number[]");
+        else if (chat_json_is(item_type, "boolean")) chat_text(b, "boolean[]");
+        else {
+            chat_buf inner = {0};
+            chat_put(&inner, "");
+            chat_ts_type(&inner, items, depth + 1);
+            if (inner.oom) b->oom = true;
+            else if (!strcmp(inner.s, "object | object") || chat_utf8_chars(inner.s, inner.len) > 50) chat_text(b, "any[]");
+            else chat_text(b, inner.s), chat_text(b, "[]");
+            free(inner.s);
+            free(inner.spans);
+        }
+        if (chat_json_truthy(nullable)) chat_text(b, " | null");
+    } else if (json_is_array(type) && json_array_size(type) > 0) {
+        for (size_t i = 0; i < json_array_size(type); i++) {
+            if (i) chat_text(b, " | ");
+            chat_put_py_str(b, json_array_get(type, i));
+        }
+    } else if (chat_json_truthy(json_object_get(spec, "oneOf"))) {
+        const json_t *variants = json_object_get(spec, "oneOf");
+        for (size_t i = 0; i < json_array_size(variants); i++) {
+            const json_t *v = json_array_get(variants, i), *description = json_object_get(v, "description");
+            chat_ts_type(b, v, depth + 1);
+            if (chat_json_truthy(description)) chat_text(b, "// "), chat_put_py_str(b, description);
+            if (json_object_get(v, "default")) { /* its line's indentation is output: a {{ }} is not a block tag */
+                chat_text(b, "                    // default: ");
+                chat_put_json(b, json_object_get(v, "default"), 0);
+            }
+            if (i + 1 < json_array_size(variants)) chat_text(b, " | \n");
+        }
+    } else if (chat_json_is(type, "string")) {
+        const json_t *values = json_object_get(spec, "enum");
+        if (chat_json_truthy(values)) {
+            chat_text(b, "\"");
+            for (size_t i = 0; i < json_array_size(values); i++) {
+                if (i) chat_text(b, "\" | \"");
+                chat_put_py_str(b, json_array_get(values, i));
+            }
+            chat_text(b, "\"");
+        } else {
+            chat_text(b, chat_json_truthy(nullable) ? "string | null" : "string");
+        }
+    } else if (chat_json_is(type, "number") || chat_json_is(type, "integer")) {
+        chat_text(b, "number");
+    } else if (chat_json_is(type, "boolean")) {
+        chat_text(b, "boolean");
+    } else if (chat_json_is(type, "object")) {
+        const json_t *props = json_object_get(spec, "properties"), *required = json_object_get(spec, "required"), *p;
+        if (!chat_json_truthy(props) || !json_is_object(props)) {
+            chat_text(b, "object");
+            return;
+        }
+        chat_text(b, "{\n");
+        const char *name;
+        size_t left = json_object_size(props);
+        json_object_foreach((json_t *)props, name, p) {
+            chat_text(b, name);
+            if (!chat_json_lists(required, name)) chat_text(b, "?");
+            chat_text(b, ": \n                "); /* the call's own line, indented: output as written */
+            chat_ts_type(b, p, depth + 1);
+            if (--left) chat_text(b, ", ");
+        }
+        chat_text(b, "}");
+    } else {
+        chat_text(b, "any");
+    }
+}
+
+/* gpt-oss's render_tool_namespace("functions", tools). */
+static void chat_harmony_tools(chat_buf *b, const json_t *tools) {
+    chat_put(b, "## functions\n\nnamespace functions {\n\n");
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        const json_t *fn = json_object_get(json_array_get(tools, i), "function");
+        const json_t *params = json_object_get(fn, "parameters"), *props = json_object_get(params, "properties");
+        const json_t *required = json_object_get(params, "required"), *spec;
+        chat_put(b, "// ");
+        if (json_object_get(fn, "description")) chat_put_py_str(b, json_object_get(fn, "description"));
+        chat_put(b, "\ntype ");
+        chat_put_py_str(b, json_object_get(fn, "name"));
+        chat_put(b, " = ");
+        if (!chat_json_truthy(params) || !chat_json_truthy(props) || !json_is_object(props)) {
+            chat_put(b, "() => any;\n\n");
+            continue;
+        }
+        chat_put(b, "(_: {\n");
+        const char *name;
+        json_object_foreach((json_t *)props, name, spec) {
+            const json_t *description = json_object_get(spec, "description"), *dflt = json_object_get(spec, "default");
+            if (chat_json_truthy(description)) {
+                chat_put(b, "// ");
+                chat_put_py_str(b, description);
+                chat_put(b, "\n");
+            }
+            chat_text(b, name);
+            if (!chat_json_lists(required, name)) chat_put(b, "?");
+            chat_put(b, ": ");
+            chat_ts_type(b, spec, 0);
+            if (dflt) {
+                const bool listed = chat_json_truthy(json_object_get(spec, "enum"));
+                const bool variants = !listed && chat_json_truthy(json_object_get(spec, "oneOf"));
+                chat_put(b, variants ? "// default: " : ", // default: ");
+                if (listed || variants) chat_put_py_str(b, dflt); /* the template concatenates the value itself */
+                else chat_put_json(b, dflt, 0);
+            }
+            chat_put(b, ",\n");
+        }
+        chat_put(b, "}) => any;\n\n");
+    }
+    chat_put(b, "} // namespace functions");
+}
+
+static bool chat_detect_harmony(const char *src, chat_template *t) {
+    (void)src;
+    t->date_string = chat_harmony_date;
+    return true;
+}
+
+/* A message's text as a JSON string (the template's `content|tojson`), conversation text. */
+static void chat_put_json_string(chat_buf *b, const char *s) {
+    json_t *v = json_stringn_nocheck(s, strlen(s));
+    if (!v) {
+        b->oom = true;
+        return;
+    }
+    chat_put_json(b, v, 0);
+    json_decref(v);
+}
+
+/* gpt-oss's template (see chat.h). */
+static int chat_render_harmony(const chat_input *in, chat_buf *b, fkv_error *err) {
+    static const char analysis[] = "<|start|>assistant<|channel|>analysis<|message|>";
+    const chat_template *t = in->t;
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
+    chat_put(b, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+                "Knowledge cutoff: 2024-06\nCurrent date: ");
+    chat_put(b, t->date_string ? t->date_string : chat_harmony_date);
+    chat_put(b, "\n\nReasoning: ");
+    if (t->reasoning_effort) chat_text(b, t->reasoning_effort);
+    else chat_put(b, "medium");
+    chat_put(b, "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.");
+    if (in->tools) chat_put(b, "\nCalls to these tools must go to the commentary channel: 'functions'.");
+    chat_put(b, "<|end|>");
+    const bool lead_system = n > 0 && chat_role_is(&msgs[0], "system");
+    const char *developer = lead_system ? msgs[0].content : "";
+    if (*developer || in->tools) {
+        chat_put(b, "<|start|>developer<|message|>");
+        if (*developer) {
+            chat_put(b, "# Instructions\n\n");
+            chat_text(b, developer);
+            chat_put(b, "\n\n");
+        }
+        if (in->tools) {
+            chat_put(b, "# Tools\n\n");
+            chat_harmony_tools(b, in->tools);
+        }
+        chat_put(b, "<|end|>");
+    }
+    const char *last_call = NULL; /* the template's last_tool_call.name */
+    for (size_t i = lead_system; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "assistant")) {
+            const char *texts[] = {m->content, m->reasoning ? m->reasoning : ""};
+            for (int k = 0; k < 2; k++)
+                if (strstr(texts[k], "<|channel|>analysis<|message|>") || strstr(texts[k], "<|channel|>final<|message|>"))
+                    return err_input(err, "chat_render: message %zu: gpt-oss's template refuses <|channel|> tags in an "
+                                          "assistant's %s: pass the analysis as its reasoning, the final text as its "
+                                          "content", i, k ? "reasoning" : "content");
+            if (m->n_tool_calls) {
+                bool final_later = false; /* an assistant message without calls after this one */
+                for (size_t k = i + 1; k < n && !final_later; k++)
+                    final_later = chat_role_is(&msgs[k], "assistant") && !msgs[k].n_tool_calls;
+                const char *before = m->reasoning ? m->reasoning : m->content; /* see chat.h: reasoning wins */
+                if (*before && !final_later) {
+                    chat_put(b, analysis);
+                    chat_text(b, before);
+                    chat_put(b, "<|end|>");
+                }
+                chat_put(b, "<|start|>assistant to=functions.");
+                chat_text(b, m->tool_calls[0].name);
+                chat_put(b, "<|channel|>commentary json<|message|>");
+                chat_put_arguments(b, m->tool_calls[0].arguments);
+                chat_put(b, "<|call|>");
+                last_call = m->tool_calls[0].name;
+            } else if (i + 1 == n && !in->add_generation_prompt) { /* training's form: the reasoning, then <|return|> */
+                if (m->reasoning) {
+                    chat_put(b, analysis);
+                    chat_text(b, m->reasoning);
+                    chat_put(b, "<|end|>");
+                }
+                chat_put(b, "<|start|>assistant<|channel|>final<|message|>");
+                chat_text(b, m->content);
+                chat_put(b, "<|return|>");
+            } else {
+                chat_put(b, "<|start|>assistant<|channel|>final<|message|>");
+                chat_text(b, m->content);
+                chat_put(b, "<|end|>");
+                last_call = NULL;
+            }
+        } else if (chat_role_is(m, "tool")) {
+            if (!last_call)
+                return err_input(err, "chat_render: message %zu is a tool result, but gpt-oss's template needs an "
+                                      "assistant message with a tool call before it", i);
+            chat_put(b, "<|start|>functions.");
+            chat_text(b, last_call);
+            chat_put(b, " to=assistant<|channel|>commentary<|message|>");
+            chat_put_json_string(b, m->content);
+            chat_put(b, "<|end|>");
+        } else if (chat_role_is(m, "user")) {
+            chat_put(b, "<|start|>user<|message|>");
+            chat_text(b, m->content);
+            chat_put(b, "<|end|>");
+        } /* a later system message: the template has no branch for it */
+    }
+    if (in->add_generation_prompt) chat_put(b, "<|start|>assistant");
+    return 0;
+}
+
+/* GLM-4.7's template by its bare "</think>" where 4.5/4.6's write "\n<think></think>". */
+static bool chat_detect_glm(const char *src, chat_template *t) {
+    t->glm = strstr(src, "\\n<think>") ? CHAT_GLM_46 : CHAT_GLM_47;
+    return true;
+}
+
+/* s with ASCII whitespace stripped from both ends (Python's strip()), as conversation text. */
+static void chat_text_stripped_n(chat_buf *b, const char *s, size_t n) {
+    while (n > 0 && chat_is_space(s[n - 1])) n--;
+    while (n > 0 && chat_is_space(*s)) s++, n--;
+    chat_text_n(b, s, n);
+}
+
+/* GLM-4.5/4.6's and GLM-4.7's templates (see chat.h). */
+static int chat_render_glm(const chat_input *in, chat_buf *b, fkv_error *err) {
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
+    const bool nl = in->t->glm == CHAT_GLM_46, no_thinking = in->t->no_thinking;
+    const char *sep = nl ? "\n" : "";
+    chat_put(b, "[gMASK]<sop>");
+    if (in->tools) {
+        chat_put(b, "<|system|>\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou "
+                    "are provided with function signatures within <tools></tools> XML tags:\n<tools>\n");
+        for (size_t i = 0; i < json_array_size(in->tools); i++) {
+            chat_put_json(b, json_array_get(in->tools, i), 0);
+            chat_put(b, "\n");
+        }
+        chat_put(b, "</tools>\n\nFor each function call, output the function name and arguments within the following "
+                    "XML format:\n");
+        chat_put(b, nl ? "<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}"
+                         "</arg_value>\n<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n"
+                         "</tool_call>"
+                       : "<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value>"
+                         "<arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call>");
+    }
+    size_t last_user = SIZE_MAX; /* the template's last_user_index: -1 when there is none */
+    for (size_t i = 0; i < n; i++)
+        if (chat_role_is(&msgs[i], "user")) last_user = i;
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        if (chat_role_is(m, "user")) {
+            chat_put(b, "<|user|>");
+            chat_put(b, sep);
+            chat_text(b, m->content);
+            const size_t len = strlen(m->content), tag = strlen("/nothink");
+            if (nl && no_thinking && !(len >= tag && !strcmp(m->content + len - tag, "/nothink"))) chat_put(b, "/nothink");
+        } else if (chat_role_is(m, "assistant")) {
+            const char *content = m->content, *reasoning = m->reasoning ? m->reasoning : "";
+            size_t r_len = strlen(reasoning);
+            if (!m->reasoning) chat_qwen3_split(m->content, &content, &reasoning, &r_len);
+            chat_put(b, "<|assistant|>");
+            if ((last_user == SIZE_MAX || i > last_user) && r_len > 0) {
+                chat_put(b, sep);
+                chat_put(b, "<think>");
+                chat_text_stripped_n(b, reasoning, r_len);
+                chat_put(b, "</think>");
+            } else {
+                chat_put(b, nl ? "\n<think></think>" : "</think>");
+            }
+            if (!chat_is_blank(content, strlen(content))) {
+                chat_put(b, sep);
+                chat_text_stripped(b, content);
+            }
+            for (size_t c = 0; c < m->n_tool_calls; c++) {
+                const char *arguments = m->tool_calls[c].arguments;
+                json_t *args = arguments && *arguments ? json_loads(arguments, 0, NULL) : json_object();
+                if (!json_is_object(args)) {
+                    json_decref(args);
+                    return err_input(err, "chat_render: message %zu: GLM's template needs each call's arguments to be "
+                                          "a JSON object", i);
+                }
+                chat_put(b, sep);
+                chat_put(b, "<tool_call>");
+                chat_text(b, m->tool_calls[c].name);
+                chat_put(b, sep);
+                const char *key;
+                const json_t *value;
+                json_object_foreach(args, key, value) {
+                    chat_put(b, "<arg_key>");
+                    chat_text(b, key);
+                    chat_put(b, "</arg_key>");
+                    chat_put(b, sep);
+                    chat_put(b, "<arg_value>");
+                    if (json_is_string(value)) chat_text_n(b, json_string_value(value), json_string_length(value));
+                    else chat_put_json(b, value, 0);
+                    chat_put(b, "</arg_value>");
+                    chat_put(b, sep);
+                }
+                chat_put(b, "</tool_call>");
+                json_decref(args);
+            }
+        } else if (chat_role_is(m, "tool")) {
+            if (i == 0 || !chat_role_is(&msgs[i - 1], "tool")) chat_put(b, "<|observation|>");
+            chat_put(b, sep);
+            chat_put(b, "<tool_response>");
+            chat_put(b, sep);
+            chat_text(b, m->content);
+            chat_put(b, sep);
+            chat_put(b, "</tool_response>");
+        } else {
+            chat_put(b, "<|system|>");
+            chat_put(b, sep);
+            chat_text(b, m->content);
+        }
+    }
+    if (in->add_generation_prompt) {
+        chat_put(b, "<|assistant|>");
+        if (nl && no_thinking) chat_put(b, "\n<think></think>");
+        if (!nl) chat_put(b, no_thinking ? "</think>" : "<think>");
+    }
+    return 0;
+}
+
 /* Which templates have a tool form here (chat_render's tools). */
 typedef enum {
     CHAT_TOOLS_NONE,
     CHAT_TOOLS,          /* every template of the family */
     CHAT_TOOLS_IF_DATED, /* the templates with a date_string (Llama-3.1+), not Llama-3.0's */
 } chat_tool_form;
+
+/* The tokens the families' models' vocabularies hold (chat_vocab_tokens): gpt-oss's o200k_harmony marks them all
+ * CONTROL (the tokenizer then makes the channel markers and "<|end|>" user-defined, as llama.cpp does, and "<|return|>"
+ * and "<|call|>" end a generation by their text); GLM's converter points BOS, EOT and EOM at "[gMASK]", "<|user|>" and
+ * "<|observation|>", and its tokenizer marks the reasoning and tool tags as added tokens that are not special. */
+static const chat_vocab_token chat_harmony_tokens[] = {
+    {"<|start|>", false, NULL},  {"<|channel|>", false, NULL}, {"<|message|>", false, NULL},
+    {"<|end|>", false, NULL},    {"<|return|>", false, NULL},  {"<|call|>", false, NULL},
+    {"<|constrain|>", false, NULL}, {NULL, false, NULL},
+};
+static const chat_vocab_token chat_glm_tokens[] = {
+    {"[gMASK]", false, "bos"},      {"<sop>", false, NULL},          {"<|system|>", false, NULL},
+    {"<|user|>", false, "eot"},     {"<|assistant|>", false, NULL},  {"<|observation|>", false, "eom"},
+    {"<think>", true, NULL},        {"</think>", true, NULL},        {"<tool_call>", true, NULL},
+    {"</tool_call>", true, NULL},   {"<arg_key>", true, NULL},       {"</arg_key>", true, NULL},
+    {"<arg_value>", true, NULL},    {"</arg_value>", true, NULL},    {"<tool_response>", true, NULL},
+    {"</tool_response>", true, NULL}, {NULL, false, NULL},
+};
 
 /* The families, one row each, in the order detection tries them: a template source is the first row's whose marker
  * it contains and whose detect function (where the row has one) accepts it, so a later row's marker may also occur
@@ -707,18 +1288,22 @@ static const struct chat_family_row {
                                                          * variant set from it; NULL: it is */
     chat_tool_form tools;
     int (*render)(const chat_input *in, chat_buf *b, fkv_error *err); /* 0, or -1 with err: a role it refuses */
+    const chat_vocab_token *tokens; /* chat_vocab_tokens: NULL-terminated by text; NULL: none listed */
 } chat_families[] = {
-    {CHAT_DEEPSEEK, "deepseek", "<｜begin▁of▁sentence｜>", NULL, "<｜User｜>", NULL, CHAT_TOOLS_NONE, chat_render_deepseek},
+    {CHAT_HARMONY, "gpt-oss", NULL, NULL, "<|channel|>", chat_detect_harmony, CHAT_TOOLS, chat_render_harmony,
+     chat_harmony_tokens},
+    {CHAT_GLM, "glm", "[gMASK]", NULL, "[gMASK]<sop>", chat_detect_glm, CHAT_TOOLS, chat_render_glm, chat_glm_tokens},
+    {CHAT_DEEPSEEK, "deepseek", "<｜begin▁of▁sentence｜>", NULL, "<｜User｜>", NULL, CHAT_TOOLS_NONE, chat_render_deepseek, NULL},
     {CHAT_LLAMA3, "llama3", "<|begin_of_text|>", NULL, "<|start_header_id|>", chat_detect_llama3, CHAT_TOOLS_IF_DATED,
-     chat_render_llama3},
-    {CHAT_SMOLLM3, "smollm3", NULL, NULL, "<|im_start|>", chat_detect_smollm3, CHAT_TOOLS_NONE, chat_render_smollm3},
-    {CHAT_CHATML, "chatml", NULL, NULL, "<|im_start|>", chat_detect_chatml, CHAT_TOOLS, chat_render_chatml},
-    {CHAT_GEMMA, "gemma", "<bos>", NULL, "<start_of_turn>", chat_detect_gemma, CHAT_TOOLS_NONE, chat_render_gemma},
-    {CHAT_PHI3, "phi3", NULL, "<|endoftext|>", "<|end|>", chat_detect_phi3, CHAT_TOOLS_NONE, chat_render_phi3},
-    {CHAT_ZEPHYR, "zephyr", NULL, "</s>", "<|user|>", NULL, CHAT_TOOLS_NONE, chat_render_zephyr},
-    {CHAT_LLAMA2, "llama2", "<s>", "</s>", "[INST]", chat_detect_llama2, CHAT_TOOLS_NONE, chat_render_llama2},
-    {CHAT_MISTRAL, "mistral", "<s>", "</s>", "[INST]", chat_detect_mistral, CHAT_TOOLS_NONE, chat_render_mistral},
-    {CHAT_PLAIN, "plain", NULL, NULL, NULL, NULL, CHAT_TOOLS_NONE, chat_render_plain}, /* no template: a base model */
+     chat_render_llama3, NULL},
+    {CHAT_SMOLLM3, "smollm3", NULL, NULL, "<|im_start|>", chat_detect_smollm3, CHAT_TOOLS_NONE, chat_render_smollm3, NULL},
+    {CHAT_CHATML, "chatml", NULL, NULL, "<|im_start|>", chat_detect_chatml, CHAT_TOOLS, chat_render_chatml, NULL},
+    {CHAT_GEMMA, "gemma", "<bos>", NULL, "<start_of_turn>", chat_detect_gemma, CHAT_TOOLS_NONE, chat_render_gemma, NULL},
+    {CHAT_PHI3, "phi3", NULL, "<|endoftext|>", "<|end|>", chat_detect_phi3, CHAT_TOOLS_NONE, chat_render_phi3, NULL},
+    {CHAT_ZEPHYR, "zephyr", NULL, "</s>", "<|user|>", NULL, CHAT_TOOLS_NONE, chat_render_zephyr, NULL},
+    {CHAT_LLAMA2, "llama2", "<s>", "</s>", "[INST]", chat_detect_llama2, CHAT_TOOLS_NONE, chat_render_llama2, NULL},
+    {CHAT_MISTRAL, "mistral", "<s>", "</s>", "[INST]", chat_detect_mistral, CHAT_TOOLS_NONE, chat_render_mistral, NULL},
+    {CHAT_PLAIN, "plain", NULL, NULL, NULL, NULL, CHAT_TOOLS_NONE, chat_render_plain, NULL}, /* no template: a base model */
 };
 #define CHAT_N_FAMILIES (sizeof chat_families / sizeof *chat_families)
 
@@ -740,6 +1325,13 @@ chat_template chat_template_detect(const char *src) {
     t.family = CHAT_CHATML;
     t.guessed = true;
     return t;
+}
+
+const chat_vocab_token *chat_vocab_tokens(const chat_template *t, size_t *n) {
+    const chat_vocab_token *tokens = chat_family_row(t->family)->tokens;
+    *n = 0;
+    while (tokens && tokens[*n].text) ++*n;
+    return *n ? tokens : NULL;
 }
 
 int chat_template_by_name(const char *name, chat_template *out, fkv_error *err) {
@@ -773,7 +1365,7 @@ static int chat_render_buf(const chat_template *t, const chat_message *messages,
     const bool with_tools = tools && json_array_size(tools) > 0;
     if (with_tools && (row->tools == CHAT_TOOLS_NONE || (row->tools == CHAT_TOOLS_IF_DATED && !t->date_string)))
         return err_unsupported(err, "chat_render: the %s template has no tool form in flatkv (tools work with "
-                                    "ChatML/Qwen and Llama-3.1+)", row->name);
+                                    "ChatML/Qwen, Llama-3.1+, gpt-oss and GLM)", row->name);
     const chat_input in = {t, messages, n, with_tools ? tools : NULL, add_generation_prompt,
                            bos_text ? bos_text : row->bos ? row->bos : "", eos_text ? eos_text : row->eos ? row->eos : ""};
     chat_put(b, ""); /* an empty conversation still gives a string */

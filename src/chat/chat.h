@@ -21,7 +21,7 @@
  *        ["<|im_start|>user"] + "\n<tool_response>\n" + content + "\n</tool_response>" + ["<|im_end|>\n"]
  *     generation prompt: "<|im_start|>assistant\n"
  *   Prefix-stable: the reply is written verbatim after the generation prompt.
- *   With qwen3_thinking — Qwen3's template (llama.cpp's models/templates/Qwen-Qwen3-0.6B.jinja), no default
+ *   With qwen3_thinking — Qwen3's template (data/templates/Qwen-Qwen3-0.6B.jinja; the MoE models' too), no default
  *   system, the same tool forms — an assistant content with "</think>" is split: visible = what follows the
  *   last "</think>" minus leading newlines; reasoning = what precedes the first, after the last "<think>",
  *   minus outer newlines. An assistant message after the last user message that is not a wrapped
@@ -33,7 +33,27 @@
  *   text only — a reply with reasoning is recomputed from its first byte; with no_thinking the prompt's empty
  *   think block is dropped, so reuse ends 16 bytes before the prompt's end. Replies without "</think>" are
  *   prefix-stable. Within a tool loop (no new user message) the reasoning stays, so the loop is prefix-stable
- *   until the next user message drops it.
+ *   until the next user message drops it. A reasoning given apart (chat_message.reasoning, OpenAI's
+ *   reasoning_content) is the template's reasoning_content: the content is then not split, and is written as is
+ *   outside a think block, without leading newlines inside one.
+ *   With qwen3_coder — Qwen3-Coder's template (data/templates/Qwen3-Coder.jinja; the 30B-A3B MoE's), no thinking:
+ *     ["<|im_start|>system\n" + (messages[0] when a system message, else "You are Qwen, a helpful AI assistant that
+ *       can interact with a computer to solve tasks." with tools) + [the tool block] + "<|im_end|>\n"]
+ *     tool block: "\n\n# Tools\n\nYou have access to the following tools:\n\n<tools>" + per tool "\n<function>\n
+ *       <name>" + name + "</name>" + ["\n<description>" + strip(description) + "</description>"] + "\n<parameters>" +
+ *       per parameter ("\n<parameter>\n<name>" + name + "</name>" + ["\n<type>" + type + "</type>"] +
+ *       ["\n<description>" + strip(its description) + "</description>"] + its other keys + "\n</parameter>") +
+ *       the parameters' other keys + "\n</parameters>" + the tool's other keys + "\n</function>", then "\n</tools>"
+ *       and the call format's instructions; an other key: "\n<" + key + ">" + (a mapping or list as json.dumps, else
+ *       Python's str()) + "</" + key + ">"
+ *     assistant with calls: "<|im_start|>assistant" + ["\n" + strip(content) + "\n" when not blank] + per call
+ *       "\n<tool_call>\n<function=" + name + ">\n" + per argument ("<parameter=" + key + ">\n" + (a mapping or list
+ *       as json.dumps, else str()) + "\n</parameter>\n") + "</function>\n</tool_call>", then "<|im_end|>\n"
+ *     tool: ["<|im_start|>user\n" after a message that is no tool result] + "<tool_response>\n" + content +
+ *       "\n</tool_response>\n" + ["<|im_end|>\n" unless a tool result follows]   (a first message that is a tool
+ *       result opens no turn: the template's quirk, kept)
+ *     other messages and the generation prompt as CHATML's.
+ *   Prefix-stable for any reply, calls included when the model writes them as the template does.
  * - CHAT_SMOLLM3 — HuggingFaceTB/SmolLM3-3B's template:
  *     "<|im_start|>system\n" + "## Metadata\n\nKnowledge Cutoff Date: June 2025\n" + ["Today Date: " +
  *     date_string + "\n"] + "Reasoning Mode: " + mode + "\n\n## Custom Instructions\n\n" + (custom + "\n\n",
@@ -120,6 +140,62 @@
  *   NOT prefix-stable: the template REWRITES HISTORY. A past reply loses "<think>\n" and its reasoning
  *   (everything up to "</think>"), so reuse breaks right after the "<｜Assistant｜>" of the first past
  *   reply; a new or changed system message rewrites the very start.
+ * - CHAT_HARMONY — gpt-oss's harmony format (data/templates/openai-gpt-oss-120b.jinja):
+ *     "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+ *       + "2024-06\nCurrent date: " + date_string + "\n\nReasoning: " + reasoning_effort + "\n\n# Valid channels: "
+ *       + "analysis, commentary, final. Channel must be included for every message." + ["\nCalls to these tools "
+ *       + "must go to the commentary channel: 'functions'." with tools] + "<|end|>"
+ *     ["<|start|>developer<|message|>" + ["# Instructions\n\n" + messages[0] + "\n\n"] + ["# Tools\n\n" + the
+ *       tools as a TypeScript namespace] + "<|end|>"]   when messages[0] is a non-empty system message, or tools
+ *     user: "<|start|>user<|message|>" + content + "<|end|>";  a later system message: nothing
+ *     assistant: "<|start|>assistant<|channel|>final<|message|>" + content + "<|end|>" (the last message without a
+ *       generation prompt: its reasoning as an analysis message first, and "<|return|>" for "<|end|>")
+ *     assistant with calls (its first call only: the template assumes one):
+ *       ["<|start|>assistant<|channel|>analysis<|message|>" + (reasoning, or else content) + "<|end|>"]
+ *       + "<|start|>assistant to=functions." + name + "<|channel|>commentary json<|message|>" + arguments (json.dumps)
+ *       + "<|call|>"
+ *     tool: "<|start|>functions." + (the last call's name) + " to=assistant<|channel|>commentary<|message|>"
+ *       + content as a JSON string + "<|end|>"   (without a call before it the template raises: refused)
+ *     generation prompt: "<|start|>assistant"
+ *   The template reads an assistant's reasoning from `thinking`: chat_message.reasoning is it, and a message with
+ *   both reasoning and calls is written from its reasoning (the template raises on the pair; content there is a
+ *   preamble the model also wrote). Contents holding "<|channel|>analysis<|message|>" or "<|channel|>final
+ *   <|message|>" are refused, as the template refuses them. reasoning_effort: "medium" unless set (NULL); the
+ *   template writes strftime_now("%Y-%m-%d"): date_string is fixed at "2025-08-05" (the release) for the reason
+ *   given for LLAMA3. A tool as TypeScript (render_typescript_type, line by line): "// " + description + "\ntype "
+ *   + name + " = " + ("() => any;\n\n" without parameters.properties, else "(_: {\n" + per parameter ["// " +
+ *   its description + "\n"] + name + ["?" unless required] + ": " + its type + [its default] + ",\n", then
+ *   "}) => any;\n\n"); a tool without a description gets "// \n" (the template's undefined would raise).
+ *   REWRITES HISTORY, precisely: a past final answer is written without its reasoning, so a reply that began with
+ *   an analysis message is recomputed from the first byte after the prompt's "<|start|>assistant"; one without
+ *   reasoning is reused through its content (the template's "<|end|>" stands where the model's "<|return|>" ended
+ *   it). In a tool loop the analysis before each call stays (prefix-stable through the call's arguments when the
+ *   model wrote the recipient before the channel, as the template does; a model that writes "<|channel|>commentary
+ *   to=functions.NAME" is reused up to that header) until an assistant message without calls follows: from then
+ *   on every call's analysis is dropped, and reuse breaks after the "<|start|>assistant" of the first call that had
+ *   one.
+ * - CHAT_GLM — GLM-4.5/4.6's (data/templates/GLM-4.6.jinja) and, glm = CHAT_GLM_47, GLM-4.7's
+ *   (data/templates/GLM-4.7-Flash.jinja), which write no newlines between parts ([n] below: "\n" in 4.6 only):
+ *     "[gMASK]<sop>" + ["<|system|>\n# Tools\n\n..." + each tool as json.dumps writes it + "\n" + "</tools>\n\n..."
+ *       + the call format   with tools]
+ *     system: "<|system|>" + [n] + content;   user: "<|user|>" + [n] + content + ["/nothink": 4.6 with no_thinking,
+ *       unless the content ends with it]
+ *     assistant: "<|assistant|>" + ([n] + "<think>" + strip(reasoning) + "</think>"   after the last user message
+ *       and with reasoning; else 4.6 "\n<think></think>", 4.7 "</think>") + [[n] + strip(content) when not blank]
+ *       + per call [n] + "<tool_call>" + name + [n] + per argument ("<arg_key>" + key + "</arg_key>" + [n]
+ *       + "<arg_value>" + (a string as is, else json.dumps) + "</arg_value>" + [n]) + "</tool_call>"
+ *     tool: ["<|observation|>" unless after a tool message] + [n] + "<tool_response>" + [n] + content + [n]
+ *       + "</tool_response>"
+ *     generation prompt: "<|assistant|>" + (4.6: ["\n<think></think>" with no_thinking]; 4.7: "</think>" with
+ *       no_thinking, else "<think>")
+ *   reasoning: chat_message.reasoning, or else split from the content as Qwen3's (what precedes the first
+ *   "</think>" after its last "<think>", outer newlines dropped; the content: what follows the last "</think>").
+ *   A call's arguments must be a JSON object (the template raises otherwise). The BOS text is "[gMASK]", which the
+ *   template writes itself: a vocabulary whose BOS it is gets no second one.
+ *   REWRITES HISTORY, as Qwen3: past reasoning is dropped once a user message follows — 4.6 keeps the prompt and
+ *   the reply's "\n<think>" and breaks inside the think block; 4.7 breaks right after the reply's "<|assistant|>",
+ *   the prompt's "<think>" included. Replies without reasoning and outer whitespace (4.7 with no_thinking, whose
+ *   prompt ends "</think>") are prefix-stable; so is a tool loop whose reasoning comes back as given.
  * - CHAT_PLAIN — for base models with no template (e.g. stories260K); this project's own format:
  *     system: content + "\n\n"
  *     user: "User: " + content + "\n"
@@ -143,7 +219,8 @@
  * Control tokens come from the template only: chat_prompt_ids parses control-token texts in what the
  * template writes and keeps them as text in what the conversation supplies (contents, tool calls, tool
  * definitions), so a message cannot inject "<|im_end|>" or "<s>". (User-defined tokens are split out of
- * contents as llama.cpp and HF split them from any text.)
+ * contents as llama.cpp and HF split them from any text: gpt-oss's "<|start|>", "<|channel|>", "<|message|>",
+ * "<|constrain|>" and "<|end|>" among them, which the tokenizer makes user-defined as llama.cpp does.)
  *
  * Thread-safety: pure functions; the returned strings are the caller's.
  */
@@ -168,11 +245,15 @@ typedef enum {
     CHAT_ZEPHYR = 7,
     CHAT_DEEPSEEK = 8,
     CHAT_SMOLLM3 = 9,
+    CHAT_HARMONY = 10,
+    CHAT_GLM = 11,
 } chat_family;
 
 typedef enum { CHAT_PHI_3 = 0, CHAT_PHI_4_MINI = 1 } chat_phi_variant;
 
 typedef enum { CHAT_MISTRAL_V3 = 0, CHAT_MISTRAL_TEKKEN = 1, CHAT_MISTRAL_V1 = 2 } chat_mistral_variant;
+
+typedef enum { CHAT_GLM_46 = 0, CHAT_GLM_47 = 1 } chat_glm_variant;
 
 /* A function call an assistant message made (OpenAI's tool_calls[i].function). */
 typedef struct {
@@ -185,6 +266,8 @@ typedef struct {
     const char *content;
     const chat_tool_call *tool_calls; /* assistant: calls it made (content may then be "") */
     size_t n_tool_calls;
+    const char *reasoning; /* assistant: its reasoning given apart from the content (OpenAI's reasoning_content);
+                            * NULL: none given (Qwen3 and GLM then look for it in the content) */
 } chat_message;
 
 typedef struct {
@@ -193,16 +276,21 @@ typedef struct {
                                  * none (Qwen2.5's); NULL: none. Static storage. */
     bool guessed;               /* the source was not recognized: family is the CHATML fallback, and the
                                  * caller should say so */
-    const char *date_string;    /* LLAMA3: the "Today Date" of the 3.1+ system header; NULL: Llama-3.0's
-                                 * template, which has none. Static storage. */
+    const char *date_string;    /* LLAMA3: the "Today Date" of the 3.1+ system header, NULL: Llama-3.0's template,
+                                 * which has none; SMOLLM3 and HARMONY: the date their headers write. Static
+                                 * storage. */
     chat_mistral_variant mistral; /* MISTRAL: the whitespace variant */
     bool fold_system;           /* GEMMA: a leading system message is folded into the first turn (Gemma-3)
                                  * rather than refused (Gemma-2) */
     chat_phi_variant phi;       /* PHI3: Phi-3/3.5-mini's form or Phi-4-mini's */
     bool qwen3_thinking;        /* CHATML: Qwen3's template (reasoning in <think> blocks; no default system) */
-    bool no_thinking;           /* CHATML with qwen3_thinking, SMOLLM3: the request's enable_thinking = false.
+    bool qwen3_coder;           /* CHATML: Qwen3-Coder's template (tools and calls as XML) */
+    bool no_thinking;           /* CHATML with qwen3_thinking, SMOLLM3, GLM: the request's enable_thinking = false.
                                  * Not part of the model's template: a caller copies the template per
                                  * conversation and sets it (false, the zero value, is the templates' default). */
+    const char *reasoning_effort; /* HARMONY: the request's reasoning effort ("low", "medium", "high"), set per
+                                   * conversation like no_thinking (borrowed); NULL: "medium" */
+    chat_glm_variant glm;       /* GLM: 4.5/4.6's form or 4.7's */
 } chat_template;
 
 /* The family of a Jinja template source (tokenizer.chat_template), by the control texts it writes: the first row of
@@ -219,9 +307,11 @@ int chat_template_by_name(const char *name, chat_template *out, fkv_error *err);
 
 /* Tools (tools: the request's OpenAI `tools` array, or NULL/empty for none) are rendered as the family's
  * template does — CHATML as Qwen2.5's "# Tools" system block (each tool as json.dumps writes it), LLAMA3
- * (3.1+) as the "Environment: ipython" header and the function list in the first user message (indent 4) —
- * and assistant tool calls as <tool_call> JSON (CHATML) or {"name", "parameters"} (LLAMA3). Other families
- * have no tool form here: rendering tools for them fails with err.
+ * (3.1+) as the "Environment: ipython" header and the function list in the first user message (indent 4), HARMONY
+ * as a TypeScript namespace in the developer message, GLM as its system block of json.dumps lines — and assistant
+ * tool calls as <tool_call> JSON (CHATML), {"name", "parameters"} (LLAMA3), a commentary message to=functions.NAME
+ * (HARMONY) or <tool_call> with <arg_key>/<arg_value> pairs (GLM). Other families have no tool form here: rendering
+ * tools for them fails with err.
  *
  * Render messages[0..n) as the family's template does, with the generation prompt when
  * add_generation_prompt. bos_text/eos_text: the vocabulary's BOS/EOS texts for the families that write
@@ -240,6 +330,20 @@ int chat_render(const chat_template *t, const chat_message *messages, size_t n, 
 int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_message *messages, size_t n,
                     const json_t *tools, int32_t **ids, uint32_t *n_ids, fkv_error *err);
 
+/* A token a family's template writes as one token, as its models' vocabularies hold it. */
+typedef struct {
+    const char *text;
+    bool user_defined;   /* USER_DEFINED in the models' files (decoded as text, split out of any text); else CONTROL */
+    const char *special; /* the special token the models' converter makes it ("bos", "eot", "eom": the key
+                          * tokenizer.ggml.<special>_token_id), or NULL */
+} chat_vocab_token;
+
+/* The tokens t's family's template writes that a vocabulary must hold as single tokens for the rendering to mean
+ * what the model was trained on — listed for the families whose models have a vocabulary of their own that the
+ * test data lacks (HARMONY, GLM), so that a generated model with another vocabulary gets them (gen-model
+ * --chat-template). *n of them (0 and NULL: none listed); static storage. */
+const chat_vocab_token *chat_vocab_tokens(const chat_template *t, size_t *n);
+
 /* The ids that follow a finished reply when messages[0..n) come next: what the template writes after an assistant
  * message's content (its end of turn: ChatML's "<|im_end|>\n", PLAIN's "\n", ...), the messages, and the generation
  * prompt — tokenized as chat_prompt_ids tokenizes them, as text that follows the id prev (the reply's last id kept;
@@ -250,9 +354,11 @@ int chat_prompt_ids(const fkv_model *m, const chat_template *t, const chat_messa
  * previous_response_id) never re-renders or re-tokenizes a past turn, so every one of them is reused; only this
  * continuation is new. It is rendered after a stand-in conversation of one turn and cut after the stand-in reply.
  * Exact — the text a rendering of the whole conversation writes after that reply — for every family whose
- * template writes a turn from that turn alone and the leading system text: CHATML (Qwen2.5, Hermes, and Qwen3's
- * form), LLAMA2, LLAMA3, MISTRAL, PHI3, GEMMA, ZEPHYR, SMOLLM3 and PLAIN. Not for DEEPSEEK, whose tool outputs are
- * framed by whether an earlier one exists. Where a template rewrites history (Qwen3 and DeepSeek drop past
+ * template writes a turn from that turn alone and the leading system text: CHATML (Qwen2.5, Hermes, Qwen3's and
+ * Qwen3-Coder's forms), LLAMA2, LLAMA3, MISTRAL, PHI3, GEMMA, ZEPHYR, SMOLLM3, GLM and PLAIN, and HARMONY after a final
+ * answer (the template's "<|end|>" where the model's "<|return|>" ended it). Not for DEEPSEEK, whose tool outputs are
+ * framed by whether an earlier one exists; a HARMONY tool result is refused (the stand-in reply makes no call for
+ * the template to name). Where a template rewrites history (Qwen3 and DeepSeek drop past
  * reasoning, MISTRAL V3/TEKKEN move the system text to the newest user message) the past turns stay as they were
  * fed, which a whole re-rendering would change. Tools are not rendered: every family writes them before the first
  * turn. 0, or -1 with err (no messages, a role order the template refuses, a message containing the stand-in). */

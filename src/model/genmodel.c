@@ -204,6 +204,60 @@ static int add_ffn(gguf_writer *w, const genmodel_params *p, const model_arch *a
 #undef T
 }
 
+/* The vocabulary copied from vocab, with p->tokens it lacks appended (tokenizer.ggml.tokens, token_type and, when the
+ * file has them, scores: 0), the special-token keys p->tokens name set to their ids, and p->chat_template as
+ * tokenizer.chat_template. The number of tokens appended, or -1 with err. */
+static int append_chat_tokens(gguf_writer *w, const gguf_file *vocab, const genmodel_params *p, fkv_error *err) {
+    if (p->chat_template) gguf_writer_set_str(w, "tokenizer.chat_template", p->chat_template);
+    if (!p->n_tokens) return 0;
+    const gguf_value *tokens = gguf_find(vocab, "tokenizer.ggml.tokens"), *types = gguf_find(vocab, "tokenizer.ggml.token_type");
+    const gguf_value *scores = gguf_find(vocab, "tokenizer.ggml.scores");
+    const size_t n = (size_t)tokens->arr.n, cap = n + p->n_tokens;
+    if ((types && (types->type != GGUF_TYPE_ARRAY || types->arr.n != n)) ||
+        (scores && (scores->type != GGUF_TYPE_ARRAY || scores->arr.n != n)))
+        return err_input(err, "%s: token_type or scores does not have one entry per token", p->vocab_from);
+    gguf_str *texts = malloc(sizeof *texts * cap);
+    int32_t *type = malloc(sizeof *type * cap);
+    float *score = malloc(sizeof *score * cap);
+    size_t added = 0;
+    int rc = -1;
+    if (!texts || !type || !score) {
+        err_nomem(err, "gen-model: out of memory for the vocabulary");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        texts[i] = tokens->arr.items[i].str;
+        type[i] = types ? (int32_t)gguf_arr_int(types, i) : 1; /* NORMAL */
+        score[i] = scores ? (float)gguf_arr_float(scores, i) : 0.0f;
+    }
+    for (size_t k = 0; k < p->n_tokens; k++) {
+        const genmodel_token *t = &p->tokens[k];
+        size_t id = 0;
+        while (id < n + added && !(texts[id].len == strlen(t->text) && !memcmp(texts[id].ptr, t->text, texts[id].len)))
+            id++;
+        if (id == n + added) {
+            texts[id] = (gguf_str){t->text, strlen(t->text)};
+            type[id] = t->user_defined ? 4 : 3; /* USER_DEFINED, CONTROL */
+            score[id] = 0.0f;
+            added++;
+        }
+        if (t->special) {
+            char key[64];
+            snprintf(key, sizeof key, "tokenizer.ggml.%s_token_id", t->special);
+            gguf_writer_set_u32(w, key, (uint32_t)id);
+        }
+    }
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", texts, n + added);
+    gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, type, n + added);
+    if (scores) gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, score, n + added);
+    rc = (int)added;
+out:
+    free(texts);
+    free(type);
+    free(score);
+    return rc;
+}
+
 /* 0, or -1 with err naming the parameter at fault; a: the architecture p->arch names (NULL: none). */
 static int check_params(const genmodel_params *p, const char *arch, const model_arch *a, fkv_error *err) {
     if (!a) {
@@ -262,7 +316,13 @@ int genmodel_write(const genmodel_params *params, const char *path, fkv_error *e
     uint32_t n_vocab = (uint32_t)tokens->arr.n;
     gguf_writer *w = gguf_writer_new();
     gguf_writer_copy_kv(w, vocab, "tokenizer.", NULL);
+    const int added = append_chat_tokens(w, vocab, p, err);
     gguf_close(vocab);
+    if (added < 0) {
+        gguf_writer_free(w);
+        return -1;
+    }
+    n_vocab += (uint32_t)added;
 
     char name[128];
     const bool tied = p->tied || a->tied;

@@ -29,6 +29,11 @@
  * Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, IQ4_XS → IQ4_NL, and F16 when that does not divide it either (Qwen2-0.5B's
  * dim 896: its attn_q is Q5_0 in Q4_K_M). Under GENMODEL_UNIFORM a row the type's block does not divide is refused,
  * naming the tensor and its row length.
+ *
+ * Chat: a copied vocabulary may lack the control tokens of the chat template a test needs (gpt-oss's, GLM's, whose
+ * vocabularies the test data does not hold). `tokens` are appended to it when it lacks them — with their type, and
+ * the special-token keys pointed at them — and `chat_template` becomes tokenizer.chat_template, so that the file's
+ * template family is detected from it as from the real model's (chat.h's chat_vocab_tokens lists each family's).
  */
 #ifndef FKV_GENMODEL_H
 #define FKV_GENMODEL_H
@@ -46,6 +51,13 @@ typedef enum {
     GENMODEL_Q5_K_M,  /* llama.cpp's Q5_K_M mix of Q5_K and Q6_K */
     GENMODEL_Q3_K_M,  /* llama.cpp's Q3_K_M mix of Q3_K, Q4_K, Q5_K and Q6_K */
 } genmodel_mix;
+
+/* A token for the vocabulary (see "Chat" above). */
+typedef struct {
+    const char *text;
+    bool user_defined;   /* type USER_DEFINED; else CONTROL */
+    const char *special; /* "bos", "eos", "eot", "eom"...: tokenizer.ggml.<special>_token_id is its id; NULL: none */
+} genmodel_token;
 
 typedef struct {
     uint32_t dim;
@@ -73,6 +85,9 @@ typedef struct {
     uint32_t n_dense_lead;  /* leading_dense_block_count: the first layers' dense FFN (feed_forward_length wide) */
     uint32_t n_nextn;       /* nextn_predict_layers: NextN blocks after the n_layers */
     uint64_t seed;
+    const char *chat_template;    /* tokenizer.chat_template (a Jinja source); NULL: the vocabulary file's, if any */
+    const genmodel_token *tokens; /* appended to the vocabulary where it lacks them (n_tokens of them) */
+    size_t n_tokens;
 } genmodel_params;
 
 /* The type a --type name gives: a type of model_type_names (every matrix that type), or a mix's name ("q4_k_m",

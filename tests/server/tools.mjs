@@ -1,7 +1,8 @@
 // tools.mjs — `tools` through the server: rendered into the prompt for template families that have a tool
 // form, refused with a clear 400 for those that do not, tool_calls and tool results in the history accepted,
 // and a model that writes no call answers with text. (Parsing calls out of output is unit-tested in
-// tests/test_toolcall.c: the test model cannot be made to write one.)
+// tests/test_toolcall.c and tests/test_reply.c; enforced calls, which a random model can be made to write, are
+// structured.mjs's and reasoning.mjs's.)
 import { check, checkEqual, finish, runSections, startServer } from './common.mjs';
 
 // Small: stories260K's 512-token context must hold the tool block, the history and the answer.
