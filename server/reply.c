@@ -32,10 +32,11 @@ reply_form reply_form_of(const chat_template *t, bool tools) {
     reply_form f = {.reasoning = REPLY_PLAIN, .calls = t && tools ? toolcall_format_of(t) : TOOLCALL_NONE};
     if (!t) return f;
     switch (t->family) {
-    case CHAT_CHATML: f.reasoning = t->qwen3_thinking ? REPLY_THINK : REPLY_PLAIN; break;
+    /* thinking switched off: the prompt holds the closed, empty block, and the reply is the answer alone */
+    case CHAT_CHATML: f.reasoning = t->qwen3_thinking && !t->no_thinking ? REPLY_THINK : REPLY_PLAIN; break;
     case CHAT_SMOLLM3: f.reasoning = REPLY_THINK; break;
     case CHAT_DEEPSEEK: f.reasoning = REPLY_THINK, f.opened = true; break; /* the prompt ends "<think>\n" */
-    case CHAT_GLM: f.reasoning = REPLY_THINK, f.opened = t->glm == CHAT_GLM_47 && !t->no_thinking; break;
+    case CHAT_GLM: f.reasoning = t->no_thinking ? REPLY_PLAIN : REPLY_THINK, f.opened = t->glm == CHAT_GLM_47; break;
     case CHAT_HARMONY: f.reasoning = REPLY_HARMONY; break;
     default: break;
     }
@@ -272,9 +273,10 @@ char *reply_gbnf(const reply_form *f, const char *answer_rules, const char *answ
     size_t size = 0;
     FILE *out = open_memstream(&text, &size);
     if (!out) return NULL;
-    if (f->reasoning == REPLY_THINK) { /* the block, as the reader takes it: whitespace around it dropped */
-        if (f->opened) fprintf(out, "root ::= reply-think \"</think>\" [ \\t\\n]* %s\n", answer);
-        else fprintf(out, "root ::= ( [ \\t\\n]* \"<think>\" reply-think \"</think>\" [ \\t\\n]* )? %s\n", answer);
+    if (f->reasoning == REPLY_THINK) { /* the block, as the reader takes it: whitespace around it dropped, and bounded
+                                        * (models write a newline or two; a loop of blanks would never reach the answer) */
+        if (f->opened) fprintf(out, "root ::= reply-think \"</think>\" [ \\t\\n]{0,8} %s\n", answer);
+        else fprintf(out, "root ::= ( [ \\t\\n]{0,8} \"<think>\" reply-think \"</think>\" [ \\t\\n]{0,8} )? %s\n", answer);
         toolcall_gbnf_text_without(out, "reply-think", THINK_CLOSE);
     } else if (f->reasoning == REPLY_HARMONY) {
         /* An analysis message may come first; it holds no harmony marker at all. */

@@ -287,8 +287,8 @@ static void test_the_reply_form_follows_the_template_and_its_settings(void **sta
     chat_template t = {.family = CHAT_GLM, .glm = CHAT_GLM_47};
     reply_form f = reply_form_of(&t, true);
     assert_true(f.reasoning == REPLY_THINK && f.opened && f.calls == TOOLCALL_GLM);
-    t.no_thinking = true; /* the prompt closed the block */
-    assert_false(reply_form_of(&t, true).opened);
+    t.no_thinking = true; /* the prompt closed the block: the reply is the answer alone, no block may open */
+    assert_int_equal(reply_form_of(&t, true).reasoning, REPLY_PLAIN);
     t = (chat_template){.family = CHAT_HARMONY};
     f = reply_form_of(&t, false);
     assert_true(f.reasoning == REPLY_HARMONY && f.calls == TOOLCALL_NONE);
@@ -296,6 +296,8 @@ static void test_the_reply_form_follows_the_template_and_its_settings(void **sta
     assert_int_equal(reply_form_of(&t, true).reasoning, REPLY_PLAIN);
     t.qwen3_thinking = true;
     assert_int_equal(reply_form_of(&t, true).reasoning, REPLY_THINK);
+    t.no_thinking = true;
+    assert_int_equal(reply_form_of(&t, true).reasoning, REPLY_PLAIN);
     t = (chat_template){.family = CHAT_DEEPSEEK};
     assert_true(reply_form_of(&t, false).opened);
     assert_int_equal(reply_form_of(NULL, true).calls, TOOLCALL_NONE);

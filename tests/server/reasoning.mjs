@@ -1,6 +1,5 @@
 // reasoning.mjs — gpt-oss's harmony format, GLM's and Qwen3-Coder's through the official OpenAI client, on generated
-// models whose
-// vocabulary has the families' tokens and whose file carries the template (gen-model --chat-template), as the real
+// models of their architectures (gpt-oss, glm4moe, qwen3moe) whose vocabulary has the families' tokens and whose file carries the template (gen-model --chat-template), as the real
 // models' files do: the server picks the family from the file. Their weights are random, so what they write is
 // steered — by the `grammar` field (a harmony analysis then a final message; a GLM reasoning then its answer) and by
 // enforced tool calls — and the checks are on what the server makes of it: reasoning_content apart from content,
@@ -17,11 +16,14 @@ import { BIN, DATA, MODEL, REQUEST_MS, check, checkEqual, finish, runSections, s
 const dir = mkdtempSync(join(tmpdir(), 'flatkv-reasoning-'));
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 
-/** A small llama of stories260K's vocabulary with a 4k context, its file carrying template (a data/templates file). */
-function chatModel(name, template) {
+/** A small model of the family's own architecture (gpt-oss, glm4moe, qwen3moe: 4 experts, 2 used) with
+ * stories260K's vocabulary and a 4k context, its file carrying template (a data/templates file). */
+function chatModel(name, template, arch) {
   const path = join(dir, `${name}.gguf`);
-  execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
-    '--vocab-from', MODEL, '--chat-template', resolve(DATA, 'templates', template), '-o', path], { stdio: 'ignore' });
+  const window = arch === 'gpt-oss' ? ['--window', '16'] : [];
+  execFileSync(BIN, ['gen-model', '--arch', arch, '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2',
+    '--ctx', '4096', '--experts', '4', '--experts-used', '2', '--expert-hidden', '32', ...window, '--vocab-from', MODEL,
+    '--chat-template', resolve(DATA, 'templates', template), '-o', path], { stdio: 'ignore' });
   return path;
 }
 
@@ -76,7 +78,7 @@ async function expectSplit(ask, what, messages, extra, want) {
 }
 
 async function harmony() {
-  const s = await startServer(['-m', chatModel('harmony', 'openai-gpt-oss-120b.jinja'), '--cache-min', '1']);
+  const s = await startServer(['-m', chatModel('harmony', 'openai-gpt-oss-120b.jinja', 'gpt-oss'), '--cache-min', '1']);
   const ask = clientOf(s);
   const messages = user('Hi there');
   // an analysis message, then the final one: what gpt-oss writes after "<|start|>assistant"
@@ -135,7 +137,7 @@ async function harmony() {
 }
 
 async function glm() {
-  const s = await startServer(['-m', chatModel('glm47', 'GLM-4.7-Flash.jinja'), '--cache-min', '1']);
+  const s = await startServer(['-m', chatModel('glm47', 'GLM-4.7-Flash.jinja', 'glm4moe'), '--cache-min', '1']);
   const ask = clientOf(s);
   const messages = user('Hi there');
   // GLM-4.7's prompt opens the think block: the reply reasons, closes it, answers
@@ -146,7 +148,9 @@ async function glm() {
   check('glm-4.7, enable_thinking false: no reasoning, the answer as content',
     !off.choices[0].message.reasoning_content && /^[a-z]{3,12}$/.test(off.choices[0].message.content),
     JSON.stringify(off.choices[0].message));
-  const r = await ask(messages, { tools: [WEATHER], tool_choice: 'required', max_tokens: 400 });
+  // thinking off: a random model may reason past any budget before the enforced call (the think block is free text)
+  const r = await ask(messages, { tools: [WEATHER], tool_choice: 'required', max_tokens: 400,
+    chat_template_kwargs: { enable_thinking: false } });
   const calls = r.choices[0].message.tool_calls ?? [];
   check('glm-4.7 "required": calls with valid arguments', calls.length >= 1 && calls.every(argsValid), JSON.stringify(r.choices[0].message));
   checkEqual('glm-4.7 "required": finish_reason', r.choices[0].finish_reason, 'tool_calls');
@@ -155,7 +159,7 @@ async function glm() {
 
 async function qwen3Coder() {
   // ChatML's tokens are text in this vocabulary (no family tokens listed): the template alone picks the form
-  const s = await startServer(['-m', chatModel('coder', 'Qwen3-Coder.jinja'), '--cache-min', '1']);
+  const s = await startServer(['-m', chatModel('coder', 'Qwen3-Coder.jinja', 'qwen3moe'), '--cache-min', '1']);
   const ask = clientOf(s);
   const messages = user('Weather in Paris?');
   // one call (a random model would go on calling to max_tokens, and a call cut short is no call)
