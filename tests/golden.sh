@@ -28,7 +28,11 @@ done
 "$bin" gen-model --arch glm4moe --dim 256 --hidden 768 --layers 3 --heads 4 --kv-heads 2 --rope-dims 32 --ctx 512 \
   --seed 7 --experts 16 --experts-used 4 --expert-hidden 128 --shared-experts 1 --dense-layers 1 --nextn 1 \
   --vocab-from "$data/models/stories260K.gguf" --type q8_0 -o "$work/glm4moe.gguf" >/dev/null
-models+=("qwen3moe=$work/qwen3moe.gguf" "glm4moe=$work/glm4moe.gguf")
+# gpt-oss as its files come (MXFP4 experts, Q8_0 elsewhere): sinks, YaRN, 32-position windows on even layers.
+"$bin" gen-model --arch gpt-oss --dim 256 --hidden 768 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 --ctx 512 \
+  --seed 7 --experts 16 --experts-used 4 --expert-hidden 128 --window 32 --vocab-from "$data/models/stories260K.gguf" \
+  --type mxfp4_moe -o "$work/gpt-oss.gguf" >/dev/null
+models+=("qwen3moe=$work/qwen3moe.gguf" "glm4moe=$work/glm4moe.gguf" "gpt-oss=$work/gpt-oss.gguf")
 # Two turns: a 150-token prompt (prefill chunks on the 128 grid, panels and direct tiles), then its extension (a
 # resumed prefill), each with 16 greedy tokens.
 story="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends."
@@ -43,7 +47,7 @@ run() {
     kvs="f32 f16"
     case ${m%%=*} in
     stories260K) ;;           # quantized rows take heads of 32s: the generated models' 64
-    *moe) kvs="f16" ;;        # the experts change what is computed, not how K/V are stored
+    *moe | gpt-oss) kvs="f16" ;; # the experts change what is computed, not how K/V are stored
     *) kvs+=" q8_0 q4_0" ;;
     esac
     for kv in $kvs; do

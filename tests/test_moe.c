@@ -16,6 +16,7 @@
 #include "flatkv.h"
 #include "gguf/gguf.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 #include "model/genmodel.h"
 #include "model/model.h"
 #include "testutil.h"
@@ -264,6 +265,50 @@ static void test_routed_experts_count_and_nextn_blocks_do_not(void **state) {
     free(no_nextn);
 }
 
+/* Gate and up of another type each (a mix may give them different ones): each product takes the rows as its type
+ * wants them (f32 or Q8_0), so the answer stays near the all-f32 one (before the fix, the Q8_0 product read rows
+ * nobody had written). */
+static void test_gate_and_up_of_different_types_each_get_their_rows(void **state) {
+    (void)state;
+    char *path = strdup(tu_arch_model("qwen3moe", GGML_TYPE_F32, 23));
+    const char *mixed = tu_tmp_path(".gguf");
+    fkv_error err = {0};
+    gguf_file *f = gguf_open(path, &err);
+    assert_non_null(f);
+    gguf_writer *w = gguf_writer_new();
+    for (uint64_t k = 0; k < f->n_kv; k++) {
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)f->kv[k].key.len, f->kv[k].key.ptr);
+        gguf_writer_set_value(w, name, &f->kv[k].value);
+    }
+    for (uint64_t t = 0; t < f->n_tensors; t++) {
+        const gguf_tensor *ti = &f->tensors[t];
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
+        if (strstr(name, "ffn_up_exps")) { /* f32 rows quantized to Q8_0 */
+            const size_t n = ti->ne[0] * ti->ne[1] * ti->ne[2];
+            void *q = malloc(n / 32 * sizeof(block_q8_0));
+            quant_quantize_row(GGML_TYPE_Q8_0, ti->data, q, n);
+            assert_int_equal(gguf_writer_add_tensor(w, name, GGML_TYPE_Q8_0, ti->n_dims, ti->ne, q, &err), 0);
+            free(q);
+        } else {
+            assert_int_equal(gguf_writer_add_tensor(w, name, ti->type, ti->n_dims, ti->ne, ti->data, &err), 0);
+        }
+    }
+    assert_int_equal(gguf_writer_write(w, mixed, &err), 0);
+    gguf_writer_free(w);
+    gguf_close(f);
+    float *a = last_logits(path), *b = last_logits(mixed);
+    float worst = 0.0f;
+    for (int i = 0; i < 512; i++) worst = fmaxf(worst, fabsf(a[i] - b[i]));
+    if (!(worst < 0.1f)) fail_msg("Q8_0 up beside f32 gate moved a logit by %g", (double)worst);
+    free(a);
+    free(b);
+    remove(path);
+    remove(mixed);
+    free(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_routing_takes_the_largest_and_renormalises),
@@ -274,6 +319,7 @@ int main(void) {
         cmocka_unit_test(test_experts_stay_in_the_mapped_file),
         cmocka_unit_test(test_hostile_expert_files_are_refused_naming_the_key_or_tensor),
         cmocka_unit_test(test_routed_experts_count_and_nextn_blocks_do_not),
+        cmocka_unit_test(test_gate_and_up_of_different_types_each_get_their_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -234,13 +234,14 @@ static void moe_ffn(forward *c, const model_experts *E, uint32_t n, uint32_t r0,
     const uint32_t a = c->n_active; /* written by the single thread, read by all after its barrier */
     uint32_t j0, j1;
     own_range(n * k, &j0, &j1);
+    /* gate and up may differ in type: each gets its rows as it takes them */
     const bool in_q8 = ops_matrix_wants_q8(&E->gate) || ops_matrix_wants_q8(&E->up);
+    const bool in_f32 = !ops_matrix_wants_q8(&E->gate) || !ops_matrix_wants_q8(&E->up);
     for (uint32_t j = j0; j < j1; j++) {
         const uint32_t r = c->entry_row[j];
         if (in_q8)
             memcpy(c->xqg + (size_t)j * (dim / QK), c->xq + (size_t)r * (dim / QK), sizeof(block_q8_act) * (dim / QK));
-        else
-            memcpy(c->xg + (size_t)j * dim, c->xb + (size_t)r * dim, sizeof(float) * dim);
+        if (in_f32) memcpy(c->xg + (size_t)j * dim, c->xb + (size_t)r * dim, sizeof(float) * dim);
     }
     if (in_q8 && c->xpg) kern_panel_rows(c->xqg, dim, j0, j1, c->xpg);
 #pragma omp barrier
@@ -346,7 +347,8 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         const uint32_t hidden = L->hidden;
         quantize_rows(c, c->xb, r0, r1, dim,
                       (hidden && (ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up))) ||
-                          (E && (ops_matrix_wants_q8(&E->router) || ops_matrix_wants_q8(&E->gate))));
+                          (E && (ops_matrix_wants_q8(&E->router) || ops_matrix_wants_q8(&E->gate) ||
+                                 ops_matrix_wants_q8(&E->up))));
 #pragma omp barrier
         if (E) moe_ffn(c, E, n, r0, r1);
         if (hidden) { /* the dense FFN, or an expert layer's shared experts */

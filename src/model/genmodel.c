@@ -59,6 +59,7 @@ static const struct {
     {GENMODEL_Q4_K_M, "q4_k_m", GGML_TYPE_Q4_K},
     {GENMODEL_Q5_K_M, "q5_k_m", GGML_TYPE_Q5_K},
     {GENMODEL_Q3_K_M, "q3_k_m", GGML_TYPE_Q3_K},
+    {GENMODEL_MXFP4_MOE, "mxfp4_moe", GGML_TYPE_MXFP4},
 };
 #define N_MIXES (sizeof mixes / sizeof *mixes)
 
@@ -91,6 +92,7 @@ const char *genmodel_type_names(char *buf, size_t cap, const char *sep) {
  * llama_tensor_get_type does for llama-shaped models (no experts, no fused qkv). */
 static ggml_type matrix_type(const genmodel_params *p, const char *name, uint32_t n_in) {
     if (p->mix == GENMODEL_UNIFORM) return p->type;
+    if (p->mix == GENMODEL_MXFP4_MOE) return fallback_type(strstr(name, "_exps.") ? GGML_TYPE_MXFP4 : GGML_TYPE_Q8_0, n_in);
     const ggml_type base = mixes[mix_row(p->mix)].base;
     unsigned layer;
     char role[32];

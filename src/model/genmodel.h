@@ -25,6 +25,7 @@
  *   - Q3_K_M (base Q3_K): attn_v Q5_K in layers 0 and 1, else Q4_K; ffn_down Q5_K in layers i < n_layers/16, else
  *     Q4_K; attn_output Q4_K;
  *   - every other matrix (token_embd when untied, attn_q/k, ffn_gate/up, and attn_output outside Q3_K_M): the base.
+ *   - mxfp4_moe (gpt-oss's published files): every expert tensor MXFP4, every other matrix Q8_0 (output included).
  * Then llama.cpp's fallback, where the chosen type's block does not divide the row length: Q2_K/Q3_K → Q4_0,
  * Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, IQ4_XS → IQ4_NL, and F16 when that does not divide it either (Qwen2-0.5B's
  * dim 896: its attn_q is Q5_0 in Q4_K_M). Under GENMODEL_UNIFORM a row the type's block does not divide is refused,
@@ -50,6 +51,7 @@ typedef enum {
     GENMODEL_Q4_K_M,  /* llama.cpp's Q4_K_M mix of Q4_K and Q6_K; `type` is not used */
     GENMODEL_Q5_K_M,  /* llama.cpp's Q5_K_M mix of Q5_K and Q6_K */
     GENMODEL_Q3_K_M,  /* llama.cpp's Q3_K_M mix of Q3_K, Q4_K, Q5_K and Q6_K */
+    GENMODEL_MXFP4_MOE, /* llama.cpp's MXFP4_MOE: experts (3-D tensors) MXFP4, every other matrix Q8_0 */
 } genmodel_mix;
 
 /* A token for the vocabulary (see "Chat" above). */
