@@ -538,7 +538,7 @@ static void test_type_tables_match_ggml(void **state) {
         {GGML_TYPE_I16, 1, 2, "i16"},          {GGML_TYPE_I32, 1, 4, "i32"},
         {GGML_TYPE_I64, 1, 8, "i64"},          {GGML_TYPE_F64, 1, 8, "f64"},
         {GGML_TYPE_IQ1_M, 256, 56, "iq1_m"},   {GGML_TYPE_TQ1_0, 256, 54, "tq1_0"},
-        {GGML_TYPE_TQ2_0, 256, 66, "tq2_0"},
+        {GGML_TYPE_TQ2_0, 256, 66, "tq2_0"},    {GGML_TYPE_MXFP4, 32, 17, "mxfp4"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         uint32_t e = 0, b = 0;
@@ -548,7 +548,7 @@ static void test_type_tables_match_ggml(void **state) {
         assert_string_equal(ggml_type_name(known[i].id), known[i].name);
         assert_int_equal(ggml_row_size((ggml_type)known[i].id, 3 * (uint64_t)e), 3 * b);
     }
-    const uint32_t removed[] = {4, 5, 31, 32, 33, 36, 37, 38, 39, 40, 1000, UINT32_MAX};
+    const uint32_t removed[] = {4, 5, 31, 32, 33, 36, 37, 38, 40, 41, 1000, UINT32_MAX};
     for (size_t i = 0; i < sizeof removed / sizeof removed[0]; i++) {
         assert_false(ggml_type_geometry(removed[i], NULL, NULL));
         assert_string_equal(ggml_type_name(removed[i]), "unknown");
@@ -638,7 +638,7 @@ static void test_each_corruption_is_refused_with_its_own_message(void **state) {
     tb_one_tensor(&b, 1, ne32, 31, 0, 128);
     expect_refused(&b, "tensor 'w' has unknown ggml type id 31");
     tb_one_tensor(&b, 1, ne32, GGML_TYPE_COUNT, 0, 128);
-    expect_refused(&b, "tensor 'w' has unknown ggml type id 39");
+    expect_refused(&b, "tensor 'w' has unknown ggml type id 40");
     tb_header(&b, 3, 1, 0), tb_str(&b, "w"), tb_u32(&b, 0), tb_u32(&b, 0), tb_u64(&b, 0), tb_zeros(&b, 32);
     expect_refused(&b, "tensor 'w' has n_dims 0, outside 1..4");
     tb_one_tensor(&b, 5, (uint64_t[]){32, 1, 1, 1, 1}, GGML_TYPE_F32, 0, 128);

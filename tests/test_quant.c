@@ -11,9 +11,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1284,7 +1286,7 @@ static void test_k_quant_dots_agree_with_a_double_reference(void **state) {
 }
 
 
-/* ---- ggml's later types (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS) ----------------------------------- */
+/* ---- ggml's later types (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS, MXFP4) ---------------------------- */
 
 static const struct {
     ggml_type type;
@@ -1292,6 +1294,7 @@ static const struct {
 } later[] = {
     {GGML_TYPE_Q4_1, {0, 2}},  {GGML_TYPE_Q5_0, {0, -1}},   {GGML_TYPE_Q5_1, {0, 2}},  {GGML_TYPE_IQ4_NL, {0, -1}},
     {GGML_TYPE_Q2_K, {80, 82}}, {GGML_TYPE_Q3_K, {108, -1}}, {GGML_TYPE_Q5_K, {0, 2}}, {GGML_TYPE_IQ4_XS, {0, -1}},
+    {GGML_TYPE_MXFP4, {-1, -1}},
 };
 #define N_LATER (sizeof later / sizeof later[0])
 
@@ -1306,21 +1309,29 @@ static size_t later_sizes(ggml_type type, const size_t **ns) {
                  : sizeof later_block_sizes / sizeof *later_block_sizes;
 }
 
-/* Random bytes in every block of w, its f16 fields then finite (either sign): every quant, scale and min. */
+/* Random bytes in every block of w, its f16 fields then finite (either sign): every quant, scale and min. MXFP4's
+ * exponents stay below 200 (scales up to 2^71), so that no product overflows; blocks 0 and 1 take the subnormal
+ * scales, e 0 and 1. */
 static void random_blocks(uint64_t *s, size_t t, void *w, size_t n) {
     const kern_traits *kt = kern_type_traits(later[t].type);
     random_bytes(s, w, row_bytes(later[t].type, n));
-    for (size_t b = 0; b < n / kt->block_elems; b++)
+    for (size_t b = 0; b < n / kt->block_elems; b++) {
         for (int f = 0; f < 2; f++)
             if (later[t].f16_at[f] >= 0) {
                 const uint16_t h = (uint16_t)(random_scale(s) | (rng_next(s) & 0x8000));
                 memcpy((uint8_t *)w + b * kt->block_bytes + later[t].f16_at[f], &h, 2);
             }
+        if (later[t].type == GGML_TYPE_MXFP4) {
+            block_mxfp4 *m = (block_mxfp4 *)w + b;
+            m->e = b < 2 ? (uint8_t)b : (uint8_t)(m->e % 200);
+        }
+    }
 }
 
 static void test_the_later_types_have_ggml_block_sizes_and_geometry(void **state) {
     (void)state;
-    const uint32_t bytes[] = {20, 22, 24, 18, 84, 110, 176, 136}, elems[] = {32, 32, 32, 32, 256, 256, 256, 256};
+    const uint32_t bytes[] = {20, 22, 24, 18, 84, 110, 176, 136, 17};
+    const uint32_t elems[] = {32, 32, 32, 32, 256, 256, 256, 256, 32};
     for (size_t t = 0; t < N_LATER; t++) {
         const kern_traits *kt = kern_type_traits(later[t].type);
         assert_non_null(kt);
@@ -1378,6 +1389,13 @@ static void test_dequantize_reads_the_later_layouts(void **state) {
     xs.qs[16 * 3 + 2] = 0xe0; /* sub-block 3: ls = (5 | 3 << 4) - 32 = 21; element 96 + 16 + 2: v[14] = 89 */
     quant_dequantize_row(GGML_TYPE_IQ4_XS, &xs, out, QK_K);
     assert_true(out[96 + 18] == 21.0f * 89.0f && out[96 + 2] == 21.0f * -127.0f);
+    block_mxfp4 fp4 = {.e = 130}; /* scale 2^2 */
+    fp4.qs[9] = 0xd7; /* element 9: v[7] = 12; element 25: v[13] = -6 */
+    quant_dequantize_row(GGML_TYPE_MXFP4, &fp4, out, QK);
+    assert_true(out[9] == 48.0f && out[25] == -24.0f && out[0] == 0.0f);
+    fp4.e = 0; /* scale 2^-128, a subnormal */
+    quant_dequantize_row(GGML_TYPE_MXFP4, &fp4, out, QK);
+    assert_true(out[9] == ldexpf(12.0f, -128) && out[25] == ldexpf(-6.0f, -128));
 }
 
 static void test_dot_of_the_later_types_variant_matches_the_reference(void **state) {
@@ -1427,6 +1445,11 @@ static void test_later_type_block_sums_are_exact_at_the_extremes(void **state) {
         nl[b].d = 0x3c00;
         memset(nl[b].qs, b % 2 ? 0xff : 0x00, sizeof nl[b].qs);
     }
+    block_mxfp4 fp4[9];
+    for (int b = 0; b < 9; b++) { /* scale 1; even blocks: value 12 (nibble 7); odd blocks: -12 (nibble 15) */
+        fp4[b].e = 128;
+        memset(fp4[b].qs, b % 2 ? 0xff : 0x77, sizeof fp4[b].qs);
+    }
     block_iq4_xs xs[2]; /* every scale -32 (its bits 0), every value -127 */
     memset(xs, 0, sizeof xs);
     block_q3_K q3[2]; /* first: q -4 (bits 0, hmask clear) at scale -32; second: q 3 at scale 31 (every bit set) */
@@ -1460,6 +1483,7 @@ static void test_later_type_block_sums_are_exact_at_the_extremes(void **state) {
         float want;
     } cases[] = {
         {GGML_TYPE_IQ4_NL, nl, N_NL, 5.0f * 32 * (-127 * -127) + 4.0f * 32 * (113 * -127)},
+        {GGML_TYPE_MXFP4, fp4, N_NL, 5.0f * 32 * (12 * -127) + 4.0f * 32 * (-12 * -127)},
         {GGML_TYPE_Q4_1, q41, N_NL, 9.0f * (32 * (15 * -127) + 32 * -127)},
         {GGML_TYPE_Q5_1, q51, N_NL, 9.0f * (32 * (31 * -127) + 32 * -127)},
         {GGML_TYPE_Q5_0, q50, N_NL, 5.0f * 32 * (-16 * -127) + 4.0f * 32 * (15 * -127)},
@@ -1515,8 +1539,9 @@ static void test_the_later_types_quantize_then_dequantize_within_a_step(void **s
     uint64_t s = 34;
     const size_t n = 4096;
     /* the largest error per element, as a fraction of the block's max |x|: half a step of the grid (with its
-     * scales' own rounding and the non-linear grid's widest gap, 1/127 · 24/2, for IQ4) */
-    const double frac[] = {1.2 / 15, 1.2 / 16, 1.2 / 31, 0.12, 1.2 / 3, 1.2 / 4, 1.2 / 31, 0.14};
+     * scales' own rounding and the non-linear grid's widest gap, 1/127 · 24/2, for IQ4); MXFP4's a quarter, what its
+     * widest gap (8 to 12 steps of 2^(E - 3), the max in [2^E, 2^(E+1))) or the saturation above 12 steps leaves */
+    const double frac[] = {1.2 / 15, 1.2 / 16, 1.2 / 31, 0.12, 1.2 / 3, 1.2 / 4, 1.2 / 31, 0.14, 0.13};
     float *x = normal_row(&s, n, 1.0f), *y = malloc(n * sizeof *y);
     for (size_t t = 0; t < N_LATER; t++) {
         void *w = malloc(row_bytes(later[t].type, n));
@@ -1535,6 +1560,131 @@ static void test_the_later_types_quantize_then_dequantize_within_a_step(void **s
     }
     free(x);
     free(y);
+}
+
+/* MXFP4 weights of random bytes in products of many rows: every exponent below 200, or (every third weight row) only
+ * the smallest, 0..3, whose subnormal scales then decide the dot. The AMX tiles' scales and the dots' give the
+ * reference's bits where the quantizer's rows do not reach. */
+static void test_matmul_of_mxfp4_at_every_scale_equals_the_scalar_dots(void **state) {
+    (void)state;
+    enum { N = 416, ROWS = 33, OUT = 17, NB = N / QK };
+    uint64_t s = 35;
+    size_t t = 0;
+    while (later[t].type != GGML_TYPE_MXFP4) t++;
+    const size_t wrb = row_bytes(GGML_TYPE_MXFP4, N);
+    uint8_t *w = malloc(OUT * wrb);
+    for (int o = 0; o < OUT; o++) {
+        random_blocks(&s, t, w + o * wrb, N);
+        for (int b = 0; b < NB && o % 3 == 0; b++) ((block_mxfp4 *)(w + o * wrb))[b].e %= 4;
+    }
+    float *x = normal_row(&s, ROWS * N, 2.0f), *y = malloc(ROWS * OUT * sizeof *y);
+    block_q8_act *xq = malloc(ROWS * NB * sizeof *xq);
+    for (int r = 0; r < ROWS; r++) quant_row_q8(x + r * N, xq + r * NB, N);
+    kern_matmul(GGML_TYPE_MXFP4, false, w, wrb, OUT, x, xq, NULL, ROWS, N, y, OUT);
+    for (int r = 0; r < ROWS; r++)
+        for (int o = 0; o < OUT; o++) {
+            const float want = ref->dot(GGML_TYPE_MXFP4, w + o * wrb, NULL, xq + r * NB, N);
+            assert_same_bits(kern_dot(GGML_TYPE_MXFP4, w + o * wrb, NULL, xq + r * NB, N), want, "mxfp4 dot", N);
+            assert_same_bits(y[r * OUT + o], want, "mxfp4 matmul", N);
+        }
+    free(w);
+    free(x);
+    free(y);
+    free(xq);
+}
+
+/* ---- MXFP4 against ggml's own code: values its library wrote (tests/data/README.md) --------------------------- */
+
+/* The file tests/data/name, which must hold n bytes. */
+static void *test_data(const char *name, size_t n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", FKV_TEST_DATA_DIR, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open %s", path);
+    uint8_t *p = malloc(n + 1);
+    const size_t got = fread(p, 1, n + 1, f);
+    fclose(f);
+    if (got != n) fail_msg("%s holds %zu bytes, not %zu", path, got, n);
+    return p;
+}
+
+static void test_mxfp4_dequantizes_as_ggml_does_bit_for_bit(void **state) {
+    (void)state;
+    enum { NB = 256 }; /* block b: e = b, and each half of it every nibble */
+    block_mxfp4 blk[NB];
+    for (uint32_t b = 0; b < NB; b++) {
+        blk[b].e = (uint8_t)b;
+        for (uint32_t j = 0; j < QK / 2; j++) blk[b].qs[j] = (uint8_t)(((j + b) & 15) | ((7 * j + b) & 15) << 4);
+    }
+    float *want = test_data("mxfp4_ggml.bin", NB * QK * sizeof(float)), *got = malloc(NB * QK * sizeof(float));
+    quant_dequantize_row(GGML_TYPE_MXFP4, blk, got, NB * QK);
+    for (size_t i = 0; i < NB * QK; i++)
+        if (bits_of(got[i]) != bits_of(want[i]))
+            fail_msg("mxfp4 element %zu (e %zu): %a, ggml %a", i, i / QK, (double)got[i], (double)want[i]);
+    free(want);
+    free(got);
+}
+
+/* The quantizer's inputs: block b's element j. Ten kinds of block, b % 10, each swept over a power 2^k,
+ * k = b / 10 % 277 - 148 (-148..128): random values; a largest element just below 2^k; one 2^k · (1 - m · 2^-24)
+ * below it, m 1..96; subnormals; zeros of both signs beside tiny values (amax below 2^-125: e wraps); multiples of a
+ * power of two (many midway between two of the grid's values); values up to FLT_MAX; a NaN, an infinity or -FLT_MAX
+ * among others; and the two largest elements on either side of where log2f starts rounding up to k (m = J and J + 1,
+ * J = floor(2^q · ln 2) for the floats in [2^q, 2^(q+1)) just below k: ref/quantize.c's floor_log2f). */
+static uint64_t mxfp4_mix(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double mxfp4_unit(uint64_t r) { return (double)(r >> 11) / 4503599627370496.0 - 1.0; } /* [-1, 1) */
+
+static float mxfp4_input(uint32_t b, uint32_t j) {
+    const uint64_t r = mxfp4_mix((uint64_t)b << 32 | j), rb = mxfp4_mix(b);
+    const int k = (int)(b / 10 % 277) - 148;
+    const uint32_t at = (uint32_t)(rb % 32); /* the block's largest element */
+    const double sign = rb >> 63 ? -1.0 : 1.0;
+    switch (b % 10) {
+    case 0: return (float)(mxfp4_unit(r) * ldexp(1.0, k));
+    case 1: /* the float below 2^k (FLT_MAX for k = 128) */
+        if (j == at) return (float)sign * nextafterf(k < 128 ? (float)ldexp(1.0, k) : INFINITY, 0.0f);
+        return (float)(mxfp4_unit(r) * ldexp(1.0, k - 1));
+    case 2:
+        if (j == at) return (float)(sign * ldexp(1.0 - (double)(1 + rb % 96) / 16777216.0, k));
+        return (float)(mxfp4_unit(r) * ldexp(1.0, k - 1));
+    case 3: return float_of((uint32_t)(r & 0x807fffffu)); /* subnormal bits, either sign */
+    case 4: return j % 11 == 0 ? (float)(mxfp4_unit(r) * ldexp(1.0, k % 40 - 130)) : r >> 63 ? -0.0f : 0.0f;
+    case 5: return (float)ldexp((double)((int)(r % 51) - 25), k % 40 - 21);
+    case 6: return (float)(mxfp4_unit(r) * 3.4028234663852886e38);
+    case 7:
+        if (j == at) return b / 10 % 3 == 0 ? NAN : b / 10 % 3 == 1 ? (float)sign * INFINITY : -FLT_MAX;
+        return (float)(mxfp4_unit(r) * ldexp(1.0, k % 20));
+    default: {
+        const double below = k > 0 ? k - 0.5 : -k; /* a value in the floats' binade just below k */
+        const int q = below < 1.0 ? -1 : (int)floor(log2(below));
+        const double m = (q < 0 ? 0.0 : floor(ldexp(log(2.0), q))) + (b % 10 - 8);
+        if (j == at) return (float)(sign * ldexp(1.0 - m / 16777216.0, k));
+        return (float)(mxfp4_unit(r) * ldexp(1.0, k - 1));
+    }
+    }
+}
+
+static void test_mxfp4_quantizes_as_ggml_does_byte_for_byte(void **state) {
+    (void)state;
+    enum { NB = 10 * 277 };
+    float *x = malloc(NB * QK * sizeof *x);
+    for (uint32_t b = 0; b < NB; b++)
+        for (uint32_t j = 0; j < QK; j++) x[b * QK + j] = mxfp4_input(b, j);
+    block_mxfp4 *want = test_data("mxfp4_ggml_quant.bin", NB * sizeof *want), *got = malloc(NB * sizeof *got);
+    quant_quantize_row(GGML_TYPE_MXFP4, x, got, NB * QK);
+    for (size_t b = 0; b < NB; b++)
+        if (memcmp(&got[b], &want[b], sizeof *got))
+            fail_msg("mxfp4 block %zu (kind %zu): e %u, ggml's %u; quants %s", b, b % 10, got[b].e, want[b].e,
+                     memcmp(got[b].qs, want[b].qs, sizeof got[b].qs) ? "differ" : "equal");
+    free(x);
+    free(want);
+    free(got);
 }
 
 /* ---- axpy -------------------------------------------------------------------------------------- */
@@ -1717,6 +1867,9 @@ int main(void) {
         cmocka_unit_test(test_later_type_block_sums_are_exact_at_the_extremes),
         cmocka_unit_test(test_later_type_dots_agree_with_a_double_reference),
         cmocka_unit_test(test_the_later_types_quantize_then_dequantize_within_a_step),
+        cmocka_unit_test(test_matmul_of_mxfp4_at_every_scale_equals_the_scalar_dots),
+        cmocka_unit_test(test_mxfp4_dequantizes_as_ggml_does_bit_for_bit),
+        cmocka_unit_test(test_mxfp4_quantizes_as_ggml_does_byte_for_byte),
         cmocka_unit_test(test_exp_variant_equals_the_reference_and_is_within_2_ulp_of_libm),
         cmocka_unit_test(test_softmax_tile_steps_equal_their_twins_and_the_plain_max_and_sum),
         cmocka_unit_test(test_dispatching_functions_from_two_threads_give_serial_bits),

@@ -1,5 +1,5 @@
-/* Quantized weights: a generated Q8_0 / Q4_0 / Q4_K / Q6_K model against the same model with its weights dequantized
- * to F32. The weights are then identical in value, so the logits differ only by the Q8_0 quantization of
+/* Quantized weights: a generated Q8_0 / Q4_0 / Q4_K / Q6_K / MXFP4 model against the same model with its weights
+ * dequantized to F32. The weights are then identical in value, so the logits differ only by the Q8_0 quantization of
  * activations that integer dot products need — a bounded, per-row error this test measures. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,12 +119,18 @@ static void test_q6_k_logits_stay_within_3_percent_of_f32(void **state) {
     expect_logits_within_3_percent(GGML_TYPE_Q6_K, 768);
 }
 
+static void test_mxfp4_logits_stay_within_3_percent_of_f32(void **state) {
+    (void)state;
+    expect_logits_within_3_percent(GGML_TYPE_MXFP4, 640);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q8_0_logits_stay_within_3_percent_of_f32),
         cmocka_unit_test(test_q4_0_logits_stay_within_3_percent_of_f32),
         cmocka_unit_test(test_q4_k_logits_stay_within_3_percent_of_f32),
         cmocka_unit_test(test_q6_k_logits_stay_within_3_percent_of_f32),
+        cmocka_unit_test(test_mxfp4_logits_stay_within_3_percent_of_f32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,7 +60,7 @@ static const struct {
     [GGML_TYPE_I32] = {"i32", 1, 4},           [GGML_TYPE_I64] = {"i64", 1, 8},
     [GGML_TYPE_F64] = {"f64", 1, 8},           [GGML_TYPE_IQ1_M] = {"iq1_m", 256, 56},
     [GGML_TYPE_BF16] = {"bf16", 1, 2},         [GGML_TYPE_TQ1_0] = {"tq1_0", 256, 54},
-    [GGML_TYPE_TQ2_0] = {"tq2_0", 256, 66},
+    [GGML_TYPE_TQ2_0] = {"tq2_0", 256, 66},    [GGML_TYPE_MXFP4] = {"mxfp4", 32, 17},
     /* ids 4, 5, 31-33 and 36-38 were removed from ggml: their entries stay empty (unknown) */
 };
 

@@ -37,8 +37,9 @@
  * - ggml's later types, each with a Q8_0-quantized activation row, in the same lanes (32-element blocks: block b in lane
  *   b % 8; super-blocks: sub-block k of super-block s meets activation block b = 8s + k, lane k) and the same combine;
  *   every integer sum below is exact (|s_b| < 2^24: IQ4_XS's largest, 32 · 127 · 127 · 32, is 16516096):
- *   Q5_0, IQ4_NL: s_b = Σ w_q[i] · x_q[i] with w_q = q - 16 (Q5_0) or the non-linear value (IQ4_NL), and
- *     lane b % 8 = fmaf(d_w * d_x[b], (float)s_b, lane), as Q4_0.
+ *   Q5_0, IQ4_NL, MXFP4: s_b = Σ w_q[i] · x_q[i] with w_q = q - 16 (Q5_0), the non-linear value (IQ4_NL) or the
+ *     doubled E2M1 value (MXFP4, |w_q| <= 12), and lane b % 8 = fmaf(d_w * d_x[b], (float)s_b, lane), as Q4_0; MXFP4's
+ *     d_w is 2^(e - 128) (types.h), exact, so d_w * d_x[b] rounds only where it leaves the normal range.
  *   Q4_1, Q5_1: s_b = Σ q[i] · x_q[i] (q unsigned), t_b = Σ x_q[i]:
  *     lane b % 8 = fmaf(d_x[b], fmaf(d, (float)s_b, m * (float)t_b), lane) — the weight side first, as Q4_K.
  *   Q5_K: Q4_K's order exactly, with q in 0..31.

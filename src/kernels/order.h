@@ -197,8 +197,17 @@ static inline void ord_q6_K_unpack(const block_q6_K *w, int8_t q[QK_K]) {
 /* IQ4_NL's and IQ4_XS's 16 non-linear values (ggml's kvalues_iq4nl). */
 static const int8_t ord_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-/* The 32 nibbles of a Q4_0-style block (Q4_1, IQ4_NL's indices) in element order: qs[j]'s low nibble is element j,
- * its high nibble element j + 16. */
+/* MXFP4's 16 values: E2M1's, doubled so that they are integers (ggml's kvalues_mxfp4); the block scale is halved. */
+static const int8_t ord_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* An MXFP4 block's scale from its E8M0 exponent e: 2^(e - 128), exactly (ggml's GGML_E8M0_TO_FP32_HALF), built from its
+ * bits: a normal float of exponent field e - 1 from e = 2 on, the subnormals 2^-128 and 2^-127 below. */
+static inline float ord_e8m0_half(uint8_t e) {
+    return ord_f32_from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+}
+
+/* The 32 nibbles of a Q4_0-style block (Q4_1, IQ4_NL's and MXFP4's indices) in element order: qs[j]'s low nibble is
+ * element j, its high nibble element j + 16. */
 static inline void ord_q4_unpack(const uint8_t qs[QK / 2], uint8_t q[QK]) {
     for (int j = 0; j < QK / 2; j++) {
         q[j] = qs[j] & 15;

@@ -33,8 +33,9 @@ void quant_dequantize_row(ggml_type type, const void *src, float *dst, size_t n)
  * per element <= d*sc_j/2 + dmin/2. Q6_K: per sub-block of 16, scale = signed max / -32; d is the f16 at
  * or just above max|scale| / 127, sc_j = ±ceil(|scale| / d) (its sign), q = clamp(roundf(x / (d*sc_j)), -32, 31)
  * + 32. Error per element <= d*|sc_j| (half of it except for values that clamp at the +31 end).
- * The later types (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS) use ggml's reference quantizers
- * (quantize_row_*_ref) operation for operation: the same bytes as ggml's from the same floats (bench/typecheck). */
+ * The later types (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K, IQ4_XS) use ggml's reference quantizers
+ * (quantize_row_*_ref) operation for operation: the same bytes as ggml's from the same floats (bench/typecheck; MXFP4:
+ * tests/data/mxfp4_ggml.bin). */
 void quant_quantize_row(ggml_type type, const float *src, void *dst, size_t n);
 
 /* Activation row → Q8_0 blocks (n a multiple of QK). Its rounding above. */

@@ -16,6 +16,8 @@ static const kern_traits traits[] = {
     {GGML_TYPE_Q5_1, "q5_1", QK, sizeof(block_q5_1), true, ref_dequantize_q5_1, ref_quantize_q5_1, ref_dot_w_q5_1},
     {GGML_TYPE_IQ4_NL, "iq4_nl", QK, sizeof(block_iq4_nl), true, ref_dequantize_iq4_nl, ref_quantize_iq4_nl,
      ref_dot_w_iq4_nl},
+    {GGML_TYPE_MXFP4, "mxfp4", QK, sizeof(block_mxfp4), true, ref_dequantize_mxfp4, ref_quantize_mxfp4,
+     ref_dot_w_mxfp4},
     {GGML_TYPE_Q2_K, "q2_K", QK_K, sizeof(block_q2_K), true, ref_dequantize_q2_K, ref_quantize_q2_K, ref_dot_w_q2_K},
     {GGML_TYPE_Q3_K, "q3_K", QK_K, sizeof(block_q3_K), true, ref_dequantize_q3_K, ref_quantize_q3_K, ref_dot_w_q3_K},
     {GGML_TYPE_Q5_K, "q5_K", QK_K, sizeof(block_q5_K), true, ref_dequantize_q5_K, ref_quantize_q5_K, ref_dot_w_q5_K},

@@ -35,6 +35,10 @@
  *   block_iq4_xs { f16 d; uint16 scales_h; uint8 scales_l[4]; uint8 qs[128]; }   8 sub-blocks of 32, sub-block j's
  *     scale ls = (nibble j%2 of scales_l[j/2] | bits 2j..2j+1 of scales_h << 4) - 32, its 16 bytes of nibbles as
  *     IQ4_NL's; x = (d * ls) * v[nibble].
+ *   block_mxfp4 { uint8 e; uint8 qs[16]; }   OCP's MXFP4: nibbles as Q4_0's index E2M1's values doubled,
+ *     v = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}; e is an E8M0 exponent, and
+ *     x = v[nibble] * 2^(e - 128) (ggml's GGML_E8M0_TO_FP32_HALF: half of 2^(e - 127), as v is doubled; e 0 and 1
+ *     give subnormals, 255 no NaN; tests/data/mxfp4_ggml.bin holds ggml's values of every e and nibble).
  */
 #ifndef FKV_KERNELS_TYPES_H
 #define FKV_KERNELS_TYPES_H
@@ -76,7 +80,8 @@ typedef enum {
     GGML_TYPE_BF16 = 30,
     GGML_TYPE_TQ1_0 = 34,
     GGML_TYPE_TQ2_0 = 35,
-    GGML_TYPE_COUNT = 39
+    GGML_TYPE_MXFP4 = 39,
+    GGML_TYPE_COUNT = 40
 } ggml_type;
 
 #define QK 32 /* elements per Q8_0 / Q4_0 block */
@@ -132,6 +137,11 @@ typedef struct {
     uint8_t qs[QK / 2]; /* indices into the 16 non-linear values (above) */
 } block_iq4_nl;
 
+typedef struct {
+    uint8_t e;          /* E8M0 exponent: the block's scale is 2^(e - 128) */
+    uint8_t qs[QK / 2]; /* indices into the 16 doubled E2M1 values (above) */
+} block_mxfp4;
+
 /* The rest of ggml's 256-element super-blocks. */
 typedef struct {
     uint8_t scales[QK_K / 16]; /* per sub-block of 16: scale in the low nibble, min in the high one */
@@ -169,6 +179,7 @@ _Static_assert(sizeof(block_q4_1) == 20, "block_q4_1");
 _Static_assert(sizeof(block_q5_0) == 22, "block_q5_0");
 _Static_assert(sizeof(block_q5_1) == 24, "block_q5_1");
 _Static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl");
+_Static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4");
 _Static_assert(sizeof(block_q2_K) == 84, "block_q2_K");
 _Static_assert(sizeof(block_q3_K) == 110, "block_q3_K");
 _Static_assert(sizeof(block_q4_K) == 144, "block_q4_K");

@@ -72,6 +72,18 @@ void ref_dequantize_iq4_nl(const void *src, float *dst, size_t n) {
     }
 }
 
+/* ggml's dequantize_row_mxfp4: x = v · d, the small integer times a power of two: exact, subnormal results included,
+ * or infinite for the largest values of e >= 253. */
+void ref_dequantize_mxfp4(const void *src, float *dst, size_t n) {
+    const block_mxfp4 *blk = src;
+    for (size_t b = 0; b < n / QK; b++) {
+        const float d = ord_e8m0_half(blk[b].e);
+        uint8_t q[QK];
+        ord_q4_unpack(blk[b].qs, q);
+        for (int j = 0; j < QK; j++) dst[b * QK + j] = (float)ord_mxfp4_values[q[j]] * d;
+    }
+}
+
 
 void ref_dequantize_q2_K(const void *src, float *dst, size_t n) {
     const block_q2_K *blk = src;

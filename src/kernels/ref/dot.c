@@ -3,9 +3,9 @@
  * variant's dots and matrix products give these bits for every output.
  *
  * F32, F16 and BF16 rows against an f32 row: element i in lane i % 32. The quantized types against a Q8_0-quantized
- * row: blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) in lane b % 8; super-blocks (Q2_K .. Q6_K, IQ4_XS) whose
- * sub-block k meets activation block 8s + k, lane k. Exact integer sums per 32 elements, then one rounding chain per
- * block.
+ * row: blocks of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) in lane b % 8; super-blocks (Q2_K .. Q6_K, IQ4_XS)
+ * whose sub-block k meets activation block 8s + k, lane k. Exact integer sums per 32 elements, then one rounding chain
+ * per block.
  */
 #include "ref.h"
 
@@ -135,7 +135,7 @@ float ref_dot_w_q6_K(const void *wv, const float *xf, const block_q8_act *x, siz
 }
 
 
-/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS -------------------------------------------------- */
+/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K, IQ4_XS ------------------------------------------- */
 
 /* Σ q[i] · x[i] and Σ x[i] over one activation block (exact). */
 static int32_t sum_qx(const uint8_t *q, const int8_t *x, int n) {
@@ -184,35 +184,47 @@ float ref_dot_w_q5_1(const void *wv, const float *xf, const block_q8_act *x, siz
 }
 
 
-/* Q5_0 / IQ4_NL (nl): signed quants, one scale: block b gives (d · d_x) · s_b, as Q4_0. */
-static float dot_signed_blocks(const void *wv, const block_q8_act *x, size_t n, bool nl) {
+/* Q5_0, IQ4_NL and MXFP4: signed quants, one scale: block b gives (d · d_x) · s_b, as Q4_0. */
+static float dot_signed_blocks(ggml_type type, const void *wv, const block_q8_act *x, size_t n) {
     float lane[BLOCK_LANES] = {0};
     for (size_t b = 0; b < n / QK; b++) {
         const block_q5_0 *w5 = (const block_q5_0 *)wv + b;
         const block_iq4_nl *wn = (const block_iq4_nl *)wv + b;
+        const block_mxfp4 *wm = (const block_mxfp4 *)wv + b;
         uint8_t u[QK];
         int8_t q[QK];
-        if (nl) {
+        float d;
+        if (type == GGML_TYPE_IQ4_NL) {
             ord_q4_unpack(wn->qs, u);
             for (int j = 0; j < QK; j++) q[j] = ord_iq4_values[u[j]];
+            d = ord_f16_to_f32(wn->d);
+        } else if (type == GGML_TYPE_MXFP4) {
+            ord_q4_unpack(wm->qs, u);
+            for (int j = 0; j < QK; j++) q[j] = ord_mxfp4_values[u[j]];
+            d = ord_e8m0_half(wm->e);
         } else {
             ord_q5_unpack(w5->qh, w5->qs, u);
             for (int j = 0; j < QK; j++) q[j] = (int8_t)(u[j] - 16);
+            d = ord_f16_to_f32(w5->d);
         }
-        lane[b % BLOCK_LANES] = fmaf(ord_f16_to_f32(nl ? wn->d : w5->d) * x[b].d, (float)sum_sqx(q, x[b].qs, QK),
-                                     lane[b % BLOCK_LANES]);
+        lane[b % BLOCK_LANES] = fmaf(d * x[b].d, (float)sum_sqx(q, x[b].qs, QK), lane[b % BLOCK_LANES]);
     }
     return ord_combine8(lane);
 }
 
 float ref_dot_w_q5_0(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
     (void)xf;
-    return dot_signed_blocks(wv, x, n, false);
+    return dot_signed_blocks(GGML_TYPE_Q5_0, wv, x, n);
 }
 
 float ref_dot_w_iq4_nl(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
     (void)xf;
-    return dot_signed_blocks(wv, x, n, true);
+    return dot_signed_blocks(GGML_TYPE_IQ4_NL, wv, x, n);
+}
+
+float ref_dot_w_mxfp4(const void *wv, const float *xf, const block_q8_act *x, size_t n) {
+    (void)xf;
+    return dot_signed_blocks(GGML_TYPE_MXFP4, wv, x, n);
 }
 
 /* Q5_K: Q4_K's order with quants 0..31. */

@@ -151,7 +151,7 @@ void ref_quantize_q6_K(const float *x, void *dst, size_t n) {
     }
 }
 
-/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS: ggml's reference quantizers ------------------- */
+/* ---- Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K, IQ4_XS: ggml's reference quantizers ------------ */
 
 /* Round to the nearest integer, ties to even, by ggml's trick: adding 1.5 · 2^23 leaves the integer in the low
  * mantissa bits. Exact for |v| < 2^22; beyond (a near-zero divisor) it wraps as ggml's does, and the callers clamp. */
@@ -559,6 +559,65 @@ void ref_quantize_iq4_nl(const float *x, void *dst, size_t n) {
     for (size_t b = 0; b < n / QK; b++) {
         y[b].d = ord_f32_to_f16(iq4_block(x + b * QK, -1, L));
         for (int j = 0; j < QK / 2; j++) y[b].qs[j] = (uint8_t)(L[j] | L[16 + j] << 4);
+    }
+}
+
+/* floor(log2f(a)) for a finite a > 0 as ggml gets it from glibc's log2f, which rounds correctly at these points;
+ * computed from a's bits, as another libm's log2f may round otherwise. With a = m · 2^E, m in [1, 2) and
+ * j = (2 - m) · 2^23: log2(a) = E + 1 - δ, δ = -log2(1 - j · 2^-24) ≈ j · 2^-24 / ln 2, and log2f returns E + 1 itself
+ * when δ is below half the spacing of the floats between, 2^(q - 24) for floats in [2^q, 2^(q + 1)): when
+ * j <= 2^q · ln 2 (none for q < 1; no 2^q · ln 2 lies within 0.09 of an integer, so this first-order bound decides).
+ * E + 1 lies in -148..128, so q <= 7. Equal to glibc's on every positive float (tests/data/README.md). */
+static int floor_log2f(float a) {
+    static const uint32_t up_to[8] = {0, 1, 2, 5, 11, 22, 44, 88}; /* floor(2^q · ln 2) */
+    const uint32_t u = ord_f32_bits(a);
+    int e = (int)(u >> 23) - 127;
+    uint32_t m = u & 0x007fffff;
+    if (e == -127) /* subnormal: normalized, its leading bit to bit 23 */
+        for (e = -126; !(m & 0x00800000); e--) m <<= 1;
+    const uint32_t j = 0x01000000u - (m | 0x00800000);
+    const int t = e + 1;
+    int q = 0;
+    if (t > 1) /* the floats just below t */
+        while (t > 2 << q) q++;
+    else if (t < 0) /* just above |t| (the value is negative) */
+        while (2 << q <= -t) q++;
+    else
+        return e; /* t 0 or 1: no float between is coarse enough */
+    return j <= up_to[q] ? t : e;
+}
+
+/* ggml's best_index_mxfp4: the first of the 16 values v · d nearest x (an exact product: d is a power of two). */
+static int mxfp4_index(float x, float d) {
+    int best = 0;
+    float best_err = fabsf((float)ord_mxfp4_values[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        const float err = fabsf((float)ord_mxfp4_values[i] * d - x);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return best;
+}
+
+/* ggml's quantize_row_mxfp4_ref: e = floor(log2f(amax)) - 2 + 127, so that amax / d lies in [8, 16) (just below 8
+ * where log2f rounds up; the doubled grid's top, 12, saturates the largest), then each element's nearest value. ggml's
+ * float → uint8_t conversion is x86's cvttss2si and a byte's truncation: below 0 (amax under about 2^-125) e wraps
+ * modulo 256, and an infinite amax gives 0 (the conversion's INT32_MIN). A NaN never becomes amax ("amax < |x|" is
+ * false); a block of zeros gets e 0. */
+void ref_quantize_mxfp4(const float *x, void *dst, size_t n) {
+    block_mxfp4 *y = dst;
+    for (size_t b = 0; b < n / QK; b++) {
+        const float *xb = x + b * QK;
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++)
+            if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+        const uint8_t e = amax > 0.0f && isfinite(amax) ? (uint8_t)(floor_log2f(amax) - 2 + 127) : 0;
+        const float d = ord_e8m0_half(e);
+        y[b].e = e;
+        for (int j = 0; j < QK / 2; j++)
+            y[b].qs[j] = (uint8_t)(mxfp4_index(xb[j], d) | mxfp4_index(xb[j + QK / 2], d) << 4);
     }
 }
 
