@@ -10,8 +10,8 @@
 #include "table.h"
 
 /* matmul.c: y[r*ldy + o] = the reference dot of weight row o (natural GGUF rows of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
- * IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS, w_row_bytes apart, 15 · w_row_bytes < 2^31; or, packed, rows of the
- * avx512 variant's packing) and activation row r of xq (n/QK blocks each), for r < n_rows, o < n_out. */
+ * IQ4_NL, MXFP4, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS, w_row_bytes apart, 15 · w_row_bytes < 2^31; or, packed, rows of
+ * the avx512 variant's packing) and activation row r of xq (n/QK blocks each), for r < n_rows, o < n_out. */
 void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
                      const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy);
 

@@ -171,13 +171,24 @@ static inline __m512 row_scales(const uint8_t *w, __m512i row_offsets, __mmask16
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
 }
 
+/* MXFP4: the 16 rows' block scales 2^(e - 128) from the E8M0 bytes at offset off (ord_e8m0_half's bits: (e - 1) << 23,
+ * or 0x00200000 << e for e < 2), exact; padding rows 0. */
+static inline __m512 row_e8m0_scales(const uint8_t *w, __m512i row_offsets, __mmask16 real, size_t off) {
+    const __m512i bytes = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, row_offsets, w + off, 1);
+    const __m512i e = _mm512_and_si512(bytes, _mm512_set1_epi32(255));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __mmask16 small = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
+    const __m512i bits = _mm512_mask_sllv_epi32(normal, small, _mm512_set1_epi32(0x00200000), e);
+    return _mm512_maskz_mov_ps(real, _mm512_castsi512_ps(bits));
+}
+
 static inline __m512i row_offsets(size_t w_row_bytes) {
     return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                               _mm512_set1_epi32((int)w_row_bytes));
 }
 
 /* 16 quant bytes of two rows as their 32 nibbles each: in each 256-bit half (row lo, row hi), the low nibbles then
- * the high ones — a 32-element block's elements in order (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL). */
+ * the high ones — a 32-element block's elements in order (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4). */
 static inline __m512i nibble_pair(const uint8_t *lo, const uint8_t *hi) {
     const long long by4 = 0x0004000400040004ll; /* the second 128-bit lane of each half shifted by 4 */
     const __m512i shift = _mm512_setr_epi64(0, 0, by4, by4, 0, 0, by4, by4);
@@ -214,10 +225,13 @@ static inline __m512i bit_as(__m512i x, int bit, int at) {
     return _mm512_and_si512(moved, _mm512_set1_epi8((char)(1 << at)));
 }
 
-/* Nibbles as IQ4_NL's / IQ4_XS's non-linear values (a byte shuffle of the 16-entry table in every 128-bit lane). */
-static inline __m512i iq4_values(__m512i nibbles) {
-    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ord_iq4_values)), nibbles);
+/* Nibbles as the values of a 16-entry table (a byte shuffle of it in every 128-bit lane): IQ4_NL's / IQ4_XS's
+ * non-linear values, MXFP4's doubled E2M1 ones. */
+static inline __m512i table_values(const int8_t table16[16], __m512i nibbles) {
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)table16)), nibbles);
 }
+
+static inline __m512i iq4_values(__m512i nibbles) { return table_values(ord_iq4_values, nibbles); }
 
 /* A 32-element block's quants of two rows (the blocks at lo and hi) as the signed bytes of its tile B. */
 static inline __m512i block_pair(ggml_type type, const uint8_t *lo, const uint8_t *hi) {
@@ -233,14 +247,18 @@ static inline __m512i block_pair(ggml_type type, const uint8_t *lo, const uint8_
     case GGML_TYPE_Q5_1:
         return _mm512_or_si512(nibble_pair(lo + offsetof(block_q5_1, qs), hi + offsetof(block_q5_1, qs)),
                                fifth_pair(lo + offsetof(block_q5_1, qh), hi + offsetof(block_q5_1, qh)));
+    case GGML_TYPE_MXFP4: /* each nibble's doubled E2M1 value */
+        return table_values(ord_mxfp4_values,
+                            nibble_pair(lo + offsetof(block_mxfp4, qs), hi + offsetof(block_mxfp4, qs)));
     default: /* IQ4_NL: each nibble's value in the non-linear table */
         return iq4_values(nibble_pair(lo + offsetof(block_iq4_nl, qs), hi + offsetof(block_iq4_nl, qs)));
     }
 }
 
 /* Blocks [b0, b0 + nblk) of a 32-element block type's panel rows w (c_rows of them, w_row_bytes apart): the quants as
- * tiles B; the f16 scale d (at the block's start), and for Q4_1 / Q5_1 the f16 m after it (matmul.h: the Q4_K form,
- * fmaf(d_x, fmaf(d, s, m · t), lane), so d goes where Q4_K's d · sc goes and m where its -dmin · m does). */
+ * tiles B; the f16 scale d (at the block's start; MXFP4: its E8M0 scale), and for Q4_1 / Q5_1 the f16 m after it
+ * (matmul.h: the Q4_K form, fmaf(d_x, fmaf(d, s, m · t), lane), so d goes where Q4_K's d · sc goes and m where its
+ * -dmin · m does). */
 static void panel_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, int c_rows, size_t b0, size_t nblk,
                          wpanel *p) {
     const __m512i offsets = row_offsets(w_row_bytes);
@@ -255,7 +273,8 @@ static void panel_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
                                          block_pair(type, panel_row(w, w_row_bytes, c_rows, i) + off,
                                                     panel_row(w, w_row_bytes, c_rows, i + 8) + off));
         store_b(z, p->q[j], B_ROW, 4 * B_ROW);
-        _mm512_store_ps(p->d[j], row_scales(w, offsets, real, off));
+        _mm512_store_ps(p->d[j], type == GGML_TYPE_MXFP4 ? row_e8m0_scales(w, offsets, real, off)
+                                                        : row_scales(w, offsets, real, off));
         if (min) _mm512_store_ps(p->dm[j], row_scales(w, offsets, real, off + sizeof(uint16_t)));
     }
 }
@@ -696,9 +715,9 @@ static void store_group(float part[LANES][TILE_ROWS][TILE_COLS], int rows, int c
 }
 
 /* y[r*ldy + o] = ref_dot(type, natural weight row o, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows, o < n_out;
- * type Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS; w: natural GGUF weight rows (arrays of
- * its blocks, rows w_row_bytes apart) or, when packed (Q8_0, Q4_0, Q4_K, Q6_K), rows as avx512_pack_rows leaves them;
- * xq: n_rows activation rows of n/QK block_q8_act blocks each. */
+ * type Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS; w: natural GGUF weight rows
+ * (arrays of its blocks, rows w_row_bytes apart) or, when packed (Q8_0, Q4_0, Q4_K, Q6_K), rows as avx512_pack_rows
+ * leaves them; xq: n_rows activation rows of n/QK block_q8_act blocks each. */
 void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
                      const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy) {
     if (n_rows == 0 || n_out == 0) return;

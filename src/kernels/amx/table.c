@@ -25,6 +25,7 @@ static bool takes_tiles(ggml_type type) {
     case GGML_TYPE_Q5_0:
     case GGML_TYPE_Q5_1:
     case GGML_TYPE_IQ4_NL:
+    case GGML_TYPE_MXFP4:
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q3_K:
     case GGML_TYPE_Q5_K:
