@@ -1,5 +1,5 @@
-/* Quantized weights: a generated Q8_0 / Q4_0 / Q4_K / Q6_K / MXFP4 model against the same model with its weights dequantized
- * to F32. The weights are then identical in value, so the logits differ only by the Q8_0 quantization of
+/* Quantized weights: a generated Q8_0 / Q4_0 / Q4_K / Q6_K / MXFP4 model against the same model with its weights
+ * dequantized to F32. The weights are then identical in value, so the logits differ only by the Q8_0 quantization of
  * activations that integer dot products need — a bounded, per-row error this test measures. */
 #include <stdarg.h>
 #include <stddef.h>
