@@ -29,6 +29,7 @@ static const char HELP[] =
     "                ffn_down Q5_K in the first sixteenth else Q4_K, attn_output Q4_K; the base type elsewhere.\n"
     "                Rows that 256 does not divide fall back as llama.cpp's do (Q4_K->Q5_0, Q5_K->Q5_1,\n"
     "                Q3_K->Q4_0, Q6_K->Q8_0, the output Q8_0); a uniform type refuses such rows\n"
+    "                mxfp4_moe: llama.cpp's MXFP4_MOE (gpt-oss's files): experts MXFP4, every other matrix Q8_0\n"
     "  --tied        no output matrix: logits use the token embedding (as some models do)\n"
     "  --arch A      default llama. The tensors and keys written are those of the architecture's row in the\n"
     "                architecture table (src/model/model.c): its switches (biases, q/k norms, post-norms, fused\n"
