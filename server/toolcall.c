@@ -25,6 +25,13 @@ static json_t *call_from(json_t *obj, const char *args_key, const char *id_base,
     return call;
 }
 
+/* The content before the first call at first: text up to it, trailing blanks dropped. */
+static size_t content_before(const char *text, const char *first) {
+    size_t n = (size_t)(first - text);
+    while (n && is_space(text[n - 1])) n--;
+    return n;
+}
+
 static json_t *parse_hermes(const char *text, size_t len, const char *id_base, size_t *content_len) {
     const char *first = memmem(text, len, OPEN, sizeof OPEN - 1);
     if (!first) return NULL;
@@ -44,9 +51,7 @@ static json_t *parse_hermes(const char *text, size_t len, const char *id_base, s
         json_array_append_new(calls, call);
         p = close ? close + sizeof CLOSE - 1 : end;
     }
-    size_t n = (size_t)(first - text);
-    while (n && is_space(text[n - 1])) n--;
-    *content_len = n;
+    *content_len = content_before(text, first);
     return calls;
 bad:
     json_decref(calls);
@@ -202,9 +207,7 @@ static json_t *parse_glm(const char *text, size_t len, const char *id_base, cons
         if (!call) goto bad;
         json_array_append_new(calls, call);
     }
-    size_t n = (size_t)(first - text);
-    while (n && is_space(text[n - 1])) n--;
-    *content_len = n;
+    *content_len = content_before(text, first);
     return calls;
 bad:
     json_decref(args);
@@ -264,9 +267,7 @@ static json_t *parse_qwen3_xml(const char *text, size_t len, const char *id_base
         if (!call) goto bad;
         json_array_append_new(calls, call);
     }
-    size_t n = (size_t)(first - text);
-    while (n && is_space(text[n - 1])) n--;
-    *content_len = n;
+    *content_len = content_before(text, first);
     return calls;
 bad:
     json_decref(args);

@@ -160,10 +160,17 @@ static void test_experts_stay_in_the_mapped_file(void **state) {
     fkv_model_free(m);
 }
 
-/* src rewritten into a new file: key set to a u32 (key NULL: none), tensor `tensor` (NULL: none) given dims
- * ne[0..n_dims) (the same elements, another shape) or, n_dims 0, zeros for its data. */
-static const char *rewritten(const char *src, const char *key, uint32_t value, const char *tensor, uint32_t n_dims,
-                             const uint64_t *ne) {
+/* What rewritten does to the tensors whose names contain its pattern. */
+typedef enum {
+    RESHAPE, /* dims ne[0..n_dims): the same elements, another shape */
+    ZEROS,   /* zeros for its data */
+    TO_Q8_0, /* its f32 elements quantized to Q8_0 */
+} tensor_edit;
+
+/* src rewritten into a new file: key set to a u32 (key NULL: none), and every tensor whose name contains `tensor`
+ * (NULL: none) edited as `how` says. */
+static const char *rewritten(const char *src, const char *key, uint32_t value, const char *tensor, tensor_edit how,
+                             uint32_t n_dims, const uint64_t *ne) {
     const char *out = tu_tmp_path(".gguf");
     fkv_error err = {0};
     gguf_file *f = gguf_open(src, &err);
@@ -179,11 +186,23 @@ static const char *rewritten(const char *src, const char *key, uint32_t value, c
         const gguf_tensor *ti = &f->tensors[t];
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
-        const bool changed = tensor && !strcmp(name, tensor);
-        void *zeros = changed && !n_dims ? calloc(1, ti->nbytes) : NULL;
-        assert_int_equal(gguf_writer_add_tensor(w, name, ti->type, changed && n_dims ? n_dims : ti->n_dims,
-                                                changed && n_dims ? ne : ti->ne, zeros ? zeros : ti->data, &err), 0);
-        free(zeros);
+        const bool changed = tensor && strstr(name, tensor);
+        ggml_type type = ti->type;
+        uint32_t dims = ti->n_dims;
+        const uint64_t *shape = ti->ne;
+        void *data = NULL;
+        if (changed && how == RESHAPE) {
+            dims = n_dims, shape = ne;
+        } else if (changed && how == ZEROS) {
+            data = calloc(1, ti->nbytes);
+        } else if (changed && how == TO_Q8_0) {
+            const size_t n = ti->nbytes / sizeof(float);
+            data = malloc(n / 32 * sizeof(block_q8_0));
+            quant_quantize_row(GGML_TYPE_Q8_0, ti->data, data, n);
+            type = GGML_TYPE_Q8_0;
+        }
+        assert_int_equal(gguf_writer_add_tensor(w, name, type, dims, shape, data ? data : ti->data, &err), 0);
+        free(data);
     }
     assert_int_equal(gguf_writer_write(w, out, &err), 0);
     gguf_writer_free(w);
@@ -194,7 +213,7 @@ static const char *rewritten(const char *src, const char *key, uint32_t value, c
 /* The rewritten file's load fails with `want` in the message. */
 static void expect_refused(const char *src, const char *key, uint32_t value, const char *tensor, uint32_t n_dims,
                            const uint64_t *ne, const char *want) {
-    const char *bad = rewritten(src, key, value, tensor, n_dims, ne);
+    const char *bad = rewritten(src, key, value, tensor, RESHAPE, n_dims, ne);
     fkv_error err = {0};
     fkv_model *m = fkv_model_load(bad, &err);
     remove(bad);
@@ -248,8 +267,8 @@ static float *last_logits(const char *path) {
 static void test_routed_experts_count_and_nextn_blocks_do_not(void **state) {
     (void)state;
     char *path = strdup(tu_arch_model("glm4moe", GGML_TYPE_F32, 21));
-    char *no_experts = strdup(rewritten(path, NULL, 0, "blk.2.ffn_down_exps.weight", 0, NULL));
-    char *no_nextn = strdup(rewritten(path, NULL, 0, "blk.4.ffn_down_exps.weight", 0, NULL));
+    char *no_experts = strdup(rewritten(path, NULL, 0, "blk.2.ffn_down_exps.weight", ZEROS, 0, NULL));
+    char *no_nextn = strdup(rewritten(path, NULL, 0, "blk.4.ffn_down_exps.weight", ZEROS, 0, NULL));
     float *a = last_logits(path), *b = last_logits(no_experts), *c = last_logits(no_nextn);
     const size_t bytes = sizeof(float) * 512; /* stories260K's vocabulary */
     assert_memory_not_equal(a, b, bytes);
@@ -271,33 +290,7 @@ static void test_routed_experts_count_and_nextn_blocks_do_not(void **state) {
 static void test_gate_and_up_of_different_types_each_get_their_rows(void **state) {
     (void)state;
     char *path = strdup(tu_arch_model("qwen3moe", GGML_TYPE_F32, 23));
-    const char *mixed = tu_tmp_path(".gguf");
-    fkv_error err = {0};
-    gguf_file *f = gguf_open(path, &err);
-    assert_non_null(f);
-    gguf_writer *w = gguf_writer_new();
-    for (uint64_t k = 0; k < f->n_kv; k++) {
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)f->kv[k].key.len, f->kv[k].key.ptr);
-        gguf_writer_set_value(w, name, &f->kv[k].value);
-    }
-    for (uint64_t t = 0; t < f->n_tensors; t++) {
-        const gguf_tensor *ti = &f->tensors[t];
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
-        if (strstr(name, "ffn_up_exps")) { /* f32 rows quantized to Q8_0 */
-            const size_t n = ti->ne[0] * ti->ne[1] * ti->ne[2];
-            void *q = malloc(n / 32 * sizeof(block_q8_0));
-            quant_quantize_row(GGML_TYPE_Q8_0, ti->data, q, n);
-            assert_int_equal(gguf_writer_add_tensor(w, name, GGML_TYPE_Q8_0, ti->n_dims, ti->ne, q, &err), 0);
-            free(q);
-        } else {
-            assert_int_equal(gguf_writer_add_tensor(w, name, ti->type, ti->n_dims, ti->ne, ti->data, &err), 0);
-        }
-    }
-    assert_int_equal(gguf_writer_write(w, mixed, &err), 0);
-    gguf_writer_free(w);
-    gguf_close(f);
+    const char *mixed = rewritten(path, NULL, 0, "ffn_up_exps", TO_Q8_0, 0, NULL);
     float *a = last_logits(path), *b = last_logits(mixed);
     float worst = 0.0f;
     for (int i = 0; i < 512; i++) worst = fmaxf(worst, fabsf(a[i] - b[i]));

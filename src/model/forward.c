@@ -37,8 +37,8 @@ struct forward {
     float *route;              /* [max_rows][n_expert] router logits, then probabilities */
     uint32_t *sel;             /* [max_rows][k] each row's experts, in slot order */
     float *wts;                /* [max_rows][k] their weights */
-    uint32_t *entry_row;       /* [max_rows·k] the row of entry j (entries grouped by expert, rows ascending) */
-    uint32_t *entry_slot;      /* [max_rows·k] the route r·k + s that entry j is (its expert: sel[entry_slot[j]]) */
+    uint32_t *entry_slot;      /* [max_rows·k] the route r·k + s that entry j is (entries grouped by expert, rows
+                                * ascending): its row entry_slot[j] / k, its expert sel[entry_slot[j]] */
     uint32_t *slot_entry;      /* [max_rows·k] the entry of row r's slot s */
     uint32_t *group_at;        /* [n_expert + 1] expert e's entries are [group_at[e], group_at[e + 1]) */
     float *xg;                 /* [max_rows·k][dim] entries' input rows, f32 (for f32/f16 experts) */
@@ -109,7 +109,6 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
         {(void **)&c->route, sizeof(float) * rows * ne},
         {(void **)&c->sel, sizeof(uint32_t) * ent},
         {(void **)&c->wts, sizeof(float) * ent},
-        {(void **)&c->entry_row, sizeof(uint32_t) * ent},
         {(void **)&c->entry_slot, sizeof(uint32_t) * ent},
         {(void **)&c->slot_entry, sizeof(uint32_t) * ent},
         {(void **)&c->group_at, ne ? sizeof(uint32_t) * (ne + 1) : 0},
@@ -170,9 +169,6 @@ static void quantize_rows(forward *c, const float *x, uint32_t r0, uint32_t r1, 
     if (c->xp) kern_panel_rows(c->xq, n_in, r0, r1, c->xp);
 }
 
-/* This thread's share [j0, j1) of n items, as own_rows. */
-static void own_range(uint32_t n, uint32_t *j0, uint32_t *j1) { own_rows(n, j0, j1); }
-
 /* The n rows' routes grouped by expert (entries of one expert in ascending rows), and the products of the experts
  * that have entries: c->eprod[0, 2a) gate and up, [2a, 3a) down, a returned. Run by one thread. */
 static uint32_t moe_group(forward *c, const model_experts *E, uint32_t n) {
@@ -186,7 +182,6 @@ static uint32_t moe_group(forward *c, const model_experts *E, uint32_t n) {
     for (uint32_t r = 0; r < n; r++)
         for (uint32_t s = 0; s < k; s++) {
             const uint32_t j = cursor[c->sel[r * k + s]]++;
-            c->entry_row[j] = r;
             c->entry_slot[j] = r * k + s;
             c->slot_entry[r * k + s] = j;
         }
@@ -233,12 +228,12 @@ static void moe_ffn(forward *c, const model_experts *E, uint32_t n, uint32_t r0,
     }
     const uint32_t a = c->n_active; /* written by the single thread, read by all after its barrier */
     uint32_t j0, j1;
-    own_range(n * k, &j0, &j1);
+    own_rows(n * k, &j0, &j1); /* this thread's entries */
     /* gate and up may differ in type: each gets its rows as it takes them */
     const bool in_q8 = ops_matrix_wants_q8(&E->gate) || ops_matrix_wants_q8(&E->up);
     const bool in_f32 = !ops_matrix_wants_q8(&E->gate) || !ops_matrix_wants_q8(&E->up);
     for (uint32_t j = j0; j < j1; j++) {
-        const uint32_t r = c->entry_row[j];
+        const uint32_t r = c->entry_slot[j] / k;
         if (in_q8)
             memcpy(c->xqg + (size_t)j * (dim / QK), c->xq + (size_t)r * (dim / QK), sizeof(block_q8_act) * (dim / QK));
         if (in_f32) memcpy(c->xg + (size_t)j * dim, c->xb + (size_t)r * dim, sizeof(float) * dim);
