@@ -1,10 +1,10 @@
 /* avx2/dot.c — the AVX2 and AVX-512 variants' dot of one weight row with one activation row (the table's dot and
  * dot_f32): F32, F16 and BF16 rows in the f32 dot's 32 lanes; the types the tiles take by their one-row tile (tiles.c);
- * Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q5_K and IQ4_XS, which no tile takes, by the block dots below
+ * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K and IQ4_XS, which no tile takes, by the block dots below
  * (matmul.h's orders); any other by the reference.
  *
  * Those block dots take 8 blocks at once: a super-block's 8 sub-blocks (Q2_K, Q3_K, Q5_K, IQ4_XS), or a group of 8
- * consecutive blocks (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4; block b in lane b % 8, a row's last group partial). Block k's
+ * consecutive blocks (Q4_1, Q5_0, Q5_1; block b in lane b % 8, a row's last group partial). Block k's
  * exact integer sums land in element k of a vector (hsum8_epi32x8: any order gives the same integer), and the
  * reference's float steps (ref/dot.c) run on all 8 lanes at once, element k being lane k: the same operations on the
  * same operands in the same order, so the bytes are the reference's by construction. No horizontal sum per block, no
@@ -81,13 +81,6 @@ static inline float float_row_dot(ggml_type type, const void *w, const float *xf
 
 static inline __m256i load_x(const block_q8_act *xb) { return _mm256_loadu_si256((const __m256i *)xb->qs); }
 
-/* The 32 nibbles of a Q4_0-shaped block: element j the low nibble of qs[j], element j + 16 its high nibble. The 16
- * bytes in both halves (a broadcast load), the upper half shifted by 4: no cross-half shuffle. */
-static inline __m256i nibbles32(const uint8_t qs[QK / 2]) {
-    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-    return _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
-}
-
 /* Bit e of the 32-bit word, for each element e, as 16 (bit 4): the fifth bits of a Q5_0 / Q5_1 block. AVX-512: the
  * word is the mask of a masked move. */
 static inline __m256i fifth_bits(const uint8_t qh4[4]) {
@@ -109,32 +102,6 @@ static inline __m256i byte_bit(__m256i v, int from, int to) {
     const __m256i at = from >= to ? _mm256_srli_epi16(v, from - to) : _mm256_slli_epi16(v, to - from);
     return _mm256_and_si256(at, _mm256_set1_epi8((char)(1 << to)));
 }
-
-/* Σ w · x for signed w (|w| <= 127) as 8 partial sums: |w| against x carrying w's sign, so maddubs's pair sums stay
- * within 2 · 127 · 127 < 32767, and negating x (never -128: quant.h) cannot overflow. */
-static inline __m256i sums_signed(__m256i w, __m256i x) {
-    return sums_u8s8(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-}
-
-/* The 32 values of one block of nibbles that index a 16-entry table (IQ4_NL's block, an IQ4_XS sub-block: the
- * non-linear values; MXFP4's block: the doubled E2M1 ones), in element order. */
-static inline __m256i table_values(const int8_t table16[16], const uint8_t qs[QK / 2]) {
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)table16));
-    return _mm256_shuffle_epi8(table, nibbles32(qs));
-}
-
-/* MXFP4's scales 2^(e - 128) of blocks k < t (ord_e8m0_half's bits on 8 lanes: (e - 1) << 23, or 0x00200000 << e for
- * e < 2). Lanes t..7 take e = 0, a finite scale, and nothing past block t - 1 is read; their activation scales are +0,
- * so their products d_w · d_x are +0 as the other types'. */
-#define E8M0(k) ((k) < t ? w[(k) * sizeof(block_mxfp4)] : 0)
-static inline __m256 e8m0_scales(const uint8_t *w, int t) {
-    const __m256i e = _mm256_setr_epi32(E8M0(0), E8M0(1), E8M0(2), E8M0(3), E8M0(4), E8M0(5), E8M0(6), E8M0(7));
-    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
-    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
-    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
-}
-#undef E8M0
 
 /* The two f16 at p + k · stride (a block's d, then its m for Q4_1 / Q5_1, its next two bytes otherwise) of blocks
  * k < t as f32 in element k of *first and *second; +0 for k >= t, and nothing past block t - 1 is read. One 32-bit
@@ -192,8 +159,6 @@ static inline size_t untiled_block_bytes(ggml_type type) {
     case GGML_TYPE_Q4_1: return sizeof(block_q4_1);
     case GGML_TYPE_Q5_0: return sizeof(block_q5_0);
     case GGML_TYPE_Q5_1: return sizeof(block_q5_1);
-    case GGML_TYPE_IQ4_NL: return sizeof(block_iq4_nl);
-    case GGML_TYPE_MXFP4: return sizeof(block_mxfp4);
     case GGML_TYPE_Q5_K: return sizeof(block_q5_K);
     default: return sizeof(block_iq4_xs);
     }
@@ -202,7 +167,7 @@ static inline size_t untiled_block_bytes(ggml_type type) {
 static inline bool is_super_block(ggml_type type) { return type == GGML_TYPE_Q5_K || type == GGML_TYPE_IQ4_XS; }
 
 /* The quants of block k of a group (sub-block k of a super-block) in element order: unsigned for the types with a
- * min (Q4_1 0..15, Q5_1 and Q5_K 0..31), signed for the others (Q5_0's q - 16, IQ4's and MXFP4's values). Q5_K's
+ * min (Q4_1 0..15, Q5_1 and Q5_K 0..31), signed for the others (Q5_0's q - 16, IQ4_XS's values). Q5_K's
  * sub-block 2c holds the low nibbles of qs[32c..], 2c + 1 the high ones; bit k of qh[l] is element l's fifth bit. */
 static inline __m256i group_quants(ggml_type type, const void *w, int k) {
     switch (type) {
@@ -215,8 +180,6 @@ static inline __m256i group_quants(ggml_type type, const void *w, int k) {
         const block_q5_0 *b = (const block_q5_0 *)w + k;
         return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b->qs), fifth_bits(b->qh)), _mm256_set1_epi8(16));
     }
-    case GGML_TYPE_IQ4_NL: return table_values(ord_iq4_values, ((const block_iq4_nl *)w)[k].qs);
-    case GGML_TYPE_MXFP4: return table_values(ord_mxfp4_values, ((const block_mxfp4 *)w)[k].qs);
     case GGML_TYPE_IQ4_XS: return table_values(ord_iq4_values, ((const block_iq4_xs *)w)->qs + QK / 2 * k);
     default: {
         const block_q5_K *b = w;
@@ -229,7 +192,7 @@ static inline __m256i group_quants(ggml_type type, const void *w, int k) {
 
 /* One group of t <= 8 blocks (a super-block: t = 8, its sub-blocks) against activation blocks x[0..t): block k's
  * s_k (and t_k = Σ x for the types with a min) in element k, then the reference's step on the 8 lanes at once:
- * Q5_0, IQ4_NL, MXFP4: lane = fmaf(d_w · d_x, (float)s, lane);
+ * Q5_0:                lane = fmaf(d_w · d_x, (float)s, lane);
  * IQ4_XS:              lane = fmaf(d · d_x, (float)(ls_k · s), lane);
  * Q4_1, Q5_1, Q5_K:    min_step, Q5_K's s being sc_k · s and its m -dmin · (float)m_k.
  * Lanes t..7 get fmaf(+0, +0, lane) (their sums and scales are +0), which leaves a lane as it is (a lane is never -0:
@@ -265,15 +228,13 @@ static inline __attribute__((always_inline)) __m256 group_step(ggml_type type, c
         return min_step(xd, _mm256_set1_ps(_cvtsh_ss(sb->d)), _mm256_mullo_epi32(sum, bytes_epi32(sc)), dm,
                             tx, acc);
     }
-    if (type == GGML_TYPE_MXFP4)
-        return _mm256_fmadd_ps(_mm256_mul_ps(e8m0_scales(w, t), xd), _mm256_cvtepi32_ps(sum), acc);
     __m256 d, second; /* Q4_1 / Q5_1: d and m; the others: d */
     f16_pairs(w, untiled_block_bytes(type), t, &d, &second);
     if (with_min) return min_step(xd, d, sum, second, tx, acc);
     return _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(sum), acc);
 }
 
-/* Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (nb blocks in groups of 8), Q5_K and IQ4_XS (nb / 8 super-blocks): a full group
+/* Q4_1, Q5_0, Q5_1 (nb blocks in groups of 8), Q5_K and IQ4_XS (nb / 8 super-blocks): a full group
  * takes a constant t, so no lane is masked; the lanes combine in matmul.h's tree (hsum8). */
 static inline __attribute__((always_inline)) float dot_groups(ggml_type type, const void *w, const block_q8_act *x,
                                                               size_t nb) {
@@ -367,8 +328,6 @@ static __attribute__((noinline)) bool dot_untiled(ggml_type type, const void *w,
     case GGML_TYPE_Q4_1: *out = dot_groups(GGML_TYPE_Q4_1, w, xq, n / QK); break;
     case GGML_TYPE_Q5_0: *out = dot_groups(GGML_TYPE_Q5_0, w, xq, n / QK); break;
     case GGML_TYPE_Q5_1: *out = dot_groups(GGML_TYPE_Q5_1, w, xq, n / QK); break;
-    case GGML_TYPE_IQ4_NL: *out = dot_groups(GGML_TYPE_IQ4_NL, w, xq, n / QK); break;
-    case GGML_TYPE_MXFP4: *out = dot_groups(GGML_TYPE_MXFP4, w, xq, n / QK); break;
     case GGML_TYPE_Q2_K: *out = dot_q23_K(false, w, xq, n / QK_K); break;
     case GGML_TYPE_Q3_K: *out = dot_q23_K(true, w, xq, n / QK_K); break;
     case GGML_TYPE_Q5_K: *out = dot_groups(GGML_TYPE_Q5_K, w, xq, n / QK); break;
@@ -390,6 +349,8 @@ float VARIANT(dot)(ggml_type type, const void *w, const float *xf, const block_q
         return float_row_dot(type, w, xf, n);
     case GGML_TYPE_Q8_0:
     case GGML_TYPE_Q4_0:
+    case GGML_TYPE_IQ4_NL:
+    case GGML_TYPE_MXFP4:
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q6_K:
         return VARIANT(tile_dot)(type, w, xq, n);

@@ -37,6 +37,40 @@ static inline __m256i block_nibbles_q4_0(const block_q4_0 *w) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), _mm256_set1_epi8(15));
 }
 
+/* The 32 nibbles of a Q4_0-shaped block: element j the low nibble of qs[j], element j + 16 its high nibble. The 16
+ * bytes in both halves (a broadcast load), the upper half shifted by 4: no cross-half shuffle. */
+static inline __m256i nibbles32(const uint8_t qs[QK / 2]) {
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
+}
+
+/* Σ w · x for signed w (|w| <= 127) as 8 partial sums: |w| against x carrying w's sign, so maddubs's pair sums stay
+ * within 2 · 127 · 127 < 32767, and negating x (never -128: quant.h) cannot overflow. */
+static inline __m256i sums_signed(__m256i w, __m256i x) {
+    return sums_u8s8(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+}
+
+/* The 32 values of one block of nibbles that index a 16-entry table (IQ4_NL's block, an IQ4_XS sub-block: the
+ * non-linear values; MXFP4's block: the doubled E2M1 ones), in element order. */
+static inline __m256i table_values(const int8_t table16[16], const uint8_t qs[QK / 2]) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)table16));
+    return _mm256_shuffle_epi8(table, nibbles32(qs));
+}
+
+/* MXFP4's scales 2^(e - 128) of blocks k < t (ord_e8m0_half's bits on 8 lanes: (e - 1) << 23, or 0x00200000 << e for
+ * e < 2). Lanes t..7 take e = 0, a finite scale, and nothing past block t - 1 is read; their activation scales are +0,
+ * so their products d_w · d_x are +0 as the other types'. The 8 bytes meet in a general register, one move to the
+ * vector side: inserting them one by one took the shuffle port the table lookups need. */
+static inline __m256 e8m0_scales(const uint8_t *w, int t) {
+    uint64_t bytes = 0;
+    for (int k = 0; k < t; k++) bytes |= (uint64_t)w[k * sizeof(block_mxfp4)] << (8 * k);
+    const __m256i e = bytes_epi32(bytes);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+}
+
 /* r[j] element k ← r[k] element j (32-bit elements): an involution. On the 32 quants of 8 blocks it
  * turns "register k = block k" into "register j = quants 4j..4j+3 of every block, block k in element k",
  * the layout in which a vertical integer sum of 8 registers is 8 block sums, no horizontal step. */
@@ -76,12 +110,30 @@ static inline __m256i half_fold(__m256i s) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(s, s, 0x80), _mm256_permute2x128_si256(s, s, 0x81));
 }
 
+/* The types of 32-element blocks that the direct tiles take (tiles.c): Q8_0 and Q4_0, and the two whose nibbles index
+ * a 16-entry table, IQ4_NL (f16 scale) and MXFP4 (E8M0 scale). */
+static inline bool is_table_type(ggml_type type) { return type == GGML_TYPE_IQ4_NL || type == GGML_TYPE_MXFP4; }
+
 static inline size_t block_bytes(ggml_type type) {
-    return type == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+    switch (type) {
+    case GGML_TYPE_Q4_0: return sizeof(block_q4_0);
+    case GGML_TYPE_IQ4_NL: return sizeof(block_iq4_nl);
+    case GGML_TYPE_MXFP4: return sizeof(block_mxfp4);
+    default: return sizeof(block_q8_0);
+    }
 }
 
+/* The f16 scale of block b (Q8_0, Q4_0 and IQ4_NL keep it first). */
 static inline uint16_t block_scale(ggml_type type, const uint8_t *w, size_t b) {
-    return type == GGML_TYPE_Q4_0 ? ((const block_q4_0 *)w)[b].d : ((const block_q8_0 *)w)[b].d;
+    uint16_t d;
+    memcpy(&d, w + b * block_bytes(type), sizeof d);
+    return d;
+}
+
+/* Block k's 32 values of a table type, in element order (signed: |v| <= 127). */
+static inline __m256i table_block_values(ggml_type type, const uint8_t *w, int k) {
+    return type == GGML_TYPE_MXFP4 ? table_values(ord_mxfp4_values, ((const block_mxfp4 *)w)[k].qs)
+                                   : table_values(ord_iq4_values, ((const block_iq4_nl *)w)[k].qs);
 }
 
 /* Scales of weight blocks 0..t-1 as f32, +0 for t..7, built in registers (a store then a wide load would
@@ -90,6 +142,7 @@ static inline uint16_t block_scale(ggml_type type, const uint8_t *w, size_t b) {
  * store forward that stalled the pack of every partial group (3% of 0.5B prefill). */
 #define WSCALE(k) (short)block_scale(type, w, (k) < t ? (k) : t - 1)
 static inline __m256 group_wscales(ggml_type type, const uint8_t *w, int t) {
+    if (type == GGML_TYPE_MXFP4) return e8m0_scales(w, t);
     __m128i s = _mm_setr_epi16(WSCALE(0), WSCALE(1), WSCALE(2), WSCALE(3), WSCALE(4), WSCALE(5), WSCALE(6), WSCALE(7));
     if (t < BLOCK_LANES) s = _mm_and_si128(s, _mm_cmpgt_epi16(_mm_set1_epi16((short)t), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7)));
     return _mm256_cvtph_ps(s);
@@ -323,7 +376,7 @@ typedef struct {
     size_t row_bytes, scales_at;
 } wpanel;
 
-/* tiles.c: natural Q8_0, Q4_0, Q4_K and Q6_K rows (as GGUF files hold them) in direct register tiles, for few rows */
+/* tiles.c: natural Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K and Q6_K rows (as GGUF files hold them) in direct register tiles, for few rows */
 float VARIANT(tile_dot)(ggml_type type, const void *w, const block_q8_act *xq, size_t n);
 void VARIANT(matmul_tiles)(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                            const block_q8_act *xq, uint32_t n_rows, size_t nb, float *y, size_t ldy);

@@ -1,5 +1,5 @@
 /* avx2/matmul.c — the AVX2 and AVX-512 variants' matrix products: which path a call takes. Quantized weights of the
- * types the tiles take (Q8_0, Q4_0, Q4_K, Q6_K) go, by how many activation rows they meet and how the weights lie, to
+ * types the tiles take (Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K, Q6_K) go, by how many activation rows they meet and how the weights lie, to
  * panels rearranged into a register layout for many rows (prefill: panels.c, panel_tiles.c), to direct register tiles
  * over rows packed at load for few (decode: packed.c), or over natural rows (tiles.c); every other type takes one dot
  * per output (dot.c).
@@ -39,13 +39,14 @@ static uint32_t packed_panel_min_rows(ggml_type type) {
 #endif
 }
 
+/* IQ4_NL and MXFP4 have no panels: their direct tiles serve any number of rows (the amx variant takes 16 and more). */
 static bool panel_fits(ggml_type type, bool packed, uint32_t n_rows, size_t ng) {
     const uint32_t from = packed ? packed_panel_min_rows(type) : PANEL_MIN_ROWS;
-    return n_rows >= from && ng <= PANEL_MAX_GROUPS;
+    return !is_table_type(type) && n_rows >= from && ng <= PANEL_MAX_GROUPS;
 }
 
 /* Every type the tiles take: panels for many rows (packed rows from packed_panel_min_rows), else direct tiles (packed
- * rows, natural Q8_0 and Q4_0) or one output at a time (natural K-quants). */
+ * rows, natural Q8_0, Q4_0, IQ4_NL and MXFP4) or one output at a time (natural K-quants). */
 static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                           const block_q8_act *xq, const xgroup *xp, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
     if (panel_fits(type, packed, n_rows, groups_of(nb)))
@@ -58,7 +59,7 @@ static void matmul_blocks(ggml_type type, bool packed, const uint8_t *w, size_t 
 
 void VARIANT(matmul)(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                  const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy) {
-    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || is_kquant(type)) {
+    if (type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || is_table_type(type) || is_kquant(type)) {
         matmul_blocks(type, packed, w, w_row_bytes, n_out, xq, xp, n_rows, n / QK, y, ldy);
         return;
     }

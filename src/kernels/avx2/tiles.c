@@ -1,6 +1,7 @@
 /* avx2/tiles.c — the AVX2 and AVX-512 variants' products of natural rows (as GGUF files hold them) for few activation
- * rows (decode of weights not packed at load): Q8_0 and Q4_0 in direct register tiles of 2 activation rows × 4 weight
- * rows, Q4_K and Q6_K one output at a time over whole super-blocks; and the dot of one such row.
+ * rows (decode of weights not packed at load): Q8_0, Q4_0, IQ4_NL and MXFP4 (an expert's rows, read from the file) in
+ * direct register tiles of 2 activation rows × 4 weight rows, Q4_K and Q6_K one output at a time over whole
+ * super-blocks; and the dot of one such row.
  *
  * Every output keeps the reference's lanes (matmul.h, ref/dot.c): block b of a row goes to lane b % 8 through the
  * same multiply and fused multiply-add, integer block sums are exact in any order, so no tile shape changes a bit.
@@ -13,38 +14,49 @@
 
 #include "layout.h"
 
-/* Σ nibble·x of one Q4_0 block as 8 partial int32 sums (nibbles 0..15 unsigned, so maddubs cannot
- * saturate: |15·x + 15·x'| <= 3840). The -8 offset is applied per group, from Σx. */
-static inline __m256i block_nibble_sums_q4_0(__m256i nib, __m256i xq) {
-    return sums_u8s8(_mm256_setzero_si256(), nib, xq);
-}
-
 static inline __m256i block_xsums(__m256i xq) { return sums_u8s8(_mm256_setzero_si256(), _mm256_set1_epi8(1), xq); }
 
-/* Element k: the exact integer sum of weight block k against activation block x[k], k < t <= 8 (for Q4_0
- * before the offset correction); 0 for k >= t (a row's last, partial group: nothing past its end is read). */
+/* The offset that a type's quants carry above their values in the sums below, taken back once per block as
+ * offset · Σx (shared by every weight row): Q4_0's nibbles are its values + 8, and MXFP4 looks its values up + 12, so
+ * that both meet the activations as unsigned bytes (no sign step; maddubs's pair sums stay within 2 · 24 · 127).
+ * IQ4_NL's values (-127..113) would not fit a byte so moved, and keep the signed sums. */
+static inline int quant_offset(ggml_type type) {
+    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_MXFP4 ? 12 : 0;
+}
+
+/* Element k: the exact integer sum of weight block k against activation block x[k], k < t <= 8, before the offset's
+ * correction (quant_offset); 0 for k >= t (a row's last, partial group: nothing past its end is read). */
 static inline __m256i group_sums(ggml_type type, const uint8_t *w, const block_q8_act *x, int t) {
+    const __m256i zero = _mm256_setzero_si256();
     __m256i s[BLOCK_LANES];
     for (int k = 0; k < BLOCK_LANES; k++) {
         if (k >= t) {
-            s[k] = _mm256_setzero_si256();
+            s[k] = zero;
             continue;
         }
         const __m256i xk = _mm256_loadu_si256((const __m256i *)x[k].qs);
-        s[k] = type == GGML_TYPE_Q4_0
-                   ? block_nibble_sums_q4_0(block_nibbles_q4_0((const block_q4_0 *)w + k), xk)
-                   : block_sums_q8_0(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)w + k)->qs), xk);
+        switch (type) {
+        case GGML_TYPE_Q4_0: s[k] = sums_u8s8(zero, block_nibbles_q4_0((const block_q4_0 *)w + k), xk); break;
+        case GGML_TYPE_MXFP4: {
+            const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ord_mxfp4_values));
+            const __m256i table = _mm256_add_epi8(values, _mm256_set1_epi8((char)quant_offset(type)));
+            s[k] = sums_u8s8(zero, _mm256_shuffle_epi8(table, nibbles32(((const block_mxfp4 *)w)[k].qs)), xk);
+            break;
+        }
+        case GGML_TYPE_IQ4_NL: s[k] = sums_signed(table_block_values(type, w, k), xk); break;
+        default: s[k] = block_sums_q8_0(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)w + k)->qs), xk);
+        }
     }
     return hsum8_epi32x8(s);
 }
 
-/* Element k: 8·Σx over block k — the Q4_0 offset correction, shared by every weight row. Blocks as in
+/* Element k: offset · Σx over block k, the correction of quant_offset, shared by every weight row. Blocks as in
  * group_sums. Out of line: the direct tiles take it precomputed, and inlined into them it crowds their loop. */
-static __attribute__((noinline)) __m256i group_xsum8(const block_q8_act *x, int t) {
+static __attribute__((noinline)) __m256i group_xcorr(const block_q8_act *x, int t, int offset) {
     __m256i s[BLOCK_LANES];
     for (int k = 0; k < BLOCK_LANES; k++)
         s[k] = k >= t ? _mm256_setzero_si256() : block_xsums(_mm256_loadu_si256((const __m256i *)x[k].qs));
-    return _mm256_slli_epi32(hsum8_epi32x8(s), 3);
+    return _mm256_mullo_epi32(hsum8_epi32x8(s), _mm256_set1_epi32(offset));
 }
 
 /* Direct tiles, for few rows (decode): 2 × 4 measured best of 1..4 × 1..4 on the 110M shapes. */
@@ -52,25 +64,26 @@ static __attribute__((noinline)) __m256i group_xsum8(const block_q8_act *x, int 
 #define TILE_COLS 4 /* weight rows of a register tile */
 
 /* One group of blocks of a register tile: acc[r][c] gets, in lane k < t, the fused step of block k of weight
- * row c (rows w_row_bytes apart) against block k of activation row r (rows x_stride blocks apart). Q4_0's
- * corrections come from xsum8 (row r's at xsum8[r * xsum8_stride]) when given. Lanes k >= t (a row's last, partial group) get fmaf(+0, +0, lane),
- * which leaves a lane as it is: a lane is never -0 (it starts at +0, and a rounded sum is -0 only when both
- * terms are). */
+ * row c (rows w_row_bytes apart) against block k of activation row r (rows x_stride blocks apart). The offset's
+ * corrections come from xcorr (row r's at xcorr[r * xcorr_stride]) when given. Lanes k >= t (a row's last, partial
+ * group) get fmaf(+0, +0, lane), which leaves a lane as it is: a lane is never -0 (it starts at +0, and a rounded sum
+ * is -0 only when both terms are). */
 static inline __attribute__((always_inline)) void tile_group(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                               const block_q8_act *x, size_t x_stride, int t,
-                                                              const __m256i *xsum8, size_t xsum8_stride, int R, int C,
+                                                              const __m256i *xcorr, size_t xcorr_stride, int R, int C,
                                                               __m256 acc[TILE_ROWS][TILE_COLS]) {
     __m256 dx[TILE_ROWS];
-    __m256i corr[TILE_ROWS];
+    __m256i corr[TILE_ROWS] = {0};
     for (int r = 0; r < R; r++) {
         dx[r] = group_xscales(x + r * x_stride, t);
-        if (type == GGML_TYPE_Q4_0) corr[r] = xsum8 ? xsum8[r * xsum8_stride] : group_xsum8(x + r * x_stride, t);
+        if (quant_offset(type))
+            corr[r] = xcorr ? xcorr[r * xcorr_stride] : group_xcorr(x + r * x_stride, t, quant_offset(type));
     }
     for (int c = 0; c < C; c++) {
         const __m256 dw = group_wscales(type, w + c * w_row_bytes, t);
         for (int r = 0; r < R; r++) {
             __m256i s = group_sums(type, w + c * w_row_bytes, x + r * x_stride, t);
-            if (type == GGML_TYPE_Q4_0) s = _mm256_sub_epi32(s, corr[r]);
+            if (quant_offset(type)) s = _mm256_sub_epi32(s, corr[r]);
             acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx[r]), _mm256_cvtepi32_ps(s), acc[r][c]);
         }
     }
@@ -79,10 +92,10 @@ static inline __attribute__((always_inline)) void tile_group(ggml_type type, con
 /* A register tile: y[r*ldy + c] = dot(weight row c, activation row r) for r < R, c < C, each with its
  * own 8-lane accumulator holding exactly the lanes of matmul.h's block order — block b of every output
  * goes to lane b % 8, through the same multiply and fused multiply-add as the reference — so the tile
- * shape changes which loads are shared, never an output's bits. x rows are nb blocks apart; xsum8 as in
+ * shape changes which loads are shared, never an output's bits. x rows are nb blocks apart; xcorr as in
  * tile_group, a row's groups consecutive. */
 static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, const uint8_t *w, size_t w_row_bytes,
-                                                               const block_q8_act *x, size_t nb, const __m256i *xsum8,
+                                                               const block_q8_act *x, size_t nb, const __m256i *xcorr,
                                                                int R, int C, float *y, size_t ldy) {
     const size_t ng = groups_of(nb);
     const size_t bb = block_bytes(type);
@@ -95,7 +108,7 @@ static inline __attribute__((always_inline)) void tile_blocks(ggml_type type, co
         for (int c = 0; c < C; c++)
             for (size_t off = 0; off < (size_t)t * bb; off += 64)
                 prefetch_at(w, (size_t)(C + c) * w_row_bytes + b * bb + off);
-        const __m256i *xs = xsum8 ? xsum8 + b / BLOCK_LANES : NULL;
+        const __m256i *xs = xcorr ? xcorr + b / BLOCK_LANES : NULL;
         if (t == BLOCK_LANES) /* a constant t: full groups take no masks */
             tile_group(type, w + b * bb, w_row_bytes, x + b, nb, BLOCK_LANES, xs, ng, R, C, acc);
         else if (t == BLOCK_LANES / 2) /* the half group of rows of 128k + 4 blocks (dim 896): no blocks past 4 */
@@ -117,23 +130,27 @@ static inline float dot_blocks(ggml_type type, const void *w, const block_q8_act
 
 #define TILE_CASE(T, R, C)                                                                                     \
     case (R) * 8 + (C):                                                                                        \
-        tile_blocks(T, w, w_row_bytes, x, nb, xsum8, R, C, y, ldy);                                           \
+        tile_blocks(T, w, w_row_bytes, x, nb, xcorr, R, C, y, ldy);                                           \
         return;
 #define TILE_CASES_C(T, C) TILE_CASE(T, 1, C) TILE_CASE(T, 2, C)
 #define TILE_CASES(T) TILE_CASES_C(T, 1) TILE_CASES_C(T, 2) TILE_CASES_C(T, 3) TILE_CASES_C(T, 4)
 
-/* One tile with R <= TILE_ROWS, C <= TILE_COLS known at compile time, so acc stays in registers. */
-static void tile_dispatch(ggml_type type, const uint8_t *w, size_t w_row_bytes, const block_q8_act *x, size_t nb,
-                          const __m256i *xsum8, int R, int C, float *y, size_t ldy) {
-    if (type == GGML_TYPE_Q4_0) {
-        switch (R * 8 + C) {
-            TILE_CASES(GGML_TYPE_Q4_0)
-        default:
-            return;
+#define TILE_TYPE(T)                                                                                           \
+    case T:                                                                                                    \
+        switch (R * 8 + C) {                                                                                   \
+            TILE_CASES(T)                                                                                      \
+        default:                                                                                               \
+            return;                                                                                            \
         }
-    }
-    switch (R * 8 + C) {
-        TILE_CASES(GGML_TYPE_Q8_0)
+
+/* One tile with the type, R <= TILE_ROWS and C <= TILE_COLS known at compile time, so acc stays in registers. */
+static void tile_dispatch(ggml_type type, const uint8_t *w, size_t w_row_bytes, const block_q8_act *x, size_t nb,
+                          const __m256i *xcorr, int R, int C, float *y, size_t ldy) {
+    switch (type) {
+        TILE_TYPE(GGML_TYPE_Q4_0)
+        TILE_TYPE(GGML_TYPE_IQ4_NL)
+        TILE_TYPE(GGML_TYPE_MXFP4)
+        TILE_TYPE(GGML_TYPE_Q8_0)
     default:
         return;
     }
@@ -216,7 +233,7 @@ static float dot_kquant(ggml_type type, const void *w, const block_q8_act *x, co
     return hsum8(acc);
 }
 
-#define XSUM_MAX_GROUPS 32  /* direct tiles precompute Q4_0's corrections for rows up to 256 blocks */
+#define XCORR_MAX_GROUPS 32  /* direct tiles precompute the offsets' corrections for rows up to 256 blocks */
 
 float VARIANT(tile_dot)(ggml_type type, const void *w, const block_q8_act *xq, size_t n) {
     switch (type) {
@@ -224,22 +241,27 @@ float VARIANT(tile_dot)(ggml_type type, const void *w, const block_q8_act *xq, s
         return dot_blocks(GGML_TYPE_Q8_0, w, xq, n / QK);
     case GGML_TYPE_Q4_0:
         return dot_blocks(GGML_TYPE_Q4_0, w, xq, n / QK);
+    case GGML_TYPE_IQ4_NL:
+        return dot_blocks(GGML_TYPE_IQ4_NL, w, xq, n / QK);
+    case GGML_TYPE_MXFP4:
+        return dot_blocks(GGML_TYPE_MXFP4, w, xq, n / QK);
     default:
         return dot_kquant(type, w, xq, NULL, n / QK_K);
     }
 }
 
-/* Q8_0 and Q4_0 in direct tiles, the K-quants one output at a time. */
+/* Q8_0, Q4_0, IQ4_NL and MXFP4 in direct tiles, the K-quants one output at a time. */
 void VARIANT(matmul_tiles)(ggml_type type, const uint8_t *w, size_t w_row_bytes, uint32_t n_out,
                            const block_q8_act *xq, uint32_t n_rows, size_t nb, float *y, size_t ldy) {
-    /* Q4_0's corrections, once per call rather than per tile of weight rows, when they fit on the stack */
+    /* the offsets' corrections, once per call rather than per tile of weight rows, when they fit on the stack */
     const size_t ng = groups_of(nb);
-    __m256i xsum8[(PANEL_MIN_ROWS - 1) * XSUM_MAX_GROUPS];
-    const bool pre = type == GGML_TYPE_Q4_0 && n_rows < PANEL_MIN_ROWS && ng <= XSUM_MAX_GROUPS;
+    __m256i xcorr[(PANEL_MIN_ROWS - 1) * XCORR_MAX_GROUPS];
+    const bool pre = quant_offset(type) && n_rows < PANEL_MIN_ROWS && ng <= XCORR_MAX_GROUPS;
     for (uint32_t r = 0; pre && r < n_rows; r++)
         for (size_t g = 0; g < ng; g++) {
             const size_t b = g * BLOCK_LANES;
-            xsum8[r * ng + g] = group_xsum8(xq + r * nb + b, nb - b < BLOCK_LANES ? (int)(nb - b) : BLOCK_LANES);
+            xcorr[r * ng + g] =
+                group_xcorr(xq + r * nb + b, nb - b < BLOCK_LANES ? (int)(nb - b) : BLOCK_LANES, quant_offset(type));
         }
     if (is_kquant(type)) { /* the rows' activation side once for every weight row, when it fits on the stack */
         const size_t nsb = nb / BLOCK_LANES;
@@ -259,7 +281,7 @@ void VARIANT(matmul_tiles)(ggml_type type, const uint8_t *w, size_t w_row_bytes,
         int C = n_out - o < TILE_COLS ? (int)(n_out - o) : TILE_COLS;
         for (uint32_t r = 0; r < n_rows; r += TILE_ROWS) {
             int R = n_rows - r < TILE_ROWS ? (int)(n_rows - r) : TILE_ROWS;
-            tile_dispatch(type, w + o * w_row_bytes, w_row_bytes, xq + r * nb, nb, pre ? xsum8 + r * ng : NULL, R, C,
+            tile_dispatch(type, w + o * w_row_bytes, w_row_bytes, xq + r * nb, nb, pre ? xcorr + r * ng : NULL, R, C,
                           y + r * ldy + o, ldy);
         }
     }
