@@ -78,6 +78,7 @@ const char *tu_arch_model(const char *arch, int type, uint64_t seed) {
         if (!strcmp(arch, "qwen3moe")) p.head_dim = 64;
         if (!strcmp(arch, "glm4moe")) p.rope_dims = 16, p.n_shared = 1, p.n_dense_lead = 1, p.n_nextn = 1;
     }
+    if (!strncmp(arch, "qwen35", 6)) p.ssm_k_heads = 4; /* 8 value heads on 4 key heads; layer 3 attention */
     if (!strcmp(arch, "gemma3")) {
         p.n_kv_heads = 1;
         p.head_dim = 64;

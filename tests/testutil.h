@@ -36,7 +36,9 @@ const char *tu_small_model(int type, uint64_t seed);
  * phi3 partial rotary (16 of 32 dims), gemma3 one KV head of 64 and a window of 20 on layers 0 and 2; smollm3's
  * layer 3 has no rope; qwen3moe and glm4moe route each row to 3 of 8 experts of width 64 (qwen3moe heads of 64;
  * glm4moe partial rotary, a shared expert, a dense layer 0 and one NextN block; gpt-oss biases, sinks, YaRN and a
- * window of 20 on its even layers). Written to a fresh temp path like
+ * window of 20 on its even layers; qwen35 and qwen35moe gated DeltaNet layers 0-2 of 8 value heads on 4 key heads
+ * of 16, gated attention in layer 3, qwen35moe's experts as qwen3moe's and a gated shared one). Written to a fresh
+ * temp path like
  * tu_small_model; NULL on failure. */
 const char *tu_arch_model(const char *arch, int type, uint64_t seed);
 

@@ -4,10 +4,14 @@
  * are multiples of prefill_rows in absolute position (docs/design.md §3). With row-invariant kernels (ops.h)
  * the grid only affects speed; it is kept so that a kernel that is not row-invariant could still resume
  * exactly, and so that scratch is sized once, at creation: nothing allocates per chunk or per token.
+ *
+ * A model with recurrent layers: the context holds the state after its last computed position, stepped in place
+ * (forward.h); it cannot be cut back, so an evaluation continues from that position or starts again at 0.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "base/err.h"
 #include "cache/kv.h"
@@ -22,6 +26,9 @@ struct fkv_ctx {
     forward *fw;
     uint32_t *pos;        /* [prefill_rows] */
     const kv_map **maps;  /* [prefill_rows], all &map */
+    float *state;           /* the recurrent state (model_hparams.state_floats), or NULL: no recurrent layers */
+    uint32_t state_pos;     /* the positions it folds in: [0, state_pos) */
+    forward_state *states;  /* [prefill_rows], all {state, state}, or NULL */
 };
 
 fkv_ctx_params fkv_ctx_default_params(void) {
@@ -36,6 +43,8 @@ void fkv_ctx_free(fkv_ctx *c) {
     forward_free(c->fw);
     free(c->pos);
     free(c->maps);
+    free(c->state);
+    free(c->states);
     free(c);
 }
 
@@ -76,12 +85,17 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
     c->map = kv_buf_map(c->kv);
     c->pos = malloc(sizeof *c->pos * rows);
     c->maps = malloc(sizeof *c->maps * rows);
-    if (!c->pos || !c->maps) {
-        err_nomem(err, "out of memory for the scratch of %u-row chunks", rows);
+    if (hp->state_floats) {
+        c->state = calloc(hp->state_floats, sizeof(float));
+        c->states = malloc(sizeof *c->states * rows);
+    }
+    if (!c->pos || !c->maps || (hp->state_floats && (!c->state || !c->states))) {
+        err_nomem(err, "out of memory for the scratch of %u-row chunks and the recurrent state", rows);
         fkv_ctx_free(c);
         return NULL;
     }
     for (uint32_t r = 0; r < rows; r++) c->maps[r] = &c->map;
+    for (uint32_t r = 0; c->states && r < rows; r++) c->states[r] = (forward_state){c->state, c->state};
     return c;
 }
 
@@ -94,6 +108,9 @@ static int eval_rows(fkv_ctx *c, const int32_t *ids, const float *embd, uint32_t
         return err_input(err, "positions [%u, %u) exceed the context of %u", pos0, pos0 + n, c->p.n_ctx);
     if (n_logits > n) return err_input(err, "asked for the logits of %u rows of a %u-row evaluation", n_logits, n);
     if (n_logits && !logits) return err_input(err, "asked for logits without a buffer for them");
+    if (c->state && pos0 && pos0 != c->state_pos)
+        return err_input(err, "positions from %u: the model's recurrent state folds in positions [0, %u), so an "
+                              "evaluation continues at %u or starts again at 0", pos0, c->state_pos, c->state_pos);
     for (uint32_t i = 0; ids && i < n; i++)
         if (ids[i] < 0 || (uint32_t)ids[i] >= n_vocab)
             return err_input(err, "token id %d at position %u is outside the vocabulary (0..%u)", ids[i], pos0 + i,
@@ -106,9 +123,10 @@ static int eval_rows(fkv_ctx *c, const int32_t *ids, const float *embd, uint32_t
         float *dst = first < len ? logits + (size_t)(done + first - want_from) * n_vocab : NULL;
         for (uint32_t r = 0; r < len; r++) c->pos[r] = p + r;
         forward_rows(c->fw, ids ? ids + done : NULL, ids ? NULL : embd + (size_t)done * dim, len, c->pos, c->maps,
-                     first, dst);
+                     c->states, first, dst);
         done += len;
     }
+    c->state_pos = pos0 + n;
     return 0;
 }
 
@@ -126,4 +144,8 @@ int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint
 
 uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos) {
     return kv_map_digest(&c->map, c->m->hp.n_layers, c->m->windows, n_pos > c->p.n_ctx ? c->p.n_ctx : n_pos);
+}
+
+uint64_t fkv_state_digest(const fkv_ctx *c) {
+    return c->state ? XXH3_64bits(c->state, sizeof(float) * c->m->hp.state_floats) : 0;
 }
