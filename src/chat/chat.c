@@ -336,28 +336,49 @@ static void chat_coder_tools(chat_buf *b, const json_t *tools) {
                 "normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>");
 }
 
-/* A call's arguments as Qwen3-Coder's and Qwen3.5's templates iterate them: *args the parsed object (NULL for none
- * given); -1 with err when they are something else, which the templates cannot iterate. */
-static int chat_call_object(const char *arguments, size_t i, json_t **args, fkv_error *err) {
-    *args = json_loads(arguments ? arguments : "", 0, NULL);
-    if (!arguments || !*arguments || json_is_object(*args)) return 0;
-    json_decref(*args);
-    return err_input(err, "chat_render: message %zu: the template needs each call's arguments to be a JSON object", i);
+/* Message i's call's arguments as the templates that iterate them (GLM's, Qwen3-Coder's, Qwen3.5's) take them: the
+ * parsed JSON object (an empty one for none given); NULL with err naming the template for anything else. */
+static json_t *chat_call_args(const chat_tool_call *call, size_t i, const char *template_name, fkv_error *err) {
+    json_t *args = call->arguments && *call->arguments ? json_loads(call->arguments, 0, NULL) : json_object();
+    if (json_is_object(args)) return args;
+    json_decref(args);
+    err_input(err, "chat_render: message %zu: %s's template needs each call's arguments to be a JSON object", i,
+              template_name);
+    return NULL;
 }
 
-/* A call's arguments as XML parameters (Qwen3-Coder's and Qwen3.5's): per key "<parameter=" + key + ">\n" + (a
- * mapping or a list as json.dumps, else Python's str()) + "\n</parameter>\n". */
-static void chat_put_xml_parameters(chat_buf *b, const json_t *args) {
+/* A call's arguments as key and value markup (GLM's, Qwen's XML): per key, key_open + key + key_close + the value +
+ * value_close; a string as it is, a mapping or a list as json.dumps, another value as Python's str() (py) or as
+ * json.dumps. */
+static void chat_put_args(chat_buf *b, const json_t *args, const char *key_open, const char *key_close,
+                          const char *value_close, bool py) {
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)args, key, v) {
-        chat_put(b, "<parameter=");
+        chat_put(b, key_open);
         chat_text(b, key);
-        chat_put(b, ">\n");
-        if (json_is_object(v) || json_is_array(v)) chat_put_json(b, v, 0);
-        else chat_put_py_str(b, v);
-        chat_put(b, "\n</parameter>\n");
+        chat_put(b, key_close);
+        if (json_is_string(v)) chat_text_n(b, json_string_value(v), json_string_length(v));
+        else if (py && !json_is_object(v) && !json_is_array(v)) chat_put_py_str(b, v);
+        else chat_put_json(b, v, 0);
+        chat_put(b, value_close);
     }
+}
+
+/* Message i's call as XML (Qwen3-Coder's and Qwen3.5's): open (what the template writes before "<function=") +
+ * "<function=" + name + ">\n" + per argument "<parameter=" + key + ">\n" + value + "\n</parameter>\n" (values as
+ * chat_put_args' py) + "</function>\n</tool_call>". -1 with err (chat_call_args). */
+static int chat_put_xml_call(chat_buf *b, const char *open, const chat_tool_call *call, size_t i, fkv_error *err) {
+    json_t *args = chat_call_args(call, i, "Qwen", err);
+    if (!args) return -1;
+    chat_put(b, open);
+    chat_put(b, "<function=");
+    chat_text(b, call->name);
+    chat_put(b, ">\n");
+    chat_put_args(b, args, "<parameter=", ">\n", "\n</parameter>\n", true);
+    chat_put(b, "</function>\n</tool_call>");
+    json_decref(args);
+    return 0;
 }
 
 /* Qwen3-Coder's template (see chat.h). */
@@ -381,16 +402,8 @@ static int chat_render_qwen3_coder(const chat_input *in, chat_buf *b, fkv_error 
                 chat_text_stripped(b, m->content);
                 chat_put(b, "\n");
             }
-            for (size_t c = 0; c < m->n_tool_calls; c++) {
-                json_t *args;
-                if (chat_call_object(m->tool_calls[c].arguments, i, &args, err)) return -1;
-                chat_put(b, "\n<tool_call>\n<function=");
-                chat_text(b, m->tool_calls[c].name);
-                chat_put(b, ">\n");
-                chat_put_xml_parameters(b, args);
-                chat_put(b, "</function>\n</tool_call>");
-                json_decref(args);
-            }
+            for (size_t c = 0; c < m->n_tool_calls; c++)
+                if (chat_put_xml_call(b, "\n<tool_call>\n", &m->tool_calls[c], i, err)) return -1;
             chat_put(b, "<|im_end|>\n");
         } else if (chat_role_is(m, "tool")) {
             /* loop.previtem: the loop's previous message (none for its first, which opens no turn) */
@@ -481,18 +494,9 @@ static int chat_render_qwen35(const chat_input *in, chat_buf *b, fkv_error *err)
                 chat_put(b, "\n</think>\n\n");
             }
             chat_text(b, visible);
-            for (size_t k = 0; !rc && k < m->n_tool_calls; k++) {
-                json_t *args;
-                if ((rc = chat_call_object(m->tool_calls[k].arguments, i, &args, err))) break;
-                chat_put(b, k ? "\n<tool_call>\n<function=" : chat_is_blank(visible, strlen(visible))
-                                                                 ? "<tool_call>\n<function="
-                                                                 : "\n\n<tool_call>\n<function=");
-                chat_text(b, m->tool_calls[k].name);
-                chat_put(b, ">\n");
-                chat_put_xml_parameters(b, args);
-                chat_put(b, "</function>\n</tool_call>");
-                json_decref(args);
-            }
+            const char *open = chat_is_blank(visible, strlen(visible)) ? "<tool_call>\n" : "\n\n<tool_call>\n";
+            for (size_t k = 0; !rc && k < m->n_tool_calls; k++, open = "\n<tool_call>\n")
+                rc = chat_put_xml_call(b, open, &m->tool_calls[k], i, err);
             chat_put(b, "<|im_end|>\n");
         } else if (chat_role_is(m, "tool")) {
             /* loop.previtem: the loop's previous message (none for its first, which opens no turn) */
@@ -1312,30 +1316,14 @@ static int chat_render_glm(const chat_input *in, chat_buf *b, fkv_error *err) {
                 chat_text_stripped(b, content);
             }
             for (size_t c = 0; c < m->n_tool_calls; c++) {
-                const char *arguments = m->tool_calls[c].arguments;
-                json_t *args = arguments && *arguments ? json_loads(arguments, 0, NULL) : json_object();
-                if (!json_is_object(args)) {
-                    json_decref(args);
-                    return err_input(err, "chat_render: message %zu: GLM's template needs each call's arguments to be "
-                                          "a JSON object", i);
-                }
+                json_t *args = chat_call_args(&m->tool_calls[c], i, "GLM", err);
+                if (!args) return -1;
                 chat_put(b, sep);
                 chat_put(b, "<tool_call>");
                 chat_text(b, m->tool_calls[c].name);
                 chat_put(b, sep);
-                const char *key;
-                const json_t *value;
-                json_object_foreach(args, key, value) {
-                    chat_put(b, "<arg_key>");
-                    chat_text(b, key);
-                    chat_put(b, "</arg_key>");
-                    chat_put(b, sep);
-                    chat_put(b, "<arg_value>");
-                    if (json_is_string(value)) chat_text_n(b, json_string_value(value), json_string_length(value));
-                    else chat_put_json(b, value, 0);
-                    chat_put(b, "</arg_value>");
-                    chat_put(b, sep);
-                }
+                chat_put_args(b, args, "<arg_key>", nl ? "</arg_key>\n<arg_value>" : "</arg_key><arg_value>",
+                              nl ? "</arg_value>\n" : "</arg_value>", false);
                 chat_put(b, "</tool_call>");
                 json_decref(args);
             }
