@@ -133,7 +133,7 @@ int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint
                   fkv_error *err);
 
 /* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored (docs/design.md §7); of a sliding-window layer, the
- * last window - 1 of them: the rows a continuation reads, all an engine keeps of them. */
+ * last window - 1 of them: the rows a continuation reads, all an engine keeps of them; a recurrent layer keeps none. */
 uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos);
 
 /* A model with recurrent layers (gated DeltaNet: Qwen3.5) carries a state from token to token instead of those layers'

@@ -21,8 +21,9 @@
 struct fkv_ctx {
     const fkv_model *m;
     fkv_ctx_params p;
-    kv_buf *kv;
+    kv_buf *kv;          /* the rows of the layers that keep them (all but the recurrent ones) */
     kv_map map;
+    uint32_t *layer_at;  /* [n_layers] map.layer_at's table (model_kv_layers), when one is needed */
     forward *fw;
     uint32_t *pos;        /* [prefill_rows] */
     const kv_map **maps;  /* [prefill_rows], all &map */
@@ -40,6 +41,7 @@ uint32_t fkv_ctx_n_ctx(const fkv_ctx *c) { return c->p.n_ctx; }
 void fkv_ctx_free(fkv_ctx *c) {
     if (!c) return;
     kv_free(c->kv);
+    free(c->layer_at);
     forward_free(c->fw);
     free(c->pos);
     free(c->maps);
@@ -60,11 +62,18 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
     /* A context must fit a quarter of RAM: the model's is capped to it (a file's context_length is only a claim;
      * fkv_ctx_n_ctx tells what was taken), an explicit one larger is refused — the engine's rule (engine.c
      * fit_context), with this buffer as the whole budget. */
+    uint32_t kv_layers[2];
     if (kv_check_type(c->p.kv_type, hp->head_dim, hp->n_kv_heads * hp->head_dim, err)) {
         fkv_ctx_free(c);
         return NULL;
     }
-    const size_t bytes_per_pos = (size_t)2 * hp->n_layers * kv_row_bytes(c->p.kv_type, hp->n_kv_heads * hp->head_dim);
+    if (!(c->layer_at = malloc(sizeof *c->layer_at * hp->n_layers))) {
+        err_nomem(err, "out of memory for a context");
+        fkv_ctx_free(c);
+        return NULL;
+    }
+    const uint32_t *layer_at = model_kv_layers(m, false, c->layer_at, kv_layers);
+    const size_t bytes_per_pos = (size_t)2 * kv_layers[0] * kv_row_bytes(c->p.kv_type, hp->n_kv_heads * hp->head_dim);
     const size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
     const size_t fits = bytes_per_pos ? ram / 4 / bytes_per_pos : UINT32_MAX;
     if (c->p.n_ctx == 0) c->p.n_ctx = hp->n_ctx_train < fits ? hp->n_ctx_train : (uint32_t)fits;
@@ -76,13 +85,14 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
     }
     if (c->p.prefill_rows == 0) c->p.prefill_rows = FORWARD_DEFAULT_GRID;
     uint32_t rows = c->p.prefill_rows;
-    if (!(c->kv = kv_new(hp->n_layers, c->p.n_ctx, hp->n_kv_heads * hp->head_dim, c->p.kv_type, err)) ||
+    if (!(c->kv = kv_new(kv_layers[0], c->p.n_ctx, hp->n_kv_heads * hp->head_dim, c->p.kv_type, err)) ||
         !(c->fw = forward_new(m, rows, c->p.n_ctx, c->p.n_threads, err))) {
         fkv_ctx_free(c);
         return NULL;
     }
     c->p.n_threads = forward_threads(c->fw);
     c->map = kv_buf_map(c->kv);
+    c->map.layer_at = layer_at;
     c->pos = malloc(sizeof *c->pos * rows);
     c->maps = malloc(sizeof *c->maps * rows);
     if (hp->state_floats) {

@@ -8,7 +8,8 @@
  * Sliding-window layers: unless swa_full, their rows go to a pool of their own, which the prefix tree empties of
  * rows no resume can read (prefix.h); the map of a sequence then names both pools and where each layer is.
  *
- * Recurrent layers (gated DeltaNet): a sequence carries its state in slots of its own, each one contiguous buffer of
+ * Recurrent layers (gated DeltaNet) keep no K/V rows (model_kv_layers): a sequence carries their state in slots of its
+ * own, each one contiguous buffer of
  * the model's state_floats. Slot 0 holds the state after the positions the record holds, slot i the state after
  * pending row i (a verification's): a row reads its predecessor's slot and writes its own (forward.h), so taking back
  * a guess is choosing another slot, never recomputing, and accepting k rows swaps slot k into slot 0. A prompt chunk
@@ -43,7 +44,8 @@ struct fkv_engine {
     fkv_engine_params p;
     kvpool *pool;
     kvpool *wpool;       /* window layers' rows, when kept apart */
-    uint32_t *layer_at;  /* kv_map.layer_at, when kept apart */
+    uint32_t *layer_table; /* [n_layers] model_kv_layers' */
+    const uint32_t *layer_at; /* kv_map.layer_at: layer_table where a layer is apart or keeps no rows, else NULL */
     prefix_tree *tree;
     kvdisk *disk;         /* NULL: no disk tier */
     uint64_t disk_reused; /* positions reused from it */
@@ -179,31 +181,27 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     if (!cp->prefill_rows) cp->prefill_rows = FORWARD_DEFAULT_GRID;
     if (!e->p.kv_block) e->p.kv_block = DEFAULT_BLOCK_ROWS;
     if (!e->p.max_batch) e->p.max_batch = DEFAULT_MAX_BATCH;
-    uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;
+    uint32_t kv_dim = hp->n_kv_heads * hp->head_dim, kv_layers[2];
     if (kv_check_type(cp->kv_type, hp->head_dim, kv_dim, err)) goto fail;
-    size_t bytes_per_pos = (size_t)2 * hp->n_layers * kv_row_bytes(cp->kv_type, kv_dim);
+    if (!(e->layer_table = malloc(sizeof *e->layer_table * hp->n_layers))) {
+        err_nomem(err, "out of memory for the engine's layer table");
+        goto fail;
+    }
+    e->layer_at = model_kv_layers(m, m->windows && !e->p.swa_full, e->layer_table, kv_layers);
+    size_t bytes_per_pos = (size_t)2 * (kv_layers[0] + kv_layers[1]) * kv_row_bytes(cp->kv_type, kv_dim);
     if (bytes_per_pos == 0) bytes_per_pos = 1;
     if (fit_context(e, bytes_per_pos, err)) goto fail;
     uint32_t rows = cp->prefill_rows > e->p.max_batch ? cp->prefill_rows : e->p.max_batch;
     prefix_window win = {0};
-    uint32_t n_window = 0;
-    for (uint32_t l = 0; m->windows && !e->p.swa_full && l < hp->n_layers; l++) n_window += m->windows[l] > 0;
+    const uint32_t n_window = kv_layers[1];
     if (n_window) { /* each pool may take the whole budget; the tree keeps both within it */
-        if (!(e->layer_at = malloc(sizeof *e->layer_at * hp->n_layers))) {
-            err_nomem(err, "out of memory for the engine's layer table");
-            goto fail;
-        }
-        for (uint32_t l = 0, at[2] = {0, 0}; l < hp->n_layers; l++) {
-            const uint32_t part = m->windows[l] > 0;
-            e->layer_at[l] = part << 16 | at[part]++;
-        }
         if (!(e->wpool = kvpool_new(n_window, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err))) goto fail;
         const uint64_t grid = e->p.swa_grid ? e->p.swa_grid : (uint64_t)DEFAULT_SWA_GRID_WINDOWS * hp->window;
         win = (prefix_window){.pool = e->wpool, .window = hp->window, .budget = e->p.kv_mem,
                               .grid = grid >= cp->n_ctx ? 0 : (uint32_t)((grid + e->p.kv_block - 1) / e->p.kv_block *
                                                                          e->p.kv_block)};
     }
-    if (!(e->pool = kvpool_new(hp->n_layers - n_window, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)))
+    if (!(e->pool = kvpool_new(kv_layers[0], kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)))
         goto fail;
     prefix_disk disk = {0};
     if (e->p.kv_dir && open_disk(e, &disk, err)) goto fail;
@@ -238,7 +236,7 @@ void fkv_engine_free(fkv_engine *e) {
     kvdisk_close(e->disk);
     kvpool_free(e->pool);
     kvpool_free(e->wpool);
-    free(e->layer_at);
+    free(e->layer_table);
     forward_free(e->fw);
     free(e->pos);
     free(e->maps);
@@ -385,10 +383,8 @@ fkv_eseq *engine_continue(fkv_engine *e, fkv_eseq *prev, const char *salt, const
     memcpy(s->ids, ids, sizeof(int32_t) * n);
     s->n_ids = s->cap_ids = s->n_prompt = n;
     s->map = kvpool_map(e->pool, NULL);
-    if (e->wpool) {
-        s->map.part[1] = kvpool_part(e->wpool, NULL);
-        s->map.layer_at = e->layer_at;
-    }
+    s->map.layer_at = e->layer_at;
+    if (e->wpool) s->map.part[1] = kvpool_part(e->wpool, NULL);
     const kvrec_policy policy = {.min_reuse = e->p.cache_min, .bound_to_frontier = e->p.bound_to_frontier};
     if (begin(e, s, n, policy, e->p.prefix_cache, state_at, cached, err)) {
         eseq_free(s);

@@ -92,7 +92,7 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
     c->n_threads = n_threads > 0 ? n_threads : omp_get_max_threads();
     uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     size_t rows = max_rows;
-    const uint32_t hidden = model_hidden_max(hp);
+    const uint32_t hidden = hp->ffn_max;
     const uint32_t conv_dim = model_conv_dim(hp), value_dim = hp->n_v_heads * hp->ssm_d;
     uint32_t widest = hp->dim > q_dim ? hp->dim : q_dim;
     if (hidden > widest) widest = hidden;

@@ -455,15 +455,15 @@ int genmodel_write(const genmodel_params *params, const char *path, fkv_error *e
                                     add_tensor(w, p, T("attn_k.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
                                     add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err)) ||
                         add_tensor(w, p, T("attn_output.weight"), q_dim, p->dim, 0.0f, sqrtf(3.0f / (float)q_dim),
-                                   err) ||
-                        (a->qk_norm && (add_tensor(w, p, T("attn_q_norm.weight"), head_dim, 0, 1.0f, 0.1f, err) ||
-                                        add_tensor(w, p, T("attn_k_norm.weight"), head_dim, 0, 1.0f, 0.1f, err)))) ||
+                                   err)) ||
              add_ffn(w, p, a, l, err) ||
              (a->out_bias && add_tensor(w, p, T("attn_output.bias"), p->dim, 0, 0.0f, 0.5f, err)) ||
              (a->sinks && add_tensor(w, p, T("attn_sinks.weight"), p->n_heads, 0, 0.0f, 2.0f, err)) ||
              (a->qkv_bias && (add_tensor(w, p, T("attn_q.bias"), q_dim, 0, 0.0f, 0.5f, err) ||
                               add_tensor(w, p, T("attn_k.bias"), kv_dim, 0, 0.0f, 0.5f, err) ||
                               add_tensor(w, p, T("attn_v.bias"), kv_dim, 0, 0.0f, 0.5f, err))) ||
+             (a->qk_norm && !gdn && (add_tensor(w, p, T("attn_q_norm.weight"), head_dim, 0, 1.0f, 0.1f, err) ||
+                                     add_tensor(w, p, T("attn_k_norm.weight"), head_dim, 0, 1.0f, 0.1f, err))) ||
              (a->post_norms && (add_tensor(w, p, T("post_attention_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
                                 add_tensor(w, p, T("post_ffw_norm.weight"), p->dim, 0, 1.0f, 0.1f, err))) ||
              (l >= p->n_layers && (add_tensor(w, p, T("nextn.eh_proj.weight"), 2 * p->dim, p->dim, 0.0f,

@@ -13,6 +13,7 @@
 
 #include "base/err.h"
 #include "base/hugemem.h"
+#include "cache/kv.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -706,8 +707,41 @@ static int load_weights(fkv_model *m, fkv_error *err) {
                   : window                                    ? MODEL_ROPE_LOCAL
                                                               : MODEL_ROPE_GLOBAL;
     }
+    /* What sizes the forward's scratch, as the tensors found confirm it: expert widths no layer has (every layer
+     * dense) and feed_forward_length where every layer has experts are a key's claim only. A hybrid needs an
+     * attention layer: the head sizes are confirmed by its tensors, and the K/V hold its rows. */
+    bool experts = false;
+    uint32_t n_attention = 0;
+    hp->ffn_max = 0;
+    for (uint32_t l = 0; l < n_blocks; l++) {
+        hp->ffn_max = m->layers[l].hidden > hp->ffn_max ? m->layers[l].hidden : hp->ffn_max;
+        experts |= m->layers[l].moe != NULL;
+        n_attention += l < hp->n_layers && !m->layers[l].gdn;
+    }
+    if (!experts) hp->n_expert = hp->n_expert_used = hp->n_ff_exp = hp->n_ff_shexp = 0;
+    if (!n_attention)
+        return err_unsupported(err, "%s: none of its %u layers is an attention layer; flatkv computes hybrids with one",
+                               f->path, hp->n_layers);
+    /* The state is d times wider than the tensors that imply it, and every sequence carries one: a file whose
+     * tensors overlap could ask for gigabytes. Real models' states are far smaller than their files (Qwen3.5-27B:
+     * 150 MB beside 16 GB and more), so a state larger than the file is refused before anything sizes one. */
+    if (state_at > f->size / sizeof(float))
+        return err_input(err, "%s: its recurrent state would take %zu bytes a sequence, more than the file's %zu",
+                         f->path, state_at * sizeof(float), f->size);
     hp->state_floats = state_at;
     return 0;
+}
+
+const uint32_t *model_kv_layers(const fkv_model *m, bool windows_apart, uint32_t *layer_at, uint32_t counts[2]) {
+    bool table = false;
+    counts[0] = counts[1] = 0;
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        const model_layer *L = &m->layers[l];
+        const uint32_t part = windows_apart && L->window > 0;
+        layer_at[l] = L->gdn ? KV_NO_ROWS : part << 16 | counts[part]++;
+        table |= L->gdn || part;
+    }
+    return table ? layer_at : NULL;
 }
 
 const float *model_rope_divisors(const fkv_model *m, uint32_t n_ctx) {

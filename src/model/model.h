@@ -217,6 +217,7 @@ typedef struct {
     uint32_t ssm_d;        /* ssm.state_size: a head's key and value size d */
     uint32_t n_k_heads;    /* ssm.group_count: Hk */
     uint32_t n_v_heads;    /* ssm.time_step_rank: Hv, a multiple of Hk (ssm.inner_size = Hv·d) */
+    uint32_t ffn_max;      /* the widest FFN hidden row of any layer (model_layer.hidden), as its tensors confirm */
     size_t state_floats;   /* a sequence's recurrent state, one contiguous buffer: every gated DeltaNet layer's
                             * part (model_gdn.state_at); 0 without such layers. The state after position p is a
                             * function of the ids [0, p] alone: what a resume at p + 1 needs beside the K/V rows */
@@ -268,16 +269,18 @@ const char *model_type_names(char *buf, size_t cap, const char *sep);
 /* The type of that lower-case name into *type: 0, or -1 when no such type is computed. */
 int model_type_by_name(const char *name, ggml_type *type);
 
-/* The widest feed-forward hidden row of any layer: feed_forward_length, or the shared experts' width. */
-static inline uint32_t model_hidden_max(const model_hparams *hp) {
-    return hp->n_ff_shexp > hp->hidden ? hp->n_ff_shexp : hp->hidden;
-}
 
 /* A gated DeltaNet layer's channels: q and k (Hk heads of d each), then v (Hv heads of d). */
 static inline uint32_t model_conv_dim(const model_hparams *hp) {
     return (2 * hp->n_k_heads + hp->n_v_heads) * hp->ssm_d;
 }
 
+
+/* The K/V layer table (kv_map.layer_at) of m's layers into layer_at (n_layers entries, the caller's): a gated DeltaNet
+ * layer keeps no rows (KV_NO_ROWS); a window layer goes to part 1 when windows_apart (a pool of its own), every other
+ * one to part 0, each part's layers numbered in order; counts[p]: part p's layers. Returns layer_at, or NULL when
+ * every layer is layer l of part 0 (no table needed). */
+const uint32_t *model_kv_layers(const fkv_model *m, bool windows_apart, uint32_t *layer_at, uint32_t counts[2]);
 
 /* The global rotary table's frequency divisors for a context of n_ctx positions: rope_freqs.weight, or LongRoPE's
  * long factors when n_ctx > n_ctx_orig and its short ones otherwise (llama.cpp's choice), or NULL. */
