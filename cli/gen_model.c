@@ -16,6 +16,7 @@ static const char HELP[] =
     "                        [--rope-dims N] [--window N] [--window-pattern N]\n"
     "                        [--experts N --experts-used K --expert-hidden H] [--shared-experts S]\n"
     "                        [--dense-layers D] [--nextn N]\n"
+    "                        [--ssm-state D] [--ssm-k-heads N] [--ssm-v-heads N] [--ssm-conv K] [--attn-interval N]\n"
     "                        [--chat-template FILE.jinja]\n"
     "                        -o OUT.gguf\n"
     "\n"
@@ -41,9 +42,15 @@ static const char HELP[] =
     "  --window-pattern N  with --window: every Nth layer is global (attention.sliding_window_pattern); default 6\n"
     "  --experts N, --experts-used K, --expert-hidden H  routed experts (an architecture with experts: qwen3moe,\n"
     "                glm4moe, gpt-oss): expert_count, expert_used_count, expert_feed_forward_length; default 8, 2, hidden/2\n"
-    "  --shared-experts S  expert_shared_count (glm4moe): a shared FFN of S x the expert width in each expert layer\n"
+    "  --shared-experts S  expert_shared_count (glm4moe): a shared FFN of S x the expert width in each expert layer;\n"
+    "                qwen35moe: its one shared expert is S (default 1) x the expert width, gated by sigmoid\n"
     "  --dense-layers D    leading_dense_block_count: the first D layers have a dense FFN of --hidden\n"
     "  --nextn N     nextn_predict_layers: N NextN (MTP) blocks after the layers, kept for a drafter\n"
+    "  --ssm-state D, --ssm-k-heads N, --ssm-v-heads N, --ssm-conv K  the gated DeltaNet layers of a hybrid (qwen35,\n"
+    "                qwen35moe): heads of D (default head size / 2), N key and value heads (default 2 x heads value\n"
+    "                heads, 16 key heads where 16 divides them, else as many), a convolution of K taps (default 4);\n"
+    "                rope dims default to a quarter of the head, as Qwen3.5's published configs have them\n"
+    "  --attn-interval N  every Nth layer is an attention layer, the others gated DeltaNet (default 4)\n"
     "  --rope-freqs  Llama-3.1-style rope_freqs.weight (per-dimension frequency divisors), rope base 500000\n"
     "  --chat-template FILE  the file (a Jinja chat template, e.g. data/templates/openai-gpt-oss-120b.jinja)\n"
     "                becomes tokenizer.chat_template, and the control tokens of its family (gpt-oss, GLM) that\n"
@@ -51,7 +58,8 @@ static const char HELP[] =
 
 int cli_gen_model(int argc, char **argv) {
     enum { O_DIM = 256, O_HIDDEN, O_LAYERS, O_HEADS, O_KVH, O_CTX, O_VOCAB, O_TYPE, O_SEED, O_TIED, O_ARCH, O_FREQS, O_HEAD_DIM,
-           O_ROPE_DIMS, O_WINDOW, O_PATTERN, O_EXPERTS, O_USED, O_EXP_HIDDEN, O_SHARED, O_DENSE, O_NEXTN, O_CHAT };
+           O_ROPE_DIMS, O_WINDOW, O_PATTERN, O_EXPERTS, O_USED, O_EXP_HIDDEN, O_SHARED, O_DENSE, O_NEXTN, O_CHAT,
+           O_SSM_STATE, O_SSM_K, O_SSM_V, O_SSM_CONV, O_INTERVAL };
     static const struct option opts[] = {
         {"dim", required_argument, 0, O_DIM},      {"hidden", required_argument, 0, O_HIDDEN},
         {"layers", required_argument, 0, O_LAYERS}, {"heads", required_argument, 0, O_HEADS},
@@ -64,7 +72,9 @@ int cli_gen_model(int argc, char **argv) {
         {"experts", required_argument, 0, O_EXPERTS}, {"experts-used", required_argument, 0, O_USED},
         {"expert-hidden", required_argument, 0, O_EXP_HIDDEN}, {"shared-experts", required_argument, 0, O_SHARED},
         {"dense-layers", required_argument, 0, O_DENSE}, {"nextn", required_argument, 0, O_NEXTN},
-        {"chat-template", required_argument, 0, O_CHAT},
+        {"chat-template", required_argument, 0, O_CHAT}, {"ssm-state", required_argument, 0, O_SSM_STATE},
+        {"ssm-k-heads", required_argument, 0, O_SSM_K}, {"ssm-v-heads", required_argument, 0, O_SSM_V},
+        {"ssm-conv", required_argument, 0, O_SSM_CONV}, {"attn-interval", required_argument, 0, O_INTERVAL},
         {"output", required_argument, 0, 'o'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *sub = "gen-model", *out = NULL, *chat = NULL;
@@ -104,6 +114,11 @@ int cli_gen_model(int argc, char **argv) {
         case O_DENSE: bad = cli_parse_u32(sub, "--dense-layers", optarg, 1, 1024, &p.n_dense_lead); break;
         case O_NEXTN: bad = cli_parse_u32(sub, "--nextn", optarg, 1, 16, &p.n_nextn); break;
         case O_CHAT: chat = optarg; break;
+        case O_SSM_STATE: bad = cli_parse_u32(sub, "--ssm-state", optarg, 1, 256, &p.ssm_d); break;
+        case O_SSM_K: bad = cli_parse_u32(sub, "--ssm-k-heads", optarg, 1, 1024, &p.ssm_k_heads); break;
+        case O_SSM_V: bad = cli_parse_u32(sub, "--ssm-v-heads", optarg, 1, 1024, &p.ssm_v_heads); break;
+        case O_SSM_CONV: bad = cli_parse_u32(sub, "--ssm-conv", optarg, 1, 64, &p.ssm_conv); break;
+        case O_INTERVAL: bad = cli_parse_u32(sub, "--attn-interval", optarg, 1, 1024, &p.attn_interval); break;
         case 'o': out = optarg; break;
         case 'h': {
             char archs[128], types[256];

@@ -25,7 +25,7 @@
 
 static const char *const names[] = {"chatml", "qwen3",    "llama2",  "llama3",  "mistral", "phi3",
                                     "phi4-mini", "gemma", "gemma3", "zephyr", "deepseek", "smollm3",
-                                    "gpt-oss", "glm4",  "glm4.7",  "qwen3-coder", "plain"};
+                                    "gpt-oss", "glm4",  "glm4.7",  "qwen3-coder", "qwen3.5", "plain"};
 #define N_NAMES (sizeof names / sizeof *names)
 
 static chat_template pick(uint8_t b) {

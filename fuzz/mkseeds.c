@@ -90,7 +90,8 @@ int main(int argc, char **argv) {
         uint32_t layers, window;
     } models[] = {{"llama", false, true, 1, 0}, {"llama", false, false, 2, 0}, {"qwen2", true, true, 1, 0},
                   {"qwen3", true, true, 1, 0},  {"phi3", false, true, 1, 0},   {"gemma3", false, true, 2, 4},
-                  {"smollm3", true, true, 1, 0}, {"qwen3moe", true, true, 1, 0}, {"glm4moe", true, true, 2, 0}};
+                  {"smollm3", true, true, 1, 0}, {"qwen3moe", true, true, 1, 0}, {"glm4moe", true, true, 2, 0},
+                  {"qwen35", true, true, 2, 0},  {"qwen35moe", true, true, 2, 0}};
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         genmodel_params p = {.dim = 8, .hidden = 16, .n_layers = models[i].layers, .n_heads = 2, .n_kv_heads = 1,
                              .n_ctx = 64, .vocab_from = models[i].bpe ? bpe : spm, .type = GGML_TYPE_F32,
@@ -98,6 +99,8 @@ int main(int argc, char **argv) {
         /* experts: 4 of width 8, 2 used; glm4moe's first layer dense, a shared expert and a NextN block */
         if (strstr(models[i].arch, "moe")) p.n_expert = 4, p.n_expert_used = 2, p.n_ff_exp = 8;
         if (!strcmp(models[i].arch, "glm4moe")) p.n_shared = 1, p.n_dense_lead = 1, p.n_nextn = 1;
+        /* hybrids: a gated DeltaNet layer 0 (4 value heads on 2 key heads of 2), gated attention in layer 1 */
+        if (!strncmp(models[i].arch, "qwen35", 6)) p.attn_interval = 2, p.ssm_k_heads = 2;
         snprintf(out, sizeof out, "%s/%s-%s%s.gguf", argv[1], models[i].arch, models[i].bpe ? "bpe" : "spm",
                  models[i].layers > 1 ? "-2l" : "");
         if (genmodel_write(&p, out, &err)) {

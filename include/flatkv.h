@@ -133,8 +133,17 @@ int fkv_eval_embd(fkv_ctx *c, const float *embd, uint32_t n, uint32_t pos0, uint
                   fkv_error *err);
 
 /* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored (docs/design.md §7); of a sliding-window layer, the
- * last window - 1 of them: the rows a continuation reads, all an engine keeps of them. */
+ * last window - 1 of them: the rows a continuation reads, all an engine keeps of them; a recurrent layer keeps none. */
 uint64_t fkv_kv_digest(const fkv_ctx *c, uint32_t n_pos);
+
+/* A model with recurrent layers (gated DeltaNet: Qwen3.5) carries a state from token to token instead of those layers'
+ * K/V rows: one contiguous buffer of this many bytes per sequence (0 for a model without such layers). The state after
+ * position p is a function of the ids [0, p] alone, like a row: computed token by token in one order whatever the
+ * chunk, thread count or batch (docs/design.md §5). A context holds the state after the last position it computed:
+ * an evaluation of such a model continues at that position or starts again at 0 (FKV_E_INPUT otherwise). */
+size_t fkv_model_state_bytes(const fkv_model *m);
+/* xxh3-64 of the context's recurrent state as stored (docs/design.md §7); 0 for a model without recurrent layers. */
+uint64_t fkv_state_digest(const fkv_ctx *c);
 
 /* ---- engines: many sequences at once — paged KV, shared prefixes, batched decode ----
  *
@@ -184,10 +193,11 @@ typedef struct {
 
 /* How a start's reuse came to be (fkv_eseq_reuse): the longest common prefix of the prompt with the cache; at
  * most len(prompt) - 1 of it (the last row is always computed); the longest length at most that whose
- * sliding-window rows are still held (= capped without window layers or with swa_full); what was reused (held, or
- * 0 below the minimum reuse). */
+ * sliding-window rows are still held (= capped without window layers or with swa_full); the longest at most that
+ * where a recurrent state is at hand too (= held without recurrent layers; see src/cache/kvrec.h); what was reused
+ * (state, or 0 below the minimum reuse). */
 typedef struct {
-    uint32_t agreed, capped, held, reused;
+    uint32_t agreed, capped, held, state, reused;
     uint32_t from_disk; /* positions of the reuse read from the disk tier */
 } fkv_reuse;
 
@@ -229,7 +239,8 @@ int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t
  * another choice of the same prompt. NULL with err (out of memory). */
 fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err);
 /* Keep s's positions [0, n_pos) only: the rows after stay cached under their ids, and s resumes on the first n_pos
- * like a prompt (recomputing any that are no longer held). -1 with err (out of memory): s then holds nothing. */
+ * like a prompt (recomputing any that are no longer held; with recurrent layers, all of them: their state cannot be cut
+ * back). -1 with err (out of memory): s then holds nothing. */
 int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err);
 /* s's blocks are never written to the disk tier (a request's prompt_cache_retention "in_memory"). Call it before
  * the prompt is computed. */
@@ -256,6 +267,9 @@ uint32_t fkv_engine_max_rows(const fkv_engine *e);
 /* xxh3-64 of s's K and V rows [0, n_pos) of every layer — of a sliding-window layer the last window - 1 of them —
  * as stored: the same bytes as fkv_seq_kv_digest. 0 when window rows asked for are no longer held. */
 uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos);
+/* xxh3-64 of s's recurrent state after the positions it holds (fkv_eseq_ids' count), as stored: the bytes of
+ * fkv_state_digest for the same ids. 0 for a model without recurrent layers. */
+uint64_t fkv_engine_state_digest(const fkv_engine *e, const fkv_eseq *s);
 fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e);
 /* st's disk tier counters (but disk_reused_tokens) brought up to date: the writer thread moves them on its own.
  * Unlike fkv_engine_get_stats, safe from any thread while another runs the engine. */
@@ -438,6 +452,8 @@ uint32_t fkv_seq_n_pos(const fkv_seq *s);
 uint32_t fkv_seq_n_ctx(const fkv_seq *s);
 /* xxh3-64 of the K and V rows [0, n_pos) of every layer, as stored: fkv_engine_kv_digest. */
 uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos);
+/* xxh3-64 of the recurrent state after the positions the sequence holds: fkv_engine_state_digest (0: none). */
+uint64_t fkv_seq_state_digest(const fkv_seq *s);
 
 /* Generate up to max_tokens ids into out on one sequence: fkv_gen_next and fkv_engine_step in turn.
  * logits: in, the last prefilled row's logits; used as scratch. Stops at end of generation, at

@@ -454,7 +454,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     conn *st = *con_cls;
     if (!st) return;
     uint32_t prompt = 0, cached = 0, generated = 0;
-    char diverged[96] = "";
+    char diverged[128] = "";
     if (st->job) {
         sched_job *j = st->job;
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) cancel_choices(j);
@@ -470,6 +470,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
                 j->prog.reuse.capped) /* the rest agreed, but the window layers no longer held its rows */
                 at += snprintf(diverged + at, sizeof diverged - (size_t)at, " window_held=%u/%u", j->prog.reuse.held,
                                j->prog.reuse.capped);
+            if (j->prog.reuse.state < j->prog.reuse.held) /* held, but no recurrent state is kept there */
+                at += snprintf(diverged + at, sizeof diverged - (size_t)at, " state=%u/%u", j->prog.reuse.state,
+                               j->prog.reuse.held);
             if (j->prog.reuse.from_disk)
                 snprintf(diverged + at, sizeof diverged - (size_t)at, " disk=%u", j->prog.reuse.from_disk);
             const metrics_completion done = {.prompt = prompt, .cached = cached, .generated = generated,

@@ -372,11 +372,16 @@ static json_t *timings_json(const sched_job *job) {
     if (job->prog.diverged)
         json_object_set_new(t, "divergence", json_pack("{s:i,s:s,s:s}", "at", (int)job->prog.diverged_at, "cached",
                                                        job->prog.cached_text, "prompt", job->prog.prompt_text));
-    /* Why less than the agreement was reused: the window layers' rows there were given back (prefix.h). */
+    /* Why less than the agreement was reused: the window layers' rows there were given back (prefix.h); no recurrent
+     * state is kept there (kvrec.h). */
     if (job->prog.reuse.held < job->prog.reuse.capped)
         json_object_set_new(
             t, "window_fallback",
             json_pack("{s:i,s:i}", "agreed", (int)job->prog.reuse.capped, "held", (int)job->prog.reuse.held));
+    if (job->prog.reuse.state < job->prog.reuse.held)
+        json_object_set_new(
+            t, "state_fallback",
+            json_pack("{s:i,s:i}", "held", (int)job->prog.reuse.held, "state", (int)job->prog.reuse.state));
     return t;
 }
 

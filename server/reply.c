@@ -33,7 +33,10 @@ reply_form reply_form_of(const chat_template *t, bool tools) {
     if (!t) return f;
     switch (t->family) {
     /* thinking switched off: the prompt holds the closed, empty block, and the reply is the answer alone */
-    case CHAT_CHATML: f.reasoning = t->qwen3_thinking && !t->no_thinking ? REPLY_THINK : REPLY_PLAIN; break;
+    case CHAT_CHATML: /* Qwen3.5 (thinking and XML calls): the prompt ends "<think>\n" */
+        f.reasoning = t->qwen3_thinking && !t->no_thinking ? REPLY_THINK : REPLY_PLAIN;
+        f.opened = f.reasoning == REPLY_THINK && t->qwen3_coder;
+        break;
     case CHAT_SMOLLM3: f.reasoning = REPLY_THINK; break;
     case CHAT_DEEPSEEK: f.reasoning = REPLY_THINK, f.opened = true; break; /* the prompt ends "<think>\n" */
     case CHAT_GLM: f.reasoning = t->no_thinking ? REPLY_PLAIN : REPLY_THINK, f.opened = t->glm == CHAT_GLM_47; break;

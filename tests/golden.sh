@@ -32,14 +32,19 @@ done
 "$bin" gen-model --arch gpt-oss --dim 256 --hidden 768 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 --ctx 512 \
   --seed 7 --experts 16 --experts-used 4 --expert-hidden 128 --window 32 --vocab-from "$data/models/stories260K.gguf" \
   --type mxfp4_moe -o "$work/gpt-oss.gguf" >/dev/null
-models+=("qwen3moe=$work/qwen3moe.gguf" "glm4moe=$work/glm4moe.gguf" "gpt-oss=$work/gpt-oss.gguf")
+# A hybrid (Q8_0): gated DeltaNet layers 0-2 (8 value heads on 4 key heads), gated attention in layer 3; its lines
+# carry the digest of the recurrent state after each turn.
+"$bin" gen-model --arch qwen35 --dim 256 --hidden 768 --layers 4 --heads 4 --kv-heads 2 --head-dim 64 --ctx 512 \
+  --seed 7 --ssm-k-heads 4 --vocab-from "$data/models/stories260K.gguf" --type q8_0 -o "$work/qwen35.gguf" >/dev/null
+models+=("qwen3moe=$work/qwen3moe.gguf" "glm4moe=$work/glm4moe.gguf" "gpt-oss=$work/gpt-oss.gguf" "qwen35=$work/qwen35.gguf")
 # Two turns: a 150-token prompt (prefill chunks on the 128 grid, panels and direct tiles), then its extension (a
 # resumed prefill), each with 16 greedy tokens.
 story="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends."
 printf '{"prompt": "%s", "n": 16}\n{"prompt": "%s %s", "n": 16}\n' "$story $story $story $story" \
   "$story $story $story $story" "She was happy." >"$work/session.jsonl"
 
-# run LABEL PREFIX...: every case's digests as "case logits kv" lines, and the kernels it used.
+# run LABEL PREFIX...: every case's digests as "case logits kv [state] kernels" lines (state: models with recurrent
+# layers), the kernels it used last.
 run() {
   local label=$1
   shift
@@ -47,20 +52,23 @@ run() {
     kvs="f32 f16"
     case ${m%%=*} in
     stories260K) ;;           # quantized rows take heads of 32s: the generated models' 64
-    *moe | gpt-oss) kvs="f16" ;; # the experts change what is computed, not how K/V are stored
+    *moe | gpt-oss | qwen35) kvs="f16" ;; # experts, recurrent layers: what is computed, not how K/V are stored
     *) kvs+=" q8_0 q4_0" ;;
     esac
     for kv in $kvs; do
       "$@" "$bin" replay -m "${m#*=}" --session "$work/session.jsonl" --kv-type $kv --threads 2 2> >(grep -v "TCG doesn.t support" >&2) |
-        sed -E 's/.*"turn":([0-9]+).*"logits_digest":"([0-9a-f]+)","kv_digest":"([0-9a-f]+)","kernels":"([a-z0-9]+)".*/\1 \2 \3 \4/' |
-        while read -r turn logits kvd kernels; do echo "${m%%=*}-$kv-turn$turn $logits $kvd $kernels"; done
+        sed -E 's/.*"turn":([0-9]+).*"logits_digest":"([0-9a-f]+)","kv_digest":"([0-9a-f]+)","state_digest":"([0-9a-f]+)","kernels":"([a-z0-9]+)".*/\1 \2 \3 \4 \5/' |
+        while read -r turn logits kvd state kernels; do
+          [ "$state" != 0000000000000000 ] || state=
+          echo "${m%%=*}-$kv-turn$turn $logits $kvd${state:+ $state} $kernels"
+        done
     done
   done >"$work/$label.out"
 }
 
 if [ "$mode" = --write ]; then
   FLATKV_KERNELS=ref run ref env
-  { grep '^#' "$golden"; cut -d' ' -f1-3 "$work/ref.out"; } >"$work/new" && mv "$work/new" "$golden"
+  { grep '^#' "$golden"; sed -E 's/ [a-z0-9]+$//' "$work/ref.out"; } >"$work/new" && mv "$work/new" "$golden"
   echo "wrote $(grep -vc '^#' "$golden") digests to $golden"
   exit 0
 fi
@@ -70,13 +78,13 @@ want=$(grep -v '^#' "$golden")
 failed=0
 check() { # label expected-kernels
   local got
-  got=$(cut -d' ' -f1-3 "$work/$1.out")
+  got=$(sed -E 's/ [a-z0-9]+$//' "$work/$1.out")
   if [ "$got" != "$want" ]; then
     echo "FAIL: $1: digests differ from $golden:"
     diff <(echo "$want") <(echo "$got") || true
     failed=1
-  elif [ -n "$2" ] && cut -d' ' -f4 "$work/$1.out" | grep -qv "^$2\$"; then
-    echo "FAIL: $1: chose kernels $(cut -d' ' -f4 "$work/$1.out" | sort -u | tr '\n' ' ')instead of $2"
+  elif [ -n "$2" ] && awk '{print $NF}' "$work/$1.out" | grep -qv "^$2\$"; then
+    echo "FAIL: $1: chose kernels $(awk '{print $NF}' "$work/$1.out" | sort -u | tr '\n' ' ')instead of $2"
     failed=1
   else
     echo "ok: $1 ($(echo "$want" | wc -l) digests)"

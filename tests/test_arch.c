@@ -1,8 +1,11 @@
 /* Architectures beyond llama's defaults: qwen2 (q/k/v biases, rotary pairs taken as halves) and Llama-3.1's
  * per-dimension rotary frequency divisors (rope_freqs.weight) — each checked against an equivalent model
  * flatkv already computes, and for row invariance; qwen3, smollm3, phi3 and gemma3 read as llama.cpp reads them
- * (their numbers against llama.cpp itself: bench/refcheck), their windows restricting exactly the keys they name.
- * Their chunk/thread/resume invariance: test_invariance and test_prefix_cache. */
+ * (their numbers against llama.cpp itself: bench/refcheck), their windows restricting exactly the keys they name;
+ * the hybrids qwen35 and qwen35moe: their layer roles, the state's size, every part of a layer counting, and hostile
+ * files refused by the key or tensor at fault (the gated delta rule's steps: test_ops; resumes only where a state is at
+ * hand: test_prefix_cache; speculation: test_spec). Their chunk/thread/resume invariance: test_invariance and
+ * test_prefix_cache. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -408,6 +411,145 @@ static void test_last_row_logits_never_race_the_last_residual_add(void **state) 
     remove(path);
 }
 
+/* tu_arch_model's hybrids: dim 128, 4 heads of 32 (8 rotated dims), gated DeltaNet heads of d = 16, 8 value heads on
+ * 4 key heads, a convolution of 4 taps, attention in layer 3. */
+enum { D = 16, HV = 8, HK = 4, CONV_DIM = (2 * HK + HV) * D, TAPS = 4 };
+
+/* An array metadata value of `count` int32 elements. */
+#define INT32S(count, ...) (&(const gguf_value){.type = GGUF_TYPE_ARRAY, \
+                                                .arr = {.elem_type = GGUF_TYPE_INT32, .n = (count), \
+                                                        .raw = (const uint8_t *)(const int32_t[]){__VA_ARGS__}}})
+
+/* ---- hybrids (qwen35, qwen35moe; docs/design.md §5): layer roles, the state's size, hostile files ---- */
+
+/* Three of every four layers are gated DeltaNet layers (full_attention_interval 4), the fourth a gated attention
+ * layer with the double-width q; attention.recurrent_layers, where a file has it, decides instead. The state: each
+ * recurrent layer's convolution window and d × d state per value head, one buffer. */
+static void test_layer_roles_follow_the_interval_or_the_flags(void **state) {
+    (void)state;
+    char *path = strdup(tu_arch_model("qwen35", GGML_TYPE_F32, 3));
+    fkv_model *m = tu_load_model(path);
+    const model_hparams *hp = &m->hp;
+    assert_int_equal(hp->ssm_d, D);
+    assert_int_equal(hp->n_v_heads, HV);
+    assert_int_equal(hp->n_k_heads, HK);
+    assert_int_equal(hp->n_conv, TAPS);
+    assert_int_equal(hp->n_rot, 8); /* a quarter of the head */
+    for (uint32_t l = 0; l < 3; l++) {
+        assert_non_null(m->layers[l].gdn);
+        assert_int_equal(m->layers[l].gdn->state_at, l * ((TAPS - 1) * CONV_DIM + HV * D * D));
+    }
+    assert_null(m->layers[3].gdn);
+    assert_int_equal(m->layers[3].wq.n_out, 2 * 4 * 32);
+    assert_int_equal(hp->state_floats, 3 * ((TAPS - 1) * CONV_DIM + HV * D * D));
+    assert_int_equal(fkv_model_state_bytes(m), sizeof(float) * hp->state_floats);
+    fkv_model_free(m);
+
+    const char *flags = tu_rewritten(path, "qwen35.attention.recurrent_layers", INT32S(4, 1, 1, 1, 0), NULL,
+                                     TU_RESHAPE, 0, NULL);
+    m = tu_load_model(flags);
+    remove(flags);
+    assert_true(m->layers[2].gdn && !m->layers[3].gdn);
+    fkv_model_free(m);
+    /* roles the tensors do not have: refused, naming the tensor the role needs */
+    tu_expect_refused(path, "qwen35.attention.recurrent_layers", INT32S(4, 0, 1, 1, 0), NULL, 0, NULL,
+                      "blk.0.attn_output.weight");
+    tu_expect_refused(path, "qwen35.full_attention_interval", TU_U32(2), NULL, 0, NULL, "blk.1.attn_output.weight");
+    remove(path);
+    free(path);
+
+    /* qwen35moe: qwen3moe's experts, one shared expert of the expert width gated by a row of dim */
+    path = strdup(tu_arch_model("qwen35moe", GGML_TYPE_F32, 3));
+    m = tu_load_model(path);
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        assert_non_null(m->layers[l].moe);
+        assert_int_equal(m->layers[l].hidden, 64);
+        assert_int_equal(m->layers[l].shared_gate.n_out, 1);
+        assert_true((m->layers[l].gdn != NULL) == (l != 3));
+    }
+    fkv_model_free(m);
+    remove(path);
+    free(path);
+}
+
+static void test_hostile_hybrid_files_are_refused_naming_the_key_or_tensor(void **state) {
+    (void)state;
+    char *path = strdup(tu_arch_model("qwen35moe", GGML_TYPE_F32, 5)); /* its shared expert's width and gate */
+    tu_expect_refused(path, "qwen35moe.expert_shared_feed_forward_length", TU_U32(0), NULL, 0, NULL,
+                      "shared experts are 0 wide");
+    tu_expect_refused(path, NULL, NULL, "blk.0.ffn_gate_inp_shexp.weight", 2, (const uint64_t[]){64, 2},
+                      "blk.0.ffn_gate_inp_shexp.weight");
+    remove(path);
+    free(path);
+    path = strdup(tu_arch_model("qwen35", GGML_TYPE_F32, 5));
+    tu_expect_refused(path, "qwen35.ssm.conv_kernel", TU_U32(0), NULL, 0, NULL, "qwen35.ssm.conv_kernel is 0");
+    tu_expect_refused(path, "qwen35.ssm.conv_kernel", TU_U32(65), NULL, 0, NULL, "qwen35.ssm.conv_kernel is 65");
+    tu_expect_refused(path, "qwen35.ssm.conv_kernel", TU_U32(3), NULL, 0, NULL, "blk.0.ssm_conv1d.weight");
+    tu_expect_refused(path, "qwen35.ssm.state_size", TU_U32(0), NULL, 0, NULL, "qwen35.ssm.state_size is 0");
+    tu_expect_refused(path, "qwen35.ssm.state_size", TU_U32(1u << 20), NULL, 0, NULL, "ssm.state_size is 1048576");
+    tu_expect_refused(path, "qwen35.ssm.group_count", TU_U32(3), NULL, 0, NULL, "multiple of ssm.group_count 3");
+    tu_expect_refused(path, "qwen35.ssm.time_step_rank", TU_U32(1u << 30), NULL, 0, NULL, "ssm.time_step_rank");
+    tu_expect_refused(path, "qwen35.ssm.inner_size", TU_U32(100), NULL, 0, NULL, "qwen35.ssm.inner_size is 100");
+    tu_expect_refused(path, "qwen35.full_attention_interval", TU_U32(0), NULL, 0, NULL, "full_attention_interval is 0");
+    tu_expect_refused(path, "qwen35.attention.recurrent_layers", INT32S(3, 1, 1, 1), NULL, 0, NULL,
+                      "attention.recurrent_layers must be an array of a flag per block (4)");
+    tu_expect_refused(path, "qwen35.rope.dimension_sections", INT32S(4, 0, 0, 0, 0), NULL, 0, NULL, "sums to 0");
+    tu_expect_refused(path, "qwen35.rope.dimension_sections", INT32S(4, 20, 20, 20, 0), NULL, 0, NULL, "sums to 60");
+    tu_expect_refused(path, "qwen35.rope.dimension_sections", INT32S(4, -1, 2, 2, 0), NULL, 0, NULL, "[0] is -1");
+    /* sector 3 of 4 falls to the fourth section, which a text token's positions leave unrotated */
+    tu_expect_refused(path, "qwen35.rope.dimension_sections", INT32S(4, 1, 1, 1, 1), NULL, 0, NULL,
+                      "leaves rotary pair 3");
+    /* the same elements in another shape */
+    tu_expect_refused(path, NULL, NULL, "blk.0.ssm_a", 2, (const uint64_t[]){4, 2}, "blk.0.ssm_a");
+    tu_expect_refused(path, NULL, NULL, "blk.1.attn_qkv.weight", 2, (const uint64_t[]){CONV_DIM, 128},
+                      "blk.1.attn_qkv.weight");
+    tu_expect_refused(path, NULL, NULL, "blk.1.ssm_conv1d.weight", 2, (const uint64_t[]){CONV_DIM, TAPS},
+                      "blk.1.ssm_conv1d.weight");
+    tu_expect_refused(path, NULL, NULL, "blk.2.ssm_norm.weight", 2, (const uint64_t[]){8, 2}, "blk.2.ssm_norm");
+    tu_expect_refused(path, NULL, NULL, "blk.2.ssm_out.weight", 2, (const uint64_t[]){HV * D / 2, 256},
+                      "blk.2.ssm_out.weight");
+    tu_expect_refused(path, NULL, NULL, "blk.3.attn_q.weight", 2, (const uint64_t[]){256, 128}, "blk.3.attn_q.weight");
+    remove(path);
+    free(path);
+    /* a state far wider than the weights that imply it (d = 256 over dim 32): more than the file, refused */
+    const char *wide = tu_tmp_path(".gguf");
+    genmodel_params p = {.dim = 32, .hidden = 64, .n_layers = 8, .n_heads = 1, .n_kv_heads = 1, .n_ctx = 64,
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_Q8_0, .seed = 1,
+                         .arch = "qwen35", .ssm_d = 256, .ssm_v_heads = 16, .ssm_k_heads = 16};
+    fkv_error err = {0};
+    assert_int_equal(genmodel_write(&p, wide, &err), 0);
+    assert_null(fkv_model_load(wide, &err));
+    assert_non_null(strstr(err.msg, "its recurrent state would take 26050560 bytes a sequence, more than the file's"));
+    /* no attention layer at all: nothing confirms the head sizes, and no layer would keep K/V rows */
+    p = (genmodel_params){.dim = 128, .hidden = 256, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 64,
+                          .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_F32, .seed = 1,
+                          .arch = "qwen35", .attn_interval = 8};
+    assert_int_equal(genmodel_write(&p, wide, &err), 0);
+    assert_null(fkv_model_load(wide, &err));
+    assert_non_null(strstr(err.msg, "none of its 4 layers is an attention layer"));
+    remove(wide);
+}
+
+/* Every part of both kinds of layer reaches the logits: a zeroed convolution, output gate or output projection of a
+ * gated DeltaNet layer, or a zeroed output of the attention layer, changes them. */
+static void test_every_part_of_a_hybrid_layer_counts(void **state) {
+    (void)state;
+    char *path = strdup(tu_arch_model("qwen35", GGML_TYPE_F32, 7));
+    float *base = tu_last_logits(path);
+    const char *parts[] = {"blk.0.ssm_conv1d.weight", "blk.1.attn_gate.weight", "blk.2.ssm_out.weight",
+                           "blk.3.attn_output.weight"};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        const char *zeroed = tu_rewritten(path, NULL, NULL, parts[i], TU_ZEROS, 0, NULL);
+        float *got = tu_last_logits(zeroed);
+        remove(zeroed);
+        if (!memcmp(got, base, sizeof(float) * 512)) fail_msg("zeroing %s changed nothing", parts[i]);
+        free(got);
+    }
+    free(base);
+    remove(path);
+    free(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen2_equals_llama_with_its_rotary_pairs_reordered),
@@ -419,6 +561,9 @@ int main(void) {
         cmocka_unit_test(test_phi3_takes_long_factors_only_past_the_original_context),
         cmocka_unit_test(test_unsupported_metadata_is_refused_by_key),
         cmocka_unit_test(test_last_row_logits_never_race_the_last_residual_add),
+        cmocka_unit_test(test_layer_roles_follow_the_interval_or_the_flags),
+        cmocka_unit_test(test_hostile_hybrid_files_are_refused_naming_the_key_or_tensor),
+        cmocka_unit_test(test_every_part_of_a_hybrid_layer_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

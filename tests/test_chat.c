@@ -480,6 +480,7 @@ static void test_a_continuation_is_what_the_whole_rendering_writes_after_the_rep
         {named("gpt-oss"), "Be kind.", "<|channel|>final<|message|>Once upon a time.", true},
         {named("glm4"), "Be kind.", "\n<think></think>\nOnce upon a time.", true},
         {named("glm4.7"), NULL, NULL, false}, /* the prompt's "<think>" is gone from the past reply */
+        {named("qwen3.5"), "Be kind.", NULL, false}, /* so is Qwen3.5's "<think>\n" */
     };
     for (size_t i = 0; i < N_OF(cases); i++) {
         const char *generated = cases[i].generated ? cases[i].generated : r;
@@ -490,6 +491,8 @@ static void test_a_continuation_is_what_the_whole_rendering_writes_after_the_rep
     expect_continuation(family(CHAT_CHATML), NULL, r, r, tool, N_OF(tool), true);
     expect_continuation(detect_file("meta-llama-Llama-3.3-70B-Instruct.jinja"), NULL, r, r, tool, N_OF(tool), true);
     expect_continuation(named("glm4"), NULL, r, "\n<think></think>\nOnce upon a time.", tool, N_OF(tool), true);
+    /* Qwen3.5 in a tool loop keeps the reply's block: the prompt's "<think>\n", then what the model wrote */
+    expect_continuation(named("qwen3.5"), NULL, r, "\n</think>\n\nOnce upon a time.", tool, N_OF(tool), true);
 }
 
 static void test_a_continuation_needs_messages_and_refuses_the_reply_stand_in(void **state) {
@@ -1125,7 +1128,7 @@ static void expect_tool_loop_stable(chat_template t, const char *generated) {
     json_decref(tools);
 }
 
-static void test_a_tool_loop_is_prefix_stable_in_harmony_glm_and_qwen3_coder(void **state) {
+static void test_a_tool_loop_is_prefix_stable_in_harmony_glm_and_the_xml_calls(void **state) {
     (void)state;
     expect_tool_loop_stable(named("gpt-oss"), "<|channel|>analysis<|message|>I should call the tool.<|end|>"
                                               "<|start|>assistant to=functions.get_weather<|channel|>commentary json"
@@ -1137,6 +1140,9 @@ static void test_a_tool_loop_is_prefix_stable_in_harmony_glm_and_qwen3_coder(voi
     /* Qwen3-Coder has no reasoning: the call as the template writes it, after the prompt's "assistant\n" */
     expect_tool_loop_stable(named("qwen3-coder"), "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
                                                   "</parameter>\n</function>\n</tool_call>");
+    /* Qwen3.5: the reasoning after the prompt's "<think>\n", then the call */
+    expect_tool_loop_stable(named("qwen3.5"), "I should call the tool.\n</think>\n\n<tool_call>\n<function=get_weather>"
+                                              "\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>");
 }
 
 static void test_harmony_rewrites_history_at_past_reasoning(void **state) {
@@ -1152,7 +1158,7 @@ static void test_harmony_rewrites_history_at_past_reasoning(void **state) {
     free(asked);
 }
 
-static void test_glm_rewrites_history_at_past_reasoning(void **state) {
+static void test_glm_and_qwen35_rewrite_history_at_past_reasoning(void **state) {
     (void)state;
     const chat_message msgs[] = {{.role = "user", .content = "Hi"},
                                  {.role = "assistant", .content = "Hello!", .reasoning = "Greet back."},
@@ -1168,6 +1174,11 @@ static void test_glm_rewrites_history_at_past_reasoning(void **state) {
     /* byte by byte the tags "<think>" and "</think>" share their "<"; token by token they part at once */
     assert_int_equal(divergence(&t, msgs, 1, "Greet back.</think>Hello!", 3), strlen(asked) - strlen("think>"));
     free(asked);
+    /* Qwen3.5's reply loses its block too: reuse breaks at the prompt's own "<think>\n". */
+    t = named("qwen3.5");
+    asked = render(&t, msgs, 1, true);
+    assert_int_equal(divergence(&t, msgs, 1, "Greet back.\n</think>\n\nHello!", 3), strlen(asked) - strlen("<think>\n"));
+    free(asked);
 }
 
 static void test_harmony_and_glm_refuse_what_their_templates_raise_on(void **state) {
@@ -1182,6 +1193,12 @@ static void test_harmony_and_glm_refuse_what_their_templates_raise_on(void **sta
     const chat_message list_args[] = {{.role = "user", .content = "Hi"},
                                       {.role = "assistant", .content = "", .tool_calls = &bad, .n_tool_calls = 1}};
     t = named("glm4");
+    expect_refusal(&t, list_args, N_OF(list_args), "JSON object");
+    t = named("qwen3.5"); /* no user query; a system message after the first */
+    const chat_message wrapped[] = {{.role = "user", .content = " <tool_response>x</tool_response>\n"}};
+    expect_refusal(&t, wrapped, N_OF(wrapped), "no user query");
+    const chat_message late_system[] = {{.role = "user", .content = "Hi"}, {.role = "system", .content = "Be brief."}};
+    expect_refusal(&t, late_system, N_OF(late_system), "at the beginning");
     expect_refusal(&t, list_args, N_OF(list_args), "JSON object");
 }
 
@@ -1208,6 +1225,8 @@ static void test_harmony_glm_and_qwen3_sources_are_detected_with_their_variants(
     assert_false(t.guessed);
     assert_false(detect_file("Qwen-Qwen2.5-7B-Instruct.jinja").qwen3_coder);
     assert_false(detect_file("Qwen-Qwen3-0.6B.jinja").qwen3_coder);
+    t = detect_file("Qwen3.5-4B.jinja"); /* Qwen3's thinking and Qwen3-Coder's calls */
+    assert_true(t.family == CHAT_CHATML && t.qwen3_thinking && t.qwen3_coder && !t.guessed);
     assert_int_equal(named("glm4.7").glm, CHAT_GLM_47);
 }
 
@@ -1297,9 +1316,9 @@ int main(void) {
         cmocka_unit_test(test_prompt_ids_write_eos_texts_only_where_the_vocabulary_has_them),
         cmocka_unit_test(test_renderings_equal_what_jinja_renders_from_the_templates),
         cmocka_unit_test(test_harmony_and_glm_are_prefix_stable_for_replies_without_reasoning),
-        cmocka_unit_test(test_a_tool_loop_is_prefix_stable_in_harmony_glm_and_qwen3_coder),
+        cmocka_unit_test(test_a_tool_loop_is_prefix_stable_in_harmony_glm_and_the_xml_calls),
         cmocka_unit_test(test_harmony_rewrites_history_at_past_reasoning),
-        cmocka_unit_test(test_glm_rewrites_history_at_past_reasoning),
+        cmocka_unit_test(test_glm_and_qwen35_rewrite_history_at_past_reasoning),
         cmocka_unit_test(test_harmony_and_glm_refuse_what_their_templates_raise_on),
         cmocka_unit_test(test_harmony_glm_and_qwen3_sources_are_detected_with_their_variants),
         cmocka_unit_test(test_the_vocabulary_tokens_of_a_family_are_what_its_template_writes),

@@ -1,6 +1,6 @@
 /* Many sequences at once (fkv_engine): interleaved conversations, batched decode, shared prefixes, a tiny
  * memory budget and cache salts — every answer compared with the same prompt run alone, cold, on a single
- * sequence (fkv_seq with the cache off), by KV digest, logits digest and ids. */
+ * sequence (fkv_seq with the cache off), by KV digest, logits digest, recurrent state digest and ids. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,7 +28,7 @@ typedef struct {
 
 typedef struct {
     uint32_t cached;
-    uint64_t kv, logits;
+    uint64_t kv, logits, state; /* state: after the prompt (0 without recurrent layers) */
     uint32_t n_gen;
     int32_t gen[N_GEN];
 } answer;
@@ -74,6 +74,8 @@ static int setup_arch(void **state, const char *arch) {
 static int setup_qwen3moe(void **state) { return setup_arch(state, "qwen3moe"); }
 static int setup_glm4moe(void **state) { return setup_arch(state, "glm4moe"); }
 static int setup_gptoss(void **state) { return setup_arch(state, "gpt-oss"); }
+static int setup_qwen35(void **state) { return setup_arch(state, "qwen35"); }
+static int setup_qwen35moe(void **state) { return setup_arch(state, "qwen35moe"); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -107,6 +109,7 @@ static answer cold_answer(fixture *f, const int32_t *ids, uint32_t n) {
     float *logits = malloc(sizeof(float) * f->n_vocab);
     if (fkv_seq_prefill(f->cold, ids, n, logits, &a.cached, &err)) fail_msg("%s", err.msg);
     a.kv = fkv_seq_kv_digest(f->cold, n);
+    a.state = fkv_seq_state_digest(f->cold);
     fkv_gen_params gp = {.max_tokens = N_GEN, .sampler = f->sampler};
     fkv_gen_result res;
     if (fkv_seq_generate(f->cold, logits, &gp, a.gen, &res, &err)) fail_msg("%s", err.msg);
@@ -141,7 +144,10 @@ static void engine_answers(fixture *f, fkv_engine *e, int k, const int32_t *cons
             if (rc < 0) fail_msg("prefill %d: %s", i, err.msg);
             if (rc == 1) prefilled[i] = true, done++;
         }
-    for (int i = 0; i < k; i++) out[i].kv = fkv_engine_kv_digest(e, seqs[i], n[i]);
+    for (int i = 0; i < k; i++) {
+        out[i].kv = fkv_engine_kv_digest(e, seqs[i], n[i]);
+        out[i].state = fkv_engine_state_digest(e, seqs[i]);
+    }
     for (;;) {
         fkv_eseq *batch[MAX_SEQS];
         int32_t batch_ids[MAX_SEQS];
@@ -178,11 +184,12 @@ static void engine_answers(fixture *f, fkv_engine *e, int k, const int32_t *cons
 }
 
 static void expect_same(const answer *got, const answer *cold, const char *what) {
-    if (got->kv != cold->kv || got->logits != cold->logits || got->n_gen != cold->n_gen ||
-        memcmp(got->gen, cold->gen, sizeof(int32_t) * got->n_gen))
-        fail_msg("%s (reused %u): kv %016llx logits %016llx, alone and cold kv %016llx logits %016llx", what,
-                 got->cached, (unsigned long long)got->kv, (unsigned long long)got->logits,
-                 (unsigned long long)cold->kv, (unsigned long long)cold->logits);
+    if (got->kv != cold->kv || got->logits != cold->logits || got->state != cold->state ||
+        got->n_gen != cold->n_gen || memcmp(got->gen, cold->gen, sizeof(int32_t) * got->n_gen))
+        fail_msg("%s (reused %u): kv %016llx logits %016llx state %016llx, alone and cold kv %016llx logits %016llx "
+                 "state %016llx", what, got->cached, (unsigned long long)got->kv, (unsigned long long)got->logits,
+                 (unsigned long long)got->state, (unsigned long long)cold->kv, (unsigned long long)cold->logits,
+                 (unsigned long long)cold->state);
 }
 
 static void fill(const fixture *f, int32_t *ids, uint32_t n, uint64_t seed) {
@@ -250,6 +257,58 @@ static void test_batched_decode_never_changes_an_answer(void **state) {
 }
 
 /* Three prompts with a 128-token common head run at once: the head's full blocks are held once, shared. */
+/* A model with recurrent layers: batched with other conversations, each answer (and its state) is its own alone and
+ * cold; a new request finds no state at hand, so it starts cold whatever rows agree (kvrec.h) and says why. */
+static void test_a_hybrid_batched_equals_alone_and_starts_cold_without_a_state(void **state) {
+    fixture *f = *state;
+    fkv_engine *e = new_engine(f, 0, 64);
+    run_four_conversations(f, e, true, false);
+    fkv_engine_stats s = fkv_engine_get_stats(e);
+    assert_int_equal(s.hits, 0);
+    int32_t p[100];
+    fill(f, p, 100, 7);
+    fkv_error err = {0};
+    fkv_eseq *a = fkv_engine_start(e, NULL, p, 80, NULL, &err);
+    while (fkv_engine_prefill(e, a, NULL, &err) == 0) {}
+    fkv_engine_finish(e, a);
+    uint32_t cached = 1;
+    fkv_eseq *b = fkv_engine_start(e, NULL, p, 100, &cached, &err);
+    const fkv_reuse r = fkv_eseq_reuse(b);
+    assert_int_equal(cached, 0);
+    assert_int_equal(r.held, 80); /* the rows agree and are held ... */
+    assert_int_equal(r.state, 0); /* ... but no state after them is */
+    fkv_engine_finish(e, b);
+    fkv_engine_free(e);
+}
+
+/* A fork (another choice of the same prompt, n > 1) starts from the rows and the recurrent state of the sequence it
+ * forks: fed the same ids, both hold what a cold run of them holds. */
+static void test_a_fork_carries_the_recurrent_state(void **state) {
+    fixture *f = *state;
+    int32_t p[90];
+    fill(f, p, 90, 12);
+    answer cold = cold_answer(f, p, 90);
+    fkv_engine *e = new_engine(f, 0, 64);
+    fkv_error err = {0};
+    fkv_eseq *s = fkv_engine_start(e, NULL, p, 70, NULL, &err);
+    while (fkv_engine_prefill(e, s, NULL, &err) == 0) {}
+    fkv_eseq *fork = fkv_engine_fork(e, s, &err);
+    assert_non_null(fork);
+    assert_true(fkv_engine_state_digest(e, fork) == fkv_engine_state_digest(e, s));
+    float *logits = malloc(sizeof(float) * f->n_vocab * 2);
+    for (uint32_t i = 70; i < 90; i++) {
+        fkv_eseq *both[2] = {s, fork};
+        const int32_t ids[2] = {p[i], p[i]};
+        assert_int_equal(fkv_engine_decode(e, both, ids, 2, logits, NULL, &err), 0);
+    }
+    assert_true(fkv_engine_kv_digest(e, s, 90) == cold.kv && fkv_engine_kv_digest(e, fork, 90) == cold.kv);
+    assert_true(fkv_engine_state_digest(e, s) == cold.state && fkv_engine_state_digest(e, fork) == cold.state);
+    free(logits);
+    fkv_engine_finish(e, s);
+    fkv_engine_finish(e, fork);
+    fkv_engine_free(e);
+}
+
 static void test_a_shared_prefix_occupies_its_blocks_once(void **state) {
     fixture *f = *state;
     fkv_engine *e = new_engine(f, 0, 64);
@@ -339,6 +398,9 @@ int main(void) {
         CASE(test_batched_decode_never_changes_an_answer, qwen3moe),
         CASE(test_batched_decode_never_changes_an_answer, glm4moe),
         CASE(test_batched_decode_never_changes_an_answer, gptoss),
+        CASE(test_a_hybrid_batched_equals_alone_and_starts_cold_without_a_state, qwen35),
+        CASE(test_a_hybrid_batched_equals_alone_and_starts_cold_without_a_state, qwen35moe),
+        CASE(test_a_fork_carries_the_recurrent_state, qwen35),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

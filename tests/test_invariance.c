@@ -1,5 +1,6 @@
 /* Row invariance (docs/design.md §1): the same tokens give the same KV bytes and logits bytes whatever the
- * chunk sizes, the prefill grid, the thread count — and whether prefill or decode wrote the row. */
+ * chunk sizes, the prefill grid, the thread count — and whether prefill or decode wrote the row. A model with
+ * recurrent layers: its state's bytes too (docs/design.md §5). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -91,6 +92,9 @@ static int setup_qwen3moe(void **state) { return setup_arch(state, "qwen3moe", G
 static int setup_glm4moe(void **state) { return setup_arch(state, "glm4moe", GGML_TYPE_Q8_0); }
 static int setup_gptoss(void **state) { return setup_arch(state, "gpt-oss", GGML_TYPE_Q8_0); }
 static int setup_qwen3moe_f32(void **state) { return setup_arch(state, "qwen3moe", GGML_TYPE_F32); }
+static int setup_qwen35(void **state) { return setup_arch(state, "qwen35", GGML_TYPE_Q8_0); }
+static int setup_qwen35_f32(void **state) { return setup_arch(state, "qwen35", GGML_TYPE_F32); }
+static int setup_qwen35moe(void **state) { return setup_arch(state, "qwen35moe", GGML_TYPE_Q8_0); }
 
 static int teardown(void **state) {
     fixture *f = *state;
@@ -102,6 +106,7 @@ static int teardown(void **state) {
 typedef struct {
     uint64_t kv;
     uint64_t logits;
+    uint64_t state; /* 0 without recurrent layers */
 } digests;
 
 /* Prefill the prompt in caller chunks of `chunk` rows on a grid of `grid`, with `threads` threads; digest
@@ -116,7 +121,8 @@ static digests run(const fixture *f, uint32_t chunk, uint32_t grid, int threads,
         uint32_t n = pos + chunk <= N_PROMPT ? chunk : N_PROMPT - pos;
         if (fkv_eval(ctx, f->prompt + pos, n, pos, n, logits + (size_t)pos * f->n_vocab, &err)) fail_msg("%s", err.msg);
     }
-    digests d = {fkv_kv_digest(ctx, N_PROMPT), XXH3_64bits(logits, sizeof(float) * f->n_vocab * N_PROMPT)};
+    digests d = {fkv_kv_digest(ctx, N_PROMPT), XXH3_64bits(logits, sizeof(float) * f->n_vocab * N_PROMPT),
+                 fkv_state_digest(ctx)};
     free(logits);
     fkv_ctx_free(ctx);
     return d;
@@ -125,15 +131,16 @@ static digests run(const fixture *f, uint32_t chunk, uint32_t grid, int threads,
 static void expect_same(const fixture *f, digests ref, uint32_t chunk, uint32_t grid, int threads,
                         fkv_kv_type kv_type) {
     digests d = run(f, chunk, grid, threads, kv_type);
-    if (d.kv != ref.kv || d.logits != ref.logits)
-        fail_msg("chunk %u, grid %u, %d threads: kv %016llx logits %016llx, all at once gives kv %016llx logits "
-                 "%016llx", chunk, grid, threads, (unsigned long long)d.kv, (unsigned long long)d.logits,
-                 (unsigned long long)ref.kv, (unsigned long long)ref.logits);
+    if (d.kv != ref.kv || d.logits != ref.logits || d.state != ref.state)
+        fail_msg("chunk %u, grid %u, %d threads: kv %016llx logits %016llx state %016llx, all at once gives kv "
+                 "%016llx logits %016llx state %016llx", chunk, grid, threads, (unsigned long long)d.kv,
+                 (unsigned long long)d.logits, (unsigned long long)d.state, (unsigned long long)ref.kv,
+                 (unsigned long long)ref.logits, (unsigned long long)ref.state);
 }
 
 static void check_chunks_grids_and_threads(const fixture *f, fkv_kv_type kv_type) {
     digests ref = run(f, N_PROMPT, 512, 1, kv_type);
-    static const uint32_t chunks[] = {1, 7, 64, N_PROMPT}, grids[] = {1, 16, 64};
+    static const uint32_t chunks[] = {1, 7, 64, 128, N_PROMPT}, grids[] = {1, 16, 64};
     for (int threads = 1; threads <= 2; threads++) {
         for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++)
             expect_same(f, ref, chunks[c], 512, threads, kv_type);
@@ -182,6 +189,7 @@ static void check_decode_equals_prefill(const fixture *f, fkv_kv_type kv_type) {
     }
     assert_int_equal(fkv_eval(cold, ids, N_ALL, 0, N_ALL, prefilled, &err), 0);
     assert_true(fkv_kv_digest(warm, N_ALL) == fkv_kv_digest(cold, N_ALL));
+    assert_true(fkv_state_digest(warm) == fkv_state_digest(cold));
     size_t from = (size_t)(N_PREFILL - 1) * f->n_vocab, len = sizeof(float) * f->n_vocab * (N_ALL - N_PREFILL + 1);
     assert_memory_equal(decoded + from, prefilled + from, len);
     free(decoded);
@@ -239,6 +247,29 @@ static void test_a_context_of_any_length_equals_a_longer_one(void **state) {
     fkv_ctx_free(longer);
 }
 
+/* A context of a model with recurrent layers holds the state after its last position: it continues there or starts
+ * again at 0, and refuses, naming the position, to compute anywhere else (the state cannot be cut back). A start
+ * again at 0 gives the cold bytes. */
+static void test_a_recurrent_state_continues_only_where_it_stands(void **state) {
+    const fixture *f = *state;
+    fkv_ctx_params cp = {.n_ctx = 256, .kv_type = FKV_KV_F16, .n_threads = 2, .prefill_rows = 64};
+    fkv_error err = {0};
+    fkv_ctx *ctx = fkv_ctx_new(f->m, &cp, &err);
+    assert_non_null(ctx);
+    assert_true(fkv_model_state_bytes(f->m) > 0);
+    assert_int_equal(fkv_eval(ctx, f->prompt, 40, 0, 0, NULL, &err), 0);
+    const uint64_t at40 = fkv_state_digest(ctx);
+    assert_int_equal(fkv_eval(ctx, f->prompt + 30, 10, 30, 0, NULL, &err), -1);
+    assert_int_equal(err.code, FKV_E_INPUT);
+    assert_non_null(strstr(err.msg, "[0, 40)"));
+    assert_true(fkv_state_digest(ctx) == at40); /* nothing was computed */
+    assert_int_equal(fkv_eval(ctx, f->prompt + 40, 20, 40, 0, NULL, &err), 0);
+    assert_true(fkv_state_digest(ctx) != at40);
+    assert_int_equal(fkv_eval(ctx, f->prompt, 40, 0, 0, NULL, &err), 0); /* again from 0: the zero state */
+    assert_true(fkv_state_digest(ctx) == at40);
+    fkv_ctx_free(ctx);
+}
+
 int main(void) {
 #define CASE(fn, model) {#fn " (" #model ")", fn, setup_##model, teardown, NULL}
     const struct CMUnitTest tests[] = {
@@ -269,6 +300,13 @@ int main(void) {
         CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, qwen3moe_f32),
         CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, gptoss),
         CASE(test_decode_rows_equal_prefill_rows, gptoss),
+        /* gated DeltaNet layers: the recurrence token by token, whatever the chunk, grid, threads or decode */
+        CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, qwen35),
+        CASE(test_decode_rows_equal_prefill_rows, qwen35),
+        CASE(test_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, qwen35_f32),
+        CASE(test_f16_kv_and_logits_bytes_do_not_depend_on_chunks_grid_or_threads, qwen35moe),
+        CASE(test_decode_rows_equal_prefill_rows, qwen35moe),
+        CASE(test_a_recurrent_state_continues_only_where_it_stands, qwen35),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);
 }

@@ -59,6 +59,34 @@ static void test_rows_that_are_not_held_are_never_reused(void **state) {
     assert_int_equal(r.reused, 0); /* the minimum applies to what is held, not to what agreed */
 }
 
+/* A recurrent state kept at one position (the ctx), and the zero state at 0. */
+static uint32_t state_at(const void *ctx, uint32_t p) {
+    const uint32_t at = *(const uint32_t *)ctx;
+    return at <= p ? at : 0;
+}
+
+/* Recurrent layers: the reuse is the longest length where the rows are held and a state is at hand — at the kept
+ * state when the agreement reaches it, else 0 — and a shorter held length gives way to a state below it. */
+static void test_recurrent_layers_resume_only_where_a_state_is_kept(void **state) {
+    (void)state;
+    uint32_t at = 20;
+    kvrec_policy p = {.state = state_at, .state_ctx = &at};
+    kvrec_reuse r = kvrec_decide(30, 40, &p, NULL, NULL);
+    assert_int_equal(r.held, 30);
+    assert_int_equal(r.state, 20);
+    assert_int_equal(r.reused, 20);
+    assert_int_equal(kvrec_decide(19, 40, &p, NULL, NULL).reused, 0); /* the agreement stops short of the state */
+    assert_int_equal(kvrec_decide(30, 21, &p, NULL, NULL).reused, 20);
+    assert_int_equal(kvrec_decide(30, 20, &p, NULL, NULL).reused, 0); /* capped at 19: the last row is computed */
+    at = 24;
+    r = kvrec_decide(30, 40, &p, held_at_eights, NULL); /* rows held at 24, the state at 24: both */
+    assert_int_equal(r.state, 24);
+    at = 20;
+    assert_int_equal(kvrec_decide(30, 40, &p, held_at_eights, NULL).reused, 0); /* rows at 20 are not held */
+    const kvrec_policy min25 = {.min_reuse = 25, .state = state_at, .state_ctx = &at};
+    assert_int_equal(kvrec_decide(30, 40, &min25, NULL, NULL).reused, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_an_agreement_shorter_than_the_prompt_is_reused_whole),
@@ -66,6 +94,7 @@ int main(void) {
         cmocka_unit_test(test_a_rewind_may_take_every_agreeing_row),
         cmocka_unit_test(test_reuse_below_the_minimum_is_not_taken),
         cmocka_unit_test(test_rows_that_are_not_held_are_never_reused),
+        cmocka_unit_test(test_recurrent_layers_resume_only_where_a_state_is_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

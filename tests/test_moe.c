@@ -77,19 +77,12 @@ static void test_routing_chooses_k_distinct_experts_even_from_nans(void **state)
     assert_true(sel[2] == 0 || sel[2] == 2);
 }
 
-static fkv_model *load(const char *path) {
-    fkv_error err = {0};
-    fkv_model *m = fkv_model_load(path, &err);
-    if (!m) fail_msg("%s", err.msg);
-    return m;
-}
-
 /* qwen3moe: every layer routed, softmax, renormalised; glm4moe: a dense layer 0, shared experts, sigmoid with a
  * selection bias, post_attention_norm before the FFN, its NextN block loaded after the trunk and not counted in it. */
 static void test_each_architecture_reads_its_expert_layers(void **state) {
     (void)state;
     const char *path = tu_arch_model("qwen3moe", GGML_TYPE_Q8_0, 3);
-    fkv_model *m = load(path);
+    fkv_model *m = tu_load_model(path);
     remove(path);
     assert_int_equal(m->hp.n_expert, 8);
     assert_int_equal(m->hp.n_expert_used, 3);
@@ -104,7 +97,7 @@ static void test_each_architecture_reads_its_expert_layers(void **state) {
     fkv_model_free(m);
 
     path = tu_arch_model("glm4moe", GGML_TYPE_Q8_0, 3);
-    m = load(path);
+    m = tu_load_model(path);
     remove(path);
     assert_int_equal(m->hp.n_layers, 4);
     assert_int_equal(m->hp.n_nextn, 1);
@@ -123,7 +116,7 @@ static void test_each_architecture_reads_its_expert_layers(void **state) {
 
     /* gpt-oss: biases everywhere, sinks, windows on even layers rotating as the global ones (YaRN) */
     path = tu_arch_model("gpt-oss", GGML_TYPE_Q8_0, 3);
-    m = load(path);
+    m = tu_load_model(path);
     remove(path);
     assert_int_equal(m->hp.gating, OPS_GATE_SOFTMAX_WEIGHT);
     assert_false(m->hp.expert_norm);
@@ -146,7 +139,7 @@ static void test_each_architecture_reads_its_expert_layers(void **state) {
 static void test_experts_stay_in_the_mapped_file(void **state) {
     (void)state;
     const char *path = tu_arch_model("qwen3moe", GGML_TYPE_Q8_0, 5);
-    fkv_model *m = load(path);
+    fkv_model *m = tu_load_model(path);
     remove(path);
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         char name[64];
@@ -160,106 +153,31 @@ static void test_experts_stay_in_the_mapped_file(void **state) {
     fkv_model_free(m);
 }
 
-/* What rewritten does to the tensors whose names contain its pattern. */
-typedef enum {
-    RESHAPE, /* dims ne[0..n_dims): the same elements, another shape */
-    ZEROS,   /* zeros for its data */
-    TO_Q8_0, /* its f32 elements quantized to Q8_0 */
-} tensor_edit;
-
-/* src rewritten into a new file: key set to a u32 (key NULL: none), and every tensor whose name contains `tensor`
- * (NULL: none) edited as `how` says. */
-static const char *rewritten(const char *src, const char *key, uint32_t value, const char *tensor, tensor_edit how,
-                             uint32_t n_dims, const uint64_t *ne) {
-    const char *out = tu_tmp_path(".gguf");
-    fkv_error err = {0};
-    gguf_file *f = gguf_open(src, &err);
-    assert_non_null(f);
-    gguf_writer *w = gguf_writer_new();
-    for (uint64_t k = 0; k < f->n_kv; k++) {
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)f->kv[k].key.len, f->kv[k].key.ptr);
-        gguf_writer_set_value(w, name, &f->kv[k].value);
-    }
-    if (key) gguf_writer_set_u32(w, key, value);
-    for (uint64_t t = 0; t < f->n_tensors; t++) {
-        const gguf_tensor *ti = &f->tensors[t];
-        char name[256];
-        snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
-        const bool changed = tensor && strstr(name, tensor);
-        ggml_type type = ti->type;
-        uint32_t dims = ti->n_dims;
-        const uint64_t *shape = ti->ne;
-        void *data = NULL;
-        if (changed && how == RESHAPE) {
-            dims = n_dims, shape = ne;
-        } else if (changed && how == ZEROS) {
-            data = calloc(1, ti->nbytes);
-        } else if (changed && how == TO_Q8_0) {
-            const size_t n = ti->nbytes / sizeof(float);
-            data = malloc(n / 32 * sizeof(block_q8_0));
-            quant_quantize_row(GGML_TYPE_Q8_0, ti->data, data, n);
-            type = GGML_TYPE_Q8_0;
-        }
-        assert_int_equal(gguf_writer_add_tensor(w, name, type, dims, shape, data ? data : ti->data, &err), 0);
-        free(data);
-    }
-    assert_int_equal(gguf_writer_write(w, out, &err), 0);
-    gguf_writer_free(w);
-    gguf_close(f);
-    return out;
-}
-
-/* The rewritten file's load fails with `want` in the message. */
-static void expect_refused(const char *src, const char *key, uint32_t value, const char *tensor, uint32_t n_dims,
-                           const uint64_t *ne, const char *want) {
-    const char *bad = rewritten(src, key, value, tensor, RESHAPE, n_dims, ne);
-    fkv_error err = {0};
-    fkv_model *m = fkv_model_load(bad, &err);
-    remove(bad);
-    if (m) fail_msg("loaded a file with %s", want);
-    if (!strstr(err.msg, want)) fail_msg("refused with '%s', which does not name '%s'", err.msg, want);
-}
-
 static void test_hostile_expert_files_are_refused_naming_the_key_or_tensor(void **state) {
     (void)state;
     char *path = strdup(tu_arch_model("glm4moe", GGML_TYPE_F32, 9)); /* tu_tmp_path's slots are reused */
-    expect_refused(path, "glm4moe.expert_used_count", 0, NULL, 0, NULL, "glm4moe.expert_used_count is 0");
-    expect_refused(path, "glm4moe.expert_used_count", 9, NULL, 0, NULL, "glm4moe.expert_used_count is 9");
-    expect_refused(path, "glm4moe.expert_count", 1u << 30, NULL, 0, NULL, "glm4moe.expert_count");
-    expect_refused(path, "glm4moe.expert_count", 4, NULL, 0, NULL, "blk.1.ffn_gate_inp.weight");
-    expect_refused(path, "glm4moe.expert_feed_forward_length", 32, NULL, 0, NULL, "blk.1.ffn_gate_exps.weight");
-    expect_refused(path, "glm4moe.expert_gating_func", 7, NULL, 0, NULL, "glm4moe.expert_gating_func");
-    expect_refused(path, "glm4moe.leading_dense_block_count", 99, NULL, 0, NULL, "leading_dense_block_count");
-    expect_refused(path, "glm4moe.nextn_predict_layers", 5, NULL, 0, NULL, "nextn_predict_layers");
-    expect_refused(path, "glm4moe.expert_group_count", 4, NULL, 0, NULL, "expert_group_count");
+    tu_expect_refused(path, "glm4moe.expert_used_count", TU_U32(0), NULL, 0, NULL, "glm4moe.expert_used_count is 0");
+    tu_expect_refused(path, "glm4moe.expert_used_count", TU_U32(9), NULL, 0, NULL, "glm4moe.expert_used_count is 9");
+    tu_expect_refused(path, "glm4moe.expert_count", TU_U32(1u << 30), NULL, 0, NULL, "glm4moe.expert_count");
+    tu_expect_refused(path, "glm4moe.expert_count", TU_U32(4), NULL, 0, NULL, "blk.1.ffn_gate_inp.weight");
+    tu_expect_refused(path, "glm4moe.expert_feed_forward_length", TU_U32(32), NULL, 0, NULL,
+                      "blk.1.ffn_gate_exps.weight");
+    tu_expect_refused(path, "glm4moe.expert_gating_func", TU_U32(7), NULL, 0, NULL, "glm4moe.expert_gating_func");
+    tu_expect_refused(path, "glm4moe.leading_dense_block_count", TU_U32(99), NULL, 0, NULL,
+                      "leading_dense_block_count");
+    tu_expect_refused(path, "glm4moe.nextn_predict_layers", TU_U32(5), NULL, 0, NULL, "nextn_predict_layers");
+    tu_expect_refused(path, "glm4moe.expert_group_count", TU_U32(4), NULL, 0, NULL, "expert_group_count");
     /* the same elements in another shape: a router of the wrong width, experts flattened or regrouped */
-    expect_refused(path, NULL, 0, "blk.2.ffn_gate_inp.weight", 2, (const uint64_t[]){64, 16}, "blk.2.ffn_gate_inp");
-    expect_refused(path, NULL, 0, "blk.2.ffn_up_exps.weight", 2, (const uint64_t[]){128, 512},
-                   "blk.2.ffn_up_exps.weight");
-    expect_refused(path, NULL, 0, "blk.3.ffn_down_exps.weight", 3, (const uint64_t[]){64, 256, 4},
-                   "blk.3.ffn_down_exps.weight");
-    expect_refused(path, NULL, 0, "blk.4.nextn.eh_proj.weight", 2, (const uint64_t[]){128, 256},
-                   "blk.4.nextn.eh_proj.weight");
+    tu_expect_refused(path, NULL, NULL, "blk.2.ffn_gate_inp.weight", 2, (const uint64_t[]){64, 16},
+                      "blk.2.ffn_gate_inp");
+    tu_expect_refused(path, NULL, NULL, "blk.2.ffn_up_exps.weight", 2, (const uint64_t[]){128, 512},
+                      "blk.2.ffn_up_exps.weight");
+    tu_expect_refused(path, NULL, NULL, "blk.3.ffn_down_exps.weight", 3, (const uint64_t[]){64, 256, 4},
+                      "blk.3.ffn_down_exps.weight");
+    tu_expect_refused(path, NULL, NULL, "blk.4.nextn.eh_proj.weight", 2, (const uint64_t[]){128, 256},
+                      "blk.4.nextn.eh_proj.weight");
     remove(path);
     free(path);
-}
-
-/* Logits of the last of 4 fixed ids. */
-static float *last_logits(const char *path) {
-    fkv_model *m = load(path);
-    fkv_error err = {0};
-    fkv_ctx_params cp = fkv_ctx_default_params();
-    cp.n_ctx = 64;
-    const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
-    float *logits = malloc(sizeof(float) * n_vocab);
-    const int32_t ids[4] = {1, 50, 60, 70};
-    fkv_ctx *ctx = fkv_ctx_new(m, &cp, &err);
-    assert_non_null(ctx);
-    assert_int_equal(fkv_eval(ctx, ids, 4, 0, 1, logits, &err), 0);
-    fkv_ctx_free(ctx);
-    fkv_model_free(m);
-    return logits;
 }
 
 /* A routed layer's output is its experts' (zeroing one layer's expert outputs changes the logits), and a NextN
@@ -267,9 +185,9 @@ static float *last_logits(const char *path) {
 static void test_routed_experts_count_and_nextn_blocks_do_not(void **state) {
     (void)state;
     char *path = strdup(tu_arch_model("glm4moe", GGML_TYPE_F32, 21));
-    char *no_experts = strdup(rewritten(path, NULL, 0, "blk.2.ffn_down_exps.weight", ZEROS, 0, NULL));
-    char *no_nextn = strdup(rewritten(path, NULL, 0, "blk.4.ffn_down_exps.weight", ZEROS, 0, NULL));
-    float *a = last_logits(path), *b = last_logits(no_experts), *c = last_logits(no_nextn);
+    char *no_experts = strdup(tu_rewritten(path, NULL, NULL, "blk.2.ffn_down_exps.weight", TU_ZEROS, 0, NULL));
+    char *no_nextn = strdup(tu_rewritten(path, NULL, NULL, "blk.4.ffn_down_exps.weight", TU_ZEROS, 0, NULL));
+    float *a = tu_last_logits(path), *b = tu_last_logits(no_experts), *c = tu_last_logits(no_nextn);
     const size_t bytes = sizeof(float) * 512; /* stories260K's vocabulary */
     assert_memory_not_equal(a, b, bytes);
     assert_memory_equal(a, c, bytes);
@@ -290,8 +208,8 @@ static void test_routed_experts_count_and_nextn_blocks_do_not(void **state) {
 static void test_gate_and_up_of_different_types_each_get_their_rows(void **state) {
     (void)state;
     char *path = strdup(tu_arch_model("qwen3moe", GGML_TYPE_F32, 23));
-    const char *mixed = rewritten(path, NULL, 0, "ffn_up_exps", TO_Q8_0, 0, NULL);
-    float *a = last_logits(path), *b = last_logits(mixed);
+    const char *mixed = tu_rewritten(path, NULL, NULL, "ffn_up_exps", TU_TO_Q8_0, 0, NULL);
+    float *a = tu_last_logits(path), *b = tu_last_logits(mixed);
     float worst = 0.0f;
     for (int i = 0; i < 512; i++) worst = fmaxf(worst, fabsf(a[i] - b[i]));
     if (!(worst < 0.1f)) fail_msg("Q8_0 up beside f32 gate moved a logit by %g", (double)worst);

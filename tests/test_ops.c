@@ -1,10 +1,13 @@
-/* test_ops.c — ops.h's attention sinks and YaRN rotary tables.
+/* test_ops.c — ops.h's attention sinks, the gated delta rule's steps and YaRN rotary tables.
  *
  * Sinks (one group per variant the CPU runs): attention with per-head sink logits agrees with a plain softmax in
  * double, returns the reference's bits under every variant, and a row's bits depend on nothing but its own
  * position and keys — not the rows attended beside it, the chunk, the threads, another sequence in the call — with
- * windows and over every KV type. Rotary tables (once): YaRN against a double-precision transcription of ggml's
- * rope_yarn, and plain or linear tables keep the bits they had before YaRN existed.
+ * windows and over every KV type. The gated DeltaNet's token steps (in the same groups): the delta rule and the
+ * causal convolution agree with a transcription in double, return the reference's bits under every variant, and
+ * stepping in place equals stepping from one buffer into another. Rotary tables (once): YaRN against a
+ * double-precision transcription of ggml's rope_yarn, and plain or linear tables keep the bits they had before YaRN
+ * existed.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -263,6 +266,129 @@ static void test_sink_attention_is_row_invariant_and_equals_the_reference(void *
         }
 }
 
+/* ---- the gated delta rule ------------------------------------------------------------------------ */
+
+enum { N_TOKENS = 24 };
+
+/* A head's run of N_TOKENS tokens through ops_delta_step from the zero state, into o [N_TOKENS][d] and the final state
+ * s [d][d]; in_place: each step in one buffer, else from one buffer into the other, alternately. */
+static void delta_run(const float *q, const float *k, const float *v, const float *g, const float *beta, uint32_t d,
+                      bool in_place, float *o, float *s) {
+    float *other = malloc(sizeof(float) * d * d), *bufs[2] = {s, other};
+    for (uint32_t t = 0; t < N_TOKENS; t++) {
+        float *in = bufs[in_place ? 0 : t % 2], *out = bufs[in_place ? 0 : (t + 1) % 2];
+        ops_delta_step(t ? in : NULL, out, q + t * d, k + t * d, v + t * d, g[t], beta[t], d, 1.0f / sqrtf((float)d),
+                       o + t * d);
+    }
+    if (!in_place && N_TOKENS % 2) memcpy(s, other, sizeof(float) * d * d);
+    free(other);
+}
+
+/* The delta rule as written in the Gated DeltaNet paper, in double: S = e^g·S; S += k ⊗ β(v − Sᵀk); o = Sᵀq / √d. */
+static void test_delta_steps_match_a_double_precision_recurrence(void **state) {
+    (void)state;
+    uint64_t seed = 7;
+    const uint32_t sizes[] = {16, 33, 128};
+    for (size_t c = 0; c < 3; c++) {
+        const uint32_t d = sizes[c];
+        float *q = normal_row(&seed, (size_t)N_TOKENS * d, 1.0f), *k = normal_row(&seed, (size_t)N_TOKENS * d, 1.0f);
+        float *v = normal_row(&seed, (size_t)N_TOKENS * d, 1.0f), g[N_TOKENS], beta[N_TOKENS];
+        ops_l2norm(q, N_TOKENS, d, 1e-6f);
+        ops_l2norm(k, N_TOKENS, d, 1e-6f);
+        for (uint32_t t = 0; t < N_TOKENS; t++) g[t] = -0.5f * fabsf(rng_normal(&seed)), beta[t] = 0.3f + 0.02f * t;
+        float *o = malloc(sizeof(float) * N_TOKENS * d), *sf = malloc(sizeof(float) * d * d);
+        double *S = calloc((size_t)d * d, sizeof *S), worst = 0.0;
+        delta_run(q, k, v, g, beta, d, true, o, sf);
+        for (uint32_t t = 0; t < N_TOKENS; t++) {
+            const float *qt = q + t * d, *kt = k + t * d, *vt = v + t * d;
+            for (uint32_t i = 0; i < d * d; i++) S[i] *= exp((double)g[t]);
+            for (uint32_t j = 0; j < d; j++) { /* S[i][j] at S[j·d + i] */
+                double sk = 0.0;
+                for (uint32_t i = 0; i < d; i++) sk += S[j * d + i] * kt[i];
+                const double delta = (vt[j] - sk) * beta[t];
+                for (uint32_t i = 0; i < d; i++) S[j * d + i] += kt[i] * delta;
+            }
+            for (uint32_t j = 0; j < d; j++) {
+                double oj = 0.0;
+                for (uint32_t i = 0; i < d; i++) oj += S[j * d + i] * qt[i];
+                oj /= sqrt((double)d);
+                worst = fmax(worst, fabs(oj - o[t * d + j]) / (1.0 + fabs(oj)));
+            }
+        }
+        for (uint32_t i = 0; i < d * d; i++) worst = fmax(worst, fabs(S[i] - sf[i]) / (1.0 + fabs(S[i])));
+        /* float sums of up to 128 terms over 24 steps against double: a few ulp a step */
+        if (!(worst < 1e-5)) fail_msg("d %u: %s differs from double by %g", d, variant_under_test, worst);
+        free(q), free(k), free(v), free(o), free(sf), free(S);
+    }
+}
+
+/* Every variant gives the reference's bits, and a step in place gives the bits of a step into another buffer (the
+ * engine steps a prompt in place and a verification's rows from slot to slot). */
+static void test_delta_and_conv_steps_give_the_reference_bits_in_place_or_not(void **state) {
+    (void)state;
+    uint64_t seed = 11;
+    char why[160];
+    const uint32_t d = 33, channels = 67, taps = 4;
+    float *q = normal_row(&seed, (size_t)N_TOKENS * d, 1.0f), *k = normal_row(&seed, (size_t)N_TOKENS * d, 1.0f);
+    float *v = normal_row(&seed, (size_t)N_TOKENS * d, 1.0f), g[N_TOKENS], beta[N_TOKENS];
+    ops_l2norm(k, N_TOKENS, d, 1e-6f);
+    for (uint32_t t = 0; t < N_TOKENS; t++) g[t] = -fabsf(rng_normal(&seed)), beta[t] = 0.5f;
+    const size_t o_bytes = sizeof(float) * N_TOKENS * d, s_bytes = sizeof(float) * d * d;
+    float *o[3], *s[3];
+    for (int r = 0; r < 3; r++) o[r] = malloc(o_bytes), s[r] = malloc(s_bytes);
+    delta_run(q, k, v, g, beta, d, true, o[0], s[0]);
+    delta_run(q, k, v, g, beta, d, false, o[1], s[1]);
+    assert_int_equal(kern_select("ref", why, sizeof why), 0);
+    delta_run(q, k, v, g, beta, d, true, o[2], s[2]);
+    assert_int_equal(kern_select(variant_under_test, why, sizeof why), 0);
+    for (int r = 1; r < 3; r++)
+        if (memcmp(o[0], o[r], o_bytes) || memcmp(s[0], s[r], s_bytes))
+            fail_msg("%s: the delta rule differs %s", variant_under_test, r == 1 ? "out of place" : "from ref");
+    /* the convolution: y = Σ window·taps + x·last tap, in order, and the window shifted; channels split in two */
+    float *w = normal_row(&seed, (size_t)channels * taps, 0.5f), *x = normal_row(&seed, (size_t)N_TOKENS * channels, 1.0f);
+    float *y = malloc(sizeof(float) * N_TOKENS * channels), win[2][67 * 3];
+    memcpy(y, x, sizeof(float) * N_TOKENS * channels);
+    for (uint32_t t = 0; t < N_TOKENS; t++) {
+        ops_conv_step(t ? win[t % 2] : NULL, win[(t + 1) % 2], w, taps, y + t * channels, 0, 30);
+        ops_conv_step(t ? win[t % 2] : NULL, win[(t + 1) % 2], w, taps, y + t * channels, 30, channels);
+    }
+    for (uint32_t t = 0; t < N_TOKENS; t++)
+        for (uint32_t c = 0; c < channels; c++) {
+            float want = 0.0f;
+            for (uint32_t i = 0; i < taps; i++) { /* input t - (taps - 1) + i, zero before the start */
+                const int64_t at = (int64_t)t - (taps - 1) + i;
+                want += (at >= 0 ? x[at * channels + c] : 0.0f) * w[c * taps + i];
+            }
+            if (memcmp(&want, &y[t * channels + c], sizeof want))
+                fail_msg("conv token %u channel %u: %g, want %g", t, c, (double)y[t * channels + c], (double)want);
+        }
+    for (int r = 0; r < 3; r++) free(o[r]), free(s[r]);
+    free(q), free(k), free(v), free(w), free(x), free(y);
+}
+
+/* softplus: ln(1 + e^x) to float precision, x itself above 20 and for a NaN, 0 far below; sigmoid and silu as
+ * their formulas; an L2 norm of 1 (the eps floor for a zero row). */
+static void test_softplus_sigmoid_silu_and_l2norm_follow_their_formulas(void **state) {
+    (void)state;
+    float x[8] = {-1000.0f, -30.0f, -2.5f, 0.0f, 1.0f, 19.5f, 25.0f, NAN};
+    float sp[8], sg[8], sl[8];
+    memcpy(sp, x, sizeof x), memcpy(sg, x, sizeof x), memcpy(sl, x, sizeof x);
+    ops_softplus(sp, 8);
+    ops_sigmoid(sg, 7);
+    ops_silu(sl, 7);
+    for (int i = 0; i < 7; i++) {
+        const double want = x[i] > 20.0f ? x[i] : log1p(exp((double)x[i]));
+        assert_true(fabs(sp[i] - want) <= 1e-7 * fmax(1.0, fabs(want)));
+        assert_true(fabs(sg[i] - 1.0 / (1.0 + exp(-(double)x[i]))) < 1e-6);
+        assert_true(fabs(sl[i] - x[i] / (1.0 + exp(-(double)x[i]))) <= 1e-6 * fmax(1.0, fabs(x[i])));
+    }
+    assert_true(isnan(sp[7]));
+    float rows[2][5] = {{3, 4, 0, 0, 0}, {0, 0, 0, 0, 0}};
+    ops_l2norm(&rows[0][0], 2, 5, 1e-6f);
+    assert_true(fabsf(rows[0][0] - 0.6f) < 1e-7f && fabsf(rows[0][1] - 0.8f) < 1e-7f);
+    for (int i = 0; i < 5; i++) assert_true(rows[1][i] == 0.0f);
+}
+
 static void test_the_active_variant_is_the_one_under_test(void **state) {
     (void)state;
     assert_string_equal(kern_active()->name, variant_under_test);
@@ -391,6 +517,9 @@ int main(void) {
     const struct CMUnitTest attention[] = {
         cmocka_unit_test(test_sink_attention_matches_a_double_precision_softmax),
         cmocka_unit_test(test_sink_attention_is_row_invariant_and_equals_the_reference),
+        cmocka_unit_test(test_delta_steps_match_a_double_precision_recurrence),
+        cmocka_unit_test(test_delta_and_conv_steps_give_the_reference_bits_in_place_or_not),
+        cmocka_unit_test(test_softplus_sigmoid_silu_and_l2norm_follow_their_formulas),
         cmocka_unit_test(test_the_active_variant_is_the_one_under_test),
     };
     const struct CMUnitTest rope[] = {

@@ -1,5 +1,6 @@
 /* The prefix cache end to end (fkv_seq): every resumed turn is compared with a cold run of the same prompt
- * by the digest of its KV rows and of the logits its generation sampled from (docs/design.md §7). */
+ * by the digest of its KV rows, of the logits its generation sampled from, and of the recurrent state it ends with
+ * (docs/design.md §7). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,7 +30,7 @@ typedef struct {
 
 typedef struct {
     uint32_t cached;
-    uint64_t kv, logits;
+    uint64_t kv, logits, state; /* state: after the turn (0 without recurrent layers) */
     uint32_t n_gen;
     int32_t gen[N_GEN];
 } turn_result;
@@ -91,6 +92,7 @@ static int setup_gemma3(void **state) { return setup_arch(state, "gemma3", FKV_K
 static int setup_qwen3moe(void **state) { return setup_arch(state, "qwen3moe", FKV_KV_F16); }
 static int setup_glm4moe(void **state) { return setup_arch(state, "glm4moe", FKV_KV_F16); }
 static int setup_gptoss(void **state) { return setup_arch(state, "gpt-oss", FKV_KV_F16); }
+static int setup_qwen35(void **state) { return setup_arch(state, "qwen35", FKV_KV_F16); }
 /* gemma3's window layers with quantized rows: its heads of 64, one KV head */
 static int setup_gemma3_kv_q8_0(void **state) { return setup_arch(state, "gemma3", FKV_KV_Q8_0); }
 
@@ -116,19 +118,26 @@ static turn_result run_turn(fixture *f, fkv_seq *s, const int32_t *ids, uint32_t
     if (fkv_seq_generate(s, f->logits, &gp, r.gen, &res, &err)) fail_msg("%s", err.msg);
     r.logits = res.logits_digest;
     r.n_gen = res.n_tokens;
+    r.state = fkv_seq_state_digest(s);
     return r;
 }
 
-/* The warm sequence's turn equals a cold run of the same prompt; returns the reuse. */
-static uint32_t expect_exact(fixture *f, const int32_t *ids, uint32_t n, const char *what) {
+/* The warm sequence's turn equals a cold run of the same prompt; returns the warm turn. */
+static turn_result expect_exact_turn(fixture *f, const int32_t *ids, uint32_t n, const char *what) {
     turn_result warm = run_turn(f, f->warm, ids, n), cold = run_turn(f, f->cold, ids, n);
     if (cold.cached != 0) fail_msg("%s: the cold path reused %u rows", what, cold.cached);
-    if (warm.kv != cold.kv || warm.logits != cold.logits || warm.n_gen != cold.n_gen ||
+    if (warm.kv != cold.kv || warm.logits != cold.logits || warm.state != cold.state || warm.n_gen != cold.n_gen ||
         memcmp(warm.gen, cold.gen, sizeof(int32_t) * warm.n_gen))
-        fail_msg("%s (reused %u of %u): resumed kv %016llx logits %016llx, cold kv %016llx logits %016llx", what,
-                 warm.cached, n, (unsigned long long)warm.kv, (unsigned long long)warm.logits,
-                 (unsigned long long)cold.kv, (unsigned long long)cold.logits);
-    return warm.cached;
+        fail_msg("%s (reused %u of %u): resumed kv %016llx logits %016llx state %016llx, cold kv %016llx logits "
+                 "%016llx state %016llx", what, warm.cached, n, (unsigned long long)warm.kv,
+                 (unsigned long long)warm.logits, (unsigned long long)warm.state, (unsigned long long)cold.kv,
+                 (unsigned long long)cold.logits, (unsigned long long)cold.state);
+    return warm;
+}
+
+/* expect_exact_turn's reuse. */
+static uint32_t expect_exact(fixture *f, const int32_t *ids, uint32_t n, const char *what) {
+    return expect_exact_turn(f, ids, n, what).cached;
 }
 
 /* b = a[0..common) then b's own ids, with b[common] != a[common] so that the common prefix is exact. */
@@ -286,6 +295,47 @@ static void test_the_record_never_claims_a_row_the_kv_does_not_hold(void **state
     assert_true(n_fed >= 89 && n_fed <= p);
 }
 
+/* A model with recurrent layers (docs/design.md §5): a conversation's next turn resumes from the state its last turn
+ * left where the prompt takes up every id that turn fed (its reply as generated); anywhere else — a reply
+ * re-tokenized otherwise, a shorter prompt, after a rewind — it starts cold, since no state at that position is kept.
+ * Every turn equals cold in K/V, logits and state. */
+static void test_a_hybrid_resumes_only_where_its_state_stands(void **state) {
+    fixture *f = *state;
+    fkv_seq_clear(f->warm);
+    int32_t convo[400];
+    fill(f, convo, 50, 21);
+    uint32_t n = 50;
+    turn_result t = expect_exact_turn(f, convo, n, "the first turn");
+    for (int turn = 2; turn <= 4; turn++) { /* the reply as generated, then new ids: from the state it left */
+        const uint32_t fed = n + t.n_gen - 1; /* the last token sampled is never fed */
+        memcpy(convo + n, t.gen, sizeof(int32_t) * t.n_gen);
+        n += t.n_gen;
+        fill(f, convo + n, 20, 300 + (uint64_t)turn);
+        n += 20;
+        char what[64];
+        snprintf(what, sizeof what, "turn %d, continuing", turn);
+        t = expect_exact_turn(f, convo, n, what);
+        assert_int_equal(t.cached, fed);
+    }
+    /* The reply re-tokenized otherwise: the rows agree up to there, but no state is kept there. */
+    memcpy(convo + n, t.gen, sizeof(int32_t) * t.n_gen);
+    convo[n + 2] = 3 + (convo[n + 2] - 3 + 1) % (int32_t)(f->n_vocab - 3);
+    assert_int_equal(expect_exact(f, convo, n + t.n_gen, "a reply re-tokenized"), 0);
+    assert_int_equal(expect_exact(f, convo, 30, "a shorter prompt"), 0);
+    /* A rewind computes its rows again (the state cannot be cut back): the state after 20 is the cold one's. */
+    fkv_error err = {0};
+    assert_int_equal(fkv_seq_rewind(f->warm, 20, &err), 0);
+    assert_int_equal(fkv_seq_prefill(f->cold, convo, 20, f->logits, NULL, &err), 0);
+    assert_true(fkv_seq_state_digest(f->warm) == fkv_seq_state_digest(f->cold));
+    assert_true(fkv_seq_kv_digest(f->warm, 20) == fkv_seq_kv_digest(f->cold, 20));
+    float *row = malloc(sizeof(float) * f->n_vocab);
+    assert_int_equal(fkv_seq_decode(f->warm, convo[20], row, &err), 0);
+    assert_int_equal(fkv_seq_prefill(f->cold, convo, 21, f->logits, NULL, &err), 0);
+    assert_memory_equal(row, f->logits, sizeof(float) * f->n_vocab);
+    free(row);
+    assert_int_equal(expect_exact(f, convo, 40, "continuing after a rewind"), 21);
+}
+
 static void test_reuse_below_the_minimum_is_not_taken(void **state) {
     fixture *f = *state;
     fkv_engine_params p;
@@ -355,6 +405,7 @@ int main(void) {
         CASE(test_alternating_reused_and_cold_turns_never_differ, q8_kv_q8_0),
         CASE(test_the_record_never_claims_a_row_the_kv_does_not_hold, q8_kv_q4_0),
         CASE(test_boundary_matrix_resumes_exactly, gemma3_kv_q8_0),
+        CASE(test_a_hybrid_resumes_only_where_its_state_stands, qwen35),
         cmocka_unit_test(test_environment_switches_set_the_defaults),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);

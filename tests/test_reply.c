@@ -26,6 +26,7 @@ static const reply_form GLM47 = {REPLY_THINK, true, TOOLCALL_GLM};
 static const reply_form HARMONY = {REPLY_HARMONY, false, TOOLCALL_HARMONY};
 static const reply_form LLAMA3 = {REPLY_PLAIN, false, TOOLCALL_LLAMA3};
 static const reply_form CODER = {REPLY_PLAIN, false, TOOLCALL_QWEN3_XML};
+static const reply_form QWEN35 = {REPLY_THINK, true, TOOLCALL_QWEN3_XML}; /* Qwen3.5's: the prompt opened the block */
 
 /* What a reply of text comes to. */
 typedef struct {
@@ -104,6 +105,8 @@ static void test_think_blocks_are_reasoning_and_what_follows_is_content(void **s
     /* the prompt opened the block: everything up to "</think>" is reasoning */
     expect_whole(&OPENED, "\nLet me see.\n</think>\n\nIt is 4.", (split){"Let me see.", "It is 4.", NULL});
     expect_whole(&OPENED, "all thought", (split){"all thought", "", NULL});
+    expect_whole(&QWEN35, "Let me see.\n</think>\n\nSure.\n\n<tool_call>\n<function=now>\n</function>\n</tool_call>",
+                 (split){"Let me see.", "Sure.", "now"});
     expect_whole(&PLAIN, " <think>x</think> as written ", (split){"", " <think>x</think> as written ", NULL});
 }
 
@@ -280,6 +283,10 @@ static void test_enforced_calls_may_follow_the_reasoning_and_read_back(void **st
         "<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
     };
     expect_grammar(&CODER, coder_yes, N_OF(coder_yes), coder_no, N_OF(coder_no), "get_weather");
+    const char *const qwen35_yes[] = {"The weather.\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>"
+                                      "\nOslo\n</parameter>\n</function>\n</tool_call>"};
+    const char *const qwen35_no[] = {coder_yes[0]}; /* the prompt opened a block: it must close first */
+    expect_grammar(&QWEN35, qwen35_yes, N_OF(qwen35_yes), qwen35_no, N_OF(qwen35_no), "get_weather");
 }
 
 static void test_the_reply_form_follows_the_template_and_its_settings(void **state) {
@@ -298,6 +305,12 @@ static void test_the_reply_form_follows_the_template_and_its_settings(void **sta
     assert_int_equal(reply_form_of(&t, true).reasoning, REPLY_THINK);
     t.no_thinking = true;
     assert_int_equal(reply_form_of(&t, true).reasoning, REPLY_PLAIN);
+    t = (chat_template){.family = CHAT_CHATML, .qwen3_thinking = true, .qwen3_coder = true}; /* Qwen3.5 */
+    f = reply_form_of(&t, true);
+    assert_true(f.reasoning == REPLY_THINK && f.opened && f.calls == TOOLCALL_QWEN3_XML);
+    t.no_thinking = true;
+    f = reply_form_of(&t, true);
+    assert_true(f.reasoning == REPLY_PLAIN && !f.opened);
     t = (chat_template){.family = CHAT_DEEPSEEK};
     assert_true(reply_form_of(&t, false).opened);
     assert_int_equal(reply_form_of(NULL, true).calls, TOOLCALL_NONE);

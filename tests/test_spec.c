@@ -1,8 +1,8 @@
 /* Speculative decoding never changes an answer: every generation with guesses (lookup, a draft model that guesses well,
  * one that guesses badly, a draft engine that fails) gives the tokens, logits digest and KV digest of the same
  * generation without them — greedy and seeded, with penalties, a grammar, every stop (max_tokens, the context's end,
- * end of generation), alone and batched with other conversations, with f16 and quantized K/V rows. And the lookup
- * drafter finds what it should. */
+ * end of generation), alone and batched with other conversations, with f16 and quantized K/V rows, and on a model with
+ * recurrent layers (its state too), as the target and as the draft. And the lookup drafter finds what it should. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,14 +22,16 @@
 
 typedef struct {
     fkv_model *m, *bad; /* stories260K; a random-weight model of its vocabulary: a draft that guesses badly */
-    const fkv_model *target; /* what generate() runs: m, or bad (heads of 32, for quantized K/V rows) */
+    fkv_model *hybrid;  /* a random-weight qwen35 of that vocabulary: gated DeltaNet layers, a state to take back */
+    const fkv_model *target; /* what generate() runs: m, bad (heads of 32, for quantized K/V rows), or hybrid */
     fkv_engine *good_draft, *bad_draft, *tiny_draft; /* tiny: too little KV memory to hold a prompt */
+    fkv_engine *hybrid_draft;
 } fixture;
 
 typedef struct {
     uint32_t n;
     int32_t ids[MAX_GEN];
-    uint64_t logits, kv;
+    uint64_t logits, kv, state; /* state: the recurrent state after it (0 without recurrent layers) */
     uint32_t n_pos; /* positions the sequence holds after it */
     uint32_t drafted, accepted;
 } answer;
@@ -57,10 +59,14 @@ static int setup(void **state) {
         !(f->bad = fkv_model_load(bad, &err)))
         return -1;
     remove(bad);
-    if (!fkv_model_vocab_equal(f->m, f->bad)) return -1;
+    const char *hybrid = tu_arch_model("qwen35", GGML_TYPE_Q8_0, 31);
+    if (!hybrid || !(f->hybrid = fkv_model_load(hybrid, &err))) return -1;
+    remove(hybrid);
+    if (!fkv_model_vocab_equal(f->m, f->bad) || !fkv_model_vocab_equal(f->m, f->hybrid)) return -1;
     f->good_draft = engine(f->m, 512, 0);
     f->bad_draft = engine(f->bad, 512, 0);
     f->tiny_draft = engine(f->m, 512, 1); /* one block */
+    f->hybrid_draft = engine(f->hybrid, 512, 0);
     f->target = f->m;
     *state = f;
     return 0;
@@ -71,8 +77,10 @@ static int teardown(void **state) {
     fkv_engine_free(f->good_draft);
     fkv_engine_free(f->bad_draft);
     fkv_engine_free(f->tiny_draft);
+    fkv_engine_free(f->hybrid_draft);
     fkv_model_free(f->m);
     fkv_model_free(f->bad);
+    fkv_model_free(f->hybrid);
     free(f);
     return 0;
 }
@@ -101,6 +109,7 @@ static void generate(const fixture *f, const int32_t *prompt, uint32_t n_prompt,
     if (fkv_seq_generate(s, logits, &gp, a->ids, &res, &err)) fail_msg("generate: %s", err.msg);
     a->n = res.n_tokens, a->logits = res.logits_digest, a->drafted = res.drafted, a->accepted = res.accepted;
     a->kv = fkv_seq_kv_digest(s, fkv_seq_n_pos(s));
+    a->state = fkv_seq_state_digest(s);
     a->n_pos = fkv_seq_n_pos(s);
     free(logits);
     fkv_sampler_free(smp);
@@ -110,10 +119,11 @@ static void generate(const fixture *f, const int32_t *prompt, uint32_t n_prompt,
 
 static void assert_same(const answer *want, const answer *got, const char *what) {
     if (want->n != got->n || memcmp(want->ids, got->ids, sizeof(int32_t) * want->n) || want->logits != got->logits ||
-        want->kv != got->kv || want->n_pos != got->n_pos)
-        fail_msg("%s: %u tokens, logits %016llx, kv %016llx; without guesses %u, %016llx, %016llx", what, got->n,
-                 (unsigned long long)got->logits, (unsigned long long)got->kv, want->n,
-                 (unsigned long long)want->logits, (unsigned long long)want->kv);
+        want->kv != got->kv || want->state != got->state || want->n_pos != got->n_pos)
+        fail_msg("%s: %u tokens, logits %016llx, kv %016llx, state %016llx; without guesses %u, %016llx, %016llx, "
+                 "%016llx", what, got->n, (unsigned long long)got->logits, (unsigned long long)got->kv,
+                 (unsigned long long)got->state, want->n, (unsigned long long)want->logits,
+                 (unsigned long long)want->kv, (unsigned long long)want->state);
 }
 
 /* The speculation settings every case runs under, beside off. */
@@ -338,6 +348,34 @@ static void test_quantized_kv(void **state) {
     f->target = f->m;
 }
 
+/* A target with recurrent layers: a verification steps its state through every guess, each row into a slot of its
+ * own, and a rejected guess's state is never the one kept — tokens, logits, K/V and state equal speculation off's.
+ * And such a model as the draft, whose sequence takes guesses back and rewinds. */
+static void test_a_hybrid_takes_back_rejected_guesses(void **state) {
+    fixture *f = *state;
+    f->target = f->hybrid;
+    int32_t prompt[256];
+    uint32_t n;
+    encode(f->m, "Tom had a red ball. Tom had a red ball. Tom had", prompt, &n);
+    fkv_sampler_params sp = {.temp = 0, .repeat_penalty = 1.0f};
+    same_answers(f, prompt, n, &sp, NULL, 80, 512, "hybrid target, greedy");
+    sp = fkv_sampler_default_params();
+    sp.seed = 13;
+    same_answers(f, prompt, n, &sp, NULL, 80, 512, "hybrid target, seeded");
+    const fkv_spec_params bad = {.mode = FKV_SPEC_DRAFT, .draft = f->good_draft}; /* stories guessing a random model */
+    answer a;
+    generate(f, prompt, n, &sp, &bad, NULL, 80, 512, &a);
+    assert_true(a.drafted > a.accepted); /* guesses were taken back */
+    f->target = f->m;
+    const fkv_spec_params hybrid_draft = {.mode = FKV_SPEC_DRAFT, .draft = f->hybrid_draft};
+    answer off, on;
+    const fkv_spec_params none = {0};
+    generate(f, prompt, n, &sp, &none, NULL, 80, 512, &off);
+    generate(f, prompt, n, &sp, &hybrid_draft, NULL, 80, 512, &on);
+    assert_same(&off, &on, "hybrid draft");
+    assert_true(on.drafted > on.accepted);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup),
@@ -347,6 +385,7 @@ int main(void) {
         cmocka_unit_test(test_grammar),
         cmocka_unit_test(test_batched),
         cmocka_unit_test(test_quantized_kv),
+        cmocka_unit_test(test_a_hybrid_takes_back_rejected_guesses),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,7 +5,9 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "flatkv.h"
 #include "kernels/dispatch.h"
+#include "kernels/quant.h"
 #include "model/genmodel.h"
 
 #include <stdio.h>
@@ -78,6 +80,7 @@ const char *tu_arch_model(const char *arch, int type, uint64_t seed) {
         if (!strcmp(arch, "qwen3moe")) p.head_dim = 64;
         if (!strcmp(arch, "glm4moe")) p.rope_dims = 16, p.n_shared = 1, p.n_dense_lead = 1, p.n_nextn = 1;
     }
+    if (!strncmp(arch, "qwen35", 6)) p.ssm_k_heads = 4; /* 8 value heads on 4 key heads; layer 3 attention */
     if (!strcmp(arch, "gemma3")) {
         p.n_kv_heads = 1;
         p.head_dim = 64;
@@ -173,4 +176,66 @@ fkv_model *tu_load_model(const char *path) {
     fkv_model *m = fkv_model_load(path, &err);
     if (!m) fail_msg("%s", err.msg);
     return m;
+}
+
+float *tu_last_logits(const char *path) {
+    fkv_model *m = tu_load_model(path);
+    fkv_error err = {0};
+    fkv_ctx_params cp = fkv_ctx_default_params();
+    cp.n_ctx = 64;
+    float *logits = malloc(sizeof(float) * fkv_model_get_info(m).n_vocab);
+    const int32_t ids[4] = {1, 50, 60, 70};
+    fkv_ctx *ctx = fkv_ctx_new(m, &cp, &err);
+    assert_non_null(ctx);
+    assert_int_equal(fkv_eval(ctx, ids, 4, 0, 1, logits, &err), 0);
+    fkv_ctx_free(ctx);
+    fkv_model_free(m);
+    return logits;
+}
+
+const char *tu_rewritten(const char *src, const char *key, const gguf_value *value, const char *tensor,
+                         tu_tensor_edit how, uint32_t n_dims, const uint64_t *ne) {
+    const char *out = tu_tmp_path(".gguf");
+    fkv_error err = {0};
+    gguf_file *f = gguf_open(src, &err);
+    assert_non_null(f);
+    gguf_writer *w = gguf_writer_new();
+    gguf_writer_copy_kv(w, f, "", NULL);
+    if (key) gguf_writer_set_value(w, key, value);
+    for (uint64_t t = 0; t < f->n_tensors; t++) {
+        const gguf_tensor *ti = &f->tensors[t];
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)ti->name.len, ti->name.ptr);
+        const bool changed = tensor && strstr(name, tensor);
+        ggml_type type = ti->type;
+        uint32_t dims = ti->n_dims;
+        const uint64_t *shape = ti->ne;
+        void *data = NULL;
+        if (changed && how == TU_RESHAPE) {
+            dims = n_dims, shape = ne;
+        } else if (changed && how == TU_ZEROS) {
+            data = calloc(1, ti->nbytes);
+        } else if (changed && how == TU_TO_Q8_0) {
+            const size_t n = ti->nbytes / sizeof(float);
+            data = malloc(n / 32 * sizeof(block_q8_0));
+            quant_quantize_row(GGML_TYPE_Q8_0, ti->data, data, n);
+            type = GGML_TYPE_Q8_0;
+        }
+        assert_int_equal(gguf_writer_add_tensor(w, name, type, dims, shape, data ? data : ti->data, &err), 0);
+        free(data);
+    }
+    assert_int_equal(gguf_writer_write(w, out, &err), 0);
+    gguf_writer_free(w);
+    gguf_close(f);
+    return out;
+}
+
+void tu_expect_refused(const char *src, const char *key, const gguf_value *value, const char *tensor, uint32_t n_dims,
+                       const uint64_t *ne, const char *want) {
+    const char *bad = tu_rewritten(src, key, value, tensor, TU_RESHAPE, n_dims, ne);
+    fkv_error err = {0};
+    fkv_model *m = fkv_model_load(bad, &err);
+    remove(bad);
+    if (m) fail_msg("loaded a file with %s", want);
+    if (!strstr(err.msg, want)) fail_msg("refused with '%s', which does not name '%s'", err.msg, want);
 }

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gguf/gguf.h"
+
 /* FKV_DATA_DIR "/" rel, in a static buffer (one at a time). When that file is missing (a data folder without it),
  * the running test is skipped, naming the path: call it inside a test or its setup. */
 const char *tu_data(const char *rel);
@@ -36,9 +38,34 @@ const char *tu_small_model(int type, uint64_t seed);
  * phi3 partial rotary (16 of 32 dims), gemma3 one KV head of 64 and a window of 20 on layers 0 and 2; smollm3's
  * layer 3 has no rope; qwen3moe and glm4moe route each row to 3 of 8 experts of width 64 (qwen3moe heads of 64;
  * glm4moe partial rotary, a shared expert, a dense layer 0 and one NextN block; gpt-oss biases, sinks, YaRN and a
- * window of 20 on its even layers). Written to a fresh temp path like
+ * window of 20 on its even layers; qwen35 and qwen35moe gated DeltaNet layers 0-2 of 8 value heads on 4 key heads
+ * of 16, gated attention in layer 3, qwen35moe's experts as qwen3moe's and a gated shared one). Written to a fresh
+ * temp path like
  * tu_small_model; NULL on failure. */
 const char *tu_arch_model(const char *arch, int type, uint64_t seed);
+
+/* The logits (n_vocab floats, malloc'd) of the last of 4 fixed ids (1, 50, 60, 70) through the model at path. */
+float *tu_last_logits(const char *path);
+
+/* What tu_rewritten does to the tensors whose names contain its pattern. */
+typedef enum {
+    TU_RESHAPE, /* dims ne[0..n_dims): the same elements, another shape */
+    TU_ZEROS,   /* zeros for its data */
+    TU_TO_Q8_0, /* its f32 elements quantized to Q8_0 */
+} tu_tensor_edit;
+
+/* A metadata value for tu_rewritten: an unsigned integer. */
+#define TU_U32(x) (&(const gguf_value){.type = GGUF_TYPE_UINT32, .u64 = (x)})
+
+/* The GGUF file src copied to a fresh temp path (tu_tmp_path's), key set to *value (key NULL: none changed) and every
+ * tensor whose name contains `tensor` (NULL: none) edited as how says (TU_RESHAPE: to n_dims dims ne). Fails the test
+ * when src cannot be read or the copy written. */
+const char *tu_rewritten(const char *src, const char *key, const gguf_value *value, const char *tensor,
+                         tu_tensor_edit how, uint32_t n_dims, const uint64_t *ne);
+/* src rewritten so (tensors reshaped) is refused by fkv_model_load with `want` in its sentence; the test fails
+ * otherwise. */
+void tu_expect_refused(const char *src, const char *key, const gguf_value *value, const char *tensor, uint32_t n_dims,
+                       const uint64_t *ne, const char *want);
 
 /* Runs the cmocka group once per kernel variant this build holds and this CPU runs (kern_select'ed before each run,
  * its name in *variant when variant is not NULL); a variant it cannot run is reported as skipped, by name and why.

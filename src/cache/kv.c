@@ -187,6 +187,7 @@ uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, const uint32_t *windo
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
     for (uint32_t l = 0; l < n_layers; l++) {
+        if (m->layer_at && m->layer_at[l] == KV_NO_ROWS) continue;
         const uint32_t w = window ? window[l] : 0, p0 = w && n_pos >= w ? n_pos - w + 1 : 0;
         ops_kv_view view = kv_map_view(m, l);
         digest_rows(&st, &view, false, p0, n_pos);

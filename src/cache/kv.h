@@ -68,10 +68,13 @@ typedef struct {
 /* Where the K/V rows of one sequence live, every layer. Usually one store holds every layer; a model with
  * window layers may keep those in a second store (part[1], its own pool: prefix.h drops the blocks of it no
  * resume needs any more), and layer_at says where each layer is. Kernels see one layer of it as an ops_kv_view. */
+/* kv_map.layer_at's entry for a layer that keeps no K/V rows (a recurrent layer: its state is elsewhere). */
+#define KV_NO_ROWS UINT32_MAX
+
 typedef struct {
     kv_part part[2];
     const uint32_t *layer_at; /* NULL: layer l is layer l of part[0]; else layer l is layer layer_at[l] & 0xffff of
-                               * part[layer_at[l] >> 16] */
+                               * part[layer_at[l] >> 16], or none (KV_NO_ROWS: never viewed, stored or digested) */
     size_t row_bytes;
     fkv_kv_type type;
     uint32_t block_rows;
@@ -88,7 +91,7 @@ void kv_map_read(const kv_map *m, uint32_t layer, uint32_t pos, void *k, void *v
 /* xxh3-64 over K rows then V rows of layer 0, then of layer 1, ... as stored — the same bytes in the same order
  * whatever the storage, so contiguous and paged sequences compare directly. The rows of layer l are [0, n_pos), or,
  * for a window layer (window[l] > 0; window NULL: none), the last window[l] - 1 of them: what a row at n_pos reads,
- * and all a sequence is sure to hold (prefix.h drops the rest). */
+ * and all a sequence is sure to hold (prefix.h drops the rest); a layer without rows (KV_NO_ROWS) adds nothing. */
 uint64_t kv_map_digest(const kv_map *m, uint32_t n_layers, const uint32_t *window, uint32_t n_pos);
 
 #endif

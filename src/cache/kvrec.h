@@ -16,6 +16,12 @@
  *   logits, and may take all of them.
  * - Rows that are not there are never read: where a model keeps only some rows of a layer (sliding windows), the
  *   reuse is the longest length at most the cap whose rows are all held.
+ * - A recurrent layer's state is never guessed: it folds in every token before it and cannot be cut back, so a model
+ *   with recurrent layers resumes at p only where the state after p - 1 is at hand besides the rows (docs/design.md
+ *   §5) — the longest such length at most the held one, else 0, the cold start whose state is zero. DECISION: until
+ *   states are kept at chosen points, the one at hand is a continuing sequence's own (its live state where the new
+ *   prompt takes up exactly what it fed; engine.h's engine_continue) or a fork's copy; every other start of such a
+ *   model is cold, and says why (kvrec_reuse.state).
  * - Minimum reuse (FLATKV_PREFIX_CACHE_MIN): below it a reuse saves too little; the answer is 0.
  * - Inputs no id describes (embedding rows, an image) are recorded as KVREC_NO_ID, which agrees with no prompt:
  *   two different images behind the same placeholder ids must never compare equal. Rows before them stay
@@ -38,21 +44,25 @@
 /* The id recorded for a row no token id describes. */
 #define KVREC_NO_ID (-1)
 
+/* The longest length at most p whose rows are all held (ctx: the caller's); NULL: every row is. The same shape
+ * answers where recurrent states are kept: the longest length at most p with a state at hand (0 always qualifies). */
+typedef uint32_t (*kvrec_held_fn)(const void *ctx, uint32_t p);
+
 typedef struct {
     uint32_t min_reuse;     /* reuse below this is reported as 0 */
     bool bound_to_frontier; /* reuse only rows a prefill wrote */
     bool whole;             /* a rewind: every agreeing row may be reused, none is left to compute */
+    kvrec_held_fn state;    /* where recurrent states are at hand (state_ctx: its ctx); NULL: no recurrent layers */
+    const void *state_ctx;
 } kvrec_policy;
 
 /* How a reuse came to be: the longest common prefix with the cache (agreed); at most len(prompt) - 1 of it
- * (capped); the longest length at most that whose rows are all held (held); what is reused (held, or 0 below the
- * minimum). */
+ * (capped); the longest length at most that whose rows are all held (held); the longest at most that where the rows
+ * are held and a recurrent state is at hand (state: = held without recurrent layers); what is reused (state, or 0
+ * below the minimum). */
 typedef struct {
-    uint32_t agreed, capped, held, reused;
+    uint32_t agreed, capped, held, state, reused;
 } kvrec_reuse;
-
-/* The longest length at most p whose rows are all held (ctx: the caller's); NULL: every row is. */
-typedef uint32_t (*kvrec_held_fn)(const void *ctx, uint32_t p);
 
 /* The reuse of a prompt of n ids that agrees with the cache for `agreed` of them, under policy. */
 kvrec_reuse kvrec_decide(uint32_t agreed, uint32_t n, const kvrec_policy *policy, kvrec_held_fn held,

@@ -23,6 +23,7 @@ static const struct {
     {"chatml", {.family = CHAT_CHATML}},
     {"qwen3", {.family = CHAT_CHATML, .qwen3_thinking = true}},
     {"qwen3-coder", {.family = CHAT_CHATML, .qwen3_coder = true}},
+    {"qwen3.5", {.family = CHAT_CHATML, .qwen3_thinking = true, .qwen3_coder = true}},
     {"llama2", {.family = CHAT_LLAMA2}},
     {"llama3", {.family = CHAT_LLAMA3, .date_string = chat_llama3_date}},
     {"mistral", {.family = CHAT_MISTRAL, .mistral = CHAT_MISTRAL_V3}},
@@ -101,13 +102,19 @@ static void chat_text_n(chat_buf *b, const char *s, size_t n) {
 
 static void chat_text(chat_buf *b, const char *s) { chat_text_n(b, s, strlen(s)); }
 
-/* Python's str.strip() over ASCII whitespace, as a span of s (conversation text). */
-static void chat_text_stripped(chat_buf *b, const char *s) {
-    size_t n = strlen(s);
-    while (n > 0 && chat_is_space(s[n - 1])) n--;
-    while (n > 0 && chat_is_space(*s)) s++, n--;
+/* [*s, *s + *n) without ASCII whitespace at either end (Python's str.strip()). */
+static void chat_strip(const char **s, size_t *n) {
+    while (*n > 0 && chat_is_space((*s)[*n - 1])) --*n;
+    while (*n > 0 && chat_is_space(**s)) ++*s, --*n;
+}
+
+/* s[0..n) stripped, as conversation text. */
+static void chat_text_stripped_n(chat_buf *b, const char *s, size_t n) {
+    chat_strip(&s, &n);
     chat_text_n(b, s, n);
 }
+
+static void chat_text_stripped(chat_buf *b, const char *s) { chat_text_stripped_n(b, s, strlen(s)); }
 
 /* s without the newlines it begins with (Python's lstrip('\n')). */
 static const char *chat_skip_newlines(const char *s) {
@@ -329,6 +336,51 @@ static void chat_coder_tools(chat_buf *b, const json_t *tools) {
                 "normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>");
 }
 
+/* Message i's call's arguments as the templates that iterate them (GLM's, Qwen3-Coder's, Qwen3.5's) take them: the
+ * parsed JSON object (an empty one for none given); NULL with err naming the template for anything else. */
+static json_t *chat_call_args(const chat_tool_call *call, size_t i, const char *template_name, fkv_error *err) {
+    json_t *args = call->arguments && *call->arguments ? json_loads(call->arguments, 0, NULL) : json_object();
+    if (json_is_object(args)) return args;
+    json_decref(args);
+    err_input(err, "chat_render: message %zu: %s's template needs each call's arguments to be a JSON object", i,
+              template_name);
+    return NULL;
+}
+
+/* A call's arguments as key and value markup (GLM's, Qwen's XML): per key, key_open + key + key_close + the value +
+ * value_close; a string as it is, a mapping or a list as json.dumps, another value as Python's str() (py) or as
+ * json.dumps. */
+static void chat_put_args(chat_buf *b, const json_t *args, const char *key_open, const char *key_close,
+                          const char *value_close, bool py) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)args, key, v) {
+        chat_put(b, key_open);
+        chat_text(b, key);
+        chat_put(b, key_close);
+        if (json_is_string(v)) chat_text_n(b, json_string_value(v), json_string_length(v));
+        else if (py && !json_is_object(v) && !json_is_array(v)) chat_put_py_str(b, v);
+        else chat_put_json(b, v, 0);
+        chat_put(b, value_close);
+    }
+}
+
+/* Message i's call as XML (Qwen3-Coder's and Qwen3.5's): open (what the template writes before "<function=") +
+ * "<function=" + name + ">\n" + per argument "<parameter=" + key + ">\n" + value + "\n</parameter>\n" (values as
+ * chat_put_args' py) + "</function>\n</tool_call>". -1 with err (chat_call_args). */
+static int chat_put_xml_call(chat_buf *b, const char *open, const chat_tool_call *call, size_t i, fkv_error *err) {
+    json_t *args = chat_call_args(call, i, "Qwen", err);
+    if (!args) return -1;
+    chat_put(b, open);
+    chat_put(b, "<function=");
+    chat_text(b, call->name);
+    chat_put(b, ">\n");
+    chat_put_args(b, args, "<parameter=", ">\n", "\n</parameter>\n", true);
+    chat_put(b, "</function>\n</tool_call>");
+    json_decref(args);
+    return 0;
+}
+
 /* Qwen3-Coder's template (see chat.h). */
 static int chat_render_qwen3_coder(const chat_input *in, chat_buf *b, fkv_error *err) {
     const chat_message *msgs = in->msgs;
@@ -350,30 +402,8 @@ static int chat_render_qwen3_coder(const chat_input *in, chat_buf *b, fkv_error 
                 chat_text_stripped(b, m->content);
                 chat_put(b, "\n");
             }
-            for (size_t c = 0; c < m->n_tool_calls; c++) {
-                const char *arguments = m->tool_calls[c].arguments;
-                json_t *args = json_loads(arguments ? arguments : "", 0, NULL);
-                if (arguments && *arguments && !json_is_object(args)) {
-                    json_decref(args);
-                    return err_input(err, "chat_render: message %zu: Qwen3-Coder's template needs each call's "
-                                          "arguments to be a JSON object", i);
-                }
-                chat_put(b, "\n<tool_call>\n<function=");
-                chat_text(b, m->tool_calls[c].name);
-                chat_put(b, ">\n");
-                const char *key;
-                const json_t *v;
-                json_object_foreach(args, key, v) {
-                    chat_put(b, "<parameter=");
-                    chat_text(b, key);
-                    chat_put(b, ">\n");
-                    if (json_is_object(v) || json_is_array(v)) chat_put_json(b, v, 0);
-                    else chat_put_py_str(b, v);
-                    chat_put(b, "\n</parameter>\n");
-                }
-                chat_put(b, "</function>\n</tool_call>");
-                json_decref(args);
-            }
+            for (size_t c = 0; c < m->n_tool_calls; c++)
+                if (chat_put_xml_call(b, "\n<tool_call>\n", &m->tool_calls[c], i, err)) return -1;
             chat_put(b, "<|im_end|>\n");
         } else if (chat_role_is(m, "tool")) {
             /* loop.previtem: the loop's previous message (none for its first, which opens no turn) */
@@ -394,6 +424,98 @@ static int chat_render_qwen3_coder(const chat_input *in, chat_buf *b, fkv_error 
     return 0;
 }
 
+/* Qwen3.5's template (see chat.h): Qwen3's thinking, Qwen3-Coder's calls, its own tool block, contents stripped. */
+static int chat_render_qwen35(const chat_input *in, chat_buf *b, fkv_error *err) {
+    const chat_message *msgs = in->msgs;
+    const size_t n = in->n;
+    if (n == 0) return err_input(err, "chat_render: Qwen3.5's template needs a message");
+    const bool lead_system = chat_role_is(&msgs[0], "system");
+    const char *sys = lead_system ? msgs[0].content : "";
+    size_t sys_len = strlen(sys);
+    chat_strip(&sys, &sys_len);
+    if (in->tools) {
+        chat_put(b, "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>");
+        for (size_t i = 0; i < json_array_size(in->tools); i++) {
+            chat_put(b, "\n");
+            chat_put_json(b, json_array_get(in->tools, i), 0);
+        }
+        chat_put(b, "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:"
+                    "\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n"
+                    "</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat "
+                    "can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- "
+                    "Function calls MUST follow the specified format: an inner <function=...></function> block must be "
+                    "nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You "
+                    "may provide optional reasoning for your function call in natural language BEFORE the function "
+                    "call, but NOT after\n- If there is no function call available, answer the question like normal "
+                    "with your current knowledge and do not tell the user about function calls\n</IMPORTANT>");
+        if (sys_len) chat_put(b, "\n\n");
+        chat_text_n(b, sys, sys_len);
+        chat_put(b, "<|im_end|>\n");
+    } else if (lead_system) {
+        chat_put(b, "<|im_start|>system\n");
+        chat_text_n(b, sys, sys_len);
+        chat_put(b, "<|im_end|>\n");
+    }
+    size_t last_query = n; /* the last user message that is not a wrapped tool response, on stripped contents */
+    for (size_t i = n; i-- > 0 && last_query == n;) {
+        const char *c = msgs[i].content;
+        size_t len = strlen(c);
+        chat_strip(&c, &len);
+        const bool wrapped = len >= 31 && !strncmp(c, "<tool_response>", 15) && !memcmp(c + len - 16, "</tool_response>", 16);
+        if (chat_role_is(&msgs[i], "user") && !wrapped) last_query = i;
+    }
+    if (last_query == n) return err_input(err, "chat_render: Qwen3.5's template needs a user message (no user query)");
+    for (size_t i = 0; i < n; i++) {
+        const chat_message *m = &msgs[i];
+        char *content = strdup(m->content); /* stripped, NUL-terminated for the reasoning split */
+        if (!content) return err_nomem(err, "chat_render: out of memory");
+        const char *c = content;
+        size_t len = strlen(c);
+        chat_strip(&c, &len);
+        memmove(content, c, len);
+        content[len] = 0;
+        int rc = 0;
+        if (chat_role_is(m, "system")) {
+            if (i > 0) rc = err_input(err, "chat_render: message %zu: Qwen3.5's template takes a system message only "
+                                           "at the beginning", i);
+        } else if (chat_role_is(m, "user")) {
+            chat_put(b, "<|im_start|>user\n");
+            chat_text(b, content);
+            chat_put(b, "<|im_end|>\n");
+        } else if (chat_role_is(m, "assistant")) {
+            const char *visible = content, *reasoning = m->reasoning ? m->reasoning : "";
+            size_t r_len = strlen(reasoning);
+            if (!m->reasoning) chat_qwen3_split(content, &visible, &reasoning, &r_len);
+            chat_strip(&reasoning, &r_len);
+            chat_put(b, "<|im_start|>assistant\n");
+            if (i > last_query) {
+                chat_put(b, "<think>\n");
+                chat_text_n(b, reasoning, r_len);
+                chat_put(b, "\n</think>\n\n");
+            }
+            chat_text(b, visible);
+            const char *open = chat_is_blank(visible, strlen(visible)) ? "<tool_call>\n" : "\n\n<tool_call>\n";
+            for (size_t k = 0; !rc && k < m->n_tool_calls; k++, open = "\n<tool_call>\n")
+                rc = chat_put_xml_call(b, open, &m->tool_calls[k], i, err);
+            chat_put(b, "<|im_end|>\n");
+        } else if (chat_role_is(m, "tool")) {
+            /* loop.previtem: the loop's previous message (none for its first, which opens no turn) */
+            if (i > 0 && !chat_role_is(&msgs[i - 1], "tool")) chat_put(b, "<|im_start|>user");
+            chat_put(b, "\n<tool_response>\n");
+            chat_text(b, content);
+            chat_put(b, "\n</tool_response>");
+            if (i + 1 == n || !chat_role_is(&msgs[i + 1], "tool")) chat_put(b, "<|im_end|>\n");
+        } else {
+            rc = err_input(err, "chat_render: message %zu: Qwen3.5's template has no role '%s'", i, m->role);
+        }
+        free(content);
+        if (rc) return -1;
+    }
+    if (in->add_generation_prompt)
+        chat_put(b, in->t->no_thinking ? "<|im_start|>assistant\n<think>\n\n</think>\n\n" : "<|im_start|>assistant\n<think>\n");
+    return 0;
+}
+
 static bool chat_detect_chatml(const char *src, chat_template *t) {
     if (strstr(src, chat_qwen_default_system)) t->default_system = chat_qwen_default_system;
     t->qwen3_thinking = strstr(src, "</think>") && strstr(src, "last_query_index");
@@ -402,7 +524,7 @@ static bool chat_detect_chatml(const char *src, chat_template *t) {
 }
 
 static int chat_render_chatml(const chat_input *in, chat_buf *b, fkv_error *err) {
-    if (in->t->qwen3_coder) return chat_render_qwen3_coder(in, b, err);
+    if (in->t->qwen3_coder) return (in->t->qwen3_thinking ? chat_render_qwen35 : chat_render_qwen3_coder)(in, b, err);
     const chat_template *t = in->t;
     const chat_message *msgs = in->msgs;
     const size_t n = in->n;
@@ -1143,13 +1265,6 @@ static bool chat_detect_glm(const char *src, chat_template *t) {
     return true;
 }
 
-/* s with ASCII whitespace stripped from both ends (Python's strip()), as conversation text. */
-static void chat_text_stripped_n(chat_buf *b, const char *s, size_t n) {
-    while (n > 0 && chat_is_space(s[n - 1])) n--;
-    while (n > 0 && chat_is_space(*s)) s++, n--;
-    chat_text_n(b, s, n);
-}
-
 /* GLM-4.5/4.6's and GLM-4.7's templates (see chat.h). */
 static int chat_render_glm(const chat_input *in, chat_buf *b, fkv_error *err) {
     const chat_message *msgs = in->msgs;
@@ -1201,30 +1316,14 @@ static int chat_render_glm(const chat_input *in, chat_buf *b, fkv_error *err) {
                 chat_text_stripped(b, content);
             }
             for (size_t c = 0; c < m->n_tool_calls; c++) {
-                const char *arguments = m->tool_calls[c].arguments;
-                json_t *args = arguments && *arguments ? json_loads(arguments, 0, NULL) : json_object();
-                if (!json_is_object(args)) {
-                    json_decref(args);
-                    return err_input(err, "chat_render: message %zu: GLM's template needs each call's arguments to be "
-                                          "a JSON object", i);
-                }
+                json_t *args = chat_call_args(&m->tool_calls[c], i, "GLM", err);
+                if (!args) return -1;
                 chat_put(b, sep);
                 chat_put(b, "<tool_call>");
                 chat_text(b, m->tool_calls[c].name);
                 chat_put(b, sep);
-                const char *key;
-                const json_t *value;
-                json_object_foreach(args, key, value) {
-                    chat_put(b, "<arg_key>");
-                    chat_text(b, key);
-                    chat_put(b, "</arg_key>");
-                    chat_put(b, sep);
-                    chat_put(b, "<arg_value>");
-                    if (json_is_string(value)) chat_text_n(b, json_string_value(value), json_string_length(value));
-                    else chat_put_json(b, value, 0);
-                    chat_put(b, "</arg_value>");
-                    chat_put(b, sep);
-                }
+                chat_put_args(b, args, "<arg_key>", nl ? "</arg_key>\n<arg_value>" : "</arg_key><arg_value>",
+                              nl ? "</arg_value>\n" : "</arg_value>", false);
                 chat_put(b, "</tool_call>");
                 json_decref(args);
             }

@@ -54,6 +54,23 @@
  *       result opens no turn: the template's quirk, kept)
  *     other messages and the generation prompt as CHATML's.
  *   Prefix-stable for any reply, calls included when the model writes them as the template does.
+ *   With both — Qwen3.5's template (data/templates/Qwen3.5-4B.jinja; the whole Qwen3.5/3.6 line, dense and MoE):
+ *     every content stripped (the template's |trim) before use; the template refuses a conversation with no user
+ *     message but wrapped tool responses, and a system message after the first (chat_render fails)
+ *     ["<|im_start|>system\n" + (with tools: "# Tools\n\nYou have access to the following functions:\n\n<tools>" +
+ *       per tool "\n" + json.dumps(tool) + "\n</tools>" + the call format's instructions + ["\n\n" + system when
+ *       not empty]; else the system text) + "<|im_end|>\n"]   with tools or a leading system message
+ *     user: "<|im_start|>user\n" + content + "<|im_end|>\n"
+ *     assistant: "<|im_start|>assistant\n" + ["<think>\n" + strip(reasoning) + "\n</think>\n\n" after the last
+ *       query, always] + visible, the reasoning and visible split as Qwen3's (or the reasoning given apart); per call
+ *       ("\n\n" before the first when visible is not blank, "\n" before the others) + "<tool_call>\n<function=" +
+ *       name + ">\n" + Qwen3-Coder's parameters + "</function>\n</tool_call>"; then "<|im_end|>\n"
+ *     tool: Qwen2.5's form, a run sharing one user turn (a first message that is a tool result opens none)
+ *     generation prompt: "<|im_start|>assistant\n<think>\n", or with no_thinking "<|im_start|>assistant\n<think>
+ *       \n\n</think>\n\n"
+ *   REWRITES HISTORY as Qwen3 does: once a user message follows, a reply's think block is dropped, so a reply is
+ *   reused through the prompt's "<|im_start|>assistant\n" only (the prompt's "<think>\n" is gone); within a tool
+ *   loop the blocks stay. With no_thinking the prompt's empty block is dropped too.
  * - CHAT_SMOLLM3 — HuggingFaceTB/SmolLM3-3B's template:
  *     "<|im_start|>system\n" + "## Metadata\n\nKnowledge Cutoff Date: June 2025\n" + ["Today Date: " +
  *     date_string + "\n"] + "Reasoning Mode: " + mode + "\n\n## Custom Instructions\n\n" + (custom + "\n\n",
@@ -284,7 +301,8 @@ typedef struct {
                                  * rather than refused (Gemma-2) */
     chat_phi_variant phi;       /* PHI3: Phi-3/3.5-mini's form or Phi-4-mini's */
     bool qwen3_thinking;        /* CHATML: Qwen3's template (reasoning in <think> blocks; no default system) */
-    bool qwen3_coder;           /* CHATML: Qwen3-Coder's template (tools and calls as XML) */
+    bool qwen3_coder;           /* CHATML: Qwen3-Coder's template (tools and calls as XML); with qwen3_thinking,
+                                 * Qwen3.5's (Qwen3's thinking, Qwen3-Coder's calls, its own tool block) */
     bool no_thinking;           /* CHATML with qwen3_thinking, SMOLLM3, GLM: the request's enable_thinking = false.
                                  * Not part of the model's template: a caller copies the template per
                                  * conversation and sets it (false, the zero value, is the templates' default). */
@@ -354,8 +372,8 @@ const chat_vocab_token *chat_vocab_tokens(const chat_template *t, size_t *n);
  * previous_response_id) never re-renders or re-tokenizes a past turn, so every one of them is reused; only this
  * continuation is new. It is rendered after a stand-in conversation of one turn and cut after the stand-in reply.
  * Exact — the text a rendering of the whole conversation writes after that reply — for every family whose
- * template writes a turn from that turn alone and the leading system text: CHATML (Qwen2.5, Hermes, Qwen3's and
- * Qwen3-Coder's forms), LLAMA2, LLAMA3, MISTRAL, PHI3, GEMMA, ZEPHYR, SMOLLM3, GLM and PLAIN, and HARMONY after a final
+ * template writes a turn from that turn alone and the leading system text: CHATML (Qwen2.5, Hermes, Qwen3's,
+ * Qwen3-Coder's and Qwen3.5's forms), LLAMA2, LLAMA3, MISTRAL, PHI3, GEMMA, ZEPHYR, SMOLLM3, GLM and PLAIN, and HARMONY after a final
  * answer (the template's "<|end|>" where the model's "<|return|>" ended it). Not for DEEPSEEK, whose tool outputs are
  * framed by whether an earlier one exists; a HARMONY tool result is refused (the stand-in reply makes no call for
  * the template to name). Where a template rewrites history (Qwen3 and DeepSeek drop past

@@ -7,11 +7,19 @@
  *
  * Sliding-window layers: unless swa_full, their rows go to a pool of their own, which the prefix tree empties of
  * rows no resume can read (prefix.h); the map of a sequence then names both pools and where each layer is.
+ *
+ * Recurrent layers (gated DeltaNet) keep no K/V rows (model_kv_layers): a sequence carries their state in slots of its
+ * own, each one contiguous buffer of
+ * the model's state_floats. Slot 0 holds the state after the positions the record holds, slot i the state after
+ * pending row i (a verification's): a row reads its predecessor's slot and writes its own (forward.h), so taking back
+ * a guess is choosing another slot, never recomputing, and accepting k rows swaps slot k into slot 0. A prompt chunk
+ * steps slot 0 in place. A start resumes only where a state is at hand (kvrec.h): a continuing sequence's, a fork's.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "base/err.h"
 #include "cache/kvdisk.h"
@@ -36,13 +44,15 @@ struct fkv_engine {
     fkv_engine_params p;
     kvpool *pool;
     kvpool *wpool;       /* window layers' rows, when kept apart */
-    uint32_t *layer_at;  /* kv_map.layer_at, when kept apart */
+    uint32_t *layer_table; /* [n_layers] model_kv_layers' */
+    const uint32_t *layer_at; /* kv_map.layer_at: layer_table where a layer is apart or keeps no rows, else NULL */
     prefix_tree *tree;
     kvdisk *disk;         /* NULL: no disk tier */
     uint64_t disk_reused; /* positions reused from it */
     forward *fw;
     uint32_t *pos;        /* [max rows] */
     const kv_map **maps;  /* [max rows] */
+    forward_state *states; /* [max rows] (a model with recurrent layers), else NULL */
     stepbuf *step;        /* fkv_engine_step's */
     char note[256];       /* fkv_engine_note: a default the engine changed, or "" */
 };
@@ -59,6 +69,11 @@ struct fkv_eseq {
     uint32_t n_pending;
     uint32_t n_prompt;
     char *salt; /* NULL: the default */
+    /* recurrent layers: the state slots (engine.c's header), each state_floats; slot[i] is the buffer of the state
+     * after the record and pending rows [0, i) (i <= n_pending); slot[] is a permutation of [0, n_slots) */
+    float *slots;
+    uint32_t *slot;
+    uint32_t n_slots;
 };
 
 /* An unsigned environment variable into *out; -1 with err when set but malformed. */
@@ -166,31 +181,27 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     if (!cp->prefill_rows) cp->prefill_rows = FORWARD_DEFAULT_GRID;
     if (!e->p.kv_block) e->p.kv_block = DEFAULT_BLOCK_ROWS;
     if (!e->p.max_batch) e->p.max_batch = DEFAULT_MAX_BATCH;
-    uint32_t kv_dim = hp->n_kv_heads * hp->head_dim;
+    uint32_t kv_dim = hp->n_kv_heads * hp->head_dim, kv_layers[2];
     if (kv_check_type(cp->kv_type, hp->head_dim, kv_dim, err)) goto fail;
-    size_t bytes_per_pos = (size_t)2 * hp->n_layers * kv_row_bytes(cp->kv_type, kv_dim);
+    if (!(e->layer_table = malloc(sizeof *e->layer_table * hp->n_layers))) {
+        err_nomem(err, "out of memory for the engine's layer table");
+        goto fail;
+    }
+    e->layer_at = model_kv_layers(m, m->windows && !e->p.swa_full, e->layer_table, kv_layers);
+    size_t bytes_per_pos = (size_t)2 * (kv_layers[0] + kv_layers[1]) * kv_row_bytes(cp->kv_type, kv_dim);
     if (bytes_per_pos == 0) bytes_per_pos = 1;
     if (fit_context(e, bytes_per_pos, err)) goto fail;
     uint32_t rows = cp->prefill_rows > e->p.max_batch ? cp->prefill_rows : e->p.max_batch;
     prefix_window win = {0};
-    uint32_t n_window = 0;
-    for (uint32_t l = 0; m->windows && !e->p.swa_full && l < hp->n_layers; l++) n_window += m->windows[l] > 0;
+    const uint32_t n_window = kv_layers[1];
     if (n_window) { /* each pool may take the whole budget; the tree keeps both within it */
-        if (!(e->layer_at = malloc(sizeof *e->layer_at * hp->n_layers))) {
-            err_nomem(err, "out of memory for the engine's layer table");
-            goto fail;
-        }
-        for (uint32_t l = 0, at[2] = {0, 0}; l < hp->n_layers; l++) {
-            const uint32_t part = m->windows[l] > 0;
-            e->layer_at[l] = part << 16 | at[part]++;
-        }
         if (!(e->wpool = kvpool_new(n_window, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err))) goto fail;
         const uint64_t grid = e->p.swa_grid ? e->p.swa_grid : (uint64_t)DEFAULT_SWA_GRID_WINDOWS * hp->window;
         win = (prefix_window){.pool = e->wpool, .window = hp->window, .budget = e->p.kv_mem,
                               .grid = grid >= cp->n_ctx ? 0 : (uint32_t)((grid + e->p.kv_block - 1) / e->p.kv_block *
                                                                          e->p.kv_block)};
     }
-    if (!(e->pool = kvpool_new(hp->n_layers - n_window, kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)))
+    if (!(e->pool = kvpool_new(kv_layers[0], kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)))
         goto fail;
     prefix_disk disk = {0};
     if (e->p.kv_dir && open_disk(e, &disk, err)) goto fail;
@@ -199,6 +210,10 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
         goto fail;
     e->pos = malloc(sizeof *e->pos * rows);
     e->maps = malloc(sizeof *e->maps * rows);
+    if (hp->state_floats && !(e->states = malloc(sizeof *e->states * rows))) {
+        err_nomem(err, "out of memory for the engine's scratch");
+        goto fail;
+    }
     /* a step's rows: every sequence's fed token and guesses, as many as the default draft allows each (the logits of
      * every row are kept: 152k ids × 40 rows is 24 MB), at least one sequence's longest */
     const uint32_t step_rows = e->p.max_batch * (1 + FKV_SPEC_DEFAULT_DRAFT) > 1 + FKV_SPEC_MAX_DRAFT
@@ -221,10 +236,11 @@ void fkv_engine_free(fkv_engine *e) {
     kvdisk_close(e->disk);
     kvpool_free(e->pool);
     kvpool_free(e->wpool);
-    free(e->layer_at);
+    free(e->layer_table);
     forward_free(e->fw);
     free(e->pos);
     free(e->maps);
+    free(e->states);
     stepbuf_free(e->step);
     free(e);
 }
@@ -265,7 +281,27 @@ static int reserve(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
     return 0;
 }
 
+/* s's state slot i: the state after its record and i pending rows. */
+static float *state_slot(const fkv_engine *e, const fkv_eseq *s, uint32_t i) {
+    return s->slots + (size_t)s->slot[i] * e->m->hp.state_floats;
+}
+
+/* At least n state slots for s (nothing without recurrent layers); the states in them stay. */
+static int state_room(const fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
+    const size_t floats = e->m->hp.state_floats;
+    if (!floats || s->n_slots >= n) return 0;
+    uint32_t *slot = realloc(s->slot, sizeof *slot * n);
+    if (slot) s->slot = slot;
+    float *slots = slot ? realloc(s->slots, sizeof(float) * floats * n) : NULL;
+    if (!slots) return err_nomem(err, "out of memory for %u recurrent states of %zu MB", n, floats * 4 >> 20);
+    s->slots = slots;
+    for (; s->n_slots < n; s->n_slots++) s->slot[s->n_slots] = s->n_slots;
+    return 0;
+}
+
 static void eseq_free(fkv_eseq *s) {
+    free(s->slots);
+    free(s->slot);
     free(s->salt);
     free(s->blocks);
     free(s->wblocks);
@@ -273,11 +309,24 @@ static void eseq_free(fkv_eseq *s) {
     free(s);
 }
 
-/* Start s's path for its ids[0..n) under policy: the reusable cached prefix acquired, the block table filled. On
- * failure s holds nothing. */
-static int begin(fkv_engine *e, fkv_eseq *s, uint32_t n, kvrec_policy policy, bool cache, uint32_t *cached,
-                 fkv_error *err) {
+/* Where a start finds a recurrent state (kvrec_held_fn; ctx: the position of the one at hand, 0 for none): there,
+ * when the start reaches it; else at 0, the zero state every sequence begins from. */
+static uint32_t state_held(const void *ctx, uint32_t p) {
+    const uint32_t at = *(const uint32_t *)ctx;
+    return at <= p ? at : 0;
+}
+
+/* Start s's path for its ids[0..n) under policy: the reusable cached prefix acquired, the block table filled. With
+ * recurrent layers, s's slot 0 holds the state after state_at positions (0: none), and the reuse stops there or at 0.
+ * On failure s holds nothing. */
+static int begin(fkv_engine *e, fkv_eseq *s, uint32_t n, kvrec_policy policy, bool cache, uint32_t state_at,
+                 uint32_t *cached, fkv_error *err) {
     s->n_table = 0;
+    if (e->m->hp.state_floats) {
+        policy.state = state_held;
+        policy.state_ctx = &state_at;
+        if (state_room(e, s, 1, err)) return -1;
+    }
     const bool memory_only = s->ps.memory_only;
     int64_t reused = prefix_start(e->tree, s->salt, s->ids, n, &policy, cache, &s->ps, err);
     if (reused < 0) return -1;
@@ -291,8 +340,8 @@ static int begin(fkv_engine *e, fkv_eseq *s, uint32_t n, kvrec_policy policy, bo
     return 0;
 }
 
-fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, uint32_t *cached,
-                           fkv_error *err) {
+/* A new sequence for prompt ids[0..n) under salt, not started; NULL with err. */
+static fkv_eseq *eseq_new(const fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, fkv_error *err) {
     const uint32_t n_ctx = e->p.ctx.n_ctx, n_vocab = e->m->hp.n_vocab;
     if (n == 0 || n > n_ctx) {
         err_input(err, "the prompt has %u tokens; it must have 1 to %u (the context)", n, n_ctx);
@@ -309,15 +358,35 @@ fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, 
         err_nomem(err, "out of memory for a sequence");
         return NULL;
     }
+    return s;
+}
+
+fkv_eseq *fkv_engine_start(fkv_engine *e, const char *salt, const int32_t *ids, uint32_t n, uint32_t *cached,
+                           fkv_error *err) {
+    return engine_continue(e, NULL, salt, ids, n, cached, err);
+}
+
+fkv_eseq *engine_continue(fkv_engine *e, fkv_eseq *prev, const char *salt, const int32_t *ids, uint32_t n,
+                          uint32_t *cached, fkv_error *err) {
+    fkv_eseq *s = eseq_new(e, salt, ids, n, err);
+    uint32_t state_at = 0;
+    if (s && prev) { /* prev's state slots come along; its state serves where the prompt takes up all prev fed */
+        const uint32_t n_prev = prev->ps.n_pos;
+        if (n_prev <= n && !strcmp(prev->salt ? prev->salt : "", s->salt ? s->salt : "") &&
+            !memcmp(prev->ids, ids, sizeof(int32_t) * n_prev))
+            state_at = n_prev;
+        s->slots = prev->slots, s->slot = prev->slot, s->n_slots = prev->n_slots;
+        prev->slots = NULL, prev->slot = NULL, prev->n_slots = 0;
+    }
+    fkv_engine_finish(e, prev);
+    if (!s) return NULL;
     memcpy(s->ids, ids, sizeof(int32_t) * n);
     s->n_ids = s->cap_ids = s->n_prompt = n;
     s->map = kvpool_map(e->pool, NULL);
-    if (e->wpool) {
-        s->map.part[1] = kvpool_part(e->wpool, NULL);
-        s->map.layer_at = e->layer_at;
-    }
+    s->map.layer_at = e->layer_at;
+    if (e->wpool) s->map.part[1] = kvpool_part(e->wpool, NULL);
     const kvrec_policy policy = {.min_reuse = e->p.cache_min, .bound_to_frontier = e->p.bound_to_frontier};
-    if (begin(e, s, n, policy, e->p.prefix_cache, cached, err)) {
+    if (begin(e, s, n, policy, e->p.prefix_cache, state_at, cached, err)) {
         eseq_free(s);
         return NULL;
     }
@@ -344,8 +413,9 @@ static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, fl
     for (uint32_t r = 0; r < n; r++) {
         e->pos[r] = from + r;
         e->maps[r] = &s->map;
+        if (e->states) e->states[r] = (forward_state){state_slot(e, s, 0), state_slot(e, s, 0)}; /* in place */
     }
-    forward_rows(e->fw, embd ? NULL : s->ids + from, embd, n, e->pos, e->maps, logits ? n - 1 : n, logits);
+    forward_rows(e->fw, embd ? NULL : s->ids + from, embd, n, e->pos, e->maps, e->states, logits ? n - 1 : n, logits);
     prefix_commit(e->tree, &s->ps, s->ids + from, n, true);
     return 0;
 }
@@ -379,6 +449,7 @@ int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
                 rc = err_input(err, "sequence %u: token id %d is outside the vocabulary", i, ids[rows + j]);
         if (!rc) rc = ids_room(s, s->n_pending + k, err);
         if (!rc) rc = reserve(e, s, s->n_pending + k, err);
+        if (!rc) rc = state_room(e, s, s->n_pending + k + 1, err);
         if (rc) {
             if (failed) *failed = i;
             return -1;
@@ -386,10 +457,13 @@ int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
         for (uint32_t j = 0; j < k; j++) {
             e->pos[rows + j] = at + j;
             e->maps[rows + j] = &s->map;
+            if (e->states) /* each row its own slot: a rejected guess's state is never the one kept */
+                e->states[rows + j] = (forward_state){state_slot(e, s, s->n_pending + j),
+                                                      state_slot(e, s, s->n_pending + j + 1)};
         }
         rows += k;
     }
-    forward_rows(e->fw, ids, NULL, rows, e->pos, e->maps, 0, logits);
+    forward_rows(e->fw, ids, NULL, rows, e->pos, e->maps, e->states, 0, logits);
     for (uint32_t i = 0, r = 0; i < n; i++) {
         fkv_eseq *s = seqs[i];
         const uint32_t k = n_ids ? n_ids[i] : 1;
@@ -402,6 +476,11 @@ int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
 
 void fkv_engine_accept(fkv_engine *e, fkv_eseq *s, uint32_t k) {
     if (k > s->n_pending) k = s->n_pending;
+    if (s->slots && k) { /* the state after the k kept rows becomes the record's */
+        const uint32_t kept = s->slot[k];
+        s->slot[k] = s->slot[0];
+        s->slot[0] = kept;
+    }
     prefix_commit(e->tree, &s->ps, s->ids + s->n_ids, k, false);
     s->n_ids += k;
     s->n_pending = 0;
@@ -437,10 +516,12 @@ int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t
 }
 
 /* Start s's path on its ids[0..n) taking every row the cache holds (nothing left to compute, as a fork or a rewind
- * wants), and compute again the rows no longer held (window rows given back, an eviction). */
-static int resume(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
+ * wants), and compute again the rows no longer held (window rows given back, an eviction). With recurrent layers, state
+ * is the state after the n positions (NULL: none at hand, so every row is computed again). */
+static int resume(fkv_engine *e, fkv_eseq *s, uint32_t n, const float *state, fkv_error *err) {
     const kvrec_policy policy = {.bound_to_frontier = e->p.bound_to_frontier, .whole = true};
-    if (begin(e, s, n, policy, true, NULL, err)) return -1;
+    if (begin(e, s, n, policy, true, state ? n : 0, NULL, err)) return -1;
+    if (state && s->ps.n_pos == n) memcpy(state_slot(e, s, 0), state, sizeof(float) * e->m->hp.state_floats);
     while (s->ps.n_pos < n)
         if (fkv_engine_prefill(e, s, NULL, err) < 0) return -1;
     return 0;
@@ -459,8 +540,9 @@ fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err) {
     f->map = s->map;
     f->map.part[0].blocks = f->map.part[1].blocks = NULL;
     f->ps.memory_only = s->ps.memory_only;
-    /* s's rows are all in the tree (committed), so the whole of them is reused; any no longer held is recomputed */
-    if (resume(e, f, n, err)) {
+    /* s's rows are all in the tree (committed), so the whole of them is reused; any no longer held is recomputed.
+     * Its state after them comes along, copied. */
+    if (resume(e, f, n, s->slots ? state_slot(e, s, 0) : NULL, err)) {
         fkv_engine_finish(e, f);
         return NULL;
     }
@@ -473,7 +555,7 @@ int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err
     /* Its rows stay cached under their ids (still true of them); the path restarts on the first n_pos. */
     prefix_finish(e->tree, &s->ps);
     s->n_ids = s->n_prompt = n_pos;
-    if (resume(e, s, n_pos, err)) {
+    if (resume(e, s, n_pos, NULL, err)) {
         if (!s->ps.root) s->n_ids = s->n_prompt = 0; /* the path did not even start: s holds nothing */
         return -1;
     }
@@ -498,8 +580,8 @@ bool fkv_eseq_divergence(const fkv_eseq *s, uint32_t *at, int32_t *cached, uint3
 
 fkv_reuse fkv_eseq_reuse(const fkv_eseq *s) {
     const kvrec_reuse *r = &s->ps.reuse;
-    return (fkv_reuse){.agreed = r->agreed, .capped = r->capped, .held = r->held, .reused = r->reused,
-                       .from_disk = s->ps.from_disk};
+    return (fkv_reuse){.agreed = r->agreed, .capped = r->capped, .held = r->held, .state = r->state,
+                       .reused = r->reused, .from_disk = s->ps.from_disk};
 }
 
 const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n) {
@@ -513,6 +595,10 @@ uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n
     for (uint32_t p = first; e->wpool && p < n_pos; p = (p / e->p.kv_block + 1) * e->p.kv_block)
         if (!prefix_wblock_held(e->tree, &s->ps, p)) return 0;
     return kv_map_digest(&s->map, e->m->hp.n_layers, e->m->windows, n_pos);
+}
+
+uint64_t fkv_engine_state_digest(const fkv_engine *e, const fkv_eseq *s) {
+    return s->slots ? XXH3_64bits(state_slot(e, s, 0), sizeof(float) * e->m->hp.state_floats) : 0;
 }
 
 void fkv_engine_disk_stats_now(const fkv_engine *e, fkv_engine_stats *st) {

@@ -13,5 +13,10 @@
 stepbuf *engine_stepbuf(fkv_engine *e);
 /* s's salt (NULL: the default), for a draft sequence that must share rows only where s may. */
 const char *engine_eseq_salt(const fkv_eseq *s);
+/* fkv_engine_start after prev (NULL: none), which this finishes whatever the outcome: a conversation's next turn. With
+ * recurrent layers, prev's state serves the new start where the prompt takes up every id prev fed, under the same
+ * salt (the reuse then ends at prev's length: kvrec.h), and prev's state memory passes to the new sequence. */
+fkv_eseq *engine_continue(fkv_engine *e, fkv_eseq *prev, const char *salt, const int32_t *ids, uint32_t n,
+                          uint32_t *cached, fkv_error *err);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "engine/engine.h"
 
 struct fkv_seq {
     fkv_engine *e;
@@ -55,8 +56,10 @@ void fkv_seq_free(fkv_seq *s) {
 }
 
 int fkv_seq_prefill(fkv_seq *s, const int32_t *ids, uint32_t n, float *logits, uint32_t *cached, fkv_error *err) {
-    fkv_seq_clear(s);
-    if (!(s->s = fkv_engine_start(s->e, s->salt, ids, n, cached, err))) return -1;
+    fkv_eseq *prev = s->s; /* the last turn: finished by the start, its recurrent state taken up where it fits */
+    s->s = NULL;
+    s->hist_from = 0;
+    if (!(s->s = engine_continue(s->e, prev, s->salt, ids, n, cached, err))) return -1;
     int rc;
     while ((rc = fkv_engine_prefill(s->e, s->s, logits, err)) == 0) {}
     if (rc < 0) fkv_seq_clear(s);
@@ -97,6 +100,8 @@ uint32_t fkv_seq_n_ctx(const fkv_seq *s) { return fkv_engine_n_ctx(s->e); }
 uint64_t fkv_seq_kv_digest(const fkv_seq *s, uint32_t n_pos) {
     return s->s ? fkv_engine_kv_digest(s->e, s->s, n_pos) : 0;
 }
+
+uint64_t fkv_seq_state_digest(const fkv_seq *s) { return s->s ? fkv_engine_state_digest(s->e, s->s) : 0; }
 
 int fkv_seq_generate(fkv_seq *s, float *logits, const fkv_gen_params *p, int32_t *out, fkv_gen_result *res,
                      fkv_error *err) {

@@ -135,13 +135,14 @@ void ops_rmsnorm(const float *x, const float *gain, uint32_t n_rows, uint32_t n,
     }
 }
 
-/* The rotary table's transcendental functions, in double from plain IEEE operations in one fixed order, rounded
- * to float once: libm's powf/sinf/cosf pick FMA or SSE2 code by CPU at run time, and those may differ in the last
- * bit, which would make a KV row depend on the machine that wrote it (docs/design.md §5). Accuracy: well below 1e-15
- * relative before the rounding, so the float results are those of a correctly rounded libm but in rare ties. */
+/* The transcendental functions of the rotary tables and of softplus, in double from plain IEEE operations in one fixed
+ * order, rounded to float once: libm's powf/sinf/cosf/logf pick FMA or SSE2 code by CPU at run time, and those may
+ * differ in the last bit, which would make a KV row depend on the machine that wrote it (docs/design.md §5).
+ * Accuracy: well below 1e-15 relative before the rounding, so the float results are those of a correctly rounded libm
+ * but in rare ties. */
 
 /* e^y for |y| < 700: y = n·ln2 + r, |r| <= ln2/2 (ln2 split so that n·hi is exact), Taylor to r^14. */
-static double rope_exp(double y) {
+static double pinned_exp(double y) {
     const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
     const double n = nearbyint(y * 1.44269504088896338700);
     const double r = (y - n * ln2_hi) - n * ln2_lo;
@@ -152,7 +153,7 @@ static double rope_exp(double y) {
 
 /* ln x for x > 0 finite: x = m·2^k, m in [sqrt(1/2), sqrt(2)); ln m = 2·atanh(s), s = (m-1)/(m+1), |s| < 0.172,
  * by its series to s^25. */
-static double rope_log(double x) {
+static double pinned_log(double x) {
     int k;
     double m = frexp(x, &k); /* m in [0.5, 1) */
     if (m < 0.70710678118654752440) m *= 2.0, k--;
@@ -164,7 +165,7 @@ static double rope_log(double x) {
 
 /* sin and cos of x (|x| < 2^20 · pi/2): x = k·pi/2 + r by a three-part pi/2 (each part's product with k exact),
  * |r| <= pi/4, Taylor to r^19 / r^18, then the quadrant. */
-static void rope_sincos(double x, double *sin_x, double *cos_x) {
+static void pinned_sincos(double x, double *sin_x, double *cos_x) {
     /* Far outside that (only a file's absurd rope hyperparameters or divisors lead here: the loader refuses the
      * non-finite ones, but a finite base, scale or divisor can still overflow the float angle), the quadrant below
      * would be an undefined conversion: such a pair is not rotated instead. */
@@ -195,16 +196,16 @@ static void yarn_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, con
                        const float *freq_divisors, double log_base, float *cs) {
     const double two_pi = 6.28318530717958647693, scale = (double)rp->scale, ext = (double)rp->ext_factor;
     /* the correction dims c(β), clamped as ggml clamps them */
-    const double c_fast = (double)n_rot * rope_log((double)rp->n_ctx_orig / (two_pi * (double)rp->beta_fast)) /
-                          (2.0 * log_base);
-    const double c_slow = (double)n_rot * rope_log((double)rp->n_ctx_orig / (two_pi * (double)rp->beta_slow)) /
-                          (2.0 * log_base);
+    const double c_fast =
+        (double)n_rot * pinned_log((double)rp->n_ctx_orig / (two_pi * (double)rp->beta_fast)) / (2.0 * log_base);
+    const double c_slow =
+        (double)n_rot * pinned_log((double)rp->n_ctx_orig / (two_pi * (double)rp->beta_slow)) / (2.0 * log_base);
     const double lo = 0.0 > floor(c_fast) ? 0.0 : floor(c_fast);
     const double hi = (double)n_rot - 1.0 < ceil(c_slow) ? (double)n_rot - 1.0 : ceil(c_slow);
-    const double a = (double)rp->attn_factor * (1.0 + 0.1 * rope_log(scale));
+    const double a = (double)rp->attn_factor * (1.0 + 0.1 * pinned_log(scale));
     double freq[OPS_ATTN_MAX_HEAD_DIM / 2], mix[OPS_ATTN_MAX_HEAD_DIM / 2]; /* n_rot <= head_dim, bounded at load */
     for (uint32_t i = 0; i < n_rot / 2; i++) {
-        freq[i] = rope_exp(-(double)(2 * i) / (double)n_rot * log_base);
+        freq[i] = pinned_exp(-(double)(2 * i) / (double)n_rot * log_base);
         if (freq_divisors) freq[i] /= (double)freq_divisors[i];
         const double y = ((double)i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
         mix[i] = (1.0 - (y < 0.0 ? 0.0 : y > 1.0 ? 1.0 : y)) * ext;
@@ -213,7 +214,7 @@ static void yarn_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, con
         for (uint32_t i = 0; i < n_rot / 2; i++) {
             const double t = (double)pos[r] * freq[i];
             double sin_t, cos_t;
-            rope_sincos(t / scale * (1.0 - mix[i]) + t * mix[i], &sin_t, &cos_t);
+            pinned_sincos(t / scale * (1.0 - mix[i]) + t * mix[i], &sin_t, &cos_t);
             cs[(size_t)r * n_rot + 2 * i] = (float)(a * cos_t);
             cs[(size_t)r * n_rot + 2 * i + 1] = (float)(a * sin_t);
         }
@@ -222,21 +223,21 @@ static void yarn_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, con
 
 void ops_rope_table(const uint32_t *pos, uint32_t n_rows, uint32_t n_rot, const ops_rope_params *rp,
                     const float *freq_divisors, float *cs) {
-    const double log_base = rope_log((double)rp->base);
+    const double log_base = pinned_log((double)rp->base);
     if (rp->ext_factor != 0.0f) {
         yarn_table(pos, n_rows, n_rot, rp, freq_divisors, log_base, cs);
         return;
     }
     float freq[OPS_ATTN_MAX_HEAD_DIM / 2]; /* n_rot <= head_dim, bounded at load */
     for (uint32_t i = 0; i < n_rot / 2; i++) {
-        freq[i] = 1.0f / (float)rope_exp((double)((float)(2 * i) / (float)n_rot) * log_base);
+        freq[i] = 1.0f / (float)pinned_exp((double)((float)(2 * i) / (float)n_rot) * log_base);
         if (freq_divisors) freq[i] /= freq_divisors[i];
     }
     for (uint32_t r = 0; r < n_rows; r++) {
         float p = (float)pos[r] / rp->scale;
         for (uint32_t i = 0; i < n_rot / 2; i++) {
             double sin_t, cos_t;
-            rope_sincos((double)(p * freq[i]), &sin_t, &cos_t);
+            pinned_sincos((double)(p * freq[i]), &sin_t, &cos_t);
             cs[(size_t)r * n_rot + 2 * i] = (float)cos_t * rp->attn_factor;
             cs[(size_t)r * n_rot + 2 * i + 1] = (float)sin_t * rp->attn_factor;
         }
@@ -482,13 +483,7 @@ void ops_route(float *z, uint32_t n_expert, const float *select_b, ops_gating ga
     if (gating == OPS_GATE_SOFTMAX) {
         route_softmax(z, n_expert);
     } else if (gating == OPS_GATE_SIGMOID) {
-        float e[256];
-        for (uint32_t i0 = 0; i0 < n_expert; i0 += 256) {
-            const uint32_t m = n_expert - i0 < 256 ? n_expert - i0 : 256;
-            for (uint32_t i = 0; i < m; i++) e[i] = -z[i0 + i];
-            kern_exp(e, m);
-            for (uint32_t i = 0; i < m; i++) z[i0 + i] = 1.0f / (1.0f + e[i]);
-        }
+        ops_sigmoid(z, n_expert);
     }
     for (uint32_t s = 0; s < k; s++) {
         uint32_t best = UINT32_MAX;
@@ -520,13 +515,18 @@ void ops_weighted_sum(float *out, const float *const *ys, const float *w, uint32
         for (size_t i = 0; i < n; i++) out[i] += w[s] * ys[s][i];
 }
 
+/* e[i] = e^-x[i] for i < m: a chunk at a time, through kern_exp's vector path (silu's, swiglu's and sigmoid's). */
+enum { EXP_CHUNK = 256 };
+static void exp_neg(const float *x, size_t m, float *e) {
+    for (size_t i = 0; i < m; i++) e[i] = -x[i];
+    kern_exp(e, m);
+}
+
 void ops_swiglu(float *gate, const float *up, size_t n) {
-    enum { CHUNK = 256 }; /* e^-gate a chunk at a time, through kern_exp's vector path */
-    float e[CHUNK];
-    for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
-        const size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
-        for (size_t i = 0; i < m; i++) e[i] = -gate[i0 + i];
-        kern_exp(e, m);
+    float e[EXP_CHUNK];
+    for (size_t i0 = 0; i0 < n; i0 += EXP_CHUNK) {
+        const size_t m = n - i0 < EXP_CHUNK ? n - i0 : EXP_CHUNK;
+        exp_neg(gate + i0, m, e);
         for (size_t i = 0; i < m; i++) gate[i0 + i] = gate[i0 + i] / (1.0f + e[i]) * up[i0 + i];
     }
 }
@@ -567,4 +567,73 @@ void ops_geglu(float *gate, const float *up, size_t n) {
 
 void ops_add(float *y, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void ops_mul(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] *= x[i];
+}
+
+void ops_sigmoid(float *x, size_t n) {
+    float e[EXP_CHUNK];
+    for (size_t i0 = 0; i0 < n; i0 += EXP_CHUNK) {
+        const size_t m = n - i0 < EXP_CHUNK ? n - i0 : EXP_CHUNK;
+        exp_neg(x + i0, m, e);
+        for (size_t i = 0; i < m; i++) x[i0 + i] = 1.0f / (1.0f + e[i]);
+    }
+}
+
+void ops_silu(float *x, size_t n) {
+    float e[EXP_CHUNK];
+    for (size_t i0 = 0; i0 < n; i0 += EXP_CHUNK) {
+        const size_t m = n - i0 < EXP_CHUNK ? n - i0 : EXP_CHUNK;
+        exp_neg(x + i0, m, e);
+        for (size_t i = 0; i < m; i++) x[i0 + i] = x[i0 + i] / (1.0f + e[i]);
+    }
+}
+
+void ops_softplus(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!(x[i] <= 20.0f)) continue; /* above the threshold, or a NaN: itself */
+        x[i] = x[i] < -700.0f ? 0.0f : (float)pinned_log(1.0 + pinned_exp((double)x[i]));
+    }
+}
+
+void ops_l2norm(float *x, uint32_t n_rows, uint32_t n, float eps) {
+    for (uint32_t r = 0; r < n_rows; r++) {
+        float *xr = x + (size_t)r * n;
+        const float norm = sqrtf(kern_dot_f32(xr, xr, n));
+        const float scale = 1.0f / (norm > eps ? norm : eps);
+        for (uint32_t i = 0; i < n; i++) xr[i] *= scale;
+    }
+}
+
+void ops_conv_step(const float *win_in, float *win_out, const float *w, uint32_t k, float *x, uint32_t c0,
+                   uint32_t c1) {
+    const uint32_t kw = k - 1; /* the window's length */
+    for (uint32_t c = c0; c < c1; c++) {
+        const float *in = win_in ? win_in + (size_t)c * kw : NULL, *wc = w + (size_t)c * k;
+        float *out = win_out + (size_t)c * kw;
+        float y = 0.0f;
+        for (uint32_t i = 0; i < kw; i++) y += (in ? in[i] : 0.0f) * wc[i];
+        y += x[c] * wc[kw];
+        for (uint32_t i = 0; i + 1 < kw; i++) out[i] = in ? in[i + 1] : 0.0f;
+        if (kw) out[kw - 1] = x[c];
+        x[c] = y;
+    }
+}
+
+void ops_delta_step(const float *s_in, float *s_out, const float *q, const float *k, const float *v, float g,
+                    float beta, uint32_t d, float scale, float *o) {
+    float e = g;
+    kern_exp(&e, 1);
+    for (uint32_t j = 0; j < d; j++) {
+        float *row = s_out + (size_t)j * d;
+        if (s_in)
+            for (uint32_t i = 0; i < d; i++) row[i] = s_in[(size_t)j * d + i] * e;
+        else
+            memset(row, 0, sizeof(float) * d);
+        const float delta = (v[j] - kern_dot_f32(row, k, d)) * beta;
+        for (uint32_t i = 0; i < d; i++) row[i] = row[i] + k[i] * delta;
+        o[j] = kern_dot_f32(row, q, d) * scale;
+    }
 }

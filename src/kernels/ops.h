@@ -195,4 +195,39 @@ void ops_geglu(float *gate, const float *up, size_t n);
 /* y[i] += x[i] over n elements. */
 void ops_add(float *y, const float *x, size_t n);
 
+/* y[i] *= x[i] over n elements. */
+void ops_mul(float *y, const float *x, size_t n);
+
+/* x[i] = 1 / (1 + e^-x[i]) over n elements, e^x from kern_exp. */
+void ops_sigmoid(float *x, size_t n);
+
+/* x[i] = silu(x[i]) = x[i] / (1 + e^-x[i]) over n elements, e^x from kern_exp (ops_swiglu's activation). */
+void ops_silu(float *x, size_t n);
+
+/* x[i] = softplus(x[i]) = ln(1 + e^x[i]) over n elements; x[i] itself above 20 (llama.cpp's threshold) and for a NaN,
+ * 0 below -700. e^x and ln in double by ops.c's own sequences of IEEE steps (as the rotary tables'), rounded to float
+ * once: libm's logf is not the same code on every CPU. */
+void ops_softplus(float *x, size_t n);
+
+/* Each of n_rows rows of n elements divided by its L2 norm: x_r[i] = x_r[i] · (1 / max(sqrt(Σ x_r²), eps)), the sum
+ * by kern_dot_f32's order (llama.cpp's ggml_l2_norm, whose sum is in double). */
+void ops_l2norm(float *x, uint32_t n_rows, uint32_t n, float eps);
+
+/* One token through a causal depthwise convolution of k taps, channels [c0, c1) of x (the token's input, replaced by
+ * the output). Channel c's window holds its last k - 1 inputs, oldest first, at win + c·(k - 1) (win_in NULL: all
+ * zero, the start of a sequence), its taps w + c·k; its output is y = Σ_{i<k-1} win[i]·w[i] + x[c]·w[k-1], summed in
+ * that order from 0 in float, each product rounded before its add (llama.cpp's ssm_conv). win_out receives the window
+ * after the token (its k - 2 newest, then x[c]); it may be win_in. */
+void ops_conv_step(const float *win_in, float *win_out, const float *w, uint32_t k, float *x, uint32_t c0,
+                   uint32_t c1);
+
+/* One token through one head of a gated delta rule (Qwen3.5's gated DeltaNet): the state S is d × d, stored as d rows
+ * of d (row j at s + j·d, its element i S[i][j]: key index i, value index j); s_in NULL is the zero state at the start
+ * of a sequence (each row then starts at 0, nothing to decay). With e = e^g (kern_exp), for each row j in order: s_out_j = s_in_j · e (decay), t = s_out_j · k
+ * (kern_dot_f32), δ = (v[j] - t) · beta (delta), s_out_j[i] = s_out_j[i] + k[i]·δ for each i (update: a multiply,
+ * then an add), o[j] = (s_out_j · q) · scale (readout, kern_dot_f32). Rows are independent of each other, so this
+ * is the same as decaying the whole state first, then every delta, every update, every readout. s_out may be s_in. */
+void ops_delta_step(const float *s_in, float *s_out, const float *q, const float *k, const float *v, float g,
+                    float beta, uint32_t d, float scale, float *o);
+
 #endif

@@ -2,9 +2,10 @@
  *
  * Data flow of n rows (shapes per row; [brackets]: where the architecture has it, model.h's model_arch):
  *   x[dim] = embedding(id) [· sqrt(dim)]
- *   per layer: xb = rmsnorm(x); q,k,v = xb·Wq,Wk,Wv [+ biases]; [q,k = rmsnorm of each head]; rope(q,k) with the
- *              layer's table [none: NoPE layers]; store k,v at the row's position in its own KV;
- *              att = attention(q, that KV [positions (p - window, p] only]); x += [rmsnorm](att·Wo);
+ *   per layer: xb = rmsnorm(x); q[,gate],k,v = xb·Wq,Wk,Wv [+ biases]; [q,k = rmsnorm of each head]; rope(q,k) with
+ *              the layer's table [none: NoPE layers]; store k,v at the row's position in its own KV;
+ *              att = attention(q, that KV [positions (p - window, p] only]) [⊙ sigmoid(gate)]; x += [rmsnorm](att·Wo);
+ *              [a gated DeltaNet layer instead: x += gdn(xb), stepping the row's recurrent state (gdn_layer)]
  *              xb = rmsnorm(x); x += [rmsnorm]((act(xb·Wgate) ⊙ xb·Wup)·Wdown), act silu [or tanh-GELU]
  *   logits = rmsnorm(x)·Wout for the rows asked for
  * Attention reads K/V back as stored, also for the rows of this very call: so a row written by prefill and
@@ -51,6 +52,15 @@ struct forward {
     ops_matrix *emat;          /* [3·n_expert] each expert's gate, up and down matrices of this layer */
     ops_product *eprod;        /* [3·n_expert] gate/up products, then down products, of the experts with entries */
     uint32_t n_active;         /* the experts with entries in this layer's chunk */
+    float *sg;                 /* [max_rows] the shared expert's gate (shared_gate) */
+    /* gated attention (attn_gate) */
+    float *qg;                 /* [max_rows][2·q_dim] the q product: each head's q, then its gate */
+    float *gate;               /* [max_rows][q_dim] the gates */
+    /* gated DeltaNet layers (model_gdn) */
+    float *mix;                /* [max_rows][conv_dim] q, k, v: the product, then the convolution's output */
+    float *z;                  /* [max_rows][Hv·d] the output gate, then the output */
+    float *beta, *g;           /* [max_rows][Hv] each head's β and decay */
+    float *o;                  /* [max_rows][Hv·d] the heads' readouts */
     void *scratch; /* every buffer above but rope_divisors: slices of one allocation of scratch_bytes */
     size_t scratch_bytes;
 };
@@ -82,9 +92,12 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
     c->n_threads = n_threads > 0 ? n_threads : omp_get_max_threads();
     uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     size_t rows = max_rows;
-    const uint32_t hidden = model_hidden_max(hp);
+    const uint32_t hidden = hp->ffn_max;
+    const uint32_t conv_dim = model_conv_dim(hp), value_dim = hp->n_v_heads * hp->ssm_d;
     uint32_t widest = hp->dim > q_dim ? hp->dim : q_dim;
     if (hidden > widest) widest = hidden;
+    if (value_dim > widest) widest = value_dim; /* ssm_out's input */
+    const uint32_t qg_dim = hp->kind.attn_gate ? 2 * q_dim : 0;
     const uint32_t ne = hp->n_expert, ff = hp->n_ff_exp, ent = max_rows * hp->n_expert_used;
     const uint32_t ewide = hp->dim > ff ? hp->dim : ff; /* an entry's widest row: its input or its hidden row */
     const size_t xp_bytes = rows * kern_panel_row_bytes(widest);
@@ -122,6 +135,14 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
         {(void **)&c->erows, sizeof(ops_rows) * 2 * ne},
         {(void **)&c->emat, sizeof(ops_matrix) * 3 * ne},
         {(void **)&c->eprod, sizeof(ops_product) * 3 * ne},
+        {(void **)&c->sg, hp->kind.shared_gate ? sizeof(float) * rows : 0},
+        {(void **)&c->qg, sizeof(float) * rows * qg_dim},
+        {(void **)&c->gate, qg_dim ? sizeof(float) * rows * q_dim : 0},
+        {(void **)&c->mix, sizeof(float) * rows * conv_dim},
+        {(void **)&c->z, sizeof(float) * rows * value_dim},
+        {(void **)&c->beta, sizeof(float) * rows * hp->n_v_heads},
+        {(void **)&c->g, sizeof(float) * rows * hp->n_v_heads},
+        {(void **)&c->o, sizeof(float) * rows * value_dim},
     };
     const size_t n_slices = sizeof slices / sizeof *slices;
     for (size_t i = 0; i < n_slices; i++) c->scratch_bytes += line_bytes(slices[i].bytes);
@@ -268,15 +289,118 @@ static void moe_ffn(forward *c, const model_experts *E, uint32_t n, uint32_t r0,
     }
 }
 
+/* Layer l's attention over rows [0, n) into c->xb (after Wo and its bias), from c->xb and its quantized rows; run by
+ * every thread of the team (r0, r1: this thread's rows). With attn_gate, the q product holds each head's q, then its
+ * gate, and the attention's output is multiplied by sigmoid(gate). */
+static void attention(forward *c, const model_layer *L, uint32_t l, uint32_t n, const uint32_t *pos,
+                      const kv_map *const *maps, uint32_t r0, uint32_t r1) {
+    const model_hparams *hp = &c->m->hp;
+    const uint32_t dim = hp->dim, hd = hp->head_dim, q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd;
+    const bool gated = hp->kind.attn_gate;
+    const ops_rows xb = {c->xb, c->xq, c->xp, n};
+    ops_matmuls((const ops_product[]){{&L->wq, &xb, gated ? c->qg : c->q}, {&L->wk, &xb, c->k}, {&L->wv, &xb, c->v}},
+                3, c->n_threads);
+    for (uint32_t r = r0; gated && r < r1; r++) /* each head's q and gate apart */
+        for (uint32_t h = 0; h < hp->n_heads; h++) {
+            const float *qg = c->qg + (size_t)r * 2 * q_dim + (size_t)h * 2 * hd;
+            memcpy(c->q + (size_t)r * q_dim + (size_t)h * hd, qg, sizeof(float) * hd);
+            memcpy(c->gate + (size_t)r * q_dim + (size_t)h * hd, qg + hd, sizeof(float) * hd);
+        }
+    for (uint32_t r = r0; L->bq && r < r1; r++) { /* qwen2's biases */
+        ops_add(c->q + (size_t)r * q_dim, L->bq, q_dim);
+        ops_add(c->k + (size_t)r * kv_dim, L->bk, kv_dim);
+        ops_add(c->v + (size_t)r * kv_dim, L->bv, kv_dim);
+    }
+    if (L->q_norm) { /* each head a row of its own */
+        ops_rmsnorm(c->q + (size_t)r0 * q_dim, L->q_norm, (r1 - r0) * hp->n_heads, hd, hp->rms_eps,
+                    c->q + (size_t)r0 * q_dim);
+        ops_rmsnorm(c->k + (size_t)r0 * kv_dim, L->k_norm, (r1 - r0) * hp->n_kv_heads, hd, hp->rms_eps,
+                    c->k + (size_t)r0 * kv_dim);
+    }
+    if (L->rope != MODEL_ROPE_NONE) {
+        const float *cs = c->rope_cs[L->rope] + (size_t)r0 * hp->n_rot;
+        ops_rope(c->q + (size_t)r0 * q_dim, r1 - r0, hp->n_heads, hd, hp->n_rot, hp->rope_halves, cs);
+        ops_rope(c->k + (size_t)r0 * kv_dim, r1 - r0, hp->n_kv_heads, hd, hp->n_rot, hp->rope_halves, cs);
+    }
+    for (uint32_t r = r0; r < r1; r++) {
+        kv_map_store(maps[r], l, pos[r], c->k + (size_t)r * kv_dim, c->v + (size_t)r * kv_dim, kv_dim);
+        c->views[r] = kv_map_view(maps[r], l);
+    }
+#pragma omp barrier
+    ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hd, hp->attn_scale, L->window, L->sinks, c->att,
+                  c->n_threads);
+    for (uint32_t r = r0; gated && r < r1; r++) {
+        ops_sigmoid(c->gate + (size_t)r * q_dim, q_dim);
+        ops_mul(c->att + (size_t)r * q_dim, c->gate + (size_t)r * q_dim, q_dim);
+    }
+    quantize_rows(c, c->att, r0, r1, q_dim, ops_matrix_wants_q8(&L->wo));
+#pragma omp barrier
+    ops_matmul(&L->wo, &(ops_rows){c->att, c->xq, c->xp, n}, c->xb, c->n_threads);
+    for (uint32_t r = r0; L->bo && r < r1; r++) ops_add(c->xb + (size_t)r * dim, L->bo, dim); /* gpt-oss */
+}
+
+/* A gated DeltaNet layer over rows [0, n) into c->xb (model_gdn; docs/design.md §5), from c->xb and its quantized rows;
+ * run by every thread of the team (r0, r1: this thread's rows). The products take all rows at once; then the
+ * recurrence runs token by token: a thread owns channels of the convolution, then heads of the delta rule, and walks
+ * every row in order for them, so each row reads the state the row before it in its sequence wrote (states[r],
+ * forward.h) — the same steps whatever the rows around it, the chunk or the thread count. */
+static void gdn_layer(forward *c, const model_gdn *G, uint32_t n, const uint32_t *pos, const forward_state *states,
+                      uint32_t r0, uint32_t r1) {
+    const model_hparams *hp = &c->m->hp;
+    const uint32_t d = hp->ssm_d, hk = hp->n_k_heads, hv = hp->n_v_heads, key_dim = hk * d, value_dim = hv * d;
+    const uint32_t conv_dim = model_conv_dim(hp);
+    const size_t heads_at = G->state_at + (size_t)(hp->n_conv - 1) * conv_dim; /* the heads' states after the window */
+    const ops_rows xb = {c->xb, c->xq, c->xp, n};
+    ops_matmuls((const ops_product[]){{&G->qkv, &xb, c->mix}, {&G->z, &xb, c->z}, {&G->beta, &xb, c->beta},
+                                      {&G->alpha, &xb, c->g}},
+                4, c->n_threads);
+    uint32_t c0, c1;
+    own_rows(conv_dim, &c0, &c1);
+    for (uint32_t r = 0; r < n; r++)
+        ops_conv_step(pos[r] ? states[r].in + G->state_at : NULL, states[r].out + G->state_at, G->conv, hp->n_conv,
+                      c->mix + (size_t)r * conv_dim, c0, c1);
+#pragma omp barrier
+    for (uint32_t r = r0; r < r1; r++) {
+        float *mix = c->mix + (size_t)r * conv_dim, *g = c->g + (size_t)r * hv;
+        ops_silu(mix, conv_dim);
+        ops_l2norm(mix, 2 * hk, d, hp->rms_eps); /* q's heads, then k's */
+        ops_sigmoid(c->beta + (size_t)r * hv, hv);
+        ops_add(g, G->dt_bias, hv);
+        ops_softplus(g, hv);
+        ops_mul(g, G->a, hv);
+    }
+#pragma omp barrier
+    uint32_t h0, h1;
+    own_rows(hv, &h0, &h1);
+    const float scale = 1.0f / sqrtf((float)d);
+    for (uint32_t r = 0; r < n; r++) {
+        const float *mix = c->mix + (size_t)r * conv_dim;
+        for (uint32_t h = h0; h < h1; h++) { /* value head h reads key head h % hk (the converter's tiled order) */
+            const size_t at = heads_at + (size_t)h * d * d;
+            ops_delta_step(pos[r] ? states[r].in + at : NULL, states[r].out + at, mix + (h % hk) * d,
+                           mix + key_dim + (h % hk) * d, mix + 2 * key_dim + (size_t)h * d, c->g[(size_t)r * hv + h],
+                           c->beta[(size_t)r * hv + h], d, scale, c->o + (size_t)r * value_dim + (size_t)h * d);
+        }
+    }
+#pragma omp barrier
+    for (uint32_t r = r0; r < r1; r++) { /* gated norm: rmsnorm(o_h)·ssm_norm ⊙ silu(z_h), into z */
+        float *o = c->o + (size_t)r * value_dim;
+        ops_rmsnorm(o, G->norm, hv, d, hp->rms_eps, o);
+        ops_swiglu(c->z + (size_t)r * value_dim, o, value_dim);
+    }
+    quantize_rows(c, c->z, r0, r1, value_dim, ops_matrix_wants_q8(&G->out));
+#pragma omp barrier
+    ops_matmul(&G->out, &(ops_rows){c->z, c->xq, c->xp, n}, c->xb, c->n_threads);
+}
+
 /* The whole pass, run by every thread of one team (or by one thread): row-wise steps on each thread's
  * own rows, products and attention shared through ops.h, a barrier wherever a step reads rows another
  * thread wrote. Which thread computes a value never changes its bits (ops.h). */
 static void forward_team(forward *c, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
-                         const kv_map *const *maps, uint32_t first_logit, float *logits) {
+                         const kv_map *const *maps, const forward_state *states, uint32_t first_logit, float *logits) {
     const fkv_model *m = c->m;
     const model_hparams *hp = &m->hp;
     const uint32_t dim = hp->dim;
-    const uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     const model_arch *kind = &hp->kind;
     uint32_t r0, r1;
     own_rows(n, &r0, &r1);
@@ -299,40 +423,17 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
 
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         const model_layer *L = &m->layers[l];
-        const bool qkv_q8 = ops_matrix_wants_q8(&L->wq) || ops_matrix_wants_q8(&L->wk) || ops_matrix_wants_q8(&L->wv);
+        const model_gdn *G = L->gdn;
+        const bool in_q8 = G ? ops_matrix_wants_q8(&G->qkv) || ops_matrix_wants_q8(&G->z) ||
+                                   ops_matrix_wants_q8(&G->beta) || ops_matrix_wants_q8(&G->alpha)
+                             : ops_matrix_wants_q8(&L->wq) || ops_matrix_wants_q8(&L->wk) || ops_matrix_wants_q8(&L->wv);
         ops_rmsnorm(c->x + (size_t)r0 * dim, L->attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
-        quantize_rows(c, c->xb, r0, r1, dim, qkv_q8);
+        quantize_rows(c, c->xb, r0, r1, dim, in_q8);
 #pragma omp barrier
-        const ops_rows xb = {c->xb, c->xq, c->xp, n};
-        ops_matmuls((const ops_product[]){{&L->wq, &xb, c->q}, {&L->wk, &xb, c->k}, {&L->wv, &xb, c->v}}, 3,
-                    c->n_threads);
-        for (uint32_t r = r0; L->bq && r < r1; r++) { /* qwen2's biases */
-            ops_add(c->q + (size_t)r * q_dim, L->bq, q_dim);
-            ops_add(c->k + (size_t)r * kv_dim, L->bk, kv_dim);
-            ops_add(c->v + (size_t)r * kv_dim, L->bv, kv_dim);
-        }
-        if (L->q_norm) { /* each head a row of its own */
-            ops_rmsnorm(c->q + (size_t)r0 * q_dim, L->q_norm, (r1 - r0) * hp->n_heads, hp->head_dim, hp->rms_eps,
-                        c->q + (size_t)r0 * q_dim);
-            ops_rmsnorm(c->k + (size_t)r0 * kv_dim, L->k_norm, (r1 - r0) * hp->n_kv_heads, hp->head_dim, hp->rms_eps,
-                        c->k + (size_t)r0 * kv_dim);
-        }
-        if (L->rope != MODEL_ROPE_NONE) {
-            const float *cs = c->rope_cs[L->rope] + (size_t)r0 * hp->n_rot;
-            ops_rope(c->q + (size_t)r0 * q_dim, r1 - r0, hp->n_heads, hp->head_dim, hp->n_rot, hp->rope_halves, cs);
-            ops_rope(c->k + (size_t)r0 * kv_dim, r1 - r0, hp->n_kv_heads, hp->head_dim, hp->n_rot, hp->rope_halves, cs);
-        }
-        for (uint32_t r = r0; r < r1; r++) {
-            kv_map_store(maps[r], l, pos[r], c->k + (size_t)r * kv_dim, c->v + (size_t)r * kv_dim, kv_dim);
-            c->views[r] = kv_map_view(maps[r], l);
-        }
-#pragma omp barrier
-        ops_attention(c->q, n, pos, c->views, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->attn_scale, L->window,
-                      L->sinks, c->att, c->n_threads);
-        quantize_rows(c, c->att, r0, r1, q_dim, ops_matrix_wants_q8(&L->wo));
-#pragma omp barrier
-        ops_matmul(&L->wo, &(ops_rows){c->att, c->xq, c->xp, n}, c->xb, c->n_threads);
-        for (uint32_t r = r0; L->bo && r < r1; r++) ops_add(c->xb + (size_t)r * dim, L->bo, dim); /* gpt-oss */
+        if (G)
+            gdn_layer(c, G, n, pos, states, r0, r1);
+        else
+            attention(c, L, l, n, pos, maps, r0, r1);
         if (L->post_attn_norm)
             ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
         ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
@@ -340,15 +441,19 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         ops_rmsnorm(c->x + (size_t)r0 * dim, L->ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
         const model_experts *E = L->moe;
         const uint32_t hidden = L->hidden;
+        const bool shared_gate = L->shared_gate.n_out != 0;
         quantize_rows(c, c->xb, r0, r1, dim,
-                      (hidden && (ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up))) ||
+                      (hidden && (ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up) ||
+                                  (shared_gate && ops_matrix_wants_q8(&L->shared_gate)))) ||
                           (E && (ops_matrix_wants_q8(&E->router) || ops_matrix_wants_q8(&E->gate) ||
                                  ops_matrix_wants_q8(&E->up))));
 #pragma omp barrier
         if (E) moe_ffn(c, E, n, r0, r1);
         if (hidden) { /* the dense FFN, or an expert layer's shared experts */
             ops_rows xb = {c->xb, c->xq, c->xp, n}, hb = {c->hb, c->xq, c->xp, n};
-            ops_matmuls((const ops_product[]){{&L->w_gate, &xb, c->hb}, {&L->w_up, &xb, c->hb2}}, 2, c->n_threads);
+            ops_matmuls((const ops_product[]){{&L->w_gate, &xb, c->hb}, {&L->w_up, &xb, c->hb2},
+                                              {&L->shared_gate, &xb, c->sg}},
+                        shared_gate ? 3 : 2, c->n_threads);
             if (kind->gelu)
                 ops_geglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
             else
@@ -359,6 +464,11 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
             if (L->post_ffn_norm)
                 ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_ffn_norm, r1 - r0, dim, hp->rms_eps,
                             c->xb + (size_t)r0 * dim);
+            if (shared_gate) { /* Qwen3.5's shared expert, times sigmoid(xb · ffn_gate_inp_shexp) */
+                ops_sigmoid(c->sg + r0, r1 - r0);
+                for (uint32_t r = r0; r < r1; r++)
+                    for (uint32_t i = 0; i < dim; i++) c->xb[(size_t)r * dim + i] *= c->sg[r];
+            }
             /* routed + shared, as llama.cpp adds them (an IEEE sum is the same either way round) */
             if (E) ops_add(c->xb + (size_t)r0 * dim, c->ym + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
         }
@@ -379,12 +489,12 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
 }
 
 void forward_rows(forward *c, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
-                  const kv_map *const *maps, uint32_t first_logit, float *logits) {
+                  const kv_map *const *maps, const forward_state *states, uint32_t first_logit, float *logits) {
     const model_hparams *hp = &c->m->hp;
     const uint64_t q_dim = (uint64_t)hp->n_heads * hp->head_dim, kv_dim = (uint64_t)hp->n_kv_heads * hp->head_dim;
-    const uint64_t ffn = hp->n_expert ? (uint64_t)hp->n_ff_exp * (hp->n_expert_used + hp->n_shared) : hp->hidden;
+    const uint64_t ffn = hp->n_expert ? (uint64_t)hp->n_ff_exp * hp->n_expert_used + hp->n_ff_shexp : hp->hidden;
     const uint64_t layer_macs = hp->dim * (2 * q_dim + 2 * kv_dim) + 3ull * hp->dim * ffn;
     const bool wide = (uint64_t)n * layer_macs * hp->n_layers >= FORWARD_PARALLEL_MIN_WORK;
 #pragma omp parallel num_threads(c->n_threads) if (wide)
-    forward_team(c, ids, embd, n, pos, maps, first_logit, logits);
+    forward_team(c, ids, embd, n, pos, maps, states, first_logit, logits);
 }

@@ -36,11 +36,22 @@ static inline uint32_t forward_grid_end(uint32_t p, uint32_t end, uint32_t grid)
     return next < end ? next : end;
 }
 
+/* The recurrent state a row steps through a model's gated DeltaNet layers (model_hparams.state_floats floats): it
+ * reads `in`, the state of its sequence after the position before it (not read at position 0: the state there is
+ * zero), and writes the state after its own position to `out`, which may be `in` (stepped in place) or another
+ * buffer (the state before the row then stays as it was: a guess can be taken back). */
+typedef struct {
+    const float *in;
+    float *out;
+} forward_state;
+
 /* Rows r < n (n <= max_rows): token ids[r] — or, ids NULL, embedding row embd[r] ([n][dim]) — at position
  * pos[r], whose K/V row is stored into maps[r] and whose attention reads maps[r] positions 0..pos[r] (all
- * already stored, or stored by this call). The logits of rows [first_logit, n) go to logits
- * ([n - first_logit][n_vocab]). The caller validated ids and positions. */
+ * already stored, or stored by this call). states: NULL for a model without recurrent layers; else states[r] is row
+ * r's, and the rows of one sequence come in the order of their positions, each reading the state the one before it
+ * wrote (the recurrence runs token by token, whatever rows share the call). The logits of rows [first_logit, n) go to
+ * logits ([n - first_logit][n_vocab]). The caller validated ids and positions. */
 void forward_rows(forward *f, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
-                  const kv_map *const *maps, uint32_t first_logit, float *logits);
+                  const kv_map *const *maps, const forward_state *states, uint32_t first_logit, float *logits);
 
 #endif

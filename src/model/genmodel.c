@@ -173,6 +173,29 @@ static int add_tensor(gguf_writer *w, const genmodel_params *p, const char *name
     return add_tensors(w, p, name, n_in, n_out, 1, false, center, spread, err);
 }
 
+/* The shared experts' width: --shared-experts times the expert width, at least one expert's with shared_gate. */
+static uint32_t shared_width(const genmodel_params *p, const model_arch *a) {
+    return (p->n_shared ? p->n_shared : a->shared_gate ? 1 : 0) * p->n_ff_exp;
+}
+
+/* Layer l's gated DeltaNet tensors (model.h's model_gdn), as Qwen3.5's converter writes them. */
+static int add_gdn(gguf_writer *w, const genmodel_params *p, uint32_t l, fkv_error *err) {
+    char t[64];
+#define T(suffix) (snprintf(t, sizeof t, "blk.%u." suffix, l), t)
+    const uint32_t d = p->ssm_d, hv = p->ssm_v_heads, conv_dim = (2 * p->ssm_k_heads + hv) * d;
+    const float s_dim = sqrtf(3.0f / (float)p->dim), s_v = sqrtf(3.0f / (float)(hv * d));
+    return add_tensor(w, p, T("attn_qkv.weight"), p->dim, conv_dim, 0.0f, s_dim, err) ||
+           add_tensor(w, p, T("attn_gate.weight"), p->dim, hv * d, 0.0f, s_dim, err) ||
+           add_tensors(w, p, T("ssm_conv1d.weight"), p->ssm_conv, conv_dim, 1, true, 0.0f, 0.5f, err) ||
+           add_tensor(w, p, T("ssm_beta.weight"), p->dim, hv, 0.0f, s_dim, err) ||
+           add_tensor(w, p, T("ssm_alpha.weight"), p->dim, hv, 0.0f, s_dim, err) ||
+           add_tensor(w, p, T("ssm_dt.bias"), hv, 0, 0.0f, 1.0f, err) ||
+           add_tensor(w, p, T("ssm_a"), hv, 0, -2.0f, 1.5f, err) || /* -exp(A_log): decays of every speed */
+           add_tensor(w, p, T("ssm_norm.weight"), d, 0, 1.0f, 0.1f, err) ||
+           add_tensor(w, p, T("ssm_out.weight"), hv * d, p->dim, 0.0f, s_v, err);
+#undef T
+}
+
 /* Layer l's FFN input norm and its FFN: dense (feed_forward_length), or routed experts and any shared ones. */
 static int add_ffn(gguf_writer *w, const genmodel_params *p, const model_arch *a, uint32_t l, fkv_error *err) {
     char t[64];
@@ -188,9 +211,10 @@ static int add_ffn(gguf_writer *w, const genmodel_params *p, const model_arch *a
                                add_tensor(w, p, T("ffn_up.weight"), p->dim, p->hidden, 0.0f, s_dim, err)) ||
                add_tensor(w, p, T("ffn_down.weight"), p->hidden, p->dim, 0.0f, s_hidden, err);
     }
-    const uint32_t ff = p->n_ff_exp, sh = p->n_shared * ff;
+    const uint32_t ff = p->n_ff_exp, sh = shared_width(p, a);
     const float s_ff = sqrtf(3.0f / (float)ff);
     return add_tensors(w, p, T("ffn_gate_inp.weight"), p->dim, p->n_expert, 1, true, 0.0f, s_dim, err) ||
+           (a->shared_gate && add_tensor(w, p, T("ffn_gate_inp_shexp.weight"), p->dim, 0, 0.0f, s_dim, err)) ||
            (a->expert_biases &&
             (add_tensor(w, p, T("ffn_gate_inp.bias"), p->n_expert, 0, 0.0f, 0.5f, err) ||
              add_tensors(w, p, T("ffn_gate_exps.bias"), ff, p->n_expert, 1, true, 0.0f, 0.5f, err) ||
@@ -291,6 +315,12 @@ static int check_params(const genmodel_params *p, const char *arch, const model_
         return err_input(err, "gen-model: --experts-used %u must be at most --experts %u, the expert width positive "
                               "and --dense-layers %u at most the layers", p->n_expert_used, p->n_expert,
                          p->n_dense_lead);
+    if ((p->ssm_d || p->ssm_k_heads || p->ssm_v_heads || p->ssm_conv || p->attn_interval) && !a->recurrent)
+        return err_input(err, "gen-model: --ssm-state, --ssm-k-heads, --ssm-v-heads, --ssm-conv and --attn-interval "
+                              "are for an architecture with gated DeltaNet layers; %s has none", arch);
+    if (a->recurrent && (!p->ssm_d || p->ssm_v_heads % p->ssm_k_heads))
+        return err_input(err, "gen-model: the gated DeltaNet heads (--ssm-state %u) must be positive and --ssm-v-heads "
+                              "%u a multiple of --ssm-k-heads %u", p->ssm_d, p->ssm_v_heads, p->ssm_k_heads);
     if (p->mix == GENMODEL_UNIFORM && !kern_type_traits(p->type))
         return err_unsupported(err, "gen-model: type %s is not one flatkv computes", ggml_type_name(p->type));
     return 0;
@@ -305,6 +335,15 @@ int genmodel_write(const genmodel_params *params, const char *path, fkv_error *e
         pd.n_expert = pd.n_expert ? pd.n_expert : 8;
         pd.n_expert_used = pd.n_expert_used ? pd.n_expert_used : 2;
         pd.n_ff_exp = pd.n_ff_exp ? pd.n_ff_exp : pd.hidden / 2;
+    }
+    const uint32_t head_dim = p->head_dim ? p->head_dim : p->n_heads ? p->dim / p->n_heads : 0;
+    if (a && a->recurrent) { /* the defaults of genmodel.h's hybrids */
+        pd.ssm_d = pd.ssm_d ? pd.ssm_d : head_dim / 2;
+        pd.ssm_v_heads = pd.ssm_v_heads ? pd.ssm_v_heads : 2 * pd.n_heads;
+        pd.ssm_k_heads = pd.ssm_k_heads ? pd.ssm_k_heads : pd.ssm_v_heads % 16 ? pd.ssm_v_heads : 16;
+        pd.ssm_conv = pd.ssm_conv ? pd.ssm_conv : 4;
+        pd.attn_interval = pd.attn_interval ? pd.attn_interval : 4;
+        pd.rope_dims = pd.rope_dims ? pd.rope_dims : head_dim / 8 * 2 > 2 ? head_dim / 8 * 2 : 2;
     }
     if (check_params(p, arch, a, err)) return -1;
     gguf_file *vocab = gguf_open(p->vocab_from, err);
@@ -343,7 +382,10 @@ int genmodel_write(const genmodel_params *params, const char *path, fkv_error *e
         gguf_writer_set_u32(w, KEY("expert_count"), p->n_expert);
         gguf_writer_set_u32(w, KEY("expert_used_count"), p->n_expert_used);
         gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), p->n_ff_exp);
-        if (p->n_shared) gguf_writer_set_u32(w, KEY("expert_shared_count"), p->n_shared);
+        if (a->shared_gate)
+            gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), shared_width(p, a));
+        else if (p->n_shared)
+            gguf_writer_set_u32(w, KEY("expert_shared_count"), p->n_shared);
         if (p->n_dense_lead) gguf_writer_set_u32(w, KEY("leading_dense_block_count"), p->n_dense_lead);
         if (a->routing_keys) { /* as GLM-4.5's converter writes them */
             gguf_writer_set_u32(w, KEY("expert_gating_func"), (uint32_t)a->gating);
@@ -353,8 +395,19 @@ int genmodel_write(const genmodel_params *params, const char *path, fkv_error *e
     }
     gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_heads);
     gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
-    const uint32_t head_dim = p->head_dim ? p->head_dim : p->dim / p->n_heads;
     const uint32_t n_rot = p->rope_dims ? p->rope_dims : head_dim;
+    if (a->recurrent) { /* as Qwen3.5's converter writes them */
+        gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), p->ssm_conv);
+        gguf_writer_set_u32(w, KEY("ssm.state_size"), p->ssm_d);
+        gguf_writer_set_u32(w, KEY("ssm.group_count"), p->ssm_k_heads);
+        gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), p->ssm_v_heads);
+        gguf_writer_set_u32(w, KEY("ssm.inner_size"), p->ssm_v_heads * p->ssm_d);
+        gguf_writer_set_u32(w, KEY("full_attention_interval"), p->attn_interval);
+    }
+    if (a->rope_sections) { /* the rotated pairs in thirds: [11, 11, 10, 0] for 32 of them */
+        const int32_t pairs = (int32_t)n_rot / 2, sections[4] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
+        gguf_writer_set_arr(w, KEY("rope.dimension_sections"), GGUF_TYPE_INT32, sections, 4);
+    }
     if (p->head_dim || a->head_size_keys) {
         gguf_writer_set_u32(w, KEY("attention.key_length"), head_dim);
         gguf_writer_set_u32(w, KEY("attention.value_length"), head_dim);
@@ -393,20 +446,24 @@ int genmodel_write(const genmodel_params *params, const char *path, fkv_error *e
     for (uint32_t l = 0; l < p->n_layers + p->n_nextn && !rc; l++) {
         char t[64];
 #define T(suffix) (snprintf(t, sizeof t, "blk.%u." suffix, l), t)
+        const bool gdn = a->recurrent && l < p->n_layers && (l + 1) % p->attn_interval != 0;
         rc = add_tensor(w, p, T("attn_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
-             (a->fused ? add_tensor(w, p, T("attn_qkv.weight"), p->dim, q_dim + 2 * kv_dim, 0.0f, s_dim, err)
-                       : add_tensor(w, p, T("attn_q.weight"), p->dim, q_dim, 0.0f, s_dim, err) ||
-                             add_tensor(w, p, T("attn_k.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
-                             add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err)) ||
-             add_tensor(w, p, T("attn_output.weight"), q_dim, p->dim, 0.0f, sqrtf(3.0f / (float)q_dim), err) ||
+             (gdn ? add_gdn(w, p, l, err)
+                  : (a->fused ? add_tensor(w, p, T("attn_qkv.weight"), p->dim, q_dim + 2 * kv_dim, 0.0f, s_dim, err)
+                              : add_tensor(w, p, T("attn_q.weight"), p->dim, a->attn_gate ? 2 * q_dim : q_dim, 0.0f,
+                                           s_dim, err) ||
+                                    add_tensor(w, p, T("attn_k.weight"), p->dim, kv_dim, 0.0f, s_dim, err) ||
+                                    add_tensor(w, p, T("attn_v.weight"), p->dim, kv_dim, 0.0f, s_dim, err)) ||
+                        add_tensor(w, p, T("attn_output.weight"), q_dim, p->dim, 0.0f, sqrtf(3.0f / (float)q_dim),
+                                   err)) ||
              add_ffn(w, p, a, l, err) ||
              (a->out_bias && add_tensor(w, p, T("attn_output.bias"), p->dim, 0, 0.0f, 0.5f, err)) ||
              (a->sinks && add_tensor(w, p, T("attn_sinks.weight"), p->n_heads, 0, 0.0f, 2.0f, err)) ||
              (a->qkv_bias && (add_tensor(w, p, T("attn_q.bias"), q_dim, 0, 0.0f, 0.5f, err) ||
                               add_tensor(w, p, T("attn_k.bias"), kv_dim, 0, 0.0f, 0.5f, err) ||
                               add_tensor(w, p, T("attn_v.bias"), kv_dim, 0, 0.0f, 0.5f, err))) ||
-             (a->qk_norm && (add_tensor(w, p, T("attn_q_norm.weight"), head_dim, 0, 1.0f, 0.1f, err) ||
-                             add_tensor(w, p, T("attn_k_norm.weight"), head_dim, 0, 1.0f, 0.1f, err))) ||
+             (a->qk_norm && !gdn && (add_tensor(w, p, T("attn_q_norm.weight"), head_dim, 0, 1.0f, 0.1f, err) ||
+                                     add_tensor(w, p, T("attn_k_norm.weight"), head_dim, 0, 1.0f, 0.1f, err))) ||
              (a->post_norms && (add_tensor(w, p, T("post_attention_norm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
                                 add_tensor(w, p, T("post_ffw_norm.weight"), p->dim, 0, 1.0f, 0.1f, err))) ||
              (l >= p->n_layers && (add_tensor(w, p, T("nextn.eh_proj.weight"), 2 * p->dim, p->dim, 0.0f,

@@ -15,6 +15,16 @@
  * ffn_{gate,up,down}_exps are 3-D [n_in, n_out, n_expert] of the matrices' type (the mix rules read the role's
  * name: ffn_down_exps and ffn_down_shexp follow ffn_down's); exp_probs_b.bias is written where the architecture's
  * converter writes it (select_bias). NextN blocks are whole layers plus their nextn.* tensors.
+ *
+ * Hybrids (a `recurrent` architecture, qwen35/qwen35moe): layer l is a gated DeltaNet layer unless (l + 1) %
+ * attn_interval == 0, written as Qwen3.5's converter writes it (ssm_conv1d F32 [conv_kernel, conv_dim], ssm_a
+ * negative, as -exp(A_log)); attention layers have the double-width attn_q (q and gate per head), q/k norms and
+ * rope.dimension_sections; the rotated dims default to a quarter of the head (partial_rotary_factor 0.25), the
+ * sections to [ceil, round, floor] thirds of the rotated pairs ([11, 11, 10, 0] for 64 dims). The GDN sizes default
+ * to how Qwen3.5's published configs (0.8B to 27B, 35B-A3B) relate them to the attention's: heads of d = head_dim / 2,
+ * 2·heads value heads, 16 key heads where 16 divides those (every published one), else as many as value heads; a
+ * convolution of 4 taps. Its MoE has one shared expert, --shared-experts times the expert width (default 1), gated
+ * by ffn_gate_inp_shexp (F32 [dim]).
  * Types: norms, biases and rope_freqs are F32. Matrices are all `type` (GENMODEL_UNIFORM: any type traits.h
  * computes), or follow one of llama.cpp's mixes as llama_tensor_get_type picks them for llama and qwen2 (no experts):
  *   - output.weight, and token_embd.weight when tied (it is then the output matrix): Q6_K, or Q8_0 when its rows
@@ -86,6 +96,12 @@ typedef struct {
     uint32_t n_shared;      /* expert_shared_count (glm4moe) */
     uint32_t n_dense_lead;  /* leading_dense_block_count: the first layers' dense FFN (feed_forward_length wide) */
     uint32_t n_nextn;       /* nextn_predict_layers: NextN blocks after the n_layers */
+    /* gated DeltaNet layers (a recurrent architecture; 0: the defaults above) */
+    uint32_t ssm_d;         /* ssm.state_size: the heads' size d */
+    uint32_t ssm_k_heads;   /* ssm.group_count */
+    uint32_t ssm_v_heads;   /* ssm.time_step_rank */
+    uint32_t ssm_conv;      /* ssm.conv_kernel */
+    uint32_t attn_interval; /* full_attention_interval: every Nth layer is an attention layer */
     uint64_t seed;
     const char *chat_template;    /* tokenizer.chat_template (a Jinja source); NULL: the vocabulary file's, if any */
     const genmodel_token *tokens; /* appended to the vocabulary where it lacks them (n_tokens of them) */

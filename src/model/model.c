@@ -13,6 +13,7 @@
 
 #include "base/err.h"
 #include "base/hugemem.h"
+#include "cache/kv.h"
 #include "kernels/dispatch.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -87,7 +88,7 @@ static float *load_floats(const gguf_file *f, const char *name, uint32_t n_in, u
     const gguf_tensor *t = find_dims(f, name, n_out > 1 ? 2 : 1, (const uint64_t[]){n_in, n_out}, true, err);
     if (!t) return NULL;
     if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16) {
-        err_input(err, "%s: norm or bias tensor '%s' is quantized (%s); it must be f32, f16 or bf16", f->path, name,
+        err_input(err, "%s: tensor '%s' is quantized (%s); a norm, bias or filter must be f32, f16 or bf16", f->path, name,
                   ggml_type_name(t->type));
         return NULL;
     }
@@ -113,7 +114,11 @@ static float *load_vector(const gguf_file *f, const char *name, uint32_t n, fkv_
  * halves, has q/k/v biases and, in some sizes, q/k norms, normalises the FFN input with post_attention_norm, routes
  * by sigmoid unless expert_gating_func says otherwise, and adds its shared experts unweighted. gpt-oss (openai-moe.cpp):
  * halves, q/k/v and output biases, attention sinks, window layers on even layers (period 2) rotating as the others
- * (YaRN included), softmax over the selected experts' biased logits, biased experts with the clamped SwiGLU. */
+ * (YaRN included), softmax over the selected experts' biased logits, biased experts with the clamped SwiGLU. qwen35
+ * (qwen35.cpp, delta-net-base.cpp): gated DeltaNet layers and gated attention ones with q/k norms, interleaved M-RoPE
+ * (text positions: halves), the FFN's norm stored as post_attention_norm; qwen35moe (qwen35moe.cpp) the same with
+ * qwen3moe's routing (softmax, renormalised, no scale: its graph reads no expert_weights_scale) and a shared expert
+ * gated by sigmoid. */
 static const model_arch archs[] = {
     {.name = "llama", .rms_eps = 1e-5f, .rope_base = 10000.0f},
     {.name = "qwen2", .rope_halves = true, .qkv_bias = true, .rms_eps = 1e-5f, .rope_base = 10000.0f},
@@ -130,6 +135,11 @@ static const model_arch archs[] = {
     {.name = "gpt-oss", .rope_halves = true, .qkv_bias = true, .out_bias = true, .sinks = true, .experts = true,
      .gating = OPS_GATE_SOFTMAX_WEIGHT, .expert_biases = true, .swiglu_oai = true, .ffn_post_name = true, .swa = true,
      .swa_period = 2, .swa_same_rope = true, .yarn = true, .head_size_keys = true, .rms_eps = 1e-5f, .rope_base = 150000.0f},
+    {.name = "qwen35", .rope_halves = true, .qk_norm = true, .ffn_post_name = true, .recurrent = true, .attn_gate = true,
+     .rope_sections = true, .head_size_keys = true, .rms_eps = 1e-6f, .rope_base = 10000000.0f},
+    {.name = "qwen35moe", .rope_halves = true, .qk_norm = true, .ffn_post_name = true, .recurrent = true,
+     .attn_gate = true, .rope_sections = true, .experts = true, .gating = OPS_GATE_SOFTMAX, .expert_norm = true,
+     .shared_gate = true, .head_size_keys = true, .rms_eps = 1e-6f, .rope_base = 10000000.0f},
 };
 #define N_ARCHS (sizeof archs / sizeof *archs)
 
@@ -208,9 +218,20 @@ static int read_experts(const gguf_file *f, const char *A, model_hparams *hp, fk
     if (hp->n_ff_exp == 0 || hp->n_ff_exp > UINT32_MAX / 4)
         return err_input(err, "%s: %s.expert_feed_forward_length %u must be positive and at most 2^30", f->path, A,
                          hp->n_ff_exp);
-    if (gguf_find(f, KEY("expert_shared_count")) && gguf_get_u32(f, key, &hp->n_shared, err)) return -1;
-    if (hp->n_shared > MODEL_MAX_EXPERTS)
-        return err_input(err, "%s: %s is %u; at most %d", f->path, key, hp->n_shared, MODEL_MAX_EXPERTS);
+    uint32_t n_shared = 0;
+    if (gguf_find(f, KEY("expert_shared_count")) && gguf_get_u32(f, key, &n_shared, err)) return -1;
+    if (n_shared > MODEL_MAX_EXPERTS)
+        return err_input(err, "%s: %s is %u; at most %d", f->path, key, n_shared, MODEL_MAX_EXPERTS);
+    uint64_t shared = (uint64_t)n_shared * hp->n_ff_exp;
+    if (hp->kind.shared_gate) { /* one shared expert of its own width (Qwen3.5's MoE) */
+        uint32_t width = hp->hidden;
+        if (gguf_find(f, KEY("expert_shared_feed_forward_length")) && gguf_get_u32(f, key, &width, err)) return -1;
+        shared = width;
+    }
+    if (shared > UINT32_MAX / 4 || (hp->kind.shared_gate && !shared))
+        return err_input(err, "%s: %s's shared experts are %llu wide; they must be 1 to 2^30", f->path, A,
+                         (unsigned long long)shared);
+    hp->n_ff_shexp = (uint32_t)shared;
     if (gguf_find(f, KEY("leading_dense_block_count")) && gguf_get_u32(f, key, &hp->n_dense_lead, err)) return -1;
     if (hp->n_dense_lead > hp->n_layers)
         return err_input(err, "%s: %s is %u, more than the %u layers", f->path, key, hp->n_dense_lead, hp->n_layers);
@@ -237,6 +258,91 @@ static int read_experts(const gguf_file *f, const char *A, model_hparams *hp, fk
         return err_unsupported(err, "%s: %s is set; flatkv does not compute it", f->path, key);
 #undef KEY
     return 0;
+}
+
+/* The most taps of a causal convolution (real models: 4): a bound on corrupt files before a state is sized by it. */
+#define MODEL_MAX_CONV 64
+
+/* Interleaved M-RoPE (rope.dimension_sections s0..s3, llama.cpp's imrope): rotary pair i takes the position of its
+ * sector i % (s0 + s1 + s2 + s3) — the first (time) where sector % 3 == 0 and sector < 3·s0, the second where % 3 == 1
+ * and < 3·s1, the third where % 3 == 2 and < 3·s2, else the fourth's. A text token's first three positions are its
+ * position and its fourth is 0, so a pair rotates by the position, neox-style, unless its sector falls to the fourth
+ * section, where its angle is 0. flatkv computes the first case (the converter's [11, 11, 10, 0] over 64 rotated dims
+ * is one) and refuses sections that leave a rotated pair unrotated. */
+static int check_sections(const gguf_file *f, const char *A, const model_hparams *hp, fkv_error *err) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", A);
+    const gguf_value *v;
+    if (gguf_get_arr(f, key, -1, &v, err)) return -1;
+    int64_t sec[4] = {0}, total = 0;
+    if (v->arr.n > 4) return err_input(err, "%s: %s has %llu entries; at most 4", f->path, key, (unsigned long long)v->arr.n);
+    for (uint64_t i = 0; i < v->arr.n; i++) {
+        sec[i] = gguf_arr_int(v, i);
+        if (sec[i] < 0 || sec[i] > OPS_ATTN_MAX_HEAD_DIM)
+            return err_input(err, "%s: %s[%llu] is %lld; it must be 0 to %d", f->path, key, (unsigned long long)i,
+                             (long long)sec[i], OPS_ATTN_MAX_HEAD_DIM);
+        total += sec[i];
+    }
+    if (total == 0 || total > hp->head_dim)
+        return err_input(err, "%s: %s sums to %lld; it must be 1 to the head size %u", f->path, key, (long long)total,
+                         hp->head_dim);
+    for (uint32_t i = 0; i < hp->n_rot / 2; i++) {
+        const int64_t sector = i % total, third = sector % 3;
+        if (sector >= 3 * sec[third])
+            return err_unsupported(err, "%s: %s leaves rotary pair %u to the fourth section, unrotated for text; "
+                                        "flatkv computes sections that rotate every pair", f->path, key, i);
+    }
+    return 0;
+}
+
+/* The gated DeltaNet keys of a recurrent architecture (model_hparams' ssm fields), the layer roles' keys checked. */
+static int read_recurrent(const gguf_file *f, const char *A, model_hparams *hp, fkv_error *err) {
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    uint32_t inner;
+    if (gguf_get_u32(f, KEY("ssm.conv_kernel"), &hp->n_conv, err) ||
+        gguf_get_u32(f, KEY("ssm.state_size"), &hp->ssm_d, err) ||
+        gguf_get_u32(f, KEY("ssm.group_count"), &hp->n_k_heads, err) ||
+        gguf_get_u32(f, KEY("ssm.time_step_rank"), &hp->n_v_heads, err) ||
+        gguf_get_u32(f, KEY("ssm.inner_size"), &inner, err))
+        return -1;
+    if (hp->n_conv == 0 || hp->n_conv > MODEL_MAX_CONV)
+        return err_input(err, "%s: %s.ssm.conv_kernel is %u; it must be 1 to %d", f->path, A, hp->n_conv,
+                         MODEL_MAX_CONV);
+    if (hp->ssm_d == 0 || hp->ssm_d > OPS_ATTN_MAX_HEAD_DIM)
+        return err_input(err, "%s: %s.ssm.state_size is %u; it must be 1 to %d", f->path, A, hp->ssm_d,
+                         OPS_ATTN_MAX_HEAD_DIM);
+    if (hp->n_k_heads == 0 || hp->n_v_heads == 0 || hp->n_v_heads % hp->n_k_heads ||
+        (uint64_t)(2 * (uint64_t)hp->n_k_heads + hp->n_v_heads) * hp->ssm_d > UINT32_MAX / 4)
+        return err_input(err, "%s: %s.ssm.time_step_rank %u must be a positive multiple of ssm.group_count %u, and "
+                              "their heads of %u fit 2^30 channels", f->path, A, hp->n_v_heads, hp->n_k_heads,
+                         hp->ssm_d);
+    if ((uint64_t)hp->n_v_heads * hp->ssm_d != inner)
+        return err_input(err, "%s: %s.ssm.inner_size is %u, not ssm.time_step_rank %u x ssm.state_size %u", f->path,
+                         A, inner, hp->n_v_heads, hp->ssm_d);
+    const gguf_value *roles = gguf_find(f, KEY("attention.recurrent_layers"));
+    if (roles && (roles->type != GGUF_TYPE_ARRAY || roles->arr.n != (uint64_t)hp->n_layers + hp->n_nextn ||
+                  !gguf_type_size(roles->arr.elem_type)))
+        return err_input(err, "%s: %s must be an array of a flag per block (%u)", f->path, key,
+                         hp->n_layers + hp->n_nextn);
+    uint32_t interval = 4;
+    if (gguf_find(f, KEY("full_attention_interval")) && gguf_get_u32(f, key, &interval, err)) return -1;
+    if (interval == 0) return err_input(err, "%s: %s is 0; every Nth layer is an attention layer, N >= 1", f->path, key);
+#undef KEY
+    return hp->kind.rope_sections ? check_sections(f, A, hp, err) : 0;
+}
+
+/* Whether trunk layer l is a gated DeltaNet layer (model.h's layer roles; read_recurrent checked the keys). */
+static bool layer_recurrent(const gguf_file *f, const model_hparams *hp, uint32_t l) {
+    char key[96];
+    if (!hp->kind.recurrent || l >= hp->n_layers) return false;
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", hp->kind.name);
+    const gguf_value *roles = gguf_find(f, key);
+    if (roles) return gguf_arr_int(roles, l) != 0;
+    uint32_t interval = 4;
+    snprintf(key, sizeof key, "%s.full_attention_interval", hp->kind.name);
+    if (gguf_find(f, key)) gguf_get_u32(f, key, &interval, NULL);
+    return (l + 1) % interval != 0;
 }
 
 static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
@@ -391,7 +497,7 @@ static int read_hparams(const gguf_file *f, model_hparams *hp, fkv_error *err) {
         return err_input(err, "%s: %s.nextn_predict_layers %u leaves no layers of block_count %u", f->path, A,
                          hp->n_nextn, hp->n_layers);
     hp->n_layers -= hp->n_nextn;
-    if (kind->experts && read_experts(f, A, hp, err)) return -1;
+    if ((kind->experts && read_experts(f, A, hp, err)) || (kind->recurrent && read_recurrent(f, A, hp, err))) return -1;
     /* Gemma 3 27B (62 layers: llama.cpp tells it by that) scales queries by 1/sqrt(dim/heads), as gemma_pytorch. */
     if (hp->kind.swa && hp->n_layers == 62) hp->attn_scale = 1.0f / sqrtf((float)(hp->dim / hp->n_heads));
 #undef KEY
@@ -427,7 +533,7 @@ static int load_experts(const gguf_file *f, const model_hparams *hp, uint32_t l,
 }
 
 /* Layer l's feed-forward part: its input norm, and a dense FFN of feed_forward_length, or (an expert layer) its
- * routed experts and any shared experts (a dense FFN of n_shared · n_ff_exp). */
+ * routed experts and any shared experts (a dense FFN n_ff_shexp wide, gated with shared_gate). */
 static int load_ffn(const gguf_file *f, const model_hparams *hp, uint32_t l, model_layer *L, fkv_error *err) {
     char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
@@ -436,13 +542,18 @@ static int load_ffn(const gguf_file *f, const model_hparams *hp, uint32_t l, mod
                                     hp->dim, err)))
         return -1;
     const bool moe = k->experts && l >= hp->n_dense_lead;
-    L->hidden = !moe ? hp->hidden : hp->n_shared * hp->n_ff_exp;
+    L->hidden = !moe ? hp->hidden : hp->n_ff_shexp;
     if (moe) {
         if (!(L->moe = calloc(1, sizeof *L->moe))) return err_nomem(err, "%s: out of memory", f->path);
         if (load_experts(f, hp, l, L->moe, err)) return -1;
     }
     if (!L->hidden) return 0;
     const char *sfx = moe ? "_shexp" : "";
+    if (moe && k->shared_gate) {
+        const gguf_tensor *t = find_checked(f, NAME("ffn_gate_inp_shexp.weight"), hp->dim, 0, true, err);
+        if (!t) return -1;
+        matrix_of(t, hp->dim, 1, &L->shared_gate);
+    }
     if (k->fused) { /* ffn_up holds gate, then up (ggml_swiglu's order: the first half is activated) */
         ops_matrix up;
         if (load_matrix(f, NAME("ffn_up.weight"), hp->dim, 2 * L->hidden, &up, err)) return -1;
@@ -471,6 +582,68 @@ static int load_nextn(const gguf_file *f, const model_hparams *hp, uint32_t l, m
         (gguf_find_tensor(f, NAME("shared_head_norm.weight")) && !(N->head_norm = load_vector(f, name, hp->dim, err))))
         return -1;
 #undef NAME
+    return 0;
+}
+
+/* Layer l's attention tensors: q, k, v (or one fused attn_qkv), the output, and the biases, norms and sinks its
+ * architecture has; with attn_gate, attn_q holds each head's gate after its q. */
+static int load_attention(const gguf_file *f, const model_hparams *hp, uint32_t l, model_layer *L, fkv_error *err) {
+    const model_arch *k = &hp->kind;
+    const uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
+    if (load_matrix(f, NAME("attn_output.weight"), q_dim, hp->dim, &L->wo, err)) return -1;
+    if (k->fused && gguf_find_tensor(f, NAME("attn_qkv.weight"))) {
+        ops_matrix qkv;
+        if (load_matrix(f, name, hp->dim, q_dim + 2 * kv_dim, &qkv, err)) return -1;
+        L->wq = ops_matrix_rows(&qkv, 0, q_dim);
+        L->wk = ops_matrix_rows(&qkv, q_dim, kv_dim);
+        L->wv = ops_matrix_rows(&qkv, q_dim + kv_dim, kv_dim);
+    } else if (load_matrix(f, NAME("attn_q.weight"), hp->dim, k->attn_gate ? 2 * q_dim : q_dim, &L->wq, err) ||
+               load_matrix(f, NAME("attn_k.weight"), hp->dim, kv_dim, &L->wk, err) ||
+               load_matrix(f, NAME("attn_v.weight"), hp->dim, kv_dim, &L->wv, err)) {
+        return -1;
+    }
+    /* Biases: required by the architectures that have them, taken where a llama file carries them. */
+    bool want = hp->qkv_bias || gguf_find_tensor(f, NAME("attn_q.bias"));
+    if (gguf_find_tensor(f, NAME("attn_qkv.bias")))
+        return err_unsupported(err, "%s: tensor '%s' (a fused q/k/v bias) is not computed by flatkv", f->path, name);
+    if (want && (!(L->bq = load_vector(f, NAME("attn_q.bias"), q_dim, err)) ||
+                 !(L->bk = load_vector(f, NAME("attn_k.bias"), kv_dim, err)) ||
+                 !(L->bv = load_vector(f, NAME("attn_v.bias"), kv_dim, err))))
+        return -1;
+    /* q/k norms: required by the architectures that have them, taken where a file carries them (GLM-4.5). */
+    const bool qk_norm = k->qk_norm || gguf_find_tensor(f, NAME("attn_q_norm.weight"));
+    if (qk_norm && (!(L->q_norm = load_vector(f, NAME("attn_q_norm.weight"), hp->head_dim, err)) ||
+                    !(L->k_norm = load_vector(f, NAME("attn_k_norm.weight"), hp->head_dim, err))))
+        return -1;
+    if ((k->out_bias && !(L->bo = load_vector(f, NAME("attn_output.bias"), hp->dim, err))) ||
+        (k->sinks && !(L->sinks = load_vector(f, NAME("attn_sinks.weight"), hp->n_heads, err))))
+        return -1;
+#undef NAME
+    return 0;
+}
+
+/* Layer l's gated DeltaNet tensors (model_gdn), its part of the state placed at *state_at (which moves past it). */
+static int load_gdn(const gguf_file *f, const model_hparams *hp, uint32_t l, model_layer *L, size_t *state_at,
+                    fkv_error *err) {
+    const uint32_t d = hp->ssm_d, hv = hp->n_v_heads, conv_dim = model_conv_dim(hp), value_dim = hv * d;
+    model_gdn *G = L->gdn = calloc(1, sizeof *L->gdn);
+    if (!G) return err_nomem(err, "%s: out of memory", f->path);
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
+    if (load_matrix(f, NAME("attn_qkv.weight"), hp->dim, conv_dim, &G->qkv, err) ||
+        load_matrix(f, NAME("attn_gate.weight"), hp->dim, value_dim, &G->z, err) ||
+        load_matrix(f, NAME("ssm_beta.weight"), hp->dim, hv, &G->beta, err) ||
+        load_matrix(f, NAME("ssm_alpha.weight"), hp->dim, hv, &G->alpha, err) ||
+        load_matrix(f, NAME("ssm_out.weight"), value_dim, hp->dim, &G->out, err) ||
+        !(G->conv = load_floats(f, NAME("ssm_conv1d.weight"), hp->n_conv, conv_dim, err)) ||
+        !(G->dt_bias = load_vector(f, NAME("ssm_dt.bias"), hv, err)) || !(G->a = load_vector(f, NAME("ssm_a"), hv, err)) ||
+        !(G->norm = load_vector(f, NAME("ssm_norm.weight"), d, err)))
+        return -1;
+#undef NAME
+    G->state_at = *state_at;
+    *state_at += (size_t)(hp->n_conv - 1) * conv_dim + (size_t)hv * d * d;
     return 0;
 }
 
@@ -508,47 +681,19 @@ static int load_weights(fkv_model *m, fkv_error *err) {
                 return err_input(err, "%s: tensor '%s': element %u is %g; rotary divisors must be positive and finite",
                                f->path, divisors[d].name, i, (double)divisors[d].v[i]);
 
-    uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
     const uint32_t n_blocks = hp->n_layers + hp->n_nextn;
     m->layers = calloc(n_blocks, sizeof *m->layers);
     if (hp->window) m->windows = calloc(n_blocks, sizeof *m->windows);
     if (hp->n_nextn) m->nextn = calloc(hp->n_nextn, sizeof *m->nextn);
     if (!m->layers || (hp->window && !m->windows) || (hp->n_nextn && !m->nextn))
         return err_nomem(err, "%s: out of memory for %u layers", f->path, n_blocks);
+    size_t state_at = 0;
     for (uint32_t l = 0; l < n_blocks; l++) {
         model_layer *L = &m->layers[l];
         char name[96];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%u." suffix, l), name)
-        if (!(L->attn_norm = load_vector(f, NAME("attn_norm.weight"), hp->dim, err)) ||
-            load_matrix(f, NAME("attn_output.weight"), q_dim, hp->dim, &L->wo, err) || load_ffn(f, hp, l, L, err))
-            return -1;
-        if (k->fused && gguf_find_tensor(f, NAME("attn_qkv.weight"))) {
-            ops_matrix qkv;
-            if (load_matrix(f, name, hp->dim, q_dim + 2 * kv_dim, &qkv, err)) return -1;
-            L->wq = ops_matrix_rows(&qkv, 0, q_dim);
-            L->wk = ops_matrix_rows(&qkv, q_dim, kv_dim);
-            L->wv = ops_matrix_rows(&qkv, q_dim + kv_dim, kv_dim);
-        } else if (load_matrix(f, NAME("attn_q.weight"), hp->dim, q_dim, &L->wq, err) ||
-                   load_matrix(f, NAME("attn_k.weight"), hp->dim, kv_dim, &L->wk, err) ||
-                   load_matrix(f, NAME("attn_v.weight"), hp->dim, kv_dim, &L->wv, err)) {
-            return -1;
-        }
-        /* Biases: required by the architectures that have them, taken where a llama file carries them. */
-        bool want = hp->qkv_bias || gguf_find_tensor(f, NAME("attn_q.bias"));
-        if (gguf_find_tensor(f, NAME("attn_qkv.bias")))
-            return err_unsupported(err, "%s: tensor '%s' (a fused q/k/v bias) is not computed by flatkv",
-                                        f->path, name);
-        if (want && (!(L->bq = load_vector(f, NAME("attn_q.bias"), q_dim, err)) ||
-                     !(L->bk = load_vector(f, NAME("attn_k.bias"), kv_dim, err)) ||
-                     !(L->bv = load_vector(f, NAME("attn_v.bias"), kv_dim, err))))
-            return -1;
-        /* q/k norms: required by the architectures that have them, taken where a file carries them (GLM-4.5). */
-        const bool qk_norm = k->qk_norm || gguf_find_tensor(f, NAME("attn_q_norm.weight"));
-        if (qk_norm && (!(L->q_norm = load_vector(f, NAME("attn_q_norm.weight"), hp->head_dim, err)) ||
-                        !(L->k_norm = load_vector(f, NAME("attn_k_norm.weight"), hp->head_dim, err))))
-            return -1;
-        if ((k->out_bias && !(L->bo = load_vector(f, NAME("attn_output.bias"), hp->dim, err))) ||
-            (k->sinks && !(L->sinks = load_vector(f, NAME("attn_sinks.weight"), hp->n_heads, err))))
+        if (!(L->attn_norm = load_vector(f, NAME("attn_norm.weight"), hp->dim, err)) || load_ffn(f, hp, l, L, err) ||
+            (layer_recurrent(f, hp, l) ? load_gdn(f, hp, l, L, &state_at, err) : load_attention(f, hp, l, L, err)))
             return -1;
         if (k->post_norms && (!(L->post_attn_norm = load_vector(f, NAME("post_attention_norm.weight"), hp->dim, err)) ||
                               !(L->post_ffn_norm = load_vector(f, NAME("post_ffw_norm.weight"), hp->dim, err))))
@@ -562,7 +707,41 @@ static int load_weights(fkv_model *m, fkv_error *err) {
                   : window                                    ? MODEL_ROPE_LOCAL
                                                               : MODEL_ROPE_GLOBAL;
     }
+    /* What sizes the forward's scratch, as the tensors found confirm it: expert widths no layer has (every layer
+     * dense) and feed_forward_length where every layer has experts are a key's claim only. A hybrid needs an
+     * attention layer: the head sizes are confirmed by its tensors, and the K/V hold its rows. */
+    bool experts = false;
+    uint32_t n_attention = 0;
+    hp->ffn_max = 0;
+    for (uint32_t l = 0; l < n_blocks; l++) {
+        hp->ffn_max = m->layers[l].hidden > hp->ffn_max ? m->layers[l].hidden : hp->ffn_max;
+        experts |= m->layers[l].moe != NULL;
+        n_attention += l < hp->n_layers && !m->layers[l].gdn;
+    }
+    if (!experts) hp->n_expert = hp->n_expert_used = hp->n_ff_exp = hp->n_ff_shexp = 0;
+    if (!n_attention)
+        return err_unsupported(err, "%s: none of its %u layers is an attention layer; flatkv computes hybrids with one",
+                               f->path, hp->n_layers);
+    /* The state is d times wider than the tensors that imply it, and every sequence carries one: a file whose
+     * tensors overlap could ask for gigabytes. Real models' states are far smaller than their files (Qwen3.5-27B:
+     * 150 MB beside 16 GB and more), so a state larger than the file is refused before anything sizes one. */
+    if (state_at > f->size / sizeof(float))
+        return err_input(err, "%s: its recurrent state would take %zu bytes a sequence, more than the file's %zu",
+                         f->path, state_at * sizeof(float), f->size);
+    hp->state_floats = state_at;
     return 0;
+}
+
+const uint32_t *model_kv_layers(const fkv_model *m, bool windows_apart, uint32_t *layer_at, uint32_t counts[2]) {
+    bool table = false;
+    counts[0] = counts[1] = 0;
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        const model_layer *L = &m->layers[l];
+        const uint32_t part = windows_apart && L->window > 0;
+        layer_at[l] = L->gdn ? KV_NO_ROWS : part << 16 | counts[part]++;
+        table |= L->gdn || part;
+    }
+    return table ? layer_at : NULL;
 }
 
 const float *model_rope_divisors(const fkv_model *m, uint32_t n_ctx) {
@@ -607,14 +786,18 @@ static void place_matrix(ops_matrix *w, uint8_t *dst) {
  * matrices (and an untied output matrix) live in one allocation of huge pages (hugemem.h): a decode step streams all
  * of it, and 2 MB pages spare it the TLB misses of the mapping's 4 KB ones (Q8_0 decode: 0.5B +4%, 110M +9%). */
 static int pack_weights(fkv_model *m, fkv_error *err) {
-    const size_t n = (size_t)7 * (m->hp.n_layers + m->hp.n_nextn) + 1;
-    ops_matrix **ws = malloc(n * sizeof *ws);
+    enum { PER_LAYER = 12 };
+    const size_t n = (size_t)PER_LAYER * (m->hp.n_layers + m->hp.n_nextn) + 1;
+    ops_matrix **ws = malloc(n * sizeof *ws), none = {0}; /* none: a matrix the layer lacks, placed nowhere */
     if (!ws) return err_nomem(err, "%s: out of memory", m->file->path);
     ws[0] = &m->output;
     for (uint32_t l = 0; l < m->hp.n_layers + m->hp.n_nextn; l++) {
         model_layer *L = &m->layers[l];
-        ops_matrix *lw[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        memcpy(ws + 1 + 7 * (size_t)l, lw, sizeof lw);
+        model_gdn *G = L->gdn;
+        ops_matrix *lw[PER_LAYER] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                                     G ? &G->qkv : &none, G ? &G->z : &none, G ? &G->beta : &none,
+                                     G ? &G->alpha : &none, G ? &G->out : &none};
+        memcpy(ws + 1 + PER_LAYER * (size_t)l, lw, sizeof lw);
     }
     size_t total = 0;
     for (size_t i = 0; i < n; i++) total += placed_bytes(m, ws[i]);
@@ -694,6 +877,13 @@ void fkv_model_free(fkv_model *m) {
     pthread_mutex_destroy(&m->gvocab_mu);
     if (m->layers) {
         for (uint32_t l = 0; l < m->hp.n_layers + m->hp.n_nextn; l++) {
+            if (m->layers[l].gdn) {
+                free(m->layers[l].gdn->conv);
+                free(m->layers[l].gdn->dt_bias);
+                free(m->layers[l].gdn->a);
+                free(m->layers[l].gdn->norm);
+                free(m->layers[l].gdn);
+            }
             if (m->layers[l].moe) {
                 free(m->layers[l].moe->router_b);
                 free(m->layers[l].moe->gate_b);
@@ -749,6 +939,8 @@ int fkv_model_mlock(const fkv_model *m, fkv_error *err) {
     }
     return 0;
 }
+
+size_t fkv_model_state_bytes(const fkv_model *m) { return sizeof(float) * m->hp.state_floats; }
 
 fkv_model_info fkv_model_get_info(const fkv_model *m) {
     const model_hparams *hp = &m->hp;

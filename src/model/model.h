@@ -7,7 +7,9 @@
  * GeGLU for SwiGLU, fused tensors, layers without rope, sliding-window layers with their own rope table. model.c
  * holds one row of switches per architecture (model_arch, facts from llama.cpp's src/models/<arch>.cpp), and the
  * forward pass and gen-model (genmodel.h) read the switches, never the architecture's name. Mixtures of experts
- * (qwen3moe, glm4moe) are the same computation with routed experts in place of the dense FFN (docs/design.md §6). This module turns
+ * (qwen3moe, glm4moe) are the same computation with routed experts in place of the dense FFN (docs/design.md §6);
+ * hybrids (qwen35, qwen35moe) replace three of every four attention layers by gated DeltaNet layers (model_gdn),
+ * whose state a sequence carries from token to token (docs/design.md §5). This module turns
  * the file into that description and refuses, with the key or tensor named, anything the forward pass could not
  * compute correctly (an unknown architecture, value heads of another size than key heads, logit soft-capping, a
  * YaRN log multiplier, a sliding window where the architecture has none) — so the forward pass itself never checks shapes.
@@ -22,7 +24,9 @@
  * a fused ffn_up: gate, then up), each packed on its own, so the forward pass sees the same matrices as for separate
  * tensors.
  *
- * Layer roles, as llama.cpp derives them: with `<arch>.attention.sliding_window` W (an architecture with `swa`),
+ * Layer roles, as llama.cpp derives them: a `recurrent` architecture's layer l is a gated DeltaNet layer where
+ * attention.recurrent_layers[l] is true, or, without that array, unless (l + 1) % full_attention_interval == 0
+ * (default 4); NextN blocks are attention layers. With `<arch>.attention.sliding_window` W (an architecture with `swa`),
  * layer l is a window layer — its row at p attends to (p - W, p] and rotates with the local table
  * (rope.freq_base_swa, default 10000, unscaled) — unless l % P == P - 1, P = attention.sliding_window_pattern
  * (default 6; 0: every layer is one); the others are global (rope.freq_base, rope scaling). `nope_step` N: layers
@@ -51,6 +55,13 @@
  *     blk.L.ffn_gate_exps/ffn_up_exps.weight [dim, n_ff_exp, n_expert]   blk.L.ffn_down_exps.weight [n_ff_exp, dim, n_expert]
  *     with expert_shared_count S: blk.L.ffn_gate_shexp/ffn_up_shexp.weight [dim, S·n_ff_exp], ffn_down_shexp [S·n_ff_exp, dim]
  *   `ffn_post_name`: the FFN's norm is blk.L.post_attention_norm.weight; q/k biases and norms are taken where present
+ *   `attn_gate`: blk.L.attn_q.weight [dim, 2·n_heads·head_dim], each head's q rows then its gate's
+ *   `shared_gate`: blk.L.ffn_gate_inp_shexp.weight [dim], the shared expert expert_shared_feed_forward_length wide
+ *   `recurrent`, a gated DeltaNet layer (model_gdn; d = ssm.state_size, Hk = ssm.group_count, Hv =
+ *     ssm.time_step_rank, conv_dim = 2·Hk·d + Hv·d), in place of the attention tensors:
+ *     blk.L.attn_qkv.weight [dim, conv_dim]   blk.L.attn_gate.weight [dim, Hv·d]   blk.L.ssm_out.weight [Hv·d, dim]
+ *     blk.L.ssm_conv1d.weight [ssm.conv_kernel, conv_dim]   blk.L.ssm_beta/ssm_alpha.weight [dim, Hv]
+ *     blk.L.ssm_dt.bias, blk.L.ssm_a [Hv]   blk.L.ssm_norm.weight [d]
  *   NextN blocks L = n_layers .. block_count - 1: a whole layer plus blk.L.nextn.eh_proj.weight [2·dim, dim],
  *     blk.L.nextn.enorm/hnorm.weight [dim], optional blk.L.nextn.shared_head_norm.weight [dim]
  * output.weight absent means tied embeddings (the output matrix is token_embd).
@@ -99,6 +110,10 @@ typedef struct {
     uint32_t swa_period; /* the window layers' default attention.sliding_window_pattern (0: 6, llama.cpp's) */
     bool swa_same_rope;  /* window layers rotate as the others (base from rope.freq_base_swa if set, scaling too) */
     bool yarn;           /* its converter writes YaRN scaling (gpt-oss: factor 32 over an original context of 4096) */
+    bool recurrent;      /* gated DeltaNet layers (model_gdn, the ssm.* keys) among the attention layers */
+    bool attn_gate;      /* attn_q holds each head's q and its gate: the attention output times sigmoid(gate) */
+    bool rope_sections;  /* rope.dimension_sections (interleaved M-RoPE); text positions: neox rotation (model.c) */
+    bool shared_gate;    /* the shared expert's output times sigmoid(x · ffn_gate_inp_shexp) (Qwen3.5's MoE) */
     bool tied;           /* no output.weight: the output matrix is token_embd */
     bool head_size_keys; /* attention.key_length and value_length are written even when they are dim / heads */
     float rms_eps;       /* attention.layer_norm_rms_epsilon of its models */
@@ -123,9 +138,29 @@ typedef struct {
     ops_matrix down;       /* ffn_down_exps [n_ff_exp, dim, n_expert] as dim·n_expert rows */
 } model_experts;
 
+/* A gated DeltaNet layer (docs/design.md §5), in place of attention. Per token: mix = x·attn_qkv through the causal
+ * convolution (ssm_conv1d's taps over the channel's last conv_kernel inputs) and SiLU, split into q, k (Hk heads of d,
+ * each L2-normalised) and v (Hv heads of d); value head h reads key head h % Hk; β = sigmoid(x·ssm_beta), g =
+ * softplus(x·ssm_alpha + dt_bias)·a; the delta rule (ops_delta_step) on the head's d × d state gives o_h; the output
+ * is rmsnorm(o_h)·ssm_norm times silu(z_h), z = x·attn_gate, through ssm_out. The state a sequence carries: the
+ * convolution's window and the heads' states (model_hparams.state_floats). */
+typedef struct {
+    ops_matrix qkv;       /* attn_qkv [dim, conv_dim]: q, k, v before the convolution */
+    ops_matrix z;         /* attn_gate [dim, Hv·d] */
+    ops_matrix beta, alpha; /* ssm_beta, ssm_alpha [dim, Hv] */
+    ops_matrix out;       /* ssm_out [Hv·d, dim] */
+    float *conv;          /* ssm_conv1d [conv_kernel, conv_dim]: channel c's taps at conv + c·conv_kernel */
+    float *dt_bias, *a;   /* ssm_dt.bias, ssm_a [Hv] (ssm_a = -exp(A_log), as the converter writes it) */
+    float *norm;          /* ssm_norm [d] */
+    size_t state_at;      /* where its part of a sequence's state starts (floats): the window [conv_dim][conv_kernel
+                           * - 1], then the heads' states [Hv][d][d] (ops_delta_step's layout) */
+} model_gdn;
+
 typedef struct {
     float *attn_norm; /* [dim] */
-    ops_matrix wq, wk, wv, wo; /* from one fused attn_qkv where the file has it (rows q, then k, then v) */
+    ops_matrix wq, wk, wv, wo; /* from one fused attn_qkv where the file has it (rows q, then k, then v); wq
+                                * [dim, 2·q_dim] with attn_gate; none in a gated DeltaNet layer */
+    model_gdn *gdn;      /* a gated DeltaNet layer's, or NULL (an attention layer) */
     float *bq, *bk, *bv; /* [q_dim], [kv_dim], [kv_dim] biases added after the products, or NULL */
     float *bo;           /* [dim] attn_output's bias (out_bias), or NULL */
     float *sinks;        /* [n_heads] attention sinks (sinks), or NULL */
@@ -135,6 +170,7 @@ typedef struct {
     ops_matrix w_gate, w_up, w_down; /* gate and up: the two halves of a fused ffn_up where the file has it; in an
                                       * expert layer, its shared expert(s) where it has them */
     uint32_t hidden;  /* w_gate's rows: feed_forward_length, the shared experts' width, or 0 (no such FFN) */
+    ops_matrix shared_gate; /* ffn_gate_inp_shexp: one row [dim] (shared_gate), or none */
     model_experts *moe; /* routed experts, or NULL (a dense layer) */
     int rope;         /* MODEL_ROPE_GLOBAL, MODEL_ROPE_LOCAL or MODEL_ROPE_NONE */
     uint32_t window;  /* the row at p attends to positions (p - window, p]; 0: to all of 0..p */
@@ -168,13 +204,23 @@ typedef struct {
     uint32_t n_expert;     /* expert_count */
     uint32_t n_expert_used; /* expert_used_count: k, 1 <= k <= n_expert */
     uint32_t n_ff_exp;     /* expert_feed_forward_length (default feed_forward_length / k) */
-    uint32_t n_shared;     /* expert_shared_count: shared experts of width n_ff_exp each */
+    uint32_t n_ff_shexp;   /* the shared experts' width: expert_shared_count · n_ff_exp, or (shared_gate)
+                            * expert_shared_feed_forward_length (default feed_forward_length) */
     uint32_t n_dense_lead; /* leading_dense_block_count: layers [0, n) have a dense FFN of feed_forward_length */
     uint32_t n_nextn;      /* nextn_predict_layers: blocks after the n_layers of the trunk (block_count counts them),
                             * loaded into layers[n_layers ..] for a drafter and never run by the forward pass */
     ops_gating gating;
     bool expert_norm;      /* weights divided by their sum (at least 2^-14, llama.cpp's clamp) */
     float expert_scale;    /* expert_weights_scale: weights times it (0 or 1: not scaled) */
+    /* gated DeltaNet layers (kind.recurrent; all 0 otherwise) */
+    uint32_t n_conv;       /* ssm.conv_kernel: the convolution's taps */
+    uint32_t ssm_d;        /* ssm.state_size: a head's key and value size d */
+    uint32_t n_k_heads;    /* ssm.group_count: Hk */
+    uint32_t n_v_heads;    /* ssm.time_step_rank: Hv, a multiple of Hk (ssm.inner_size = Hv·d) */
+    uint32_t ffn_max;      /* the widest FFN hidden row of any layer (model_layer.hidden), as its tensors confirm */
+    size_t state_floats;   /* a sequence's recurrent state, one contiguous buffer: every gated DeltaNet layer's
+                            * part (model_gdn.state_at); 0 without such layers. The state after position p is a
+                            * function of the ids [0, p] alone: what a resume at p + 1 needs beside the K/V rows */
 } model_hparams;
 
 /* A NextN (multi-token prediction) block's own tensors, kept for a drafter (blk.{n_layers + i}.nextn.*). */
@@ -223,11 +269,18 @@ const char *model_type_names(char *buf, size_t cap, const char *sep);
 /* The type of that lower-case name into *type: 0, or -1 when no such type is computed. */
 int model_type_by_name(const char *name, ggml_type *type);
 
-/* The widest feed-forward hidden row of any layer: feed_forward_length, or the shared experts' width. */
-static inline uint32_t model_hidden_max(const model_hparams *hp) {
-    const uint32_t shared = hp->n_shared * hp->n_ff_exp;
-    return shared > hp->hidden ? shared : hp->hidden;
+
+/* A gated DeltaNet layer's channels: q and k (Hk heads of d each), then v (Hv heads of d). */
+static inline uint32_t model_conv_dim(const model_hparams *hp) {
+    return (2 * hp->n_k_heads + hp->n_v_heads) * hp->ssm_d;
 }
+
+
+/* The K/V layer table (kv_map.layer_at) of m's layers into layer_at (n_layers entries, the caller's): a gated DeltaNet
+ * layer keeps no rows (KV_NO_ROWS); a window layer goes to part 1 when windows_apart (a pool of its own), every other
+ * one to part 0, each part's layers numbered in order; counts[p]: part p's layers. Returns layer_at, or NULL when
+ * every layer is layer l of part 0 (no table needed). */
+const uint32_t *model_kv_layers(const fkv_model *m, bool windows_apart, uint32_t *layer_at, uint32_t counts[2]);
 
 /* The global rotary table's frequency divisors for a context of n_ctx positions: rope_freqs.weight, or LongRoPE's
  * long factors when n_ctx > n_ctx_orig and its short ones otherwise (llama.cpp's choice), or NULL. */

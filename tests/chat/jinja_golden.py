@@ -191,6 +191,25 @@ case("qwen3-coder: tools, a system message, calls of every value type", C,
 case("qwen3-coder: a tool result first and last", C, [{"role": "tool", "content": "early"},
      {"role": "user", "content": "Hi"}, {"role": "tool", "content": "late"}], add_generation_prompt=False)
 
+# --- Qwen3.5 (Qwen3.6 too; dense and MoE): Qwen3's thinking, Qwen3-Coder's calls, contents stripped ---
+Q35 = "Qwen3.5-4B.jinja"
+case("qwen3.5: a chat, thinking on", Q35, CHAT)
+case("qwen3.5: thinking off", Q35, CHAT, enable_thinking=False)
+case("qwen3.5: no generation prompt, reasoning in content and apart, contents stripped", Q35,
+     [{"role": "system", "content": "  Be kind.\n"}, {"role": "user", "content": " Q1 "},
+      {"role": "assistant", "content": "<think>\nold\n</think>\n\nA1"}, {"role": "user", "content": "Q2"},
+      {"role": "assistant", "content": "  A2  ", "reasoning_content": "\n new \n"}], add_generation_prompt=False)
+case("qwen3.5: tools without a system message, a call in flight", Q35, TOOL_LOOP + [{"role": "tool", "content": "windy"}],
+     tools=[WEATHER, NOARGS])
+case("qwen3.5: tools, a system message, calls of every value type, a finished loop", Q35,
+     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Write it"},
+      {"role": "assistant", "content": "  Writing.  ", "tool_calls": [CODE, call("now", {})]},
+      {"role": "tool", "content": "ok"}, {"role": "assistant", "content": "Done.", "reasoning_content": "Fine."},
+      {"role": "user", "content": "Thanks"}], tools=[WRITE, NOARGS])
+case("qwen3.5: a tool result first, a wrapped response as the user's, unicode", Q35,
+     [{"role": "tool", "content": "früh"}, {"role": "user", "content": "日本"},
+      {"role": "user", "content": "<tool_response>x</tool_response>"}], tools=[UNICODE_TOOL])
+
 
 def template_messages(template, messages):
     """The messages as flatkv hands them to the template (see the top of this file)."""
