@@ -36,7 +36,12 @@ done
 # carry the digest of the recurrent state after each turn.
 "$bin" gen-model --arch qwen35 --dim 256 --hidden 768 --layers 4 --heads 4 --kv-heads 2 --head-dim 64 --ctx 512 \
   --seed 7 --ssm-k-heads 4 --vocab-from "$data/models/stories260K.gguf" --type q8_0 -o "$work/qwen35.gguf" >/dev/null
-models+=("qwen3moe=$work/qwen3moe.gguf" "glm4moe=$work/glm4moe.gguf" "gpt-oss=$work/gpt-oss.gguf" "qwen35=$work/qwen35.gguf")
+# Its mixture-of-experts twin: the same layers with routed experts and a gated shared one.
+"$bin" gen-model --arch qwen35moe --dim 256 --hidden 768 --layers 4 --heads 4 --kv-heads 2 --head-dim 64 --ctx 512 \
+  --seed 7 --ssm-k-heads 4 --experts 16 --experts-used 4 --expert-hidden 128 \
+  --vocab-from "$data/models/stories260K.gguf" --type q8_0 -o "$work/qwen35moe.gguf" >/dev/null
+models+=("qwen3moe=$work/qwen3moe.gguf" "glm4moe=$work/glm4moe.gguf" "gpt-oss=$work/gpt-oss.gguf" "qwen35=$work/qwen35.gguf"
+         "qwen35moe=$work/qwen35moe.gguf")
 # Two turns: a 150-token prompt (prefill chunks on the 128 grid, panels and direct tiles), then its extension (a
 # resumed prefill), each with 16 greedy tokens.
 story="Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends."
