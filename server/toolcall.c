@@ -157,6 +157,19 @@ static bool string_parameter(const json_t *tools, const char *name, size_t name_
     return false;
 }
 
+/* args[key] = value, typed as the XML families write values: JSON where it parses and the tool does not declare the
+ * parameter a string, else the text itself. False when out of memory. */
+static bool set_typed_arg(json_t *args, const json_t *tools, const char *name, size_t name_len, const char *key,
+                          size_t key_len, const char *value, size_t value_len) {
+    char *k = strndup(key, key_len);
+    if (!k) return false;
+    json_t *v = string_parameter(tools, name, name_len, k) ? NULL : json_loadb(value, value_len, JSON_DECODE_ANY, NULL);
+    if (!v) v = json_stringn_nocheck(value, value_len);
+    const bool set = v && !json_object_set_new(args, k, v);
+    free(k);
+    return set;
+}
+
 /* GLM: <tool_call>NAME then <arg_key>k</arg_key><arg_value>v</arg_value> pairs and </tool_call>, whitespace between
  * the parts. A value is the parameter's string when its schema says string, else its JSON when it parses, else a
  * string. */
@@ -189,16 +202,8 @@ static json_t *parse_glm(const char *text, size_t len, const char *id_base, cons
             const char *value = until(p, end, "</arg_value>", &value_len, &found);
             if (!found) goto bad;
             p = value + value_len + strlen("</arg_value>");
-            char *k = strndup(key, key_len);
-            json_t *v = k && !string_parameter(tools, name, (size_t)(name_end - name), k)
-                            ? json_loadb(value, value_len, JSON_DECODE_ANY, NULL)
-                            : NULL;
-            if (!v) v = json_stringn_nocheck(value, value_len);
-            if (!k || !v || json_object_set_new(args, k, v)) {
-                free(k);
+            if (!set_typed_arg(args, tools, name, (size_t)(name_end - name), key, key_len, value, value_len))
                 goto bad;
-            }
-            free(k);
         }
         json_t *call = NULL;
         if (name_end > name) call = call_of(name, (size_t)(name_end - name), args, id_base, json_array_size(calls));
@@ -249,16 +254,8 @@ static json_t *parse_qwen3_xml(const char *text, size_t len, const char *id_base
             p = value + value_len + strlen("</parameter>");
             if (value_len && *value == '\n') value++, value_len--;
             if (value_len && value[value_len - 1] == '\n') value_len--;
-            char *k = strndup(key, key_len);
-            json_t *v = k && !string_parameter(tools, name, (size_t)(name_end - name), k)
-                            ? json_loadb(value, value_len, JSON_DECODE_ANY, NULL)
-                            : NULL;
-            if (!v) v = json_stringn_nocheck(value, value_len);
-            if (!k || !v || json_object_set_new(args, k, v)) {
-                free(k);
+            if (!set_typed_arg(args, tools, name, (size_t)(name_end - name), key, key_len, value, value_len))
                 goto bad;
-            }
-            free(k);
         }
         skip_space(&p, end);
         if (!take(&p, end, CLOSE)) goto bad;

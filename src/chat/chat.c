@@ -102,6 +102,15 @@ static void chat_text_n(chat_buf *b, const char *s, size_t n) {
 
 static void chat_text(chat_buf *b, const char *s) { chat_text_n(b, s, strlen(s)); }
 
+/* A ChatML turn: "<|im_start|>ROLE\nCONTENT<|im_end|>\n", the content as message text. */
+static void chat_chatml_turn(chat_buf *b, const chat_message *m) {
+    chat_put(b, "<|im_start|>");
+    chat_put(b, m->role);
+    chat_put(b, "\n");
+    chat_text(b, m->content);
+    chat_put(b, "<|im_end|>\n");
+}
+
 /* [*s, *s + *n) without ASCII whitespace at either end (Python's str.strip()). */
 static void chat_strip(const char **s, size_t *n) {
     while (*n > 0 && chat_is_space((*s)[*n - 1])) --*n;
@@ -413,11 +422,7 @@ static int chat_render_qwen3_coder(const chat_input *in, chat_buf *b, fkv_error 
             chat_put(b, "\n</tool_response>\n");
             if (i + 1 == n || !chat_role_is(&msgs[i + 1], "tool")) chat_put(b, "<|im_end|>\n");
         } else {
-            chat_put(b, "<|im_start|>");
-            chat_put(b, m->role);
-            chat_put(b, "\n");
-            chat_text(b, m->content);
-            chat_put(b, "<|im_end|>\n");
+            chat_chatml_turn(b, m);
         }
     }
     if (in->add_generation_prompt) chat_put(b, "<|im_start|>assistant\n");
@@ -592,11 +597,7 @@ static int chat_render_chatml(const chat_input *in, chat_buf *b, fkv_error *err)
             }
             chat_put(b, "<|im_end|>\n");
         } else if (i > 0 || !chat_role_is(m, "system")) { /* a leading system message went first */
-            chat_put(b, "<|im_start|>");
-            chat_put(b, m->role);
-            chat_put(b, "\n");
-            chat_text(b, m->content);
-            chat_put(b, "<|im_end|>\n");
+            chat_chatml_turn(b, m);
         }
     }
     if (in->add_generation_prompt) chat_put(b, "<|im_start|>assistant\n");
