@@ -191,6 +191,11 @@ int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params
         return 1;
     case CLI_O_KV_DISK: return cli_parse_u64(sub, "--kv-disk", arg, &e->kv_disk) ? -1 : 1;
     case CLI_O_MLOCK: mlock_wanted = true; return 1;
+    case CLI_O_EXPERTS: /* read by the model's load, which follows the options */
+        if (strcmp(arg, "auto") && strcmp(arg, "map") && strcmp(arg, "pack"))
+            return cli_usage_error(sub, "--experts must be auto, map or pack, got '%s'", arg), -1;
+        setenv("FLATKV_EXPERTS", arg, 1);
+        return 1;
     default: return 0;
     }
 }

@@ -73,8 +73,10 @@ typedef struct {
  * (src/model/model.c) and its matrices' element types rows of the type traits table (src/kernels/traits.c);
  * `flatkv gen-model --help` lists both. NULL with err naming the file and the key or tensor at fault
  * (FKV_E_UNSUPPORTED for what flatkv does not compute). The file is mapped: the layers' matrices (and an untied
- * output matrix) are copied into memory the model owns, packed for the kernels; the embeddings and the experts of a
- * mixture of experts are read in place (a model larger than memory pages its experts in as rows use them). */
+ * output matrix) are copied into memory the model owns, packed for the kernels; the embeddings are read in place, and
+ * so are the experts of a mixture of experts unless they are packed too. FLATKV_EXPERTS says which: "auto" (the
+ * default) packs them when the model fits in 3/4 of the memory available, "pack" always, "map" never (a model larger
+ * than memory then pages its experts in as rows use them). */
 fkv_model *fkv_model_load(const char *path, fkv_error *err);
 void fkv_model_free(fkv_model *m);
 /* Keep the whole model resident (mlock of its mapping and its own weights): experts are never paged out. -1 with

@@ -5,7 +5,8 @@
 #   Runs every case under each kernel variant this CPU runs (FLATKV_KERNELS; the others are reported skipped, by
 #   name and why), then — when qemu-x86_64 is installed — the same binary on emulated CPUs: Haswell-v4 (AVX2, no
 #   AVX-512), where it must choose avx2, and Nehalem-v2 (no AVX), where it must choose ref. Every run must print the
-#   committed digests. --write records the reference variant's digests instead.
+#   committed digests, and so must a run with the mixtures' experts read from the file (FLATKV_EXPERTS=map; the others
+#   pack them). --write records the reference variant's digests instead.
 set -euo pipefail
 bin=$1 data=$2 mode=${3:-check}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -103,6 +104,10 @@ for kernels in ref avx2 avx512 amx; do
   FLATKV_KERNELS=$kernels run "$kernels" env
   check "$kernels" "$kernels"
 done
+# The mixtures' experts read from the mapped file in their own layout: the runs above pack them (FLATKV_EXPERTS=auto,
+# and these models fit in memory), on the best variant here.
+FLATKV_EXPERTS=map run experts-mapped env
+check experts-mapped ""
 if [ -n "${GOLDEN_NO_QEMU:-}" ]; then
   echo "skipped: emulated CPUs (GOLDEN_NO_QEMU set)"
 elif command -v qemu-x86_64 >/dev/null; then

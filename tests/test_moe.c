@@ -1,5 +1,5 @@
 /* Mixtures of experts (docs/design.md §6): a row's routing from its own logits (ops_route), each architecture's
- * expert layers as llama.cpp reads them, experts left in the mapped file, and hostile expert files refused by the
+ * expert layers as llama.cpp reads them, experts placed in memory or left in the mapped file, and hostile expert files refused by the
  * key or tensor at fault. Chunk, thread, batch and resume invariance of expert layers: test_invariance,
  * test_engine and test_prefix_cache; the numbers against llama.cpp itself: bench/refcheck. */
 #include <stdarg.h>
@@ -15,6 +15,7 @@
 
 #include "flatkv.h"
 #include "gguf/gguf.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "model/genmodel.h"
@@ -135,22 +136,41 @@ static void test_each_architecture_reads_its_expert_layers(void **state) {
     fkv_model_free(m);
 }
 
-/* The experts are read where the file maps them: never copied, never packed. */
-static void test_experts_stay_in_the_mapped_file(void **state) {
+/* The experts are placed as FLATKV_EXPERTS says: "map" reads them where the file maps them, never copied; "pack" and
+ * "auto" (these few megabytes fit in memory) copy them beside the dense matrices, packed where the variant packs
+ * their type; the answers are the same bits (tu_last_logits; and tests/golden.sh, every model, both ways). */
+static void test_experts_are_placed_as_flatkv_experts_says(void **state) {
     (void)state;
-    const char *path = tu_arch_model("qwen3moe", GGML_TYPE_Q8_0, 5);
-    fkv_model *m = tu_load_model(path);
-    remove(path);
-    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
-        char name[64];
-        snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", l);
-        const gguf_tensor *t = gguf_find_tensor(m->file, name);
-        assert_non_null(t);
-        assert_ptr_equal(m->layers[l].moe->down.data, t->data);
-        assert_false(m->layers[l].moe->down.packed);
-        assert_int_equal(m->layers[l].moe->down.n_out, 128 * 8);
+    const char *path = tu_arch_model("gpt-oss", GGML_TYPE_MXFP4, 5); /* rows of 4 blocks: half groups, packed */
+    static const char *const places[] = {"map", "pack", "auto"};
+    float *logits[3];
+    for (int p = 0; p < 3; p++) {
+        setenv("FLATKV_EXPERTS", places[p], 1);
+        fkv_model *m = tu_load_model(path);
+        assert_int_equal(m->experts_placed, p > 0);
+        for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.ffn_down_exps.weight", l);
+            const gguf_tensor *t = gguf_find_tensor(m->file, name);
+            const ops_matrix *down = &m->layers[l].moe->down;
+            assert_non_null(t);
+            assert_int_equal(down->data == t->data, p == 0);
+            assert_int_equal(down->packed, p > 0 && kern_packs(down->type, down->n_in));
+            assert_int_equal(down->n_out, 128 * 8);
+        }
+        fkv_model_free(m);
+        logits[p] = tu_last_logits(path);
     }
-    fkv_model_free(m);
+    const uint32_t n_vocab = 512;
+    for (int p = 1; p < 3; p++) assert_memory_equal(logits[p], logits[0], n_vocab * sizeof(float));
+    for (int p = 0; p < 3; p++) free(logits[p]);
+    setenv("FLATKV_EXPERTS", "everywhere", 1);
+    fkv_error err = {0};
+    assert_null(fkv_model_load(path, &err));
+    assert_int_equal(err.code, FKV_E_INPUT);
+    assert_non_null(strstr(err.msg, "FLATKV_EXPERTS must be auto, map or pack, got 'everywhere'"));
+    unsetenv("FLATKV_EXPERTS");
+    remove(path);
 }
 
 static void test_hostile_expert_files_are_refused_naming_the_key_or_tensor(void **state) {
@@ -227,7 +247,7 @@ int main(void) {
         cmocka_unit_test(test_softmax_of_the_selected_weighs_only_the_k),
         cmocka_unit_test(test_routing_chooses_k_distinct_experts_even_from_nans),
         cmocka_unit_test(test_each_architecture_reads_its_expert_layers),
-        cmocka_unit_test(test_experts_stay_in_the_mapped_file),
+        cmocka_unit_test(test_experts_are_placed_as_flatkv_experts_says),
         cmocka_unit_test(test_hostile_expert_files_are_refused_naming_the_key_or_tensor),
         cmocka_unit_test(test_routed_experts_count_and_nextn_blocks_do_not),
         cmocka_unit_test(test_gate_and_up_of_different_types_each_get_their_rows),

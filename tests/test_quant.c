@@ -1562,8 +1562,8 @@ static void test_the_later_types_quantize_then_dequantize_within_a_step(void **s
     free(y);
 }
 
-/* MXFP4 weights of random bytes in products of many rows: every exponent below 200, or (every third weight row) only
- * the smallest, 0..3, whose subnormal scales then decide the dot. The AMX tiles' scales and the dots' give the
+/* MXFP4 weights of random bytes in products of few and many rows, natural and packed: every exponent below 200, or
+ * (every third weight row) only the smallest, 0..3, whose subnormal scales then decide the dot. The AMX tiles' scales and the dots' give the
  * reference's bits where the quantizer's rows do not reach. */
 static void test_matmul_of_mxfp4_at_every_scale_equals_the_scalar_dots(void **state) {
     (void)state;
@@ -1580,13 +1580,25 @@ static void test_matmul_of_mxfp4_at_every_scale_equals_the_scalar_dots(void **st
     float *x = normal_row(&s, ROWS * N, 2.0f), *y = malloc(ROWS * OUT * sizeof *y);
     block_q8_act *xq = malloc(ROWS * NB * sizeof *xq);
     for (int r = 0; r < ROWS; r++) quant_row_q8(x + r * N, xq + r * NB, N);
-    kern_matmul(GGML_TYPE_MXFP4, false, w, wrb, OUT, x, xq, NULL, ROWS, N, y, OUT);
-    for (int r = 0; r < ROWS; r++)
-        for (int o = 0; o < OUT; o++) {
-            const float want = ref->dot(GGML_TYPE_MXFP4, w + o * wrb, NULL, xq + r * NB, N);
-            assert_same_bits(kern_dot(GGML_TYPE_MXFP4, w + o * wrb, NULL, xq + r * NB, N), want, "mxfp4 dot", N);
-            assert_same_bits(y[r * OUT + o], want, "mxfp4 matmul", N);
+    /* natural rows, then packed ones (where the variant packs), at 1 row, a few and many */
+    const bool packs = kern_packs(GGML_TYPE_MXFP4, N);
+    const size_t prb = packs ? kern_packed_row_bytes(GGML_TYPE_MXFP4, N) : 0;
+    uint8_t *wp = packs ? aligned_alloc(32, OUT * prb) : NULL;
+    if (packs) kern_pack_rows(GGML_TYPE_MXFP4, w, wrb, 0, OUT, N, wp);
+    const uint32_t counts[] = {1, 3, ROWS};
+    for (int packed = 0; packed <= (int)packs; packed++)
+        for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+            kern_matmul(GGML_TYPE_MXFP4, packed, packed ? wp : w, packed ? prb : wrb, OUT, x, xq, NULL, counts[c], N,
+                        y, OUT);
+            for (uint32_t r = 0; r < counts[c]; r++)
+                for (int o = 0; o < OUT; o++) {
+                    const float want = ref->dot(GGML_TYPE_MXFP4, w + o * wrb, NULL, xq + r * NB, N);
+                    assert_same_bits(kern_dot(GGML_TYPE_MXFP4, w + o * wrb, NULL, xq + r * NB, N), want, "mxfp4 dot",
+                                     N);
+                    assert_same_bits(y[r * OUT + o], want, packed ? "mxfp4 matmul, packed" : "mxfp4 matmul", N);
+                }
         }
+    free(wp);
     free(w);
     free(x);
     free(y);

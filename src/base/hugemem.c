@@ -1,6 +1,10 @@
 #include "base/hugemem.h"
 
+#include <stdbool.h>
+
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 
 /* Mapped in whole huge pages, so that the last one is not cut short (a partial one cannot be huge). */
@@ -27,4 +31,36 @@ void hugemem_touch(void *p, size_t bytes) {
 
 void hugemem_free(void *p, size_t bytes) {
     if (p) munmap(p, mapped_bytes(bytes));
+}
+
+/* The first number in the file at path (a "max" or an unreadable file: false). */
+static bool read_number(const char *path, unsigned long long *v) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    const bool ok = fscanf(f, "%llu", v) == 1;
+    fclose(f);
+    return ok;
+}
+
+size_t hugemem_available(void) {
+    unsigned long long avail = SIZE_MAX, kb, max, cur;
+    char line[4096];
+    FILE *f = fopen("/proc/meminfo", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) avail = kb > SIZE_MAX / 1024 ? SIZE_MAX : kb * 1024;
+    if (f) fclose(f);
+    /* cgroup v2: "0::/path" names the group under /sys/fs/cgroup */
+    char group[3000] = "", path[3100];
+    if ((f = fopen("/proc/self/cgroup", "r"))) {
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "0::", 3) && sscanf(line + 3, "%2999[^\n]", group) == 1) break;
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", group);
+    if (group[0] && read_number(path, &max)) {
+        snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", group);
+        const unsigned long long room = read_number(path, &cur) && cur < max ? max - cur : 0;
+        if (room < avail) avail = room;
+    }
+    return (size_t)avail;
 }

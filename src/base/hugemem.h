@@ -26,6 +26,11 @@ void *hugemem_alloc(size_t bytes);
 /* Fault in every page of [p, p + bytes) now (writing zeros over what reads as zeros), so that no later call pays. */
 void hugemem_touch(void *p, size_t bytes);
 
+/* Bytes this process can still have resident without pushing other memory out: the system's MemAvailable (free
+ * memory and the page cache it can drop), capped by the room left under its cgroup's memory.max where one is set;
+ * SIZE_MAX when neither is known. A snapshot, for choosing what to keep in memory. */
+size_t hugemem_available(void);
+
 /* Give back a buffer of hugemem_alloc, with the size it was asked for (p NULL: nothing). */
 void hugemem_free(void *p, size_t bytes);
 

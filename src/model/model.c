@@ -782,11 +782,35 @@ static void place_matrix(ops_matrix *w, uint8_t *dst) {
     w->packed = pack;
 }
 
-/* The matrices into memory the model owns: packed where the kernels take them so, copied otherwise. The layers'
- * matrices (and an untied output matrix) live in one allocation of huge pages (hugemem.h): a decode step streams all
- * of it, and 2 MB pages spare it the TLB misses of the mapping's 4 KB ones (Q8_0 decode: 0.5B +4%, 110M +9%). */
+/* Where a mixture's routed experts are read from, FLATKV_EXPERTS (the CLI's --experts): "map", the mapped file, in
+ * its own layout (a model larger than memory pages its experts in as rows use them); "pack", memory the model owns,
+ * packed as the dense layers are, so that decode reads them at the packed tiles' speed (MXFP4: natural rows need a
+ * horizontal sum per block, docs/performance.md); "auto" (the default): pack when the model's own weights, experts
+ * included, fit in 3/4 of the memory the process has (hugemem_available), else map. */
+typedef enum { EXPERTS_AUTO, EXPERTS_MAP, EXPERTS_PACK } experts_place;
+#define EXPERTS_MEM_SHARE 0.75
+
+static int experts_place_of_env(const char *path, experts_place *where, fkv_error *err) {
+    const char *v = getenv("FLATKV_EXPERTS");
+    static const char *const names[] = {[EXPERTS_AUTO] = "auto", [EXPERTS_MAP] = "map", [EXPERTS_PACK] = "pack"};
+    *where = EXPERTS_AUTO;
+    if (!v || !*v) return 0;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(v, names[i])) {
+            *where = (experts_place)i;
+            return 0;
+        }
+    return err_input(err, "%s: FLATKV_EXPERTS must be auto, map or pack, got '%s'", path, v);
+}
+
+/* The matrices into memory the model owns: packed where the kernels take them so, copied otherwise; a mixture's
+ * experts too when they are placed there (experts_place). The layers' matrices (and an untied output matrix) live in
+ * one allocation of huge pages (hugemem.h): a decode step streams all of it, and 2 MB pages spare it the TLB misses of
+ * the mapping's 4 KB ones (Q8_0 decode: 0.5B +4%, 110M +9%). */
 static int pack_weights(fkv_model *m, fkv_error *err) {
-    enum { PER_LAYER = 12 };
+    enum { PER_LAYER = 15, EXPERT_MATRICES = 3 }; /* the experts last */
+    experts_place where;
+    if (experts_place_of_env(m->file->path, &where, err)) return -1;
     const size_t n = (size_t)PER_LAYER * (m->hp.n_layers + m->hp.n_nextn) + 1;
     ops_matrix **ws = malloc(n * sizeof *ws), none = {0}; /* none: a matrix the layer lacks, placed nowhere */
     if (!ws) return err_nomem(err, "%s: out of memory", m->file->path);
@@ -794,19 +818,30 @@ static int pack_weights(fkv_model *m, fkv_error *err) {
     for (uint32_t l = 0; l < m->hp.n_layers + m->hp.n_nextn; l++) {
         model_layer *L = &m->layers[l];
         model_gdn *G = L->gdn;
-        ops_matrix *lw[PER_LAYER] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                                     G ? &G->qkv : &none, G ? &G->z : &none, G ? &G->beta : &none,
-                                     G ? &G->alpha : &none, G ? &G->out : &none};
+        model_experts *E = L->moe;
+        ops_matrix *lw[PER_LAYER] = {&L->wq,   &L->wk,         &L->wv,         &L->wo,          &L->w_gate,
+                                     &L->w_up, &L->w_down,     G ? &G->qkv : &none, G ? &G->z : &none,
+                                     G ? &G->beta : &none,     G ? &G->alpha : &none, G ? &G->out : &none,
+                                     E ? &E->gate : &none,     E ? &E->up : &none,    E ? &E->down : &none};
         memcpy(ws + 1 + PER_LAYER * (size_t)l, lw, sizeof lw);
     }
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) total += placed_bytes(m, ws[i]);
+    size_t dense = 0, experts = 0;
+    for (size_t i = 0; i < n; i++)
+        *(i && (i - 1) % PER_LAYER >= PER_LAYER - EXPERT_MATRICES ? &experts : &dense) += placed_bytes(m, ws[i]);
+    const bool place_experts = experts && (where == EXPERTS_PACK ||
+                                           (where == EXPERTS_AUTO &&
+                                            (double)(dense + experts) <= EXPERTS_MEM_SHARE * (double)hugemem_available()));
+    for (size_t i = 1; !place_experts && i < n; i++)
+        if ((i - 1) % PER_LAYER >= PER_LAYER - EXPERT_MATRICES) ws[i] = &none;
+    const size_t total = dense + (place_experts ? experts : 0);
     if (total) {
         if (!(m->packed = hugemem_alloc(total))) {
             free(ws);
-            return err_nomem(err, "%s: out of memory for %zu MB of weights", m->file->path, total >> 20);
+            return err_nomem(err, "%s: out of memory for %zu MB of weights%s", m->file->path, total >> 20,
+                             place_experts ? " (FLATKV_EXPERTS=map reads the experts from the file)" : "");
         }
         m->packed_bytes = total;
+        m->experts_placed = place_experts;
         uint8_t *at = m->packed;
         for (size_t i = 0; i < n; i++) {
             const size_t bytes = placed_bytes(m, ws[i]);

@@ -17,10 +17,10 @@
  * INVARIANT: a loaded model's every matrix has exactly the shape the hyperparameters imply (checked
  * tensor by tensor at load), a type flatkv computes (a row of src/kernels/traits.c), and its data inside
  * the mapped file. Norm vectors are copied to f32. The weights are borrowed from the mapping, which the
- * model keeps open until model_free; the experts stay there (never copied: a model larger than memory pages them in);
- * the layers' other matrices and an untied output matrix are copied at load into
- * memory the model owns (on huge pages where the system gives them), packed where the kernels take them so
- * (kern_packs: Q8_0, Q4_0, Q4_K, Q6_K). A fused tensor becomes the matrices of its row ranges (attn_qkv: q, k, v;
+ * model keeps open until model_free. The layers' matrices and an untied output matrix are copied at load into memory
+ * the model owns (on huge pages where the system gives them), packed where the kernels take them so (kern_packs: Q8_0,
+ * Q4_0, MXFP4, Q4_K, Q6_K); a mixture's experts too when they fit in memory, or stay in the mapping, never copied, so
+ * that a model larger than memory pages them in (FLATKV_EXPERTS: model.c's experts_place). A fused tensor becomes the matrices of its row ranges (attn_qkv: q, k, v;
  * a fused ffn_up: gate, then up), each packed on its own, so the forward pass sees the same matrices as for separate
  * tensors.
  *
@@ -125,8 +125,8 @@ typedef struct {
 #define MODEL_ROPE_NONE (-1) /* NoPE layers */
 
 /* A layer's routed experts (docs/design.md §6): n_expert matrices of each role, stored as one 3-D tensor per role
- * and borrowed from the mapped file in its own layout (never copied or packed, so a model larger than memory pages
- * its experts in as they are used). Expert e's gate is rows [e·n_ff_exp, (e+1)·n_ff_exp) of `gate` (matrix_rows),
+ * either placed with the dense matrices, packed, or borrowed from the mapped file in its own layout (so a model larger
+ * than memory pages its experts in as they are used; fkv_model.experts_placed says which). Expert e's gate is rows [e·n_ff_exp, (e+1)·n_ff_exp) of `gate` (matrix_rows),
  * likewise up; its down is rows [e·dim, (e+1)·dim) of `down`. */
 typedef struct {
     ops_matrix router;     /* ffn_gate_inp [dim, n_expert] */
@@ -246,6 +246,7 @@ struct fkv_model {
     char *chat_template; /* tokenizer.chat_template, or NULL */
     void *packed;        /* the matrices' memory, one allocation (pack_weights in model.c; hugemem.h) */
     size_t packed_bytes;
+    bool experts_placed; /* the experts are among the packed matrices (else read from the mapping) */
     struct grammar_vocab *gvocab; /* the vocabulary arranged for grammar masks (grammar.h), built at first need */
     pthread_mutex_t gvocab_mu;
     const char *kernels; /* the kernel variant the matrices are laid out for (kern_active()->name at load) */

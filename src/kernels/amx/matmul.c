@@ -173,13 +173,16 @@ static inline __m512 row_scales(const uint8_t *w, __m512i row_offsets, __mmask16
 
 /* MXFP4: the 16 rows' block scales 2^(e - 128) from the E8M0 bytes at offset off (ord_e8m0_half's bits: (e - 1) << 23,
  * or 0x00200000 << e for e < 2), exact; padding rows 0. */
-static inline __m512 row_e8m0_scales(const uint8_t *w, __m512i row_offsets, __mmask16 real, size_t off) {
-    const __m512i bytes = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, row_offsets, w + off, 1);
-    const __m512i e = _mm512_and_si512(bytes, _mm512_set1_epi32(255));
+static inline __m512 e8m0_f32(__mmask16 real, __m512i e) {
     const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
     const __mmask16 small = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
     const __m512i bits = _mm512_mask_sllv_epi32(normal, small, _mm512_set1_epi32(0x00200000), e);
     return _mm512_maskz_mov_ps(real, _mm512_castsi512_ps(bits));
+}
+
+static inline __m512 row_e8m0_scales(const uint8_t *w, __m512i row_offsets, __mmask16 real, size_t off) {
+    const __m512i bytes = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), real, row_offsets, w + off, 1);
+    return e8m0_f32(real, _mm512_and_si512(bytes, _mm512_set1_epi32(255)));
 }
 
 static inline __m512i row_offsets(size_t w_row_bytes) {
@@ -328,12 +331,22 @@ static void panel_packed_q6_K(const uint8_t *w, size_t w_row_bytes, int c_rows, 
     }
 }
 
-/* Blocks [b0, b0 + nblk) of packed Q8_0, Q4_0, Q4_K or Q6_K rows (c_rows of them, w_row_bytes apart;
+/* Nibbles of packed rows as the signed quants of tiles B: Q4_0's less 8, MXFP4's looked up, Q4_K's as they are. */
+static inline __m512i packed_quants(ggml_type type, __m512i nibbles) {
+    switch (type) {
+    case GGML_TYPE_Q4_0: return _mm512_sub_epi8(nibbles, _mm512_set1_epi8(8));
+    case GGML_TYPE_MXFP4: return table_values(ord_mxfp4_values, nibbles);
+    default: return nibbles;
+    }
+}
+
+/* Blocks [b0, b0 + nblk) of packed Q8_0, Q4_0, MXFP4, Q4_K or Q6_K rows (c_rows of them, w_row_bytes apart;
  * avx512_packed_layout, b0 a multiple of 8). Q8_0: register j of a group is the transpose of 8 natural blocks, so the
  * same transpose on it gives dword k, block k's quants 4j..4j+3, of the 16 rows: row j of block k's tile B (the half
  * layout: dwords k and k + 4 are rows j and j + 4 of block k); the +128 is undone on the way, so the tiles and their
  * sums are the natural rows'. Q4_0: register j's low nibbles are that register j, its high nibbles register j + 4 (rows
- * j + 4 of the blocks' tiles B); a half group's 16 bytes per register make the half layout. Q4_K's nibbles lie as
+ * j + 4 of the blocks' tiles B); a half group's 16 bytes per register make the half layout; MXFP4's as Q4_0's, their
+ * E8M0 scales 8 bytes a row. Q4_K's nibbles lie as
  * Q4_0's, a super-block per group, its factors made per row from the decoded side bytes; Q6_K's registers are put
  * together from their parts (panel_packed_q6_K). A group's 8 scales per row transpose the same way, as f32, into one
  * vector per block: first, as they lie apart from the quants, so their loads wait on memory while the quants' go on
@@ -358,6 +371,15 @@ static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
                 for (int k = 0; k < LANES; k++) sc[k] = side[sizeof h + k], m[k] = side[sizeof h + LANES + k];
                 q4_K_row_factors(p, j0, i, i < c_rows, h[0], h[1], sc, m);
             }
+        } else if (type == GGML_TYPE_MXFP4) {
+            for (int i = 0; i < 8; i++) {
+                uint64_t lo, hi;
+                memcpy(&lo, panel_row(w, w_row_bytes, c_rows, i) + at, sizeof lo);
+                memcpy(&hi, panel_row(w, w_row_bytes, c_rows, i + 8) + at, sizeof hi);
+                z[i] = _mm512_castps_si512(
+                    e8m0_f32(pad_mask(c_rows, i), _mm512_cvtepu8_epi32(_mm_set_epi64x((long long)hi, (long long)lo))));
+            }
+            store_b(z, p->d[j0], sizeof p->d[0], 4 * sizeof p->d[0]);
         } else {
             for (int i = 0; i < 8; i++) {
                 const __m128i lo = _mm_load_si128((const __m128i *)(panel_row(w, w_row_bytes, c_rows, i) + at));
@@ -368,8 +390,7 @@ static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
         }
         const bool half = nblk - j0 <= LANES / 2; /* only a row's last group holds fewer than 8 blocks */
         const size_t step = half ? 4 * B_ROW : 4 * B_BYTES;
-        if (type != GGML_TYPE_Q8_0) { /* nibbles: Q4_0's less 8, Q4_K's as they are */
-            const __m512i offset = _mm512_set1_epi8(type == GGML_TYPE_Q4_0 ? 8 : 0);
+        if (type != GGML_TYPE_Q8_0) { /* nibbles: packed_quants */
             for (int j = 0; j < LANES / 2; j++) {
                 const size_t off = g * layout->group_bytes + j * (half ? sizeof(__m128i) : sizeof(__m256i));
                 __m512i lo[8], hi[8];
@@ -377,14 +398,13 @@ static void panel_packed(ggml_type type, const uint8_t *w, size_t w_row_bytes, i
                     const uint8_t *r_lo = panel_row(w, w_row_bytes, c_rows, i) + off;
                     const uint8_t *r_hi = panel_row(w, w_row_bytes, c_rows, i + 8) + off;
                     if (half) {
-                        lo[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), q4_0_pair(r_lo, r_hi));
+                        lo[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), packed_quants(type, nibble_pair(r_lo, r_hi)));
                         continue;
                     }
                     const __m512i x = row_pair(r_lo, r_hi);
-                    lo[i] =
-                        _mm512_maskz_mov_epi32(pad_mask(c_rows, i), _mm512_sub_epi8(_mm512_and_si512(x, low), offset));
-                    hi[i] = _mm512_maskz_mov_epi32(
-                        pad_mask(c_rows, i), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), low), offset));
+                    lo[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i), packed_quants(type, _mm512_and_si512(x, low)));
+                    hi[i] = _mm512_maskz_mov_epi32(pad_mask(c_rows, i),
+                                                   packed_quants(type, _mm512_and_si512(_mm512_srli_epi16(x, 4), low)));
                 }
                 store_b(lo, p->q[j0] + B_ROW * j, B_BYTES, step);
                 if (!half) store_b(hi, p->q[j0] + B_ROW * (j + 4), B_BYTES, step);
@@ -716,7 +736,7 @@ static void store_group(float part[LANES][TILE_ROWS][TILE_COLS], int rows, int c
 
 /* y[r*ldy + o] = ref_dot(type, natural weight row o, NULL, xq + r*(n/QK), n) bit for bit, for r < n_rows, o < n_out;
  * type Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q3_K, Q4_K, Q5_K, Q6_K or IQ4_XS; w: natural GGUF weight rows
- * (arrays of its blocks, rows w_row_bytes apart) or, when packed (Q8_0, Q4_0, Q4_K, Q6_K), rows as avx512_pack_rows
+ * (arrays of its blocks, rows w_row_bytes apart) or, when packed (Q8_0, Q4_0, MXFP4, Q4_K, Q6_K), rows as avx512_pack_rows
  * leaves them; xq: n_rows activation rows of n/QK block_q8_act blocks each. */
 void amx_matmul_rows(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out,
                      const block_q8_act *xq, uint32_t n_rows, size_t n, float *y, size_t ldy) {

@@ -57,18 +57,23 @@ static inline __m256i table_values(const int8_t table16[16], const uint8_t qs[QK
     return _mm256_shuffle_epi8(table, nibbles32(qs));
 }
 
-/* MXFP4's scales 2^(e - 128) of blocks k < t (ord_e8m0_half's bits on 8 lanes: (e - 1) << 23, or 0x00200000 << e for
- * e < 2). Lanes t..7 take e = 0, a finite scale, and nothing past block t - 1 is read; their activation scales are +0,
- * so their products d_w · d_x are +0 as the other types'. The 8 bytes meet in a general register, one move to the
- * vector side: inserting them one by one took the shuffle port the table lookups need. */
-static inline __m256 e8m0_scales(const uint8_t *w, int t) {
-    uint64_t bytes = 0;
-    for (int k = 0; k < t; k++) bytes |= (uint64_t)w[k * sizeof(block_mxfp4)] << (8 * k);
+/* MXFP4's scales 2^(e - 128) of 8 E8M0 bytes, byte k in lane k (ord_e8m0_half's bits: (e - 1) << 23, or
+ * 0x00200000 << e for e < 2). */
+static inline __m256 e8m0_bytes_f32(uint64_t bytes) {
     const __m256i e = bytes_epi32(bytes);
     const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
     const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
     const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
     return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+}
+/* The scales of blocks k < t of a natural MXFP4 row. Lanes t..7 take e = 0, a finite scale, and nothing past block
+ * t - 1 is read; their activation scales are +0, so their products d_w · d_x are +0 as the other types'. The 8 bytes
+ * meet in a general register, one move to the vector side: inserting them one by one took the shuffle port the table
+ * lookups need. */
+static inline __m256 e8m0_scales(const uint8_t *w, int t) {
+    uint64_t bytes = 0;
+    for (int k = 0; k < t; k++) bytes |= (uint64_t)w[k * sizeof(block_mxfp4)] << (8 * k);
+    return e8m0_bytes_f32(bytes);
 }
 
 /* r[j] element k ← r[k] element j (32-bit elements): an involution. On the 32 quants of 8 blocks it
@@ -277,6 +282,8 @@ static inline void group_regs(ggml_type type, const uint8_t *wg, int t, __m256i 
  *   low nibbles are register j of the panel layout and its high nibbles register j + 4 (a last group of at most 4
  *   blocks: 4 × 16 bytes, blocks 0..3's dword j, whose nibbles make register j of the half layout); side as Q8_0's.
  *   The same 18 bytes per block as the natural rows.
+ * - MXFP4: its nibbles as Q4_0's; side: the group's 8 E8M0 bytes (0 past the row's end). 17 bytes per block, as the
+ *   natural rows (a mixture's experts, packed when they are placed in memory: model.h).
  * - Q4_K (a group is a super-block): its panel registers (kquant_regs, transposed) as nibbles, register j in the low
  *   and j + 4 in the high nibbles of 4 registers; side: d and dmin (f16), then the 8 sub-blocks' scales and mins
  *   decoded to bytes (ord_q4_K_scales): 148 bytes per super-block instead of 144, and no 6-bit unpacking per step.
@@ -301,6 +308,8 @@ static inline size_t packed_side_bytes(ggml_type type) {
         return 2 * sizeof(uint16_t) + 2 * BLOCK_LANES;
     case GGML_TYPE_Q6_K:
         return sizeof(uint16_t) + 2 * BLOCK_LANES;
+    case GGML_TYPE_MXFP4:
+        return BLOCK_LANES;
     default:
         return BLOCK_LANES * sizeof(uint16_t);
     }
@@ -322,9 +331,15 @@ static inline const uint8_t *packed_side(const uint8_t *row, ggml_type type, siz
     return row + packed_scales_at(type, nb) + g * packed_side_bytes(type);
 }
 
-/* Group g's 8 scales of a packed row (kern_pack_rows) as f32. */
-static inline __m256 packed_scales(const uint8_t *row, size_t scales_at, size_t g) {
-    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(row + scales_at + g * BLOCK_LANES * sizeof(uint16_t))));
+/* Group g's 8 scales of a packed Q8_0, Q4_0 or MXFP4 row (kern_pack_rows) as f32. */
+static inline __m256 packed_scales(ggml_type type, const uint8_t *row, size_t scales_at, size_t g) {
+    const uint8_t *side = row + scales_at + g * packed_side_bytes(type);
+    if (type == GGML_TYPE_MXFP4) {
+        uint64_t e;
+        memcpy(&e, side, sizeof e);
+        return e8m0_bytes_f32(e);
+    }
+    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)side));
 }
 
 /* The panel registers of a packed Q4_0 or Q4_K group wg as unsigned nibbles 0..15 (the half layout's 4 and 4 zeros

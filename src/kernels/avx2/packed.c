@@ -1,4 +1,4 @@
-/* avx2/packed.c — the AVX2 and AVX-512 variants' weights packed at load (pack_rows: Q8_0, Q4_0, Q4_K and Q6_K rows in
+/* avx2/packed.c — the AVX2 and AVX-512 variants' weights packed at load (pack_rows: Q8_0, Q4_0, MXFP4, Q4_K and Q6_K rows in
  * the register layout of layout.h's packed rows), and the direct register tiles that read them for few activation rows
  * (decode, small batches); panels read them too (panels.c).
  *
@@ -17,11 +17,13 @@
 /* The starts the packed direct tiles of both variants take: read (VNNI) or made from the block sums (AVX2). */
 #if MM_VNNI
 static inline __m256i x_nib_base(const xgroup *x) { return _mm256_srai_epi32(x->base, 4); } /* -8 · Σx, exact */
+static inline __m256i x_mx_base(const xgroup *x) { return _mm256_srai_epi32(x->base, 3); } /* -16 · Σx */
 static inline __m256i x_q6_lo(const xgroup *x) { return x->q6_lo; }
 static inline __m256i x_q6_hi(const xgroup *x) { return x->q6_hi; }
 static inline __m256 x_t(const xgroup *x) { return x->t; }
 #else
 static inline __m256i x_nib_base(const xgroup *x) { return x->nib_base; }
+static inline __m256i x_mx_base(const xgroup *x) { return _mm256_slli_epi32(x->nib_base, 1); }
 static inline __m256i x_q6_lo(const xgroup *x) {
     return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(x->sum_lo, 5));
 }
@@ -49,18 +51,33 @@ avx512_packed_layout VARIANT(packed_layout_of)(ggml_type type, size_t n) {
  * Q4_K_M 167-173 -> 215-232; avx2: Q8_0 97-101 -> 156-167. */
 #define PACKED_COLS 1
 
+/* MXFP4's values looked up 16 above themselves (4..28): unsigned, so each meets x in one vpdpbusd (AVX2: maddubs's pair
+ * sums at most 2 · 28 · 127), the sums starting from -16 · Σx, a shift of the starts Q4_0 takes. */
+#define MX_OFFSET 16
+
+/* The 4-bit quants of a packed register as the bytes its type's sums take: Q4_0's and Q4_K's nibbles as they are,
+ * MXFP4's looked up (MX_OFFSET). */
+static inline __m256i packed_quants(ggml_type type, __m256i nibbles) {
+    if (type != GGML_TYPE_MXFP4) return nibbles;
+    const __m256i table = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ord_mxfp4_values)),
+                                          _mm256_set1_epi8(MX_OFFSET));
+    return _mm256_shuffle_epi8(table, nibbles);
+}
+
 /* One group of a packed direct tile: J registers (8, or 4 for a half group), each weight register loaded once for
  * the tile's R activation rows (row r's group at xg + r * x_stride); element k of s[r][c] ends as block k's exact sum
- * (as in the panel tiles; Q4_K: of its quants 0..15, before the scale). Q4_0 and Q4_K: the unsigned nibbles of 4
- * packed registers (of 16 bytes each in a half group) against x, Q4_0's from -8 · Σx. */
+ * (as in the panel tiles; Q4_K: of its quants 0..15, before the scale). Q4_0, MXFP4 and Q4_K: 4 packed registers of
+ * nibbles (of 16 bytes each in a half group) against x, Q4_0's from -8 · Σx, MXFP4's from -16 · Σx. */
 static inline __attribute__((always_inline)) void packed_group(ggml_type type, const uint8_t *w, size_t w_row_bytes,
                                                                 const xgroup *xg, size_t x_stride, int R, int J, int C,
                                                                 __m256i s[PACKED_ROWS][PACKED_COLS]) {
-    if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K) {
+    if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4 || type == GGML_TYPE_Q4_K) {
         __m256i hi[PACKED_ROWS][PACKED_COLS]; /* registers j + 4: a second chain */
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
-                s[r][c] = type == GGML_TYPE_Q4_0 ? x_nib_base(&xg[r * x_stride]) : _mm256_setzero_si256();
+                s[r][c] = type == GGML_TYPE_Q4_0    ? x_nib_base(&xg[r * x_stride])
+                          : type == GGML_TYPE_MXFP4 ? x_mx_base(&xg[r * x_stride])
+                                                    : _mm256_setzero_si256();
                 hi[r][c] = _mm256_setzero_si256();
             }
         const __m256i low4 = _mm256_set1_epi8(15);
@@ -74,11 +91,13 @@ static inline __attribute__((always_inline)) void packed_group(ggml_type type, c
                 const uint8_t *wc = w + c * w_row_bytes;
                 if (J == BLOCK_LANES / 2) {
                     const __m128i h = _mm_load_si128((const __m128i *)wc + j);
-                    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(h, 4), h), low4);
+                    const __m256i nib =
+                        packed_quants(type, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(h, 4), h), low4));
                     for (int r = 0; r < R; r++) s[r][c] = sums_u8s8(s[r][c], nib, x[r]);
                 } else {
                     const __m256i p = _mm256_load_si256((const __m256i *)wc + j);
-                    const __m256i lo = _mm256_and_si256(p, low4), up = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
+                    const __m256i lo = packed_quants(type, _mm256_and_si256(p, low4)),
+                                  up = packed_quants(type, _mm256_and_si256(_mm256_srli_epi16(p, 4), low4));
                     for (int r = 0; r < R; r++) {
                         s[r][c] = sums_u8s8(s[r][c], lo, x[r]);
                         hi[r][c] = sums_u8s8(hi[r][c], up, x_hi[r]);
@@ -208,7 +227,7 @@ static inline __attribute__((always_inline)) void packed_tile(ggml_type type, co
             continue;
         }
         for (int c = 0; c < C; c++) {
-            const __m256 dw = packed_scales(w + c * w_row_bytes, scales_at, g);
+            const __m256 dw = packed_scales(type, w + c * w_row_bytes, scales_at, g);
             for (int r = 0; r < R; r++)
                 acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xg[r * ng + g].d),
                                             _mm256_cvtepi32_ps(half ? half_fold(s[r][c]) : s[r][c]), acc[r][c]);
@@ -250,6 +269,7 @@ static inline __attribute__((always_inline)) void packed_rows_of(ggml_type type,
                                                                   size_t nb, float *y, size_t ldy) {
     switch (type) {
     case GGML_TYPE_Q4_0: packed_rows_prepared(GGML_TYPE_Q4_0, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy); break;
+    case GGML_TYPE_MXFP4: packed_rows_prepared(GGML_TYPE_MXFP4, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy); break;
     case GGML_TYPE_Q4_K: packed_rows_prepared(GGML_TYPE_Q4_K, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy); break;
     case GGML_TYPE_Q6_K: packed_rows_prepared(GGML_TYPE_Q6_K, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy); break;
     default: packed_rows_prepared(GGML_TYPE_Q8_0, w, w_row_bytes, n_out, xp, n_rows, nb, y, ldy); break;
@@ -284,8 +304,8 @@ void VARIANT(matmul_packed)(ggml_type type, const uint8_t *w, size_t w_row_bytes
 }
 
 bool VARIANT(packs)(ggml_type type, size_t n) {
-    const bool packed_type =
-        type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
+    const bool packed_type = type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4 ||
+                             type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
     return packed_type && n % kern_type_traits(type)->block_elems == 0 && groups_of(n / QK) <= PANEL_MAX_GROUPS;
 }
 
@@ -335,17 +355,25 @@ void VARIANT(pack_rows)(ggml_type type, const void *w, size_t w_row_bytes, uint3
                 }
                 continue;
             }
-            if (type == GGML_TYPE_Q4_0) { /* dword k of register j: dword j of block k (width blocks a register) */
+            if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_MXFP4) { /* dword k of register j: dword j of block k
+                                                                       * (width blocks a register) */
                 uint8_t *at = out + g * gb;
                 for (int j = 0; j < BLOCK_LANES / 2; j++)
                     for (int k = 0; k < t; k++)
-                        memcpy(at + ((size_t)j * width + k) * 4, ((const block_q4_0 *)wg)[k].qs + 4 * j, 4);
+                        memcpy(at + ((size_t)j * width + k) * 4,
+                               type == GGML_TYPE_MXFP4 ? ((const block_mxfp4 *)wg)[k].qs + 4 * j
+                                                       : ((const block_q4_0 *)wg)[k].qs + 4 * j,
+                               4);
             } else {
                 __m256i q[BLOCK_LANES];
                 group_regs(type, wg, t, q);
                 for (int j = 0; j < width; j++) _mm256_store_si256((__m256i *)(out + g * gb) + j, q[j]);
             }
             for (int k = 0; k < t; k++) {
+                if (type == GGML_TYPE_MXFP4) {
+                    side[k] = ((const block_mxfp4 *)wg)[k].e;
+                    continue;
+                }
                 const uint16_t d = block_scale(type, wg, (size_t)k);
                 memcpy(side + k * sizeof d, &d, sizeof d);
             }

@@ -21,7 +21,7 @@ static inline const __m256i *inplace_regs(const wpanel *wp, size_t g, int c) {
 }
 
 static inline __m256 inplace_scales(const wpanel *wp, size_t g, int c) {
-    return packed_scales(wp->rows + c * wp->row_bytes, wp->scales_at, g);
+    return packed_scales(GGML_TYPE_Q8_0, wp->rows + c * wp->row_bytes, wp->scales_at, g);
 }
 
 #if !MM_VNNI
