@@ -185,6 +185,10 @@ int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params
         if (cli_parse_u32(sub, "--swa-grid", arg, 0, UINT32_MAX, &u)) return -1;
         e->swa_grid = u ? u : UINT32_MAX;
         return 1;
+    case CLI_O_STATE_GRID:
+        if (cli_parse_u32(sub, "--state-grid", arg, 0, UINT32_MAX, &u)) return -1;
+        e->state_grid = u ? u : UINT32_MAX;
+        return 1;
     case CLI_O_KV_DIR:
         if (!*arg) return cli_usage_error(sub, "--kv-dir needs a directory"), -1;
         e->kv_dir = arg;

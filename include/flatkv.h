@@ -169,6 +169,9 @@ typedef struct {
     bool swa_full;      /* sliding-window layers keep every row, as the other layers do (--swa-full) */
     uint32_t swa_grid;  /* window layers: a resume point kept every swa_grid positions (rounded up to whole blocks);
                          * 0: 8 windows; UINT32_MAX: none but the prompts' and replies' ends */
+    uint32_t state_grid; /* recurrent layers: a state kept every state_grid positions (rounded up to the prefill grid);
+                          * 0: where the kept states take at most half the K/V of the positions they pass (and at
+                          * least 4 prefill chunks apart); UINT32_MAX: none but the prompts' and replies' ends */
     const char *kv_dir; /* the disk tier's directory (--kv-dir; src/cache/kvdisk.h): blocks outlive the process and are
                          * shared by every engine on it; NULL: none. Not with window layers kept apart (swa_full) */
     uint64_t kv_disk;   /* bytes of block files the disk tier keeps (--kv-disk); 0: a quarter of the free space */
@@ -185,6 +188,11 @@ typedef struct {
     uint32_t window_blocks_in_use;
     size_t window_block_bytes;
     uint64_t window_blocks_dropped, window_fallbacks;
+    /* Recurrent states kept at resume points (0 without recurrent layers): how many, their bytes (within kv_mem with
+     * the blocks), starts that resumed from one, and those given up for room; the state grid in positions. */
+    uint32_t states_kept, state_grid;
+    size_t state_bytes;
+    uint64_t state_hits, states_evicted;
     /* The disk tier (all 0 without one): blocks read and verified, lookups that found no file, files that did not
      * verify (never used), block files written, removed over the budget, writes dropped (queue full) or failed,
      * writes queued, bytes of block files, and positions reused from disk over all starts. */

@@ -108,27 +108,37 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv, const metrics_load 
             (size_t)kv->blocks_shared * kv->block_bytes, (unsigned long long)kv->hits, (unsigned long long)kv->misses,
             (unsigned long long)kv->evictions, (size_t)kv->window_blocks_in_use * kv->window_block_bytes,
             (unsigned long long)kv->window_blocks_dropped, (unsigned long long)kv->window_fallbacks);
-    /* The disk tier (--kv-dir; all 0 without one). */
+    /* The disk tier (--kv-dir; all 0 without one), then the kept recurrent states. */
     const struct {
         const char *name, *type, *help;
         uint64_t value;
-    } disk[] = {
-        {"hits_total", "counter", "Blocks read from the disk tier and verified.", kv->disk_hits},
-        {"misses_total", "counter", "Disk tier lookups that found no block file.", kv->disk_misses},
-        {"corrupt_total", "counter", "Block files that did not verify: ignored, removed, recomputed.",
+    } tier[] = {
+        {"disk_hits_total", "counter", "Blocks read from the disk tier and verified.", kv->disk_hits},
+        {"disk_misses_total", "counter", "Disk tier lookups that found no block file.", kv->disk_misses},
+        {"disk_corrupt_total", "counter", "Block files that did not verify: ignored, removed, recomputed.",
          kv->disk_corrupt},
-        {"writes_total", "counter", "Block files written.", kv->disk_writes},
-        {"evictions_total", "counter", "Block files removed over --kv-disk, least recently used first.",
+        {"disk_writes_total", "counter", "Block files written.", kv->disk_writes},
+        {"disk_evictions_total", "counter", "Block files removed over --kv-disk, least recently used first.",
          kv->disk_evictions},
-        {"dropped_total", "counter", "Block writes dropped because the write queue was full.", kv->disk_dropped},
-        {"errors_total", "counter", "Block writes the file system refused.", kv->disk_errors},
-        {"pending", "gauge", "Block writes queued, not yet on disk.", kv->disk_pending},
-        {"bytes", "gauge", "Bytes of block files in the directory, as last counted.", kv->disk_bytes},
-        {"reused_tokens_total", "counter", "Prompt tokens reused from blocks read from disk.", kv->disk_reused_tokens},
+        {"disk_dropped_total", "counter", "Block writes dropped because the write queue was full.", kv->disk_dropped},
+        {"disk_errors_total", "counter", "Block writes the file system refused.", kv->disk_errors},
+        {"disk_pending", "gauge", "Block writes queued, not yet on disk.", kv->disk_pending},
+        {"disk_bytes", "gauge", "Bytes of block files in the directory, as last counted.", kv->disk_bytes},
+        {"disk_reused_tokens_total", "counter", "Prompt tokens reused from blocks read from disk.",
+         kv->disk_reused_tokens},
+        /* Recurrent states kept at resume points (all 0 without recurrent layers) */
+        {"state_kept", "gauge", "Recurrent states kept at resume points.", kv->states_kept},
+        {"state_bytes", "gauge", "Bytes of the kept recurrent states (within --kv-mem with the K/V blocks).",
+         kv->state_bytes},
+        {"state_hits_total", "counter", "Requests that resumed from a kept recurrent state.", kv->state_hits},
+        {"state_evicted_total", "counter", "Kept recurrent states given up for room, least recently used first.",
+         kv->states_evicted},
+        {"state_grid", "gauge", "Positions between the recurrent states kept on the grid (--state-grid; 0: none).",
+         kv->state_grid},
     };
-    for (size_t i = 0; i < sizeof disk / sizeof *disk; i++)
-        fprintf(out, "# HELP flatkv_kv_disk_%s %s\n# TYPE flatkv_kv_disk_%s %s\nflatkv_kv_disk_%s %llu\n", disk[i].name,
-                disk[i].help, disk[i].name, disk[i].type, disk[i].name, (unsigned long long)disk[i].value);
+    for (size_t i = 0; i < sizeof tier / sizeof *tier; i++)
+        fprintf(out, "# HELP flatkv_kv_%s %s\n# TYPE flatkv_kv_%s %s\nflatkv_kv_%s %llu\n", tier[i].name, tier[i].help,
+                tier[i].name, tier[i].type, tier[i].name, (unsigned long long)tier[i].value);
     static const char *const reasons[METRICS_N_REJECTED] = {
         [METRICS_QUEUE_FULL] = "queue_full",     /* 503 with Retry-After (--max-queue) */
         [METRICS_DEADLINE] = "deadline",         /* 504, or a stream's error event (--timeout) */

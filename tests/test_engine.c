@@ -258,13 +258,16 @@ static void test_batched_decode_never_changes_an_answer(void **state) {
 
 /* Three prompts with a 128-token common head run at once: the head's full blocks are held once, shared. */
 /* A model with recurrent layers: batched with other conversations, each answer (and its state) is its own alone and
- * cold; a new request finds no state at hand, so it starts cold whatever rows agree (kvrec.h) and says why. */
-static void test_a_hybrid_batched_equals_alone_and_starts_cold_without_a_state(void **state) {
+ * cold, and each turn resumes from the state its previous turn kept (at its reply's end); a prompt agreeing with a
+ * cached one resumes at the kept prompt end, and where no state is kept at or before the agreement (no grid point
+ * yet) it starts cold whatever rows agree (kvrec.h), and says why. */
+static void test_a_hybrid_batched_equals_alone_and_resumes_at_a_kept_state(void **state) {
     fixture *f = *state;
     fkv_engine *e = new_engine(f, 0, 64);
-    run_four_conversations(f, e, true, false);
+    run_four_conversations(f, e, true, true);
     fkv_engine_stats s = fkv_engine_get_stats(e);
-    assert_int_equal(s.hits, 0);
+    assert_true(s.hits > 0 && s.state_hits > 0 && s.states_kept > 0);
+    assert_true(s.state_grid > 50);
     int32_t p[100];
     fill(f, p, 100, 7);
     fkv_error err = {0};
@@ -273,11 +276,17 @@ static void test_a_hybrid_batched_equals_alone_and_starts_cold_without_a_state(v
     fkv_engine_finish(e, a);
     uint32_t cached = 1;
     fkv_eseq *b = fkv_engine_start(e, NULL, p, 100, &cached, &err);
-    const fkv_reuse r = fkv_eseq_reuse(b);
-    assert_int_equal(cached, 0);
-    assert_int_equal(r.held, 80); /* the rows agree and are held ... */
-    assert_int_equal(r.state, 0); /* ... but no state after them is */
+    fkv_reuse r = fkv_eseq_reuse(b);
+    assert_int_equal(cached, 80); /* the prompt's end, kept */
+    assert_int_equal(r.state, 80);
     fkv_engine_finish(e, b);
+    p[50] = p[50] == 5 ? 6 : 5;
+    fkv_eseq *c = fkv_engine_start(e, NULL, p, 100, &cached, &err);
+    r = fkv_eseq_reuse(c);
+    assert_int_equal(cached, 0);
+    assert_int_equal(r.held, 50); /* the rows agree and are held ... */
+    assert_int_equal(r.state, 0); /* ... but no state after them is */
+    fkv_engine_finish(e, c);
     fkv_engine_free(e);
 }
 
@@ -398,8 +407,8 @@ int main(void) {
         CASE(test_batched_decode_never_changes_an_answer, qwen3moe),
         CASE(test_batched_decode_never_changes_an_answer, glm4moe),
         CASE(test_batched_decode_never_changes_an_answer, gptoss),
-        CASE(test_a_hybrid_batched_equals_alone_and_starts_cold_without_a_state, qwen35),
-        CASE(test_a_hybrid_batched_equals_alone_and_starts_cold_without_a_state, qwen35moe),
+        CASE(test_a_hybrid_batched_equals_alone_and_resumes_at_a_kept_state, qwen35),
+        CASE(test_a_hybrid_batched_equals_alone_and_resumes_at_a_kept_state, qwen35moe),
         CASE(test_a_fork_carries_the_recurrent_state, qwen35),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);

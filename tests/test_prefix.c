@@ -24,7 +24,7 @@ static int setup_blocks(void **state, uint32_t n_blocks) {
     static fixture f;
     fkv_error err = {0};
     f.pool = kvpool_new(1, 4, FKV_KV_F32, B, (size_t)n_blocks * 2 * B * 4 * sizeof(float), &err);
-    f.tree = f.pool ? prefix_new(f.pool, NULL, NULL, &err) : NULL;
+    f.tree = f.pool ? prefix_new(f.pool, NULL, NULL, NULL, &err) : NULL;
     *state = &f;
     return f.tree ? 0 : -1;
 }
@@ -66,7 +66,7 @@ static float row_stamp(fixture *f, const prefix_seq *s, uint32_t p) {
 
 static uint32_t start(fixture *f, prefix_seq *s, const char *salt, const int32_t *ids, uint32_t n) {
     fkv_error err = {0};
-    int64_t r = prefix_start(f->tree, salt, ids, n, &ANY, true, s, &err);
+    int64_t r = prefix_start(f->tree, salt, ids, n, &ANY, true, s, NULL, &err);
     if (r < 0) fail_msg("%s", err.msg);
     return (uint32_t)r;
 }
@@ -157,10 +157,10 @@ static void test_the_records_rules_hold_in_the_tree(void **state) {
     /* Minimum reuse. */
     fkv_error err = {0};
     kvrec_policy min64 = {.min_reuse = 64, .bound_to_frontier = false};
-    assert_int_equal(prefix_start(f->tree, NULL, a, 60, &min64, true, &s, &err), 0);
+    assert_int_equal(prefix_start(f->tree, NULL, a, 60, &min64, true, &s, NULL, &err), 0);
     prefix_finish(f->tree, &s);
     /* Cache off. */
-    assert_int_equal(prefix_start(f->tree, NULL, a, 80, &ANY, false, &s, &err), 0);
+    assert_int_equal(prefix_start(f->tree, NULL, a, 80, &ANY, false, &s, NULL, &err), 0);
     prefix_finish(f->tree, &s);
     /* Divergence at the first token. */
     int32_t b[10];
@@ -180,7 +180,7 @@ static void test_the_frontier_bound_skips_rows_decode_wrote(void **state) {
     prefix_finish(f->tree, &s);
     fkv_error err = {0};
     kvrec_policy bound = {.min_reuse = 0, .bound_to_frontier = true};
-    assert_int_equal(prefix_start(f->tree, NULL, a, 60, &bound, true, &s, &err), 40);
+    assert_int_equal(prefix_start(f->tree, NULL, a, 60, &bound, true, &s, NULL, &err), 40);
     prefix_finish(f->tree, &s);
     assert_int_equal(start(f, &s, NULL, a, 60), 50);
     prefix_finish(f->tree, &s);
@@ -262,7 +262,7 @@ static void test_eviction_is_lru_and_spares_referenced_blocks(void **state) {
     start(f, &s2, NULL, e, 64);
     feed(f, &s2, e, 64, true);
     fkv_error err = {0};
-    assert_int_equal(prefix_start(f->tree, NULL, b, 96, &ANY, true, &s3, &err), 0);
+    assert_int_equal(prefix_start(f->tree, NULL, b, 96, &ANY, true, &s3, NULL, &err), 0);
     assert_int_equal(prefix_reserve(f->tree, &s3, 96, &err), -1);
     assert_int_equal(err.code, FKV_E_KV_FULL); /* the scheduler preempts on the code, never on the text */
     assert_non_null(strstr(err.msg, "KV memory is full"));

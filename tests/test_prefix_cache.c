@@ -26,6 +26,7 @@ typedef struct {
     fkv_sampler *sampler;
     float *logits;
     fkv_kv_type kv_type; /* of both sequences */
+    uint32_t state_grid; /* recurrent layers: the warm sequences' state grid (0: the default) */
 } fixture;
 
 typedef struct {
@@ -43,6 +44,7 @@ static fkv_seq *new_seq(const fixture *f, bool cache) {
     p.ctx.prefill_rows = GRID;
     p.prefix_cache = cache;
     p.cache_min = 1;
+    p.state_grid = f->state_grid;
     fkv_error err = {0};
     fkv_seq *s = fkv_seq_new(f->m, &p, &err);
     if (!s) fail_msg("%s", err.msg);
@@ -92,7 +94,13 @@ static int setup_gemma3(void **state) { return setup_arch(state, "gemma3", FKV_K
 static int setup_qwen3moe(void **state) { return setup_arch(state, "qwen3moe", FKV_KV_F16); }
 static int setup_glm4moe(void **state) { return setup_arch(state, "glm4moe", FKV_KV_F16); }
 static int setup_gptoss(void **state) { return setup_arch(state, "gpt-oss", FKV_KV_F16); }
-static int setup_qwen35(void **state) { return setup_arch(state, "qwen35", FKV_KV_F16); }
+/* States kept every 2 prefill chunks, where the default for this tiny state would keep none besides the ends. */
+#define STATE_GRID (2 * GRID)
+static int setup_qwen35(void **state) {
+    const int rc = setup_arch(state, "qwen35", FKV_KV_F16);
+    if (!rc) ((fixture *)*state)->state_grid = STATE_GRID;
+    return rc;
+}
 /* gemma3's window layers with quantized rows: its heads of 64, one KV head */
 static int setup_gemma3_kv_q8_0(void **state) { return setup_arch(state, "gemma3", FKV_KV_Q8_0); }
 
@@ -295,11 +303,10 @@ static void test_the_record_never_claims_a_row_the_kv_does_not_hold(void **state
     assert_true(n_fed >= 89 && n_fed <= p);
 }
 
-/* A model with recurrent layers (docs/design.md §5): a conversation's next turn resumes from the state its last turn
- * left where the prompt takes up every id that turn fed (its reply as generated); anywhere else — a reply
- * re-tokenized otherwise, a shorter prompt, after a rewind — it starts cold, since no state at that position is kept.
- * Every turn equals cold in K/V, logits and state. */
-static void test_a_hybrid_resumes_only_where_its_state_stands(void **state) {
+/* A model with recurrent layers (docs/design.md §5): a prompt resumes at the longest agreeing length where a state is
+ * at hand — a continuing conversation's own, or one the cache kept at a prompt's end, a reply's end or a multiple of
+ * the state grid — and nowhere else; every turn equals cold in K/V, logits and state. */
+static void test_a_hybrid_resumes_where_a_state_is_kept(void **state) {
     fixture *f = *state;
     fkv_seq_clear(f->warm);
     int32_t convo[400];
@@ -317,23 +324,78 @@ static void test_a_hybrid_resumes_only_where_its_state_stands(void **state) {
         t = expect_exact_turn(f, convo, n, what);
         assert_int_equal(t.cached, fed);
     }
-    /* The reply re-tokenized otherwise: the rows agree up to there, but no state is kept there. */
-    memcpy(convo + n, t.gen, sizeof(int32_t) * t.n_gen);
-    convo[n + 2] = 3 + (convo[n + 2] - 3 + 1) % (int32_t)(f->n_vocab - 3);
-    assert_int_equal(expect_exact(f, convo, n + t.n_gen, "a reply re-tokenized"), 0);
-    assert_int_equal(expect_exact(f, convo, 30, "a shorter prompt"), 0);
-    /* A rewind computes its rows again (the state cannot be cut back): the state after 20 is the cold one's. */
+    /* A rewind resumes from the last grid point at or before it, and goes on as a cold sequence. */
     fkv_error err = {0};
-    assert_int_equal(fkv_seq_rewind(f->warm, 20, &err), 0);
-    assert_int_equal(fkv_seq_prefill(f->cold, convo, 20, f->logits, NULL, &err), 0);
+    assert_int_equal(fkv_seq_rewind(f->warm, 70, &err), 0);
+    assert_int_equal(fkv_seq_prefill(f->cold, convo, 70, f->logits, NULL, &err), 0);
     assert_true(fkv_seq_state_digest(f->warm) == fkv_seq_state_digest(f->cold));
-    assert_true(fkv_seq_kv_digest(f->warm, 20) == fkv_seq_kv_digest(f->cold, 20));
+    assert_true(fkv_seq_kv_digest(f->warm, 70) == fkv_seq_kv_digest(f->cold, 70));
     float *row = malloc(sizeof(float) * f->n_vocab);
-    assert_int_equal(fkv_seq_decode(f->warm, convo[20], row, &err), 0);
-    assert_int_equal(fkv_seq_prefill(f->cold, convo, 21, f->logits, NULL, &err), 0);
+    assert_int_equal(fkv_seq_decode(f->warm, convo[70], row, &err), 0);
+    assert_int_equal(fkv_seq_prefill(f->cold, convo, 71, f->logits, NULL, &err), 0);
     assert_memory_equal(row, f->logits, sizeof(float) * f->n_vocab);
     free(row);
-    assert_int_equal(expect_exact(f, convo, 40, "continuing after a rewind"), 21);
+
+    /* The boundary matrix, each case on a fresh cache: one turn of a 140-id prompt keeps states at the grid points
+     * 32, 64, 96 and 128, at the prompt's end (140) and at its reply's end (151, the ids it fed); a second prompt
+     * agreeing with it for `common` ids resumes at the last of them at or before common: before, at and after each
+     * kind, inside the reply (a reply re-tokenized otherwise). */
+    static const uint32_t common[] = {31, 32, 33, 63, 64, 65, 139, 140, 141, 146, 150, 151, 152};
+    int32_t a[200], b[200];
+    fill(f, a, 140, 41);
+    for (size_t c = 0; c < sizeof common / sizeof *common; c++) {
+        fkv_seq_free(f->warm);
+        f->warm = new_seq(f, true);
+        t = expect_exact_turn(f, a, 140, "the first prompt");
+        memcpy(a + 140, t.gen, sizeof(int32_t) * t.n_gen);
+        const uint32_t reply_end = 140 + t.n_gen - 1;
+        fill(f, b, 200, 500 + common[c]);
+        share_prefix(f, b, a, common[c]);
+        uint32_t want = common[c] / STATE_GRID * STATE_GRID;
+        if (common[c] >= 140) want = 140;
+        if (common[c] >= reply_end) want = reply_end;
+        char what[64];
+        snprintf(what, sizeof what, "common prefix %u", common[c]);
+        assert_int_equal(expect_exact(f, b, 180, what), want);
+    }
+}
+
+/* Kept states share the K/V budget: a budget too small for the states of two conversations (about 33 KB each, every
+ * 32 positions) evicts them, least recently used first, and a prompt whose state went resumes from an earlier one or
+ * from 0 — still exactly. */
+static void test_hybrid_states_evicted_for_room_resume_exactly(void **state) {
+    fixture *f = *state;
+    fkv_engine_params p;
+    assert_int_equal(fkv_engine_default_params(&p, NULL), 0);
+    p.ctx.n_ctx = 512;
+    p.ctx.prefill_rows = GRID;
+    p.cache_min = 1;
+    p.state_grid = STATE_GRID;
+    p.kv_mem = 512 * 1024;
+    fkv_error err = {0};
+    fkv_engine *e = fkv_engine_new(f->m, &p, &err);
+    if (!e) fail_msg("%s", err.msg);
+    fkv_seq *warm = f->warm;
+    int32_t convo[2][300];
+    uint32_t n[2];
+    for (int k = 0; k < 2; k++) fill(f, convo[k], 300, 700 + (uint64_t)k), n[k] = 100;
+    for (int round = 0; round < 4; round++)
+        for (int k = 0; k < 2; k++) { /* two conversations in turn, each growing */
+            f->warm = fkv_seq_open(e, NULL, &err);
+            assert_non_null(f->warm);
+            char what[64];
+            snprintf(what, sizeof what, "round %d, conversation %d", round, k);
+            expect_exact(f, convo[k], n[k], what);
+            fkv_seq_free(f->warm);
+            f->warm = warm;
+            n[k] += 40;
+        }
+    const fkv_engine_stats st = fkv_engine_get_stats(e);
+    assert_true(st.states_evicted > 0);
+    assert_true(st.state_hits > 0);
+    assert_int_equal(st.state_grid, STATE_GRID);
+    assert_true(st.state_bytes + (size_t)st.blocks_in_use * st.block_bytes <= p.kv_mem);
+    fkv_engine_free(e);
 }
 
 static void test_reuse_below_the_minimum_is_not_taken(void **state) {
@@ -405,7 +467,8 @@ int main(void) {
         CASE(test_alternating_reused_and_cold_turns_never_differ, q8_kv_q8_0),
         CASE(test_the_record_never_claims_a_row_the_kv_does_not_hold, q8_kv_q4_0),
         CASE(test_boundary_matrix_resumes_exactly, gemma3_kv_q8_0),
-        CASE(test_a_hybrid_resumes_only_where_its_state_stands, qwen35),
+        CASE(test_a_hybrid_resumes_where_a_state_is_kept, qwen35),
+        CASE(test_hybrid_states_evicted_for_room_resume_exactly, qwen35),
         cmocka_unit_test(test_environment_switches_set_the_defaults),
     };
     return tu_each_variant(tests, sizeof tests / sizeof *tests, NULL);

@@ -12,6 +12,19 @@ typedef struct {
     bool grid;
 } keep_point;
 
+/* A recurrent state kept at a resume point: the state after `at` positions of its node's path (at in
+ * (depth·B, depth·B + B]). */
+typedef struct state_point state_point;
+struct state_point {
+    state_point *lru_prev, *lru_next; /* in the tree's list of kept states, least recently used first */
+    state_point *next;                /* the node's next kept state */
+    prefix_node *node;
+    uint64_t used; /* the tree's clock when last kept or resumed from */
+    uint32_t at;
+    bool grid;
+    unsigned char bytes[]; /* prefix_states.bytes */
+};
+
 struct prefix_node {
     prefix_node *parent, *child, *sibling;
     prefix_node *lru_prev, *lru_next; /* in the tree's evictable list while in_lru */
@@ -24,6 +37,8 @@ struct prefix_node {
     uint32_t wpins;
     keep_point *keeps; /* the resume points kept in this node (at in (depth·B, depth·B + B]) */
     uint32_t n_keeps;
+    state_point *states; /* the recurrent states kept in this node */
+    uint64_t used;       /* the tree's clock when it last became evictable */
     bool in_lru;
     kvdisk_key key; /* with a disk tier: the block's name once it is full (a root's: its salt's) */
     int32_t tokens[]; /* block_rows */
@@ -45,6 +60,10 @@ struct prefix_tree {
     salt_root *roots;
     uint32_t n_roots;
     prefix_node lru; /* sentinel of a circular list: lru.lru_next is the least recently used */
+    prefix_states st; /* st.bytes 0: no recurrent states */
+    size_t budget;    /* bytes the blocks of both pools and the kept states may take together; 0: the pool's own */
+    state_point slru; /* sentinel of the kept states' circular list, as lru */
+    uint64_t clock;
     prefix_stats stats;
 };
 
@@ -72,6 +91,7 @@ static void lru_remove(prefix_tree *t, prefix_node *n) {
 /* Most recently used go last; `oldest` puts the node first (a parent freed up by evicting its child). */
 static void lru_add(prefix_tree *t, prefix_node *n, bool oldest) {
     prefix_node *before = oldest ? t->lru.lru_next : &t->lru;
+    n->used = oldest ? 0 : ++t->clock;
     n->lru_next = before;
     n->lru_prev = before->lru_prev;
     before->lru_prev->lru_next = n;
@@ -122,6 +142,33 @@ static void keep_drop(prefix_tree *t, prefix_node *n, uint32_t i) {
     n->keeps[i] = n->keeps[--n->n_keeps];
 }
 
+/* ---- recurrent states ---- */
+
+static void state_unlink_lru(state_point *k) {
+    k->lru_prev->lru_next = k->lru_next;
+    k->lru_next->lru_prev = k->lru_prev;
+}
+
+/* k becomes the most recently used kept state. */
+static void state_touch(prefix_tree *t, state_point *k) {
+    if (k->lru_next) state_unlink_lru(k);
+    k->lru_next = &t->slru;
+    k->lru_prev = t->slru.lru_prev;
+    t->slru.lru_prev->lru_next = k;
+    t->slru.lru_prev = k;
+    k->used = ++t->clock;
+}
+
+/* Forget kept state k (at *link in its node's list). */
+static void state_drop(prefix_tree *t, state_point **link) {
+    state_point *k = *link;
+    *link = k->next;
+    state_unlink_lru(k);
+    t->stats.states_kept--;
+    t->stats.state_bytes -= t->st.bytes;
+    free(k);
+}
+
 /* Unlink a childless node from its parent and free it with its block (its window pins must be gone). */
 static void node_drop(prefix_tree *t, prefix_node *n) {
     prefix_node **link = &n->parent->child;
@@ -129,13 +176,23 @@ static void node_drop(prefix_tree *t, prefix_node *n) {
     *link = n->sibling;
     lru_remove(t, n);
     kvpool_release(t->pool, n->block);
+    while (n->states) state_drop(t, &n->states);
     free(n->keeps);
     free(n);
 }
 
-/* Evict the least recently used unreferenced leaf; false when there is none. */
+/* Evict what was used least recently: an unreferenced leaf (with what it keeps) or a kept state; false when there is
+ * neither. */
 static bool evict_one(prefix_tree *t) {
     prefix_node *victim = t->lru.lru_next;
+    state_point *oldest = t->slru.lru_next;
+    if (oldest != &t->slru && (victim == &t->lru || oldest->used < victim->used)) {
+        state_point **link = &oldest->node->states;
+        while (*link != oldest) link = &(*link)->next;
+        state_drop(t, link);
+        t->stats.states_evicted++;
+        return true;
+    }
     if (victim == &t->lru) return false;
     prefix_node *parent = victim->parent;
     while (victim->n_keeps) keep_drop(t, victim, victim->n_keeps - 1);
@@ -151,13 +208,13 @@ static size_t bytes_in_use(const kvpool *p) { return p ? (size_t)(p->n_blocks - 
  * budget both share is full. */
 static int64_t alloc_in(prefix_tree *t, kvpool *pool, fkv_error *err) {
     for (;;) {
-        const size_t used = bytes_in_use(t->pool) + bytes_in_use(t->win.pool);
-        const int64_t b = !t->win.budget || used + pool->block_bytes <= t->win.budget ? kvpool_alloc(pool) : -1;
+        const size_t used = bytes_in_use(t->pool) + bytes_in_use(t->win.pool) + t->stats.state_bytes;
+        const int64_t b = !t->budget || used + pool->block_bytes <= t->budget ? kvpool_alloc(pool) : -1;
         if (b >= 0) return b;
         if (!evict_one(t))
             return err_kv_full(err, "the KV memory is full: all %zu bytes of K/V blocks of %u positions are in use by "
                            "running sequences (raise --kv-mem or lower --parallel)",
-                           t->win.budget ? t->win.budget : t->pool->n_blocks * t->pool->block_bytes, t->B);
+                           t->budget ? t->budget : t->pool->n_blocks * t->pool->block_bytes, t->B);
     }
 }
 
@@ -173,7 +230,8 @@ static int alloc_window(prefix_tree *t, prefix_node *n, fkv_error *err) {
     return 0;
 }
 
-prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, const prefix_disk *disk, fkv_error *err) {
+prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, const prefix_states *states, const prefix_disk *disk,
+                        fkv_error *err) {
     prefix_tree *t = calloc(1, sizeof *t);
     if (!t || (disk && disk->disk && !(t->disk_rows = malloc(pool->block_bytes)))) {
         free(t);
@@ -182,9 +240,12 @@ prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, const prefix_dis
     }
     t->pool = pool;
     if (win && win->pool) t->win = *win;
+    if (states) t->st = *states;
     if (disk) t->disk = *disk;
+    t->budget = t->win.budget > t->st.budget ? t->win.budget : t->st.budget;
     t->B = pool->block_rows;
     t->lru.lru_next = t->lru.lru_prev = &t->lru;
+    t->slru.lru_next = t->slru.lru_prev = &t->slru;
     return t;
 }
 
@@ -195,6 +256,7 @@ static void subtree_free(prefix_tree *t, prefix_node *n) {
         subtree_free(t, c);
     }
     if (!is_root(n)) kvpool_release(t->pool, n->block);
+    while (n->states) state_drop(t, &n->states);
     free(n->keeps);
     free(n);
 }
@@ -339,6 +401,31 @@ static uint32_t held_reuse(const void *ctx, uint32_t p) {
     return 0;
 }
 
+/* The kept state of the matched path with the largest at <= p, or NULL. Deeper nodes hold later positions. */
+static state_point *kept_state(const matched_path *m, uint32_t p) {
+    for (uint32_t d = p ? (p - 1) / m->t->B + 1 : 0; d-- > 0;) {
+        state_point *best = NULL;
+        for (state_point *k = matched(m->walked, m->n_walked, m->partial, d)->states; k; k = k->next)
+            if (k->at <= p && (!best || k->at > best->at)) best = k;
+        if (best) return best;
+    }
+    return NULL;
+}
+
+/* Where a start finds a recurrent state (kvrec_held_fn): the caller's own or a kept one, whichever is later. */
+typedef struct {
+    const matched_path *mp;
+    kvrec_held_fn own;
+    const void *own_ctx;
+} state_sources;
+
+static uint32_t state_reuse(const void *ctx, uint32_t p) {
+    const state_sources *src = ctx;
+    const uint32_t own = src->own(src->own_ctx, p);
+    const state_point *k = kept_state(src->mp, p);
+    return k && k->at > own ? k->at : own;
+}
+
 /* Not evictable while held (a path being extended from disk). */
 static void hold(prefix_tree *t, prefix_node *n) { acquire(t, n); }
 
@@ -383,7 +470,7 @@ static int push_node(prefix_seq *seq, prefix_node *n, bool window) {
 }
 
 int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint32_t n, const kvrec_policy *policy,
-                     bool cache, prefix_seq *seq, fkv_error *err) {
+                     bool cache, prefix_seq *seq, void *state_out, fkv_error *err) {
     memset(seq, 0, sizeof *seq);
     prefix_node *root = root_for(t, salt);
     if (!root) return err_nomem(err, "out of memory for a cache salt");
@@ -412,8 +499,20 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
     const uint32_t agreed = n_walked * B + partial_rows;
     note_divergence(n_walked ? walked[n_walked - 1] : root, partial, partial_rows, agreed, n, seq);
     const matched_path mp = {t, walked, n_walked, partial};
-    kvrec_reuse reuse = kvrec_decide(agreed, n, policy, window ? held_reuse : NULL, &mp);
+    kvrec_policy pol = *policy;
+    const bool states = policy->state && t->st.bytes;
+    const state_sources src = {&mp, policy->state, policy->state_ctx};
+    if (states) pol.state = state_reuse, pol.state_ctx = &src;
+    kvrec_reuse reuse = kvrec_decide(agreed, n, &pol, window ? held_reuse : NULL, &mp);
     const uint32_t reusable = reuse.reused;
+    if (states && reusable && policy->state(policy->state_ctx, reusable) != reusable) {
+        /* a kept state: copied out now, before any allocation below could evict it */
+        state_point *k = kept_state(&mp, reusable);
+        memcpy(state_out, k->bytes, t->st.bytes);
+        state_touch(t, k);
+        seq->state_kept = true;
+        t->stats.state_hits++;
+    }
 
     /* Full blocks inside the reuse are shared as they are; the block the reuse ends in is the tail's
      * source: a full node cut short, or the partly agreeing one. The window pins of this sequence reach from the
@@ -555,7 +654,43 @@ void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t
 
 void prefix_keep(prefix_tree *t, prefix_seq *seq) { keep_add(t, seq, seq->n_pos, false); }
 
+void prefix_keep_state(prefix_tree *t, prefix_seq *seq, const void *state, bool grid) {
+    const uint32_t at = seq->n_pos;
+    if (!t->st.bytes || at == 0) return;
+    prefix_node *n = seq->nodes[(at - 1) / t->B]; /* referenced by seq: never evicted below */
+    for (state_point *k = n->states; k; k = k->next)
+        if (k->at == at) { /* the same positions' state: the same bytes */
+            k->grid |= grid;
+            state_touch(t, k);
+            return;
+        }
+    for (;;) {
+        const size_t used = bytes_in_use(t->pool) + bytes_in_use(t->win.pool) + t->stats.state_bytes;
+        if (!t->budget || used + t->st.bytes <= t->budget) break;
+        if (!evict_one(t)) return;
+    }
+    state_point *k = malloc(sizeof *k + t->st.bytes);
+    if (!k) return;
+    *k = (state_point){.node = n, .at = at, .grid = grid, .next = n->states};
+    memcpy(k->bytes, state, t->st.bytes);
+    n->states = k;
+    state_touch(t, k);
+    t->stats.states_kept++;
+    t->stats.state_bytes += t->st.bytes;
+}
+
+uint32_t prefix_state_grid(const prefix_tree *t) { return t->st.bytes ? t->st.grid : 0; }
+
 void prefix_finish(prefix_tree *t, prefix_seq *seq) {
+    if (t->st.bytes) { /* the previous turn's ends, resumed past, give way to this one's (kept before the finish) */
+        const uint32_t r = seq->reuse.reused;
+        for (uint32_t d = 0; d * t->B < r && d < seq->n_nodes; d++)
+            for (state_point **link = &seq->nodes[d]->states; *link;)
+                if (!(*link)->grid && (*link)->at <= r && (*link)->at != seq->n_pos)
+                    state_drop(t, link);
+                else
+                    link = &(*link)->next;
+    }
     if (t->win.pool) { /* the previous turn's ends, resumed past, give way to this one's; then its own pins go */
         const uint32_t r = seq->reuse.reused;
         for (uint32_t d = 0; d * t->B < r && d < seq->n_nodes; d++) {

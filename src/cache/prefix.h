@@ -37,6 +37,15 @@
  * whose window rows [tile of p - W + 1, p) are all held; where some are not, at the longest shorter one that is
  * — never on rows that are not there — and the start says so (prefix_seq.reuse). Both pools share one budget.
  *
+ * Recurrent states (a model's gated DeltaNet layers, prefix_states): a state at p folds in every token before p and
+ * cannot be cut back, so a prompt resumes at p only where the state after exactly p positions is at hand. The tree
+ * keeps copies at the same kinds of points as the window layers' pins — the prompt's end, the sequence's end, every
+ * multiple of the state grid it passes — each on the node holding position p - 1, given by the engine when it has
+ * the state there (prefix_keep_state). A prompt resumes at the longest reusable length that has a kept state (or the
+ * caller's own, kvrec_policy.state), which prefix_start copies out; the previous turn's ends give way when a sequence
+ * that resumed past them finishes, as the window pins do. Kept states share the budget with the blocks and are
+ * evicted, least recently used first, against them (a node's states go with it).
+ *
  * Thread-safety: one owner (the engine thread).
  */
 #ifndef FKV_PREFIX_H
@@ -71,6 +80,7 @@ typedef struct {
     uint32_t n_pos; /* positions whose rows are written and ids recorded */
     uint32_t from_disk; /* positions of the reuse read from the disk tier (set by prefix_start) */
     bool memory_only;   /* its blocks are never written to the disk tier (the caller sets it after the start) */
+    bool state_kept;    /* the start resumed from a kept recurrent state (prefix_start's state_out) */
 } prefix_seq;
 
 typedef struct {
@@ -85,6 +95,10 @@ typedef struct {
     uint32_t window_blocks_in_use; /* window layers' blocks held */
     uint64_t window_blocks_dropped; /* window layers' blocks given back once nothing could read them */
     uint64_t window_fallbacks;      /* starts that reused less than they agreed because window rows were dropped */
+    uint32_t states_kept;           /* recurrent states held */
+    size_t state_bytes;             /* their bytes */
+    uint64_t state_hits;            /* starts that resumed from a kept state */
+    uint64_t states_evicted;        /* kept states given up for room */
 } prefix_stats;
 
 /* Window layers kept apart (see above). */
@@ -94,6 +108,13 @@ typedef struct {
     uint32_t grid;   /* a resume point kept at every multiple of grid positions; 0: none */
     size_t budget;   /* bytes the blocks of both pools may take together */
 } prefix_window;
+
+/* Recurrent states kept (see above). */
+typedef struct {
+    size_t bytes;  /* of one state; 0: the model has no recurrent layers */
+    uint32_t grid; /* a state kept at every multiple of grid positions; 0: none */
+    size_t budget; /* bytes the blocks and the kept states may take together */
+} prefix_states;
 
 /* The disk tier below the tree (kvdisk.h): a prompt's path continues from it where memory ends, and every block
  * that fills is written to it (unless its sequence is memory_only). Blocks are named by ns chained with the salt,
@@ -105,17 +126,20 @@ typedef struct {
 
 typedef struct prefix_tree prefix_tree;
 
-/* win: NULL, or the window layers' own pool (every block of pool then holds the other layers only). disk: NULL, or
- * the disk tier (borrowed; not with win). */
-prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, const prefix_disk *disk, fkv_error *err);
+/* win: NULL, or the window layers' own pool (every block of pool then holds the other layers only). states: NULL, or
+ * the recurrent states' sizes. disk: NULL, or the disk tier (borrowed; not with win). */
+prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, const prefix_states *states, const prefix_disk *disk,
+                        fkv_error *err);
 /* Frees the tree (every sequence must be finished); the pool stays the caller's. */
 void prefix_free(prefix_tree *t);
 
 /* Start seq for prompt ids[0..n) under salt (NULL or "" is the default salt): acquire the longest reusable
  * cached prefix under policy; seq->n_pos = the positions reused (returned too). With cache false nothing
- * is reused. -1 with err when the pool cannot hold even the copied tail. */
+ * is reused. With recurrent states (policy->state set), the reuse stops where the caller's state or a kept one
+ * stands; a kept one is copied into state_out (prefix_states.bytes) and seq->state_kept set. -1 with err when the
+ * pool cannot hold even the copied tail. */
 int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint32_t n, const kvrec_policy *policy,
-                     bool cache, prefix_seq *seq, fkv_error *err);
+                     bool cache, prefix_seq *seq, void *state_out, fkv_error *err);
 /* Make positions [n_pos, n_pos + n) writable: blocks allocated (evicting if needed). -1 with err when the
  * pool is full of referenced blocks. */
 int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err);
@@ -123,6 +147,12 @@ int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err);
 void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t n, bool by_prefill);
 /* Keep a resume at seq's n_pos (the prompt's end) for window layers; nothing without them. */
 void prefix_keep(prefix_tree *t, prefix_seq *seq);
+/* Keep a copy of state, the recurrent state after seq's n_pos positions: at the prompt's or the sequence's end, or
+ * (grid) a multiple of the state grid. Nothing without recurrent states, at 0, or when the budget has no room left
+ * that eviction can make. */
+void prefix_keep_state(prefix_tree *t, prefix_seq *seq, const void *state, bool grid);
+/* The state grid (prefix_states.grid; 0: none). */
+uint32_t prefix_state_grid(const prefix_tree *t);
 /* The sequence is done: its references go; its rows stay cached (matchable) until evicted; blocks it
  * reserved but never wrote are freed. seq is reset. */
 void prefix_finish(prefix_tree *t, prefix_seq *seq);

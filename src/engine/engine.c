@@ -13,7 +13,9 @@
  * the model's state_floats. Slot 0 holds the state after the positions the record holds, slot i the state after
  * pending row i (a verification's): a row reads its predecessor's slot and writes its own (forward.h), so taking back
  * a guess is choosing another slot, never recomputing, and accepting k rows swaps slot k into slot 0. A prompt chunk
- * steps slot 0 in place. A start resumes only where a state is at hand (kvrec.h): a continuing sequence's, a fork's.
+ * steps slot 0 in place. A start resumes only where a state is at hand (kvrec.h): a continuing sequence's, a fork's,
+ * or one the tree keeps (prefix.h): the engine gives it slot 0 at the prompt's end, at the sequence's end and at every
+ * multiple of the state grid (whose prefill chunks end there, the grid being a multiple of theirs).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,11 @@
 /* Window layers' resume points every this many windows: the window rows a point holds (W + B positions) are then
  * about 1/8 of what a full copy holds, and a resume that no kept end serves loses at most that many positions. */
 #define DEFAULT_SWA_GRID_WINDOWS 8
+/* Recurrent states kept every so many positions, by default where their bytes are at most half the K/V of the
+ * positions between them (Qwen3.5-2B's shape, f16 K/V: a 19.5 MB state every 3328 positions of 12 KB), and at least
+ * this many prefill chunks apart. A resume no kept end serves then recomputes at most one grid step. */
+#define DEFAULT_STATE_GRID_KV_SHARE 2
+#define MIN_STATE_GRID_CHUNKS 4
 
 struct fkv_engine {
     const fkv_model *m;
@@ -205,7 +212,19 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
         goto fail;
     prefix_disk disk = {0};
     if (e->p.kv_dir && open_disk(e, &disk, err)) goto fail;
-    if (!(e->tree = prefix_new(e->pool, n_window ? &win : NULL, &disk, err)) ||
+    prefix_states states = {0};
+    if (hp->state_floats) {
+        const size_t bytes = sizeof(float) * hp->state_floats;
+        const uint64_t chunk = cp->prefill_rows,
+                       fit = DEFAULT_STATE_GRID_KV_SHARE * (uint64_t)(bytes / bytes_per_pos),
+                       want = e->p.state_grid ? e->p.state_grid : fit > MIN_STATE_GRID_CHUNKS * chunk
+                                                                       ? fit
+                                                                       : MIN_STATE_GRID_CHUNKS * chunk,
+                       grid = (want + chunk - 1) / chunk * chunk;
+        states = (prefix_states){.bytes = bytes, .grid = grid >= cp->n_ctx ? 0 : (uint32_t)grid,
+                                 .budget = e->p.kv_mem};
+    }
+    if (!(e->tree = prefix_new(e->pool, n_window ? &win : NULL, &states, &disk, err)) ||
         !(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, err)))
         goto fail;
     e->pos = malloc(sizeof *e->pos * rows);
@@ -309,6 +328,17 @@ static void eseq_free(fkv_eseq *s) {
     free(s);
 }
 
+/* Keep s's state (slot 0) in the tree as the one after its n_pos positions (prefix_keep_state). */
+static void keep_state(fkv_engine *e, fkv_eseq *s, bool grid) {
+    if (s->slots) prefix_keep_state(e->tree, &s->ps, state_slot(e, s, 0), grid);
+}
+
+/* s's path let go (prefix_finish), its state kept first as the one at its end. */
+static void finish_path(fkv_engine *e, fkv_eseq *s) {
+    keep_state(e, s, false);
+    prefix_finish(e->tree, &s->ps);
+}
+
 /* Where a start finds a recurrent state (kvrec_held_fn; ctx: the position of the one at hand, 0 for none): there,
  * when the start reaches it; else at 0, the zero state every sequence begins from. */
 static uint32_t state_held(const void *ctx, uint32_t p) {
@@ -328,12 +358,13 @@ static int begin(fkv_engine *e, fkv_eseq *s, uint32_t n, kvrec_policy policy, bo
         if (state_room(e, s, 1, err)) return -1;
     }
     const bool memory_only = s->ps.memory_only;
-    int64_t reused = prefix_start(e->tree, s->salt, s->ids, n, &policy, cache, &s->ps, err);
+    int64_t reused = prefix_start(e->tree, s->salt, s->ids, n, &policy, cache, &s->ps,
+                                  s->slots ? state_slot(e, s, 0) : NULL, err);
     if (reused < 0) return -1;
     s->ps.memory_only = memory_only;
     e->disk_reused += s->ps.from_disk;
     if (reserve(e, s, 0, err)) {
-        prefix_finish(e->tree, &s->ps);
+        finish_path(e, s);
         return -1;
     }
     if (cached) *cached = (uint32_t)reused;
@@ -370,6 +401,7 @@ fkv_eseq *engine_continue(fkv_engine *e, fkv_eseq *prev, const char *salt, const
                           uint32_t *cached, fkv_error *err) {
     fkv_eseq *s = eseq_new(e, salt, ids, n, err);
     uint32_t state_at = 0;
+    if (prev) finish_path(e, prev);
     if (s && prev) { /* prev's state slots come along; its state serves where the prompt takes up all prev fed */
         const uint32_t n_prev = prev->ps.n_pos;
         if (n_prev <= n && !strcmp(prev->salt ? prev->salt : "", s->salt ? s->salt : "") &&
@@ -378,7 +410,7 @@ fkv_eseq *engine_continue(fkv_engine *e, fkv_eseq *prev, const char *salt, const
         s->slots = prev->slots, s->slot = prev->slot, s->n_slots = prev->n_slots;
         prev->slots = NULL, prev->slot = NULL, prev->n_slots = 0;
     }
-    fkv_engine_finish(e, prev);
+    if (prev) eseq_free(prev);
     if (!s) return NULL;
     memcpy(s->ids, ids, sizeof(int32_t) * n);
     s->n_ids = s->cap_ids = s->n_prompt = n;
@@ -417,6 +449,8 @@ static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, fl
     }
     forward_rows(e->fw, embd ? NULL : s->ids + from, embd, n, e->pos, e->maps, e->states, logits ? n - 1 : n, logits);
     prefix_commit(e->tree, &s->ps, s->ids + from, n, true);
+    const uint32_t grid = prefix_state_grid(e->tree);
+    if (grid && s->ps.n_pos % grid == 0) keep_state(e, s, true); /* chunks end on the state grid (a multiple) */
     return 0;
 }
 
@@ -426,7 +460,10 @@ int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err
     uint32_t end = forward_grid_end(p, s->n_prompt, grid);
     bool last = end == s->n_prompt;
     if (compute(e, s, NULL, end - p, last ? logits : NULL, err)) return -1;
-    if (last) prefix_keep(e->tree, &s->ps); /* a likely resume: the next turn's prompt, or this one again */
+    if (last) { /* a likely resume: the next turn's prompt, or this one again */
+        prefix_keep(e->tree, &s->ps);
+        keep_state(e, s, false);
+    }
     return last ? 1 : 0;
 }
 
@@ -476,12 +513,21 @@ int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
 
 void fkv_engine_accept(fkv_engine *e, fkv_eseq *s, uint32_t k) {
     if (k > s->n_pending) k = s->n_pending;
+    const uint32_t grid = prefix_state_grid(e->tree), from = s->ps.n_pos;
+    uint32_t done = 0;
+    for (uint32_t g = grid ? (from / grid + 1) * grid : UINT32_MAX; g < from + k; g += grid) {
+        /* a state grid point inside the kept rows: its state is slot g - from's, kept as the record reaches it */
+        prefix_commit(e->tree, &s->ps, s->ids + s->n_ids + done, g - from - done, false);
+        done = g - from;
+        prefix_keep_state(e->tree, &s->ps, state_slot(e, s, done), true);
+    }
     if (s->slots && k) { /* the state after the k kept rows becomes the record's */
         const uint32_t kept = s->slot[k];
         s->slot[k] = s->slot[0];
         s->slot[0] = kept;
     }
-    prefix_commit(e->tree, &s->ps, s->ids + s->n_ids, k, false);
+    prefix_commit(e->tree, &s->ps, s->ids + s->n_ids + done, k - done, false);
+    if (grid && k && s->ps.n_pos % grid == 0) keep_state(e, s, true);
     s->n_ids += k;
     s->n_pending = 0;
 }
@@ -552,8 +598,9 @@ fkv_eseq *fkv_engine_fork(fkv_engine *e, const fkv_eseq *s, fkv_error *err) {
 int fkv_engine_rewind(fkv_engine *e, fkv_eseq *s, uint32_t n_pos, fkv_error *err) {
     s->n_pending = 0;
     if (n_pos >= s->ps.n_pos) return 0;
-    /* Its rows stay cached under their ids (still true of them); the path restarts on the first n_pos. */
-    prefix_finish(e->tree, &s->ps);
+    /* Its rows stay cached under their ids (still true of them), its state as the one at its end; the path restarts
+     * on the first n_pos, from a state kept at or before it. */
+    finish_path(e, s);
     s->n_ids = s->n_prompt = n_pos;
     if (resume(e, s, n_pos, NULL, err)) {
         if (!s->ps.root) s->n_ids = s->n_prompt = 0; /* the path did not even start: s holds nothing */
@@ -566,7 +613,7 @@ void fkv_eseq_memory_only(fkv_eseq *s) { s->ps.memory_only = true; }
 
 void fkv_engine_finish(fkv_engine *e, fkv_eseq *s) {
     if (!s) return;
-    prefix_finish(e->tree, &s->ps);
+    finish_path(e, s);
     eseq_free(s);
 }
 
@@ -619,7 +666,9 @@ fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e) {
                               .window_blocks_in_use = ps.window_blocks_in_use,
                               .window_block_bytes = e->wpool ? e->wpool->block_bytes : 0,
                               .window_blocks_dropped = ps.window_blocks_dropped,
-                              .window_fallbacks = ps.window_fallbacks};
+                              .window_fallbacks = ps.window_fallbacks, .states_kept = ps.states_kept,
+                              .state_grid = prefix_state_grid(e->tree), .state_bytes = ps.state_bytes,
+                              .state_hits = ps.state_hits, .states_evicted = ps.states_evicted};
     fkv_engine_disk_stats_now(e, &st);
     return st;
 }
