@@ -2,27 +2,15 @@
 // rows: per-turn time (the new part's prefill, then 32 generated tokens) as the context grows to ~11k positions, and
 // the logits' distance from f16 at the last turn's prompt.
 //   node bench/agent-kv.mjs FLATKV MODEL [kv types, default q8_0,q4_0]
-// Each assistant message k is a turn whose prompt is the conversation before it, rendered as ChatML text (tool calls as
-// <tool_call> JSON), with the recorded messages — not the generated ones — carried on, as an agent framework does.
+// The turns: transcript.mjs.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { agentPrompts } from './transcript.mjs';
 
 const [flatkv, model, typesArg = 'q8_0,q4_0'] = process.argv.slice(2);
-const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const { messages } = JSON.parse(readFileSync(join(repo, 'data/workloads/agent-marshmallow-tools.json'), 'utf8'));
-const render = (m) => {
-  let t = `<|im_start|>${m.role}\n${m.content ?? ''}`;
-  for (const c of m.tool_calls ?? [])
-    t += `\n<tool_call>\n${JSON.stringify({ name: c.function.name, arguments: JSON.parse(c.function.arguments) })}` +
-      '\n</tool_call>';
-  return `${t}<|im_end|>\n`;
-};
-const prompts = [];
-for (let k = 0, text = ''; k < messages.length; text += render(messages[k++]))
-  if (messages[k].role === 'assistant') prompts.push(`${text}<|im_start|>assistant\n`);
+const prompts = agentPrompts();
 
 const dir = mkdtempSync(join(tmpdir(), 'flatkv-agent-kv-'));
 const session = join(dir, 'session.jsonl');
