@@ -189,10 +189,11 @@ typedef struct {
     size_t window_block_bytes;
     uint64_t window_blocks_dropped, window_fallbacks;
     /* Recurrent states kept at resume points (0 without recurrent layers): how many, their bytes (within kv_mem with
-     * the blocks), starts that resumed from one, and those given up for room; the state grid in positions. */
+     * the blocks), starts that resumed from one (of them, read from the disk tier), and those given up for room; the
+     * state grid in positions. */
     uint32_t states_kept, state_grid;
     size_t state_bytes;
-    uint64_t state_hits, states_evicted;
+    uint64_t state_hits, state_disk_hits, states_evicted;
     /* The disk tier (all 0 without one): blocks read and verified, lookups that found no file, files that did not
      * verify (never used), block files written, removed over the budget, writes dropped (queue full) or failed,
      * writes queued, bytes of block files, and positions reused from disk over all starts. */

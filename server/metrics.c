@@ -131,6 +131,8 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv, const metrics_load 
         {"state_bytes", "gauge", "Bytes of the kept recurrent states (within --kv-mem with the K/V blocks).",
          kv->state_bytes},
         {"state_hits_total", "counter", "Requests that resumed from a kept recurrent state.", kv->state_hits},
+        {"state_disk_hits_total", "counter", "Of them, from a state file of the disk tier (a restart, a replica).",
+         kv->state_disk_hits},
         {"state_evicted_total", "counter", "Kept recurrent states given up for room, least recently used first.",
          kv->states_evicted},
         {"state_grid", "gauge", "Positions between the recurrent states kept on the grid (--state-grid; 0: none).",

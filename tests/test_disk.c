@@ -37,7 +37,7 @@ typedef struct {
 
 typedef struct {
     uint32_t cached, from_disk, n_gen;
-    uint64_t kv, logits;
+    uint64_t kv, logits, state; /* state: after the turn (0 without recurrent layers) */
     int32_t gen[N_GEN];
 } answer;
 
@@ -48,10 +48,10 @@ static void fill(const fixture *f, int32_t *ids, uint32_t n, uint64_t seed) {
     }
 }
 
-static int setup(void **state) {
+static int setup_model(void **state, const char *path) {
     fixture *f = calloc(1, sizeof *f);
     fkv_error err = {0};
-    if (!(f->m = fkv_model_load(tu_data("models/stories260K.gguf"), &err))) return -1;
+    if (!path || !(f->m = fkv_model_load(path, &err))) return -1;
     f->n_vocab = fkv_model_get_info(f->m).n_vocab;
     fkv_engine_params p;
     fkv_engine_default_params(&p, NULL);
@@ -65,6 +65,16 @@ static int setup(void **state) {
     fill(f, f->ids, 400, 42);
     *state = f;
     return f->cold ? 0 : -1;
+}
+
+static int setup(void **state) { return setup_model(state, tu_data("models/stories260K.gguf")); }
+
+/* A model with recurrent layers (qwen35 of the same vocabulary), whose resumes need a state. */
+static int setup_hybrid(void **state) {
+    const char *path = tu_arch_model("qwen35", GGML_TYPE_Q8_0, 17);
+    const int rc = setup_model(state, path);
+    if (path) remove(path);
+    return rc;
 }
 
 /* Every file under dir, then dir. */
@@ -103,6 +113,8 @@ static fkv_engine *engine_on(const fixture *f, fkv_kv_type kv_type, uint64_t bud
     p.kv_block = BLOCK;
     p.kv_dir = f->dir;
     p.kv_disk = budget;
+    p.ctx.prefill_rows = BLOCK;
+    p.state_grid = 2 * BLOCK; /* a hybrid's states kept every 64 positions (others have none) */
     static fkv_error err;
     fkv_engine *e = fkv_engine_new(f->m, &p, &err);
     if (why) *why = err.msg;
@@ -123,6 +135,7 @@ static answer run(fixture *f, fkv_engine *e, fkv_seq *s, const int32_t *ids, uin
     if (fkv_seq_generate(s, f->logits, &gp, a.gen, &res, &err)) fail_msg("%s", err.msg);
     a.logits = res.logits_digest;
     a.n_gen = res.n_tokens;
+    a.state = fkv_seq_state_digest(s);
     return a;
 }
 
@@ -134,7 +147,7 @@ static answer turn_exact(fixture *f, fkv_engine *e, const char *salt, const int3
     if (!s) fail_msg("%s", err.msg);
     answer warm = run(f, e, s, ids, n), cold = run(f, NULL, f->cold, ids, n);
     fkv_seq_free(s);
-    if (warm.kv != cold.kv || warm.logits != cold.logits || warm.n_gen != cold.n_gen ||
+    if (warm.kv != cold.kv || warm.logits != cold.logits || warm.state != cold.state || warm.n_gen != cold.n_gen ||
         memcmp(warm.gen, cold.gen, sizeof(int32_t) * warm.n_gen))
         fail_msg("%s (reused %u, %u from disk): kv %016llx logits %016llx, cold kv %016llx logits %016llx", what,
                  warm.cached, warm.from_disk, (unsigned long long)warm.kv, (unsigned long long)warm.logits,
@@ -200,7 +213,7 @@ static size_t count_blocks(const fixture *f) {
     return block_paths(f, paths);
 }
 
-/* The block file of depth d (its header: magic, key, block rows, then the depth). */
+/* The block file of depth d (its header: magic, key, block rows, then the count of its ids, (d + 1) · BLOCK). */
 static void block_file(const fixture *f, uint32_t depth, char *out, size_t cap) {
     static char paths[MAX_FILES][1024];
     for (size_t i = 0, n = block_paths(f, paths); i < n; i++) {
@@ -209,7 +222,7 @@ static void block_file(const fixture *f, uint32_t depth, char *out, size_t cap) 
         uint32_t at = UINT32_MAX;
         if (data && size >= 32) memcpy(&at, data + 28, sizeof at);
         free(data);
-        if (at == depth) {
+        if (at == (depth + 1) * BLOCK) {
             snprintf(out, cap, "%s", paths[i]);
             return;
         }
@@ -338,6 +351,47 @@ static fkv_engine_stats drained(const fkv_engine *e) {
     return st;
 }
 
+/* A model with recurrent layers: its kept states are written beside the blocks, so another engine on the directory
+ * (a replica, while the first runs) and a restarted one resume where a state file and the blocks before it are on
+ * disk, and answer as a cold run does. The replica: the first turn's reply ends (309) inside a block not yet full, so
+ * at the last state before the full blocks' end, the grid point 256. The restart: after the replica's own turn,
+ * whose blocks reach 320 and whose grid state at 320 it wrote; and once more with that state's file corrupted. */
+static void test_hybrid_states_on_disk_serve_a_replica_and_a_restart(void **state) {
+    fixture *f = *state;
+    fkv_engine *first = engine_on(f, FKV_KV_F16, 0, NULL);
+    answer a = turn_exact(f, first, NULL, f->ids, N_PROMPT, "the first process");
+    assert_int_equal(a.from_disk, 0);
+    drained(first);
+    int32_t ids[400];
+    const uint32_t n = next_turn(f, ids);
+    for (int run = 0; run < 3; run++) {
+        /* run 2: the state file at 320 flipped — never used (counted, removed): from the next one on disk, the first
+         * turn's reply end (309), now that the replica's blocks reach past it */
+        const uint32_t want = run == 0 ? 4 * 2 * BLOCK : run == 1 ? 5 * 2 * BLOCK : N_PROMPT + N_GEN - 1;
+        if (run == 1) fkv_engine_free(first); /* the replica's case runs while it lives */
+        if (run == 2) {
+            static char paths[MAX_FILES][1024];
+            size_t i = 0, count = block_paths(f, paths);
+            while (i < count && !strstr(paths[i], ".320.")) i++;
+            assert_true(i < count);
+            size_t size;
+            char *data = tu_read_file(paths[i], &size);
+            data[size - 1] ^= 0x01; /* one bit of the state */
+            assert_int_equal(tu_write_file(paths[i], data, size), 0);
+            free(data);
+        }
+        fkv_engine *e = engine_on(f, FKV_KV_F16, 0, NULL);
+        a = turn_exact(f, e, NULL, ids, n, run == 0 ? "a replica" : "a restarted process");
+        assert_int_equal(a.cached, want);
+        assert_int_equal(a.from_disk, want);
+        const fkv_engine_stats st = fkv_engine_get_stats(e);
+        assert_int_equal(st.state_hits, 1);
+        assert_int_equal(st.state_disk_hits, 1);
+        assert_int_equal(st.disk_corrupt, run == 2);
+        fkv_engine_free(e);
+    }
+}
+
 /* For each fault, every call (every 1) and every 3rd: while the disk fails, the engine answers as a cold run does and
  * a second turn reuses its rows from memory; the failures are counted; no temporary file is left and no partial
  * file is under a block's name — a later engine on the directory reads only verified blocks (none corrupt) and
@@ -395,6 +449,8 @@ int main(void) {
         CASE(test_in_memory_sequences_write_nothing),
         CASE(test_the_budget_bounds_the_files_kept),
         CASE(test_failing_disk_writes_lose_nothing_memory_holds_and_leave_nothing_partial),
+        cmocka_unit_test_setup_teardown(test_hybrid_states_on_disk_serve_a_replica_and_a_restart, setup_hybrid,
+                                        teardown),
         cmocka_unit_test(test_window_layers_kept_apart_refuse_a_disk_tier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

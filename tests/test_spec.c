@@ -45,6 +45,8 @@ static fkv_engine *engine(const fkv_model *m, uint32_t n_ctx, size_t kv_mem) {
     ep.ctx.n_ctx = n_ctx;
     ep.kv_mem = kv_mem;
     ep.kv_block = 32;
+    ep.ctx.prefill_rows = 32;
+    ep.state_grid = 32; /* a hybrid's states kept every 32 positions: inside verifications too (their rows' slots) */
     fkv_error err = {0};
     fkv_engine *e = fkv_engine_new(m, &ep, &err);
     if (!e) fail_msg("engine: %s", err.msg);

@@ -18,7 +18,7 @@
 
 #include "base/err.h"
 
-#define MAGIC "FLATKVB1"
+#define MAGIC "FLATKVB2" /* B1's depth became n_ids when states joined the blocks */
 /* Writes queued at most: a slow disk costs dropped writes (counted), never memory or the engine's time. */
 #define QUEUE_BYTES ((size_t)256 << 20)
 /* Evicting goes below the budget by this share, so that a full tier does not rescan at every write. */
@@ -29,17 +29,19 @@
 typedef struct {
     char magic[8];
     uint64_t key_lo, key_hi;
-    uint32_t block_rows, depth;
-    uint64_t row_bytes;
+    uint32_t block_rows, n_ids;
+    uint64_t row_bytes; /* of the payload: a block's rows, or a state */
     uint64_t ids_hash, rows_hash; /* xxh3-64 */
     uint64_t header_hash;         /* xxh3-64 of the fields above */
 } file_header;
 
 typedef struct job {
     struct job *next;
-    kvdisk_key key;
-    uint32_t depth;
-    uint8_t *data; /* ids, then rows */
+    kvdisk_key key, group; /* group: a state's (see entry_path); a block's is unused */
+    bool state;
+    uint32_t n_ids;
+    size_t bytes;  /* of the payload */
+    uint8_t *data; /* ids, then the payload */
 } job;
 
 struct kvdisk {
@@ -70,13 +72,15 @@ static void key_hex(const kvdisk_key *k, char out[33]) {
     snprintf(out, 33, "%016llx%016llx", (unsigned long long)k->hi, (unsigned long long)k->lo);
 }
 
-static char *path_of(const kvdisk *d, const kvdisk_key *k) {
-    char hex[33], *p;
+/* A block's file: DIR/kv/XY/<key>.blk (XY: the key's first two hex digits). A state's (group given): in its group's
+ * folder, DIR/kv/XY/<group>.<n_ids>.<key>.blk, so that listing one folder finds a group's states. */
+static char *entry_path(const kvdisk *d, const kvdisk_key *k, const kvdisk_key *group, uint32_t n_ids) {
+    char hex[33], ghex[33], *p;
     key_hex(k, hex);
-    return asprintf(&p, "%s/kv/%.2s/%s.blk", d->dir, hex, hex) < 0 ? NULL : p;
+    if (!group) return asprintf(&p, "%s/kv/%.2s/%s.blk", d->dir, hex, hex) < 0 ? NULL : p;
+    key_hex(group, ghex);
+    return asprintf(&p, "%s/kv/%.2s/%s.%u.%s.blk", d->dir, ghex, ghex, n_ids, hex) < 0 ? NULL : p;
 }
-
-static size_t ids_bytes(const kvdisk *d, uint32_t depth) { return sizeof(int32_t) * d->block_rows * (depth + 1); }
 
 static int make_dir(const char *path) { return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1; }
 
@@ -181,8 +185,8 @@ static void evict(kvdisk *d) {
 
 /* ---- the writer ---- */
 
-static void write_block(kvdisk *d, const job *j) {
-    char *path = path_of(d, &j->key), *tmp = NULL;
+static void write_entry(kvdisk *d, const job *j) {
+    char *path = entry_path(d, &j->key, j->state ? &j->group : NULL, j->n_ids), *tmp = NULL;
     struct stat st;
     if (!path) goto failed;
     if (!stat(path, &st)) { /* another writer (or replica) was first: the same bytes */
@@ -198,15 +202,15 @@ static void write_block(kvdisk *d, const job *j) {
         tmp = NULL;
         goto failed;
     }
-    const size_t n_ids = ids_bytes(d, j->depth);
-    file_header h = {.key_lo = j->key.lo, .key_hi = j->key.hi, .block_rows = d->block_rows, .depth = j->depth,
-                     .row_bytes = d->block_bytes, .ids_hash = XXH3_64bits(j->data, n_ids),
-                     .rows_hash = XXH3_64bits(j->data + n_ids, d->block_bytes)};
+    const size_t n_ids = sizeof(int32_t) * j->n_ids;
+    file_header h = {.key_lo = j->key.lo, .key_hi = j->key.hi, .block_rows = d->block_rows, .n_ids = j->n_ids,
+                     .row_bytes = j->bytes, .ids_hash = XXH3_64bits(j->data, n_ids),
+                     .rows_hash = XXH3_64bits(j->data + n_ids, j->bytes)};
     memcpy(h.magic, MAGIC, sizeof h.magic);
     h.header_hash = header_hash(&h);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) goto failed;
-    int bad = write_all(fd, &h, sizeof h) || write_all(fd, j->data, n_ids + d->block_bytes) || fsync(fd);
+    int bad = write_all(fd, &h, sizeof h) || write_all(fd, j->data, n_ids + j->bytes) || fsync(fd);
     bad |= close(fd);
     if (bad || rename(tmp, path)) {
         unlink(tmp);
@@ -216,7 +220,7 @@ static void write_block(kvdisk *d, const job *j) {
     free(path);
     d->writes++;
     /* fetch_add rather than (bytes += n) > budget: clang 14 refuses to compare the result of an _Atomic +=. */
-    const uint64_t added = sizeof h + n_ids + d->block_bytes;
+    const uint64_t added = sizeof h + n_ids + j->bytes;
     if (atomic_fetch_add(&d->bytes, added) + added > d->budget) evict(d);
     return;
 failed:
@@ -234,9 +238,9 @@ static void *writer_main(void *arg) {
         if (!j) break;
         if (!(d->head = j->next)) d->tail = NULL;
         pthread_mutex_unlock(&d->mu);
-        write_block(d, j);
+        write_entry(d, j);
         pthread_mutex_lock(&d->mu);
-        d->queued_bytes -= ids_bytes(d, j->depth) + d->block_bytes;
+        d->queued_bytes -= sizeof(int32_t) * j->n_ids + j->bytes;
         d->pending--;
         free(j->data);
         free(j);
@@ -245,8 +249,10 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-void kvdisk_write(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t *ids, const void *rows) {
-    const size_t n_ids = ids_bytes(d, depth), size = n_ids + d->block_bytes;
+/* Queue an entry (a block, or a state of group) for writing: ids and payload copied. */
+static void queue_entry(kvdisk *d, const kvdisk_key *key, const kvdisk_key *group, uint32_t n, const int32_t *ids,
+                        const void *payload, size_t bytes) {
+    const size_t n_ids = sizeof(int32_t) * n, size = n_ids + bytes;
     pthread_mutex_lock(&d->mu);
     const bool room = d->queued_bytes == 0 || d->queued_bytes + size <= QUEUE_BYTES;
     if (room) d->queued_bytes += size;
@@ -264,8 +270,9 @@ void kvdisk_write(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_
         return;
     }
     memcpy(data, ids, n_ids);
-    memcpy(data + n_ids, rows, d->block_bytes);
-    *j = (job){.key = *key, .depth = depth, .data = data};
+    memcpy(data + n_ids, payload, bytes);
+    *j = (job){.key = *key, .group = group ? *group : (kvdisk_key){0}, .state = group != NULL, .n_ids = n,
+               .bytes = bytes, .data = data};
     pthread_mutex_lock(&d->mu);
     if (d->tail)
         d->tail->next = j;
@@ -279,29 +286,30 @@ void kvdisk_write(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_
 
 /* ---- reading ---- */
 
-bool kvdisk_read(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t *ids, void *rows) {
-    char *path = path_of(d, key);
+/* Read the entry at path, named key, holding ids[0, n) and bytes of payload, into payload; false (the file counted and
+ * removed when it is there but does not verify) otherwise. */
+static bool read_entry(kvdisk *d, char *path, const kvdisk_key *key, uint32_t n, const int32_t *ids, void *payload,
+                       size_t bytes) {
     int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     if (fd < 0) {
         free(path);
         d->misses++;
         return false;
     }
-    const size_t n_ids = ids_bytes(d, depth);
+    const size_t n_ids = sizeof(int32_t) * n;
     file_header h;
     struct stat st;
-    int32_t *stored = malloc(n_ids);
-    bool ok = stored && !fstat(fd, &st) && (uint64_t)st.st_size == sizeof h + n_ids + d->block_bytes &&
+    int32_t *stored = malloc(n_ids ? n_ids : 1);
+    bool ok = stored && !fstat(fd, &st) && (uint64_t)st.st_size == sizeof h + n_ids + bytes &&
               !read_all(fd, &h, sizeof h) && !memcmp(h.magic, MAGIC, sizeof h.magic) &&
               h.header_hash == header_hash(&h) && h.key_lo == key->lo && h.key_hi == key->hi &&
-              h.block_rows == d->block_rows && h.depth == depth && h.row_bytes == d->block_bytes &&
+              h.block_rows == d->block_rows && h.n_ids == n && h.row_bytes == bytes &&
               !read_all(fd, stored, n_ids) && XXH3_64bits(stored, n_ids) == h.ids_hash &&
-              !memcmp(stored, ids, n_ids) && !read_all(fd, rows, d->block_bytes) &&
-              XXH3_64bits(rows, d->block_bytes) == h.rows_hash;
+              !memcmp(stored, ids, n_ids) && !read_all(fd, payload, bytes) && XXH3_64bits(payload, bytes) == h.rows_hash;
     if (ok) {
         futimens(fd, NULL); /* recently used: the budget evicts the oldest */
         d->hits++;
-    } else if (stored) { /* never used; removed so that the recomputed block is written again */
+    } else if (stored) { /* never used; removed so that the recomputed entry is written again */
         unlink(path);
         d->corrupt++;
     }
@@ -309,6 +317,46 @@ bool kvdisk_read(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t
     free(stored);
     free(path);
     return ok;
+}
+
+void kvdisk_write(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t *ids, const void *rows) {
+    queue_entry(d, key, NULL, d->block_rows * (depth + 1), ids, rows, d->block_bytes);
+}
+
+bool kvdisk_read(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t *ids, void *rows) {
+    return read_entry(d, entry_path(d, key, NULL, 0), key, d->block_rows * (depth + 1), ids, rows, d->block_bytes);
+}
+
+void kvdisk_write_state(kvdisk *d, const kvdisk_key *group, const kvdisk_key *key, uint32_t n_ids, const int32_t *ids,
+                        const void *state, size_t bytes) {
+    queue_entry(d, key, group, n_ids, ids, state, bytes);
+}
+
+bool kvdisk_read_state(kvdisk *d, const kvdisk_key *group, const kvdisk_key *key, uint32_t n_ids, const int32_t *ids,
+                       void *state, size_t bytes) {
+    return read_entry(d, entry_path(d, key, group, n_ids), key, n_ids, ids, state, bytes);
+}
+
+uint32_t kvdisk_state_files(kvdisk *d, const kvdisk_key *group, uint32_t lo, uint32_t hi, kvdisk_state_file *out,
+                            uint32_t cap) {
+    char ghex[33], *folder;
+    key_hex(group, ghex);
+    if (asprintf(&folder, "%s/kv/%.2s", d->dir, ghex) < 0) return 0;
+    DIR *dir = opendir(folder);
+    free(folder);
+    uint32_t n = 0;
+    for (struct dirent *f; dir && n < cap && (f = readdir(dir));) {
+        unsigned at;
+        char khex[33];
+        unsigned long long hi_k, lo_k;
+        if (strncmp(f->d_name, ghex, 32) || f->d_name[32] != '.' ||
+            sscanf(f->d_name + 33, "%u.%32[0-9a-f].blk", &at, khex) != 2 || strlen(khex) != 32 || at <= lo || at > hi ||
+            sscanf(khex, "%16llx%16llx", &hi_k, &lo_k) != 2)
+            continue;
+        out[n++] = (kvdisk_state_file){at, {lo_k, hi_k}};
+    }
+    if (dir) closedir(dir);
+    return n;
 }
 
 /* ---- model identity ---- */

@@ -6,8 +6,9 @@
  * id from position 0 to the block's end, chained block by block (kvdisk_chain) — and the same name means the same
  * bytes on any machine: a file any process may write and any may read.
  *
- * Files: DIR/kv/XY/<32 hex digits of the key>.blk — a header (magic, key, block rows, depth, lengths, checksums of
- * the ids, the rows and the header), the ids [0, (depth + 1)·B), then the block's rows as the pool stores them. A
+ * Files: DIR/kv/XY/<32 hex digits of the key>.blk — a header (magic, key, block rows, the count of ids, lengths,
+ * checksums of the ids, the payload and the header), the ids [0, (depth + 1)·B), then the block's rows as the pool
+ * stores them; a recurrent state's file the same with its ids and the state (kvdisk_write_state). A
  * read checks all of it against the key and the ids the caller holds; a file that does not verify is never used:
  * it is counted (corrupt), removed, and the caller recomputes the rows.
  *
@@ -66,6 +67,21 @@ int kvdisk_model_identity(const char *dir, const char *path, const void *map, si
 bool kvdisk_read(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t *ids, void *rows);
 /* Queue the block of key (ids and rows as for kvdisk_read; both copied) for writing. */
 void kvdisk_write(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t *ids, const void *rows);
+
+/* Recurrent states (prefix.h) beside the blocks, verified as blocks are: the state after ids[0, n_ids), named by its
+ * key and filed under its group's (the key of the chain where its block begins), so that a process that never saw it
+ * can list the positions a group has states at (kvdisk_state_files) — a restart, another replica. */
+void kvdisk_write_state(kvdisk *d, const kvdisk_key *group, const kvdisk_key *key, uint32_t n_ids, const int32_t *ids,
+                        const void *state, size_t bytes);
+bool kvdisk_read_state(kvdisk *d, const kvdisk_key *group, const kvdisk_key *key, uint32_t n_ids, const int32_t *ids,
+                       void *state, size_t bytes);
+typedef struct {
+    uint32_t at;     /* the state after this many positions */
+    kvdisk_key key;
+} kvdisk_state_file;
+/* Up to cap of group's state files with at in (lo, hi], in no order; how many. */
+uint32_t kvdisk_state_files(kvdisk *d, const kvdisk_key *group, uint32_t lo, uint32_t hi, kvdisk_state_file *out,
+                            uint32_t cap);
 
 kvdisk_stats kvdisk_get_stats(kvdisk *d);
 

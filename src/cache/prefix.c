@@ -54,6 +54,8 @@ struct prefix_tree {
     prefix_window win; /* win.pool NULL: no window layers kept apart */
     prefix_disk disk;  /* disk.disk NULL: no disk tier */
     uint8_t *disk_rows; /* [block_bytes]: a block read from disk before it has a pool block */
+    uint8_t *disk_state; /* [st.bytes]: a state read from disk during a start (disk_state_at: its position, or 0) */
+    uint32_t disk_state_at;
     int32_t *disk_ids;  /* ids from position 0 of a block being written */
     uint32_t disk_ids_cap;
     uint32_t B;
@@ -233,7 +235,10 @@ static int alloc_window(prefix_tree *t, prefix_node *n, fkv_error *err) {
 prefix_tree *prefix_new(kvpool *pool, const prefix_window *win, const prefix_states *states, const prefix_disk *disk,
                         fkv_error *err) {
     prefix_tree *t = calloc(1, sizeof *t);
-    if (!t || (disk && disk->disk && !(t->disk_rows = malloc(pool->block_bytes)))) {
+    if (!t || (disk && disk->disk &&
+               (!(t->disk_rows = malloc(pool->block_bytes)) ||
+                (states && states->bytes && !(t->disk_state = malloc(states->bytes)))))) {
+        if (t) free(t->disk_rows);
         free(t);
         err_nomem(err, "out of memory for the prefix tree");
         return NULL;
@@ -266,6 +271,7 @@ void prefix_free(prefix_tree *t) {
     for (uint32_t i = 0; i < t->n_roots; i++) subtree_free(t, t->roots[i].root);
     free(t->roots);
     free(t->disk_rows);
+    free(t->disk_state);
     free(t->disk_ids);
     free(t);
 }
@@ -412,18 +418,60 @@ static state_point *kept_state(const matched_path *m, uint32_t p) {
     return NULL;
 }
 
-/* Where a start finds a recurrent state (kvrec_held_fn): the caller's own or a kept one, whichever is later. */
+/* The key a state after ids[0, at) is filed under in the disk tier, in its group's (the chain where its block
+ * begins): the chain of its block's ids up to at, then a mark no block's chain ends with. */
+static kvdisk_key state_key(const kvdisk_key *group, const int32_t *block_ids, uint32_t n) {
+    const kvdisk_key ids = kvdisk_chain(group, block_ids, sizeof(int32_t) * n);
+    return kvdisk_chain(&ids, "state", 5);
+}
+
+/* The group key of depth d on the matched path: the root's, or the full node's before it. */
+static const kvdisk_key *group_of(const matched_path *m, prefix_node *root, uint32_t d) {
+    return d ? &m->walked[d - 1]->key : &root->key;
+}
+
+/* Where a start finds a recurrent state (kvrec_held_fn): the caller's own, a kept one, or one in the disk tier,
+ * whichever is latest. */
 typedef struct {
+    prefix_tree *t;
     const matched_path *mp;
+    prefix_node *root;
+    const int32_t *ids;
     kvrec_held_fn own;
     const void *own_ctx;
 } state_sources;
 
+/* The latest state file of the prompt's path in (best, p] read into t->disk_state: its position, or best. */
+static uint32_t disk_state(const state_sources *src, uint32_t best, uint32_t p) {
+    prefix_tree *t = src->t;
+    if (t->disk_state_at > best && t->disk_state_at <= p) return t->disk_state_at; /* read by a call before */
+    enum { CAP = 64 };
+    kvdisk_state_file files[CAP];
+    for (uint32_t d = p ? (p - 1) / t->B + 1 : 0; d-- > 0 && (d + 1) * t->B > best;) {
+        const uint32_t lo = d * t->B > best ? d * t->B : best, hi = (d + 1) * t->B < p ? (d + 1) * t->B : p;
+        const kvdisk_key *group = group_of(src->mp, src->root, d);
+        uint32_t n = kvdisk_state_files(t->disk.disk, group, lo, hi, files, CAP);
+        while (n) { /* the latest first; a file of another path (its key not this prompt's) is never read */
+            uint32_t i = 0;
+            for (uint32_t j = 1; j < n; j++)
+                if (files[j].at > files[i].at) i = j;
+            const kvdisk_state_file f = files[i];
+            files[i] = files[--n];
+            const kvdisk_key key = state_key(group, src->ids + d * t->B, f.at - d * t->B);
+            if (key.lo == f.key.lo && key.hi == f.key.hi &&
+                kvdisk_read_state(t->disk.disk, group, &key, f.at, src->ids, t->disk_state, t->st.bytes))
+                return t->disk_state_at = f.at;
+        }
+    }
+    return best;
+}
+
 static uint32_t state_reuse(const void *ctx, uint32_t p) {
     const state_sources *src = ctx;
-    const uint32_t own = src->own(src->own_ctx, p);
+    uint32_t best = src->own(src->own_ctx, p);
     const state_point *k = kept_state(src->mp, p);
-    return k && k->at > own ? k->at : own;
+    if (k && k->at > best) best = k->at;
+    return src->t->disk_state ? disk_state(src, best, p) : best;
 }
 
 /* Not evictable while held (a path being extended from disk). */
@@ -501,15 +549,21 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
     const matched_path mp = {t, walked, n_walked, partial};
     kvrec_policy pol = *policy;
     const bool states = policy->state && t->st.bytes;
-    const state_sources src = {&mp, policy->state, policy->state_ctx};
+    const state_sources src = {t, &mp, root, ids, policy->state, policy->state_ctx};
     if (states) pol.state = state_reuse, pol.state_ctx = &src;
+    t->disk_state_at = 0;
     kvrec_reuse reuse = kvrec_decide(agreed, n, &pol, window ? held_reuse : NULL, &mp);
     const uint32_t reusable = reuse.reused;
     if (states && reusable && policy->state(policy->state_ctx, reusable) != reusable) {
-        /* a kept state: copied out now, before any allocation below could evict it */
+        /* a kept state (or one read from disk): copied out now, before any allocation below could evict it */
         state_point *k = kept_state(&mp, reusable);
-        memcpy(state_out, k->bytes, t->st.bytes);
-        state_touch(t, k);
+        if (k && k->at == reusable) {
+            memcpy(state_out, k->bytes, t->st.bytes);
+            state_touch(t, k);
+        } else {
+            memcpy(state_out, t->disk_state, t->st.bytes);
+            t->stats.state_disk_hits++;
+        }
         seq->state_kept = true;
         t->stats.state_hits++;
     }
@@ -668,6 +722,19 @@ void prefix_keep_state(prefix_tree *t, prefix_seq *seq, const void *state, bool 
         const size_t used = bytes_in_use(t->pool) + bytes_in_use(t->win.pool) + t->stats.state_bytes;
         if (!t->budget || used + t->st.bytes <= t->budget) break;
         if (!evict_one(t)) return;
+    }
+    if (t->disk_state && !seq->memory_only) { /* a restart or another replica may resume here */
+        const uint32_t d = n->depth, B = t->B;
+        if (at > t->disk_ids_cap) {
+            int32_t *grown = realloc(t->disk_ids, sizeof *grown * at * 2);
+            if (grown) t->disk_ids = grown, t->disk_ids_cap = at * 2;
+        }
+        if (at <= t->disk_ids_cap) {
+            for (uint32_t i = 0; i <= d; i++)
+                memcpy(t->disk_ids + i * B, seq->nodes[i]->tokens, sizeof(int32_t) * (i < d ? B : at - d * B));
+            const kvdisk_key *group = &n->parent->key, key = state_key(group, n->tokens, at - d * B);
+            kvdisk_write_state(t->disk.disk, group, &key, at, t->disk_ids, state, t->st.bytes);
+        }
     }
     state_point *k = malloc(sizeof *k + t->st.bytes);
     if (!k) return;

@@ -44,7 +44,9 @@
  * the state there (prefix_keep_state). A prompt resumes at the longest reusable length that has a kept state (or the
  * caller's own, kvrec_policy.state), which prefix_start copies out; the previous turn's ends give way when a sequence
  * that resumed past them finishes, as the window pins do. Kept states share the budget with the blocks and are
- * evicted, least recently used first, against them (a node's states go with it).
+ * evicted, least recently used first, against them (a node's states go with it). With a disk tier each kept state is
+ * also written there (kvdisk_write_state, unless the sequence is memory_only), and a start that finds no later state
+ * in memory lists and reads the state files of its path: a restart and another replica resume from them.
  *
  * Thread-safety: one owner (the engine thread).
  */
@@ -98,6 +100,7 @@ typedef struct {
     uint32_t states_kept;           /* recurrent states held */
     size_t state_bytes;             /* their bytes */
     uint64_t state_hits;            /* starts that resumed from a kept state */
+    uint64_t state_disk_hits;       /* of them, from a state read from the disk tier */
     uint64_t states_evicted;        /* kept states given up for room */
 } prefix_stats;
 

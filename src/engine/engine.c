@@ -41,7 +41,7 @@
  * about 1/8 of what a full copy holds, and a resume that no kept end serves loses at most that many positions. */
 #define DEFAULT_SWA_GRID_WINDOWS 8
 /* Recurrent states kept every so many positions, by default where their bytes are at most half the K/V of the
- * positions between them (Qwen3.5-2B's shape, f16 K/V: a 19.5 MB state every 3328 positions of 12 KB), and at least
+ * positions between them (Qwen3.5-2B's shape, f16 K/V: a 20.2 MB state every 3328 positions of 12 KB), and at least
  * this many prefill chunks apart. A resume no kept end serves then recomputes at most one grid step. */
 #define DEFAULT_STATE_GRID_KV_SHARE 2
 #define MIN_STATE_GRID_CHUNKS 4
@@ -668,7 +668,8 @@ fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e) {
                               .window_blocks_dropped = ps.window_blocks_dropped,
                               .window_fallbacks = ps.window_fallbacks, .states_kept = ps.states_kept,
                               .state_grid = prefix_state_grid(e->tree), .state_bytes = ps.state_bytes,
-                              .state_hits = ps.state_hits, .states_evicted = ps.states_evicted};
+                              .state_hits = ps.state_hits, .state_disk_hits = ps.state_disk_hits,
+                              .states_evicted = ps.states_evicted};
     fkv_engine_disk_stats_now(e, &st);
     return st;
 }
