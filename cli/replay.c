@@ -18,7 +18,8 @@ static const char HELP[] =
     "turn, conversation, prompt_tokens, cached_tokens, disk_tokens (of them, read from --kv-dir), generated,\n"
     "text, logits_digest, kv_digest (xxh3-64 over the K and V rows [0, prompt_tokens) of every layer, as\n"
     "stored), state_digest (xxh3-64 of the recurrent state after the turn; 0 for a model without recurrent\n"
-    "layers), kernels, prefill_ms, decode_ms, drafted, accepted (speculative decoding's guesses, and kept).\n"
+    "layers), kernels, prefill_ms, decode_ms, drafted, accepted (speculative decoding's guesses, and kept),\n"
+    "state_bytes and states_kept (the recurrent states the engine keeps after the turn, of every conversation).\n"
     "  -m, --model PATH       GGUF model\n"
     "      --session FILE     the turns, one JSON object per line\n" CLI_SPEC_HELP CLI_ENGINE_HELP;
 
@@ -164,8 +165,9 @@ static int run_turn(fkv_engine *e, fkv_seq *seq, const fkv_model *m, const turn 
         size_t clean_len; /* a model may emit bytes that are not UTF-8; JSON strings must be */
         char *clean = utf8_sanitize(text.text ? text.text : "", text.len, &clean_len);
         for (uint32_t i = 0; i < res.n_tokens; i++) json_array_append_new(gen, json_integer(out[i]));
-        json_t *line = json_pack("{s:i,s:s,s:i,s:i,s:I,s:o,s:s%,s:s,s:s,s:s,s:s,s:f,s:f,s:i,s:i}", "turn", turn_no,
-                                 "conversation", t->conversation, "prompt_tokens", (int)t->n, "cached_tokens",
+        const fkv_engine_stats after = fkv_engine_get_stats(e);
+        json_t *line = json_pack("{s:i,s:s,s:i,s:i,s:I,s:o,s:s%,s:s,s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:I,s:i}", "turn",
+                                 turn_no, "conversation", t->conversation, "prompt_tokens", (int)t->n, "cached_tokens",
                                  (int)cached, "disk_tokens", (json_int_t)from_disk, "generated", gen, "text",
                                  clean ? clean : "",
                                  clean ? clean_len : 0, "logits_digest",
@@ -173,7 +175,8 @@ static int run_turn(fkv_engine *e, fkv_seq *seq, const fkv_model *m, const turn 
                                  cli_hex64(fkv_seq_kv_digest(seq, t->n), kv_hex), "state_digest",
                                  cli_hex64(fkv_seq_state_digest(seq), state_hex), "kernels", fkv_kernels_name(),
                                  "prefill_ms", t1 - t0, "decode_ms", t2 - t1, "drafted", (int)res.drafted,
-                                 "accepted", (int)res.accepted);
+                                 "accepted", (int)res.accepted, "state_bytes", (json_int_t)after.state_bytes,
+                                 "states_kept", (int)after.states_kept);
         free(clean);
         char *s = line ? json_dumps(line, JSON_COMPACT) : NULL;
         puts(s ? s : "{\"error\": \"out of memory\"}");

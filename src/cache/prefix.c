@@ -718,11 +718,6 @@ void prefix_keep_state(prefix_tree *t, prefix_seq *seq, const void *state, bool 
             state_touch(t, k);
             return;
         }
-    for (;;) {
-        const size_t used = bytes_in_use(t->pool) + bytes_in_use(t->win.pool) + t->stats.state_bytes;
-        if (!t->budget || used + t->st.bytes <= t->budget) break;
-        if (!evict_one(t)) return;
-    }
     if (t->disk_state && !seq->memory_only) { /* a restart or another replica may resume here */
         const uint32_t d = n->depth, B = t->B;
         if (at > t->disk_ids_cap) {
@@ -735,6 +730,11 @@ void prefix_keep_state(prefix_tree *t, prefix_seq *seq, const void *state, bool 
             const kvdisk_key *group = &n->parent->key, key = state_key(group, n->tokens, at - d * B);
             kvdisk_write_state(t->disk.disk, group, &key, at, t->disk_ids, state, t->st.bytes);
         }
+    }
+    for (;;) {
+        const size_t used = bytes_in_use(t->pool) + bytes_in_use(t->win.pool) + t->stats.state_bytes;
+        if (!t->budget || used + t->st.bytes <= t->budget) break;
+        if (!evict_one(t)) return;
     }
     state_point *k = malloc(sizeof *k + t->st.bytes);
     if (!k) return;
