@@ -61,15 +61,17 @@ const llama = llamaHybrid();
 const ms = (t) => t.prefill_ms + t.decode_ms;
 console.log(`${prompts.length} turns, ${nGen} generated tokens each, ${threads} threads; ms = the new part's prefill ` +
   'and the generated tokens');
-console.log('                flatkv                              | llama.cpp (server policy)');
-console.log('turn  prompt  cached  of previous prompt      ms | cached  of previous  restored    ms  ckpts     MiB');
+console.log('                flatkv                                           | llama.cpp (server policy)');
+console.log('turn  prompt  cached  of previous prompt      ms states     MiB | cached  of previous  restored    ms  ckpts' +
+  '     MiB');
 const share = (run, i) => (i ? Math.min(run[i].cached_tokens / run[i - 1].prompt_tokens, 1) : NaN);
 const pct = (run, i) => (i ? `${(100 * share(run, i)).toFixed(1)}%` : '-');
 const minShare = (run) => Math.min(...run.slice(1).map((_, i) => share(run, i + 1)));
 warm.forEach((t, i) => {
   const l = llama?.warm[i];
   console.log(`${String(t.turn).padStart(4)} ${String(t.prompt_tokens).padStart(7)} ${String(t.cached_tokens)
-    .padStart(7)} ${pct(warm, i).padStart(19)} ${ms(t).toFixed(0).padStart(7)} |` + (l ? ` ${String(l.cached_tokens)
+    .padStart(7)} ${pct(warm, i).padStart(19)} ${ms(t).toFixed(0).padStart(7)} ${String(t.states_kept).padStart(6)} ${
+    (t.state_bytes / 2 ** 20).toFixed(1).padStart(7)} |` + (l ? ` ${String(l.cached_tokens)
     .padStart(6)} ${pct(llama.warm, i).padStart(11)} ${String(l.checkpoint).padStart(9)} ${ms(l).toFixed(0)
     .padStart(5)} ${String(l.n_checkpoints).padStart(6)} ${(l.checkpoint_bytes / 2 ** 20).toFixed(1).padStart(7)}` :
     ' (peer not installed)'));
