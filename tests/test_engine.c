@@ -277,7 +277,7 @@ static void test_a_hybrid_batched_equals_alone_and_resumes_at_a_kept_state(void 
     uint32_t cached = 1;
     fkv_eseq *b = fkv_engine_start(e, NULL, p, 100, &cached, &err);
     fkv_reuse r = fkv_eseq_reuse(b);
-    assert_int_equal(cached, 80); /* the prompt's end, kept */
+    assert_int_equal(cached, 80); /* a's end (it generated nothing), kept */
     assert_int_equal(r.state, 80);
     fkv_engine_finish(e, b);
     p[50] = p[50] == 5 ? 6 : 5;

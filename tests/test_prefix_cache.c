@@ -337,10 +337,10 @@ static void test_a_hybrid_resumes_where_a_state_is_kept(void **state) {
     free(row);
 
     /* The boundary matrix, each case on a fresh cache: one turn of a 140-id prompt keeps states at the grid points
-     * 32, 64, 96 and 128, at the prompt's end (140) and at its reply's end (151, the ids it fed); a second prompt
-     * agreeing with it for `common` ids resumes at the last of them at or before common: before, at and after each
-     * kind, inside the reply (a reply re-tokenized otherwise). */
-    static const uint32_t common[] = {31, 32, 33, 63, 64, 65, 139, 140, 141, 146, 150, 151, 152};
+     * 32, 64, 96 and 128, one before the prompt's end (139) and at its reply's end (151, the ids it fed); a second
+     * prompt agreeing with it for `common` ids resumes at the last of them at or before common: before, at and after
+     * each kind, inside the reply (a reply re-tokenized otherwise). */
+    static const uint32_t common[] = {31, 32, 33, 63, 64, 65, 138, 139, 140, 141, 146, 150, 151, 152};
     int32_t a[200], b[200];
     fill(f, a, 140, 41);
     for (size_t c = 0; c < sizeof common / sizeof *common; c++) {
@@ -352,12 +352,14 @@ static void test_a_hybrid_resumes_where_a_state_is_kept(void **state) {
         fill(f, b, 200, 500 + common[c]);
         share_prefix(f, b, a, common[c]);
         uint32_t want = common[c] / STATE_GRID * STATE_GRID;
-        if (common[c] >= 140) want = 140;
+        if (common[c] >= 139) want = 139;
         if (common[c] >= reply_end) want = reply_end;
         char what[64];
         snprintf(what, sizeof what, "common prefix %u", common[c]);
         assert_int_equal(expect_exact(f, b, 180, what), want);
     }
+    /* The same prompt again (a retry): its last row is computed anew, from the state kept before it. */
+    assert_int_equal(expect_exact(f, b, 180, "the second prompt again"), 179);
 }
 
 /* Kept states share the K/V budget: a budget too small for the states of two conversations (about 33 KB each, every

@@ -612,6 +612,19 @@ int64_t prefix_start(prefix_tree *t, const char *salt, const int32_t *ids, uint3
                 copy = NULL, b = -1;
             }
             if (copy) {
+                /* the kept states of the rows copied go along: this sequence's finish then drops the ends it
+                 * resumed past, which stay on its path */
+                for (state_point **link = &tail_src->states; *link;) {
+                    state_point *k = *link;
+                    if (k->at > tail_src->depth * B + keep) {
+                        link = &k->next;
+                        continue;
+                    }
+                    *link = k->next;
+                    k->node = copy;
+                    k->next = copy->states;
+                    copy->states = k;
+                }
                 kvpool_copy_rows(t->pool, copy->block, tail_src->block, keep);
                 if (window) kvpool_copy_rows(t->win.pool, copy->wblock, tail_src->wblock, keep);
                 memcpy(copy->tokens, tail_src->tokens, sizeof(int32_t) * keep);
@@ -708,9 +721,8 @@ void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t
 
 void prefix_keep(prefix_tree *t, prefix_seq *seq) { keep_add(t, seq, seq->n_pos, false); }
 
-void prefix_keep_state(prefix_tree *t, prefix_seq *seq, const void *state, bool grid) {
-    const uint32_t at = seq->n_pos;
-    if (!t->st.bytes || at == 0) return;
+void prefix_keep_state(prefix_tree *t, prefix_seq *seq, uint32_t at, const void *state, bool grid) {
+    if (!t->st.bytes || at == 0 || at > seq->n_pos) return;
     prefix_node *n = seq->nodes[(at - 1) / t->B]; /* referenced by seq: never evicted below */
     for (state_point *k = n->states; k; k = k->next)
         if (k->at == at) { /* the same positions' state: the same bytes */

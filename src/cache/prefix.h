@@ -39,8 +39,9 @@
  *
  * Recurrent states (a model's gated DeltaNet layers, prefix_states): a state at p folds in every token before p and
  * cannot be cut back, so a prompt resumes at p only where the state after exactly p positions is at hand. The tree
- * keeps copies at the same kinds of points as the window layers' pins — the prompt's end, the sequence's end, every
- * multiple of the state grid it passes — each on the node holding position p - 1, given by the engine when it has
+ * keeps copies at the same kinds of points as the window layers' pins — the prompt's end (one position before it:
+ * the prompt sent again must compute its last row), the sequence's end, every multiple of the state grid it passes —
+ * each on the node holding position p - 1 (a copied block takes the states it copies along), given by the engine when it has
  * the state there (prefix_keep_state). A prompt resumes at the longest reusable length that has a kept state (or the
  * caller's own, kvrec_policy.state), which prefix_start copies out; the previous turn's ends give way when a sequence
  * that resumed past them finishes, as the window pins do. Kept states share the budget with the blocks and are
@@ -150,10 +151,11 @@ int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err);
 void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t n, bool by_prefill);
 /* Keep a resume at seq's n_pos (the prompt's end) for window layers; nothing without them. */
 void prefix_keep(prefix_tree *t, prefix_seq *seq);
-/* Keep a copy of state, the recurrent state after seq's n_pos positions: at the prompt's or the sequence's end, or
- * (grid) a multiple of the state grid. Nothing without recurrent states, at 0, or when the budget has no room left
- * that eviction can make. */
-void prefix_keep_state(prefix_tree *t, prefix_seq *seq, const void *state, bool grid);
+/* Keep a copy of state, the recurrent state after `at` positions of seq (at <= its n_pos): one before the prompt's
+ * end (so that the prompt sent again, which must compute its last row, resumes too), the sequence's end, or (grid) a
+ * multiple of the state grid. Nothing without recurrent states, at 0, or when the budget has no room left that
+ * eviction can make. */
+void prefix_keep_state(prefix_tree *t, prefix_seq *seq, uint32_t at, const void *state, bool grid);
 /* The state grid (prefix_states.grid; 0: none). */
 uint32_t prefix_state_grid(const prefix_tree *t);
 /* The sequence is done: its references go; its rows stay cached (matchable) until evicted; blocks it

@@ -14,8 +14,9 @@
  * pending row i (a verification's): a row reads its predecessor's slot and writes its own (forward.h), so taking back
  * a guess is choosing another slot, never recomputing, and accepting k rows swaps slot k into slot 0. A prompt chunk
  * steps slot 0 in place. A start resumes only where a state is at hand (kvrec.h): a continuing sequence's, a fork's,
- * or one the tree keeps (prefix.h): the engine gives it slot 0 at the prompt's end, at the sequence's end and at every
- * multiple of the state grid (whose prefill chunks end there, the grid being a multiple of theirs).
+ * or one the tree keeps (prefix.h): the engine gives it the state one position before the prompt's end (its last row
+ * written to slot 1 for it), slot 0 at the sequence's end and at every multiple of the state grid (whose prefill
+ * chunks end there, the grid being a multiple of theirs).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -330,7 +331,7 @@ static void eseq_free(fkv_eseq *s) {
 
 /* Keep s's state (slot 0) in the tree as the one after its n_pos positions (prefix_keep_state). */
 static void keep_state(fkv_engine *e, fkv_eseq *s, bool grid) {
-    if (s->slots) prefix_keep_state(e->tree, &s->ps, state_slot(e, s, 0), grid);
+    if (s->slots) prefix_keep_state(e->tree, &s->ps, s->ps.n_pos, state_slot(e, s, 0), grid);
 }
 
 /* s's path let go (prefix_finish), its state kept first as the one at its end. */
@@ -437,18 +438,28 @@ static int ids_room(fkv_eseq *s, uint32_t n, fkv_error *err) {
 }
 
 /* Compute rows [n_pos, n_pos + n) of s from ids[n_pos..], or from embedding rows embd ([n][dim]; their ids
- * KVREC_NO_ID); logits of the last row when logits. */
-static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, fkv_error *err) {
+ * KVREC_NO_ID); logits of the last row when logits. prompt_end: these rows end the prompt, and with recurrent layers
+ * the state before the last row is kept (prefix_keep_state): the last row writes slot 1, which then becomes slot 0. */
+static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, float *logits, bool prompt_end,
+                   fkv_error *err) {
     uint32_t from = s->ps.n_pos;
     s->n_pending = 0;
-    if (reserve(e, s, n, err)) return -1;
+    const bool split = prompt_end && s->slots && from + n >= 2;
+    if (reserve(e, s, n, err) || (split && state_room(e, s, 2, err))) return -1;
     for (uint32_t r = 0; r < n; r++) {
         e->pos[r] = from + r;
         e->maps[r] = &s->map;
-        if (e->states) e->states[r] = (forward_state){state_slot(e, s, 0), state_slot(e, s, 0)}; /* in place */
+        if (e->states) /* in place, but a split's last row */
+            e->states[r] = (forward_state){state_slot(e, s, 0), state_slot(e, s, split && r == n - 1)};
     }
     forward_rows(e->fw, embd ? NULL : s->ids + from, embd, n, e->pos, e->maps, e->states, logits ? n - 1 : n, logits);
     prefix_commit(e->tree, &s->ps, s->ids + from, n, true);
+    if (split) {
+        prefix_keep_state(e->tree, &s->ps, s->ps.n_pos - 1, state_slot(e, s, 0), false);
+        const uint32_t last = s->slot[1];
+        s->slot[1] = s->slot[0];
+        s->slot[0] = last;
+    }
     const uint32_t grid = prefix_state_grid(e->tree);
     if (grid && s->ps.n_pos % grid == 0) keep_state(e, s, true); /* chunks end on the state grid (a multiple) */
     return 0;
@@ -459,11 +470,8 @@ int fkv_engine_prefill(fkv_engine *e, fkv_eseq *s, float *logits, fkv_error *err
     if (p >= s->n_prompt) return err_input(err, "the prompt is already computed");
     uint32_t end = forward_grid_end(p, s->n_prompt, grid);
     bool last = end == s->n_prompt;
-    if (compute(e, s, NULL, end - p, last ? logits : NULL, err)) return -1;
-    if (last) { /* a likely resume: the next turn's prompt, or this one again */
-        prefix_keep(e->tree, &s->ps);
-        keep_state(e, s, false);
-    }
+    if (compute(e, s, NULL, end - p, last ? logits : NULL, last, err)) return -1;
+    if (last) prefix_keep(e->tree, &s->ps); /* a likely resume: the next turn's prompt, or this one again */
     return last ? 1 : 0;
 }
 
@@ -519,7 +527,7 @@ void fkv_engine_accept(fkv_engine *e, fkv_eseq *s, uint32_t k) {
         /* a state grid point inside the kept rows: its state is slot g - from's, kept as the record reaches it */
         prefix_commit(e->tree, &s->ps, s->ids + s->n_ids + done, g - from - done, false);
         done = g - from;
-        prefix_keep_state(e->tree, &s->ps, state_slot(e, s, done), true);
+        prefix_keep_state(e->tree, &s->ps, s->ps.n_pos, state_slot(e, s, done), true);
     }
     if (s->slots && k) { /* the state after the k kept rows becomes the record's */
         const uint32_t kept = s->slot[k];
@@ -554,7 +562,7 @@ int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t
     const uint32_t from = s->ps.n_pos, to = from + n;
     for (uint32_t p = from; p < to;) {
         const uint32_t end = forward_grid_end(p, to, grid);
-        if (compute(e, s, embd + (size_t)(p - from) * dim, end - p, end == to ? logits : NULL, err)) return -1;
+        if (compute(e, s, embd + (size_t)(p - from) * dim, end - p, end == to ? logits : NULL, false, err)) return -1;
         p = end;
     }
     s->n_ids = s->n_prompt = to;
