@@ -10,22 +10,10 @@
  * Same cases, ids, argmax and timing as flatkv_bench.c (harness.h). The prompt goes in one llama_decode
  * (n_batch = n_ubatch = n_prompt); the context holds exactly the positions the case needs.
  */
-#include "ggml-backend.h"
 #include "harness.h"
-#include "llama.h"
-
-#ifndef LLAMA_LIB_DIR
-#error "compile with -DLLAMA_LIB_DIR='\"<dir of libggml-cpu-*.so>\"'"
-#endif
+#include "llama_peer.h"
 
 /* Keep llama.cpp's warnings and errors (a refused model says why), drop its progress chatter. */
-static void log_errors(enum ggml_log_level level, const char *text, void *user) {
-    static enum ggml_log_level last = GGML_LOG_LEVEL_NONE; /* what a CONT line continues */
-    (void)user;
-    if (level != GGML_LOG_LEVEL_CONT) last = level;
-    if (last == GGML_LOG_LEVEL_ERROR || last == GGML_LOG_LEVEL_WARN) fputs(text, stderr);
-}
-
 /* The file name of the libggml-cpu-*.so mapped into this process, or "unknown": ggml loads every variant to score
  * it and keeps only the best one for this CPU, which no API names. */
 static void ggml_cpu_variant(char *name, size_t cap) {
@@ -93,17 +81,10 @@ int main(int argc, char **argv) {
     harness_args a;
     if (harness_parse(argc, argv, &a) != 0) return 2;
 
-    llama_log_set(log_errors, NULL);
-    ggml_backend_load_all_from_path(LLAMA_LIB_DIR);
+    struct llama_model *model = llama_peer_load("llama_bench", a.model);
+    if (!model) return 1;
     char ggml_cpu[256];
     ggml_cpu_variant(ggml_cpu, sizeof ggml_cpu);
-    llama_backend_init();
-
-    struct llama_model *model = llama_model_load_from_file(a.model, llama_model_default_params());
-    if (!model) {
-        fprintf(stderr, "llama_bench: llama.cpp could not load %s\n", a.model);
-        return 1;
-    }
     int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     int32_t *ids = harness_read_ids(a.ids_path, a.n_prompt + (a.verify ? a.n_gen + 1 : 0), n_vocab);
     int32_t *gen = calloc((size_t)a.n_gen + 1, sizeof *gen);

@@ -13,19 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ggml-backend.h"
-#include "llama.h"
-
-#ifndef LLAMA_LIB_DIR
-#error "compile with -DLLAMA_LIB_DIR='\"<dir of libggml-cpu-*.so>\"'"
-#endif
-
-static void log_errors(enum ggml_log_level level, const char *text, void *user) {
-    static enum ggml_log_level last = GGML_LOG_LEVEL_NONE;
-    (void)user;
-    if (level != GGML_LOG_LEVEL_CONT) last = level;
-    if (last == GGML_LOG_LEVEL_ERROR || last == GGML_LOG_LEVEL_WARN) fputs(text, stderr);
-}
+#include "llama_peer.h"
 
 /* The integers of a JSON array of integers; NULL when the file holds anything else. */
 static llama_token *read_ids(const char *path, int *n) {
@@ -71,14 +59,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "llama_greedy: %s is not a JSON array of ids, or N_GEN < 1\n", argv[2]);
         return 2;
     }
-    llama_log_set(log_errors, NULL);
-    ggml_backend_load_all_from_path(LLAMA_LIB_DIR);
-    llama_backend_init();
-    struct llama_model *model = llama_model_load_from_file(argv[1], llama_model_default_params());
-    if (!model) {
-        fprintf(stderr, "llama_greedy: llama.cpp could not load %s\n", argv[1]);
-        return 1;
-    }
+    struct llama_model *model = llama_peer_load("llama_greedy", argv[1]);
+    if (!model) return 1;
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)(n_prompt + n_gen);

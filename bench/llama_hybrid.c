@@ -42,26 +42,14 @@
  * prefill_ms spans the reuse decision, restore, checkpoints and prompt batches up to the last prompt logits;
  * decode_ms the N_GEN argmaxes and N_GEN - 1 single-id decodes.
  */
-#include "ggml-backend.h"
 #include "harness.h"
-#include "llama.h"
+#include "llama_peer.h"
 
 #include <stdbool.h>
-
-#ifndef LLAMA_LIB_DIR
-#error "compile with -DLLAMA_LIB_DIR='\"<dir of libggml-cpu-*.so>\"'"
-#endif
 
 /* common/common.h defaults of the server. */
 enum { N_CTX_CHECKPOINTS = 32, CHECKPOINT_MIN_STEP = 8192, N_BATCH = 2048, N_UBATCH = 512 };
 #define SEQ 0
-
-static void log_errors(enum ggml_log_level level, const char *text, void *user) {
-    static enum ggml_log_level last = GGML_LOG_LEVEL_NONE; /* what a CONT line continues */
-    (void)user;
-    if (level != GGML_LOG_LEVEL_CONT) last = level;
-    if (last == GGML_LOG_LEVEL_ERROR || last == GGML_LOG_LEVEL_WARN) fputs(text, stderr);
-}
 
 /* One turn's prompt ids. */
 typedef struct {
@@ -299,14 +287,8 @@ int main(int argc, char **argv) {
     }
     const int threads = atoi(argv[3]), n_gen = atoi(argv[4]), n_ctx = argc == 6 ? atoi(argv[5]) : 16384;
 
-    llama_log_set(log_errors, NULL);
-    ggml_backend_load_all_from_path(LLAMA_LIB_DIR);
-    llama_backend_init();
-    struct llama_model *model = llama_model_load_from_file(argv[1], llama_model_default_params());
-    if (!model) {
-        fprintf(stderr, "llama_hybrid: llama.cpp could not load %s\n", argv[1]);
-        return 1;
-    }
+    struct llama_model *model = llama_peer_load("llama_hybrid", argv[1]);
+    if (!model) return 1;
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     hyb_turn *turns = NULL;

@@ -16,13 +16,8 @@
  * The conversations and the JSON line are harness.h's (HARNESS_MULTI).
  */
 #define HARNESS_MULTI
-#include "ggml-backend.h"
 #include "harness.h"
-#include "llama.h"
-
-#ifndef LLAMA_LIB_DIR
-#error "compile with -DLLAMA_LIB_DIR='\"<dir of libggml-cpu-*.so>\"'"
-#endif
+#include "llama_peer.h"
 
 #define MAX_K 64 /* multi_parse's bound on K */
 #define N_BATCH 2048
@@ -38,13 +33,6 @@ typedef struct {
 } bench;
 
 /* Keep llama.cpp's warnings and errors (a refused model says why), drop its progress chatter. */
-static void log_errors(enum ggml_log_level level, const char *text, void *user) {
-    static enum ggml_log_level last = GGML_LOG_LEVEL_NONE; /* what a CONT line continues */
-    (void)user;
-    if (level != GGML_LOG_LEVEL_CONT) last = level;
-    if (last == GGML_LOG_LEVEL_ERROR || last == GGML_LOG_LEVEL_WARN) fputs(text, stderr);
-}
-
 static void batch_add(struct llama_batch *b, llama_token id, llama_pos pos, llama_seq_id seq, bool logits) {
     int i = b->n_tokens++;
     b->token[i] = id;
@@ -131,15 +119,8 @@ int main(int argc, char **argv) {
     multi_args a;
     if (multi_parse(argc, argv, &a) != 0) return 2;
 
-    llama_log_set(log_errors, NULL);
-    ggml_backend_load_all_from_path(LLAMA_LIB_DIR);
-    llama_backend_init();
-
-    struct llama_model *model = llama_model_load_from_file(a.model, llama_model_default_params());
-    if (!model) {
-        fprintf(stderr, "multi_llama: llama.cpp could not load %s\n", a.model);
-        return 1;
-    }
+    struct llama_model *model = llama_peer_load("multi_llama", a.model);
+    if (!model) return 1;
     bench b = {.vocab = llama_model_get_vocab(model)};
     b.n_vocab = llama_vocab_n_tokens(b.vocab);
     multi_run r = {0};

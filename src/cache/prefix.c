@@ -206,12 +206,16 @@ static bool evict_one(prefix_tree *t) {
 
 static size_t bytes_in_use(const kvpool *p) { return p ? (size_t)(p->n_blocks - p->n_free) * p->block_bytes : 0; }
 
+/* Whether `bytes` more fit the budget the blocks of both pools and the kept states share (always, without one). */
+static bool has_room(const prefix_tree *t, size_t bytes) {
+    return !t->budget || bytes_in_use(t->pool) + bytes_in_use(t->win.pool) + t->stats.state_bytes + bytes <= t->budget;
+}
+
 /* A block of pool (the tree's or the window layers'), evicting least recently used leaves while the pool or the
  * budget both share is full. */
 static int64_t alloc_in(prefix_tree *t, kvpool *pool, fkv_error *err) {
     for (;;) {
-        const size_t used = bytes_in_use(t->pool) + bytes_in_use(t->win.pool) + t->stats.state_bytes;
-        const int64_t b = !t->budget || used + pool->block_bytes <= t->budget ? kvpool_alloc(pool) : -1;
+        const int64_t b = has_room(t, pool->block_bytes) ? kvpool_alloc(pool) : -1;
         if (b >= 0) return b;
         if (!evict_one(t))
             return err_kv_full(err, "the KV memory is full: all %zu bytes of K/V blocks of %u positions are in use by "
@@ -685,20 +689,27 @@ int prefix_reserve(prefix_tree *t, prefix_seq *seq, uint32_t n, fkv_error *err) 
     return 0;
 }
 
+/* seq's ids [0, n) gathered from its path's nodes into t->disk_ids, for a disk tier file; NULL out of memory (the
+ * file is then not written: a later turn computes it again and writes it then). */
+static const int32_t *path_ids(prefix_tree *t, const prefix_seq *seq, uint32_t n) {
+    if (n > t->disk_ids_cap) {
+        int32_t *grown = realloc(t->disk_ids, sizeof *grown * n * 2);
+        if (!grown) return NULL;
+        t->disk_ids = grown;
+        t->disk_ids_cap = n * 2;
+    }
+    for (uint32_t p = 0; p < n; p += t->B)
+        memcpy(t->disk_ids + p, seq->nodes[p / t->B]->tokens, sizeof(int32_t) * (n - p < t->B ? n - p : t->B));
+    return t->disk_ids;
+}
+
 /* node, the last of seq's path, is full: named, and written to the disk tier unless seq stays in memory. */
 static void block_filled(prefix_tree *t, const prefix_seq *seq, prefix_node *node) {
-    const uint32_t B = t->B, n_ids = (node->depth + 1) * B;
-    node->key = kvdisk_chain(&node->parent->key, node->tokens, sizeof(int32_t) * B);
-    if (seq->memory_only) return;
-    if (n_ids > t->disk_ids_cap) {
-        int32_t *grown = realloc(t->disk_ids, sizeof *grown * n_ids * 2);
-        if (!grown) return; /* not written: a later turn computes the block again and writes it then */
-        t->disk_ids = grown;
-        t->disk_ids_cap = n_ids * 2;
-    }
-    for (uint32_t d = 0; d <= node->depth; d++) memcpy(t->disk_ids + d * B, seq->nodes[d]->tokens, sizeof(int32_t) * B);
-    kvdisk_write(t->disk.disk, &node->key, node->depth, t->disk_ids,
-                 t->pool->data + (size_t)node->block * t->pool->block_bytes);
+    node->key = kvdisk_chain(&node->parent->key, node->tokens, sizeof(int32_t) * t->B);
+    const int32_t *ids = seq->memory_only ? NULL : path_ids(t, seq, (node->depth + 1) * t->B);
+    if (ids)
+        kvdisk_write(t->disk.disk, &node->key, node->depth, ids,
+                     t->pool->data + (size_t)node->block * t->pool->block_bytes);
 }
 
 void prefix_commit(prefix_tree *t, prefix_seq *seq, const int32_t *ids, uint32_t n, bool by_prefill) {
@@ -730,24 +741,13 @@ void prefix_keep_state(prefix_tree *t, prefix_seq *seq, uint32_t at, const void 
             state_touch(t, k);
             return;
         }
-    if (t->disk_state && !seq->memory_only) { /* a restart or another replica may resume here */
-        const uint32_t d = n->depth, B = t->B;
-        if (at > t->disk_ids_cap) {
-            int32_t *grown = realloc(t->disk_ids, sizeof *grown * at * 2);
-            if (grown) t->disk_ids = grown, t->disk_ids_cap = at * 2;
-        }
-        if (at <= t->disk_ids_cap) {
-            for (uint32_t i = 0; i <= d; i++)
-                memcpy(t->disk_ids + i * B, seq->nodes[i]->tokens, sizeof(int32_t) * (i < d ? B : at - d * B));
-            const kvdisk_key *group = &n->parent->key, key = state_key(group, n->tokens, at - d * B);
-            kvdisk_write_state(t->disk.disk, group, &key, at, t->disk_ids, state, t->st.bytes);
-        }
+    const int32_t *ids = t->disk_state && !seq->memory_only ? path_ids(t, seq, at) : NULL;
+    if (ids) { /* a restart or another replica may resume here */
+        const kvdisk_key *group = &n->parent->key, key = state_key(group, n->tokens, at - n->depth * t->B);
+        kvdisk_write_state(t->disk.disk, group, &key, at, ids, state, t->st.bytes);
     }
-    for (;;) {
-        const size_t used = bytes_in_use(t->pool) + bytes_in_use(t->win.pool) + t->stats.state_bytes;
-        if (!t->budget || used + t->st.bytes <= t->budget) break;
+    while (!has_room(t, t->st.bytes))
         if (!evict_one(t)) return;
-    }
     state_point *k = malloc(sizeof *k + t->st.bytes);
     if (!k) return;
     *k = (state_point){.node = n, .at = at, .grid = grid, .next = n->states};
@@ -761,22 +761,20 @@ void prefix_keep_state(prefix_tree *t, prefix_seq *seq, uint32_t at, const void 
 uint32_t prefix_state_grid(const prefix_tree *t) { return t->st.bytes ? t->st.grid : 0; }
 
 void prefix_finish(prefix_tree *t, prefix_seq *seq) {
-    if (t->st.bytes) { /* the previous turn's ends, resumed past, give way to this one's (kept before the finish) */
-        const uint32_t r = seq->reuse.reused;
-        for (uint32_t d = 0; d * t->B < r && d < seq->n_nodes; d++)
-            for (state_point **link = &seq->nodes[d]->states; *link;)
-                if (!(*link)->grid && (*link)->at <= r && (*link)->at != seq->n_pos)
-                    state_drop(t, link);
-                else
-                    link = &(*link)->next;
+    /* The previous turn's ends, resumed past, give way to this one's: window points (this one's kept below) and
+     * recurrent states (this one's kept before the finish, at n_pos). */
+    const uint32_t r = seq->reuse.reused;
+    for (uint32_t d = 0; d * t->B < r && d < seq->n_nodes; d++) {
+        prefix_node *node = seq->nodes[d];
+        for (uint32_t i = node->n_keeps; i-- > 0;)
+            if (!node->keeps[i].grid && node->keeps[i].at <= r) keep_drop(t, node, i);
+        for (state_point **link = &node->states; *link;)
+            if (!(*link)->grid && (*link)->at <= r && (*link)->at != seq->n_pos)
+                state_drop(t, link);
+            else
+                link = &(*link)->next;
     }
-    if (t->win.pool) { /* the previous turn's ends, resumed past, give way to this one's; then its own pins go */
-        const uint32_t r = seq->reuse.reused;
-        for (uint32_t d = 0; d * t->B < r && d < seq->n_nodes; d++) {
-            prefix_node *node = seq->nodes[d];
-            for (uint32_t i = node->n_keeps; i-- > 0;)
-                if (!node->keeps[i].grid && node->keeps[i].at <= r) keep_drop(t, node, i);
-        }
+    if (t->win.pool) { /* then its own window pins go */
         keep_add(t, seq, seq->n_pos, false);
         for (uint32_t d = seq->wfrom; d < seq->n_nodes; d++) wunpin(t, seq->nodes[d]);
     }

@@ -306,6 +306,13 @@ static float *state_slot(const fkv_engine *e, const fkv_eseq *s, uint32_t i) {
     return s->slots + (size_t)s->slot[i] * e->m->hp.state_floats;
 }
 
+/* s's slots i and j trade places (a state becomes another's without a copy). */
+static void swap_slots(fkv_eseq *s, uint32_t i, uint32_t j) {
+    const uint32_t t = s->slot[i];
+    s->slot[i] = s->slot[j];
+    s->slot[j] = t;
+}
+
 /* At least n state slots for s (nothing without recurrent layers); the states in them stay. */
 static int state_room(const fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
     const size_t floats = e->m->hp.state_floats;
@@ -365,7 +372,7 @@ static int begin(fkv_engine *e, fkv_eseq *s, uint32_t n, kvrec_policy policy, bo
     s->ps.memory_only = memory_only;
     e->disk_reused += s->ps.from_disk;
     if (reserve(e, s, 0, err)) {
-        finish_path(e, s);
+        prefix_finish(e->tree, &s->ps); /* its state is the one it started from: kept already */
         return -1;
     }
     if (cached) *cached = (uint32_t)reused;
@@ -456,9 +463,7 @@ static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, fl
     prefix_commit(e->tree, &s->ps, s->ids + from, n, true);
     if (split) {
         prefix_keep_state(e->tree, &s->ps, s->ps.n_pos - 1, state_slot(e, s, 0), false);
-        const uint32_t last = s->slot[1];
-        s->slot[1] = s->slot[0];
-        s->slot[0] = last;
+        swap_slots(s, 0, 1);
     }
     const uint32_t grid = prefix_state_grid(e->tree);
     if (grid && s->ps.n_pos % grid == 0) keep_state(e, s, true); /* chunks end on the state grid (a multiple) */
@@ -529,11 +534,7 @@ void fkv_engine_accept(fkv_engine *e, fkv_eseq *s, uint32_t k) {
         done = g - from;
         prefix_keep_state(e->tree, &s->ps, s->ps.n_pos, state_slot(e, s, done), true);
     }
-    if (s->slots && k) { /* the state after the k kept rows becomes the record's */
-        const uint32_t kept = s->slot[k];
-        s->slot[k] = s->slot[0];
-        s->slot[0] = kept;
-    }
+    if (s->slots && k) swap_slots(s, 0, k); /* the state after the k kept rows becomes the record's */
     prefix_commit(e->tree, &s->ps, s->ids + s->n_ids + done, k - done, false);
     if (grid && k && s->ps.n_pos % grid == 0) keep_state(e, s, true);
     s->n_ids += k;

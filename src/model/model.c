@@ -825,14 +825,15 @@ static int pack_weights(fkv_model *m, fkv_error *err) {
                                      E ? &E->gate : &none,     E ? &E->up : &none,    E ? &E->down : &none};
         memcpy(ws + 1 + PER_LAYER * (size_t)l, lw, sizeof lw);
     }
+#define IS_EXPERT(i) ((i) && ((i) - 1) % PER_LAYER >= PER_LAYER - EXPERT_MATRICES)
     size_t dense = 0, experts = 0;
-    for (size_t i = 0; i < n; i++)
-        *(i && (i - 1) % PER_LAYER >= PER_LAYER - EXPERT_MATRICES ? &experts : &dense) += placed_bytes(m, ws[i]);
+    for (size_t i = 0; i < n; i++) *(IS_EXPERT(i) ? &experts : &dense) += placed_bytes(m, ws[i]);
     const bool place_experts = experts && (where == EXPERTS_PACK ||
                                            (where == EXPERTS_AUTO &&
                                             (double)(dense + experts) <= EXPERTS_MEM_SHARE * (double)hugemem_available()));
-    for (size_t i = 1; !place_experts && i < n; i++)
-        if ((i - 1) % PER_LAYER >= PER_LAYER - EXPERT_MATRICES) ws[i] = &none;
+    for (size_t i = 0; !place_experts && i < n; i++)
+        if (IS_EXPERT(i)) ws[i] = &none;
+#undef IS_EXPERT
     const size_t total = dense + (place_experts ? experts : 0);
     if (total) {
         if (!(m->packed = hugemem_alloc(total))) {

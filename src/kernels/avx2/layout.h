@@ -115,6 +115,15 @@ static inline __m256i half_fold(__m256i s) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(s, s, 0x80), _mm256_permute2x128_si256(s, s, 0x81));
 }
 
+/* MXFP4's values looked up 16 above themselves (4..28), in both 128-bit halves: unsigned, so each block meets the
+ * activations in one u8·s8 product (AVX2's maddubs pair sums at most 2 · 28 · 127), the sums corrected by
+ * MXFP4_OFFSET · Σx — in the direct tiles per block, in the packed ones by starting from it. */
+#define MXFP4_OFFSET 16
+static inline __m256i mxfp4_table_up(void) {
+    return _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ord_mxfp4_values)),
+                           _mm256_set1_epi8(MXFP4_OFFSET));
+}
+
 /* The types of 32-element blocks that the direct tiles take (tiles.c): Q8_0 and Q4_0, and the two whose nibbles index
  * a 16-entry table, IQ4_NL (f16 scale) and MXFP4 (E8M0 scale). */
 static inline bool is_table_type(ggml_type type) { return type == GGML_TYPE_IQ4_NL || type == GGML_TYPE_MXFP4; }

@@ -14,7 +14,9 @@
 #include "layout.h"
 #include "traits.h"
 
-/* The starts the packed direct tiles of both variants take: read (VNNI) or made from the block sums (AVX2). */
+/* The starts the packed direct tiles of both variants take: read (VNNI) or made from the block sums (AVX2). MXFP4's,
+ * -MXFP4_OFFSET · Σx, are a shift of them. */
+_Static_assert(MXFP4_OFFSET == 16, "x_mx_base: the shifts make -16 · Σx");
 #if MM_VNNI
 static inline __m256i x_nib_base(const xgroup *x) { return _mm256_srai_epi32(x->base, 4); } /* -8 · Σx, exact */
 static inline __m256i x_mx_base(const xgroup *x) { return _mm256_srai_epi32(x->base, 3); } /* -16 · Σx */
@@ -51,17 +53,10 @@ avx512_packed_layout VARIANT(packed_layout_of)(ggml_type type, size_t n) {
  * Q4_K_M 167-173 -> 215-232; avx2: Q8_0 97-101 -> 156-167. */
 #define PACKED_COLS 1
 
-/* MXFP4's values looked up 16 above themselves (4..28): unsigned, so each meets x in one vpdpbusd (AVX2: maddubs's pair
- * sums at most 2 · 28 · 127), the sums starting from -16 · Σx, a shift of the starts Q4_0 takes. */
-#define MX_OFFSET 16
-
 /* The 4-bit quants of a packed register as the bytes its type's sums take: Q4_0's and Q4_K's nibbles as they are,
- * MXFP4's looked up (MX_OFFSET). */
+ * MXFP4's looked up MXFP4_OFFSET above their values (layout.h). */
 static inline __m256i packed_quants(ggml_type type, __m256i nibbles) {
-    if (type != GGML_TYPE_MXFP4) return nibbles;
-    const __m256i table = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ord_mxfp4_values)),
-                                          _mm256_set1_epi8(MX_OFFSET));
-    return _mm256_shuffle_epi8(table, nibbles);
+    return type == GGML_TYPE_MXFP4 ? _mm256_shuffle_epi8(mxfp4_table_up(), nibbles) : nibbles;
 }
 
 /* One group of a packed direct tile: J registers (8, or 4 for a half group), each weight register loaded once for

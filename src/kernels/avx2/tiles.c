@@ -17,11 +17,11 @@
 static inline __m256i block_xsums(__m256i xq) { return sums_u8s8(_mm256_setzero_si256(), _mm256_set1_epi8(1), xq); }
 
 /* The offset that a type's quants carry above their values in the sums below, taken back once per block as
- * offset · Σx (shared by every weight row): Q4_0's nibbles are its values + 8, and MXFP4 looks its values up + 12, so
- * that both meet the activations as unsigned bytes (no sign step; maddubs's pair sums stay within 2 · 24 · 127).
- * IQ4_NL's values (-127..113) would not fit a byte so moved, and keep the signed sums. */
+ * offset · Σx (shared by every weight row): Q4_0's nibbles are its values + 8, and MXFP4 looks its values up
+ * MXFP4_OFFSET above (layout.h), so that both meet the activations as unsigned bytes (no sign step). IQ4_NL's values
+ * (-127..113) would not fit a byte so moved, and keep the signed sums. */
 static inline int quant_offset(ggml_type type) {
-    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_MXFP4 ? 12 : 0;
+    return type == GGML_TYPE_Q4_0 ? 8 : type == GGML_TYPE_MXFP4 ? MXFP4_OFFSET : 0;
 }
 
 /* Element k: the exact integer sum of weight block k against activation block x[k], k < t <= 8, before the offset's
@@ -37,12 +37,9 @@ static inline __m256i group_sums(ggml_type type, const uint8_t *w, const block_q
         const __m256i xk = _mm256_loadu_si256((const __m256i *)x[k].qs);
         switch (type) {
         case GGML_TYPE_Q4_0: s[k] = sums_u8s8(zero, block_nibbles_q4_0((const block_q4_0 *)w + k), xk); break;
-        case GGML_TYPE_MXFP4: {
-            const __m256i values = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ord_mxfp4_values));
-            const __m256i table = _mm256_add_epi8(values, _mm256_set1_epi8((char)quant_offset(type)));
-            s[k] = sums_u8s8(zero, _mm256_shuffle_epi8(table, nibbles32(((const block_mxfp4 *)w)[k].qs)), xk);
+        case GGML_TYPE_MXFP4:
+            s[k] = sums_u8s8(zero, _mm256_shuffle_epi8(mxfp4_table_up(), nibbles32(((const block_mxfp4 *)w)[k].qs)), xk);
             break;
-        }
         case GGML_TYPE_IQ4_NL: s[k] = sums_signed(table_block_values(type, w, k), xk); break;
         default: s[k] = block_sums_q8_0(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)w + k)->qs), xk);
         }
