@@ -51,7 +51,7 @@ enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PRE
     "      --kv-type TYPE     K/V storage: f16 (default), f32, q8_0 or q4_0 (blocks of 32 per head)\n"      \
     "      --no-prefix-cache  prefill every prompt from position 0 (FLATKV_PREFIX_CACHE=0)\n"                 \
     "      --prefill-rows R   prefill chunk grid in positions (FLATKV_PREFILL_ROWS)\n"                        \
-    "      --cache-min K      smallest prefix reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64)\n"      \
+    "      --cache-min K      smallest prefix reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 1)\n"      \
     "      --kernels NAME     ref, avx2, avx512 or amx: force one kernel variant, same bits (FLATKV_KERNELS;\n"  \
     "                         default: the best this CPU runs)\n"                                              \
     "      --kv-block N       KV block size in positions, a multiple of 32 (default 64)\n"                    \

@@ -161,7 +161,7 @@ typedef struct fkv_eseq fkv_eseq; /* a sequence of an engine */
 typedef struct {
     fkv_ctx_params ctx;      /* n_ctx: most positions per sequence; kv_type, threads, grid */
     bool prefix_cache;       /* false: every prefill starts at position 0 (FLATKV_PREFIX_CACHE=0) */
-    uint32_t cache_min;      /* smallest reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 64) */
+    uint32_t cache_min;      /* smallest reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 1: any) */
     bool bound_to_frontier;  /* reuse only rows a prefill wrote (off: decode rows are proven equal) */
     uint32_t kv_block;  /* positions per block (a multiple of 32); 0: 64 */
     size_t kv_mem;      /* bytes for K/V blocks; 0: a quarter of RAM, at most 16 full contexts */

@@ -442,7 +442,28 @@ static void test_environment_switches_set_the_defaults(void **state) {
     unsetenv("FLATKV_PREFIX_CACHE_MIN");
     assert_int_equal(fkv_engine_default_params(&p, &err), 0);
     assert_true(p.prefix_cache);
-    assert_int_equal(p.cache_min, 64);
+    assert_int_equal(p.cache_min, 1);
+}
+
+/* The default takes any agreeing prefix: a user who repeats a short prompt sees it reused (issue 37). */
+static void test_default_reuses_a_short_agreeing_prefix(void **state) {
+    fixture *f = *state;
+    fkv_engine_params p;
+    assert_int_equal(fkv_engine_default_params(&p, NULL), 0);
+    p.ctx.n_ctx = 512;
+    fkv_error err = {0};
+    fkv_seq *s = fkv_seq_new(f->m, &p, &err);
+    int32_t a[53], b[53];
+    fill(f, a, 53, 11);
+    fill(f, b, 53, 12);
+    share_prefix(f, b, a, 5);
+    uint32_t cached;
+    assert_int_equal(fkv_seq_prefill(s, a, 53, f->logits, &cached, &err), 0);
+    assert_int_equal(fkv_seq_prefill(s, a, 53, f->logits, &cached, &err), 0);
+    assert_int_equal(cached, 52); /* the repeat: all but the last, whose logits are this prompt's */
+    assert_int_equal(fkv_seq_prefill(s, b, 53, f->logits, &cached, &err), 0);
+    assert_int_equal(cached, 5);
+    fkv_seq_free(s);
 }
 
 int main(void) {
@@ -454,6 +475,7 @@ int main(void) {
         CASE(test_cache_off_gives_the_same_bytes_as_cache_on, stories),
         CASE(test_the_record_never_claims_a_row_the_kv_does_not_hold, stories),
         CASE(test_reuse_below_the_minimum_is_not_taken, stories),
+        CASE(test_default_reuses_a_short_agreeing_prefix, stories),
         CASE(test_boundary_matrix_resumes_exactly, q8),
         CASE(test_alternating_reused_and_cold_turns_never_differ, q8),
         CASE(test_the_record_never_claims_a_row_the_kv_does_not_hold, q8),

@@ -22,7 +22,7 @@
  *   states are kept at chosen points, the one at hand is a continuing sequence's own (its live state where the new
  *   prompt takes up exactly what it fed; engine.h's engine_continue) or a fork's copy; every other start of such a
  *   model is cold, and says why (kvrec_reuse.state).
- * - Minimum reuse (FLATKV_PREFIX_CACHE_MIN): below it a reuse saves too little; the answer is 0.
+ * - Minimum reuse (FLATKV_PREFIX_CACHE_MIN, default 1: any): below it the answer is 0.
  * - Inputs no id describes (embedding rows, an image) are recorded as KVREC_NO_ID, which agrees with no prompt:
  *   two different images behind the same placeholder ids must never compare equal. Rows before them stay
  *   reusable — they depend only on the tokens before them.

@@ -97,7 +97,7 @@ static int env_u32(const char *name, uint32_t min, uint32_t *out, fkv_error *err
 }
 
 int fkv_engine_default_params(fkv_engine_params *p, fkv_error *err) {
-    *p = (fkv_engine_params){.ctx = fkv_ctx_default_params(), .prefix_cache = true, .cache_min = 64,
+    *p = (fkv_engine_params){.ctx = fkv_ctx_default_params(), .prefix_cache = true, .cache_min = 1,
                              .bound_to_frontier = false};
     uint32_t cache = 1;
     int rc = env_u32("FLATKV_PREFIX_CACHE", 0, &cache, err);
