@@ -7,12 +7,12 @@
 #include "constrain/grammar_limits.h"
 
 const char *const js_constraints[] = {
-    "type", "properties", "required", "additionalProperties", "items", "prefixItems", "additionalItems",
-    "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "minLength", "maxLength", "format",
+    "type", "properties", "required", "additionalProperties", "items", "prefixItems", "additionalItems", "minItems",
+    "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "minLength", "maxLength", "format", "pattern",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
 
 static const char *const js_unsupported[] = {
-    "pattern", "patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf", "uniqueItems",
+    "patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf", "uniqueItems",
     "contains", "minContains", "maxContains", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
     "dependencies", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "contentSchema",
     NULL};
@@ -83,7 +83,7 @@ int js_schema_types(jsctx *c, json_t *s, const char *path, unsigned *out) {
         } implied[] = {{"properties", T_OBJECT}, {"required", T_OBJECT}, {"additionalProperties", T_OBJECT},
                        {"items", T_ARRAY}, {"prefixItems", T_ARRAY}, {"additionalItems", T_ARRAY},
                        {"minItems", T_ARRAY}, {"maxItems", T_ARRAY}, {"minLength", T_STRING},
-                       {"maxLength", T_STRING}, {"format", T_STRING}, {"minimum", T_NUMBER},
+                       {"maxLength", T_STRING}, {"format", T_STRING}, {"pattern", T_STRING}, {"minimum", T_NUMBER},
                        {"maximum", T_NUMBER}, {"exclusiveMinimum", T_NUMBER}, {"exclusiveMaximum", T_NUMBER}};
         for (size_t i = 0; i < sizeof implied / sizeof *implied; i++)
             if (json_object_get(s, implied[i].key)) types |= implied[i].type;

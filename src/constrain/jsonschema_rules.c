@@ -8,7 +8,7 @@
 
 #include "base/err.h"
 
-/* The fixed rules, indexed by JP_*; '@' in a body stands for the prefix. */
+/* The fixed rules, indexed by JP_*; '@' in a body stands for the prefix (a literal '@' is \x40). */
 static const struct {
     const char *name, *body;
     unsigned deps;
@@ -50,6 +50,31 @@ static const struct {
     [JP_DATE_TIME] = {"date-time", "@date \"T\" @time", 1u << JP_DATE | 1u << JP_TIME},
     [JP_UUID] = {"uuid",
                  "\"\\\"\" @hex{8} \"-\" @hex{4} \"-\" @hex{4} \"-\" @hex{4} \"-\" @hex{12} \"\\\"\"", 1u << JP_HEX},
+    /* The formats below are subsets, each within what RFC 1123 / 5321 / 3986, ajv-formats and zod 4's patterns
+     * accept. hostname: at most 7 labels of at most 32 characters (so at most 230, under 253). */
+    [JP_HOST_LABEL] = {"host-label", "[A-Za-z0-9] ( [A-Za-z0-9-]{0,30} [A-Za-z0-9] )?", 0},
+    [JP_HOSTNAME] = {"hostname", "@host-label ( \".\" @host-label ){0,6}", 1u << JP_HOST_LABEL},
+    /* email: dot-separated atoms of [A-Za-z0-9_+-] (no quoted local parts), "@", a domain of labels with an
+     * alphabetic top-level label (no address literals) */
+    [JP_EMAIL] = {"email",
+                  "[A-Za-z0-9_+-]+ ( \".\" [A-Za-z0-9_+-]+ )* \"\\x40\" ( @host-label \".\" ){1,6} [A-Za-z]{2,32}",
+                  1u << JP_HOST_LABEL},
+    [JP_IPV4_OCTET] = {"ipv4-octet", "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]", 0},
+    [JP_IPV4] = {"ipv4", "@ipv4-octet ( \".\" @ipv4-octet ){3}", 1u << JP_IPV4_OCTET},
+    [JP_H16] = {"h16", "@hex{1,4}", 1u << JP_HEX},
+    /* ipv6: eight groups, or fewer around one "::"; no embedded IPv4 and no zone */
+    [JP_IPV6] = {"ipv6",
+                 "( @h16 \":\" ){7} @h16 | ( @h16 \":\" ){1,7} \":\" | ( @h16 \":\" ){1,6} \":\" @h16 | "
+                 "( @h16 \":\" ){1,5} ( \":\" @h16 ){1,2} | ( @h16 \":\" ){1,4} ( \":\" @h16 ){1,3} | "
+                 "( @h16 \":\" ){1,3} ( \":\" @h16 ){1,4} | ( @h16 \":\" ){1,2} ( \":\" @h16 ){1,5} | "
+                 "@h16 \":\" ( \":\" @h16 ){1,6} | \":\" ( ( \":\" @h16 ){1,7} | \":\" )",
+                 1u << JP_H16},
+    [JP_URI_CHAR] = {"uri-char", "[A-Za-z0-9._~!$&'()*+,;=:\\x40-] | \"%\" @hex @hex", 1u << JP_HEX},
+    /* uri: scheme "://" a hostname, an optional port, a path, query and fragment (no IP literals, no userinfo) */
+    [JP_URI] = {"uri",
+                "[A-Za-z] [A-Za-z0-9+.-]{0,15} \"://\" @hostname ( \":\" [0-9]{1,5} )? ( \"/\" @uri-char* )* "
+                "( \"?\" ( @uri-char | [/?] )* )? ( \"#\" ( @uri-char | [/?] )* )?",
+                1u << JP_HOSTNAME | 1u << JP_URI_CHAR},
 };
 
 int js_err(jsctx *c, const char *path, const char *fmt, ...) {
