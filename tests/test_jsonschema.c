@@ -137,12 +137,114 @@ static void test_zods_format_patterns_are_taken(void **state) {
                  YES("\"10.0.0.255\""), NO("\"10.0.0.256\""));
 }
 
+static void test_multiple_of_admits_exactly_the_multiples(void **state) {
+    (void)state;
+    static const int divisors[] = {2, 3, 7, 12, 10, 100, 97};
+    for (size_t k = 0; k < sizeof divisors / sizeof *divisors; k++) {
+        char schema[160];
+        int d = divisors[k];
+        /* zod's .int().multipleOf(d) bounds: ±(2^53 - 1) */
+        snprintf(schema, sizeof schema, "{\"type\": \"integer\", \"multipleOf\": %d, \"minimum\": -9007199254740991, "
+                 "\"maximum\": 9007199254740991}", d);
+        grammar *g = schema_grammar(schema);
+        for (long x = -1000; x <= 1000; x++) {
+            char text[32];
+            snprintf(text, sizeof text, "%ld", x);
+            if (accepts(g, text) != (x % d == 0)) fail_msg("%s: %s %s", schema, text, x % d ? "accepted" : "refused");
+        }
+        char big[32];
+        snprintf(big, sizeof big, "%lld", 99999999999999LL / d * d);
+        if (!accepts(g, big)) fail_msg("%s: refuses %s", schema, big);
+        assert_false(accepts(g, "-0"));
+        assert_false(accepts(g, "010") && d == 10);
+        grammar_free(g);
+    }
+    /* positive (zod's .positive(): exclusiveMinimum 0), and a number with an integer multipleOf */
+    check_schema("{\"type\": \"integer\", \"exclusiveMinimum\": 0, \"multipleOf\": 5}", YES("5", "10", "995"),
+                 NO("0", "-5", "7", "5.0"));
+    check_schema("{\"type\": \"number\", \"multipleOf\": 4}", YES("0", "-8", "400"), NO("2", "4.5", "4e0"));
+    check_schema("{\"type\": \"integer\", \"multipleOf\": 1, \"minimum\": 3, \"maximum\": 4}", YES("3", "4"), NO("5"));
+    assert_refused("{\"type\": \"number\", \"multipleOf\": 0.01}", "'multipleOf': 0.01 is not a positive integer");
+    assert_refused("{\"type\": \"integer\", \"multipleOf\": 101}", "'multipleOf': 101 is above 100");
+    assert_refused("{\"type\": \"integer\", \"multipleOf\": 5, \"minimum\": 0, \"maximum\": 50}",
+                   "'multipleOf' beside 'minimum'/'maximum'");
+    assert_refused("{\"type\": \"integer\", \"multipleOf\": 5, \"minimum\": 12}", "'multipleOf' beside");
+}
+
+static void test_unique_items_over_a_finite_set(void **state) {
+    (void)state;
+    check_schema("{\"type\": \"array\", \"items\": {\"enum\": [\"a\", \"b\", 3]}, \"uniqueItems\": true}",
+                 YES("[]", "[\"a\"]", "[3, \"a\"]", "[\"b\", 3, \"a\"]"),
+                 NO("[\"a\", \"a\"]", "[3, \"b\", 3]", "[\"c\"]", "[\"a\", \"b\", 3, \"a\"]"));
+    check_schema("{\"type\": \"array\", \"items\": {\"type\": \"boolean\"}, \"uniqueItems\": true, \"minItems\": 2}",
+                 YES("[true, false]", "[false, true]"), NO("[true]", "[true, true]", "[]"));
+    check_schema("{\"$defs\": {\"c\": {\"enum\": [\"r\", \"g\"]}}, \"type\": \"array\", \"items\": {\"$ref\": "
+                 "\"#/$defs/c\"}, \"uniqueItems\": true, \"maxItems\": 1}", YES("[\"r\"]"), NO("[\"r\", \"g\"]"));
+    /* at most one item: any items */
+    check_schema("{\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"uniqueItems\": true, \"maxItems\": 1}",
+                 YES("[]", "[\"x\"]"), NO("[\"x\", \"y\"]"));
+    assert_refused("{\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"uniqueItems\": true}",
+                   "'uniqueItems': the items are not a finite set");
+    assert_refused("{\"type\": \"array\", \"items\": {\"enum\": [1,2,3,4,5,6,7,8,9,10,11,12,13]}, \"uniqueItems\": true}",
+                   "'uniqueItems': 13 values");
+    assert_refused("{\"type\": \"array\", \"items\": {\"enum\": [1, 2]}, \"uniqueItems\": true, \"minItems\": 3}",
+                   "above the 2 distinct values");
+    assert_refused("{\"type\": \"array\", \"items\": {\"enum\": [1, 2]}, \"uniqueItems\": 1}",
+                   "malformed JSON Schema keyword 'uniqueItems'");
+}
+
+static void test_property_counts_and_additional_property_schemas(void **state) {
+    (void)state;
+    /* zod's z.record(z.string(), z.number()): propertyNames {"type": "string"}, additionalProperties a schema */
+    check_schema("{\"type\": \"object\", \"propertyNames\": {\"type\": \"string\"}, \"additionalProperties\": "
+                 "{\"type\": \"number\"}, \"maxProperties\": 2}",
+                 YES("{}", "{\"a\": 1}", "{\"a\": 1, \"b\": 2.5}"), NO("{\"a\": \"x\"}", "{\"a\": 1, \"b\": 2, \"c\": 3}"));
+    check_schema("{\"type\": \"object\", \"additionalProperties\": {\"type\": \"integer\"}, \"minProperties\": 1}",
+                 YES("{\"k\": 1}", "{\"k\": 1, \"j\": 2}"), NO("{}", "{\"k\": true}"));
+    check_schema("{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\"}}, \"additionalProperties\": "
+                 "{\"type\": \"boolean\"}}", YES("{\"a\": \"x\", \"b\": true}", "{\"z\": false}"),
+                 NO("{\"a\": true}", "{\"b\": 1}"));
+    check_schema("{\"type\": \"object\", \"properties\": {\"a\": {}, \"b\": {}}, \"required\": [\"a\"], "
+                 "\"minProperties\": 1, \"maxProperties\": 2}", YES("{\"a\": 1}", "{\"a\": 1, \"b\": 2}"), NO("{}"));
+    assert_refused("{\"type\": \"object\", \"properties\": {\"a\": {}, \"b\": {}}, \"minProperties\": 1}",
+                   "'minProperties': above the required properties");
+    assert_refused("{\"type\": \"object\", \"minProperties\": 2}", "'minProperties': above 1");
+    assert_refused("{\"type\": \"object\", \"properties\": {\"a\": {}, \"b\": {}}, \"maxProperties\": 1}",
+                   "'maxProperties': below the properties allowed");
+    assert_refused("{\"type\": \"object\", \"propertyNames\": {\"pattern\": \"^a\"}}",
+                   "unsupported JSON Schema keyword 'propertyNames'");
+}
+
+static void test_one_of_is_taken_when_its_branches_are_disjoint(void **state) {
+    (void)state;
+    /* zod's z.discriminatedUnion */
+    check_schema("{\"oneOf\": [{\"type\": \"object\", \"properties\": {\"kind\": {\"type\": \"string\", \"const\": "
+                 "\"a\"}, \"x\": {\"type\": \"string\"}}, \"required\": [\"kind\", \"x\"], \"additionalProperties\": "
+                 "false}, {\"type\": \"object\", \"properties\": {\"kind\": {\"type\": \"string\", \"const\": \"b\"}, "
+                 "\"y\": {\"type\": \"number\"}}, \"required\": [\"kind\", \"y\"], \"additionalProperties\": false}]}",
+                 YES("{\"kind\": \"a\", \"x\": \"s\"}", "{\"kind\": \"b\", \"y\": 1}"),
+                 NO("{\"kind\": \"a\", \"y\": 1}", "{\"kind\": \"c\", \"x\": \"s\"}"));
+    check_schema("{\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"integer\"}, {\"type\": \"null\"}]}",
+                 YES("\"s\"", "3", "null"), NO("true"));
+    check_schema("{\"oneOf\": [{\"enum\": [1, 2]}, {\"const\": 3}]}", YES("1", "3"), NO("4"));
+    assert_refused("{\"oneOf\": [{\"type\": \"number\"}, {\"type\": \"integer\"}]}",
+                   "'oneOf': branches 0 and 1 may both match");
+    assert_refused("{\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"string\", \"maxLength\": 2}]}",
+                   "'oneOf': branches 0 and 1");
+    assert_refused("{\"oneOf\": [{\"type\": \"object\", \"properties\": {\"k\": {\"const\": 1}}}, {\"type\": "
+                   "\"object\", \"properties\": {\"k\": {\"const\": 2}}}]}", "'oneOf'"); /* k not required */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pattern_holds_the_regular_subset),
         cmocka_unit_test(test_pattern_beyond_a_grammar_is_refused_by_name),
         cmocka_unit_test(test_formats_accept_only_valid_values),
         cmocka_unit_test(test_zods_format_patterns_are_taken),
+        cmocka_unit_test(test_multiple_of_admits_exactly_the_multiples),
+        cmocka_unit_test(test_unique_items_over_a_finite_set),
+        cmocka_unit_test(test_property_counts_and_additional_property_schemas),
+        cmocka_unit_test(test_one_of_is_taken_when_its_branches_are_disjoint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
