@@ -286,7 +286,7 @@ static int parse_atom(rx *x, sbuf *b) {
     cpset s = {0};
     int rc = 0;
     if (ch == '(') {
-        x->i++;
+        size_t start = x->i++;
         if (peek(x) == '?') {
             x->i++;
             int k = peek(x);
@@ -297,8 +297,10 @@ static int parse_atom(rx *x, sbuf *b) {
                 if (at_end(x)) return rx_fail(x, "a group name with no closing '>'");
                 x->i++;
             } else if (k == '=' || k == '!' || k == '<') {
+                x->i = start; /* the offset of the construct */
                 return rx_fail(x, "a lookaround assertion '(?%s'", k == '<' ? "<" : k == '=' ? "=" : "!");
             } else {
+                x->i = start;
                 return rx_fail(x, "the group modifier '(?%c'", k < 0 ? ' ' : k);
             }
         }
