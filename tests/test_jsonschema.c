@@ -106,6 +106,8 @@ static void test_formats_accept_only_valid_values(void **state) {
                  YES("\"ada@example.com\"", "\"a.b+c_d-e@mail.example.co.uk\""),
                  NO("\"ada\"", "\"@example.com\"", "\"a..b@example.com\"", "\"a@example\"", "\"a@-x.com\"",
                     "\"a@x-.com\"", "\"a b@x.com\"", "\".a@x.com\"", "\"a@x.c\""));
+    check_schema("{\"type\": \"string\", \"format\": \"date\"}", YES("\"2024-02-29\"", "\"2000-02-29\"", "\"2023-12-31\""),
+                 NO("\"2023-02-29\"", "\"2100-02-29\"", "\"2023-06-31\"", "\"2023-02-30\"", "\"2023-00-10\""));
     check_schema("{\"type\": \"string\", \"format\": \"hostname\"}", YES("\"localhost\"", "\"a-b.example.org\""),
                  NO("\"-a.com\"", "\"a_b.com\"", "\"a..b\"", "\"\"", "\"a.\""));
     check_schema("{\"type\": \"string\", \"format\": \"ipv4\"}", YES("\"0.0.0.0\"", "\"192.168.1.255\""),
@@ -132,6 +134,12 @@ static void test_zods_format_patterns_are_taken(void **state) {
                  "ffff-ffff-ffff-ffffffffffff)$\"}",
                  YES("\"123e4567-e89b-12d3-a456-426614174000\"", "\"00000000-0000-0000-0000-000000000000\""),
                  NO("\"123e4567-e89b-02d3-a456-426614174000\"")); /* version 0: the pattern's, narrower */
+    check_schema("{\"type\": \"string\", \"format\": \"date-time\", \"pattern\": \"^(?:(?:\\\\d\\\\d[2468][048]|\\\\d\\\\d[13579][26]|\\\\d\\\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\\\d|30)|(?:02)-(?:0[1-9]|1\\\\d|2[0-8])))T(?:(?:[01]\\\\d|2[0-3]):[0-5]\\\\d:[0-5]\\\\d(?:\\\\.\\\\d+)?(?:Z))$\"}", YES("\"2024-02-29T23:59:59.5Z\""), NO("\"2023-02-29T00:00:00Z\""));
+    check_schema("{\"type\": \"string\", \"format\": \"date\", \"pattern\": \"^(?:(?:\\\\d\\\\d[2468][048]|\\\\d\\\\d[13579][26]|\\\\d\\\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\\\d|30)|(?:02)-(?:0[1-9]|1\\\\d|2[0-8])))$\"}", YES("\"2000-02-29\"", "\"2023-04-30\""), NO("\"1900-02-29\"", "\"2023-04-31\""));
+    check_schema("{\"type\": \"string\", \"format\": \"ipv6\", \"pattern\": \"^(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-fA-F]{1,4}){1,7}|:))$\"}", YES("\"fe80::1\""), NO("\"fe80:::1\""));
+    /* a format JSON Schema does not define, beside a pattern, is an annotation: the pattern holds */
+    check_schema("{\"type\": \"string\", \"format\": \"starts_with\", \"pattern\": \"^ab.*\"}", YES("\"abzz\""), NO("\"zab\""));
+    assert_refused("{\"type\": \"string\", \"format\": \"starts_with\"}", "'format': 'starts_with'");
     check_schema("{\"type\": \"string\", \"format\": \"ipv4\", \"pattern\": \"^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|"
                  "[1-9][0-9]|[0-9])\\\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])$\"}",
                  YES("\"10.0.0.255\""), NO("\"10.0.0.256\""));
@@ -206,6 +214,8 @@ static void test_property_counts_and_additional_property_schemas(void **state) {
                  NO("{\"a\": true}", "{\"b\": 1}"));
     check_schema("{\"type\": \"object\", \"properties\": {\"a\": {}, \"b\": {}}, \"required\": [\"a\"], "
                  "\"minProperties\": 1, \"maxProperties\": 2}", YES("{\"a\": 1}", "{\"a\": 1, \"b\": 2}"), NO("{}"));
+    /* z.record(z.enum(["a", "b"]), z.number()): the names listed, all required */
+    check_schema("{\"type\": \"object\", \"propertyNames\": {\"type\": \"string\", \"enum\": [\"a\", \"b\"]}, \"additionalProperties\": {\"type\": \"number\"}, \"required\": [\"a\", \"b\"]}", YES("{\"a\": 1, \"b\": 2}"), NO("{\"a\": 1}", "{\"a\": 1, \"b\": 2, \"c\": 3}"));
     assert_refused("{\"type\": \"object\", \"properties\": {\"a\": {}, \"b\": {}}, \"minProperties\": 1}",
                    "'minProperties': above the required properties");
     assert_refused("{\"type\": \"object\", \"minProperties\": 2}", "'minProperties': above 1");

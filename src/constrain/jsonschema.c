@@ -159,7 +159,31 @@ static int count_props(jsctx *c, const bool *required, size_t n, bool add_allowe
     return 0;
 }
 
+/* propertyNames listing the names (zod's z.record over an enum): the names as properties of the additional
+ * properties' schema, and no others. */
+static json_t *names_as_properties(jsctx *c, json_t *s, json_t *names, const char *path) {
+    if (json_object_get(s, "properties") || json_object_get(s, "patternProperties"))
+        return js_err(c, path, "unsupported JSON Schema keyword 'propertyNames' beside 'properties'"), NULL;
+    json_t *add = json_object_get(s, "additionalProperties"), *props = json_object(), *out = js_without(s, "propertyNames");
+    size_t i;
+    json_t *x;
+    json_array_foreach(names, i, x) json_object_set(props, json_string_value(x), add ? add : json_true());
+    if (!props || !out || json_object_set_new(out, "properties", props) ||
+        json_object_set_new(out, "additionalProperties", json_false())) {
+        json_decref(out);
+        return js_oom(c), NULL;
+    }
+    return out;
+}
+
 static void object_body(jsctx *c, sbuf *b, json_t *s, const char *path, const char *hint) {
+    json_t *names_schema = json_object_get(s, "propertyNames");
+    if (names_schema && js_listed_names(names_schema)) {
+        json_t *t = names_as_properties(c, s, js_listed_names(names_schema), path);
+        if (t) object_body(c, b, t, path, hint);
+        json_decref(t);
+        return;
+    }
     json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     json_t *add = json_object_get(s, "additionalProperties");
     if (props && !json_is_object(props)) {

@@ -23,11 +23,22 @@ bool js_in_list(const char *const *list, const char *k) {
     return false;
 }
 
-/* A propertyNames schema every key already meets: true, {} or {"type": "string"} (as zod's z.record writes). */
+/* A propertyNames schema the converter takes: true, {} or {"type": "string"}, which every key meets, or a list of
+ * names (js_listed_names), as zod's z.record writes. */
 static bool names_are_strings(json_t *v) {
     if (!js_has_constraints(v)) return !json_is_false(v);
     json_t *t = json_object_get(v, "type");
     return json_object_size(v) == 1 && json_is_string(t) && strcmp(json_string_value(t), "string") == 0;
+}
+
+json_t *js_listed_names(json_t *v) {
+    json_t *en = json_object_get(v, "enum"), *t = json_object_get(v, "type");
+    size_t extra = json_object_size(v) - (en != NULL) - (t != NULL), i;
+    json_t *x;
+    if (!json_is_array(en) || extra || (t && (!json_is_string(t) || strcmp(json_string_value(t), "string") != 0)))
+        return NULL;
+    json_array_foreach(en, i, x) if (!json_is_string(x)) return NULL;
+    return en;
 }
 
 int js_check_keywords(jsctx *c, json_t *s, const char *path) {
@@ -35,7 +46,7 @@ int js_check_keywords(jsctx *c, json_t *s, const char *path) {
     json_t *v;
     json_object_foreach(s, k, v) {
         if (!js_in_list(js_unsupported, k)) continue;
-        if (strcmp(k, "propertyNames") == 0 && names_are_strings(v)) continue;
+        if (strcmp(k, "propertyNames") == 0 && (names_are_strings(v) || js_listed_names(v))) continue;
         return js_err(c, path, "unsupported JSON Schema keyword '%s'", k);
     }
     return 0;

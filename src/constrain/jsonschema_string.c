@@ -16,6 +16,13 @@ static const struct {
                   {"hostname", JP_HOSTNAME}, {"email", JP_EMAIL}, {"ipv4", JP_IPV4},         {"ipv6", JP_IPV6},
                   {"uri", JP_URI}};
 
+/* The formats JSON Schema 2020-12 defines. Another (zod's "starts_with", "cuid", ...) is an annotation: beside a
+ * pattern, which then states the constraint, it is ignored; alone it is refused, as the caller surely meant it. */
+static const char *const js_standard_formats[] = {
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uri",
+    "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex",
+    NULL};
+
 /* A format beside a pattern: a grammar cannot intersect two rules, so only the pairs zod 4's z.toJSONSchema() writes
  * are taken, where one side holds within the other (checked in tests/test_jsonschema.c): the narrower is used. */
 static const struct {
@@ -28,6 +35,20 @@ static const struct {
              "0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$", true},
     {"ipv4", "^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]"
              "[0-9]|[0-9])$", true},
+    {"ipv6", "^(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6"
+     "}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,"
+     "4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1"
+     ",4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-f"
+     "A-F]{1,4}){1,7}|:))$",
+     true},
+    {"date", "^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}"
+     "-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-("
+     "?:0[1-9]|1\\d|2[0-8])))$",
+     true},
+    {"date-time", "^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}"
+     "-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-("
+     "?:0[1-9]|1\\d|2[0-8])))T(?:(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d+)?(?:Z))$",
+     true},
     {"hostname", "^(?=.{1,253}\\.?$)[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\\.[a-zA-Z0-9](?:[-0-9a-zA-Z]"
                  "{0,61}[0-9a-zA-Z])?)*\\.?$", false},
 };
@@ -66,11 +87,11 @@ void js_string_body(jsctx *c, sbuf *b, json_t *s, const char *path) {
         size_t k = 0, n = sizeof js_format_patterns / sizeof *js_format_patterns;
         while (k < n && (strcmp(js_format_patterns[k].format, f) != 0 || strcmp(js_format_patterns[k].pattern, p) != 0))
             k++;
-        if (k == n) {
+        if (k == n && js_in_list(js_standard_formats, f)) {
             js_err(c, path, "unsupported JSON Schema keyword 'pattern' beside 'format' '%s'", f);
             return;
         }
-        if (js_format_patterns[k].use_pattern) fmt = NULL;
+        if (k == n || js_format_patterns[k].use_pattern) fmt = NULL;
         else pat = NULL;
     }
     if (pat) {
