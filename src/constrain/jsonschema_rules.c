@@ -59,10 +59,11 @@ static const struct {
      * accept. hostname: at most 7 labels of at most 32 characters (so at most 230, under 253). */
     [JP_HOST_LABEL] = {"host-label", "[A-Za-z0-9] ( [A-Za-z0-9-]{0,30} [A-Za-z0-9] )?", 0},
     [JP_HOSTNAME] = {"hostname", "@host-label ( \".\" @host-label ){0,6}", 1u << JP_HOST_LABEL},
-    /* email: dot-separated atoms of [A-Za-z0-9_+-] (no quoted local parts), "@", a domain of labels with an
-     * alphabetic top-level label (no address literals) */
+    /* email: up to 4 dot-separated atoms of up to 16 of [A-Za-z0-9_+-] (no quoted local parts), "@", up to 4
+     * labels and an alphabetic top-level label of 2 to 12 letters (no address literals): bounded, so a model ends */
     [JP_EMAIL] = {"email",
-                  "[A-Za-z0-9_+-]+ ( \".\" [A-Za-z0-9_+-]+ )* \"\\x40\" ( @host-label \".\" ){1,6} [A-Za-z]{2,32}",
+                  "[A-Za-z0-9_+-]{1,16} ( \".\" [A-Za-z0-9_+-]{1,16} ){0,3} \"\\x40\" ( @host-label \".\" ){1,4} "
+                  "[A-Za-z]{2,12}",
                   1u << JP_HOST_LABEL},
     [JP_IPV4_OCTET] = {"ipv4-octet", "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]", 0},
     [JP_IPV4] = {"ipv4", "@ipv4-octet ( \".\" @ipv4-octet ){3}", 1u << JP_IPV4_OCTET},
