@@ -237,6 +237,7 @@ static void test_one_of_is_taken_when_its_branches_are_disjoint(void **state) {
     check_schema("{\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"integer\"}, {\"type\": \"null\"}]}",
                  YES("\"s\"", "3", "null"), NO("true"));
     check_schema("{\"oneOf\": [{\"enum\": [1, 2]}, {\"const\": 3}]}", YES("1", "3"), NO("4"));
+    assert_refused("{\"oneOf\": [{\"minimum\": 3}, {\"type\": \"string\"}]}", "'oneOf'"); /* "a" matches both */
     assert_refused("{\"oneOf\": [{\"type\": \"number\"}, {\"type\": \"integer\"}]}",
                    "'oneOf': branches 0 and 1 may both match");
     assert_refused("{\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"string\", \"maxLength\": 2}]}",

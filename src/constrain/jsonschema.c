@@ -7,7 +7,8 @@
  *   without an exponential number of rules. Additional properties come last and cannot reuse a declared name
  *   (js_not_names), so a declared property's value always follows its own schema.
  * - allOf, $ref with sibling constraints, and anyOf/oneOf with sibling constraints are reduced by merging schemas
- *   (jsonschema_merge.h). oneOf is treated as anyOf (exclusivity is not enforced).
+ *   (jsonschema_merge.h). oneOf is written as anyOf once its branches are shown disjoint (one_of_disjoint).
+ * - uniqueItems is an automaton written as rules: one per set of the values already used.
  * - A $ref cycle that never passes through an object or an array (A is B, B is A) would make a left-recursive
  *   grammar: refused here, naming the $ref.
  * The descent is here (objects and arrays hold subschemas); the leaves are numbers (jsonschema_number.h) and strings
@@ -620,8 +621,7 @@ static bool values_meet(json_t *a, json_t *b) {
     return false;
 }
 
-/* The types a flattened branch may take: its values' when it lists them, else js_schema_types's; integer within
- * number. */
+/* The types a flattened branch may take: its values' when it lists them, else its "type"; integer within number. */
 static unsigned branch_types(jsctx *c, json_t *s, const char *path) {
     unsigned t = 0;
     json_t *vals = listed_values(s);
@@ -631,8 +631,8 @@ static unsigned branch_types(jsctx *c, json_t *s, const char *path) {
         json_t *v;
         json_array_foreach(vals, i, v) for (size_t k = 0; k < 6; k++) if (js_value_has_type(v, each[k])) t |= each[k];
         json_decref(vals);
-    } else if (!json_is_object(s) || js_schema_types(c, s, path, &t)) {
-        t = T_ANY;
+    } else if (!json_is_object(s) || !json_object_get(s, "type") || js_schema_types(c, s, path, &t)) {
+        t = T_ANY; /* without "type", {"minimum": 3} also matches every string: no type can be ruled out */
     }
     if (t & T_INTEGER) t |= T_NUMBER;
     return t;
