@@ -136,7 +136,7 @@ static int emit_set(rx *x, sbuf *b, cpset *s) {
     int alts = (cls.n > 0) + quote + backslash;
     if (!alts) {
         free(cls.p);
-        return rx_fail(x, "a character that can only be a control character");
+        return rx_fail(x, "a character that can only be a control character or a lone surrogate, or none");
     }
     if (alts > 1) sb_puts(b, "( ");
     if (n_cp == 1 && only > 0x20 && only < 0x7F) sb_printf(b, "\"%c\"", (char)only);
