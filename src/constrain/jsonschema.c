@@ -7,7 +7,8 @@
  *   without an exponential number of rules. Additional properties come last and cannot reuse a declared name
  *   (js_not_names), so a declared property's value always follows its own schema.
  * - allOf, $ref with sibling constraints, and anyOf/oneOf with sibling constraints are reduced by merging schemas
- *   (jsonschema_merge.h). oneOf is treated as anyOf (exclusivity is not enforced).
+ *   (jsonschema_merge.h). oneOf is written as anyOf once its branches are shown disjoint (one_of_disjoint).
+ * - uniqueItems is an automaton written as rules: one per set of the values already used.
  * - A $ref cycle that never passes through an object or an array (A is B, B is A) would make a left-recursive
  *   grammar: refused here, naming the $ref.
  * The descent is here (objects and arrays hold subschemas); the leaves are numbers (jsonschema_number.h) and strings
@@ -138,7 +139,52 @@ static void kv_tail(jsctx *c, sbuf *b, const char *value) {
     sb_puts(b, value);
 }
 
+/* minProperties/maxProperties: met by every object the entries allow, or counted on the additional properties when
+ * there are no entries (which the object rule then repeats within the bounds); refused otherwise. */
+static int count_props(jsctx *c, const bool *required, size_t n, bool add_allowed, int64_t min, int64_t max,
+                       const char *path) {
+    int64_t n_required = 0;
+    for (size_t e = 0; e < n; e++) n_required += required[e];
+    if (max < n_required || min > max)
+        return js_err(c, path, "no object satisfies 'minProperties'/'maxProperties' with the required properties");
+    if (n == 0 && add_allowed) {
+        if (min > 1) /* "a" twice is one property, and a grammar cannot keep keys apart */
+            return js_err(c, path, "unsupported JSON Schema keyword 'minProperties': above 1 on keys the schema does "
+                                   "not name");
+        return 0;
+    }
+    if (min > n_required)
+        return js_err(c, path, "unsupported JSON Schema keyword 'minProperties': above the required properties");
+    if (max < INT32_MAX && (add_allowed || max < (int64_t)n))
+        return js_err(c, path, "unsupported JSON Schema keyword 'maxProperties': below the properties allowed");
+    return 0;
+}
+
+/* propertyNames listing the names (zod's z.record over an enum): the names as properties of the additional
+ * properties' schema, and no others. */
+static json_t *names_as_properties(jsctx *c, json_t *s, json_t *names, const char *path) {
+    if (json_object_get(s, "properties") || json_object_get(s, "patternProperties"))
+        return js_err(c, path, "unsupported JSON Schema keyword 'propertyNames' beside 'properties'"), NULL;
+    json_t *add = json_object_get(s, "additionalProperties"), *props = json_object(), *out = js_without(s, "propertyNames");
+    size_t i;
+    json_t *x;
+    json_array_foreach(names, i, x) json_object_set(props, json_string_value(x), add ? add : json_true());
+    if (!props || !out || json_object_set_new(out, "properties", props) ||
+        json_object_set_new(out, "additionalProperties", json_false())) {
+        json_decref(out);
+        return js_oom(c), NULL;
+    }
+    return out;
+}
+
 static void object_body(jsctx *c, sbuf *b, json_t *s, const char *path, const char *hint) {
+    json_t *names_schema = json_object_get(s, "propertyNames");
+    if (names_schema && js_listed_names(names_schema)) {
+        json_t *t = names_as_properties(c, s, js_listed_names(names_schema), path);
+        if (t) object_body(c, b, t, path, hint);
+        json_decref(t);
+        return;
+    }
     json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     json_t *add = json_object_get(s, "additionalProperties");
     if (props && !json_is_object(props)) {
@@ -161,7 +207,9 @@ static void object_body(jsctx *c, sbuf *b, json_t *s, const char *path, const ch
     }
     bool add_allowed = add ? !json_is_false(add) : !props;
     json_t *add_schema = json_is_object(add) && js_has_constraints(add) ? add : NULL;
-    if (!props && !json_array_size(req) && add_allowed && !add_schema) {
+    int64_t min_props, max_props;
+    if (js_count_range(c, s, "minProperties", "maxProperties", path, &min_props, &max_props)) return;
+    if (!props && !json_array_size(req) && add_allowed && !add_schema && !min_props && max_props == INT32_MAX) {
         js_prim(c, b, JP_OBJECT);
         return;
     }
@@ -191,6 +239,7 @@ static void object_body(jsctx *c, sbuf *b, json_t *s, const char *path, const ch
         }
         required[j] = true;
     }
+    if (count_props(c, required, n, add_allowed, min_props, max_props, path)) goto out;
     c->structural++;
     for (size_t e = 0; e < n && !c->failed; e++) {
         char *h = js_hint_join(hint, names[e]);
@@ -296,7 +345,16 @@ static void object_body(jsctx *c, sbuf *b, json_t *s, const char *path, const ch
     }
     sb_printf(b, "\"{\" %s ", sp.p);
     if (n) sb_printf(b, "%s ", first[0]);
-    else if (more) sb_printf(b, "( %s ( \",\" %s %s )* )? ", more, sp.p, more);
+    else if (more && max_props > 0) {
+        sbuf item = {0};
+        sb_printf(&item, "( \",\" %s %s )", sp.p, more);
+        sb_printf(b, min_props ? "%s " : "( %s ", more);
+        sb_repeat(b, item.p ? item.p : "", min_props > 1 ? min_props - 1 : 0,
+                  max_props == INT32_MAX ? INT32_MAX : max_props - 1);
+        sb_puts(b, min_props ? " " : " )? ");
+        if (item.oom) b->oom = true;
+        free(item.p);
+    }
     sb_printf(b, "%s \"}\"", sp.p);
     free(sp.p);
 out:
@@ -327,6 +385,122 @@ static void array_tail(sbuf *b, const char *sp, const char **tuple, size_t p, co
     sb_repeat(b, item.p ? item.p : "", min > j ? min - j : 0, max == INT32_MAX ? INT32_MAX : max - j);
     if (item.oom) b->oom = true;
     free(item.p);
+}
+
+#define JS_MAX_UNIQUE_VALUES 12 /* distinct values under uniqueItems: a rule per set of those already written */
+#define JS_MAX_UNIQUE_RULES 1024
+
+/* The distinct values item schema s allows when it is a finite set (enum, const, boolean, null); false otherwise. */
+static bool finite_values(jsctx *c, json_t *s, const char *path, json_t *out) {
+    json_t *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
+    unsigned types = T_ANY | T_INTEGER;
+    if (json_object_get(s, "type") && js_schema_types(c, s, path, &types)) return false;
+    if (types & T_NUMBER) types |= T_INTEGER;
+    if (en || cn) {
+        size_t n = json_is_array(en) ? json_array_size(en) : 1;
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = en ? json_array_get(en, i) : cn;
+            if ((en && cn && !json_equal(v, cn)) || !js_value_has_type(v, types)) continue;
+            bool dup = false;
+            size_t j;
+            json_t *y;
+            json_array_foreach(out, j, y) dup = dup || json_equal(v, y);
+            if (!dup) json_array_append(out, v);
+        }
+        return true;
+    }
+    if (types == T_BOOLEAN || types == T_NULL || types == (T_BOOLEAN | T_NULL)) {
+        if (types & T_BOOLEAN) json_array_append_new(out, json_true()), json_array_append_new(out, json_false());
+        if (types & T_NULL) json_array_append_new(out, json_null());
+        return true;
+    }
+    return false;
+}
+
+/* uniqueItems over a finite set of values: a rule per set of values already written (a bit each), which goes on with
+ * any value not in it while fewer than max are written, and may end once min are. */
+static void unique_array_body(jsctx *c, sbuf *b, json_t *items, int64_t min, int64_t max, const char *path,
+                              const char *hint) {
+    json_t *flat = js_flatten(c, items ? items : json_true(), path), *vals = json_array();
+    const char **lits = NULL, **names = NULL;
+    sbuf sp = {0};
+    if (!flat || !vals) {
+        if (!c->failed) js_oom(c);
+        goto out;
+    }
+    if (!finite_values(c, flat, path, vals)) {
+        if (!c->failed)
+            js_err(c, path, "unsupported JSON Schema keyword 'uniqueItems': the items are not a finite set (enum, "
+                            "const or boolean)");
+        goto out;
+    }
+    size_t n = json_array_size(vals);
+    if (max > (int64_t)n) max = (int64_t)n;
+    if (min > max) {
+        js_err(c, path, "'minItems' is above the %zu distinct values 'uniqueItems' allows", n);
+        goto out;
+    }
+    size_t rules = 0;
+    for (uint32_t set = 1; n <= JS_MAX_UNIQUE_VALUES && set < 1u << n; set++)
+        rules += __builtin_popcount(set) <= max;
+    if (n > JS_MAX_UNIQUE_VALUES || rules > JS_MAX_UNIQUE_RULES) {
+        js_err(c, path, "unsupported JSON Schema keyword 'uniqueItems': %zu values, above what the grammar holds", n);
+        goto out;
+    }
+    lits = calloc(n, sizeof *lits);
+    names = calloc((size_t)1 << n, sizeof *names);
+    if (!lits || !names) {
+        js_oom(c);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sbuf v = {0}, l = {0};
+        sb_json_value(&v, json_array_get(vals, i));
+        sb_gbnf_literal(&l, v.p ? v.p : "", v.n);
+        lits[i] = l.p;
+        if (v.oom || l.oom) js_oom(c);
+        free(v.p);
+    }
+    for (uint32_t set = 1; set < 1u << n && !c->failed; set++) {
+        if (__builtin_popcount(set) > max) continue;
+        char part[32];
+        snprintf(part, sizeof part, "unique-%x", set);
+        char *h = js_hint_join(hint, part);
+        names[set] = h ? js_rule_name(c, h) : NULL;
+        free(h);
+        if (!names[set] && !c->failed) js_oom(c);
+    }
+    js_prim(c, &sp, JP_SPACE);
+    /* set 0 is the array's start, written into b; the others are rules */
+    for (uint32_t set = 0; set < 1u << n && !c->failed; set++) {
+        int k = __builtin_popcount(set);
+        if (k > max) continue;
+        sbuf body = {0};
+        bool alt = false, end = set && k >= min;
+        for (size_t i = 0; i < n && k < max; i++) {
+            if (set & 1u << i) continue;
+            /* it may end here: the empty alternative first (see object_body) */
+            sb_puts(&body, alt ? " | " : end ? "| " : "");
+            if (set) sb_printf(&body, "\",\" %s ", sp.p);
+            sb_printf(&body, "%s %s", lits[i], names[set | 1u << i]);
+            alt = true;
+        }
+        if (!alt) sb_puts(&body, "\"\"");
+        if (body.oom) js_oom(c);
+        if (set) {
+            js_emit_rule(c, names[set], &body);
+        } else {
+            sb_printf(b, "\"[\" %s ( %s )%s %s \"]\"", sp.p, body.p ? body.p : "\"\"", min ? "" : "?", sp.p);
+        }
+        free(body.p);
+    }
+out:
+    for (size_t i = 0; lits && i < json_array_size(vals); i++) free((char *)lits[i]);
+    free(lits);
+    free(names);
+    free(sp.p);
+    json_decref(flat);
+    json_decref(vals);
 }
 
 static void array_body(jsctx *c, sbuf *b, json_t *s, const char *path, const char *hint) {
@@ -361,6 +535,21 @@ static void array_body(jsctx *c, sbuf *b, json_t *s, const char *path, const cha
     if (json_is_false(rest) && max > (int64_t)p) max = (int64_t)p;
     if (min == INT32_MAX || min > max) {
         js_err(c, path, "'minItems' is above the items allowed ('maxItems', or the tuple without more items)");
+        return;
+    }
+    json_t *uniq = json_object_get(s, "uniqueItems");
+    if (uniq && !json_is_boolean(uniq)) {
+        js_err(c, path, "malformed JSON Schema keyword 'uniqueItems': expected a boolean");
+        return;
+    }
+    if (json_is_true(uniq) && max > 1) { /* at most one item is always unique */
+        if (tuple) {
+            js_err(c, path, "unsupported JSON Schema keyword 'uniqueItems' beside '%s'", tuple_key);
+            return;
+        }
+        c->structural++;
+        unique_array_body(c, b, rest, min, max, path, hint);
+        c->structural--;
         return;
     }
     if (!tuple && !js_has_constraints(rest) && min == 0 && max == INT32_MAX) {
@@ -415,6 +604,88 @@ out:
     free(tpath);
 }
 
+/* ---- oneOf ---- */
+
+/* The values s allows when it is an enum or const (a new array), else NULL. */
+static json_t *listed_values(json_t *s) {
+    json_t *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
+    if (json_is_array(en)) return json_deep_copy(en);
+    if (cn) return json_pack("[O]", cn);
+    return NULL;
+}
+
+static bool values_meet(json_t *a, json_t *b) {
+    size_t i, j;
+    json_t *x, *y;
+    json_array_foreach(a, i, x) json_array_foreach(b, j, y) if (json_equal(x, y)) return true;
+    return false;
+}
+
+/* The types a flattened branch may take: its values' when it lists them, else its "type"; integer within number. */
+static unsigned branch_types(jsctx *c, json_t *s, const char *path) {
+    unsigned t = 0;
+    json_t *vals = listed_values(s);
+    if (vals) {
+        static const unsigned each[] = {T_NULL, T_BOOLEAN, T_OBJECT, T_ARRAY, T_NUMBER, T_STRING};
+        size_t i;
+        json_t *v;
+        json_array_foreach(vals, i, v) for (size_t k = 0; k < 6; k++) if (js_value_has_type(v, each[k])) t |= each[k];
+        json_decref(vals);
+    } else if (!json_is_object(s) || !json_object_get(s, "type") || js_schema_types(c, s, path, &t)) {
+        t = T_ANY; /* without "type", {"minimum": 3} also matches every string: no type can be ruled out */
+    }
+    if (t & T_INTEGER) t |= T_NUMBER;
+    return t;
+}
+
+/* Whether no object both a and b allow: a property both require whose listed values (const/enum) do not meet. */
+static bool discriminated(jsctx *c, json_t *a, json_t *b, const char *path) {
+    json_t *pa = json_object_get(a, "properties"), *pb = json_object_get(b, "properties");
+    json_t *ra = json_object_get(a, "required"), *rb = json_object_get(b, "required");
+    size_t i, j;
+    json_t *x, *y;
+    json_array_foreach(ra, i, x) json_array_foreach(rb, j, y) {
+        if (!json_is_string(x) || !json_equal(x, y)) continue;
+        json_t *sa = js_flatten(c, json_object_get(pa, json_string_value(x)) ? json_object_get(pa, json_string_value(x))
+                                                                              : json_true(), path);
+        json_t *sb = js_flatten(c, json_object_get(pb, json_string_value(x)) ? json_object_get(pb, json_string_value(x))
+                                                                              : json_true(), path);
+        json_t *va = sa ? listed_values(sa) : NULL, *vb = sb ? listed_values(sb) : NULL;
+        bool apart = va && vb && !values_meet(va, vb);
+        json_decref(sa), json_decref(sb), json_decref(va), json_decref(vb);
+        if (apart) return true;
+    }
+    return false;
+}
+
+/* oneOf is written as anyOf, which is exact when no value matches two branches: they differ in type, in listed
+ * values, or in a required property's listed values (a discriminator). Refused naming the pair otherwise. */
+static int one_of_disjoint(jsctx *c, json_t *alts, const char *path) {
+    size_t n = json_array_size(alts);
+    json_t **flat = calloc(n, sizeof *flat);
+    if (!flat) return js_oom(c);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++)
+        if (!(flat[i] = js_flatten(c, json_array_get(alts, i), path))) rc = -1;
+    for (size_t i = 0; i < n && !rc; i++)
+        for (size_t j = i + 1; j < n && !rc; j++) {
+            unsigned ti = branch_types(c, flat[i], path), tj = branch_types(c, flat[j], path);
+            if (c->failed) rc = -1;
+            if (rc || !(ti & tj)) continue;
+            json_t *vi = listed_values(flat[i]), *vj = listed_values(flat[j]);
+            bool apart = vi && vj && !values_meet(vi, vj);
+            json_decref(vi), json_decref(vj);
+            if (apart || ((ti & tj) == T_OBJECT && discriminated(c, flat[i], flat[j], path))) continue;
+            if (!c->failed)
+                js_err(c, path, "unsupported JSON Schema keyword 'oneOf': branches %zu and %zu may both match (only "
+                                "branches that differ in type, const/enum or a required const/enum property are)", i, j);
+            rc = -1;
+        }
+    for (size_t i = 0; i < n; i++) json_decref(flat[i]);
+    free(flat);
+    return rc;
+}
+
 /* ---- one schema ---- */
 
 static void schema_body(jsctx *c, sbuf *b, json_t *s, const char *path, const char *hint) {
@@ -458,6 +729,7 @@ static void schema_body(jsctx *c, sbuf *b, json_t *s, const char *path, const ch
             js_err(c, path, "malformed JSON Schema keyword '%s': expected a non-empty array", key);
             return;
         }
+        if (one && one_of_disjoint(c, alts, path)) return;
         json_t *siblings = js_without(s, key);
         char *kpath = path_join(path, key);
         if (!siblings || !kpath) js_oom(c);

@@ -4,7 +4,7 @@
  * a grammar, it is enforced by the same engine as a raw `grammar`, and the text can be read, logged and spliced with
  * other rules (the prefix).
  *
- * INVARIANT: a text the returned grammar accepts is JSON that the schema validates (oneOf's exclusivity aside); the
+ * INVARIANT: a text the returned grammar accepts is JSON that the schema validates; the
  * limits below (digits, whitespace, property order) only ever leave valid texts out.
  *
  * Thread-safety: a plain function; calls share nothing.
@@ -19,10 +19,13 @@
 /* GBNF text (malloc'd, NUL-terminated) for a JSON Schema given as JSON text. Supported: type (object, array,
  * string, number, integer, boolean, null, and arrays of them; without type, the type the keywords imply),
  * properties, required, additionalProperties (false / true / a schema; with properties it defaults to false, as
- * in llama.cpp), items, prefixItems, additionalItems, minItems, maxItems, enum, const, anyOf, oneOf (as anyOf),
- * allOf (merged: properties and required united, bounds intersected), $ref to #/... pointers (#/$defs/...,
- * #/definitions/..., # itself; recursion allowed), minLength/maxLength, format date, time, date-time, uuid,
- * minimum/maximum/exclusiveMinimum/exclusiveMaximum for integers (any bound) and numbers (integer bounds).
+ * in llama.cpp), propertyNames (type string, or listed names), minProperties/maxProperties (when the declared
+ * properties meet them, or on free keys), items, prefixItems, additionalItems, minItems, maxItems, uniqueItems
+ * (over a finite set of values), enum, const, anyOf, oneOf (as anyOf, when its branches are disjoint), allOf
+ * (merged: properties and required united, bounds intersected), $ref to #/... pointers (#/$defs/...,
+ * #/definitions/..., # itself; recursion allowed), minLength/maxLength, pattern (jsonschema_pattern.h), format date,
+ * time, date-time, uuid, email, hostname, ipv4, ipv6, uri, minimum/maximum/exclusiveMinimum/exclusiveMaximum for
+ * integers (any bound) and numbers (integer bounds), multipleOf (a positive integer).
  * Annotations (title, description, default, examples, $comment, ...) and unknown keywords are ignored, as JSON
  * Schema says; every other keyword of the standard is refused. Every rule name starts with `prefix` (characters
  * [A-Za-z0-9_-]) and the start rule is `<prefix>root` (`root` with an empty prefix), so several schemas can be

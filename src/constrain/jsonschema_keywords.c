@@ -7,13 +7,13 @@
 #include "constrain/grammar_limits.h"
 
 const char *const js_constraints[] = {
-    "type", "properties", "required", "additionalProperties", "items", "prefixItems", "additionalItems",
-    "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "minLength", "maxLength", "format",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+    "type", "properties", "required", "additionalProperties", "items", "prefixItems", "additionalItems", "minItems",
+    "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "minLength", "maxLength", "format", "pattern",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "uniqueItems", "minProperties",
+    "maxProperties", NULL};
 
 static const char *const js_unsupported[] = {
-    "pattern", "patternProperties", "propertyNames", "minProperties", "maxProperties", "multipleOf", "uniqueItems",
-    "contains", "minContains", "maxContains", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+    "patternProperties", "propertyNames", "contains", "minContains", "maxContains", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
     "dependencies", "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef", "contentSchema",
     NULL};
 
@@ -23,12 +23,30 @@ bool js_in_list(const char *const *list, const char *k) {
     return false;
 }
 
+/* A propertyNames schema the converter takes: true, {} or {"type": "string"}, which every key meets, or a list of
+ * names (js_listed_names), as zod's z.record writes. */
+static bool names_are_strings(json_t *v) {
+    if (!js_has_constraints(v)) return !json_is_false(v);
+    json_t *t = json_object_get(v, "type");
+    return json_object_size(v) == 1 && json_is_string(t) && strcmp(json_string_value(t), "string") == 0;
+}
+
+json_t *js_listed_names(json_t *v) {
+    json_t *en = json_object_get(v, "enum"), *t = json_object_get(v, "type");
+    size_t extra = json_object_size(v) - (en != NULL) - (t != NULL), i;
+    json_t *x;
+    if (!json_is_array(en) || extra || (t && (!json_is_string(t) || strcmp(json_string_value(t), "string") != 0)))
+        return NULL;
+    json_array_foreach(en, i, x) if (!json_is_string(x)) return NULL;
+    return en;
+}
+
 int js_check_keywords(jsctx *c, json_t *s, const char *path) {
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v) {
         if (!js_in_list(js_unsupported, k)) continue;
-        if (strcmp(k, "uniqueItems") == 0 && json_is_false(v)) continue;
+        if (strcmp(k, "propertyNames") == 0 && (names_are_strings(v) || js_listed_names(v))) continue;
         return js_err(c, path, "unsupported JSON Schema keyword '%s'", k);
     }
     return 0;
@@ -83,8 +101,10 @@ int js_schema_types(jsctx *c, json_t *s, const char *path, unsigned *out) {
         } implied[] = {{"properties", T_OBJECT}, {"required", T_OBJECT}, {"additionalProperties", T_OBJECT},
                        {"items", T_ARRAY}, {"prefixItems", T_ARRAY}, {"additionalItems", T_ARRAY},
                        {"minItems", T_ARRAY}, {"maxItems", T_ARRAY}, {"minLength", T_STRING},
-                       {"maxLength", T_STRING}, {"format", T_STRING}, {"minimum", T_NUMBER},
-                       {"maximum", T_NUMBER}, {"exclusiveMinimum", T_NUMBER}, {"exclusiveMaximum", T_NUMBER}};
+                       {"maxLength", T_STRING}, {"format", T_STRING}, {"pattern", T_STRING}, {"minimum", T_NUMBER},
+                       {"maximum", T_NUMBER}, {"exclusiveMinimum", T_NUMBER}, {"exclusiveMaximum", T_NUMBER},
+                       {"multipleOf", T_NUMBER}, {"uniqueItems", T_ARRAY}, {"minProperties", T_OBJECT},
+                       {"maxProperties", T_OBJECT}};
         for (size_t i = 0; i < sizeof implied / sizeof *implied; i++)
             if (json_object_get(s, implied[i].key)) types |= implied[i].type;
         if (!types) types = T_ANY;

@@ -29,8 +29,11 @@ extern const char *const js_type_names[7];
 /* The constraint keywords the converter implements (NULL-terminated). */
 extern const char *const js_constraints[];
 bool js_in_list(const char *const *list, const char *k);
-/* Refuses the standard's keywords this converter does not implement (uniqueItems: false is a no-op). */
+/* Refuses the standard's keywords this converter does not implement (a propertyNames that every string meets is a
+ * no-op). */
 int js_check_keywords(jsctx *c, json_t *s, const char *path);
+/* The names a propertyNames schema lists ({"enum": [strings]}, type string at most), borrowed; else NULL. */
+json_t *js_listed_names(json_t *v);
 /* s constrains anything at all (false does; true, {} and annotations alone do not). */
 bool js_has_constraints(json_t *s);
 /* A $ref beside other constraints (JSON Schema 2019+ applies both): merged rather than referenced by name. */

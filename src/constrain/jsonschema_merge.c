@@ -153,9 +153,11 @@ json_t *js_merge(jsctx *c, json_t *a, json_t *b, const char *path) {
                 v = all_of(va, vb);
             }
         } else if (strcmp(k, "minimum") == 0 || strcmp(k, "minLength") == 0 || strcmp(k, "minItems") == 0 ||
+                   strcmp(k, "minProperties") == 0 ||
                    (strcmp(k, "exclusiveMinimum") == 0 && json_is_number(va) && json_is_number(vb))) {
             v = json_incref(json_number_value(va) >= json_number_value(vb) ? va : vb);
         } else if (strcmp(k, "maximum") == 0 || strcmp(k, "maxLength") == 0 || strcmp(k, "maxItems") == 0 ||
+                   strcmp(k, "maxProperties") == 0 ||
                    (strcmp(k, "exclusiveMaximum") == 0 && json_is_number(va) && json_is_number(vb))) {
             v = json_incref(json_number_value(va) <= json_number_value(vb) ? va : vb);
         } else if (strcmp(k, "enum") == 0 && json_is_array(va) && json_is_array(vb)) {

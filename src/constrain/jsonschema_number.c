@@ -126,9 +126,109 @@ static bool bounded(jsctx *c, sbuf *b, json_t *s, const char *path, int any, js_
     return false;
 }
 
+/* multipleOf d: the decimals of the multiples, by their residues mod d as the digits are read (a DFA whose states are
+ * the residue and the digits read so far, at most JS_MULTIPLE_DIGITS); d a power of ten is its trailing zeros. */
+#define JS_MULTIPLE_DIGITS 15
+#define JS_MAX_DIVISOR 100
+#define JS_MULTIPLE_TOP 999999999999999LL /* every multiple of up to JS_MULTIPLE_DIGITS digits */
+
+/* b += the magnitudes (no sign) of the positive multiples of d, up to JS_MULTIPLE_DIGITS digits. */
+static void positive_multiples(jsctx *c, sbuf *b, int64_t d) {
+    int64_t p = 1;
+    int zeros = 0;
+    while (p < d) p *= 10, zeros++;
+    if (p == d) { /* 10^k: any leading digits, then k zeros */
+        sb_printf(b, "[1-9] [0-9]{0,%d}", JS_MULTIPLE_DIGITS - 1 - zeros);
+        if (zeros) sb_printf(b, " \"0\"{%d}", zeros);
+        return;
+    }
+    /* alive[l][r]: after l digits with residue r, a multiple can still be reached within the digits left */
+    bool alive[JS_MULTIPLE_DIGITS + 1][JS_MAX_DIVISOR];
+    const char *names[JS_MULTIPLE_DIGITS + 1][JS_MAX_DIVISOR] = {{0}};
+    for (int l = JS_MULTIPLE_DIGITS; l >= 1; l--)
+        for (int64_t r = 0; r < d; r++) {
+            bool ok = r == 0;
+            for (int x = 0; x < 10 && !ok && l < JS_MULTIPLE_DIGITS; x++) ok = alive[l + 1][(10 * r + x) % d];
+            alive[l][r] = ok;
+        }
+    char hint[48];
+    for (int l = 1; l <= JS_MULTIPLE_DIGITS; l++)
+        for (int64_t r = 0; r < d; r++) {
+            if (!alive[l][r]) continue;
+            snprintf(hint, sizeof hint, "multiple-of-%lld-%lld-%d", (long long)d, (long long)r, l);
+            if (!(names[l][r] = js_rule_name(c, hint))) return;
+        }
+    /* the rules, from the last digit back: a state's body lists the digits into each next live state */
+    for (int l = JS_MULTIPLE_DIGITS; l >= 0; l--)
+        for (int64_t r = 0; r < d; r++) {
+            if (l ? !alive[l][r] : r != 0) continue;
+            sbuf body = {0};
+            bool first = true;
+            if (l && r == 0) sb_puts(&body, "| "); /* it may end here (first: an empty alternative cannot end a line) */
+            for (int64_t t = 0; t < d && l < JS_MULTIPLE_DIGITS; t++) {
+                if (!alive[l + 1][t]) continue;
+                char digits[11];
+                int n = 0;
+                for (int x = l ? 0 : 1; x < 10; x++)
+                    if ((10 * r + x) % d == t) digits[n++] = (char)('0' + x);
+                if (!n) continue;
+                digits[n] = 0;
+                sb_printf(&body, first ? "[%s] %s" : " | [%s] %s", digits, names[l + 1][t]);
+                first = false;
+            }
+            if (first && l) sb_puts(&body, "\"\"");
+            if (body.oom) js_oom(c);
+            if (l) js_emit_rule(c, names[l][r], &body);
+            else sb_add(b, body.p, body.n);
+            free(body.p);
+        }
+}
+
+/* b += the multiples of d within [lo, hi], where the bounds leave whole sides: all of one sign's multiples (up to
+ * JS_MULTIPLE_DIGITS digits) or none; refused naming 'multipleOf' otherwise. */
+static void integer_multiples(jsctx *c, sbuf *b, json_t *m, double lo, double hi, const char *path) {
+    double dv = json_number_value(m);
+    if (!json_is_number(m) || dv <= 0 || dv != floor(dv)) {
+        js_err(c, path, "unsupported JSON Schema keyword 'multipleOf': %g is not a positive integer", dv);
+        return;
+    }
+    int64_t d = dv < 1e15 ? (int64_t)dv : (int64_t)1e15, p = 1;
+    while (p < d) p *= 10;
+    if (d >= (int64_t)1e15 || (d > JS_MAX_DIVISOR && p != d)) {
+        js_err(c, path, "unsupported JSON Schema keyword 'multipleOf': %lld is above %d and not a power of ten",
+               (long long)d, JS_MAX_DIVISOR);
+        return;
+    }
+    bool neg = lo < 0, pos = hi > 0, zero = lo <= 0 && hi >= 0;
+    if ((neg && lo > -(double)JS_MULTIPLE_TOP && -lo >= dv) || (pos && hi < (double)JS_MULTIPLE_TOP && hi >= dv) ||
+        (lo > dv) || (hi < -dv)) {
+        js_err(c, path, "unsupported JSON Schema keyword 'multipleOf' beside 'minimum'/'maximum' (only bounds that "
+                        "keep or drop all the multiples of a sign are)");
+        return;
+    }
+    neg = lo <= -dv, pos = hi >= dv;
+    if (!neg && !pos && !zero) {
+        js_err(c, path, "no integer satisfies 'multipleOf' within 'minimum'/'maximum'");
+        return;
+    }
+    sbuf mag = {0};
+    if (neg || pos) positive_multiples(c, &mag, d);
+    sb_puts(b, "( ");
+    if (zero) sb_puts(b, "\"0\"");
+    if (neg || pos) sb_printf(b, "%s%s( %s )", zero ? " | " : "", neg && pos ? "\"-\"? " : neg ? "\"-\" " : "", mag.p);
+    sb_puts(b, " )");
+    if (mag.oom) b->oom = true;
+    free(mag.p);
+}
 void js_integer_body(jsctx *c, sbuf *b, json_t *s, const char *path) {
     js_bounds bd;
-    if (!bounded(c, b, s, path, JP_INTEGER, &bd)) return;
+    json_t *m = json_object_get(s, "multipleOf");
+    if (json_is_number(m) && json_number_value(m) == 1) m = NULL; /* every integer */
+    if (m) {
+        if (read_bounds(c, s, path, &bd)) return;
+    } else if (!bounded(c, b, s, path, JP_INTEGER, &bd)) {
+        return;
+    }
     double lo = -(double)JS_INT_LIMIT, hi = (double)JS_INT_LIMIT;
     if (bd.has_lo) lo = bd.lo_excl ? floor(bd.lo) + 1 : ceil(bd.lo);
     if (bd.has_hi) hi = bd.hi_excl ? ceil(bd.hi) - 1 : floor(bd.hi);
@@ -136,6 +236,10 @@ void js_integer_body(jsctx *c, sbuf *b, json_t *s, const char *path) {
     if (hi > (double)JS_INT_LIMIT) hi = (double)JS_INT_LIMIT;
     if (lo > hi) {
         js_err(c, path, "no integer satisfies 'minimum'/'maximum'");
+        return;
+    }
+    if (m) {
+        integer_multiples(c, b, m, lo, hi, path);
         return;
     }
     int64_t l = (int64_t)lo, h = (int64_t)hi;
@@ -189,6 +293,10 @@ static bool magnitude(jsctx *c, sbuf *b, uint64_t lo, bool lo_excl, uint64_t top
 }
 
 void js_number_body(jsctx *c, sbuf *b, json_t *s, const char *path) {
+    if (json_object_get(s, "multipleOf")) { /* a multiple of an integer is an integer */
+        js_integer_body(c, b, s, path);
+        return;
+    }
     js_bounds bd;
     if (!bounded(c, b, s, path, JP_NUMBER, &bd)) return;
     if ((bd.has_lo && bd.lo != floor(bd.lo)) || (bd.has_hi && bd.hi != floor(bd.hi))) {

@@ -8,7 +8,7 @@
 
 #include "base/err.h"
 
-/* The fixed rules, indexed by JP_*; '@' in a body stands for the prefix. */
+/* The fixed rules, indexed by JP_*; '@' in a body stands for the prefix (a literal '@' is \x40). */
 static const struct {
     const char *name, *body;
     unsigned deps;
@@ -41,8 +41,13 @@ static const struct {
                    1u << JP_SPACE | 1u << JP_STRING | 1u << JP_VALUE},
     [JP_ARRAY] = {"array", "\"[\" @space ( @value ( \",\" @space @value )* )? @space \"]\"",
                   1u << JP_SPACE | 1u << JP_VALUE},
+    /* date: the days each month has; 02-29 only in leap years (divisible by 4, centuries by 400) */
     [JP_DATE] = {"date",
-                 "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )", 0},
+                 "[0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
+                 "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | \"02-\" ( \"0\" [1-9] | "
+                 "\"1\" [0-9] | \"2\" [0-8] ) ) | ( [0-9] [0-9] ( [2468] [048] | [13579] [26] | \"0\" [48] ) | "
+                 "( [02468] [048] | [13579] [26] ) \"00\" ) \"-02-29\"",
+                 0},
     [JP_TIME] = {"time",
                  "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? ( \"Z\" | "
                  "[+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )",
@@ -50,6 +55,32 @@ static const struct {
     [JP_DATE_TIME] = {"date-time", "@date \"T\" @time", 1u << JP_DATE | 1u << JP_TIME},
     [JP_UUID] = {"uuid",
                  "\"\\\"\" @hex{8} \"-\" @hex{4} \"-\" @hex{4} \"-\" @hex{4} \"-\" @hex{12} \"\\\"\"", 1u << JP_HEX},
+    /* The formats below are subsets, each within what RFC 1123 / 5321 / 3986, ajv-formats and zod 4's patterns
+     * accept. hostname: at most 7 labels of at most 32 characters (so at most 230, under 253). */
+    [JP_HOST_LABEL] = {"host-label", "[A-Za-z0-9] ( [A-Za-z0-9-]{0,30} [A-Za-z0-9] )?", 0},
+    [JP_HOSTNAME] = {"hostname", "@host-label ( \".\" @host-label ){0,6}", 1u << JP_HOST_LABEL},
+    /* email: up to 4 dot-separated atoms of up to 16 of [A-Za-z0-9_+-] (no quoted local parts), "@", up to 4
+     * labels and an alphabetic top-level label of 2 to 12 letters (no address literals): bounded, so a model ends */
+    [JP_EMAIL] = {"email",
+                  "[A-Za-z0-9_+-]{1,16} ( \".\" [A-Za-z0-9_+-]{1,16} ){0,3} \"\\x40\" ( @host-label \".\" ){1,4} "
+                  "[A-Za-z]{2,12}",
+                  1u << JP_HOST_LABEL},
+    [JP_IPV4_OCTET] = {"ipv4-octet", "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]", 0},
+    [JP_IPV4] = {"ipv4", "@ipv4-octet ( \".\" @ipv4-octet ){3}", 1u << JP_IPV4_OCTET},
+    [JP_H16] = {"h16", "@hex{1,4}", 1u << JP_HEX},
+    /* ipv6: eight groups, or fewer around one "::"; no embedded IPv4 and no zone */
+    [JP_IPV6] = {"ipv6",
+                 "( @h16 \":\" ){7} @h16 | ( @h16 \":\" ){1,7} \":\" | ( @h16 \":\" ){1,6} \":\" @h16 | "
+                 "( @h16 \":\" ){1,5} ( \":\" @h16 ){1,2} | ( @h16 \":\" ){1,4} ( \":\" @h16 ){1,3} | "
+                 "( @h16 \":\" ){1,3} ( \":\" @h16 ){1,4} | ( @h16 \":\" ){1,2} ( \":\" @h16 ){1,5} | "
+                 "@h16 \":\" ( \":\" @h16 ){1,6} | \":\" ( ( \":\" @h16 ){1,7} | \":\" )",
+                 1u << JP_H16},
+    [JP_URI_CHAR] = {"uri-char", "[A-Za-z0-9._~!$&'()*+,;=:\\x40-] | \"%\" @hex @hex", 1u << JP_HEX},
+    /* uri: scheme "://" a hostname, an optional port, a path, query and fragment (no IP literals, no userinfo) */
+    [JP_URI] = {"uri",
+                "[A-Za-z] [A-Za-z0-9+.-]{0,15} \"://\" @hostname ( \":\" [0-9]{1,5} )? ( \"/\" @uri-char* )* "
+                "( \"?\" ( @uri-char | [/?] )* )? ( \"#\" ( @uri-char | [/?] )* )?",
+                1u << JP_HOSTNAME | 1u << JP_URI_CHAR},
 };
 
 int js_err(jsctx *c, const char *path, const char *fmt, ...) {

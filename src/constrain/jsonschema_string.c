@@ -7,24 +7,99 @@
 
 #include "constrain/grammar_limits.h"
 #include "constrain/jsonschema_keywords.h"
+#include "constrain/jsonschema_pattern.h"
+
+static const struct {
+    const char *name;
+    int rule;
+} js_formats[] = {{"date", JP_DATE},         {"time", JP_TIME}, {"date-time", JP_DATE_TIME}, {"uuid", JP_UUID},
+                  {"hostname", JP_HOSTNAME}, {"email", JP_EMAIL}, {"ipv4", JP_IPV4},         {"ipv6", JP_IPV6},
+                  {"uri", JP_URI}};
+
+/* The formats JSON Schema 2020-12 defines. Another (zod's "starts_with", "cuid", ...) is an annotation: beside a
+ * pattern, which then states the constraint, it is ignored; alone it is refused, as the caller surely meant it. */
+static const char *const js_standard_formats[] = {
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uri",
+    "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex",
+    NULL};
+
+/* A format beside a pattern: a grammar cannot intersect two rules, so only the pairs zod 4's z.toJSONSchema() writes
+ * are taken, where one side holds within the other (checked in tests/test_jsonschema.c): the narrower is used. */
+static const struct {
+    const char *format, *pattern;
+    bool use_pattern;
+} js_format_patterns[] = {
+    {"email", "^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$",
+     false},
+    {"uuid", "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-"
+             "0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$", true},
+    {"ipv4", "^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]"
+             "[0-9]|[0-9])$", true},
+    {"ipv6", "^(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|([0-9a-fA-F]{1,4}:){1,6"
+     "}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|([0-9a-fA-F]{1,4}:){1,"
+     "4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|([0-9a-fA-F]{1"
+     ",4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:((:[0-9a-fA-F]{1,4}){1,6})|:((:[0-9a-f"
+     "A-F]{1,4}){1,7}|:))$",
+     true},
+    {"date", "^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}"
+     "-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-("
+     "?:0[1-9]|1\\d|2[0-8])))$",
+     true},
+    {"date-time", "^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}"
+     "-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-("
+     "?:0[1-9]|1\\d|2[0-8])))T(?:(?:[01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(?:\\.\\d+)?(?:Z))$",
+     true},
+    {"hostname", "^(?=.{1,253}\\.?$)[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\\.[a-zA-Z0-9](?:[-0-9a-zA-Z]"
+                 "{0,61}[0-9a-zA-Z])?)*\\.?$", false},
+};
+
+/* b += a string of format f (quotes included); an error naming 'format' when it is not one of js_formats. */
+static void format_body(jsctx *c, sbuf *b, const char *f, const char *path) {
+    size_t k = 0, n = sizeof js_formats / sizeof *js_formats;
+    while (k < n && strcmp(js_formats[k].name, f) != 0) k++;
+    if (k == n) {
+        js_err(c, path, "unsupported JSON Schema keyword 'format': '%s' (date, time, date-time, uuid, hostname, email, "
+                        "ipv4, ipv6 and uri are)", f);
+        return;
+    }
+    if (js_formats[k].rule != JP_UUID) sb_puts(b, "\"\\\"\" ");
+    js_prim(c, b, js_formats[k].rule);
+    if (js_formats[k].rule != JP_UUID) sb_puts(b, " \"\\\"\"");
+}
 
 void js_string_body(jsctx *c, sbuf *b, json_t *s, const char *path) {
-    json_t *fmt = json_object_get(s, "format");
+    json_t *fmt = json_object_get(s, "format"), *pat = json_object_get(s, "pattern");
+    if (fmt && !json_is_string(fmt)) {
+        js_err(c, path, "malformed JSON Schema keyword 'format': expected a string");
+        return;
+    }
+    if (pat && !json_is_string(pat)) {
+        js_err(c, path, "malformed JSON Schema keyword 'pattern': expected a string");
+        return;
+    }
+    if ((fmt || pat) && (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))) {
+        js_err(c, path, "unsupported JSON Schema keyword '%s' beside '%s'",
+               json_object_get(s, "minLength") ? "minLength" : "maxLength", pat ? "pattern" : "format");
+        return;
+    }
+    if (fmt && pat) {
+        const char *f = json_string_value(fmt), *p = json_string_value(pat);
+        size_t k = 0, n = sizeof js_format_patterns / sizeof *js_format_patterns;
+        while (k < n && (strcmp(js_format_patterns[k].format, f) != 0 || strcmp(js_format_patterns[k].pattern, p) != 0))
+            k++;
+        if (k == n && js_in_list(js_standard_formats, f)) {
+            js_err(c, path, "unsupported JSON Schema keyword 'pattern' beside 'format' '%s'", f);
+            return;
+        }
+        if (k == n || js_format_patterns[k].use_pattern) fmt = NULL;
+        else pat = NULL;
+    }
+    if (pat) {
+        js_pattern_body(c, b, json_string_value(pat), path);
+        return;
+    }
     if (fmt) {
-        if (!json_is_string(fmt)) {
-            js_err(c, path, "malformed JSON Schema keyword 'format': expected a string");
-            return;
-        }
-        const char *f = json_string_value(fmt);
-        int k = strcmp(f, "date") == 0 ? JP_DATE : strcmp(f, "time") == 0 ? JP_TIME
-              : strcmp(f, "date-time") == 0 ? JP_DATE_TIME : strcmp(f, "uuid") == 0 ? JP_UUID : -1;
-        if (k < 0) {
-            js_err(c, path, "unsupported JSON Schema keyword 'format': '%s' (date, time, date-time and uuid are)", f);
-            return;
-        }
-        if (k != JP_UUID) sb_puts(b, "\"\\\"\" ");
-        js_prim(c, b, k);
-        if (k != JP_UUID) sb_puts(b, " \"\\\"\"");
+        format_body(c, b, json_string_value(fmt), path);
         return;
     }
     int64_t min = 0, max = 0;
