@@ -366,6 +366,12 @@ typedef struct {
     fkv_engine *draft; /* DRAFT: an engine on the draft model (fkv_model_vocab_equal to the target's), borrowed: the
                         * generation keeps a sequence of its own there, resumed through that engine's cache like any
                         * sequence, on the target engine's thread */
+    /* A prediction of the output (OpenAI's Predicted Outputs), borrowed for the generation; NULL: none. Whatever the
+     * mode, each step guesses the ids that follow, in it, the output's last ids (up to ngram_max of them; at the
+     * start, its first id at its start), up to FKV_SPEC_MAX_DRAFT a step as the draft model's adapt; the mode's
+     * drafter guesses where it has none. */
+    const int32_t *prediction;
+    uint32_t n_prediction;
 } fkv_spec_params;
 
 /* "off", "lookup", "draft" (NULL for others); and back: -1 for an unknown name. */
@@ -402,6 +408,8 @@ typedef struct {
     bool cancelled;         /* on_token or on_logits returned false */
     uint32_t drafted;       /* speculative decoding: tokens guessed, and how many of them were kept */
     uint32_t accepted;
+    uint32_t predicted;          /* of them, the spec params' prediction's guesses, and those kept */
+    uint32_t predicted_accepted;
 } fkv_gen_result;
 
 /* A generation in progress, independent of how its tokens are fed (one sequence, or a batch of many):

@@ -166,13 +166,72 @@ static int parse_template_kwargs(const json_t *root, chat_template *t, api_error
     return 0;
 }
 
+/* The ids of text[0..len) as an output holds them (no BOS, control tokens' texts as text) into *ids (malloc'd; NULL
+ * for none), their count, or -1 with err. A SentencePiece tokenizer puts a "▁" before the text it tokenizes — "a"
+ * comes back as " a" after a token that is not BOS — which an output has not: the text is tokenized after a newline,
+ * which no piece spans, and the newline's ids are dropped. */
+static int output_ids(const fkv_model *m, const char *text, size_t len, int32_t **ids, fkv_error *err) {
+    int32_t probe[4], a[4];
+    char piece[16];
+    const int n_nl = fkv_tokenize(m, "\n", 1, false, false, probe, 4, err);
+    const bool prefix = n_nl > 0 && n_nl <= 4 && fkv_tokenize(m, "a", 1, false, false, a, 4, err) > 0 &&
+                        fkv_token_piece(m, a[0], a[0], piece, sizeof piece) > 0 && piece[0] == ' ';
+    char *framed = malloc(len + 1);
+    if (!framed) return err_nomem(err, "out of memory for the prediction");
+    framed[0] = '\n';
+    memcpy(framed + 1, text, len);
+    const char *t = prefix ? framed : text;
+    const size_t n_t = prefix ? len + 1 : len;
+    int n = fkv_tokenize(m, t, n_t, false, false, NULL, 0, err);
+    *ids = NULL;
+    if (n > 0 && !(*ids = malloc(sizeof(int32_t) * (size_t)n))) n = err_nomem(err, "out of memory for the prediction");
+    if (n > 0 && fkv_tokenize(m, t, n_t, false, false, *ids, n, err) != n) n = -1;
+    if (n > 0 && prefix) {
+        if (n >= n_nl && !memcmp(*ids, probe, sizeof(int32_t) * (size_t)n_nl)) {
+            n -= n_nl;
+            memmove(*ids, *ids + n_nl, sizeof(int32_t) * (size_t)n);
+        } else { /* the newline merged with the text: tokenized alone, its prefix and all */
+            n = fkv_tokenize(m, text, len, false, false, NULL, 0, err);
+            int32_t *alone = n > 0 ? realloc(*ids, sizeof(int32_t) * (size_t)n) : NULL;
+            if (alone) *ids = alone;
+            if (n > 0 && (!alone || fkv_tokenize(m, text, len, false, false, *ids, n, err) != n)) n = -1;
+        }
+    }
+    free(framed);
+    return n;
+}
+
+/* prediction (OpenAI's Predicted Outputs): {"type": "content", "content": a string or text parts}, its text's ids as
+ * an output holds them into job->req.prediction: the guesses wherever the output matches it. OpenAI refuses it beside n > 1, logprobs, penalties and tools; here it
+ * changes no answer, so it is taken with all of them. */
+static int parse_prediction(const api_context *ctx, const json_t *root, sched_job *job, api_error *e) {
+    const json_t *p = json_object_get(root, "prediction"), *content = json_object_get(p, "content");
+    if (!p || json_is_null(p)) return 0;
+    const char *type = json_string_value(json_object_get(p, "type"));
+    if (!json_is_object(p) || !type || strcmp(type, "content") || (!json_is_string(content) && !json_is_array(content)))
+        return BAD("prediction", "'prediction' must be {\"type\": \"content\", \"content\": a string or an array of "
+                                 "text parts}");
+    convo c = {0}; /* the parts' texts joined, as api_put_content joins a message's */
+    convo_add(&c, "assistant");
+    int rc = api_put_content(&c, content, "prediction.content", part_text, e);
+    if (!rc && c.oom) rc = api_oom(e);
+    const char *text = rc ? NULL : c.msgs[0].text;
+    fkv_error err = {0};
+    const int n = text && c.msgs[0].len ? output_ids(ctx->model, text, c.msgs[0].len, &job->req.prediction, &err) : 0;
+    if (!rc && n < 0) rc = api_fail_with(e, "prediction", &err);
+    job->req.n_prediction = n > 0 ? (uint32_t)n : 0;
+    convo_free(&c);
+    return rc;
+}
+
 /* Chat's prompt: the tools and their constraint, then messages rendered through the server's template with this
  * request's kwargs. */
 static int parse_chat(const api_context *ctx, const json_t *root, sched_job *job, api_error *e) {
     const json_t *tools;
     chat_template t = *ctx->tmpl;
     convo c = {0};
-    const int rc = parse_template_kwargs(root, &t, e) || parse_tools(root, &tools, job, e) ||
+    const int rc = parse_template_kwargs(root, &t, e) || parse_prediction(ctx, root, job, e) ||
+                           parse_tools(root, &tools, job, e) ||
                            api_constrain(ctx, &t, job, tools, e) || parse_messages(json_object_get(root, "messages"), &c, e) ||
                            api_render(ctx, &t, &c, tools, "messages", job, e)
                        ? -1
@@ -476,16 +535,16 @@ static json_t *choice_json(const api_request *req, const sched_job *job, int ind
 
 /* The usage of a job and its followers: the prompt counts once (the other choices started from its rows). */
 static json_t *choices_usage(const sched_job *job) {
-    uint32_t generated = job->prog.n_gen, drafted = job->prog.drafted, accepted = job->prog.accepted;
+    uint32_t generated = job->prog.n_gen, predicted = job->prog.predicted, accepted = job->prog.predicted_accepted;
     for (uint32_t i = 0; i < job->n_followers; i++) {
         const sched_progress *f = &job->followers[i]->prog;
-        generated += f->n_gen, drafted += f->drafted, accepted += f->accepted;
+        generated += f->n_gen, predicted += f->predicted, accepted += f->predicted_accepted;
     }
-    /* speculative decoding's guesses as OpenAI counts a prediction's tokens: kept (accepted) and not */
+    /* the prediction's guesses, kept (accepted) and not; the server's own drafting is in timings */
     return json_pack("{s:i,s:i,s:i,s:{s:i},s:{s:i,s:i}}", "prompt_tokens", (int)job->req.n_ids, "completion_tokens",
                      (int)generated, "total_tokens", (int)(job->req.n_ids + generated), "prompt_tokens_details",
                      "cached_tokens", (int)job->prog.cached, "completion_tokens_details", "accepted_prediction_tokens",
-                     (int)accepted, "rejected_prediction_tokens", (int)(drafted - accepted));
+                     (int)accepted, "rejected_prediction_tokens", (int)(predicted - accepted));
 }
 
 json_t *oai_response(api_request *req, const sched_job *job) {

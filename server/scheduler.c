@@ -69,6 +69,7 @@ sched_job *sched_job_new(void) {
 
 void sched_request_clear(sched_request *r) {
     free(r->ids);
+    free(r->prediction);
     free(r->salt);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
@@ -101,6 +102,7 @@ sched_job *sched_job_follower(sched_job *j, uint64_t seed) {
     sched_job *f = sched_job_new(), **grown = realloc(j->followers, sizeof *grown * (j->n_followers + 1));
     if (grown) j->followers = grown;
     if (!f || !grown || !(f->req.ids = malloc(sizeof(int32_t) * j->req.n_ids)) ||
+        (j->req.prediction && !(f->req.prediction = malloc(sizeof(int32_t) * j->req.n_prediction))) ||
         (j->req.salt && !(f->req.salt = strdup(j->req.salt))) ||
         (j->req.n_stop && !(f->req.stop = calloc(j->req.n_stop, sizeof *f->req.stop)))) {
         if (f) job_free(f);
@@ -108,9 +110,12 @@ sched_job *sched_job_follower(sched_job *j, uint64_t seed) {
     }
     memcpy(f->req.ids, j->req.ids, sizeof(int32_t) * j->req.n_ids);
     f->req.n_ids = j->req.n_ids;
+    if (j->req.prediction) memcpy(f->req.prediction, j->req.prediction, sizeof(int32_t) * j->req.n_prediction);
+    f->req.n_prediction = j->req.n_prediction;
     f->req.max_tokens = j->req.max_tokens;
     f->req.sampling = j->req.sampling;
     f->req.sampling.seed = seed;
+    f->req.spec = j->req.spec; /* guesses change no choice's answer, only its forwards */
     for (size_t i = 0; i < j->req.n_stop; i++, f->req.n_stop++)
         if (!(f->req.stop[i] = strdup(j->req.stop[i]))) {
             job_free(f);
@@ -266,6 +271,8 @@ static void end_job(sched *s, sched_job *j, const fkv_error *failure) {
         j->prog.n_out = res.n_tokens;
         j->prog.drafted = res.drafted;
         j->prog.accepted = res.accepted;
+        j->prog.predicted = res.predicted;
+        j->prog.predicted_accepted = res.predicted_accepted;
         r->out = NULL;
     }
     finish_locked(j, j->prog.finish_reason ? j->prog.finish_reason : res.eog || res.cancelled ? "stop" : "length");
@@ -392,6 +399,8 @@ static sched_run *new_run(sched *s, sched_job *j) {
     fkv_gen_params gp = {.max_tokens = j->req.max_tokens, .on_token = on_token, .user = j,
                          .on_logprobs = j->req.logprobs ? on_logprobs : NULL, .top_logprobs = j->req.top_logprobs,
                          .grammar = j->req.grammar, .spec = j->req.spec};
+    gp.spec.prediction = j->req.prediction;
+    gp.spec.n_prediction = j->req.n_prediction;
     if (!r || !(r->logits = malloc(sizeof(float) * s->n_vocab)) ||
         !(r->out = malloc(sizeof(int32_t) * (j->req.max_tokens ? j->req.max_tokens : 1))) ||
         !(gp.sampler = r->sampler = fkv_sampler_new(&j->req.sampling, (int32_t)s->n_vocab)) ||

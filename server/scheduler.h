@@ -72,6 +72,9 @@ typedef struct sched_request {
     bool single_tool_call;    /* parallel_tool_calls false (the Messages API's disable_parallel_tool_use) */
     double deadline_ms;       /* CLOCK_MONOTONIC milliseconds past which it fails with FKV_E_TIMEOUT; 0: none */
     fkv_spec_params spec;     /* speculative decoding: the server's, or what the request asked (same answer) */
+    int32_t *prediction;      /* OpenAI's Predicted Outputs: the predicted content's ids, guessed wherever the output
+                               * matches them (fkv_spec_params.prediction; same answer); NULL: none */
+    uint32_t n_prediction;
 } sched_request;
 
 /* A request's progress: written by the scheduler alone (its engine thread), under the job's mu; read by the
@@ -95,6 +98,7 @@ typedef struct sched_progress {
     fkv_reuse reuse; /* how the reuse came to be (held < capped: the window layers' rows there were given back) */
     double prefill_ms, decode_ms;
     uint32_t drafted, accepted; /* once done: tokens speculative decoding guessed, and kept */
+    uint32_t predicted, predicted_accepted; /* of them, the prediction's */
     /* where the prompt parted from the cached sequence it agreed with longest (OpenAI's timings: "divergence") */
     bool diverged;
     uint32_t diverged_at;

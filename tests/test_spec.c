@@ -2,7 +2,8 @@
  * one that guesses badly, a draft engine that fails) gives the tokens, logits digest and KV digest of the same
  * generation without them — greedy and seeded, with penalties, a grammar, every stop (max_tokens, the context's end,
  * end of generation), alone and batched with other conversations, with f16 and quantized K/V rows, and on a model with
- * recurrent layers (its state too), as the target and as the draft. And the lookup drafter finds what it should. */
+ * recurrent layers (its state too), as the target and as the draft; a prediction (OpenAI's Predicted Outputs) right,
+ * wrong or cut, beside every mode. And the lookup and prediction drafters find what they should. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,6 +35,7 @@ typedef struct {
     uint64_t logits, kv, state; /* state: the recurrent state after it (0 without recurrent layers) */
     uint32_t n_pos; /* positions the sequence holds after it */
     uint32_t drafted, accepted;
+    uint32_t predicted, predicted_accepted;
 } answer;
 
 static fkv_kv_type kv_type = FKV_KV_F16; /* of the engines generate() makes */
@@ -110,6 +112,7 @@ static void generate(const fixture *f, const int32_t *prompt, uint32_t n_prompt,
     memset(a, 0, sizeof *a);
     if (fkv_seq_generate(s, logits, &gp, a->ids, &res, &err)) fail_msg("generate: %s", err.msg);
     a->n = res.n_tokens, a->logits = res.logits_digest, a->drafted = res.drafted, a->accepted = res.accepted;
+    a->predicted = res.predicted, a->predicted_accepted = res.predicted_accepted;
     a->kv = fkv_seq_kv_digest(s, fkv_seq_n_pos(s));
     a->state = fkv_seq_state_digest(s);
     a->n_pos = fkv_seq_n_pos(s);
@@ -195,6 +198,89 @@ static void test_lookup(void **state) {
     assert_int_equal(spec_lookup(d, sizeof d / sizeof *d, 5, 8, 16, many), 7); /* 16, but 7 ids follow: to last */
     assert_int_equal(many[0], 6);
     assert_int_equal(many[6], 5);
+}
+
+/* The prediction drafter guesses what follows, in the prediction, the output's last ids: at the start its first id at
+ * the prediction's start, the longest match first, and of equally long ones the first where the output was expected to
+ * go on — so a repeated id sends it forward, not back. */
+static void test_prediction_matches_the_output_where_it_goes_on(void **state) {
+    (void)state;
+    const int32_t pred[] = {10, 11, 12, 13, 11, 12, 14};
+    const uint32_t np = sizeof pred / sizeof *pred;
+    int32_t g[16];
+    uint32_t at = 0;
+    const int32_t start[] = {10};
+    assert_int_equal(spec_predict(pred, np, start, 1, 8, 16, &at, g), 6); /* everything after the first id */
+    assert_int_equal(at, 1);
+    assert_int_equal(g[0], 11);
+    assert_int_equal(g[5], 14);
+    at = 0;
+    assert_int_equal(spec_predict(pred, np, start, 1, 8, 2, &at, g), 2); /* at most max */
+    const int32_t twelve[] = {12};
+    at = 0;
+    assert_int_equal(spec_predict(pred, np, twelve, 1, 8, 16, &at, g), 4); /* 12 at 2, the first at or after 0 */
+    assert_int_equal(g[0], 13);
+    assert_int_equal(at, 3);
+    at = 4;
+    assert_int_equal(spec_predict(pred, np, twelve, 1, 8, 16, &at, g), 1); /* 12 at 5: where the output goes on */
+    assert_int_equal(g[0], 14);
+    assert_int_equal(at, 6);
+    at = 6;
+    assert_int_equal(spec_predict(pred, np, twelve, 1, 8, 16, &at, g), 4); /* none at or after 6: the first again */
+    assert_int_equal(g[0], 13);
+    const int32_t tail[] = {13, 11, 12};
+    at = 0;
+    assert_int_equal(spec_predict(pred, np, tail, 3, 8, 16, &at, g), 1); /* (13 11 12) at 3..5 beats (11 12) at 1..2 */
+    assert_int_equal(g[0], 14);
+    at = 0;
+    assert_int_equal(spec_predict(pred, np, tail, 3, 1, 16, &at, g), 4); /* ngram_max 1: 12 alone, its first place */
+    assert_int_equal(g[0], 13);
+    const int32_t gone[] = {7}, last[] = {14};
+    at = 2;
+    assert_int_equal(spec_predict(pred, np, gone, 1, 8, 16, &at, g), 0); /* not in the prediction */
+    assert_int_equal(at, 2);
+    assert_int_equal(spec_predict(pred, np, last, 1, 8, 16, &at, g), 0); /* at its end: nothing follows */
+    assert_int_equal(spec_predict(pred, 0, start, 1, 8, 16, &at, g), 0);
+}
+
+/* A prediction's guesses change no answer, with any mode beside it: the answer itself as the prediction has every
+ * guess kept, and most of the answer's ids guessed; a wrong one (another prompt's answer), or a cut one, has guesses
+ * rejected. Both counted apart from the mode's own. */
+static void test_a_prediction_changes_no_answer(void **state) {
+    fixture *f = *state;
+    int32_t prompt[256], other[256];
+    uint32_t n, n_other;
+    encode(f->m, "Once upon a time", prompt, &n);
+    encode(f->m, "The dog ran to the park", other, &n_other);
+    const fkv_spec_params none = {0};
+    for (int seeded = 0; seeded < 2; seeded++) {
+        fkv_sampler_params sp = fkv_sampler_default_params();
+        if (seeded) sp.seed = 21;
+        else sp.temp = 0;
+        answer off, wrong, on;
+        generate(f, prompt, n, &sp, &none, NULL, 120, 512, &off);
+        generate(f, other, n_other, &sp, &none, NULL, 120, 512, &wrong);
+        const fkv_spec_params modes[] = {{0}, {.mode = FKV_SPEC_LOOKUP}, {.mode = FKV_SPEC_DRAFT, .draft = f->bad_draft}};
+        for (int m = 0; m < 3; m++) {
+            fkv_spec_params p = modes[m];
+            p.prediction = off.ids, p.n_prediction = off.n;
+            generate(f, prompt, n, &sp, &p, NULL, 120, 512, &on);
+            assert_same(&off, &on, "the answer as the prediction");
+            assert_true(on.predicted >= off.n / 2);
+            assert_int_equal(on.predicted_accepted, on.predicted);
+            p.prediction = wrong.ids, p.n_prediction = wrong.n;
+            generate(f, prompt, n, &sp, &p, NULL, 120, 512, &on);
+            assert_same(&off, &on, "another answer as the prediction");
+            assert_true(on.predicted > on.predicted_accepted);
+            assert_true(on.drafted >= on.predicted && on.accepted >= on.predicted_accepted);
+            p.prediction = off.ids + 5, p.n_prediction = 30; /* its middle: matched once the output reaches it */
+            generate(f, prompt, n, &sp, &p, NULL, 120, 512, &on);
+            assert_same(&off, &on, "a cut answer as the prediction");
+            assert_true(on.predicted_accepted > 0);
+        }
+        generate(f, prompt, n, &sp, &modes[1], NULL, 120, 512, &on);
+        assert_int_equal(on.predicted, 0); /* lookup's guesses are not the prediction's */
+    }
 }
 
 static void test_greedy_and_seeded(void **state) {
@@ -381,6 +467,8 @@ static void test_a_hybrid_takes_back_rejected_guesses(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup),
+        cmocka_unit_test(test_prediction_matches_the_output_where_it_goes_on),
+        cmocka_unit_test(test_a_prediction_changes_no_answer),
         cmocka_unit_test(test_greedy_and_seeded),
         cmocka_unit_test(test_guesses_kept),
         cmocka_unit_test(test_stops),

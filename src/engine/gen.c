@@ -71,6 +71,11 @@ struct fkv_gen {
 
 spec_state *gen_spec(fkv_gen *g) { return &g->spec; }
 
+const int32_t *gen_out(const fkv_gen *g, uint32_t *n) {
+    *n = g->res.n_tokens;
+    return g->out;
+}
+
 uint32_t gen_room(const fkv_gen *g) { return g->over ? 0 : g->p.max_tokens - g->res.n_tokens; }
 
 fkv_gen *fkv_gen_new(const fkv_model *m, const fkv_gen_params *p, int32_t *out) {
@@ -146,5 +151,7 @@ fkv_gen_result fkv_gen_result_get(const fkv_gen *g) {
     r.logits_digest = XXH3_64bits_digest(&g->digest);
     r.drafted = g->spec.drafted;
     r.accepted = g->spec.accepted;
+    r.predicted = g->spec.pred_drafted;
+    r.predicted_accepted = g->spec.pred_accepted;
     return r;
 }

@@ -12,6 +12,8 @@
 
 /* g's speculation state. */
 spec_state *gen_spec(fkv_gen *g);
+/* The ids g sampled so far (*n of them; the last is the one about to be fed while g goes on). */
+const int32_t *gen_out(const fkv_gen *g, uint32_t *n);
 /* How many more tokens g may sample (0 once it is over). */
 uint32_t gen_room(const fkv_gen *g);
 

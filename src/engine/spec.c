@@ -41,8 +41,24 @@ uint32_t spec_lookup(const int32_t *ids, uint32_t n, int32_t last, uint32_t ngra
     return i;
 }
 
+uint32_t spec_predict(const int32_t *pred, uint32_t n_pred, const int32_t *out, uint32_t n_out, uint32_t ngram_max,
+                      uint32_t max, uint32_t *at, int32_t *guesses) {
+    uint32_t best = 0, end = 0; /* the best match so far, and where its occurrence ends */
+    for (uint32_t q = 0; q < n_pred; q++) {
+        uint32_t m = 0;
+        while (m < ngram_max && m < n_out && m <= q && pred[q - m] == out[n_out - 1 - m]) m++;
+        if (m > best || (m && m == best && end < *at && q >= *at)) best = m, end = q;
+    }
+    if (!best) return 0;
+    uint32_t i = 0;
+    for (; i < max && end + 1 + i < n_pred; i++) guesses[i] = pred[end + 1 + i];
+    *at = end + 1;
+    return i;
+}
+
 spec_state spec_state_init(const fkv_spec_params *p) {
-    spec_state st = {.p = *p};
+    spec_state st = {.p = *p, .pk = FKV_SPEC_MAX_DRAFT};
+    if (!st.p.prediction) st.p.n_prediction = 0;
     if (!st.p.draft_max) st.p.draft_max = FKV_SPEC_DEFAULT_DRAFT;
     if (st.p.draft_max > FKV_SPEC_MAX_DRAFT) st.p.draft_max = FKV_SPEC_MAX_DRAFT;
     if (!st.p.ngram_max) st.p.ngram_max = DEFAULT_NGRAM_MAX;
@@ -107,8 +123,9 @@ void spec_draft_guesses(stepbuf *sb, fkv_eseq *const *seqs, const int32_t *next,
     uint32_t nd = 0, drows = 0;
     for (uint32_t i = 0; i < n; i++) {
         spec_state *st = sb->state[i];
-        const bool wanted = st->p.mode == FKV_SPEC_DRAFT && sb->cap[i] && (!d || st->p.draft == d);
-        if (st->p.mode == FKV_SPEC_DRAFT) sb->n_ids[i] = 1;
+        const bool drafts = st->p.mode == FKV_SPEC_DRAFT && !st->predicted;
+        const bool wanted = drafts && sb->cap[i] && (!d || st->p.draft == d);
+        if (drafts) sb->n_ids[i] = 1;
         if (!wanted) continue;
         const uint32_t max_rows = fkv_engine_max_rows(st->p.draft);
         const uint32_t rows = max_rows < sb->max_rows ? max_rows : sb->max_rows;
@@ -153,11 +170,37 @@ uint32_t spec_guess_max(const spec_state *st) {
     return st->p.mode == FKV_SPEC_OFF ? 0 : st->p.mode == FKV_SPEC_LOOKUP ? st->p.draft_max : st->k;
 }
 
+uint32_t spec_guess(spec_state *st, const int32_t *fed, uint32_t n_fed, const int32_t *out, uint32_t n_out,
+                    uint32_t room, int32_t *guesses, uint32_t *reserve) {
+    const uint32_t own = spec_guess_max(st) < room ? spec_guess_max(st) : room;
+    uint32_t n = 0;
+    if (st->p.n_prediction && n_out)
+        n = spec_predict(st->p.prediction, st->p.n_prediction, out, n_out, st->p.ngram_max,
+                         st->pk < room ? st->pk : room, &st->pred_at, guesses);
+    st->predicted = n > 0;
+    if (!n && st->p.mode == FKV_SPEC_LOOKUP && own && n_out)
+        n = spec_lookup(fed, n_fed, out[n_out - 1], st->p.ngram_max, own, guesses);
+    *reserve = !st->predicted && st->p.mode == FKV_SPEC_DRAFT ? own : n;
+    return n;
+}
+
+/* The next guess count of a drafter that tried k (at most most) and had `kept` of `guesses` kept. */
+static uint32_t adapted(uint32_t k, uint32_t most, uint32_t guesses, uint32_t kept) {
+    return kept == guesses ? (2 * k < most ? 2 * k : most) : kept + 1;
+}
+
 void spec_adapt(spec_state *st, uint32_t guesses, uint32_t kept) {
     if (!guesses) return;
     st->drafted += guesses;
     st->accepted += kept;
-    st->k = kept == guesses ? (2 * st->k < st->p.draft_max ? 2 * st->k : st->p.draft_max) : kept + 1;
+    if (!st->predicted) {
+        st->k = adapted(st->k, st->p.draft_max, guesses, kept);
+        return;
+    }
+    st->pred_drafted += guesses;
+    st->pred_accepted += kept;
+    st->pred_at += kept; /* where the id sampled after the kept guesses would be, had the prediction said it */
+    st->pk = adapted(st->pk, FKV_SPEC_MAX_DRAFT, guesses, kept);
 }
 
 void spec_draft_forget(spec_state *st) {

@@ -13,18 +13,14 @@
 #include "engine/spec.h"
 #include "engine/stepbuf.h"
 
-/* The guesses' caps of a step: what the generation's speculation st asks, within the tokens it may still sample (a
- * kept guess is a sampled token), its context, and the rows a forward computes (spare). */
-static uint32_t guess_cap(const spec_state *st, const fkv_gen *g, const fkv_eseq *s, uint32_t n_ctx,
-                          uint32_t *spare) {
-    uint32_t n_fed, cap = spec_guess_max(st);
+/* The most guesses generation g on s may make this step: within the tokens it may still sample (a kept guess is a
+ * sampled token), its context, and the rows a forward computes (spare). */
+static uint32_t guess_room(const fkv_gen *g, const fkv_eseq *s, uint32_t n_ctx, uint32_t spare) {
+    uint32_t n_fed, room = gen_room(g);
     fkv_eseq_ids(s, &n_fed);
-    const uint32_t room = gen_room(g);
-    if (cap + 1 > room) cap = room ? room - 1 : 0;
-    if (n_fed + 1 + cap > n_ctx) cap = n_ctx > n_fed + 1 ? n_ctx - n_fed - 1 : 0;
-    if (cap > *spare) cap = *spare;
-    *spare -= cap;
-    return cap;
+    room = room ? room - 1 : 0;
+    if (n_fed + 1 + room > n_ctx) room = n_ctx > n_fed + 1 ? n_ctx - n_fed - 1 : 0;
+    return room < spare ? room : spare;
 }
 
 int fkv_engine_step(fkv_engine *e, fkv_eseq *const *seqs, fkv_gen *const *gens, int32_t *next, uint32_t n,
@@ -37,17 +33,17 @@ int fkv_engine_step(fkv_engine *e, fkv_eseq *const *seqs, fkv_gen *const *gens, 
     uint32_t spare = sb->max_rows - n;
     bool model = false;
     for (uint32_t i = 0, r = 0; i < n; r += sb->n_ids[i++]) {
-        const spec_state *st = sb->state[i] = gen_spec(gens[i]);
-        sb->cap[i] = guess_cap(st, gens[i], seqs[i], n_ctx, &spare);
+        spec_state *st = sb->state[i] = gen_spec(gens[i]);
+        uint32_t n_fed, n_out;
+        const int32_t *fed = fkv_eseq_ids(seqs[i], &n_fed), *out = gen_out(gens[i], &n_out);
+        sb->ids[r] = next[i];
+        spec_guess(st, fed, n_fed, out, n_out, guess_room(gens[i], seqs[i], n_ctx, spare), sb->ids + r + 1,
+                   &sb->cap[i]);
+        spare -= sb->cap[i];
         sb->row[i] = r;
         sb->n_ids[i] = 1 + sb->cap[i];
-        sb->ids[r] = next[i];
         sb->lag[i] = 0;
-        model |= sb->cap[i] && st->p.mode == FKV_SPEC_DRAFT;
-        if (st->p.mode != FKV_SPEC_LOOKUP || !sb->cap[i]) continue;
-        uint32_t n_fed;
-        const int32_t *fed = fkv_eseq_ids(seqs[i], &n_fed);
-        sb->n_ids[i] = 1 + spec_lookup(fed, n_fed, next[i], st->p.ngram_max, sb->cap[i], sb->ids + r + 1);
+        model |= sb->cap[i] && st->p.mode == FKV_SPEC_DRAFT && !st->predicted;
     }
     if (model) spec_draft_guesses(sb, seqs, next, n);
     uint32_t rows = 0;

@@ -1,6 +1,6 @@
 // spec.mjs — speculative decoding through the server: a request's `speculative` object (off, lookup, a draft model)
 // never changes its answer — greedy and seeded, with a stop string, streamed, n choices, and batched with other
-// requests — while usage, timings, /metrics and /health report the guesses; bad `speculative` values are 400s naming
+// requests — while timings, /metrics and /health report the guesses; bad `speculative` values are 400s naming
 // the field, and a server without a draft model refuses mode "draft". stories260K is its own draft model here, so
 // every greedy guess of it is right.
 import { execFile } from 'node:child_process';
@@ -58,9 +58,10 @@ async function batched() {
 
 async function reports() {
   const r = await chat('Once upon a time', { temperature: 0, max_tokens: 120, speculative: { mode: 'draft' } });
-  const details = r.usage.completion_tokens_details;
-  check('usage: the draft model guessed, and every greedy guess of its own was kept',
-    details.accepted_prediction_tokens > 50 && details.rejected_prediction_tokens === 0, JSON.stringify(details));
+  check('timings: the draft model guessed, and every greedy guess of its own was kept',
+    r.timings.draft_n > 50 && r.timings.draft_n_accepted === r.timings.draft_n, JSON.stringify(r.timings));
+  checkEqual('  usage\'s prediction counts are a prediction\'s alone (prediction.mjs): none sent, 0 and 0',
+    r.usage.completion_tokens_details, { accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 });
   const t = await request(server.url, 'POST', '/v1/chat/completions', {
     body: { messages: [{ role: 'user', content: 'Tom had a red ball. Tom had a red ball. Tom had' }], max_tokens: 80,
       temperature: 0, speculative: { mode: 'lookup' } },
