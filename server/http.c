@@ -30,6 +30,7 @@
 #include "responses.h"
 #include "scheduler.h"
 #include "server.h"
+#include "web.h"
 
 #define LIVENESS_MS 50
 
@@ -308,8 +309,28 @@ static enum MHD_Result delete_response(struct MHD_Connection *c, conn *st) {
     return stored_response(c, st, resp_store_delete);
 }
 
-/* Where a request goes: its method, and its path — exact, or where it ends in '/', any id after it; NULL: every path of
- * an API's row. */
+/* The chat page (web.h): "/" is its index.html, "/web/NAME" the rest. Open: the page is what asks for the key. The
+ * policy keeps the page to its own files and this server, so nothing the model writes can load or run anything. */
+static enum MHD_Result web_page(struct MHD_Connection *c, conn *st) {
+    const web_file *f = web_find(st->id);
+    if (!f) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "Unknown path %.300s", st->path);
+        return fail(c, st, 404, "invalid_request_error", NULL, "not_found", msg);
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(f->len, (void *)f->bytes, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, "Content-Type", f->content_type);
+    MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; img-src 'self' data:");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    st->status = 200;
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Where a request goes: its method, and its path — exact, or where it ends in '/' (but "/" itself), any id after it;
+ * NULL: every path of an API's row. */
 static const struct route {
     const char *method, *path;
     enum MHD_Result (*handler)(struct MHD_Connection *c, conn *st);
@@ -322,6 +343,8 @@ static const struct route {
     {"POST", NULL, complete, false},
     {"GET", "/v1/responses/", get_response, false},
     {"DELETE", "/v1/responses/", delete_response, false},
+    {"GET", "/", web_page, true},
+    {"GET", "/web/", web_page, true},
 };
 
 /* The row whose paths include path (exact), or one of which begins it (else). NULL: none. */
@@ -335,7 +358,7 @@ static const api *api_of(const char *path, bool exact) {
 static bool route_matches(const struct route *r, const char *path) {
     if (!r->path) return api_of(path, true) != NULL;
     const size_t n = strlen(r->path);
-    return r->path[n - 1] == '/' ? !strncmp(path, r->path, n) && path[n] : !strcmp(path, r->path);
+    return n > 1 && r->path[n - 1] == '/' ? !strncmp(path, r->path, n) && path[n] : !strcmp(path, r->path);
 }
 
 /* The key as OpenAI's clients send it (Authorization: Bearer) or as Anthropic's do (x-api-key), on every route. */
