@@ -109,6 +109,14 @@ json_t *api_begin(const api_context *ctx, const char *body, size_t len, api_requ
     return NULL;
 }
 
+char *api_body_model(const char *body, size_t len) {
+    json_t *root = json_loadb(body, len, 0, NULL);
+    const char *name = json_string_value(json_object_get(root, "model"));
+    char *copy = name ? strdup(name) : NULL;
+    json_decref(root);
+    return copy;
+}
+
 void api_new_id(char out[48], const char *prefix, bool random) {
     static unsigned long long counter;
     const unsigned long long stamp[2] = {(unsigned long long)time(NULL),

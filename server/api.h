@@ -41,6 +41,7 @@ typedef struct {
     fkv_spec_params spec;     /* the server's speculative decoding (a request's `speculative` may change it) */
     bool prefix_cache;        /* the engine keeps what it computes for later requests (the Messages API's usage) */
     struct resp_store *store; /* the Responses API's stored responses (responses.h) */
+    const char *model_id;     /* the model's id as the server lists it (models.h): answers that name none echo it */
 } api_context;
 
 /* One choice's progress on a stream. */
@@ -114,6 +115,9 @@ void api_json_lost(void);
  * and the body as a JSON object — or NULL with e: 400 for what is not one, 500 when memory ran out reading it. */
 json_t *api_begin(const api_context *ctx, const char *body, size_t len, api_request *req, sched_job *job,
                   api_error *e);
+/* The model the body names (a copy, for routing before the row's parse), or NULL: none, or a body the parse will
+ * refuse (not a JSON object, `model` not a string), which the first model's parser then answers. */
+char *api_body_model(const char *body, size_t len);
 /* A new id: prefix, then hex digits that no other id of this process has — 32 random ones (random: the id names a
  * stored response, so it must not be guessed), else the time's and a counter's. */
 void api_new_id(char out[48], const char *prefix, bool random);

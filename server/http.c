@@ -26,6 +26,7 @@
 #include "anthropic.h"
 #include "base/err.h"
 #include "metrics.h"
+#include "models.h"
 #include "openai.h"
 #include "responses.h"
 #include "scheduler.h"
@@ -39,11 +40,9 @@ static const api *const apis[] = {&oai_chat, &oai_completions, &anth_messages, &
 static const api *const default_api = &oai_chat; /* the shape of errors on paths no API claims */
 
 typedef struct {
-    const fkv_model *model;
     const server_params *p;
-    sched *sched;
+    models *models;
     metrics *metrics;
-    api_context ctx;
     pthread_mutex_t mu;
     uint32_t connections; /* open now (guarded by mu) */
 } server;
@@ -68,6 +67,7 @@ typedef struct {
     double t0;
     int fd;
     const api *api; /* the path's: the shape of its errors and, for a completion, its parser and answers */
+    models_slot *slot; /* a completion's model, held until the request completes */
     sched_job *job;
     api_request req;
     /* streaming */
@@ -204,32 +204,39 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
 /* --- the routes --- */
 
-/* POST to an API's path: parse, queue, then stream the events or answer once every choice is done. */
+/* POST to an API's path: the model the body names, then parse, queue, and stream the events or answer once every
+ * choice is done. */
 static enum MHD_Result complete(struct MHD_Connection *c, conn *st) {
     server *srv = st->srv;
     api_error e;
+    const double deadline_ms = srv->p->timeout_s ? st->t0 + srv->p->timeout_s * 1e3 : 0;
+    char *name = api_body_model(st->body ? st->body : "", st->len);
+    const int refused = models_acquire(srv->models, name, deadline_ms, &st->slot, &e);
+    free(name);
+    if (refused) return send_error(c, st, &e);
+    sched *sched = models_sched(st->slot);
     if (!(st->job = sched_job_new())) return fail(c, st, 500, "server_error", NULL, NULL, "out of memory");
-    if (st->api->parse(&srv->ctx, st->body ? st->body : "", st->len, &st->req, st->job, &e)) {
-        sched_job_release(srv->sched, st->job); /* never queued: nothing to wait for */
+    if (st->api->parse(models_context(st->slot), st->body ? st->body : "", st->len, &st->req, st->job, &e)) {
+        sched_job_release(sched, st->job); /* never queued: nothing to wait for */
         st->job = NULL;
         return send_error(c, st, &e);
     }
     if (!st->key[0]) set_log_key(st->key, st->req.cache_key);
-    if (srv->p->timeout_s) st->job->req.deadline_ms = st->t0 + srv->p->timeout_s * 1e3; /* copied by followers */
+    st->job->req.deadline_ms = deadline_ms; /* copied by followers */
     /* The other choices: the same request, each with its seed + i, started from this one's prompt. */
     for (uint32_t i = 1; i < st->req.n; i++) {
         sched_job *f = sched_job_follower(st->job, st->job->req.sampling.seed + i);
         if (!f) {
-            sched_job_release(srv->sched, st->job);
+            sched_job_release(sched, st->job);
             st->job = NULL;
             return fail(c, st, 500, "server_error", NULL, NULL, "out of memory");
         }
-        sched_job_release(srv->sched, f); /* the leader keeps it */
+        sched_job_release(sched, f); /* the leader keeps it */
     }
     fkv_error busy = {0};
     uint32_t retry_after = 0;
-    if (sched_submit(srv->sched, st->job, &retry_after, &busy)) {
-        sched_job_release(srv->sched, st->job);
+    if (sched_submit(sched, st->job, &retry_after, &busy)) {
+        sched_job_release(sched, st->job);
         st->job = NULL;
         metrics_count_rejected(srv->metrics, METRICS_QUEUE_FULL);
         api_fail_with(&e, NULL, &busy);
@@ -273,18 +280,21 @@ static enum MHD_Result health(struct MHD_Connection *c, conn *st) {
 }
 
 static enum MHD_Result list_models(struct MHD_Connection *c, conn *st) {
-    fkv_model_info info = fkv_model_get_info(st->srv->model);
-    return send_json(c, st, 200,
-                     json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:{s:i,s:i}}]}", "object", "list", "data", "id", info.name,
-                               "object", "model", "created", (json_int_t)0, "owned_by", "flatkv", "meta", "n_ctx",
-                               (int)sched_n_ctx(st->srv->sched), "n_vocab", (int)info.n_vocab));
+    return send_json(c, st, 200, models_list(st->srv->models));
 }
 
+static enum MHD_Result get_model(struct MHD_Connection *c, conn *st) {
+    api_error e;
+    json_t *model = models_get(st->srv->models, st->id, &e);
+    return model ? send_json(c, st, 200, model) : send_error(c, st, &e);
+}
+
+/* The engine counters are the first loaded model's; the queue and running requests every loaded model's. */
 static enum MHD_Result scrape_metrics(struct MHD_Connection *c, conn *st) {
     server *srv = st->srv;
-    fkv_engine_stats kv = sched_stats(srv->sched);
+    fkv_engine_stats kv = {0};
     metrics_load load = {.max_queue = srv->p->max_queue, .max_connections = srv->p->max_connections};
-    sched_load(srv->sched, &load.queued, &load.running);
+    models_stats(srv->models, &kv, &load.queued, &load.running);
     pthread_mutex_lock(&srv->mu);
     load.connections = srv->connections;
     pthread_mutex_unlock(&srv->mu);
@@ -297,7 +307,7 @@ static enum MHD_Result stored_response(struct MHD_Connection *c, conn *st,
                                        json_t *(*op)(resp_store *, const char *, const char *, api_error *)) {
     const char *salt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cache_salt");
     api_error e;
-    json_t *r = op(st->srv->ctx.store, st->id, salt, &e);
+    json_t *r = models_stored_response(st->srv->models, st->id, salt, op, &e);
     return r ? send_json(c, st, 200, r) : send_error(c, st, &e);
 }
 
@@ -339,6 +349,8 @@ static const struct route {
     {"GET", "/health", health, true},
     {"GET", "/v1/models", list_models, false},
     {"GET", "/models", list_models, false},
+    {"GET", "/v1/models/", get_model, false},
+    {"GET", "/models/", get_model, false},
     {"GET", "/metrics", scrape_metrics, false},
     {"POST", NULL, complete, false},
     {"GET", "/v1/responses/", get_response, false},
@@ -505,8 +517,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         }
         pthread_mutex_unlock(&j->mu);
         if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && st->status == 200) st->status = 499;
-        sched_job_release(srv->sched, j);
+        sched_job_release(models_sched(st->slot), j);
     }
+    if (st->slot) models_release(srv->models, st->slot);
     if (st->status) metrics_count_request(srv->metrics, st->status);
     fprintf(stderr, "%s %s %d prompt=%u cached=%u generated=%u%s%s%s %.1fms\n", st->method, st->path, st->status,
             prompt, cached, generated, diverged, st->key[0] ? " key=" : "", st->key, sched_now_ms() - st->t0);
@@ -517,7 +530,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
-int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
+int server_run(fkv_model *first, const server_params *p, fkv_error *err) {
     /* Signals are taken by sigwait below; every thread started from here on inherits the mask. */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -529,6 +542,7 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(p->port)};
     const char *host = strcmp(p->host, "localhost") ? p->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        fkv_model_free(first);
         err_input(err, "--host '%s' is not an IPv4 address", p->host);
         return -1;
     }
@@ -536,16 +550,12 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
     /* One thread per connection: glibc would give the threads arenas of their own, up to 8 per core, each keeping its
      * freed memory — RSS crept up 1 MB in a 10-minute soak that way, and stayed flat (±0.3 MB) with 2. */
     mallopt(M_ARENA_MAX, 2);
-    server srv = {.model = m, .p = p, .metrics = metrics_new(), .mu = PTHREAD_MUTEX_INITIALIZER};
-    if (!(srv.sched = sched_new(m, &p->engine, p->parallel, p->max_queue, err))) {
-        metrics_free(srv.metrics);
-        return -1;
-    }
-    if (sched_note(srv.sched)) fprintf(stderr, "flatkv serve: %s\n", sched_note(srv.sched));
-    srv.ctx = (api_context){m, &p->tmpl, sched_n_ctx(srv.sched), p->spec, p->engine.prefix_cache, NULL};
-    if (!(srv.ctx.store = resp_store_new(p->responses_max, p->responses_mem))) {
-        err_nomem(err, "out of memory");
-        sched_free(srv.sched);
+    const models_params mp = {.entries = p->models, .n_entries = p->n_models, .max_loaded = p->max_models,
+                              .any_model = p->any_model, .engine = &p->engine, .parallel = p->parallel,
+                              .max_queue = p->max_queue, .tmpl = p->tmpl, .spec = p->spec,
+                              .responses_max = p->responses_max, .responses_mem = p->responses_mem};
+    server srv = {.p = p, .metrics = metrics_new(), .mu = PTHREAD_MUTEX_INITIALIZER};
+    if (!(srv.models = models_new(&mp, first, err))) {
         metrics_free(srv.metrics);
         return -1;
     }
@@ -558,9 +568,8 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
     if (!d) {
         err_io(err, "cannot listen on %s:%u (in use, or not an address of this machine)",
                  p->host, p->port);
-        sched_free(srv.sched);
+        models_free(srv.models);
         metrics_free(srv.metrics);
-        resp_store_free(srv.ctx.store);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -570,10 +579,9 @@ int server_run(const fkv_model *m, const server_params *p, fkv_error *err) {
     fprintf(stderr, "flatkv serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     MHD_socket listen_fd = MHD_quiesce_daemon(d);
     if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
-    sched_stop(srv.sched);  /* what runs and what waits ends now; connections see their jobs done */
-    MHD_stop_daemon(d);     /* joins the connection threads */
-    sched_free(srv.sched);
+    models_stop(srv.models); /* what runs and what waits ends now; connections see their jobs done */
+    MHD_stop_daemon(d);      /* joins the connection threads */
+    models_free(srv.models);
     metrics_free(srv.metrics);
-    resp_store_free(srv.ctx.store);
     return 0;
 }

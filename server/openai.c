@@ -365,7 +365,7 @@ int oai_parse(const api_context *ctx, oai_kind kind, const char *body, size_t le
         BAD("model", "'model' must be a string");
         goto out;
     }
-    snprintf(req->model, sizeof req->model, "%s", model ? json_string_value(model) : fkv_model_get_info(ctx->model).name);
+    snprintf(req->model, sizeof req->model, "%s", model ? json_string_value(model) : ctx->model_id);
     if (get_delivery(root, req, e) || get_sampling(root, req->completion, job, e) || get_stop(root, job, e) ||
         api_common_fields(ctx, root, job, req->cache_key, e))
         goto out;

@@ -479,7 +479,7 @@ int resp_parse(const api_context *ctx, const char *body, size_t len, api_request
         req->instructions ? json_string(req->instructions) : json_null(), "max_output_tokens",
         json_is_integer(max_out) ? json_copy((json_t *)max_out) : json_null(), "previous_response_id",
         continued ? json_copy((json_t *)prev) : json_null(), "model",
-        json_is_string(model) ? json_string_value(model) : fkv_model_get_info(ctx->model).name, "parallel_tool_calls",
+        json_is_string(model) ? json_string_value(model) : ctx->model_id, "parallel_tool_calls",
         !job->req.single_tool_call, "metadata", json_is_object(metadata) ? json_deep_copy(metadata) : json_object(),
         "reasoning", "effort", json_is_string(effort) ? json_copy((json_t *)effort) : json_null(), "summary", "store",
         req->store_it, "temperature",

@@ -1,11 +1,11 @@
-/* server.h — the HTTP server (libmicrohttpd, one thread per connection) in front of one engine.
+/* server.h — the HTTP server (libmicrohttpd, one thread per connection) in front of an engine per model.
  *
  * WHY one process serves every API: OpenAI's chat and completions, Anthropic's Messages and OpenAI's Responses are
- * rows of one table (api.h) that turn a body into the same kind of job, which one scheduler (scheduler.h) runs on one
- * engine; so a conversation reuses its cached rows whichever API it speaks. Routes (http.c): POST at each API's paths
- * (/v1/chat/completions, /v1/completions, /v1/messages, /v1/responses), GET and DELETE /v1/responses/{id}, GET
- * /v1/models, /health (no key needed) and /metrics. Requests queue fairly; a client that disconnects stops its
- * generation at the next token.
+ * rows of one table (api.h) that turn a body into the same kind of job, which one scheduler (scheduler.h) runs on the
+ * engine of the model the body names (models.h); so a conversation reuses its cached rows whichever API it speaks.
+ * Routes (http.c): POST at each API's paths (/v1/chat/completions, /v1/completions, /v1/messages, /v1/responses), GET
+ * and DELETE /v1/responses/{id}, GET /v1/models and /v1/models/{id}, /health (no key needed) and /metrics. Requests
+ * queue fairly; a client that disconnects stops its generation at the next token.
  *
  * INVARIANT: every failure is a 4xx/5xx with an error body in the shape of the API whose path it came to — OpenAI's
  * {"error": {message, type, param, code}}, under /v1/messages Anthropic's {"type": "error", "error": {type,
@@ -24,6 +24,7 @@
 
 #include "chat/chat.h"
 #include "flatkv.h"
+#include "models.h"
 
 typedef struct {
     const char *host;
@@ -38,12 +39,17 @@ typedef struct {
     uint32_t body_timeout_s;  /* the whole request must arrive within this, and a connection idle this long closes */
     uint32_t responses_max; /* the Responses API's store: most responses kept */
     size_t responses_mem;   /* and most bytes they take */
-    chat_template tmpl;
+    const models_entry *models; /* the models served, by id; the first answers requests that name none */
+    uint32_t n_models;
+    uint32_t max_models; /* loaded at once; past it the least recently used (and idle) is unloaded */
+    bool any_model;      /* an unknown model name is the first model's, not a 404 */
+    const chat_template *tmpl; /* every model's chat template; NULL: each model's own */
     fkv_spec_params spec; /* speculative decoding for requests that do not ask (spec.draft: the draft model's engine,
                            * run by the engine thread) */
 } server_params;
 
-/* Serve until SIGINT or SIGTERM. Returns 0 after a clean shutdown, or -1 with err (e.g. the port). */
-int server_run(const fkv_model *m, const server_params *p, fkv_error *err);
+/* Serve until SIGINT or SIGTERM. first: the first model, loaded from p->models[0] by the caller, whose ownership passes
+ * to the server (unloaded like any other). Returns 0 after a clean shutdown, or -1 with err (e.g. the port). */
+int server_run(fkv_model *first, const server_params *p, fkv_error *err);
 
 #endif

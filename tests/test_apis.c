@@ -56,7 +56,7 @@ static void test_a_call_comes_back_as_a_tool_use_block(void **state) {
     (void)state;
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template chatml = {.family = CHAT_CHATML};
-    api_context ctx = {m, &chatml, 512, {0}, true, NULL};
+    api_context ctx = {m, &chatml, 512, {0}, true, NULL, "m"};
     const char body[] = "{\"model\": \"m\", \"max_tokens\": 32, \"tools\": [{\"name\": \"weather\", \"input_schema\": "
                         "{\"type\": \"object\"}}], \"tool_choice\": {\"type\": \"any\"}, \"messages\": [{\"role\": "
                         "\"user\", \"content\": \"Weather?\"}]}";
@@ -111,7 +111,7 @@ static void test_the_messages_usage_partitions_the_prompt(void **state) {
     (void)state;
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template plain = {.family = CHAT_PLAIN};
-    api_context ctx = {m, &plain, 512, {0}, false, NULL};
+    api_context ctx = {m, &plain, 512, {0}, false, NULL, "m"};
     const char body[] = "{\"model\": \"m\", \"max_tokens\": 8, \"stop_sequences\": [\"zz\"], \"messages\": [{\"role\": "
                         "\"user\", \"content\": \"Hi\"}]}";
     for (int cache = 0; cache < 2; cache++) {
@@ -142,7 +142,7 @@ static void test_a_call_comes_back_as_a_function_call_item(void **state) {
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template chatml = {.family = CHAT_CHATML};
     resp_store *store = resp_store_new(8, 1 << 20);
-    api_context ctx = {m, &chatml, 512, {0}, false, store};
+    api_context ctx = {m, &chatml, 512, {0}, false, store, "m"};
     const char body[] = "{\"input\": \"Weather?\", \"tools\": [{\"type\": \"function\", \"name\": \"weather\", "
                         "\"parameters\": {\"type\": \"object\"}}], \"tool_choice\": {\"type\": \"function\", \"name\": "
                         "\"weather\"}, \"parallel_tool_calls\": false}";
@@ -219,7 +219,7 @@ static void test_a_stored_turn_is_continued_from_its_exact_ids(void **state) {
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template plain = {.family = CHAT_PLAIN};
     resp_store *store = resp_store_new(8, 1 << 20);
-    api_context ctx = {m, &plain, 512, {0}, false, store};
+    api_context ctx = {m, &plain, 512, {0}, false, store, "m"};
     const int32_t eos = 2, a = 400, b = 401;
     const int32_t ended[] = {a, b, eos}, cut[] = {a, b};
     for (int k = 0; k < 2; k++) {
@@ -272,7 +272,7 @@ static void test_text_format_reaches_the_job_as_chats_response_format(void **sta
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template plain = {.family = CHAT_PLAIN};
     resp_store *store = resp_store_new(8, 1 << 20);
-    api_context ctx = {m, &plain, 512, {0}, false, store};
+    api_context ctx = {m, &plain, 512, {0}, false, store, "m"};
     const char *bodies[] = {
         "{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"n\", \"schema\": {\"type\": "
         "\"object\"}, \"strict\": true}}}",

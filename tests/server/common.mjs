@@ -77,12 +77,14 @@ function killAll() {
 process.on('exit', killAll);
 
 /**
- * Start `flatkv serve -m MODEL --host 127.0.0.1 --port 0 ...extraArgs` and wait for its "listening on" line.
+ * Start `flatkv serve -m MODEL --host 127.0.0.1 --port 0 ...extraArgs` (without `-m MODEL` when extraArgs name the
+ * models: `-m` or `--models-dir`) and wait for its "listening on" line.
  * Returns {url, port, log(), stop()}: log() is the server's stderr so far; stop() sends SIGTERM and
  * resolves once the server exited, throwing unless it exited with status 0.
  */
 export async function startServer(extraArgs = []) {
-  const args = ['serve', '-m', MODEL, '--host', '127.0.0.1', '--port', '0', ...extraArgs];
+  const named = extraArgs.some((a) => a === '-m' || a === '--model' || a === '--models-dir');
+  const args = ['serve', ...(named ? [] : ['-m', MODEL]), '--host', '127.0.0.1', '--port', '0', ...extraArgs];
   const child = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   running.add(child);
   let stderr = '';
@@ -109,7 +111,7 @@ export async function startServer(extraArgs = []) {
     });
   });
   const url = `http://127.0.0.1:${port}`;
-  console.log(`started: flatkv ${args.slice(3).join(' ')} → ${url}`);
+  console.log(`started: flatkv ${args.slice(named ? 1 : 3).join(' ')} → ${url}`);
   return {
     url,
     port,

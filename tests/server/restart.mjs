@@ -21,7 +21,7 @@ process.on('exit', () => rmSync(work, { recursive: true, force: true }));
 const model = join(work, 'ctx8k.gguf');
 execFileSync(BIN, ['gen-model', '--dim', '128', '--hidden', '256', '--layers', '2', '--heads', '2', '--kv-heads', '1',
   '--ctx', '8192', '--vocab-from', MODEL, '-o', model], { stdio: 'ignore' });
-const serveArgs = (dir) => ['-m', model, '--ctx', '8192', ...(dir ? ['--kv-dir', dir] : [])];
+const serveArgs = (dir) => ['-m', model, '--any-model', '--ctx', '8192', ...(dir ? ['--kv-dir', dir] : [])];
 
 const NAMES = ['Lily', 'Tom', 'Sue', 'Ben', 'Max', 'Mia'];
 const THINGS = ['a red ball', 'a big tree', 'a small dog', 'a blue kite', 'a warm cake', 'a shiny rock'];

@@ -29,7 +29,7 @@ async function sameAnswers() {
         checkEqual('  and as many tokens', got.usage.completion_tokens, want.usage.completion_tokens);
       }
     }
-  const raw = (body) => request(server.url, 'POST', '/v1/completions', { body: { model: 'x', max_tokens: 60, ...body } });
+  const raw = (body) => request(server.url, 'POST', '/v1/completions', { body: { model: 'stories260K', max_tokens: 60, ...body } });
   const stop = { prompt: 'Once upon a time', temperature: 0, stop: ['park'] };
   const plain = await raw({ ...stop, speculative: { mode: 'off' } });
   for (const speculative of MODES.slice(1)) {

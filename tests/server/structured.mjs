@@ -143,7 +143,7 @@ async function toolChoice() {
   const chatml = await startServer(['-m', model, '--cache-min', '1', '--chat-template', 'chatml']);
   const c = new OpenAI({ baseURL: `${chatml.url}/v1`, apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 });
   const ask = (messages, extra) =>
-    c.chat.completions.create({ model: 'stories260K', messages, temperature: 0, max_tokens: 300, ...extra });
+    c.chat.completions.create({ model: 'ctx4k', messages, temperature: 0, max_tokens: 300, ...extra });
   const messages = user('What is the weather in Paris?');
   const required = await ask(messages, { tools: TOOLS, tool_choice: 'required', max_tokens: 1000 });
   const calls = required.choices[0].message.tool_calls ?? [];
