@@ -305,8 +305,9 @@ int anth_parse(const api_context *ctx, const char *body, size_t len, api_request
     if (parse_messages(&c, json_object_get(root, "messages"), e) || api_render(ctx, ctx->tmpl, &c, tools, NULL, job, e))
         goto out;
     req->n_prompt = job->req.n_ids;
-    if (job->req.n_ids > ctx->n_ctx) {
-        BAD("prompt is too long: %u tokens > %u maximum", job->req.n_ids, ctx->n_ctx);
+    if (job->req.n_ids >= ctx->n_ctx) {
+        BAD("prompt is too long: %u tokens, and the reply needs at least one of the %u maximum", job->req.n_ids,
+            ctx->n_ctx);
         goto out;
     }
     api_cap_tokens(ctx, job, json_integer_value(max_tokens));

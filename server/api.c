@@ -281,7 +281,7 @@ int api_render(const api_context *ctx, const chat_template *t, convo *c, const j
 }
 
 void api_cap_tokens(const api_context *ctx, sched_job *job, json_int_t limit) {
-    job->req.max_tokens = ctx->n_ctx - job->req.n_ids + 1;
+    job->req.max_tokens = ctx->n_ctx - job->req.n_ids;
     if (limit && (json_int_t)job->req.max_tokens > limit) job->req.max_tokens = (uint32_t)limit;
 }
 

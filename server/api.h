@@ -158,7 +158,8 @@ int api_put_content(convo *c, const json_t *content, const char *param, api_part
  * param. Contents are tokenized as text: a control token's text in a message stays text (chat_prompt_ids). */
 int api_render(const api_context *ctx, const chat_template *t, convo *c, const json_t *tools, const char *param,
                sched_job *job, api_error *e);
-/* Generation may run to the end of the context; the request's limit (0: none) caps it. */
+/* Generation may run to the end of the context — prompt and completion together at most n_ctx tokens, as usage
+ * counts them (the parsers refuse a prompt that leaves no room) — and the request's limit (0: none) caps it. */
 void api_cap_tokens(const api_context *ctx, sched_job *job, json_int_t limit);
 
 /* Free what a parse left in req, and empty it. */

@@ -179,12 +179,18 @@ int models_acquire(models *r, const char *name, double deadline_ms, models_slot 
             return 0;
         }
         models_slot *victim = NULL;
-        if (s->state == SLOT_UNLOADED && resident(r) < r->p.max_loaded) {
+        if (s->state == SLOT_UNLOADED &&
+            (resident(r) < r->p.max_loaded || (victim = eviction_victim(r)))) {
+            /* Claimed before the lock is let go: a request for s that comes meanwhile waits for this load instead of
+             * making room a second time. The victim is out of memory before s comes in. */
             s->state = SLOT_LOADING;
+            if (victim) victim->state = SLOT_UNLOADING;
             pthread_mutex_unlock(&r->mu);
+            if (victim) slot_unload(victim);
             fkv_error err = {0};
             const int failed = slot_load(r, s, NULL, &err);
             pthread_mutex_lock(&r->mu);
+            if (victim) victim->state = SLOT_UNLOADED;
             s->state = failed ? SLOT_UNLOADED : SLOT_LOADED;
             if (!failed && r->stopped) sched_stop(s->sched); /* stopped while it loaded: it runs nothing */
             pthread_cond_broadcast(&r->cv);
@@ -193,13 +199,6 @@ int models_acquire(models *r, const char *name, double deadline_ms, models_slot 
                 return api_fail(e, 500, "server_error", "model", "model_load_failed",
                                 "The model '%s' failed to load: %s", s->entry->id, err.msg);
             }
-        } else if (s->state == SLOT_UNLOADED && (victim = eviction_victim(r))) {
-            victim->state = SLOT_UNLOADING;
-            pthread_mutex_unlock(&r->mu);
-            slot_unload(victim);
-            pthread_mutex_lock(&r->mu);
-            victim->state = SLOT_UNLOADED;
-            pthread_cond_broadcast(&r->cv);
         } else if (!wait_change(r, deadline_ms)) { /* loading, or no room until a request ends */
             pthread_mutex_unlock(&r->mu);
             return api_fail(e, 504, "server_error", "model", "timeout",

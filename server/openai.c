@@ -378,9 +378,10 @@ int oai_parse(const api_context *ctx, oai_kind kind, const char *body, size_t le
         BAD(prompt, "the prompt is empty");
         goto out;
     }
-    if (job->req.n_ids > ctx->n_ctx) {
+    if (job->req.n_ids >= ctx->n_ctx) {
         api_fail(e, 400, "invalid_request_error", prompt, "context_length_exceeded",
-                 "This model's maximum context length is %u tokens. However, your prompt has %u tokens.", ctx->n_ctx,
+                 "This model's maximum context length is %u tokens. However, your prompt has %u tokens, which "
+                 "leaves no room for the completion.", ctx->n_ctx,
                  job->req.n_ids);
         goto out;
     }

@@ -455,9 +455,10 @@ int resp_parse(const api_context *ctx, const char *body, size_t len, api_request
     if (continued ? continue_chain(ctx, &c, &chain, req->instructions, job, e)
                   : api_render(ctx, &t, &c, chat_tools, "input", job, e))
         goto out;
-    if (job->req.n_ids > ctx->n_ctx) {
+    if (job->req.n_ids >= ctx->n_ctx) {
         api_fail(e, 400, "invalid_request_error", "input", "context_length_exceeded",
-                 "This model's maximum context length is %u tokens. However, your input has %u tokens.", ctx->n_ctx,
+                 "This model's maximum context length is %u tokens. However, your input has %u tokens, which "
+                 "leaves no room for the output.", ctx->n_ctx,
                  job->req.n_ids);
         goto out;
     }

@@ -73,18 +73,19 @@ async function badInput(base) {
   checkError('POST to an unknown path', await request(base, 'POST', '/v2/chat', { body: {} }), 404, { code: 'not_found' });
   await checkGood(base, 'after every bad request');
 
-  // The context boundary: a prompt that fills the context still gets its one token; one more is refused.
+  // The context boundary: usage never exceeds it. A prompt one short of the context gets its one token; a prompt
+  // that fills it leaves no room and is refused.
   const ids = (n) => [1, ...Array.from({ length: n - 1 }, (_, i) => 300 + (i % 100))];
-  const full = await request(base, 'POST', COMPLETIONS, { body: { prompt: ids(512), max_tokens: 50, temperature: 0 } });
-  check('a prompt of exactly the context (512 ids) is answered with at most one token',
-    full.status === 200 && full.json?.usage?.completion_tokens <= 1 && full.json?.choices?.[0]?.finish_reason === 'length',
-    `${full.status} ${full.text.slice(0, 200)}`);
-  checkError('a prompt of 513 ids', await request(base, 'POST', COMPLETIONS, { body: { prompt: ids(513) } }), 400,
+  const full = await request(base, 'POST', COMPLETIONS, { body: { prompt: ids(511), max_tokens: 50, temperature: 0 } });
+  check('a prompt of 511 ids on a 512 context is answered with at most one token',
+    full.status === 200 && full.json?.usage?.completion_tokens <= 1 && full.json?.usage?.total_tokens <= 512 &&
+    full.json?.choices?.[0]?.finish_reason === 'length', `${full.status} ${full.text.slice(0, 200)}`);
+  checkError('a prompt of 512 ids', await request(base, 'POST', COMPLETIONS, { body: { prompt: ids(512) } }), 400,
     { code: 'context_length_exceeded' });
   const near = await request(base, 'POST', COMPLETIONS, { body: { prompt: ids(500), max_tokens: 100, temperature: 0 } });
-  check('max_tokens beyond the context is cut at the context (500 + 100 > 512)',
-    near.status === 200 && near.json?.usage?.completion_tokens <= 13 && near.json?.choices?.[0]?.finish_reason === 'length',
-    `${near.status} ${near.text.slice(0, 200)}`);
+  check('max_tokens beyond the context is cut at the context (500 + 100 > 512): usage at most 512',
+    near.status === 200 && near.json?.usage?.completion_tokens === 12 && near.json?.usage?.total_tokens === 512 &&
+    near.json?.choices?.[0]?.finish_reason === 'length', `${near.status} ${near.text.slice(0, 200)}`);
   await checkGood(base, 'after the context boundary');
 }
 
