@@ -258,6 +258,29 @@ static int parse_sampling(const json_t *root, sched_job *job, api_error *e) {
     return 0;
 }
 
+/* output_config: format, {"type": "json_schema", "schema": {...}}, into job->req.response_format (chat's json_schema:
+ * the text answer follows it; an enforced tool_choice excludes one, as api_constrain composes them); effort, a hint to
+ * models that think, is checked and not used (extended thinking is not offered). */
+static int parse_output_config(const json_t *root, sched_job *job, api_error *e) {
+    const json_t *config = json_object_get(root, "output_config");
+    if (!config || json_is_null(config)) return 0;
+    if (!json_is_object(config)) return BAD("output_config: must be an object");
+    const json_t *effort = json_object_get(config, "effort"), *format = json_object_get(config, "format");
+    const char *level = json_string_value(effort);
+    if (effort && !json_is_null(effort) &&
+        (!level || (strcmp(level, "low") && strcmp(level, "medium") && strcmp(level, "high") && strcmp(level, "xhigh") &&
+                    strcmp(level, "max"))))
+        return BAD("output_config.effort: must be \"low\", \"medium\", \"high\", \"xhigh\" or \"max\"");
+    if (!format || json_is_null(format)) return 0;
+    const json_t *type = json_object_get(format, "type"), *schema = json_object_get(format, "schema");
+    if (!json_is_object(format) || !json_is_string(type) || strcmp(json_string_value(type), "json_schema") ||
+        !json_is_object(schema))
+        return BAD("output_config.format: must be {\"type\": \"json_schema\", \"schema\": {...}}");
+    job->req.response_format =
+        json_pack("{s:s,s:{s:s,s:O}}", "type", "json_schema", "json_schema", "name", "output", "schema", schema);
+    return job->req.response_format ? 0 : api_oom(e);
+}
+
 int anth_parse(const api_context *ctx, const char *body, size_t len, api_request *req, sched_job *job, api_error *e) {
     json_t *root = api_begin(ctx, body, len, req, job, e), *tools = NULL;
     if (!root) return -1;
@@ -289,7 +312,8 @@ int anth_parse(const api_context *ctx, const char *body, size_t len, api_request
     }
     char cache_key[65]; /* the Messages API has no routing key of its own: the log shows X-Session-Id alone */
     if (parse_sampling(root, job, e) || api_common_fields(ctx, root, job, cache_key, e) ||
-        parse_tools(root, &tools, job, e) || api_constrain(ctx, ctx->tmpl, job, tools, e))
+        parse_output_config(root, job, e) || parse_tools(root, &tools, job, e) ||
+        api_constrain(ctx, ctx->tmpl, job, tools, e))
         goto out;
     if (system && !json_is_null(system)) {
         if (json_is_array(system)) {

@@ -15,8 +15,8 @@
  * the tokens generated.
  *
  * Accepted: model and max_tokens (required), system (a string or text blocks), messages (a string or blocks), tools
- * (name, description, input_schema), tool_choice (auto, any, tool, none), stop_sequences, temperature, top_p, top_k,
- * metadata, stream, cache_control on any block, system text and tool; the fields every API reads (api_common_fields).
+ * (name, description, input_schema), tool_choice (auto, any, tool, none), output_config (format json_schema: the text
+ * answer's; effort, checked), stop_sequences, temperature, top_p, top_k, metadata, stream, cache_control on any block, system text and tool; the fields every API reads (api_common_fields).
  * Refused with a 400 naming the field: images and documents, thinking, server tools, a final assistant message (a
  * prefill). A reasoning model's reasoning (reply.h) is not returned: thinking blocks are extended thinking's, which
  * is not offered; the text block holds the answer alone.
