@@ -279,6 +279,12 @@ static enum MHD_Result list_models(struct MHD_Connection *c, conn *st) {
                                (int)sched_n_ctx(st->srv->sched), "n_vocab", (int)info.n_vocab));
 }
 
+static enum MHD_Result count_tokens(struct MHD_Connection *c, conn *st) {
+    api_error e;
+    json_t *r = anth_count_tokens(&st->srv->ctx, st->body ? st->body : "", st->len, &e);
+    return r ? send_json(c, st, 200, r) : send_error(c, st, &e);
+}
+
 static enum MHD_Result scrape_metrics(struct MHD_Connection *c, conn *st) {
     server *srv = st->srv;
     fkv_engine_stats kv = sched_stats(srv->sched);
@@ -320,6 +326,7 @@ static const struct route {
     {"GET", "/models", list_models, false},
     {"GET", "/metrics", scrape_metrics, false},
     {"POST", NULL, complete, false},
+    {"POST", "/v1/messages/count_tokens", count_tokens, false},
     {"GET", "/v1/responses/", get_response, false},
     {"DELETE", "/v1/responses/", delete_response, false},
 };

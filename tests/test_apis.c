@@ -2,7 +2,7 @@
  * call in the output comes back as a tool_use block (Messages) or a function_call item (Responses), whole and in
  * their streams' events; a stored response is continued from its exact ids (an end-of-generation token at its end
  * replaced by the template's end of turn); usage partitions the prompt; text.format and tool_choice reach the job
- * in chat's shapes, and compose in every API. */
+ * in chat's shapes, and compose in every API; count_tokens counts what a message would prefill. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -377,6 +377,36 @@ static void test_a_response_format_composes_with_every_tool_choice(void **state)
     fkv_model_free(m);
 }
 
+static void test_count_tokens_counts_what_a_message_would_prefill(void **state) {
+    (void)state;
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
+    chat_template chatml = {.family = CHAT_CHATML};
+    api_context ctx = {m, &chatml, 512, {0}, true, NULL};
+    const char fields[] = "\"model\": \"m\", \"system\": \"Be brief.\", " ANTH_TOOLS ", \"messages\": [{\"role\": "
+                          "\"user\", \"content\": \"Weather in Paris?\"}]";
+    char counted[512], sent[512];
+    snprintf(counted, sizeof counted, "{%s}", fields);
+    snprintf(sent, sizeof sent, "{\"max_tokens\": 16, %s}", fields);
+    api_request req;
+    sched_job job;
+    api_error e;
+    memset(&job, 0, sizeof job);
+    if (anth_parse(&ctx, sent, strlen(sent), &req, &job, &e)) fail_msg("anth_parse: %s", e.message);
+    json_t *count = anth_count_tokens(&ctx, counted, strlen(counted), &e);
+    if (!count) fail_msg("anth_count_tokens: %s", e.message);
+    assert_int_equal(json_integer_value(json_object_get(count, "input_tokens")), job.req.n_ids);
+    assert_int_equal(json_object_size(count), 1);
+    json_decref(count);
+    api_request_free(&req);
+    free_job(&job);
+    const char no_messages[] = "{\"model\": \"m\"}";
+    assert_null(anth_count_tokens(&ctx, no_messages, strlen(no_messages), &e));
+    assert_int_equal(e.status, 400);
+    assert_null(anth_count_tokens(&ctx, "[1]", 3, &e));
+    assert_int_equal(e.status, 400);
+    fkv_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_call_comes_back_as_a_tool_use_block),
@@ -385,6 +415,7 @@ int main(void) {
         cmocka_unit_test(test_a_stored_turn_is_continued_from_its_exact_ids),
         cmocka_unit_test(test_text_format_reaches_the_job_as_chats_response_format),
         cmocka_unit_test(test_a_response_format_composes_with_every_tool_choice),
+        cmocka_unit_test(test_count_tokens_counts_what_a_message_would_prefill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
