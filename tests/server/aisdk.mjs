@@ -57,14 +57,14 @@ async function calls() {
   for (const [name, model] of models(tools)) {
     const weather = tool({ description: 'The weather in a city', inputSchema: City });
     const r = await generateText({ model, tools: { weather }, toolChoice: 'required', prompt: 'Weather in Paris?',
-      maxOutputTokens: 300, temperature: 0, maxRetries: 0 });
+      maxOutputTokens: 1200, temperature: 0, maxRetries: 0 });
     check(`${name}: generateText with toolChoice 'required': a call of the tool, its input valid`,
       r.toolCalls.length >= 1 && r.toolCalls.every((c) => c.toolName === 'weather' && City.safeParse(c.input).success) &&
       r.finishReason === 'tool-calls', JSON.stringify(r.toolCalls));
     // A tool and an output schema: the request has tools (tool_choice auto) and a response_format.
     for (const seed of [1, 2, 3]) {
       const both = await generateText({ model, tools: { weather }, output: Output.object({ schema: Story }),
-        prompt: 'Weather in Paris, or a story?', maxOutputTokens: 300, temperature: 1, seed, maxRetries: 0 });
+        prompt: 'Weather in Paris, or a story?', maxOutputTokens: 1200, temperature: 1, seed, maxRetries: 0 });
       const called = both.toolCalls.length > 0 && both.toolCalls.every((c) => City.safeParse(c.input).success);
       let object;
       try {
