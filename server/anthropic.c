@@ -258,10 +258,35 @@ static int parse_sampling(const json_t *root, sched_job *job, api_error *e) {
     return 0;
 }
 
-int anth_parse(const api_context *ctx, const char *body, size_t len, api_request *req, sched_job *job, api_error *e) {
-    json_t *root = api_begin(ctx, body, len, req, job, e), *tools = NULL;
-    if (!root) return -1;
+/* output_config: format, {"type": "json_schema", "schema": {...}}, into job->req.response_format (chat's json_schema:
+ * the text answer follows it; an enforced tool_choice excludes one, as api_constrain composes them); effort, a hint to
+ * models that think, is checked and not used (extended thinking is not offered). */
+static int parse_output_config(const json_t *root, sched_job *job, api_error *e) {
+    const json_t *config = json_object_get(root, "output_config");
+    if (!config || json_is_null(config)) return 0;
+    if (!json_is_object(config)) return BAD("output_config: must be an object");
+    const json_t *effort = json_object_get(config, "effort"), *format = json_object_get(config, "format");
+    const char *level = json_string_value(effort);
+    if (effort && !json_is_null(effort) &&
+        (!level || (strcmp(level, "low") && strcmp(level, "medium") && strcmp(level, "high") && strcmp(level, "xhigh") &&
+                    strcmp(level, "max"))))
+        return BAD("output_config.effort: must be \"low\", \"medium\", \"high\", \"xhigh\" or \"max\"");
+    if (!format || json_is_null(format)) return 0;
+    const json_t *type = json_object_get(format, "type"), *schema = json_object_get(format, "schema");
+    if (!json_is_object(format) || !json_is_string(type) || strcmp(json_string_value(type), "json_schema") ||
+        !json_is_object(schema))
+        return BAD("output_config.format: must be {\"type\": \"json_schema\", \"schema\": {...}}");
+    job->req.response_format =
+        json_pack("{s:s,s:{s:s,s:O}}", "type", "json_schema", "json_schema", "name", "output", "schema", schema);
+    return job->req.response_format ? 0 : api_oom(e);
+}
+
+/* The body root as /v1/messages reads it, into req and job up to the prompt's ids — or, counting, as
+ * /v1/messages/count_tokens does: the same but max_tokens and stream, which a count has no use for. */
+static int read_body(const api_context *ctx, const json_t *root, bool counting, api_request *req, sched_job *job,
+                     api_error *e) {
     convo c = {0};
+    json_t *tools = NULL;
     int rc = -1;
     api_new_id(req->id, "msg_", false);
     snprintf(job->req.id, sizeof job->req.id, "%s", req->id);
@@ -273,11 +298,11 @@ int anth_parse(const api_context *ctx, const char *body, size_t len, api_request
         goto out;
     }
     snprintf(req->model, sizeof req->model, "%s", json_string_value(model));
-    if (!json_is_integer(max_tokens) || json_integer_value(max_tokens) < 1) {
+    if (!counting && (!json_is_integer(max_tokens) || json_integer_value(max_tokens) < 1)) {
         BAD("max_tokens: a positive integer is required");
         goto out;
     }
-    if (api_bool(root, "stream", &req->stream, API_LEADING, e)) goto out;
+    if (!counting && api_bool(root, "stream", &req->stream, API_LEADING, e)) goto out;
     if (metadata && !json_is_null(metadata) && !json_is_object(metadata)) {
         BAD("metadata: must be an object");
         goto out;
@@ -289,7 +314,8 @@ int anth_parse(const api_context *ctx, const char *body, size_t len, api_request
     }
     char cache_key[65]; /* the Messages API has no routing key of its own: the log shows X-Session-Id alone */
     if (parse_sampling(root, job, e) || api_common_fields(ctx, root, job, cache_key, e) ||
-        parse_tools(root, &tools, job, e) || api_constrain(ctx, ctx->tmpl, job, tools, e))
+        parse_output_config(root, job, e) || parse_tools(root, &tools, job, e) ||
+        api_constrain(ctx, ctx->tmpl, job, tools, e))
         goto out;
     if (system && !json_is_null(system)) {
         if (json_is_array(system)) {
@@ -305,18 +331,36 @@ int anth_parse(const api_context *ctx, const char *body, size_t len, api_request
     if (parse_messages(&c, json_object_get(root, "messages"), e) || api_render(ctx, ctx->tmpl, &c, tools, NULL, job, e))
         goto out;
     req->n_prompt = job->req.n_ids;
-    if (job->req.n_ids >= ctx->n_ctx) {
-        BAD("prompt is too long: %u tokens, and the reply needs at least one of the %u maximum", job->req.n_ids,
-            ctx->n_ctx);
-        goto out;
-    }
-    api_cap_tokens(ctx, job, json_integer_value(max_tokens));
     rc = 0;
 out:
     convo_free(&c);
     json_decref(tools);
+    return rc;
+}
+
+int anth_parse(const api_context *ctx, const char *body, size_t len, api_request *req, sched_job *job, api_error *e) {
+    json_t *root = api_begin(ctx, body, len, req, job, e);
+    if (!root) return -1;
+    int rc = read_body(ctx, root, false, req, job, e);
+    if (!rc && job->req.n_ids >= ctx->n_ctx)
+        rc = BAD("prompt is too long: %u tokens, and the reply needs at least one of the %u maximum", job->req.n_ids,
+                 ctx->n_ctx);
+    if (!rc) api_cap_tokens(ctx, job, json_integer_value(json_object_get(root, "max_tokens")));
     json_decref(root);
     return rc;
+}
+
+json_t *anth_count_tokens(const api_context *ctx, const char *body, size_t len, api_error *e) {
+    api_request req;
+    sched_job job = {0};
+    json_t *root = api_begin(ctx, body, len, &req, &job, e), *count = NULL;
+    if (root && !read_body(ctx, root, true, &req, &job, e) &&
+        !(count = json_pack("{s:I}", "input_tokens", (json_int_t)job.req.n_ids)))
+        api_oom(e);
+    json_decref(root);
+    api_request_free(&req);
+    sched_request_clear(&job.req);
+    return count;
 }
 
 /* --- the answer --- */

@@ -1,4 +1,5 @@
-/* anthropic.h — Anthropic's Messages API (POST /v1/messages): a row of the server's table (api.h).
+/* anthropic.h — Anthropic's Messages API (POST /v1/messages): a row of the server's table (api.h); and its token
+ * count (POST /v1/messages/count_tokens), the same body read the same way.
  *
  * WHY a translation, not a second path: the request becomes a chat conversation (convo.h) rendered by the same chat
  * template and tool forms chat uses, and the job is the same sched_job; so the prefix cache, which sees ids only,
@@ -15,8 +16,8 @@
  * the tokens generated.
  *
  * Accepted: model and max_tokens (required), system (a string or text blocks), messages (a string or blocks), tools
- * (name, description, input_schema), tool_choice (auto, any, tool, none), stop_sequences, temperature, top_p, top_k,
- * metadata, stream, cache_control on any block, system text and tool; the fields every API reads (api_common_fields).
+ * (name, description, input_schema), tool_choice (auto, any, tool, none), output_config (format json_schema: the text
+ * answer's; effort, checked), stop_sequences, temperature, top_p, top_k, metadata, stream, cache_control on any block, system text and tool; the fields every API reads (api_common_fields).
  * Refused with a 400 naming the field: images and documents, thinking, server tools, a final assistant message (a
  * prefill). A reasoning model's reasoning (reply.h) is not returned: thinking blocks are extended thinking's, which
  * is not offered; the text block holds the answer alone.
@@ -33,6 +34,9 @@ extern const api anth_messages;
 /* Validate body as a Messages request and fill job (ids, max_tokens, sampling, stop sequences, tools) and req. 0, or -1
  * with e (status, message). */
 int anth_parse(const api_context *ctx, const char *body, size_t len, api_request *req, sched_job *job, api_error *e);
+/* {"input_tokens": N}: N the prompt ids anth_parse would make of body (max_tokens and stream not needed), what
+ * /v1/messages would prefill. NULL with e, a refusal as anth_parse's. */
+json_t *anth_count_tokens(const api_context *ctx, const char *body, size_t len, api_error *e);
 /* The message of a finished job. */
 json_t *anth_response(api_request *req, const sched_job *job);
 /* Append to events the stream events the job's progress allows now (job->mu held): objects whose "type" is their

@@ -222,33 +222,52 @@ bool api_names_tool(const json_t *tools, const json_t *name) {
     return false;
 }
 
+/* The GBNF rules (prefixed "answer-") of a response_format's JSON: its schema's, or any object's (json_object). NULL
+ * with err. */
+static char *format_rules(const json_t *format, fkv_error *err) {
+    const json_t *schema = json_object_get(json_object_get(format, "json_schema"), "schema");
+    char *text = schema ? json_dumps(schema, JSON_COMPACT) : strdup("{\"type\": \"object\"}");
+    char *rules = text ? fkv_json_schema_gbnf(text, strlen(text), "answer-", err) : NULL;
+    if (!text) err_nomem(err, "out of memory for a grammar");
+    free(text);
+    return rules;
+}
+
 int api_constrain(const api_context *ctx, const chat_template *t, sched_job *job, const json_t *tools, api_error *e) {
     job->req.form = reply_form_of(t, tools != NULL);
     if (tools && !(job->req.tools = json_deep_copy(tools))) return api_oom(e);
-    const json_t *choice = job->req.tool_choice;
+    const json_t *choice = job->req.tool_choice, *format = job->req.response_format;
     const char *named = json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
-    const bool calls = tools && (named || (json_is_string(choice) && !strcmp(json_string_value(choice), "required")));
-    if ((job->req.grammar != NULL) + (job->req.response_format != NULL) + calls > 1)
-        return BAD(calls ? "tool_choice" : "response_format",
-                   "one constraint at a time: a grammar, a response_format or an enforced tool_choice");
+    const bool offered = json_array_size(tools) > 0;
+    const bool enforced = offered && (named || (json_is_string(choice) && !strcmp(json_string_value(choice), "required")));
+    if (job->req.grammar && (format || enforced))
+        return BAD(enforced ? "tool_choice" : "response_format",
+                   "a grammar constrains the output alone: no response_format or enforced tool_choice beside it");
+    /* As OpenAI composes them: an enforced tool_choice excludes a text answer, which is all a response_format shapes,
+     * so the calls alone are constrained; a response_format with tools offered (tool_choice auto) lets the model either
+     * call them or answer in the format. */
+    const bool calls = enforced || (offered && format), answer = format && !enforced;
+    if (!calls && !answer) return 0;
     fkv_error err = {0};
-    char *answer = NULL, *gbnf = NULL;
-    const char *param = calls ? "tool_choice" : "response_format";
-    if (calls) {
-        answer = toolcall_gbnf(job->req.form.calls, tools, named, !job->req.single_tool_call, &err);
-    } else if (job->req.response_format) {
-        const json_t *schema = json_object_get(json_object_get(job->req.response_format, "json_schema"), "schema");
-        char *text = schema ? json_dumps(schema, JSON_COMPACT) : strdup("{\"type\": \"object\"}"); /* json_object */
-        answer = text ? fkv_json_schema_gbnf(text, strlen(text), "answer-", &err) : NULL;
-        free(text);
-    } else {
-        return 0;
+    char *call_rules = calls ? toolcall_gbnf(job->req.form.calls, tools, named, !job->req.single_tool_call, &err) : NULL;
+    char *answer_rules = answer && (call_rules || !calls) ? format_rules(format, &err) : NULL;
+    const char *param = answer && (call_rules || !calls) ? "response_format" : enforced ? "tool_choice" : "tools";
+    char *gbnf = NULL;
+    if ((call_rules || !calls) && (answer_rules || !answer)) {
+        /* What the model writes before the answer (its reasoning) as its form has it; the answer is the content. */
+        const size_t n_calls = call_rules ? strlen(call_rules) : 0, n_answer = answer_rules ? strlen(answer_rules) : 0;
+        char *rules = malloc(n_calls + n_answer + 1);
+        if (rules) {
+            memcpy(rules, call_rules ? call_rules : "", n_calls);
+            memcpy(rules + n_calls, answer_rules ? answer_rules : "", n_answer + 1);
+            gbnf = reply_gbnf(&job->req.form, rules, calls ? "calls" : NULL, answer ? "answer-root" : NULL);
+        }
+        free(rules);
+        if (!gbnf) err_nomem(&err, "out of memory for a grammar");
     }
-    /* What the model writes before the answer (its reasoning) as its form has it; the answer is the content. */
-    if (answer && !(gbnf = reply_gbnf(&job->req.form, answer, calls ? "calls" : "answer-root", calls)))
-        err_nomem(&err, "out of memory for a grammar");
     if (gbnf) job->req.grammar = fkv_grammar_new(ctx->model, gbnf, strlen(gbnf), &err);
-    free(answer);
+    free(call_rules);
+    free(answer_rules);
     free(gbnf);
     if (job->req.grammar) return 0;
     return !err.msg[0] || err.code == FKV_E_NOMEM ? api_oom(e) : BAD(param, "%s: %s", param, err.msg);

@@ -144,10 +144,12 @@ bool api_names_tool(const json_t *tools, const json_t *name);
 /* The reply's form (job->form: how a prompt rendered by template t — the request's, its settings included; NULL for a
  * prompt of plain text — is answered, and with tools, chat's shape or NULL, kept in job->tools, how calls are
  * written) and the grammar the job's output must follow (job->grammar), from what the request asked in chat's shapes,
- * whatever its API: job->response_format (json_object, json_schema), or job->tool_choice "required" / a named
- * function of the tools offered (calls in the template's syntax, arguments valid against each tool's parameters).
- * Where the form has reasoning, the grammar lets it come first, as the model writes it. At most one constraint per
- * request; a schema flatkv cannot compile is a 400 naming the keyword. 0, or -1 with e. */
+ * whatever its API, composed as OpenAI composes them: job->tool_choice "required" or a named function of the tools
+ * offered — calls in the template's syntax, arguments valid against each tool's parameters, and no text answer, so a
+ * response_format beside it shapes nothing; else job->response_format (json_object, json_schema) — its JSON as the
+ * content, or, with tools offered, either that or calls. Where the form has reasoning, the grammar lets it come
+ * first, as the model writes it. A `grammar` (job->grammar already set) takes nothing beside it; a schema flatkv
+ * cannot compile is a 400 naming the keyword. 0, or -1 with e. */
 int api_constrain(const api_context *ctx, const chat_template *t, sched_job *job, const json_t *tools, api_error *e);
 /* The text of part i of a content array (param names the content), or NULL with e. */
 typedef const json_t *api_part_text(const json_t *part, size_t i, const char *param, api_error *e);

@@ -204,16 +204,26 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
 /* --- the routes --- */
 
+/* When the request must be answered by (--timeout from its arrival; 0: no bound). */
+static double request_deadline(const conn *st) {
+    return st->srv->p->timeout_s ? st->t0 + st->srv->p->timeout_s * 1e3 : 0;
+}
+
+/* The model the body names, loaded and held for the request (released when it completes). 0, or -1 with e. */
+static int acquire_model(conn *st, api_error *e) {
+    char *name = api_body_model(st->body ? st->body : "", st->len);
+    const int refused = models_acquire(st->srv->models, name, request_deadline(st), &st->slot, e);
+    free(name);
+    return refused;
+}
+
 /* POST to an API's path: the model the body names, then parse, queue, and stream the events or answer once every
  * choice is done. */
 static enum MHD_Result complete(struct MHD_Connection *c, conn *st) {
     server *srv = st->srv;
     api_error e;
-    const double deadline_ms = srv->p->timeout_s ? st->t0 + srv->p->timeout_s * 1e3 : 0;
-    char *name = api_body_model(st->body ? st->body : "", st->len);
-    const int refused = models_acquire(srv->models, name, deadline_ms, &st->slot, &e);
-    free(name);
-    if (refused) return send_error(c, st, &e);
+    const double deadline_ms = request_deadline(st);
+    if (acquire_model(st, &e)) return send_error(c, st, &e);
     sched *sched = models_sched(st->slot);
     if (!(st->job = sched_job_new())) return fail(c, st, 500, "server_error", NULL, NULL, "out of memory");
     if (st->api->parse(models_context(st->slot), st->body ? st->body : "", st->len, &st->req, st->job, &e)) {
@@ -289,6 +299,14 @@ static enum MHD_Result get_model(struct MHD_Connection *c, conn *st) {
     return model ? send_json(c, st, 200, model) : send_error(c, st, &e);
 }
 
+/* Anthropic's count of what POST /v1/messages would prefill, on the model the body names. */
+static enum MHD_Result count_tokens(struct MHD_Connection *c, conn *st) {
+    api_error e;
+    if (acquire_model(st, &e)) return send_error(c, st, &e);
+    json_t *r = anth_count_tokens(models_context(st->slot), st->body ? st->body : "", st->len, &e);
+    return r ? send_json(c, st, 200, r) : send_error(c, st, &e);
+}
+
 /* The engine counters are the first loaded model's; the queue and running requests every loaded model's. */
 static enum MHD_Result scrape_metrics(struct MHD_Connection *c, conn *st) {
     server *srv = st->srv;
@@ -353,6 +371,7 @@ static const struct route {
     {"GET", "/models/", get_model, false},
     {"GET", "/metrics", scrape_metrics, false},
     {"POST", NULL, complete, false},
+    {"POST", "/v1/messages/count_tokens", count_tokens, false},
     {"GET", "/v1/responses/", get_response, false},
     {"DELETE", "/v1/responses/", delete_response, false},
     {"GET", "/", web_page, true},

@@ -271,25 +271,28 @@ int reply_finish(reply *r, const reply_form *f, const char *text, size_t len, co
 
 /* --- grammars --- */
 
-char *reply_gbnf(const reply_form *f, const char *answer_rules, const char *answer, bool answer_is_calls) {
+char *reply_gbnf(const reply_form *f, const char *rules, const char *calls, const char *answer) {
+    char either[256]; /* the calls, or the answer as content (HARMONY: in the final channel) */
+    snprintf(either, sizeof either, "( %.64s%s%s%.64s )", calls ? calls : "", calls && answer ? " | " : "",
+             answer && f->reasoning == REPLY_HARMONY ? "\"<|channel|>final<|message|>\" " : "", answer ? answer : "");
     char *text = NULL;
     size_t size = 0;
     FILE *out = open_memstream(&text, &size);
     if (!out) return NULL;
     if (f->reasoning == REPLY_THINK) { /* the block, as the reader takes it: whitespace around it dropped, and bounded
                                         * (models write a newline or two; a loop of blanks would never reach the answer) */
-        if (f->opened) fprintf(out, "root ::= reply-think \"</think>\" [ \\t\\n]{0,8} %s\n", answer);
-        else fprintf(out, "root ::= ( [ \\t\\n]{0,8} \"<think>\" reply-think \"</think>\" [ \\t\\n]{0,8} )? %s\n", answer);
+        if (f->opened) fprintf(out, "root ::= reply-think \"</think>\" [ \\t\\n]{0,8} %s\n", either);
+        else fprintf(out, "root ::= ( [ \\t\\n]{0,8} \"<think>\" reply-think \"</think>\" [ \\t\\n]{0,8} )? %s\n", either);
         toolcall_gbnf_text_without(out, "reply-think", THINK_CLOSE);
     } else if (f->reasoning == REPLY_HARMONY) {
         /* An analysis message may come first; it holds no harmony marker at all. */
         fprintf(out, "root ::= ( \"<|channel|>analysis<|message|>\" reply-analysis \"<|end|><|start|>assistant\" )? "
-                     "%s%s\n", answer_is_calls ? "" : "\"<|channel|>final<|message|>\" ", answer);
+                     "%s\n", either);
         toolcall_gbnf_text_without(out, "reply-analysis", "<|");
     } else {
-        fprintf(out, "root ::= %s\n", answer);
+        fprintf(out, "root ::= %s\n", either);
     }
-    fputs(answer_rules, out);
+    fputs(rules, out);
     if (fclose(out)) {
         free(text);
         return NULL;

@@ -81,10 +81,11 @@ int reply_read(reply *r, const reply_form *f, const char *text, size_t len, bool
 int reply_finish(reply *r, const reply_form *f, const char *text, size_t len, const char *id_base, const json_t *tools,
                  json_t **calls);
 
-/* GBNF (malloc'd) for a reply of form f whose answer is the rule `answer` of answer_rules: what f lets the model write
- * first (THINK: a think block, optional unless opened; HARMONY: an analysis message), then — answer_is_calls — the
- * calls, or the answer as the content (HARMONY: in the final channel). NULL when out of memory. */
-char *reply_gbnf(const reply_form *f, const char *answer_rules, const char *answer, bool answer_is_calls);
+/* GBNF (malloc'd) for a reply of form f, the rules it refers to in rules: what f lets the model write first (THINK: a
+ * think block, optional unless opened; HARMONY: an analysis message), then either the rule `calls` (NULL: none) or the
+ * rule `answer` as the content (NULL: none; HARMONY: in the final channel) — one of them at least. NULL when out of
+ * memory. */
+char *reply_gbnf(const reply_form *f, const char *rules, const char *calls, const char *answer);
 
 void reply_free(reply *r);
 

@@ -2,7 +2,7 @@
  * call in the output comes back as a tool_use block (Messages) or a function_call item (Responses), whole and in
  * their streams' events; a stored response is continued from its exact ids (an end-of-generation token at its end
  * replaced by the template's end of turn); usage partitions the prompt; text.format and tool_choice reach the job
- * in chat's shapes. */
+ * in chat's shapes, and compose in every API; count_tokens counts what a message would prefill. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +15,7 @@
 
 #include "anthropic.h"
 #include "chat/chat.h"
+#include "openai.h"
 #include "responses.h"
 #include "testutil.h"
 #include "reply.h"
@@ -304,6 +305,108 @@ static void test_text_format_reaches_the_job_as_chats_response_format(void **sta
     fkv_model_free(m);
 }
 
+/* Parse body with the row's parser: 0 (a grammar made when want_grammar), or the refusal's status. */
+static int parse_status(const api *row, const api_context *ctx, const char *body, bool want_grammar, api_error *e) {
+    api_request req;
+    sched_job job;
+    memset(&job, 0, sizeof job);
+    int rc = row->parse(ctx, body, strlen(body), &req, &job, e);
+    if (!rc && want_grammar != (job.req.grammar != NULL)) fail_msg("grammar %s: %s", want_grammar ? "missing" : "made", body);
+    api_request_free(&req);
+    free_job(&job);
+    return rc ? e->status : 0;
+}
+
+#define CHAT_TOOLS "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"weather\", \"parameters\": " \
+                   "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}]"
+#define NAMED_TOOLS "\"tools\": [{\"type\": \"function\", \"name\": \"weather\", \"parameters\": {\"type\": \"object\"}}]"
+#define ANTH_TOOLS "\"tools\": [{\"name\": \"weather\", \"input_schema\": {\"type\": \"object\"}}]"
+#define SCHEMA "{\"type\": \"object\", \"properties\": {\"mood\": {\"enum\": [\"happy\", \"sad\"]}}, \"required\": [\"mood\"]}"
+
+static void test_a_response_format_composes_with_every_tool_choice(void **state) {
+    (void)state;
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
+    chat_template chatml = {.family = CHAT_CHATML};
+    resp_store *store = resp_store_new(8, 1 << 20);
+    api_context ctx = {m, &chatml, 512, {0}, true, store, "m"};
+    const struct {
+        const api *row;
+        const char *body;
+        int status;
+    } cases[] = {
+        /* OpenAI chat: required, named and auto with a response_format; a grammar takes nothing beside it */
+        {&oai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], " CHAT_TOOLS ", \"tool_choice\": "
+                    "\"required\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"o\", "
+                    "\"schema\": " SCHEMA "}}}", 0},
+        {&oai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], " CHAT_TOOLS ", \"tool_choice\": "
+                    "{\"type\": \"function\", \"function\": {\"name\": \"weather\"}}, \"response_format\": {\"type\": "
+                    "\"json_object\"}}", 0},
+        {&oai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], " CHAT_TOOLS ", \"tool_choice\": "
+                    "\"auto\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"o\", "
+                    "\"schema\": " SCHEMA "}}}", 0},
+        {&oai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], " CHAT_TOOLS ", \"response_format\": "
+                    "{\"type\": \"json_object\"}}", 0},
+        {&oai_chat, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], " CHAT_TOOLS ", \"tool_choice\": "
+                    "\"required\", \"grammar\": \"root ::= \\\"a\\\"\"}", 400},
+        /* Responses: text.format with required, named and auto */
+        {&resp_responses, "{\"input\": \"x\", " NAMED_TOOLS ", \"tool_choice\": \"required\", \"text\": {\"format\": "
+                          "{\"type\": \"json_schema\", \"name\": \"o\", \"schema\": " SCHEMA "}}}", 0},
+        {&resp_responses, "{\"input\": \"x\", " NAMED_TOOLS ", \"tool_choice\": {\"type\": \"function\", \"name\": "
+                          "\"weather\"}, \"text\": {\"format\": {\"type\": \"json_object\"}}}", 0},
+        {&resp_responses, "{\"input\": \"x\", " NAMED_TOOLS ", \"text\": {\"format\": {\"type\": \"json_schema\", "
+                          "\"name\": \"o\", \"schema\": " SCHEMA "}}}", 0},
+        /* Messages: output_config.format with any, tool and auto; a format that is not json_schema is refused */
+        {&anth_messages, "{\"model\": \"m\", \"max_tokens\": 8, \"messages\": [{\"role\": \"user\", \"content\": "
+                         "\"x\"}], " ANTH_TOOLS ", \"tool_choice\": {\"type\": \"any\"}, \"output_config\": {\"format\": "
+                         "{\"type\": \"json_schema\", \"schema\": " SCHEMA "}}}", 0},
+        {&anth_messages, "{\"model\": \"m\", \"max_tokens\": 8, \"messages\": [{\"role\": \"user\", \"content\": "
+                         "\"x\"}], " ANTH_TOOLS ", \"tool_choice\": {\"type\": \"tool\", \"name\": \"weather\"}, "
+                         "\"output_config\": {\"format\": {\"type\": \"json_schema\", \"schema\": " SCHEMA "}}}", 0},
+        {&anth_messages, "{\"model\": \"m\", \"max_tokens\": 8, \"messages\": [{\"role\": \"user\", \"content\": "
+                         "\"x\"}], " ANTH_TOOLS ", \"output_config\": {\"effort\": \"low\", \"format\": {\"type\": "
+                         "\"json_schema\", \"schema\": " SCHEMA "}}}", 0},
+        {&anth_messages, "{\"model\": \"m\", \"max_tokens\": 8, \"messages\": [{\"role\": \"user\", \"content\": "
+                         "\"x\"}], \"output_config\": {\"format\": {\"type\": \"json_object\"}}}", 400},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        api_error e = {0};
+        int status = parse_status(cases[k].row, &ctx, cases[k].body, true, &e);
+        if (status != cases[k].status) fail_msg("case %zu: %d (%s), not %d", k, status, e.message, cases[k].status);
+    }
+    resp_store_free(store);
+    fkv_model_free(m);
+}
+
+static void test_count_tokens_counts_what_a_message_would_prefill(void **state) {
+    (void)state;
+    fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
+    chat_template chatml = {.family = CHAT_CHATML};
+    api_context ctx = {m, &chatml, 512, {0}, true, NULL, "m"};
+    const char fields[] = "\"model\": \"m\", \"system\": \"Be brief.\", " ANTH_TOOLS ", \"messages\": [{\"role\": "
+                          "\"user\", \"content\": \"Weather in Paris?\"}]";
+    char counted[512], sent[512];
+    snprintf(counted, sizeof counted, "{%s}", fields);
+    snprintf(sent, sizeof sent, "{\"max_tokens\": 16, %s}", fields);
+    api_request req;
+    sched_job job;
+    api_error e;
+    memset(&job, 0, sizeof job);
+    if (anth_parse(&ctx, sent, strlen(sent), &req, &job, &e)) fail_msg("anth_parse: %s", e.message);
+    json_t *count = anth_count_tokens(&ctx, counted, strlen(counted), &e);
+    if (!count) fail_msg("anth_count_tokens: %s", e.message);
+    assert_int_equal(json_integer_value(json_object_get(count, "input_tokens")), job.req.n_ids);
+    assert_int_equal(json_object_size(count), 1);
+    json_decref(count);
+    api_request_free(&req);
+    free_job(&job);
+    const char no_messages[] = "{\"model\": \"m\"}";
+    assert_null(anth_count_tokens(&ctx, no_messages, strlen(no_messages), &e));
+    assert_int_equal(e.status, 400);
+    assert_null(anth_count_tokens(&ctx, "[1]", 3, &e));
+    assert_int_equal(e.status, 400);
+    fkv_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_call_comes_back_as_a_tool_use_block),
@@ -311,6 +414,8 @@ int main(void) {
         cmocka_unit_test(test_a_call_comes_back_as_a_function_call_item),
         cmocka_unit_test(test_a_stored_turn_is_continued_from_its_exact_ids),
         cmocka_unit_test(test_text_format_reaches_the_job_as_chats_response_format),
+        cmocka_unit_test(test_a_response_format_composes_with_every_tool_choice),
+        cmocka_unit_test(test_count_tokens_counts_what_a_message_would_prefill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -212,7 +212,7 @@ static void expect_grammar(const reply_form *f, const char *const *yes, size_t n
     fkv_error err = {0};
     char *calls = toolcall_gbnf(f->calls, tools, NULL, true, &err);
     if (!calls) fail_msg("toolcall_gbnf: %s", err.msg);
-    char *gbnf = reply_gbnf(f, calls, "calls", true);
+    char *gbnf = reply_gbnf(f, calls, "calls", NULL);
     grammar *g = grammar_parse(gbnf, strlen(gbnf), &err);
     if (!g) fail_msg("%s\n%s", err.msg, gbnf);
     for (size_t i = 0; i < n_yes; i++) {
@@ -289,6 +289,53 @@ static void test_enforced_calls_may_follow_the_reasoning_and_read_back(void **st
     expect_grammar(&QWEN35, qwen35_yes, N_OF(qwen35_yes), qwen35_no, N_OF(qwen35_no), "get_weather");
 }
 
+/* tool_choice auto with a response_format: one grammar takes either a call, read back as one, or the answer as the
+ * content (harmony's in its final channel), after the reasoning where the form has it; nothing else. */
+static void test_a_composed_grammar_takes_a_call_or_the_answer(void **state) {
+    (void)state;
+    static const struct {
+        const reply_form *f;
+        const char *call, *answer, *neither;
+    } cases[] = {
+        {&QWEN3, "<think>hm</think>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+         "<think>hm</think>\n{\"mood\": \"sad\"}", "<think>hm</think>\nSad."},
+        {&LLAMA3, "{\"name\": \"now\", \"parameters\": {}}", "{\"mood\": \"happy\"}", "{\"mood\": \"cross\"}"},
+        {&HARMONY, "<|channel|>commentary to=functions.now<|message|>{}",
+         "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>{\"mood\": \"sad\"}",
+         "<|channel|>final<|message|>sad"},
+        {&CODER, "<tool_call>\n<function=now>\n</function>\n</tool_call>", "{\"mood\": \"sad\"}", "<tool_call>"},
+    };
+    json_t *tools = json_loads(WEATHER_TOOLS, 0, NULL);
+    const char schema[] = "{\"type\": \"object\", \"properties\": {\"mood\": {\"enum\": [\"happy\", \"sad\"]}}, "
+                          "\"required\": [\"mood\"]}";
+    for (size_t i = 0; i < N_OF(cases); i++) {
+        fkv_error err = {0};
+        char *calls = toolcall_gbnf(cases[i].f->calls, tools, NULL, true, &err);
+        char *answer = jsonschema_to_gbnf(schema, strlen(schema), "answer-", &err);
+        if (!calls || !answer) fail_msg("rules: %s", err.msg);
+        char *rules = malloc(strlen(calls) + strlen(answer) + 1);
+        strcat(strcpy(rules, calls), answer);
+        char *gbnf = reply_gbnf(cases[i].f, rules, "calls", "answer-root");
+        grammar *g = grammar_parse(gbnf, strlen(gbnf), &err);
+        if (!g) fail_msg("%s\n%s", err.msg, gbnf);
+        if (match(g, cases[i].call) != 1) fail_msg("refused the call '%s'\n%s", cases[i].call, gbnf);
+        if (match(g, cases[i].answer) != 1) fail_msg("refused the answer '%s'\n%s", cases[i].answer, gbnf);
+        if (match(g, cases[i].neither) == 1) fail_msg("took '%s'\n%s", cases[i].neither, gbnf);
+        reply r = {0};
+        json_t *got = NULL;
+        assert_int_equal(reply_finish(&r, cases[i].f, cases[i].call, strlen(cases[i].call), "t", tools, &got), 0);
+        assert_int_equal(json_array_size(got), 1);
+        json_decref(got);
+        reply_free(&r);
+        grammar_free(g);
+        free(gbnf);
+        free(rules);
+        free(answer);
+        free(calls);
+    }
+    json_decref(tools);
+}
+
 static void test_the_reply_form_follows_the_template_and_its_settings(void **state) {
     (void)state;
     chat_template t = {.family = CHAT_GLM, .glm = CHAT_GLM_47};
@@ -324,6 +371,7 @@ int main(void) {
         cmocka_unit_test(test_glm_replies_split_in_both_versions),
         cmocka_unit_test(test_streaming_splits_at_every_byte_as_the_whole),
         cmocka_unit_test(test_enforced_calls_may_follow_the_reasoning_and_read_back),
+        cmocka_unit_test(test_a_composed_grammar_takes_a_call_or_the_answer),
         cmocka_unit_test(test_the_reply_form_follows_the_template_and_its_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,7 +7,7 @@
 import { spawn, execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import http from 'node:http';
-import { dirname, resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -79,7 +79,8 @@ process.on('exit', killAll);
 /**
  * Start `flatkv serve -m MODEL --host 127.0.0.1 --port 0 ...extraArgs` (without `-m MODEL` when extraArgs name the
  * models: `-m` or `--models-dir`) and wait for its "listening on" line.
- * Returns {url, port, log(), stop()}: log() is the server's stderr so far; stop() sends SIGTERM and
+ * Returns {url, port, model, log(), stop()}: model is the first model's id (its --alias, else its file's stem: what
+ * a request names to reach it); log() is the server's stderr so far; stop() sends SIGTERM and
  * resolves once the server exited, throwing unless it exited with status 0.
  */
 export async function startServer(extraArgs = []) {
@@ -112,9 +113,12 @@ export async function startServer(extraArgs = []) {
   });
   const url = `http://127.0.0.1:${port}`;
   console.log(`started: flatkv ${args.slice(named ? 1 : 3).join(' ')} → ${url}`);
+  const m = args.indexOf('-m');
+  const model = m < 0 ? undefined : args[m + 2] === '--alias' ? args[m + 3] : basename(args[m + 1], '.gguf');
   return {
     url,
     port,
+    model,
     log: () => stderr,
     async stop() {
       child.kill('SIGTERM');
