@@ -20,7 +20,7 @@ const dir = mkdtempSync(join(tmpdir(), 'flatkv-agents-'));
 const ctx4k = join(dir, 'ctx4k.gguf');
 execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
   '--vocab-from', MODEL, '-o', ctx4k], { stdio: 'ignore' });
-const server = await startServer(['-m', ctx4k, '--cache-min', '1', '--chat-template', 'chatml']);
+const server = await startServer(['-m', ctx4k, '--chat-template', 'chatml']);
 setTracingDisabled(true);
 setDefaultOpenAIClient(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 }));
 

@@ -22,8 +22,8 @@ const dir = mkdtempSync(join(tmpdir(), 'flatkv-aisdk-'));
 const ctx4k = join(dir, 'ctx4k.gguf');
 execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
   '--vocab-from', MODEL, '-o', ctx4k], { stdio: 'ignore' });
-const stories = await startServer(['--cache-min', '1']);
-const tools = await startServer(['-m', ctx4k, '--cache-min', '1', '--chat-template', 'chatml']);
+const stories = await startServer();
+const tools = await startServer(['-m', ctx4k, '--chat-template', 'chatml']);
 
 /** The two providers' chat models for server s. */
 const models = (s) => [

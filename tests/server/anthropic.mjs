@@ -14,8 +14,7 @@ import { REQUEST_MS, check, checkEqual, finish, runSections, startServer } from 
 
 const KEY = 'test-key';
 const MODEL = 'stories260K';
-// --cache-min 1: the default minimum reuse (64 tokens) is most of stories260K's 512-token context.
-const server = await startServer(['--api-key', KEY, '--cache-min', '1']);
+const server = await startServer(['--api-key', KEY]);
 const client = new Anthropic({ baseURL: server.url, apiKey: KEY, timeout: REQUEST_MS, maxRetries: 0 });
 const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEY, timeout: REQUEST_MS, maxRetries: 0 });
 
@@ -171,7 +170,7 @@ await runSections([
 ]);
 
 // Tools need a template with a tool form (stories260K has none: PLAIN); ChatML renders them as Qwen2.5 does.
-const tools = await startServer(['--chat-template', 'chatml', '--cache-min', '1']);
+const tools = await startServer(['--chat-template', 'chatml']);
 const toolClient = new Anthropic({ baseURL: tools.url, apiKey: 'x', timeout: REQUEST_MS, maxRetries: 0 });
 const toolChat = new OpenAI({ baseURL: `${tools.url}/v1`, apiKey: 'x', timeout: REQUEST_MS, maxRetries: 0 });
 // Small: stories260K's 512-token context must hold the tool block (some 350 tokens) and the answer.

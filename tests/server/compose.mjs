@@ -18,7 +18,7 @@ const dir = mkdtempSync(join(tmpdir(), 'flatkv-compose-'));
 const model = join(dir, 'ctx4k.gguf');
 execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
   '--vocab-from', MODEL, '-o', model], { stdio: 'ignore' });
-const server = await startServer(['-m', model, '--cache-min', '1', '--chat-template', 'chatml']);
+const server = await startServer(['-m', model, '--chat-template', 'chatml']);
 const opts = { apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 };
 const openai = new OpenAI({ baseURL: `${server.url}/v1`, ...opts });
 const anthropic = new Anthropic({ baseURL: server.url, ...opts });

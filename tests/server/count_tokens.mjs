@@ -42,7 +42,7 @@ async function countsMatch(client, label) {
 }
 
 // ChatML renders tools (stories260K's own template has no tool form); its 512 positions hold this small tool block.
-const cached = await startServer(['--chat-template', 'chatml', '--cache-min', '1']);
+const cached = await startServer(['--chat-template', 'chatml']);
 const uncached = await startServer(['--chat-template', 'chatml', '--no-prefix-cache']);
 const client = (s) => new Anthropic({ baseURL: s.url, apiKey: 'x', timeout: REQUEST_MS, maxRetries: 0 });
 

@@ -22,10 +22,9 @@ import {
 
 const FLEET = resolve(dirname(fileURLToPath(import.meta.url)), '../../scripts/fleet');
 const REPLICAS = 3;
-// --cache-min 1: stories260K's first turns are shorter than the default minimum reuse (64). --kv-block 32:
-// the disk tier holds full blocks only, so a moved conversation resumes at most a block short of its end.
+// --kv-block 32: the disk tier holds full blocks only, so a moved conversation resumes at most a block short of its end.
 // --threads 1: three replicas share this machine's cores (rows are the same bits at any thread count).
-const SERVE = ['--cache-min', '1', '--kv-block', '32', '--threads', '1'];
+const SERVE = ['--kv-block', '32', '--threads', '1'];
 const MAX_TOKENS = 16;
 
 const SYSTEM =

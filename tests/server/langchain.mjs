@@ -20,8 +20,8 @@ const dir = mkdtempSync(join(tmpdir(), 'flatkv-langchain-'));
 const ctx4k = join(dir, 'ctx4k.gguf');
 execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
   '--vocab-from', MODEL, '-o', ctx4k], { stdio: 'ignore' });
-const stories = await startServer(['--cache-min', '1']);
-const tools = await startServer(['-m', ctx4k, '--cache-min', '1', '--chat-template', 'chatml']);
+const stories = await startServer();
+const tools = await startServer(['-m', ctx4k, '--chat-template', 'chatml']);
 // maxTokens: room for the up to 8 parallel calls the grammar allows, each character of the random model's strings a
 // token or more.
 const chat = (s, extra = {}) => new ChatOpenAI({ model: s.model, apiKey: 'x', temperature: 0, maxTokens: 1200,

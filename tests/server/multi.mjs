@@ -74,7 +74,7 @@ async function fourConversations(server, { concurrent, expectReuse, label, extra
 
 await runSections([
   ['four conversations interleaved turn by turn', async () => {
-    const s = await startServer(['--cache-min', '1', '--parallel', '4', '--kv-block', '32']);
+    const s = await startServer(['--parallel', '4', '--kv-block', '32']);
     await fourConversations(s, { concurrent: false, expectReuse: true, label: 'interleaved' });
     // A shared system prompt is stored once: with the four conversations cached, far fewer blocks are in
     // use than four separate copies of every conversation would need.
@@ -85,20 +85,20 @@ await runSections([
     await s.stop();
   }],
   ['four concurrent clients', async () => {
-    const s = await startServer(['--cache-min', '1', '--parallel', '4', '--kv-block', '32']);
+    const s = await startServer(['--parallel', '4', '--kv-block', '32']);
     await fourConversations(s, { concurrent: true, expectReuse: true, label: 'concurrent' });
     await s.stop();
   }],
   ['a small --kv-mem forces evictions, answers stay exact', async () => {
     // stories260K: 5 layers × 2 (K,V) × 32 values × 2 bytes = 640 bytes per position; 12 blocks of 32.
-    const s = await startServer(['--cache-min', '1', '--parallel', '2', '--kv-block', '32', '--kv-mem', String(12 * 32 * 640)]);
+    const s = await startServer(['--parallel', '2', '--kv-block', '32', '--kv-mem', String(12 * 32 * 640)]);
     await fourConversations(s, { concurrent: true, expectReuse: false, label: 'tiny budget' });
     const evictions = await metric(s, 'flatkv_kv_evictions_total');
     check('blocks were evicted', evictions > 0, `${evictions} evictions`);
     await s.stop();
   }],
   ['a cache miss says where the prompt parted from the cache', async () => {
-    const s = await startServer(['--cache-min', '1']);
+    const s = await startServer();
     const post = async (prompt) =>
       (await fetch(`${s.url}/v1/completions`, {
         method: 'POST',
@@ -117,7 +117,7 @@ await runSections([
     await s.stop();
   }],
   ['different cache_salt values never reuse each other\'s rows', async () => {
-    const s = await startServer(['--cache-min', '1']);
+    const s = await startServer();
     const c = client(s);
     const msgs = [{ role: 'system', content: SYSTEM }, { role: 'user', content: 'Tell me about a frog.' }];
     const a1 = await ask(c, msgs, { cache_salt: 'alice' });

@@ -7,10 +7,7 @@ import OpenAI from 'openai';
 
 import { REQUEST_MS, check, checkEqual, finish, generate, runSections, startServer } from './common.mjs';
 
-// The default minimum reuse (64 tokens) is most of stories260K's 512-token context: the first turns of a
-// chat that fits in it are shorter than that and would reuse nothing. The minimum is the engine's rule,
-// tested there; here every turn's reuse is visible.
-const server = await startServer(['--cache-min', '1']);
+const server = await startServer();
 const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', timeout: REQUEST_MS, maxRetries: 0 });
 
 const chat = (messages, extra = {}) =>

@@ -21,7 +21,7 @@ const { chromium } = await import('playwright-core');
 const ARTIFACTS = process.env.FLATKV_ARTIFACTS || join(dirname(BIN), 'artifacts');
 const WAIT = { timeout: 60_000 };
 
-// Longer than --cache-min's default (64 tokens), so the second turn reuses the first's prompt at any minimum.
+// Long enough that the second turn's reuse of the first's prompt shows whatever --cache-min is.
 const SYSTEM = 'You are a storyteller for small children. You tell short, happy stories about animals, toys and ' +
   'friends who play in the park, share their food, help each other and learn something kind. The stories use easy ' +
   'words, and every story ends well, with everyone smiling and going home to sleep.';

@@ -78,7 +78,7 @@ async function expectSplit(ask, what, messages, extra, want) {
 }
 
 async function harmony() {
-  const s = await startServer(['-m', chatModel('harmony', 'openai-gpt-oss-120b.jinja', 'gpt-oss'), '--cache-min', '1', '--any-model']);
+  const s = await startServer(['-m', chatModel('harmony', 'openai-gpt-oss-120b.jinja', 'gpt-oss'), '--any-model']);
   const ask = clientOf(s);
   const messages = user('Hi there');
   // an analysis message, then the final one: what gpt-oss writes after "<|start|>assistant"
@@ -137,7 +137,7 @@ async function harmony() {
 }
 
 async function glm() {
-  const s = await startServer(['-m', chatModel('glm47', 'GLM-4.7-Flash.jinja', 'glm4moe'), '--cache-min', '1', '--any-model']);
+  const s = await startServer(['-m', chatModel('glm47', 'GLM-4.7-Flash.jinja', 'glm4moe'), '--any-model']);
   const ask = clientOf(s);
   const messages = user('Hi there');
   // GLM-4.7's prompt opens the think block: the reply reasons, closes it, answers
@@ -159,7 +159,7 @@ async function glm() {
 
 async function qwen3Coder() {
   // ChatML's tokens are text in this vocabulary (no family tokens listed): the template alone picks the form
-  const s = await startServer(['-m', chatModel('coder', 'Qwen3-Coder.jinja', 'qwen3moe'), '--cache-min', '1', '--any-model']);
+  const s = await startServer(['-m', chatModel('coder', 'Qwen3-Coder.jinja', 'qwen3moe'), '--any-model']);
   const ask = clientOf(s);
   const messages = user('Weather in Paris?');
   // one call (a random model would go on calling to max_tokens, and a call cut short is no call)

@@ -12,7 +12,7 @@ import OpenAI from 'openai';
 import { REQUEST_MS, check, checkEqual, finish, runSections, startServer } from './common.mjs';
 
 const MODEL = 'stories260K';
-const server = await startServer(['--cache-min', '1']);
+const server = await startServer();
 const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', timeout: REQUEST_MS, maxRetries: 0 });
 
 const create = (params, options) =>
@@ -181,7 +181,7 @@ await runSections([
 ]);
 
 // Function tools need a template with a tool form (stories260K has none: PLAIN); ChatML renders them as Qwen2.5.
-const tools = await startServer(['--chat-template', 'chatml', '--cache-min', '1']);
+const tools = await startServer(['--chat-template', 'chatml']);
 const toolClient = new OpenAI({ baseURL: `${tools.url}/v1`, apiKey: 'x', timeout: REQUEST_MS, maxRetries: 0 });
 const WEATHER = { type: 'function', name: 'weather', parameters: { type: 'object' } }; // small: the context is 512
 const WEATHER_FN = { type: 'function', function: { name: 'weather', parameters: { type: 'object' } } };

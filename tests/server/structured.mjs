@@ -13,7 +13,7 @@ import OpenAI from 'openai';
 
 import { BIN, MODEL, REQUEST_MS, check, checkEqual, finish, runSections, startServer } from './common.mjs';
 
-const server = await startServer(['--cache-min', '1']);
+const server = await startServer();
 const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 });
 const ajv = new Ajv({ allErrors: true, strict: false });
 addFormats(ajv);
@@ -140,7 +140,7 @@ async function toolChoice() {
   const model = join(dir, 'ctx4k.gguf');
   execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
     '--vocab-from', MODEL, '-o', model], { stdio: 'ignore' });
-  const chatml = await startServer(['-m', model, '--cache-min', '1', '--chat-template', 'chatml']);
+  const chatml = await startServer(['-m', model, '--chat-template', 'chatml']);
   const c = new OpenAI({ baseURL: `${chatml.url}/v1`, apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 });
   const ask = (messages, extra) =>
     c.chat.completions.create({ model: 'ctx4k', messages, temperature: 0, max_tokens: 300, ...extra });

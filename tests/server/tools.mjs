@@ -30,7 +30,7 @@ await runSections([
     await s.stop();
   }],
   ['ChatML renders tools, calls and results', async () => {
-    const s = await startServer(['--chat-template', 'chatml', '--cache-min', '1']);
+    const s = await startServer(['--chat-template', 'chatml']);
     const plain = await post(s, { messages });
     const withTools = await post(s, { messages, tools: [WEATHER] });
     checkEqual('status 200', withTools.status, 200);
