@@ -151,7 +151,7 @@ static void positive_multiples(jsctx *c, sbuf *b, int64_t d) {
             for (int x = 0; x < 10 && !ok && l < JS_MULTIPLE_DIGITS; x++) ok = alive[l + 1][(10 * r + x) % d];
             alive[l][r] = ok;
         }
-    char hint[48];
+    char hint[80]; /* room for any int64_t pair: the compiler cannot see d <= JS_MAX_DIVISOR */
     for (int l = 1; l <= JS_MULTIPLE_DIGITS; l++)
         for (int64_t r = 0; r < d; r++) {
             if (!alive[l][r]) continue;
