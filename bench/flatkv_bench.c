@@ -1,7 +1,7 @@
 /* flatkv_bench.c — one prefill or decode case of flatkv through include/flatkv.h, timed (bench/compare).
  *
  * usage: flatkv_bench MODEL info
- *        flatkv_bench MODEL IDS THREADS prefill N
+ *        flatkv_bench MODEL IDS THREADS prefill N [N_CACHED]
  *        flatkv_bench MODEL IDS THREADS decode N_PROMPT N_GEN
  * `info` prints the model's shape, weight_bytes and the kernel variant that loaded it (FLATKV_KERNELS or the
  * best this CPU runs) as JSON (the script derives ids and the roofline from it); the cases print harness.h's
@@ -81,11 +81,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     int32_t n_vocab = (int32_t)fkv_model_get_info(m).n_vocab;
-    int32_t *ids = harness_read_ids(a.ids_path, a.n_prompt, n_vocab);
+    int32_t *ids = harness_read_ids(a.ids_path, a.n_cached + a.n_prompt, n_vocab);
     int32_t *gen = calloc((size_t)a.n_gen + 1, sizeof *gen);
     float *logits = malloc((size_t)n_vocab * sizeof *logits);
     fkv_ctx_params cp = fkv_ctx_default_params();
-    cp.n_ctx = (uint32_t)(a.n_prompt + a.n_gen);
+    cp.n_ctx = (uint32_t)(a.n_cached + a.n_prompt + a.n_gen);
     cp.n_threads = a.threads;
     fkv_ctx *c = NULL;
     int rc = -1;
@@ -94,8 +94,9 @@ int main(int argc, char **argv) {
     rc = fkv_eval(c, ids, HARNESS_WARMUP_IDS, 0, 1, logits, &err);
     double seconds = 0.0, cpu_seconds = 0.0;
     if (rc == 0 && !a.decode) {
+        if (a.n_cached) rc = fkv_eval(c, ids, (uint32_t)a.n_cached, 0, 1, logits, &err);
         double t0 = harness_now(), c0 = harness_cpu();
-        rc = fkv_eval(c, ids, (uint32_t)a.n_prompt, 0, 1, logits, &err);
+        if (rc == 0) rc = fkv_eval(c, ids + a.n_cached, (uint32_t)a.n_prompt, (uint32_t)a.n_cached, 1, logits, &err);
         seconds = harness_now() - t0;
         cpu_seconds = harness_cpu() - c0;
     } else if (rc == 0) {

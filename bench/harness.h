@@ -6,12 +6,13 @@
  *
  * Each harness runs one case per process (so ru_maxrss is that case's peak) and prints one JSON line:
  *   {"engine", "kernels" (flatkv) or "ggml_cpu" (llama.cpp): the CPU code variant the engine ran, "case"
- *    ("prefill"|"decode"), "n_prompt", "n_gen", "threads", "seconds", "tok_per_s", "cpu_share", "max_rss_mb",
- *    "tokens" (the greedy ids of a decode case)}
+ *    ("prefill"|"decode"), "n_prompt", "n_cached", "n_gen", "threads", "seconds", "tok_per_s", "cpu_share",
+ *    "max_rss_mb", "tokens" (the greedy ids of a decode case)}
  * cpu_share: CPU time the process got during the timed span over threads × wall time; well under 1 means
  * something else ran on these cores (or the engine left its threads idle), and the figure is suspect.
- * prefill: one call over n_prompt ids, timed. decode: n_prompt ids untimed, then n_gen single-token steps
- * fed with the argmax of the previous logits, timed together.
+ * prefill: one call over n_prompt ids, timed — after n_cached ids at positions before them (untimed: the
+ * conversation so far, cached), where the case names them. decode: n_prompt ids untimed, then n_gen single-token
+ * steps fed with the argmax of the previous logits, timed together.
  * verify (bench/spec, llama_bench only: flatkv's side is bench/spec.c's own): n_prompt ids untimed, then forwards of
  * 1 + k ids with logits at every one, k = 0..n_gen, each rewound to n_prompt, `rounds` times with the k interleaved;
  * one JSON line {"engine", "ggml_cpu", "case": "verify", "n_prompt", "threads", "rounds", "ms": median per k}.
@@ -39,12 +40,13 @@ typedef struct {
     int decode; /* 0: prefill case, 1: decode case */
     int verify; /* 1: verify case (decode 0), n_gen its largest k */
     int n_prompt;
+    int n_cached; /* prefill: ids before the timed ones, computed untimed */
     int n_gen;
     int rounds; /* verify */
 } harness_args;
 
-/* Parse `MODEL IDS THREADS prefill N`, `MODEL IDS THREADS decode N_PROMPT N_GEN` or `MODEL IDS THREADS verify
- * N_PROMPT K_MAX ROUNDS`; 0 or -1 (printed). */
+/* Parse `MODEL IDS THREADS prefill N [N_CACHED]`, `MODEL IDS THREADS decode N_PROMPT N_GEN` or `MODEL IDS THREADS
+ * verify N_PROMPT K_MAX ROUNDS`; 0 or -1 (printed). */
 static inline int harness_parse(int argc, char **argv, harness_args *a) {
     memset(a, 0, sizeof *a);
     if (argc < 6) goto usage;
@@ -52,8 +54,10 @@ static inline int harness_parse(int argc, char **argv, harness_args *a) {
     a->ids_path = argv[2];
     a->threads = atoi(argv[3]);
     a->n_prompt = atoi(argv[5]);
-    if (strcmp(argv[4], "prefill") == 0 && argc == 6) {
+    if (strcmp(argv[4], "prefill") == 0 && (argc == 6 || argc == 7)) {
         a->decode = 0;
+        a->n_cached = argc == 7 ? atoi(argv[6]) : 0;
+        if (a->n_cached < 0) goto usage;
     } else if (strcmp(argv[4], "decode") == 0 && argc == 7) {
         a->decode = 1;
         a->n_gen = atoi(argv[6]);
@@ -69,7 +73,7 @@ static inline int harness_parse(int argc, char **argv, harness_args *a) {
     if (a->threads < 1 || a->n_prompt < HARNESS_WARMUP_IDS) goto usage;
     return 0;
 usage:
-    fprintf(stderr, "usage: %s MODEL IDS THREADS prefill N | ... decode N_PROMPT N_GEN | ... verify N_PROMPT K_MAX ROUNDS\n",
+    fprintf(stderr, "usage: %s MODEL IDS THREADS prefill N [N_CACHED] | ... decode N_PROMPT N_GEN | ... verify N_PROMPT K_MAX ROUNDS\n",
             argv[0]);
     return -1;
 }
@@ -132,9 +136,10 @@ static inline void harness_print(const char *engine, const char *variant_key, co
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     int n_timed = a->decode ? a->n_gen : a->n_prompt;
-    printf("{\"engine\":\"%s\",\"%s\":\"%s\",\"case\":\"%s\",\"n_prompt\":%d,\"n_gen\":%d,\"threads\":%d,"
-           "\"seconds\":%.6f,\"tok_per_s\":%.3f,\"cpu_share\":%.3f,\"max_rss_mb\":%.1f,\"tokens\":[",
-           engine, variant_key, variant, a->decode ? "decode" : "prefill", a->n_prompt, a->n_gen, a->threads, seconds,
+    printf("{\"engine\":\"%s\",\"%s\":\"%s\",\"case\":\"%s\",\"n_prompt\":%d,\"n_cached\":%d,\"n_gen\":%d,"
+           "\"threads\":%d,\"seconds\":%.6f,\"tok_per_s\":%.3f,\"cpu_share\":%.3f,\"max_rss_mb\":%.1f,\"tokens\":[",
+           engine, variant_key, variant, a->decode ? "decode" : "prefill", a->n_prompt, a->n_cached, a->n_gen, a->threads,
+           seconds,
            (double)n_timed / seconds, cpu_seconds / (seconds * a->threads), (double)ru.ru_maxrss / 1024.0);
     for (int i = 0; a->decode && i < a->n_gen; i++) printf("%s%d", i ? "," : "", (int)tokens[i]);
     printf("]}\n");

@@ -1,14 +1,15 @@
 /* llama_bench.c — one prefill or decode case of llama.cpp through its C API, timed (bench/compare).
  *
- * usage: llama_bench MODEL IDS THREADS prefill N
+ * usage: llama_bench MODEL IDS THREADS prefill N [N_CACHED]
  *        llama_bench MODEL IDS THREADS decode N_PROMPT N_GEN
  *        llama_bench MODEL IDS THREADS verify N_PROMPT K_MAX ROUNDS (bench/spec: what a batch of 1 + k ids costs)
  * Compiled against llama.h from the source bundle node-llama-cpp ships and linked to its prebuilt CPU
  * libraries; LLAMA_LIB_DIR (set by bench/compare) is where ggml's CPU backend variants are loaded from
  * (the prebuilt ggml loads backends at run time and picks the best one for this CPU; the result's "ggml_cpu" names
  * the file it chose).
- * Same cases, ids, argmax and timing as flatkv_bench.c (harness.h). The prompt goes in one llama_decode
- * (n_batch = n_ubatch = n_prompt); the context holds exactly the positions the case needs.
+ * Same cases, ids, argmax and timing as flatkv_bench.c (harness.h). A timed prompt goes in one llama_decode (n_batch =
+ * n_ubatch = n_prompt); untimed ids (the cached ones, a decode case's prompt) go in pieces of at most that or 2048;
+ * the context holds exactly the positions the case needs. Flash attention is on (the issue's setting for the peer).
  */
 #include "harness.h"
 #include "llama_peer.h"
@@ -36,6 +37,13 @@ static void ggml_cpu_variant(char *name, size_t cap) {
 static int decode(struct llama_context *ctx, llama_token *ids, int n) {
     int rc = llama_decode(ctx, llama_batch_get_one(ids, n));
     if (rc != 0) fprintf(stderr, "llama_bench: llama_decode of %d ids returned %d\n", n, rc);
+    return rc;
+}
+
+/* n ids in pieces of at most `piece` (the context's n_batch). */
+static int decode_pieces(struct llama_context *ctx, llama_token *ids, int n, int piece) {
+    int rc = 0;
+    for (int at = 0; rc == 0 && at < n; at += piece) rc = decode(ctx, ids + at, n - at < piece ? n - at : piece);
     return rc;
 }
 
@@ -86,12 +94,14 @@ int main(int argc, char **argv) {
     char ggml_cpu[256];
     ggml_cpu_variant(ggml_cpu, sizeof ggml_cpu);
     int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-    int32_t *ids = harness_read_ids(a.ids_path, a.n_prompt + (a.verify ? a.n_gen + 1 : 0), n_vocab);
+    int32_t *ids = harness_read_ids(a.ids_path, a.n_cached + a.n_prompt + (a.verify ? a.n_gen + 1 : 0), n_vocab);
     int32_t *gen = calloc((size_t)a.n_gen + 1, sizeof *gen);
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t)(a.n_prompt + a.n_gen + a.verify);
-    cp.n_batch = (uint32_t)a.n_prompt;
-    cp.n_ubatch = (uint32_t)a.n_prompt;
+    const int piece = a.decode && a.n_prompt > 2048 ? 2048 : a.n_prompt;
+    cp.n_ctx = (uint32_t)(a.n_cached + a.n_prompt + a.n_gen + a.verify);
+    cp.n_batch = (uint32_t)piece;
+    cp.n_ubatch = (uint32_t)piece;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
     cp.n_threads = a.threads;
     cp.n_threads_batch = a.threads;
     cp.no_perf = true;
@@ -112,13 +122,16 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (rc == 0 && !a.decode) {
+        rc = decode_pieces(ctx, ids, a.n_cached, piece);
+        llama_synchronize(ctx);
         double t0 = harness_now(), c0 = harness_cpu();
-        rc = decode(ctx, ids, a.n_prompt);
+        if (rc == 0) rc = decode(ctx, ids + a.n_cached, a.n_prompt);
         llama_synchronize(ctx);
         seconds = harness_now() - t0;
         cpu_seconds = harness_cpu() - c0;
     } else if (rc == 0) {
-        rc = decode(ctx, ids, a.n_prompt);
+        rc = decode_pieces(ctx, ids, a.n_prompt, piece);
+        llama_synchronize(ctx);
         double t0 = harness_now(), c0 = harness_cpu();
         for (int i = 0; rc == 0 && i < a.n_gen; i++) {
             gen[i] = harness_argmax(llama_get_logits_ith(ctx, -1), n_vocab);
