@@ -5,21 +5,14 @@
 // JSON. The tool is a one-shot (isEnabled until it has run): the random test model cannot know when it is done, and
 // offered the tool again (tool_choice reset to auto: calls or the JSON, server_compose's case) it may call it at every
 // turn.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Agent, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool } from '@openai/agents';
 import OpenAI from 'openai';
 import { z } from 'zod';
 
-import { BIN, MODEL, REQUEST_MS, check, finish, runSections, startServer } from './common.mjs';
+import { REQUEST_MS, check, ctx4kModel, finish, runSections, startServer } from './common.mjs';
 
 // A model of stories260K's vocabulary with a 4k context under ChatML: the tools' block and a few turns fit.
-const dir = mkdtempSync(join(tmpdir(), 'flatkv-agents-'));
-const ctx4k = join(dir, 'ctx4k.gguf');
-execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
-  '--vocab-from', MODEL, '-o', ctx4k], { stdio: 'ignore' });
+const ctx4k = ctx4kModel();
 const server = await startServer(['-m', ctx4k, '--chat-template', 'chatml']);
 setTracingDisabled(true);
 setDefaultOpenAIClient(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 }));
@@ -55,5 +48,4 @@ await runSections([
   ['an agent over chat completions', () => runs('chat_completions')],
 ]);
 await server.stop();
-rmSync(dir, { recursive: true, force: true });
 finish();

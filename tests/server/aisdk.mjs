@@ -3,25 +3,18 @@
 // (response_format json_schema: the object validates), streamText (the text arrives in chunks and finishes),
 // generateText with a tool and toolChoice 'required' (a call whose input validates), and generateText with a tool
 // and an output schema (tool_choice auto beside a response_format: a call or the object, never a 400).
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { Output, generateObject, generateText, streamText, tool } from 'ai';
 import { z } from 'zod';
 
-import { BIN, MODEL, check, finish, runSections, startServer } from './common.mjs';
+import { check, ctx4kModel, finish, runSections, startServer } from './common.mjs';
 
 const Story = z.object({ mood: z.enum(['happy', 'sad']), hero: z.string().max(20), pages: z.number().int().min(1).max(9) });
 const City = z.object({ city: z.string().max(12) });
 
 // stories260K for text and objects; a model of its vocabulary with a 4k context under ChatML for the tools' block.
-const dir = mkdtempSync(join(tmpdir(), 'flatkv-aisdk-'));
-const ctx4k = join(dir, 'ctx4k.gguf');
-execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
-  '--vocab-from', MODEL, '-o', ctx4k], { stdio: 'ignore' });
+const ctx4k = ctx4kModel();
 const stories = await startServer();
 const tools = await startServer(['-m', ctx4k, '--chat-template', 'chatml']);
 
@@ -87,5 +80,4 @@ await runSections([
 ]);
 await stories.stop();
 await tools.stop();
-rmSync(dir, { recursive: true, force: true });
 finish();

@@ -4,10 +4,11 @@
 // The binary comes from FLATKV_BIN and the model from the data folder FLATKV_DATA (ctest sets both; by hand
 // they default to the Release build and the repository's data/). Every wait is bounded: a hung server fails
 // the test instead of hanging CI, and servers still running when the program exits are killed.
-import { spawn, execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { spawn, execFile, execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import { basename, dirname, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -133,6 +134,20 @@ export async function startServer(extraArgs = []) {
       console.log(`stopped: server on port ${port} exited 0 on SIGTERM`);
     },
   };
+}
+
+/**
+ * A model of stories260K's vocabulary with a 4096-position context (gen-model, random weights): under ChatML its
+ * context holds a tools' block and a few turns, which stories260K's 512 positions do not. Served as 'ctx4k' (its
+ * file's stem); its folder is removed when the program exits.
+ */
+export function ctx4kModel() {
+  const dir = mkdtempSync(join(tmpdir(), 'flatkv-ctx4k-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'ctx4k.gguf');
+  execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
+    '--vocab-from', MODEL, '-o', file], { stdio: 'ignore' });
+  return file;
 }
 
 /** `flatkv generate -m MODEL -p prompt -n n --temp 0 --json`, parsed. */

@@ -3,21 +3,14 @@
 // answer, which the call excludes); tool_choice auto (or absent) with a format gives one grammar that allows either a
 // call or the format's JSON, and every answer is one of the two, valid. A `grammar` beside an enforced tool_choice is
 // a 400. The test model knows no JSON: every well-formed answer is the grammar's doing.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
 
-import { BIN, MODEL, REQUEST_MS, check, finish, runSections, startServer } from './common.mjs';
+import { REQUEST_MS, check, ctx4kModel, finish, runSections, startServer } from './common.mjs';
 
 // A model of stories260K's vocabulary with a 4k context, under ChatML (Hermes calls): the tools' block fits.
-const dir = mkdtempSync(join(tmpdir(), 'flatkv-compose-'));
-const model = join(dir, 'ctx4k.gguf');
-execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
-  '--vocab-from', MODEL, '-o', model], { stdio: 'ignore' });
+const model = ctx4kModel();
 const server = await startServer(['-m', model, '--chat-template', 'chatml']);
 const opts = { apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 };
 const openai = new OpenAI({ baseURL: `${server.url}/v1`, ...opts });
@@ -163,5 +156,4 @@ await runSections([
   ['messages: tool_choice with output_config.format', messages],
 ]);
 await server.stop();
-rmSync(dir, { recursive: true, force: true });
 finish();

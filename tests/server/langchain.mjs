@@ -2,24 +2,17 @@
 // withStructuredOutput(zod schema) by json_schema and by function calling (the result validates), bindTools
 // producing a tool call (tool_choice required: its arguments validate), and a tool beside withStructuredOutput's
 // format (tool_choice auto with a response_format: a call or the object, never a 400).
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { tool } from '@langchain/core/tools';
 import { ChatOpenAI } from '@langchain/openai';
 import { z } from 'zod';
 
-import { BIN, MODEL, check, finish, runSections, startServer } from './common.mjs';
+import { check, ctx4kModel, finish, runSections, startServer } from './common.mjs';
 
 const Story = z.object({ mood: z.enum(['happy', 'sad']), hero: z.string().max(20), pages: z.number().int().min(1).max(9) });
 const City = z.object({ city: z.string().max(12) });
 
 // stories260K for structured output; a model of its vocabulary with a 4k context under ChatML for the tools' block.
-const dir = mkdtempSync(join(tmpdir(), 'flatkv-langchain-'));
-const ctx4k = join(dir, 'ctx4k.gguf');
-execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
-  '--vocab-from', MODEL, '-o', ctx4k], { stdio: 'ignore' });
+const ctx4k = ctx4kModel();
 const stories = await startServer();
 const tools = await startServer(['-m', ctx4k, '--chat-template', 'chatml']);
 // maxTokens: room for the up to 8 parallel calls the grammar allows, each character of the random model's strings a
@@ -73,5 +66,4 @@ await runSections([
 ]);
 await stories.stop();
 await tools.stop();
-rmSync(dir, { recursive: true, force: true });
 finish();

@@ -3,15 +3,11 @@
 // ("required", a named function, "none", parallel_tool_calls false), bad schemas and grammars as 400s naming the
 // keyword, and streamed output equal to whole. stories260K knows nothing of JSON: every well-formed answer is the
 // grammar's doing.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import OpenAI from 'openai';
 
-import { BIN, MODEL, REQUEST_MS, check, checkEqual, finish, runSections, startServer } from './common.mjs';
+import { REQUEST_MS, check, checkEqual, ctx4kModel, finish, runSections, startServer } from './common.mjs';
 
 const server = await startServer();
 const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 });
@@ -136,10 +132,7 @@ function argsValid(call) {
 async function toolChoice() {
   // stories260K's plain template has no tool form and its 512 positions do not hold the tools' block; a generated
   // model of its vocabulary with a 4k context under ChatML (Hermes calls) does.
-  const dir = mkdtempSync(join(tmpdir(), 'flatkv-structured-'));
-  const model = join(dir, 'ctx4k.gguf');
-  execFileSync(BIN, ['gen-model', '--dim', '64', '--hidden', '128', '--layers', '2', '--heads', '2', '--ctx', '4096',
-    '--vocab-from', MODEL, '-o', model], { stdio: 'ignore' });
+  const model = ctx4kModel();
   const chatml = await startServer(['-m', model, '--chat-template', 'chatml']);
   const c = new OpenAI({ baseURL: `${chatml.url}/v1`, apiKey: 'x', timeout: REQUEST_MS * 4, maxRetries: 0 });
   const ask = (messages, extra) =>
@@ -160,7 +153,6 @@ async function toolChoice() {
   const single = await ask(messages, { tools: TOOLS, tool_choice: 'required', parallel_tool_calls: false });
   checkEqual('parallel_tool_calls false: exactly one call', (single.choices[0].message.tool_calls ?? []).length, 1);
   await chatml.stop();
-  rmSync(dir, { recursive: true, force: true });
 }
 
 async function errors() {
