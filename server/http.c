@@ -97,6 +97,14 @@ static void cancel_choices(sched_job *job) {
     for (uint32_t k = 0; k <= job->n_followers; k++) sched_job_cancel(sched_job_choice(job, k));
 }
 
+/* Queue response r with status (the log's and /metrics' too), and let go of it. */
+static enum MHD_Result queue(struct MHD_Connection *c, conn *st, int status, struct MHD_Response *r) {
+    st->status = status;
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result send_text(struct MHD_Connection *c, conn *st, int status, const char *type, char *text) {
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", type);
@@ -106,10 +114,7 @@ static enum MHD_Result send_text(struct MHD_Connection *c, conn *st, int status,
         snprintf(seconds, sizeof seconds, "%u", st->retry_after);
         MHD_add_response_header(r, "Retry-After", seconds);
     }
-    st->status = status;
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return queue(c, st, status, r);
 }
 
 static enum MHD_Result send_json(struct MHD_Connection *c, conn *st, int status, json_t *body) {
@@ -121,10 +126,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, conn *st, int status,
                                      "\"server_error\", \"param\": null, \"code\": \"out_of_memory\"}}";
         struct MHD_Response *r = MHD_create_response_from_buffer(strlen(failed), (void *)failed, MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(r, "Content-Type", "application/json");
-        st->status = 500;
-        enum MHD_Result ret = MHD_queue_response(c, 500, r);
-        MHD_destroy_response(r);
-        return ret;
+        return queue(c, st, 500, r);
     }
     return send_text(c, st, status, "application/json", text);
 }
@@ -204,6 +206,13 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
 /* --- the routes --- */
 
+/* The 404 of a path nothing serves. */
+static enum MHD_Result unknown_path(struct MHD_Connection *c, conn *st) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "Unknown path %.300s", st->path);
+    return fail(c, st, 404, "invalid_request_error", NULL, "not_found", msg);
+}
+
 /* When the request must be answered by (--timeout from its arrival; 0: no bound). */
 static double request_deadline(const conn *st) {
     return st->srv->p->timeout_s ? st->t0 + st->srv->p->timeout_s * 1e3 : 0;
@@ -257,10 +266,7 @@ static enum MHD_Result complete(struct MHD_Connection *c, conn *st) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_reader, st, NULL);
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
-        st->status = 200;
-        enum MHD_Result ret = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        return ret;
+        return queue(c, st, 200, r);
     }
     sched_job *j = st->job;
     for (uint32_t i = 0; i <= j->n_followers; i++) { /* every choice */
@@ -342,19 +348,14 @@ static enum MHD_Result delete_response(struct MHD_Connection *c, conn *st) {
 static enum MHD_Result web_page(struct MHD_Connection *c, conn *st) {
     const web_file *f = web_find(st->id);
     if (!f) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "Unknown path %.300s", st->path);
-        return fail(c, st, 404, "invalid_request_error", NULL, "not_found", msg);
+        return unknown_path(c, st);
     }
     struct MHD_Response *r = MHD_create_response_from_buffer(f->len, (void *)f->bytes, MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(r, "Content-Type", f->content_type);
     MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; img-src 'self' data:");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
-    st->status = 200;
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    return queue(c, st, 200, r);
 }
 
 /* Where a request goes: its method, and its path — exact, or where it ends in '/' (but "/" itself), any id after it;
@@ -414,9 +415,7 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, conn *st) {
         if (!strcmp(st->method, routes[i].method)) route = &routes[i];
     }
     if (!allowed[0]) {
-        char msg[400];
-        snprintf(msg, sizeof msg, "Unknown path %.300s", st->path);
-        return fail(c, st, 404, "invalid_request_error", NULL, "not_found", msg);
+        return unknown_path(c, st);
     }
     if (!route) {
         char msg[400];
