@@ -251,23 +251,19 @@ int api_constrain(const api_context *ctx, const chat_template *t, sched_job *job
     fkv_error err = {0};
     char *call_rules = calls ? toolcall_gbnf(job->req.form.calls, tools, named, !job->req.single_tool_call, &err) : NULL;
     char *answer_rules = answer && (call_rules || !calls) ? format_rules(format, &err) : NULL;
+    /* the field a failure names: the part whose rules failed, else the last part the grammar took */
     const char *param = answer && (call_rules || !calls) ? "response_format" : enforced ? "tool_choice" : "tools";
-    char *gbnf = NULL;
-    if ((call_rules || !calls) && (answer_rules || !answer)) {
+    char *rules = NULL, *gbnf = NULL;
+    if ((call_rules || !calls) && (answer_rules || !answer) &&
+        asprintf(&rules, "%s%s", call_rules ? call_rules : "", answer_rules ? answer_rules : "") >= 0) {
         /* What the model writes before the answer (its reasoning) as its form has it; the answer is the content. */
-        const size_t n_calls = call_rules ? strlen(call_rules) : 0, n_answer = answer_rules ? strlen(answer_rules) : 0;
-        char *rules = malloc(n_calls + n_answer + 1);
-        if (rules) {
-            memcpy(rules, call_rules ? call_rules : "", n_calls);
-            memcpy(rules + n_calls, answer_rules ? answer_rules : "", n_answer + 1);
-            gbnf = reply_gbnf(&job->req.form, rules, calls ? "calls" : NULL, answer ? "answer-root" : NULL);
-        }
-        free(rules);
+        gbnf = reply_gbnf(&job->req.form, rules, calls ? "calls" : NULL, answer ? "answer-root" : NULL);
         if (!gbnf) err_nomem(&err, "out of memory for a grammar");
     }
     if (gbnf) job->req.grammar = fkv_grammar_new(ctx->model, gbnf, strlen(gbnf), &err);
     free(call_rules);
     free(answer_rules);
+    free(rules);
     free(gbnf);
     if (job->req.grammar) return 0;
     return !err.msg[0] || err.code == FKV_E_NOMEM ? api_oom(e) : BAD(param, "%s: %s", param, err.msg);

@@ -166,43 +166,9 @@ static int parse_template_kwargs(const json_t *root, chat_template *t, api_error
     return 0;
 }
 
-/* The ids of text[0..len) as an output holds them (no BOS, control tokens' texts as text) into *ids (malloc'd; NULL
- * for none), their count, or -1 with err. A SentencePiece tokenizer puts a "▁" before the text it tokenizes — "a"
- * comes back as " a" after a token that is not BOS — which an output has not: the text is tokenized after a newline,
- * which no piece spans, and the newline's ids are dropped. */
-static int output_ids(const fkv_model *m, const char *text, size_t len, int32_t **ids, fkv_error *err) {
-    int32_t probe[4], a[4];
-    char piece[16];
-    const int n_nl = fkv_tokenize(m, "\n", 1, false, false, probe, 4, err);
-    const bool prefix = n_nl > 0 && n_nl <= 4 && fkv_tokenize(m, "a", 1, false, false, a, 4, err) > 0 &&
-                        fkv_token_piece(m, a[0], a[0], piece, sizeof piece) > 0 && piece[0] == ' ';
-    char *framed = malloc(len + 1);
-    if (!framed) return err_nomem(err, "out of memory for the prediction");
-    framed[0] = '\n';
-    memcpy(framed + 1, text, len);
-    const char *t = prefix ? framed : text;
-    const size_t n_t = prefix ? len + 1 : len;
-    int n = fkv_tokenize(m, t, n_t, false, false, NULL, 0, err);
-    *ids = NULL;
-    if (n > 0 && !(*ids = malloc(sizeof(int32_t) * (size_t)n))) n = err_nomem(err, "out of memory for the prediction");
-    if (n > 0 && fkv_tokenize(m, t, n_t, false, false, *ids, n, err) != n) n = -1;
-    if (n > 0 && prefix) {
-        if (n >= n_nl && !memcmp(*ids, probe, sizeof(int32_t) * (size_t)n_nl)) {
-            n -= n_nl;
-            memmove(*ids, *ids + n_nl, sizeof(int32_t) * (size_t)n);
-        } else { /* the newline merged with the text: tokenized alone, its prefix and all */
-            n = fkv_tokenize(m, text, len, false, false, NULL, 0, err);
-            int32_t *alone = n > 0 ? realloc(*ids, sizeof(int32_t) * (size_t)n) : NULL;
-            if (alone) *ids = alone;
-            if (n > 0 && (!alone || fkv_tokenize(m, text, len, false, false, *ids, n, err) != n)) n = -1;
-        }
-    }
-    free(framed);
-    return n;
-}
-
 /* prediction (OpenAI's Predicted Outputs): {"type": "content", "content": a string or text parts}, its text's ids as
- * an output holds them into job->req.prediction: the guesses wherever the output matches it. OpenAI refuses it beside n > 1, logprobs, penalties and tools; here it
+ * an output after the rendered prompt holds them (chat_text_ids_after its last id) into job->req.prediction: the
+ * guesses wherever the output matches it. OpenAI refuses it beside n > 1, logprobs, penalties and tools; here it
  * changes no answer, so it is taken with all of them. */
 static int parse_prediction(const api_context *ctx, const json_t *root, sched_job *job, api_error *e) {
     const json_t *p = json_object_get(root, "prediction"), *content = json_object_get(p, "content");
@@ -217,9 +183,10 @@ static int parse_prediction(const api_context *ctx, const json_t *root, sched_jo
     if (!rc && c.oom) rc = api_oom(e);
     const char *text = rc ? NULL : c.msgs[0].text;
     fkv_error err = {0};
-    const int n = text && c.msgs[0].len ? output_ids(ctx->model, text, c.msgs[0].len, &job->req.prediction, &err) : 0;
-    if (!rc && n < 0) rc = api_fail_with(e, "prediction", &err);
-    job->req.n_prediction = n > 0 ? (uint32_t)n : 0;
+    if (text && c.msgs[0].len &&
+        chat_text_ids_after(ctx->model, job->req.ids[job->req.n_ids - 1], text, c.msgs[0].len, &job->req.prediction,
+                            &job->req.n_prediction, &err))
+        rc = api_fail_with(e, "prediction", &err);
     convo_free(&c);
     return rc;
 }
@@ -230,10 +197,9 @@ static int parse_chat(const api_context *ctx, const json_t *root, sched_job *job
     const json_t *tools;
     chat_template t = *ctx->tmpl;
     convo c = {0};
-    const int rc = parse_template_kwargs(root, &t, e) || parse_prediction(ctx, root, job, e) ||
-                           parse_tools(root, &tools, job, e) ||
+    const int rc = parse_template_kwargs(root, &t, e) || parse_tools(root, &tools, job, e) ||
                            api_constrain(ctx, &t, job, tools, e) || parse_messages(json_object_get(root, "messages"), &c, e) ||
-                           api_render(ctx, &t, &c, tools, "messages", job, e)
+                           api_render(ctx, &t, &c, tools, "messages", job, e) || parse_prediction(ctx, root, job, e)
                        ? -1
                        : 0;
     convo_free(&c);

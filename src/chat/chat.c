@@ -1582,6 +1582,25 @@ int chat_render_continuation(const chat_template *t, const char *system, const c
     return chat_buf_give(&b, chat_continuation_buf(t, system, messages, n, bos_text, eos_text, &b, err), out, len);
 }
 
+/* *ids (malloc'd) and *n_ids of text after prev (tok_encode_after: special, its spans plain). 0, or -1 with err. */
+static int ids_after(const tok_vocab *v, int32_t prev, const char *text, size_t len, bool special,
+                     const tok_span *spans, size_t n_spans, int32_t **ids, uint32_t *n_ids, fkv_error *err) {
+    int count = tok_encode_after(v, prev, text, len, special, spans, n_spans, NULL, 0, err);
+    *ids = count >= 0 ? malloc(sizeof(int32_t) * (size_t)(count ? count : 1)) : NULL;
+    if (*ids && tok_encode_after(v, prev, text, len, special, spans, n_spans, *ids, count, err) != count) {
+        free(*ids);
+        *ids = NULL;
+    }
+    if (!*ids) return count < 0 ? -1 : err_nomem(err, "out of memory tokenizing a continuation");
+    *n_ids = (uint32_t)count;
+    return 0;
+}
+
+int chat_text_ids_after(const fkv_model *m, int32_t prev, const char *text, size_t len, int32_t **ids,
+                        uint32_t *n_ids, fkv_error *err) {
+    return ids_after(m->vocab, prev, text, len, false, NULL, 0, ids, n_ids, err);
+}
+
 int chat_continuation_ids(const fkv_model *m, const chat_template *t, const char *system, const chat_message *messages,
                           size_t n, int32_t prev, int32_t **ids, uint32_t *n_ids, fkv_error *err) {
     *ids = NULL;
@@ -1589,17 +1608,7 @@ int chat_continuation_ids(const fkv_model *m, const chat_template *t, const char
     chat_model_texts(m, t, &bos, &eos);
     chat_buf b = {0};
     int rc = chat_continuation_buf(t, system, messages, n, bos, eos, &b, err);
-    if (!rc) {
-        const tok_vocab *v = m->vocab;
-        int count = tok_encode_after(v, prev, b.s, b.len, true, b.spans, b.n_spans, NULL, 0, err);
-        *ids = count >= 0 ? malloc(sizeof(int32_t) * (size_t)(count ? count : 1)) : NULL;
-        if (*ids && tok_encode_after(v, prev, b.s, b.len, true, b.spans, b.n_spans, *ids, count, err) != count) {
-            free(*ids);
-            *ids = NULL;
-        }
-        if (!*ids) rc = count < 0 ? -1 : err_nomem(err, "out of memory tokenizing a continuation");
-        else *n_ids = (uint32_t)count;
-    }
+    if (!rc) rc = ids_after(m->vocab, prev, b.s, b.len, true, b.spans, b.n_spans, ids, n_ids, err);
     free(b.s);
     free(b.spans);
     return rc;

@@ -382,6 +382,11 @@ const chat_vocab_token *chat_vocab_tokens(const chat_template *t, size_t *n);
  * turn. 0, or -1 with err (no messages, a role order the template refuses, a message containing the stand-in). */
 int chat_continuation_ids(const fkv_model *m, const chat_template *t, const char *system, const chat_message *messages,
                           size_t n, int32_t prev, int32_t **ids, uint32_t *n_ids, fkv_error *err);
+/* The ids of text[0..len) as they follow the id prev in a sequence (control tokens' texts as text): a model's output
+ * after its prompt, with the space prefix SentencePiece gives a text's start only where the tokenizer's rule does
+ * (tok_encode_after). *ids malloc'd (NULL for none), 0, or -1 with err. */
+int chat_text_ids_after(const fkv_model *m, int32_t prev, const char *text, size_t len, int32_t **ids,
+                        uint32_t *n_ids, fkv_error *err);
 /* The text chat_continuation_ids tokenizes, with BOS/EOS texts as chat_render takes them. */
 int chat_render_continuation(const chat_template *t, const char *system, const chat_message *messages, size_t n,
                              const char *bos_text, const char *eos_text, char **out, size_t *len, fkv_error *err);
