@@ -89,7 +89,13 @@ int main(int argc, char **argv) {
     cp.n_threads = a.threads;
     fkv_ctx *c = NULL;
     int rc = -1;
+    for (cp.kv_type = 0; fkv_kv_type_name(cp.kv_type) && strcmp(fkv_kv_type_name(cp.kv_type), a.kv); cp.kv_type++) {}
+    if (!fkv_kv_type_name(cp.kv_type)) {
+        snprintf(err.msg, sizeof err.msg, "FKV_BENCH_KV=%s is none of auto, f16, f32, q8_0, q4_0", a.kv);
+        goto done;
+    }
     if (!ids || !gen || !logits || !(c = fkv_ctx_new(m, &cp, &err))) goto done;
+    a.kv = fkv_kv_type_name(fkv_ctx_kv_type(c));
 
     rc = fkv_eval(c, ids, HARNESS_WARMUP_IDS, 0, 1, logits, &err);
     double seconds = 0.0, cpu_seconds = 0.0;

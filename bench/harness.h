@@ -5,7 +5,8 @@
  * code makes it so.
  *
  * Each harness runs one case per process (so ru_maxrss is that case's peak) and prints one JSON line:
- *   {"engine", "kernels" (flatkv) or "ggml_cpu" (llama.cpp): the CPU code variant the engine ran, "case"
+ *   {"engine", "kernels" (flatkv) or "ggml_cpu" (llama.cpp): the CPU code variant the engine ran, "kv" (the K/V
+ *    storage it took: FKV_BENCH_KV, auto resolved), "case"
  *    ("prefill"|"decode"), "n_prompt", "n_cached", "n_gen", "threads", "seconds", "tok_per_s", "cpu_share",
  *    "max_rss_mb", "tokens" (the greedy ids of a decode case)}
  * cpu_share: CPU time the process got during the timed span over threads × wall time; well under 1 means
@@ -43,6 +44,7 @@ typedef struct {
     int n_cached; /* prefill: ids before the timed ones, computed untimed */
     int n_gen;
     int rounds; /* verify */
+    const char *kv; /* K/V storage: FKV_BENCH_KV (auto, f16, f32, q8_0, q4_0; default auto), as the engine took it */
 } harness_args;
 
 /* Parse `MODEL IDS THREADS prefill N [N_CACHED]`, `MODEL IDS THREADS decode N_PROMPT N_GEN` or `MODEL IDS THREADS
@@ -71,6 +73,7 @@ static inline int harness_parse(int argc, char **argv, harness_args *a) {
         goto usage;
     }
     if (a->threads < 1 || a->n_prompt < HARNESS_WARMUP_IDS) goto usage;
+    a->kv = getenv("FKV_BENCH_KV") ? getenv("FKV_BENCH_KV") : "auto";
     return 0;
 usage:
     fprintf(stderr, "usage: %s MODEL IDS THREADS prefill N [N_CACHED] | ... decode N_PROMPT N_GEN | ... verify N_PROMPT K_MAX ROUNDS\n",
@@ -136,9 +139,9 @@ static inline void harness_print(const char *engine, const char *variant_key, co
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     int n_timed = a->decode ? a->n_gen : a->n_prompt;
-    printf("{\"engine\":\"%s\",\"%s\":\"%s\",\"case\":\"%s\",\"n_prompt\":%d,\"n_cached\":%d,\"n_gen\":%d,"
-           "\"threads\":%d,\"seconds\":%.6f,\"tok_per_s\":%.3f,\"cpu_share\":%.3f,\"max_rss_mb\":%.1f,\"tokens\":[",
-           engine, variant_key, variant, a->decode ? "decode" : "prefill", a->n_prompt, a->n_cached, a->n_gen, a->threads,
+    printf("{\"engine\":\"%s\",\"%s\":\"%s\",\"kv\":\"%s\",\"case\":\"%s\",\"n_prompt\":%d,\"n_cached\":%d,"
+           "\"n_gen\":%d,\"threads\":%d,\"seconds\":%.6f,\"tok_per_s\":%.3f,\"cpu_share\":%.3f,\"max_rss_mb\":%.1f,\"tokens\":[",
+           engine, variant_key, variant, a->kv, a->decode ? "decode" : "prefill", a->n_prompt, a->n_cached, a->n_gen, a->threads,
            seconds,
            (double)n_timed / seconds, cpu_seconds / (seconds * a->threads), (double)ru.ru_maxrss / 1024.0);
     for (int i = 0; a->decode && i < a->n_gen; i++) printf("%s%d", i ? "," : "", (int)tokens[i]);

@@ -108,6 +108,18 @@ int main(int argc, char **argv) {
     struct llama_context *ctx = NULL;
     int rc = -1;
     if (!ids || !gen) goto done;
+    /* the K/V storage flatkv took (bench/compare passes it on); auto: llama.cpp's own default, f16 */
+    static const struct { const char *name; enum ggml_type type; } kv_types[] = {
+        {"auto", GGML_TYPE_F16}, {"f16", GGML_TYPE_F16}, {"f32", GGML_TYPE_F32}, {"q8_0", GGML_TYPE_Q8_0},
+        {"q4_0", GGML_TYPE_Q4_0}};
+    size_t kv = 0;
+    while (kv < sizeof kv_types / sizeof *kv_types && strcmp(kv_types[kv].name, a.kv)) kv++;
+    if (kv == sizeof kv_types / sizeof *kv_types) {
+        fprintf(stderr, "llama_bench: FKV_BENCH_KV=%s is none of auto, f16, f32, q8_0, q4_0\n", a.kv);
+        goto done;
+    }
+    cp.type_k = cp.type_v = kv_types[kv].type;
+    a.kv = kv ? a.kv : "f16";
     if (!(ctx = llama_init_from_model(model, cp))) {
         fprintf(stderr, "llama_bench: llama.cpp could not create a context for %s\n", a.model);
         goto done;

@@ -153,17 +153,12 @@ int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params
         return 1;
     case CLI_O_CTX: return cli_parse_u32(sub, "--ctx", arg, 1, 1u << 24, &e->ctx.n_ctx) ? -1 : 1;
     case CLI_O_KV_TYPE:
-        if (!strcmp(arg, "f16"))
-            e->ctx.kv_type = FKV_KV_F16;
-        else if (!strcmp(arg, "f32"))
-            e->ctx.kv_type = FKV_KV_F32;
-        else if (!strcmp(arg, "q8_0"))
-            e->ctx.kv_type = FKV_KV_Q8_0;
-        else if (!strcmp(arg, "q4_0"))
-            e->ctx.kv_type = FKV_KV_Q4_0;
-        else
-            return cli_usage_error(sub, "--kv-type must be f16, f32, q8_0 or q4_0, got '%s'", arg), -1;
-        return 1;
+        for (fkv_kv_type t = 0; fkv_kv_type_name(t); t++)
+            if (!strcmp(arg, fkv_kv_type_name(t))) {
+                e->ctx.kv_type = t;
+                return 1;
+            }
+        return cli_usage_error(sub, "--kv-type must be auto, f16, f32, q8_0 or q4_0, got '%s'", arg), -1;
     case CLI_O_NO_CACHE: e->prefix_cache = false; return 1;
     case CLI_O_PREFILL_ROWS:
         return cli_parse_u32(sub, "--prefill-rows", arg, 1, 1u << 16, &e->ctx.prefill_rows) ? -1 : 1;

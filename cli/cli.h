@@ -28,7 +28,7 @@ int cli_parse_float(const char *sub, const char *flag, const char *s, float min,
 int cli_bad_option(const char *sub, char *const argv[]);
 
 /* Options shared by every subcommand that runs the engine, for getopt_long tables:
- *   --threads N  --ctx N  --kv-type f16|f32|q8_0|q4_0  --no-prefix-cache  --prefill-rows R  --cache-min K
+ *   --threads N  --ctx N  --kv-type auto|f16|f32|q8_0|q4_0  --no-prefix-cache  --prefill-rows R  --cache-min K
  *   --kernels NAME  --kv-block N  --kv-mem BYTES  --swa-full  --swa-grid N  --kv-dir DIR  --kv-disk BYTES  --mlock
  *   --experts auto|map|pack  --state-grid N
  * (--mlock locks the model when cli_engine_new makes the engine; --experts sets FLATKV_EXPERTS for the model's load) */

@@ -106,12 +106,15 @@ bool fkv_token_is_eog(const fkv_model *m, int32_t id);
 /* How K/V rows are stored. F32 and F16 keep each value (F16 rounded to nearest even); Q8_0 and Q4_0 quantize each
  * row on its own in blocks of 32 values with an f16 scale per block, as ggml's block_q8_0 / block_q4_0 (about
  * 1/1.9 and 1/3.6 of F16's bytes): a row's bytes still depend on its own values alone, so on the tokens at and
- * before it. The quantized types need a head size that is a multiple of 32 (a model with another is refused). */
-typedef enum { FKV_KV_F32 = 0, FKV_KV_F16 = 1, FKV_KV_Q8_0 = 2, FKV_KV_Q4_0 = 3 } fkv_kv_type;
+ * before it. The quantized types need a head size that is a multiple of 32 (a model with another is refused).
+ * AUTO, the default, is Q8_0 where the heads allow it and F16 otherwise: at agent lengths the K/V outweighs the
+ * weights, and Q8_0 decodes 1.5-1.9x faster than F16 at 16k positions for a mean logit distance from F32 K/V of
+ * about 0.03 (docs/performance.md). */
+typedef enum { FKV_KV_F32 = 0, FKV_KV_F16 = 1, FKV_KV_Q8_0 = 2, FKV_KV_Q4_0 = 3, FKV_KV_AUTO = 4 } fkv_kv_type;
 
 typedef struct {
     uint32_t n_ctx;        /* positions the KV holds; 0: the model's training context */
-    fkv_kv_type kv_type;   /* storage of K/V rows */
+    fkv_kv_type kv_type;   /* storage of K/V rows (AUTO: as fkv_kv_type says) */
     int n_threads;         /* 0: OpenMP's default */
     uint32_t prefill_rows; /* the position-fixed grid of prefill chunks (docs/design.md §3); 0: engine's choice */
 } fkv_ctx_params;
@@ -122,6 +125,9 @@ fkv_ctx_params fkv_ctx_default_params(void);
 fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *p, fkv_error *err);
 void fkv_ctx_free(fkv_ctx *c);
 uint32_t fkv_ctx_n_ctx(const fkv_ctx *c);
+fkv_kv_type fkv_ctx_kv_type(const fkv_ctx *c); /* the storage taken (AUTO resolved) */
+/* "auto", "f32", "f16", "q8_0", "q4_0" (--kv-type's words); NULL for a value that is none of fkv_kv_type's. */
+const char *fkv_kv_type_name(fkv_kv_type t);
 
 /* Compute positions [pos0, pos0+n) from ids, writing their K/V rows, and the logits of the last n_logits
  * of them into logits ([n_logits][n_vocab]; may be NULL when n_logits is 0). Positions before pos0 must

@@ -56,6 +56,7 @@ static int setup_model(void **state, const char *path) {
     fkv_engine_params p;
     fkv_engine_default_params(&p, NULL);
     p.prefix_cache = false;
+    p.ctx.kv_type = FKV_KV_F16; /* the engines' (engine_on's callers') */
     f->cold = fkv_seq_new(f->m, &p, &err);
     fkv_sampler_params sp = fkv_sampler_default_params();
     sp.temp = 0;

@@ -370,6 +370,7 @@ static void test_hybrid_states_evicted_for_room_resume_exactly(void **state) {
     fkv_engine_params p;
     assert_int_equal(fkv_engine_default_params(&p, NULL), 0);
     p.ctx.n_ctx = 512;
+    p.ctx.kv_type = f->kv_type; /* the cold sequence's */
     p.ctx.prefill_rows = GRID;
     p.cache_min = 1;
     p.state_grid = STATE_GRID;

@@ -907,7 +907,7 @@ static void test_attention_accumulation_equals_its_steps(void **state) {
             }
 }
 
-/* ---- quantized K/V rows (kv.h, attn.h's kern_score_tile_q and kern_axpy_rows_q) ---------------- */
+/* ---- quantized K/V rows (kv.h, attn.h's kern_score_tile_q and kern_weigh_tile_q) ---------------- */
 
 static const ggml_type kv_quant_types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
 
@@ -980,54 +980,73 @@ static void test_quantized_key_scores_follow_the_order_and_equal_the_reference(v
             }
 }
 
-static void test_quantized_value_accumulation_equals_the_dequantized_steps(void **state) {
+/* Weights as attention gives them (exponentials, at most 1) — one vanishing block in every eighth query, so the
+ * "adds nothing" rule is met too — weighed against a V tile of random sections. */
+static void test_quantized_value_weighing_follows_the_order_and_equals_the_reference(void **state) {
     (void)state;
     uint64_t s = 22;
     const size_t ns[] = {32, 64, 96, 256};
-    const size_t key_counts[] = {1, 5, 31, 32};
+    const size_t key_counts[] = {1, 5, 16, 17, 31, 32};
     const size_t query_counts[] = {1, 2, 3, 5, 8, 9};
-    enum { OUT = 33 };
+    enum { T = KERN_KEY_TILE, OUT = T + 3 };
     for (size_t t = 0; t < 2; t++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
             for (size_t c = 0; c < sizeof key_counts / sizeof *key_counts; c++)
                 for (size_t u = 0; u < sizeof query_counts / sizeof *query_counts; u++) {
                     const ggml_type type = kv_quant_types[t];
-                    const size_t n = ns[k], n_keys = key_counts[c], n_q = query_counts[u];
-                    const size_t stride = n + 2 * QK, q_stride = n + 3; /* the head inside wider rows */
-                    uint8_t *rows = malloc(kern_row_bytes(type, n_keys * stride));
-                    random_kv_blocks(&s, type, rows, n_keys * stride / QK);
-                    float *a = normal_row(&s, n_q * OUT, 0.5f), *y0 = normal_row(&s, n_q * q_stride, 1.0f);
-                    float *ya = malloc(n_q * q_stride * sizeof *ya), *yb = malloc(n_q * q_stride * sizeof *yb);
-                    float *wide = malloc(n_keys * stride * sizeof *wide);
-                    quant_dequantize_row(type, rows, wide, n_keys * stride);
-                    memcpy(yb, y0, n_q * q_stride * sizeof *yb);
+                    const size_t n = ns[k], n_keys = key_counts[c], n_q = query_counts[u], nb = n / QK;
+                    const size_t block = kern_row_bytes(type, QK), bytes = block - sizeof(uint16_t);
+                    const size_t y_stride = n + 3; /* the head inside wider rows */
+                    uint8_t *vt = malloc(nb * T * block);
+                    random_kv_blocks(&s, type, vt, nb * T); /* then the scales: finite, either sign */
+                    for (size_t b = 0; b < nb; b++)
+                        for (size_t j = 0; j < T; j++) {
+                            const uint16_t d = kern_f32_to_f16(0.01f * rng_normal(&s));
+                            memcpy(vt + b * T * block + j * sizeof d, &d, sizeof d);
+                        }
+                    float *a = malloc(n_q * OUT * sizeof *a), *y0 = normal_row(&s, n_q * y_stride, 1.0f);
                     for (size_t r = 0; r < n_q; r++)
-                        for (size_t j = 0; j < n_keys; j++)
-                            for (size_t i = 0; i < n; i++)
-                                yb[r * q_stride + i] = fmaf(a[r * OUT + j], wide[j * stride + i], yb[r * q_stride + i]);
-                    /* the rows as a run of blocks, then block b of row j in section b (a quantized V tile, kv.h) */
-                    const size_t block = kern_row_bytes(type, QK), row_bytes = stride / QK * block;
-                    uint8_t *sections = malloc(n / QK * n_keys * block);
-                    for (size_t j = 0; j < n_keys; j++)
-                        for (size_t b = 0; b < n / QK; b++)
-                            memcpy(sections + (b * n_keys + j) * block, rows + j * row_bytes + b * block, block);
-                    for (int layout = 0; layout < 2; layout++) {
-                        memcpy(ya, y0, n_q * q_stride * sizeof *ya);
-                        if (layout == 0)
-                            kern_axpy_rows_q(type, ya, q_stride, a, OUT, n_q, rows, row_bytes, block, n_keys, n);
-                        else
-                            kern_axpy_rows_q(type, ya, q_stride, a, OUT, n_q, sections, block, n_keys * block, n_keys,
-                                             n);
-                        for (size_t r = 0; r < n_q; r++)
-                            assert_memory_equal(ya + r * q_stride, yb + r * q_stride, n * sizeof *ya);
+                        for (size_t j = 0; j < OUT; j++) {
+                            const float x = -fabsf(4.0f * rng_normal(&s));
+                            a[r * OUT + j] = r % 8 == 7 ? ldexpf(1.0f + x / 64, -130) : expf(x);
+                        }
+                    float *got = malloc(n_q * y_stride * sizeof *got), *want = malloc(n_q * y_stride * sizeof *want);
+                    memcpy(got, y0, n_q * y_stride * sizeof *got);
+                    memcpy(want, y0, n_q * y_stride * sizeof *want);
+                    kern_weigh_tile_q(type, got, y_stride, a, OUT, n_q, vt, n_keys, n);
+                    ref->weigh_tile_q(type, want, y_stride, a, OUT, n_q, vt, n_keys, n);
+                    for (size_t r = 0; r < n_q; r++) {
+                        assert_memory_equal(got + r * y_stride, want + r * y_stride, n * sizeof *got);
+                        for (size_t b = 0; b < nb; b++) { /* the order and the layout of attn.h, spelled out */
+                            const uint8_t *sec = vt + b * T * block, *qs = sec + T * sizeof(uint16_t);
+                            float w[T], top = 0.0f;
+                            for (size_t j = 0; j < n_keys; j++) {
+                                uint16_t d;
+                                memcpy(&d, sec + j * sizeof d, sizeof d);
+                                w[j] = a[r * OUT + j] * kern_f16_to_f32(d);
+                                top = fmaxf(top, fabsf(w[j]));
+                            }
+                            for (size_t i = 0; i < QK; i++) {
+                                float v = y0[r * y_stride + b * QK + i];
+                                if (top >= 0x1p-120f) {
+                                    int32_t sum = 0;
+                                    for (size_t j = 0; j < n_keys; j++) {
+                                        const uint8_t x = qs[(j / 4 * bytes + i % bytes) * 4 + j % 4];
+                                        const int32_t vq = type == GGML_TYPE_Q8_0 ? (int8_t)x
+                                                                                  : (i < 16 ? x & 15 : x >> 4) - 8;
+                                        sum += (int32_t)nearbyintf(w[j] * (127.0f / top)) * vq;
+                                    }
+                                    v = fmaf(top / 127.0f, (float)sum, v);
+                                }
+                                assert_same_bits(got[r * y_stride + b * QK + i], v, "quantized value weighing", n);
+                            }
+                        }
                     }
-                    free(sections);
-                    free(rows);
+                    free(vt);
                     free(a);
                     free(y0);
-                    free(ya);
-                    free(yb);
-                    free(wide);
+                    free(got);
+                    free(want);
                 }
 }
 
@@ -1864,7 +1883,7 @@ int main(void) {
         cmocka_unit_test(test_attention_scores_follow_the_order_and_equal_their_twins),
         cmocka_unit_test(test_attention_accumulation_equals_its_steps),
         cmocka_unit_test(test_quantized_key_scores_follow_the_order_and_equal_the_reference),
-        cmocka_unit_test(test_quantized_value_accumulation_equals_the_dequantized_steps),
+        cmocka_unit_test(test_quantized_value_weighing_follows_the_order_and_equals_the_reference),
         cmocka_unit_test(test_quantized_kv_rows_read_back_as_the_quantizer_wrote_them),
         cmocka_unit_test(test_quantized_kv_attention_equals_the_reference_at_awkward_shapes),
         cmocka_unit_test(test_activation_quants_never_reach_minus_128),

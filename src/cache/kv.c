@@ -12,6 +12,12 @@
 #include "kernels/quant.h"
 #include "kernels/traits.h"
 
+const char *fkv_kv_type_name(fkv_kv_type t) {
+    static const char *const names[] = {[FKV_KV_F32] = "f32", [FKV_KV_F16] = "f16", [FKV_KV_Q8_0] = "q8_0",
+                                        [FKV_KV_Q4_0] = "q4_0", [FKV_KV_AUTO] = "auto"};
+    return (unsigned)t < sizeof names / sizeof *names ? names[t] : NULL;
+}
+
 ggml_type kv_elem_type(fkv_kv_type type) {
     switch (type) {
     case FKV_KV_F16: return GGML_TYPE_F16;
@@ -25,13 +31,15 @@ static bool quantized(ggml_type type) { return type == GGML_TYPE_Q8_0 || type ==
 
 size_t kv_row_bytes(fkv_kv_type type, uint32_t kv_dim) { return kern_row_bytes(kv_elem_type(type), kv_dim); }
 
-int kv_check_type(fkv_kv_type type, uint32_t head_dim, uint32_t kv_dim, fkv_error *err) {
+int kv_choose_type(fkv_kv_type *chosen, uint32_t head_dim, uint32_t kv_dim, fkv_error *err) {
+    if (*chosen == FKV_KV_AUTO) *chosen = head_dim % QK ? FKV_KV_F16 : FKV_KV_Q8_0;
+    const fkv_kv_type type = *chosen;
     if (type != FKV_KV_F32 && type != FKV_KV_F16 && type != FKV_KV_Q8_0 && type != FKV_KV_Q4_0)
         return err_input(err, "unknown KV storage type %d", (int)type);
     if (quantized(kv_elem_type(type)) && head_dim % QK)
         return err_unsupported(err, "--kv-type %s quantizes K/V rows in blocks of %d values within each head, and "
                                "this model's heads have %u (kv_dim %u); use --kv-type f16 or f32",
-                               type == FKV_KV_Q8_0 ? "q8_0" : "q4_0", QK, head_dim, kv_dim);
+                               fkv_kv_type_name(type), QK, head_dim, kv_dim);
     return 0;
 }
 
@@ -84,9 +92,10 @@ ops_kv_view kv_map_view(const kv_map *m, uint32_t layer) {
 }
 
 /* A row is stored in units: its elements (f32, f16), or its blocks of QK elements (the quantized types). In a K tile,
- * unit u of the 32 keys is a section of OPS_ATTN_TILE units: f16/f32 key j's element at j (key-major); quantized
- * key j's scale at byte 2j, then the block's quant bytes in groups of KERN_KEY_GROUP, key-interleaved (attn.h). In a
- * quantized V tile, unit u's section holds the 32 positions' blocks in order; an f16/f32 V tile is its rows. */
+ * unit u of the 32 keys is a section of OPS_ATTN_TILE units: f16/f32 key j's element at j (key-major); quantized,
+ * key j's scale at byte 2j, then the block's quant bytes in groups of KERN_KEY_GROUP, key-interleaved (attn.h). A
+ * quantized V tile's sections likewise, with its quant bytes in groups of KERN_KEY_GROUP positions (attn.h); an
+ * f16/f32 V tile is its rows. */
 static uint32_t unit_elems(ggml_type type) { return quantized(type) ? QK : 1; }
 
 static size_t unit_bytes(ggml_type type) { return kern_row_bytes(type, unit_elems(type)); }
@@ -96,20 +105,28 @@ static uint8_t *tile_of(const ops_kv_view *view, bool v, uint32_t p) {
     return (uint8_t *)(v ? view->v : view->k) + ops_kv_offset(view, p - p % OPS_ATTN_TILE);
 }
 
-/* Unit u of position p's K row, as stored (src, unit_bytes), into its place in the tile kt; to_tile false: back. */
-static void move_k_unit(ggml_type type, uint8_t *kt, uint32_t p, uint32_t u, uint8_t *unit, bool to_tile) {
+/* Where quant byte b (of a block's n_bytes) of position j lies among a quantized section's quants: K's groups hold
+ * four bytes of one key, V's byte b of four positions. */
+static size_t quant_at(bool v, size_t n_bytes, size_t j, size_t b) {
+    return v ? (j / KERN_KEY_GROUP * n_bytes + b) * KERN_KEY_GROUP + j % KERN_KEY_GROUP
+             : (b / KERN_KEY_GROUP * OPS_ATTN_TILE + j) * KERN_KEY_GROUP + b % KERN_KEY_GROUP;
+}
+
+/* Unit u of position p's K (v false) or V row, as stored (unit, unit_bytes), into its place in the tile; to_tile
+ * false: back. */
+static void move_unit(ggml_type type, bool v, uint8_t *tile, uint32_t p, uint32_t u, uint8_t *unit, bool to_tile) {
     const size_t bytes = unit_bytes(type), j = p % OPS_ATTN_TILE;
-    uint8_t *section = kt + (size_t)u * OPS_ATTN_TILE * bytes;
+    uint8_t *section = tile + (size_t)u * OPS_ATTN_TILE * bytes;
     if (!quantized(type)) {
         memcpy(to_tile ? section + j * bytes : unit, to_tile ? unit : section + j * bytes, bytes);
         return;
     }
     uint8_t *scale = section + j * sizeof(uint16_t), *quants = section + OPS_ATTN_TILE * sizeof(uint16_t);
     memcpy(to_tile ? scale : unit, to_tile ? unit : scale, sizeof(uint16_t));
-    for (size_t g = 0; g < (bytes - sizeof(uint16_t)) / KERN_KEY_GROUP; g++) {
-        uint8_t *in_tile = quants + (g * OPS_ATTN_TILE + j) * KERN_KEY_GROUP;
-        uint8_t *in_unit = unit + sizeof(uint16_t) + g * KERN_KEY_GROUP;
-        memcpy(to_tile ? in_tile : in_unit, to_tile ? in_unit : in_tile, KERN_KEY_GROUP);
+    const size_t n_bytes = bytes - sizeof(uint16_t);
+    for (size_t b = 0; b < n_bytes; b++) {
+        uint8_t *in_tile = quants + quant_at(v, n_bytes, j, b), *in_unit = unit + sizeof(uint16_t) + b;
+        *(to_tile ? in_tile : in_unit) = *(to_tile ? in_unit : in_tile);
     }
 }
 
@@ -119,20 +136,14 @@ static uint8_t *v_row(const ops_kv_view *view, uint32_t p) { return (uint8_t *)v
 /* Units [u0, u0 + n) of position p's K (v false) or V row, as stored, from rows (to_tiles) or into them (else). */
 static void move_units(const ops_kv_view *view, bool v, uint32_t p, uint32_t u0, uint32_t n, uint8_t *row,
                        bool to_tiles) {
-    const size_t bytes = unit_bytes(view->type), j = p % OPS_ATTN_TILE;
+    const size_t bytes = unit_bytes(view->type);
     if (v && !quantized(view->type)) {
         uint8_t *at = v_row(view, p) + u0 * bytes;
         memcpy(to_tiles ? at : row, to_tiles ? row : at, n * bytes);
         return;
     }
     uint8_t *tile = tile_of(view, v, p);
-    for (uint32_t u = 0; u < n; u++) {
-        uint8_t *unit = row + u * bytes, *in_tile = tile + ((size_t)(u0 + u) * OPS_ATTN_TILE + j) * bytes;
-        if (v) /* a quantized V tile's section u0 + u, the position's block in it */
-            memcpy(to_tiles ? in_tile : unit, to_tiles ? unit : in_tile, bytes);
-        else
-            move_k_unit(view->type, tile, p, u0 + u, unit, to_tiles);
-    }
+    for (uint32_t u = 0; u < n; u++) move_unit(view->type, v, tile, p, u0 + u, row + u * bytes, to_tiles);
 }
 
 /* n values (whole blocks for the quantized types) in the storage type, as kv.h says. */

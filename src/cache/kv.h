@@ -6,13 +6,14 @@
  * Layout: for each layer, K rows then (separately) V rows, kv_dim = n_kv_heads × head_dim elements each, in tiles of
  * OPS_ATTN_TILE positions. Stored as f32, f16 (rounded to nearest even), or quantized: Q8_0 / Q4_0 blocks of 32
  * values, ggml's block_q8_0 / block_q4_0 from the weight quantizers (quant_quantize_row: ggml's rounding), a row's
- * blocks each from its own 32 values — so the quantized types take heads of a multiple of 32 (kv_check_type), and a
+ * blocks each from its own 32 values — so the quantized types take heads of a multiple of 32 (kv_choose_type), and a
  * head's blocks are its own. A K tile is laid out for the scores of a tile of keys at once: f16/f32 key-major (ops.h's
  * ops_kv_view), no transposing; quantized, per block of the rows a section of the 32 keys' scales then their quants in
  * groups of four, key-interleaved (attn.h's kern_score_tile_q) — the operands of integer products of four quants of
  * 16 keys at once. An f16/f32 V tile is its rows position-major (a row: kv_dim values); a quantized one, per block of
- * the rows a section of the 32 positions' blocks, so a head's values are contiguous sections, as its keys are (rows
- * position-major would give each head a 34- or 18-byte-a-block slice of every row, starting anywhere in a line). A row
+ * the rows a section of the 32 positions' scales then their quants in groups of four positions (attn.h's
+ * kern_weigh_tile_q) — the operands of integer products of four weights with 16 values — so a head's values are
+ * contiguous sections, as its keys are. A row
  * is the same bytes either way; digests and kv_map_read see rows as stored: values, or ggml blocks.
  *
  * INVARIANT: a row's stored bytes are a function of the f32 values stored into it alone (conversion is element-wise,
@@ -42,13 +43,14 @@ typedef struct {
 ggml_type kv_elem_type(fkv_kv_type type);
 /* Bytes of one K (or V) row of kv_dim values stored as type: the one place that says how big a row is. */
 size_t kv_row_bytes(fkv_kv_type type, uint32_t kv_dim);
-/* 0 when rows of heads of head_dim values (kv_dim in all) can be stored as type; else -1 with err: FKV_E_INPUT for a
- * type that is none of fkv_kv_type's, FKV_E_UNSUPPORTED for a quantized type and a head size not a multiple of 32. */
-int kv_check_type(fkv_kv_type type, uint32_t head_dim, uint32_t kv_dim, fkv_error *err);
+/* *chosen as a storage type for rows of heads of head_dim values (kv_dim in all): FKV_KV_AUTO becomes the type it
+ * means for them (flatkv.h); then 0 when they can be stored so, else -1 with err: FKV_E_INPUT for a type that is
+ * none of fkv_kv_type's, FKV_E_UNSUPPORTED for a quantized type and a head size not a multiple of 32. */
+int kv_choose_type(fkv_kv_type *chosen, uint32_t head_dim, uint32_t kv_dim, fkv_error *err);
 
 /* The version of the layout above: part of every disk block's name (engine.c), so blocks stored in another layout are
- * never read. 2: quantized V tiles in sections. */
-#define KV_LAYOUT_VERSION 2
+ * never read. 2: quantized V tiles in sections; 3: their quants in groups of four positions. */
+#define KV_LAYOUT_VERSION 3
 
 /* Rows that hold n positions: whole attention tiles, since K (and quantized V) is stored a tile at a time (a tile's
  * last key reaches 32 rows past its start, whatever position was stored). */

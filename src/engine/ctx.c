@@ -33,10 +33,12 @@ struct fkv_ctx {
 };
 
 fkv_ctx_params fkv_ctx_default_params(void) {
-    return (fkv_ctx_params){.n_ctx = 0, .kv_type = FKV_KV_F16, .n_threads = 0, .prefill_rows = 0};
+    return (fkv_ctx_params){.n_ctx = 0, .kv_type = FKV_KV_AUTO, .n_threads = 0, .prefill_rows = 0};
 }
 
 uint32_t fkv_ctx_n_ctx(const fkv_ctx *c) { return c->p.n_ctx; }
+
+fkv_kv_type fkv_ctx_kv_type(const fkv_ctx *c) { return c->p.kv_type; }
 
 void fkv_ctx_free(fkv_ctx *c) {
     if (!c) return;
@@ -63,7 +65,7 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
      * fkv_ctx_n_ctx tells what was taken), an explicit one larger is refused — the engine's rule (engine.c
      * fit_context), with this buffer as the whole budget. */
     uint32_t kv_layers[2];
-    if (kv_check_type(c->p.kv_type, hp->head_dim, hp->n_kv_heads * hp->head_dim, err)) {
+    if (kv_choose_type(&c->p.kv_type, hp->head_dim, hp->n_kv_heads * hp->head_dim, err)) {
         fkv_ctx_free(c);
         return NULL;
     }

@@ -190,7 +190,7 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     if (!e->p.kv_block) e->p.kv_block = DEFAULT_BLOCK_ROWS;
     if (!e->p.max_batch) e->p.max_batch = DEFAULT_MAX_BATCH;
     uint32_t kv_dim = hp->n_kv_heads * hp->head_dim, kv_layers[2];
-    if (kv_check_type(cp->kv_type, hp->head_dim, kv_dim, err)) goto fail;
+    if (kv_choose_type(&cp->kv_type, hp->head_dim, kv_dim, err)) goto fail;
     if (!(e->layer_table = malloc(sizeof *e->layer_table * hp->n_layers))) {
         err_nomem(err, "out of memory for the engine's layer table");
         goto fail;

@@ -28,9 +28,9 @@ void kern_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q,
     kern_active()->score_tile_q(type, kt, q, q_stride, n_q, n, out, out_stride);
 }
 
-void kern_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
-                      const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n) {
-    kern_active()->axpy_rows_q(type, y, y_stride, a, a_stride, n_y, rows, row_stride, block_stride, n_rows, n);
+void kern_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                       const uint8_t *vt, size_t n_keys, size_t n) {
+    kern_active()->weigh_tile_q(type, y, y_stride, a, a_stride, n_y, vt, n_keys, n);
 }
 
 void kern_exp(float *x, size_t n) { kern_active()->exp(x, n); }

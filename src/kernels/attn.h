@@ -14,8 +14,15 @@
  *   s = fmaf(d_q[b] * d_k[b], (float)s_b, s) for b = 0, 1, .., n/32 - 1 from s = +0.0f. d_q · d_k is a product of two
  *   f16 values, exact in f32, and |s_b| <= 32 · 127 · 128 converts exactly, so the chain's fmafs are its only
  *   roundings. (One lane per key again; integer units — VNNI — compute s_b however they like.)
- * - Values of quantized rows (kern_axpy_rows_q): element i of row j is dequantized exactly, v = (float)k_q * d (at
- *   most 8 significant bits times an f16), then accumulated as for f16 rows: y[i] = fmaf(a[j], v, y[i]), j in order.
+ * - Values of quantized rows (kern_weigh_tile_q: a V tile of Q8_0 or Q4_0 blocks): per query and per 32-element block
+ *   of the head, key j's weight a_j times its block's scale d_j, w_j = a_j · d_j (one rounding), for the keys
+ *   j < n_keys; W = the largest |w_j|; each w_j quantized against it, w_q[j] = nearbyintf(w_j · (127.0f / W)) in
+ *   [-127, 127]; the integer sums S[i] = Σ_j w_q[j] · v_q[j][i] exact (any order: |S| <= 32 · 127 · 128 < 2^24;
+ *   v_q = qs for Q8_0, nibble - 8 for Q4_0); then y[i] = fmaf(W / 127.0f, (float)S[i], y[i]), one step per block and
+ *   tile. A block whose W is below 2^-120 (127 / W would overflow: its weights vanish) or not finite adds nothing.
+ *   (So the values' products run on integer units, a quarter of f32's work; 127 and not 255 so that AVX2's 16-bit
+ *   pair sums hold |w_q| · |v_q| twice. The weights' rounding, at most W/254 a key, is of the size of the values'
+ *   own, d/2. Weights and scales are finite — exponentials and the scales of stored rows; a NaN is not defined.)
  * - The softmax's tile steps and e^x: below, at kern_exp, kern_scale_max and kern_exp_sum_rows.
  * - The tiles' schedule, windows and sinks (a last softmax step, its exponentials by kern_exp): ops.h's
  *   ops_attention, one code for every variant.
@@ -77,10 +84,16 @@ void kern_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *
  * scores at out + r·out_stride (32 floats). The order above. */
 void kern_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q,
                        size_t n, float *out, size_t out_stride);
-/* kern_axpy_rows_f16's accumulation from n_rows rows of Q8_0 or Q4_0 blocks (type), as for f16 rows: element i of
- * row j is element i % QK of the block at rows + j·row_stride + (i / QK)·block_stride (bytes; n a multiple of QK) —
- * rows of blocks in a run (block_stride a block's bytes), or a quantized V tile's sections (kv.h). */
-void kern_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
-                      const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n);
+/* A V tile of quantized rows (Q8_0 or Q4_0, 32 positions; kv.h stores them so): for each 32-element block of the rows
+ * in turn, a section of 32 × the block's bytes — the 32 positions' f16 scales (position j's at byte 2j), then the
+ * block's quant bytes in groups of four positions, group g holding byte b of positions 4g..4g+3 at 4b .. 4b+3 of it
+ * (b < the block's quant bytes: Q8_0 32, Q4_0 16 with elements b and b + 16 in its low and high nibble). So four
+ * positions' values of 16 elements are one 64-byte load, the operand of one VNNI product against four weights. */
+
+/* Accumulate into y (query r's n elements at y + r·y_stride, n a multiple of QK) the values of the quantized V tile vt
+ * (type Q8_0 or Q4_0; vt at the section of the head's first block) weighted by query r's weights a + r·a_stride (keys
+ * j < n_keys; the others are not read), in the order above, for n_y queries. */
+void kern_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                       const uint8_t *vt, size_t n_keys, size_t n);
 
 #endif

@@ -317,7 +317,6 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
     const size_t stride = kv->row_bytes / kern_row_bytes(kv->type, unit) * unit;
     const size_t v_head = kern_row_bytes(kv->type, head_off), k_head = v_head * OPS_ATTN_TILE;
     const size_t v_bytes = kern_row_bytes(kv->type, head_dim), k_bytes = v_bytes * OPS_ATTN_TILE;
-    const size_t block = kern_row_bytes(kv->type, unit); /* a quantized V tile's row stride; its sections' / 32 */
     const uint32_t last = qpos[m - 1];
     for (uint32_t t0 = window_start(qpos[0], window) / OPS_ATTN_TILE * OPS_ATTN_TILE; t0 <= last; t0 += OPS_ATTN_TILE) {
         const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles blocks */
@@ -375,8 +374,7 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
             float *y = acc + u * out_stride;
             const float *w = scores + u * OPS_ATTN_TILE;
             if (quantized)
-                kern_axpy_rows_q(kv->type, y, out_stride, w, OPS_ATTN_TILE, n_q, vt, block, block * OPS_ATTN_TILE,
-                                 keys[u], head_dim);
+                kern_weigh_tile_q(kv->type, y, out_stride, w, OPS_ATTN_TILE, n_q, vt, keys[u], head_dim);
             else if (kv->type == GGML_TYPE_F16)
                 kern_axpy_rows_f16(y, out_stride, w, OPS_ATTN_TILE, n_q, (const uint16_t *)vt, stride, keys[u],
                                    head_dim);

@@ -31,7 +31,7 @@
 
 /* The version of the bits' definition (the reference kernels' orders, src/kernels/order.h): part of every disk block's
  * name, so a block computed under other bits is never read. Bump it with any change to tests/golden/digests.txt. */
-#define OPS_BITS_VERSION 1
+#define OPS_BITS_VERSION 2 /* 2: quantized V weighed in integers (attn.h) */
 
 #define OPS_ATTN_TILE KERN_KEY_TILE /* 32 */
 #define OPS_ATTN_MAX_HEAD_DIM 256 /* the widest head accepted (real models: 64 to 256); a bound on corrupt files */

@@ -20,7 +20,7 @@
 #define DOT_LANES 32  /* f32 dot: element i goes to lane i % 32 */
 #define BLOCK_LANES 8 /* quantized dot: block b goes to lane b % 8 */
 
-/* The bytes of one block of a quantized K/V row (kern_score_tile_q, kern_axpy_rows_q: Q8_0 or Q4_0). */
+/* The bytes of one block of a quantized K/V row (kern_score_tile_q, kern_weigh_tile_q: Q8_0 or Q4_0). */
 static inline size_t ord_kv_block_bytes(ggml_type type) {
     return type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
 }

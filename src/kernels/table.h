@@ -53,11 +53,11 @@ typedef struct kern_ops {
                           const uint16_t *rows, size_t stride, size_t n_rows, size_t n);
     void (*axpy_rows_f32)(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
                           size_t stride, size_t n_rows, size_t n);
-    /* the same for K/V rows quantized to Q8_0 or Q4_0 (type): scores from Q8_0 queries, values dequantized */
+    /* the same for K/V rows quantized to Q8_0 or Q4_0 (type): scores from Q8_0 queries, values weighed in integers */
     void (*score_tile_q)(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q,
                          size_t n, float *out, size_t out_stride);
-    void (*axpy_rows_q)(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
-                        const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n);
+    void (*weigh_tile_q)(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                         const uint8_t *vt, size_t n_keys, size_t n);
     void (*exp)(float *x, size_t n);
     float (*scale_max)(float *s, size_t n, float scale);
     void (*exp_sum_rows)(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);

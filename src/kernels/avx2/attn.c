@@ -9,6 +9,7 @@
 #include "attn.h"
 #include "simd.h"
 
+#include <float.h>
 #include <string.h>
 
 void avx2_exp(float *x, size_t n) {
@@ -268,12 +269,109 @@ void avx2_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q,
                 score_keys_q(type, 1, kt, k0, q + r * q_stride, q_stride, n, out + r * out_stride, out_stride);
 }
 
-void avx2_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
-                      const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n) {
-    if (type == GGML_TYPE_Q8_0)
-        axpy_block(WIDEN_Q8_0, y, y_stride, a, a_stride, n_y, rows, row_stride, block_stride, n_rows, n);
-    else
-        axpy_block(WIDEN_Q4_0, y, y_stride, a, a_stride, n_y, rows, row_stride, block_stride, n_rows, n);
+/* ---- values of a quantized V tile (attn.h's layout and order) ---- */
+
+/* Queries side by side on one section: 4 integer sums each, with the section's value registers, within the 16. */
+#define WEIGH_MAX_Q 2
+
+/* One query's weights of a block (attn.h): w_j = a_j · d_j for j < n_keys (the others +0), quantized against W = max
+ * |w_j| into wq (32 bytes). False when the block adds nothing; else W / 127 in *scale and Σ wq in *sum. */
+static bool block_weights(const float *a, const uint8_t *sec, size_t n_keys, int8_t *wq, float *scale, int32_t *sum) {
+    __m256 w[4], top = _mm256_setzero_ps();
+    for (int h = 0; h < 4; h++) {
+        const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n_keys),
+                                                _mm256_add_epi32(_mm256_set1_epi32(8 * h),
+                                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sec + 16 * h)));
+        w[h] = _mm256_and_ps(_mm256_mul_ps(_mm256_maskload_ps(a + 8 * h, live), d), _mm256_castsi256_ps(live));
+        top = _mm256_max_ps(top, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), w[h]));
+    }
+    __m128 t = _mm_max_ps(_mm256_castps256_ps128(top), _mm256_extractf128_ps(top, 1));
+    t = _mm_max_ps(t, _mm_movehl_ps(t, t));
+    const float W = _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
+    if (!(W >= 0x1p-120f && W <= FLT_MAX)) return false;
+    const __m256 c = _mm256_set1_ps(127.0f / W);
+    __m256i q[4];
+    for (int h = 0; h < 4; h++) q[h] = _mm256_cvtps_epi32(_mm256_mul_ps(w[h], c));
+    /* 32 int32 → 32 bytes in order: the packs interleave 128-bit lanes, the permute puts them back */
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256((__m256i *)wq,
+                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+    *sum = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1))));
+    *scale = W / 127.0f;
+    return true;
+}
+
+/* Q queries (1 or 2) against one block's section, per group of four positions: Q8_0's 32 elements are four registers
+ * (elements 8h..8h+7), products |v| · (w with v's sign) — pair sums at most 2 · 128 · 127, below maddubs's 16-bit
+ * limit; Q4_0's are two, their low and high nibbles (v + 8) times w, the offset 8 · Σ w_q taken off again. Then one
+ * step per element, fmaf(W / 127, S, y). */
+static inline __attribute__((always_inline)) void weigh_queries(ggml_type type, int Q, float *y, size_t y_stride,
+                                                                const float *a, size_t a_stride, const uint8_t *sec,
+                                                                size_t n_keys) {
+    const bool q8 = type == GGML_TYPE_Q8_0;
+    const uint8_t *qs = sec + sizeof(uint16_t) * KERN_KEY_TILE;
+    const size_t group = (ord_kv_block_bytes(type) - sizeof(uint16_t)) * KERN_KEY_GROUP;
+    int8_t wq[WEIGH_MAX_Q][KERN_KEY_TILE];
+    float scale[WEIGH_MAX_Q];
+    int32_t wsum[WEIGH_MAX_Q];
+    bool live[WEIGH_MAX_Q];
+    for (int r = 0; r < Q; r++)
+        if (!(live[r] = block_weights(a + r * a_stride, sec, n_keys, wq[r], &scale[r], &wsum[r])))
+            memset(wq[r], 0, sizeof wq[r]);
+    __m256i sum[4 * WEIGH_MAX_Q];
+    for (int c = 0; c < 4 * Q; c++) sum[c] = _mm256_setzero_si256();
+    for (int g = 0; g < KERN_KEY_TILE / KERN_KEY_GROUP; g++) {
+        __m256i w[WEIGH_MAX_Q];
+        for (int r = 0; r < Q; r++) {
+            int32_t w4;
+            memcpy(&w4, wq[r] + g * KERN_KEY_GROUP, sizeof w4);
+            w[r] = _mm256_set1_epi32(w4);
+        }
+        if (q8)
+            for (int h = 0; h < 4; h++) {
+                const __m256i x = _mm256_loadu_si256((const __m256i *)(qs + g * group + 32 * h));
+                const __m256i ax = _mm256_abs_epi8(x);
+                for (int r = 0; r < Q; r++)
+                    sum[4 * r + h] = sums_u8s8(sum[4 * r + h], ax, _mm256_sign_epi8(w[r], x));
+            }
+        else
+            for (int h = 0; h < 2; h++) {
+                const __m256i x = _mm256_loadu_si256((const __m256i *)(qs + g * group + 32 * h));
+                const __m256i m = _mm256_set1_epi8(15);
+                const __m256i lo = _mm256_and_si256(x, m), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m);
+                for (int r = 0; r < Q; r++) {
+                    sum[4 * r + h] = sums_u8s8(sum[4 * r + h], lo, w[r]);
+                    sum[4 * r + 2 + h] = sums_u8s8(sum[4 * r + 2 + h], hi, w[r]);
+                }
+            }
+    }
+    for (int r = 0; r < Q; r++) {
+        if (!live[r]) continue;
+        const __m256i off = _mm256_set1_epi32(q8 ? 0 : 8 * wsum[r]);
+        const __m256 sc = _mm256_set1_ps(scale[r]);
+        float *yr = y + r * y_stride;
+        for (int h = 0; h < 4; h++)
+            _mm256_storeu_ps(yr + 8 * h, _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(_mm256_sub_epi32(sum[4 * r + h], off)),
+                                                         _mm256_loadu_ps(yr + 8 * h)));
+    }
+}
+
+void avx2_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                       const uint8_t *vt, size_t n_keys, size_t n) {
+    const size_t section = ord_kv_block_bytes(type) * KERN_KEY_TILE;
+    for (size_t b = 0; b < n / QK; b++)
+        for (size_t r = 0; r < n_y; r += WEIGH_MAX_Q) {
+            float *yr = y + r * y_stride + b * QK;
+            const float *ar = a + r * a_stride;
+            if (n_y - r >= 2)
+                weigh_queries(type, 2, yr, y_stride, ar, a_stride, vt + b * section, n_keys);
+            else
+                weigh_queries(type, 1, yr, y_stride, ar, a_stride, vt + b * section, n_keys);
+        }
 }
 
 void avx2_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,

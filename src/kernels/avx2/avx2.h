@@ -32,9 +32,8 @@ void avx2_panel_rows(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1,
 /* attn.c */
 void avx2_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, size_t q_stride, size_t n_q, size_t n,
                        float *out, size_t out_stride);
-void avx2_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
-                      const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows,
-                      size_t n);
+void avx2_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                       const uint8_t *vt, size_t n_keys, size_t n);
 void avx2_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
                          size_t out_stride);
 void avx2_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,

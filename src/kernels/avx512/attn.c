@@ -13,6 +13,7 @@
 #include "attn.h"
 #include "simd.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -290,12 +291,107 @@ void avx512_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_st
     axpy_rows(WIDEN_F32, y, y_stride, a, a_stride, n_y, rows, stride, 0, n_rows, n);
 }
 
-void avx512_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
-                        const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n) {
-    if (type == GGML_TYPE_Q8_0)
-        axpy_rows(WIDEN_Q8_0, y, y_stride, a, a_stride, n_y, rows, row_stride, block_stride, n_rows, n);
-    else
-        axpy_rows(WIDEN_Q4_0, y, y_stride, a, a_stride, n_y, rows, row_stride, block_stride, n_rows, n);
+/* ---- values of a quantized V tile (attn.h's layout and order) ---------------------------------- */
+
+/* Queries side by side on one section: per query 2 integer sums, with the section's 2 operand registers. */
+#define WEIGH_MAX_Q 8
+
+/* One query's weights of a block (attn.h): w_j = a_j · d_j for the keys in `keys` (the others +0), quantized against
+ * W = max |w_j| into wq (32 bytes). False when the block adds nothing; else W / 127 in *scale. */
+static inline bool block_weights(const float *a, __m512 d0, __m512 d1, __mmask32 keys, int8_t *wq, float *scale) {
+    const __mmask16 k0 = (__mmask16)keys, k1 = (__mmask16)(keys >> 16);
+    const __m512 w0 = _mm512_maskz_mul_ps(k0, _mm512_maskz_loadu_ps(k0, a), d0);
+    const __m512 w1 = _mm512_maskz_mul_ps(k1, _mm512_maskz_loadu_ps(k1, a + 16), d1);
+    const float top = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(w0), _mm512_abs_ps(w1)));
+    if (!(top >= 0x1p-120f && top <= FLT_MAX)) return false;
+    const __m512 c = _mm512_set1_ps(127.0f / top);
+    _mm_storeu_si128((__m128i *)wq, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(w0, c))));
+    _mm_storeu_si128((__m128i *)(wq + 16), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(w1, c))));
+    *scale = top / 127.0f;
+    return true;
+}
+
+/* Q queries (1..WEIGH_MAX_Q) against one block's section: per group of four positions, elements 0..15 and 16..31 are
+ * two registers of signed values (Q4_0's nibbles less 8), VNNI products with each query's four weights offset to
+ * w + 128 (xor 0x80: unsigned); 128 times the values' column sums, taken in the same pass, comes off again, so S is
+ * exact (keys past n_keys have w = 0: their values cancel too). Then one step per element, fmaf(W / 127, S, y). */
+static inline __attribute__((always_inline)) void weigh_queries(ggml_type type, int Q, float *y, size_t y_stride,
+                                                                const float *a, size_t a_stride,
+                                                                const uint8_t *sec, __mmask32 keys) {
+    const bool q8 = type == GGML_TYPE_Q8_0;
+    const uint8_t *qs = sec + sizeof(uint16_t) * KERN_KEY_TILE;
+    const size_t group = (ord_kv_block_bytes(type) - sizeof(uint16_t)) * KERN_KEY_GROUP;
+    const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sec));
+    const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sec + 32)));
+    int8_t wq[WEIGH_MAX_Q][KERN_KEY_TILE];
+    float scale[WEIGH_MAX_Q];
+    bool live[WEIGH_MAX_Q];
+    for (int r = 0; r < Q; r++)
+        if (!(live[r] = block_weights(a + r * a_stride, d0, d1, keys, wq[r], &scale[r]))) {
+            memset(wq[r], 0, sizeof wq[r]);
+            scale[r] = 0.0f; /* never read: the query's y stays as it is */
+        }
+    __m512i sum[2 * WEIGH_MAX_Q], col0 = _mm512_setzero_si512(), col1 = _mm512_setzero_si512();
+    for (int c = 0; c < 2 * Q; c++) sum[c] = _mm512_setzero_si512();
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int g = 0; g < KERN_KEY_TILE / KERN_KEY_GROUP; g++) {
+        __m512i v0, v1;
+        if (q8) {
+            v0 = _mm512_loadu_si512(qs + g * group);
+            v1 = _mm512_loadu_si512(qs + g * group + 64);
+        } else {
+            const __m512i x = _mm512_loadu_si512(qs + g * group), m = _mm512_set1_epi8(15);
+            const __m512i eight = _mm512_set1_epi8(8);
+            v0 = _mm512_sub_epi8(_mm512_and_si512(x, m), eight);
+            v1 = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), m), eight);
+        }
+        if (Q > 1) {
+            PIN(v0);
+            PIN(v1);
+        }
+        col0 = _mm512_dpbusd_epi32(col0, ones, v0);
+        col1 = _mm512_dpbusd_epi32(col1, ones, v1);
+        for (int r = 0; r < Q; r++) {
+            uint32_t w4;
+            memcpy(&w4, wq[r] + g * KERN_KEY_GROUP, sizeof w4);
+            const __m512i w = _mm512_set1_epi32((int32_t)(w4 ^ 0x80808080u));
+            sum[2 * r] = _mm512_dpbusd_epi32(sum[2 * r], w, v0);
+            sum[2 * r + 1] = _mm512_dpbusd_epi32(sum[2 * r + 1], w, v1);
+        }
+    }
+    const __m512i off0 = _mm512_slli_epi32(col0, 7), off1 = _mm512_slli_epi32(col1, 7);
+    for (int r = 0; r < Q; r++) {
+        if (!live[r]) continue;
+        const __m512 sc = _mm512_set1_ps(scale[r]);
+        float *yr = y + r * y_stride;
+        _mm512_storeu_ps(yr, _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_sub_epi32(sum[2 * r], off0)),
+                                             _mm512_loadu_ps(yr)));
+        _mm512_storeu_ps(yr + 16, _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_sub_epi32(sum[2 * r + 1], off1)),
+                                                  _mm512_loadu_ps(yr + 16)));
+    }
+}
+
+void avx512_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                         const uint8_t *vt, size_t n_keys, size_t n) {
+    const size_t section = ord_kv_block_bytes(type) * KERN_KEY_TILE;
+    const __mmask32 keys = n_keys >= 32 ? 0xffffffffu : (__mmask32)((1u << n_keys) - 1);
+    for (size_t b = 0; b < n / QK; b++)
+        for (size_t r = 0, Q; r < n_y; r += Q) {
+            Q = next_block(n_y - r, WEIGH_MAX_Q);
+            float *yr = y + r * y_stride + b * QK;
+            const float *ar = a + r * a_stride;
+            const uint8_t *sec = vt + b * section;
+            switch (Q) {
+            case 8: weigh_queries(type, 8, yr, y_stride, ar, a_stride, sec, keys); break;
+            case 7: weigh_queries(type, 7, yr, y_stride, ar, a_stride, sec, keys); break;
+            case 6: weigh_queries(type, 6, yr, y_stride, ar, a_stride, sec, keys); break;
+            case 5: weigh_queries(type, 5, yr, y_stride, ar, a_stride, sec, keys); break;
+            case 4: weigh_queries(type, 4, yr, y_stride, ar, a_stride, sec, keys); break;
+            case 3: weigh_queries(type, 3, yr, y_stride, ar, a_stride, sec, keys); break;
+            case 2: weigh_queries(type, 2, yr, y_stride, ar, a_stride, sec, keys); break;
+            default: weigh_queries(type, 1, yr, y_stride, ar, a_stride, sec, keys); break;
+            }
+        }
 }
 
 /* ---- exponentials ------------------------------------------------------------------------------ */

@@ -2,6 +2,8 @@
  * accumulation (attn.h). */
 #include "ref.h"
 
+#include <float.h>
+
 #include "attn.h"
 #include "order.h"
 
@@ -85,21 +87,37 @@ void ref_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q, 
         }
 }
 
-/* Element i (< QK) of a Q8_0 or Q4_0 block, dequantized (exactly: attn.h). */
-static float block_value(ggml_type type, const uint8_t *block, size_t i) {
-    const uint8_t *qs = block + sizeof(uint16_t);
-    const int32_t q = type == GGML_TYPE_Q8_0 ? (int8_t)qs[i] : ((qs[i % (QK / 2)] >> (i / (QK / 2) * 4)) & 15) - 8;
-    return (float)q * f16_at(block);
+/* The quant of element i (< QK) of position j in a V tile's section of one block (attn.h), offset removed. */
+static int32_t value_quant(ggml_type type, const uint8_t *section, size_t j, size_t i) {
+    const uint8_t *qs = section + sizeof(uint16_t) * KERN_KEY_TILE;
+    const size_t bytes = ord_kv_block_bytes(type) - sizeof(uint16_t), b = i % bytes; /* Q4_0: b holds i and i + 16 */
+    const uint8_t byte = qs[(j / KERN_KEY_GROUP * bytes + b) * KERN_KEY_GROUP + j % KERN_KEY_GROUP];
+    if (type == GGML_TYPE_Q8_0) return (int8_t)byte;
+    return (i < QK / 2 ? byte & 15 : byte >> 4) - 8;
 }
 
-void ref_axpy_rows_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
-                     const uint8_t *rows, size_t row_stride, size_t block_stride, size_t n_rows, size_t n) {
+void ref_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
+                      const uint8_t *vt, size_t n_keys, size_t n) {
+    const size_t section = ord_kv_block_bytes(type) * KERN_KEY_TILE;
     for (size_t r = 0; r < n_y; r++)
-        for (size_t j = 0; j < n_rows; j++)
-            for (size_t i = 0; i < n; i++) {
-                const float v = block_value(type, rows + j * row_stride + i / QK * block_stride, i % QK);
-                y[r * y_stride + i] = fmaf(a[r * a_stride + j], v, y[r * y_stride + i]);
+        for (size_t b = 0; b < n / QK; b++) {
+            const uint8_t *sec = vt + b * section;
+            float w[KERN_KEY_TILE], top = 0.0f;
+            for (size_t j = 0; j < n_keys; j++) {
+                w[j] = a[r * a_stride + j] * f16_at(sec + sizeof(uint16_t) * j);
+                if (fabsf(w[j]) > top) top = fabsf(w[j]);
             }
+            if (!(top >= 0x1p-120f && top <= FLT_MAX)) continue;
+            const float c = 127.0f / top;
+            int32_t wq[KERN_KEY_TILE];
+            for (size_t j = 0; j < n_keys; j++) wq[j] = (int32_t)nearbyintf(w[j] * c);
+            for (size_t i = 0; i < QK; i++) {
+                int32_t sum = 0;
+                for (size_t j = 0; j < n_keys; j++) sum += wq[j] * value_quant(type, sec, j, i);
+                float *yi = &y[r * y_stride + b * QK + i];
+                *yi = fmaf(top / 127.0f, (float)sum, *yi);
+            }
+        }
 }
 
 void ref_exp(float *x, size_t n) {
