@@ -102,6 +102,8 @@ int main(int argc, char **argv) {
     for (int t = 0; t < N_TYPES; t++) {
         harness_sort(tps[t], (size_t)reps);
         median[t] = reps % 2 ? tps[t][reps / 2] : (tps[t][reps / 2 - 1] + tps[t][reps / 2]) / 2;
+    }
+    for (int t = 0; t < N_TYPES; t++) {
         double max_d = 0, sum_d = 0;
         uint32_t top1 = 0, same = 0, first = n_gen;
         for (uint32_t p = 0; p < LOGIT_ROWS; p++) {

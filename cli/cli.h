@@ -48,7 +48,8 @@ enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PRE
 #define CLI_ENGINE_HELP                                                                                      \
     "      --threads N        threads (default: all cores)\n"                                                 \
     "      --ctx N            context positions (default: the model's)\n"                                     \
-    "      --kv-type TYPE     K/V storage: f16 (default), f32, q8_0 or q4_0 (blocks of 32 per head)\n"      \
+    "      --kv-type TYPE     K/V storage: auto (default: q8_0 where heads are multiples of 32, else f16),\n" \
+    "                         f16, f32, q8_0 or q4_0 (blocks of 32 per head)\n"                             \
     "      --no-prefix-cache  prefill every prompt from position 0 (FLATKV_PREFIX_CACHE=0)\n"                 \
     "      --prefill-rows R   prefill chunk grid in positions (FLATKV_PREFILL_ROWS)\n"                        \
     "      --cache-min K      smallest prefix reuse worth taking (FLATKV_PREFIX_CACHE_MIN, default 1)\n"      \

@@ -935,7 +935,7 @@ static void test_quantized_key_scores_follow_the_order_and_equal_the_reference(v
     (void)state;
     uint64_t s = 21;
     const size_t ns[] = {32, 64, 96, 128, 256};
-    const size_t query_counts[] = {1, 2, 3, 5, 6, 7, 13};
+    const size_t query_counts[] = {1, 2, 3, 5, 6, 7, 13, 16, 17, 40};
     enum { T = KERN_KEY_TILE, OUT = T + 3 };
     for (size_t t = 0; t < 2; t++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
