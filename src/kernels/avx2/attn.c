@@ -137,7 +137,7 @@ void avx2_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_
  * each row chunk loaded once for the Q outputs. */
 static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, int Q, float *y, size_t y_stride,
                                                                 const float *a, size_t a_stride, const void *rows,
-                                                                size_t stride, size_t block_stride, size_t n_rows,
+                                                                size_t stride, size_t n_rows,
                                                                 size_t n) {
     size_t i = 0;
     const int W = 8 / Q; /* registers per output */
@@ -151,12 +151,10 @@ static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, 
                 aj[r] = _mm256_set1_ps(a[r * a_stride + j]);
                 if (Q > 1) PIN(aj[r]);
             }
-            __m256 block[4]; /* W a multiple of 4 (i of 32): a block (or 32 elements) at a time */
             for (int u = 0; u < W; u++) {
                 size_t at;
-                const void *p = widened_elem_at(kind, rows, j, stride, block_stride, i + 8 * (size_t)u, &at);
-                if (W % 4 == 0 && u % 4 == 0) load32_widened(kind, p, at, block);
-                __m256 v = W % 4 == 0 ? block[u % 4] : load8_widened(kind, p, at);
+                const void *p = widened_elem_at(kind, rows, j, stride, i + 8 * (size_t)u, &at);
+                __m256 v = load8_widened(kind, p, at);
                 if (Q > 1) PIN(v);
                 for (int r = 0; r < Q; r++) acc[r * W + u] = _mm256_fmadd_ps(aj[r], v, acc[r * W + u]);
             }
@@ -172,7 +170,7 @@ static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, 
             __m256 acc = _mm256_loadu_ps(yr + t);
             for (size_t j = 0; j < n_rows; j++) {
                 size_t at;
-                const void *p = widened_elem_at(kind, rows, j, stride, block_stride, t, &at);
+                const void *p = widened_elem_at(kind, rows, j, stride, t, &at);
                 acc = _mm256_fmadd_ps(_mm256_set1_ps(ar[j]), load8_widened(kind, p, at), acc);
             }
             _mm256_storeu_ps(yr + t, acc);
@@ -180,7 +178,7 @@ static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, 
         for (; t < n; t++)
             for (size_t j = 0; j < n_rows; j++) {
                 size_t at;
-                const void *p = widened_elem_at(kind, rows, j, stride, block_stride, t, &at);
+                const void *p = widened_elem_at(kind, rows, j, stride, t, &at);
                 yr[t] = fmaf(ar[j], load1_widened(kind, p, at), yr[t]);
             }
     }
@@ -188,17 +186,17 @@ static inline __attribute__((always_inline)) void axpy_queries(widen_kind kind, 
 
 static inline __attribute__((always_inline)) void axpy_block(widen_kind kind, float *y, size_t y_stride,
                                                               const float *a, size_t a_stride, size_t n_y,
-                                                              const void *rows, size_t stride, size_t block_stride,
+                                                              const void *rows, size_t stride,
                                                               size_t n_rows, size_t n) {
     size_t r = 0;
     for (; r + 4 <= n_y; r += 4)
-        axpy_queries(kind, 4, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, block_stride,
+        axpy_queries(kind, 4, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride,
                      n_rows, n);
     for (; r + 2 <= n_y; r += 2)
-        axpy_queries(kind, 2, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, block_stride,
+        axpy_queries(kind, 2, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride,
                      n_rows, n);
     if (r < n_y)
-        axpy_queries(kind, 1, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, block_stride,
+        axpy_queries(kind, 1, y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride,
                      n_rows, n);
 }
 
@@ -376,10 +374,10 @@ void avx2_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a
 
 void avx2_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
                          const uint16_t *rows, size_t stride, size_t n_rows, size_t n) {
-    axpy_block(WIDEN_F16, y, y_stride, a, a_stride, n_y, rows, stride, 0, n_rows, n);
+    axpy_block(WIDEN_F16, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
 }
 
 void avx2_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
                          size_t stride, size_t n_rows, size_t n) {
-    axpy_block(WIDEN_F32, y, y_stride, a, a_stride, n_y, rows, stride, 0, n_rows, n);
+    axpy_block(WIDEN_F32, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
 }

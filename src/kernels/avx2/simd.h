@@ -11,9 +11,7 @@
 
 #include "order.h"
 
-/* Q8_0 and Q4_0: quantized K/V rows, a run of blocks, dequantized exactly (attn.h); 8 elements from i, a multiple of
- * 8, lie in one block. */
-typedef enum { WIDEN_F32, WIDEN_F16, WIDEN_BF16, WIDEN_Q8_0, WIDEN_Q4_0 } widen_kind;
+typedef enum { WIDEN_F32, WIDEN_F16, WIDEN_BF16 } widen_kind;
 
 /* ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)), as combine8. */
 static inline float hsum8(__m256 v) {
@@ -59,18 +57,6 @@ static inline __attribute__((always_inline)) void store_sums(const __m256 *acc, 
 
 static inline __m256 load8_widened(widen_kind kind, const void *a, size_t i) {
     switch (kind) {
-    case WIDEN_Q8_0: {
-        const block_q8_0 *b = (const block_q8_0 *)a + i / QK;
-        const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + i % QK)));
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b->d)));
-    }
-    case WIDEN_Q4_0: { /* elements 0..15 of a block: the low nibbles of its 16 bytes; 16..31: the high ones */
-        const block_q4_0 *b = (const block_q4_0 *)a + i / QK;
-        __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + i % (QK / 2))));
-        if (i % QK >= QK / 2) q = _mm256_srli_epi32(q, 4);
-        q = _mm256_sub_epi32(_mm256_and_si256(q, _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b->d)));
-    }
     case WIDEN_F16:
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)a + i)));
     case WIDEN_BF16:
@@ -81,43 +67,12 @@ static inline __m256 load8_widened(widen_kind kind, const void *a, size_t i) {
     }
 }
 
-/* Elements i .. i+31 of a, widened, in v[0..3] (i a multiple of 32: in quantized rows, one block, its scale converted
- * once). */
-static inline __attribute__((always_inline)) void load32_widened(widen_kind kind, const void *a, size_t i,
-                                                                 __m256 v[4]) {
-    if (kind != WIDEN_Q8_0 && kind != WIDEN_Q4_0) {
-        for (int u = 0; u < 4; u++) v[u] = load8_widened(kind, a, i + 8 * (size_t)u);
-        return;
-    }
-    __m256i q[4];
-    uint16_t d;
-    if (kind == WIDEN_Q8_0) {
-        const block_q8_0 *b = (const block_q8_0 *)a + i / QK;
-        for (int u = 0; u < 4; u++) q[u] = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * u)));
-        d = b->d;
-    } else {
-        const block_q4_0 *b = (const block_q4_0 *)a + i / QK;
-        const __m256i low = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
-        for (int u = 0; u < 2; u++) {
-            const __m256i n = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * u)));
-            q[u] = _mm256_sub_epi32(_mm256_and_si256(n, low), eight);
-            q[u + 2] = _mm256_sub_epi32(_mm256_srli_epi32(n, 4), eight);
-        }
-        d = b->d;
-    }
-    const __m256 scale = _mm256_set1_ps(_cvtsh_ss(d));
-    for (int u = 0; u < 4; u++) v[u] = _mm256_mul_ps(_mm256_cvtepi32_ps(q[u]), scale);
-}
-
-/* Element e of row j, for load8/load1/load32_widened (and avx512_load16/32) at *at: rows of f16/f32 elements `stride`
- * elements apart (the row, e); rows of quantized blocks `stride` bytes apart, a row's blocks `block_stride` bytes apart
- * (kern_axpy_rows_q: the element's block, e % 32). */
-static inline const void *widened_elem_at(widen_kind kind, const void *rows, size_t j, size_t stride,
-                                          size_t block_stride, size_t e, size_t *at) {
+/* Element e of row j, for load8/load1_widened (and avx512_load16) at *at: rows of f16/f32 elements `stride` elements
+ * apart. */
+static inline const void *widened_elem_at(widen_kind kind, const void *rows, size_t j, size_t stride, size_t e,
+                                          size_t *at) {
     *at = e;
     switch (kind) {
-    case WIDEN_Q8_0:
-    case WIDEN_Q4_0: *at = e % QK; return (const uint8_t *)rows + j * stride + e / QK * block_stride;
     case WIDEN_F16:
     case WIDEN_BF16: return (const uint16_t *)rows + j * stride;
     default: return (const float *)rows + j * stride;
@@ -126,14 +81,6 @@ static inline const void *widened_elem_at(widen_kind kind, const void *rows, siz
 
 static inline float load1_widened(widen_kind kind, const void *a, size_t i) {
     switch (kind) {
-    case WIDEN_Q8_0: {
-        const block_q8_0 *b = (const block_q8_0 *)a + i / QK;
-        return (float)b->qs[i % QK] * _cvtsh_ss(b->d);
-    }
-    case WIDEN_Q4_0: {
-        const block_q4_0 *b = (const block_q4_0 *)a + i / QK;
-        return (float)(((b->qs[i % (QK / 2)] >> (i % QK / (QK / 2) * 4)) & 15) - 8) * _cvtsh_ss(b->d);
-    }
     case WIDEN_F16:
         return _cvtsh_ss(((const uint16_t *)a)[i]);
     case WIDEN_BF16:

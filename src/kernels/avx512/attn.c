@@ -204,12 +204,11 @@ void avx512_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *
 /* W for Q outputs: the largest power of two with Q·W <= AXPY_MAX_ACC. */
 static inline int axpy_width(int Q) { return Q == 1 ? 16 : Q == 2 ? 8 : Q <= 4 ? 4 : 2; }
 
-/* Elements i .. i + 16·W of Q outputs (lanes outside `live` untouched; an even W's chunks are whole and start at a
- * multiple of 32, as axpy_queries cuts them): y[i] = fmaf(a[j], row_j[i], y[i]) for j = 0 .. n_rows-1 in turn, each
- * row's W registers loaded once for the Q outputs. */
+/* Elements i .. i + 16·W of Q outputs (lanes outside `live` untouched): y[i] = fmaf(a[j], row_j[i], y[i]) for
+ * j = 0 .. n_rows-1 in turn, each row's W registers loaded once for the Q outputs. */
 static inline __attribute__((always_inline)) void axpy_chunk(widen_kind elem, int Q, int W, float *y,
                                                              size_t y_stride, const float *a, size_t a_stride,
-                                                             const void *rows, size_t stride, size_t block_stride,
+                                                             const void *rows, size_t stride,
                                                              size_t n_rows, size_t i, __mmask16 live) {
     __m512 acc[AXPY_MAX_ACC];
     for (int r = 0; r < Q; r++)
@@ -220,12 +219,10 @@ static inline __attribute__((always_inline)) void axpy_chunk(widen_kind elem, in
             aj[r] = _mm512_set1_ps(a[r * a_stride + j]);
             if (W > 1) PIN(aj[r]);
         }
-        __m512 pair[2]; /* whole chunks of an even W: a block (or 32 elements) at a time */
         for (int u = 0; u < W; u++) {
             size_t at;
-            const void *p = widened_elem_at(elem, rows, j, stride, block_stride, i + 16 * u, &at);
-            if (W % 2 == 0 && u % 2 == 0) avx512_load32(elem, p, at, pair);
-            __m512 v = W % 2 == 0 ? pair[u % 2] : avx512_load16(elem, p, at, live);
+            const void *p = widened_elem_at(elem, rows, j, stride, i + 16 * u, &at);
+            __m512 v = avx512_load16(elem, p, at, live);
             if (Q > 1) PIN(v);
             for (int r = 0; r < Q; r++) acc[r * W + u] = _mm512_fmadd_ps(aj[r], v, acc[r * W + u]);
         }
@@ -237,58 +234,58 @@ static inline __attribute__((always_inline)) void axpy_chunk(widen_kind elem, in
 /* The chunks of w registers from element *i on while whole ones remain. */
 static inline __attribute__((always_inline)) void axpy_span(widen_kind elem, int Q, int w, float *y,
                                                             size_t y_stride, const float *a, size_t a_stride,
-                                                            const void *rows, size_t stride, size_t block_stride,
+                                                            const void *rows, size_t stride,
                                                             size_t n_rows, size_t n, size_t *i) {
     for (; *i + 16 * (size_t)w <= n; *i += 16 * (size_t)w)
-        axpy_chunk(elem, Q, w, y, y_stride, a, a_stride, rows, stride, block_stride, n_rows, *i, 0xffff);
+        axpy_chunk(elem, Q, w, y, y_stride, a, a_stride, rows, stride, n_rows, *i, 0xffff);
 }
 
 /* Q outputs over a whole row: chunks of W = axpy_width(Q) registers, then of W/2, .., 1, then the last n % 16
  * lanes. */
 static inline __attribute__((always_inline)) void axpy_queries(widen_kind elem, int Q, float *y, size_t y_stride,
                                                                const float *a, size_t a_stride, const void *rows,
-                                                               size_t stride, size_t block_stride, size_t n_rows,
+                                                               size_t stride, size_t n_rows,
                                                                size_t n) {
     const int W = axpy_width(Q);
     size_t i = 0;
-    axpy_span(elem, Q, W, y, y_stride, a, a_stride, rows, stride, block_stride, n_rows, n, &i);
-    if (W >= 2) axpy_span(elem, Q, W / 2, y, y_stride, a, a_stride, rows, stride, block_stride, n_rows, n, &i);
-    if (W >= 4) axpy_span(elem, Q, W / 4, y, y_stride, a, a_stride, rows, stride, block_stride, n_rows, n, &i);
-    if (W >= 8) axpy_span(elem, Q, W / 8, y, y_stride, a, a_stride, rows, stride, block_stride, n_rows, n, &i);
-    if (W >= 16) axpy_span(elem, Q, W / 16, y, y_stride, a, a_stride, rows, stride, block_stride, n_rows, n, &i);
+    axpy_span(elem, Q, W, y, y_stride, a, a_stride, rows, stride, n_rows, n, &i);
+    if (W >= 2) axpy_span(elem, Q, W / 2, y, y_stride, a, a_stride, rows, stride, n_rows, n, &i);
+    if (W >= 4) axpy_span(elem, Q, W / 4, y, y_stride, a, a_stride, rows, stride, n_rows, n, &i);
+    if (W >= 8) axpy_span(elem, Q, W / 8, y, y_stride, a, a_stride, rows, stride, n_rows, n, &i);
+    if (W >= 16) axpy_span(elem, Q, W / 16, y, y_stride, a, a_stride, rows, stride, n_rows, n, &i);
     if (i < n)
-        axpy_chunk(elem, Q, 1, y, y_stride, a, a_stride, rows, stride, block_stride, n_rows, i, avx512_first(n - i));
+        axpy_chunk(elem, Q, 1, y, y_stride, a, a_stride, rows, stride, n_rows, i, avx512_first(n - i));
 }
 
 static inline __attribute__((always_inline)) void axpy_rows(widen_kind elem, float *y, size_t y_stride,
                                                             const float *a, size_t a_stride, size_t n_y,
-                                                            const void *rows, size_t stride, size_t block_stride,
+                                                            const void *rows, size_t stride,
                                                             size_t n_rows, size_t n) {
     for (size_t r = 0, Q; r < n_y; r += Q) {
         Q = next_block(n_y - r, AXPY_MAX_Q);
         float *yr = y + r * y_stride;
         const float *ar = a + r * a_stride;
         switch (Q) {
-        case 8: axpy_queries(elem, 8, yr, y_stride, ar, a_stride, rows, stride, block_stride, n_rows, n); break;
-        case 7: axpy_queries(elem, 7, yr, y_stride, ar, a_stride, rows, stride, block_stride, n_rows, n); break;
-        case 6: axpy_queries(elem, 6, yr, y_stride, ar, a_stride, rows, stride, block_stride, n_rows, n); break;
-        case 5: axpy_queries(elem, 5, yr, y_stride, ar, a_stride, rows, stride, block_stride, n_rows, n); break;
-        case 4: axpy_queries(elem, 4, yr, y_stride, ar, a_stride, rows, stride, block_stride, n_rows, n); break;
-        case 3: axpy_queries(elem, 3, yr, y_stride, ar, a_stride, rows, stride, block_stride, n_rows, n); break;
-        case 2: axpy_queries(elem, 2, yr, y_stride, ar, a_stride, rows, stride, block_stride, n_rows, n); break;
-        default: axpy_queries(elem, 1, yr, y_stride, ar, a_stride, rows, stride, block_stride, n_rows, n); break;
+        case 8: axpy_queries(elem, 8, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 7: axpy_queries(elem, 7, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 6: axpy_queries(elem, 6, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 5: axpy_queries(elem, 5, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 4: axpy_queries(elem, 4, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 3: axpy_queries(elem, 3, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        case 2: axpy_queries(elem, 2, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
+        default: axpy_queries(elem, 1, yr, y_stride, ar, a_stride, rows, stride, n_rows, n); break;
         }
     }
 }
 
 void avx512_axpy_rows_f16(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
                           const uint16_t *rows, size_t stride, size_t n_rows, size_t n) {
-    axpy_rows(WIDEN_F16, y, y_stride, a, a_stride, n_y, rows, stride, 0, n_rows, n);
+    axpy_rows(WIDEN_F16, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
 }
 
 void avx512_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y, const float *rows,
                           size_t stride, size_t n_rows, size_t n) {
-    axpy_rows(WIDEN_F32, y, y_stride, a, a_stride, n_y, rows, stride, 0, n_rows, n);
+    axpy_rows(WIDEN_F32, y, y_stride, a, a_stride, n_y, rows, stride, n_rows, n);
 }
 
 /* ---- values of a quantized V tile (attn.h's layout and order) ---------------------------------- */
