@@ -42,8 +42,9 @@
  * about 1/8 of what a full copy holds, and a resume that no kept end serves loses at most that many positions. */
 #define DEFAULT_SWA_GRID_WINDOWS 8
 /* Recurrent states kept every so many positions, by default where their bytes are at most half the K/V of the
- * positions between them (Qwen3.5-2B's shape, f16 K/V: a 20.2 MB state every 3328 positions of 12 KB), and at least
- * this many prefill chunks apart. A resume no kept end serves then recomputes at most one grid step. */
+ * positions between them (Qwen3.5-2B's shape: a 20.2 MB state every 3328 positions of 12 KB of f16 K/V, every 6400
+ * of 6.4 KB of q8_0, the default), and at least this many prefill chunks apart. A resume no kept end serves then
+ * recomputes at most one grid step. */
 #define DEFAULT_STATE_GRID_KV_SHARE 2
 #define MIN_STATE_GRID_CHUNKS 4
 
