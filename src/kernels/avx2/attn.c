@@ -273,7 +273,8 @@ void avx2_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q,
 #define WEIGH_MAX_Q 2
 
 /* One query's weights of a block (attn.h): w_j = a_j · d_j for j < n_keys (the others +0), quantized against W = max
- * |w_j| into wq (32 bytes). False when the block adds nothing; else W / 127 in *scale and Σ wq in *sum. */
+ * |w_j| into wq (32 bytes). False when the block adds nothing; else W / 127 in *scale and, if sum is not NULL (Q4_0's
+ * offset needs it, Q8_0's sign products do not), Σ wq in *sum. */
 static bool block_weights(const float *a, const uint8_t *sec, size_t n_keys, int8_t *wq, float *scale, int32_t *sum) {
     __m256 w[4], top = _mm256_setzero_ps();
     for (int h = 0; h < 4; h++) {
@@ -295,11 +296,12 @@ static bool block_weights(const float *a, const uint8_t *sec, size_t n_keys, int
     const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
     _mm256_storeu_si256((__m256i *)wq,
                         _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    *scale = W / 127.0f;
+    if (!sum) return true;
     __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
     *sum = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1))));
-    *scale = W / 127.0f;
     return true;
 }
 
@@ -315,10 +317,10 @@ static inline __attribute__((always_inline)) void weigh_queries(ggml_type type, 
     const size_t group = (ord_kv_block_bytes(type) - sizeof(uint16_t)) * KERN_KEY_GROUP;
     int8_t wq[WEIGH_MAX_Q][KERN_KEY_TILE];
     float scale[WEIGH_MAX_Q];
-    int32_t wsum[WEIGH_MAX_Q];
+    int32_t wsum[WEIGH_MAX_Q] = {0};
     bool live[WEIGH_MAX_Q];
     for (int r = 0; r < Q; r++)
-        if (!(live[r] = block_weights(a + r * a_stride, sec, n_keys, wq[r], &scale[r], &wsum[r])))
+        if (!(live[r] = block_weights(a + r * a_stride, sec, n_keys, wq[r], &scale[r], q8 ? NULL : &wsum[r])))
             memset(wq[r], 0, sizeof wq[r]);
     __m256i sum[4 * WEIGH_MAX_Q];
     for (int c = 0; c < 4 * Q; c++) sum[c] = _mm256_setzero_si256();
