@@ -1050,6 +1050,91 @@ static void test_quantized_value_weighing_follows_the_order_and_equals_the_refer
                 }
 }
 
+/* One lane's tile step spelled out by the reference's own steps, in the order attn.h states for kern_attend_lanes_q. */
+static void lane_step(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, const block_q8_act *q,
+                      uint32_t keys, uint32_t below, float scale, float *m, float *d, float *y) {
+    if (!keys) return;
+    float sc[KERN_KEY_TILE], sum;
+    ref->score_tile_q(type, kt, q, 0, 1, n, sc, KERN_KEY_TILE);
+    for (uint32_t j = 0; j < below; j++) sc[j] = -INFINITY;
+    const float t = ref->scale_max(sc, keys, scale);
+    if (t > *m) {
+        float c = *m - t;
+        ref->exp(&c, 1);
+        for (size_t i = 0; i < n; i++) y[i] *= c;
+        *d *= c;
+        *m = t;
+    }
+    ref->exp_sum_rows(sc, KERN_KEY_TILE, &keys, m, 1, &sum);
+    *d += sum;
+    ref->weigh_tile_q(type, y, n, sc, KERN_KEY_TILE, 1, vt, keys, n);
+}
+
+/* Queries in lanes, over several tiles with every kind of lane — not reaching a tile, seeing part of it (the diagonal),
+ * keys under a window — end with each query's state bit for bit as its own steps leave it, in the active variant (when
+ * it has the lanes) and in the reference's. */
+static void test_queries_in_lanes_take_each_query_s_own_steps(void **state) {
+    (void)state;
+    uint64_t s = 24;
+    const size_t ns[] = {32, 64, 256}, query_counts[] = {1, 5, 16};
+    enum { T = KERN_KEY_TILE, TILES = 6, L = KERN_LANES };
+    const float scale = 0.125f;
+    for (size_t t = 0; t < 2; t++)
+        for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+            for (size_t u = 0; u < sizeof query_counts / sizeof *query_counts; u++) {
+                const ggml_type type = kv_quant_types[t];
+                const size_t n = ns[k], n_q = query_counts[u], nb = n / QK, block = kern_row_bytes(type, QK);
+                uint8_t *kt = malloc(TILES * nb * T * block), *vt = malloc(TILES * nb * T * block);
+                random_kv_blocks(&s, type, kt, TILES * nb * T);
+                random_kv_blocks(&s, type, vt, TILES * nb * T);
+                for (size_t b = 0; b < TILES * nb; b++) /* finite scales, either sign; keys' larger, for wide scores */
+                    for (size_t j = 0; j < T; j++) {
+                        const uint16_t dk = kern_f32_to_f16(0.2f * rng_normal(&s)), dv = kern_f32_to_f16(0.01f * rng_normal(&s));
+                        memcpy(kt + b * T * block + j * sizeof dk, &dk, sizeof dk);
+                        memcpy(vt + b * T * block + j * sizeof dv, &dv, sizeof dv);
+                    }
+                block_q8_act *q = quantized_queries(&s, n_q, n);
+                uint8_t *qu = malloc(nb * QK * L);
+                float *dq = malloc(nb * L * sizeof *dq);
+                kern_lanes_queries(q, nb, n_q, n, qu, dq);
+                float m[2][L], d[2][L], *y[2] = {calloc(n * L, sizeof(float)), calloc(n * L, sizeof(float))};
+                float want_m[L], want_d[L], *want_y = calloc(n * L, sizeof(float));
+                for (size_t r = 0; r < L; r++) m[0][r] = m[1][r] = want_m[r] = -INFINITY, d[0][r] = d[1][r] = want_d[r] = 0.0f;
+                for (size_t tile = 0; tile < TILES; tile++) {
+                    uint32_t keys[L] = {0}, below[L] = {0};
+                    for (size_t r = 0; r < n_q; r++) {
+                        const uint64_t x = rng_next(&s);
+                        keys[r] = x % 4 == 0 ? 0 : x % 4 == 1 ? 1 + (uint32_t)(x >> 8) % T : T; /* none, part, all */
+                        below[r] = keys[r] && x % 3 == 0 ? (uint32_t)(x >> 16) % keys[r] : 0;
+                    }
+                    const uint8_t *ktile = kt + tile * nb * T * block, *vtile = vt + tile * nb * T * block;
+                    for (size_t r = 0; r < n_q; r++) {
+                        float yr[256];
+                        for (size_t i = 0; i < n; i++) yr[i] = want_y[i * L + r];
+                        lane_step(type, ktile, vtile, n, q + r * nb, keys[r], below[r], scale, &want_m[r], &want_d[r], yr);
+                        for (size_t i = 0; i < n; i++) want_y[i * L + r] = yr[i];
+                    }
+                    ref->attend_lanes_q(type, ktile, vtile, n, qu, dq, keys, below, scale, m[0], d[0], y[0]);
+                    if (kern_attend_lanes_available())
+                        kern_attend_lanes_q(type, ktile, vtile, n, qu, dq, keys, below, scale, m[1], d[1], y[1]);
+                }
+                for (int v = 0; v < (kern_attend_lanes_available() ? 2 : 1); v++)
+                    for (size_t r = 0; r < n_q; r++) {
+                        assert_same_bits(m[v][r], want_m[r], "lane maximum", n);
+                        assert_same_bits(d[v][r], want_d[r], "lane denominator", n);
+                        for (size_t i = 0; i < n; i++) assert_same_bits(y[v][i * L + r], want_y[i * L + r], "lane output", n);
+                    }
+                free(kt);
+                free(vt);
+                free(q);
+                free(qu);
+                free(dq);
+                free(y[0]);
+                free(y[1]);
+                free(want_y);
+            }
+}
+
 /* Rows stored quantized read back (kv_map_read) as the weight quantizer's blocks of the same values, K and V alike,
  * whatever position of a tile they hold. */
 static void test_quantized_kv_rows_read_back_as_the_quantizer_wrote_them(void **state) {
@@ -1884,6 +1969,7 @@ int main(void) {
         cmocka_unit_test(test_attention_accumulation_equals_its_steps),
         cmocka_unit_test(test_quantized_key_scores_follow_the_order_and_equal_the_reference),
         cmocka_unit_test(test_quantized_value_weighing_follows_the_order_and_equals_the_reference),
+        cmocka_unit_test(test_queries_in_lanes_take_each_query_s_own_steps),
         cmocka_unit_test(test_quantized_kv_rows_read_back_as_the_quantizer_wrote_them),
         cmocka_unit_test(test_quantized_kv_attention_equals_the_reference_at_awkward_shapes),
         cmocka_unit_test(test_activation_quants_never_reach_minus_128),

@@ -40,3 +40,23 @@ float kern_scale_max(float *s, size_t n, float scale) { return kern_active()->sc
 void kern_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum) {
     kern_active()->exp_sum_rows(s, stride, n, m, n_rows, sum);
 }
+
+void kern_lanes_queries(const block_q8_act *q, size_t q_stride, size_t n_q, size_t n, uint8_t *qu, float *dq) {
+    for (size_t b = 0; b < n / QK; b++)
+        for (size_t r = 0; r < KERN_LANES; r++) {
+            dq[b * KERN_LANES + r] = r < n_q ? q[r * q_stride + b].d : 0.0f;
+            for (size_t i = 0; i < QK; i++) {
+                const size_t g = i / KERN_KEY_GROUP;
+                qu[((b * (QK / KERN_KEY_GROUP) + g) * KERN_LANES + r) * KERN_KEY_GROUP + i % KERN_KEY_GROUP] =
+                    (uint8_t)((r < n_q ? q[r * q_stride + b].qs[i] : 0) + 128);
+            }
+        }
+}
+
+void kern_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, const uint8_t *qu,
+                         const float *dq, const uint32_t *keys, const uint32_t *below, float scale, float *m, float *d,
+                         float *y) {
+    kern_active()->attend_lanes_q(type, kt, vt, n, qu, dq, keys, below, scale, m, d, y);
+}
+
+bool kern_attend_lanes_available(void) { return kern_active()->attend_lanes_q != NULL; }

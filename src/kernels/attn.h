@@ -47,6 +47,8 @@
  * those steps: only the loop nest differs (a key tile's elements are loaded once for up to six queries, a V row's
  * for up to four, y is held in registers). An f16 tile and its exact f32 widening score alike. */
 #define KERN_KEY_TILE 32
+/* The widest head the kernels take (real models: 64 to 256). */
+#define KERN_MAX_HEAD_DIM 256
 void kern_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
                          size_t out_stride);
 void kern_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
@@ -95,5 +97,35 @@ void kern_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q,
  * j < n_keys; the others are not read), in the order above, for n_y queries. */
 void kern_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
                        const uint8_t *vt, size_t n_keys, size_t n);
+
+/* ---- many queries over quantized K/V, one query a lane --------------------------------------------------------------
+ * Prefill attends consecutive rows of a query head together. With a query in each lane of a vector, the steps one query
+ * takes over its 32 keys — a maximum, sums, the weights' quantization against their largest — become element-wise
+ * steps over KERN_LANES queries, and the integer products take the queries (scores) and the weights (values) as their
+ * vector operand, a key's or a value's four quants as the broadcast one. Each query still gets exactly the bits of the
+ * orders above taken for it alone: only the layout differs. */
+#define KERN_LANES 16
+
+/* A lane block's queries, prepared once for every tile: per 32-element block b of the head and group g of its four
+ * elements 4g..4g+3, query r's four quants, each + 128 (unsigned), at qu + ((b·8 + g)·KERN_LANES + r)·4; its scale of
+ * block b at dq[b·KERN_LANES + r]. Lanes r >= n_q get quants 0 (stored 128) and scale 0. qu holds n/QK · 512 bytes,
+ * dq n/QK · KERN_LANES floats; query r's n / QK blocks at q + r·q_stride. */
+void kern_lanes_queries(const block_q8_act *q, size_t q_stride, size_t n_q, size_t n, uint8_t *qu, float *dq);
+
+/* One key tile's step of the online softmax for the queries of a lane block, over the quantized K tile kt and V tile
+ * vt (Q8_0 or Q4_0, each at the section of the head's first block; heads of n elements, a multiple of QK). Lane r sees
+ * the keys j < keys[r] of the tile (0: the query does not reach it, and its state stays as it is), those j < below[r]
+ * with score -inf (under a sliding window). Its state: running maximum m[r], denominator d[r], output accumulator y
+ * (element i at y[i·KERN_LANES + r]); at the first tile -inf, +0 and +0. The step, per lane in this order:
+ *   s_j = the key's score (kern_score_tile_q), -inf for j < below[r], then kern_scale_max over j < keys[r] → t;
+ *   if t > m: c = e^(m - t) (kern_exp), y *= c, d *= c, m = t;
+ *   a_j = e^(s_j - m) and their sum (kern_exp_sum_rows, j < keys[r]); d += the sum;
+ *   y += the weighed values (kern_weigh_tile_q, keys j < keys[r]).
+ * ops_attention's tiles take the same step for queries attended apart (ops.c). */
+void kern_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, const uint8_t *qu,
+                         const float *dq, const uint32_t *keys, const uint32_t *below, float scale, float *m, float *d,
+                         float *y);
+/* Whether the active variant has kern_attend_lanes_q (else ops_attention attends every query apart). */
+bool kern_attend_lanes_available(void);
 
 #endif

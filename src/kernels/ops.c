@@ -293,54 +293,75 @@ static uint32_t same_keys(const uint32_t *qpos, uint32_t u, uint32_t m, uint32_t
  * is at q + u·q_stride, its output (head_dim floats) at acc + u·out_stride. Online softmax over tiles aligned
  * to absolute positions. Each query goes through exactly the steps it would alone — its tiles, its scores in
  * the same order, its max, corrections and accumulation — so the block never changes a bit; only the reading
- * of K and V is shared: every query that reaches a tile scores its keys in one call, and queries that see the
- * same keys of it accumulate them in one call (attn.h's query blocks). Query u's sink, if sink is not NULL, is
- * sink[u·sink_stride] (ops.h's last step). */
-static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const ops_kv_view *kv,
-                         size_t head_off, uint32_t head_dim, float scale, uint32_t window, const float *sink,
-                         size_t sink_stride, float *acc, size_t out_stride) {
-    float scores[ATTN_BLOCK_ROWS * OPS_ATTN_TILE], running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
-    float correction[ATTN_BLOCK_ROWS], weight_sum[ATTN_BLOCK_ROWS];
+ * of K and V is shared, by one of two walks over the tiles: queries apart or in lanes. Query u's sink, if sink is not
+ * NULL, is sink[u·sink_stride] (ops.h's last step). */
+typedef struct {
+    const ops_kv_view *kv;
+    size_t k_head, v_head;    /* the head's bytes: where its section starts in a K tile, its elements in a V row */
+    size_t k_bytes, v_bytes;  /* how many: of its sections in a K tile (and a quantized V tile), of a V row */
+    bool quantized;
+} head_view;
+
+static head_view view_head(const ops_kv_view *kv, size_t head_off, uint32_t head_dim) {
+    head_view h = {.kv = kv, .quantized = kv->type == GGML_TYPE_Q8_0 || kv->type == GGML_TYPE_Q4_0};
+    h.v_head = kern_row_bytes(kv->type, head_off);
+    h.k_head = h.v_head * OPS_ATTN_TILE;
+    h.v_bytes = kern_row_bytes(kv->type, head_dim);
+    h.k_bytes = h.v_bytes * OPS_ATTN_TILE;
+    return h;
+}
+
+/* Fetch the tile at t0 while the one before it runs: K's panel, V's sections or rows. */
+static void prefetch_tile(const head_view *h, uint32_t t0) {
+    const size_t at = ops_kv_offset(h->kv, t0);
+    for (size_t b = 0; b < h->k_bytes; b += 64) {
+        __builtin_prefetch(h->kv->k + at + h->k_head + b);
+        if (h->quantized) __builtin_prefetch(h->kv->v + at + h->k_head + b);
+    }
+    for (uint32_t j = 0; !h->quantized && j < OPS_ATTN_TILE; j++) { /* every line of the row's head */
+        const uintptr_t row = (uintptr_t)(h->kv->v + at + h->v_head + j * h->kv->row_bytes);
+        for (uintptr_t line = row & ~(uintptr_t)63; line < row + h->v_bytes; line += 64)
+            __builtin_prefetch((const void *)line);
+    }
+}
+
+/* The first tile of the walk: the one holding the first key the first query sees. */
+static uint32_t first_tile(const uint32_t *qpos, uint32_t window) {
+    return window_start(qpos[0], window) / OPS_ATTN_TILE * OPS_ATTN_TILE;
+}
+
+/* The tiles for queries attended apart: every query that reaches a tile scores its keys in one call, and queries that
+ * see the same keys of it accumulate them in one call (attn.h's query blocks); each query's softmax step, in the order
+ * attn.h states for kern_attend_lanes_q, is taken here. */
+static void walk_apart(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const head_view *h,
+                       uint32_t head_dim, float scale, uint32_t window, float *running_max, float *denom, float *acc,
+                       size_t out_stride) {
+    float scores[ATTN_BLOCK_ROWS * OPS_ATTN_TILE], correction[ATTN_BLOCK_ROWS], weight_sum[ATTN_BLOCK_ROWS];
     uint32_t keys[ATTN_BLOCK_ROWS];
     bool grew[ATTN_BLOCK_ROWS];
-    const bool quantized = kv->type == GGML_TYPE_Q8_0 || kv->type == GGML_TYPE_Q4_0;
+    const ops_kv_view *kv = h->kv;
     block_q8_act qq[ATTN_BLOCK_ROWS * OPS_ATTN_MAX_HEAD_DIM / QK]; /* quantized: query u's at u · head_dim / QK */
-    const size_t head_blocks = head_dim / QK, unit = quantized ? QK : 1; /* a row's elements come in units */
+    const size_t head_blocks = head_dim / QK, unit = h->quantized ? QK : 1; /* a row's elements come in units */
     for (uint32_t u = 0; u < m; u++) {
         running_max[u] = -INFINITY;
         denom[u] = 0.0f;
         memset(acc + u * out_stride, 0, sizeof(float) * head_dim);
-        if (quantized) quant_row_q8(q + u * q_stride, qq + u * head_blocks, head_dim);
+        if (h->quantized) quant_row_q8(q + u * q_stride, qq + u * head_blocks, head_dim);
     }
-    /* a row's elements (f16/f32 V's stride); the bytes of the head's elements in a V row, and of its sections in a K
-     * tile (key-major) and in a quantized V tile: where they start, how many */
-    const size_t stride = kv->row_bytes / kern_row_bytes(kv->type, unit) * unit;
-    const size_t v_head = kern_row_bytes(kv->type, head_off), k_head = v_head * OPS_ATTN_TILE;
-    const size_t v_bytes = kern_row_bytes(kv->type, head_dim), k_bytes = v_bytes * OPS_ATTN_TILE;
+    const size_t stride = kv->row_bytes / kern_row_bytes(kv->type, unit) * unit; /* f16/f32 V's, in elements */
     const uint32_t last = qpos[m - 1];
-    for (uint32_t t0 = window_start(qpos[0], window) / OPS_ATTN_TILE * OPS_ATTN_TILE; t0 <= last; t0 += OPS_ATTN_TILE) {
+    for (uint32_t t0 = first_tile(qpos, window); t0 <= last; t0 += OPS_ATTN_TILE) {
         const size_t off = ops_kv_offset(kv, t0); /* a tile never straddles blocks */
-        if (t0 + OPS_ATTN_TILE <= last) { /* fetch the next tile while this one runs: K's panel, V's sections or rows */
-            const size_t next = ops_kv_offset(kv, t0 + OPS_ATTN_TILE);
-            for (size_t b = 0; b < k_bytes; b += 64) {
-                __builtin_prefetch(kv->k + next + k_head + b);
-                if (quantized) __builtin_prefetch(kv->v + next + k_head + b);
-            }
-            for (uint32_t j = 0; !quantized && j < OPS_ATTN_TILE; j++) { /* every line of the row's head */
-                const uintptr_t row = (uintptr_t)(kv->v + next + v_head + j * kv->row_bytes);
-                for (uintptr_t line = row & ~(uintptr_t)63; line < row + v_bytes; line += 64)
-                    __builtin_prefetch((const void *)line);
-            }
-        }
+        if (t0 + OPS_ATTN_TILE <= last) prefetch_tile(h, t0 + OPS_ATTN_TILE);
         /* queries [first, end) reach this tile and their windows do not start past it; each scores all its keys,
          * using those it sees */
         uint32_t first = 0, end = m;
         while (qpos[first] < t0) first++;
         while (end > first && window_start(qpos[end - 1], window) >= t0 + OPS_ATTN_TILE) end--;
         if (first == end) continue;
-        const uint8_t *kt = kv->k + off + k_head;
+        const uint8_t *kt = kv->k + off + h->k_head;
         float *tile_scores = scores + first * OPS_ATTN_TILE;
-        if (quantized)
+        if (h->quantized)
             kern_score_tile_q(kv->type, kt, qq + first * head_blocks, head_blocks, end - first, head_dim, tile_scores,
                               OPS_ATTN_TILE);
         else if (kv->type == GGML_TYPE_F16)
@@ -368,12 +389,12 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         kern_exp_sum_rows(scores + first * OPS_ATTN_TILE, OPS_ATTN_TILE, keys + first, running_max + first, end - first,
                           weight_sum + first);
         for (uint32_t u = first; u < end; u++) denom[u] += weight_sum[u];
-        const uint8_t *vt = kv->v + off + (quantized ? k_head : v_head);
+        const uint8_t *vt = kv->v + off + (h->quantized ? h->k_head : h->v_head);
         for (uint32_t u = first, n_q; u < end; u += n_q) {
             n_q = same_keys(qpos, u, end, t0);
             float *y = acc + u * out_stride;
             const float *w = scores + u * OPS_ATTN_TILE;
-            if (quantized)
+            if (h->quantized)
                 kern_weigh_tile_q(kv->type, y, out_stride, w, OPS_ATTN_TILE, n_q, vt, keys[u], head_dim);
             else if (kv->type == GGML_TYPE_F16)
                 kern_axpy_rows_f16(y, out_stride, w, OPS_ATTN_TILE, n_q, (const uint16_t *)vt, stride, keys[u],
@@ -382,6 +403,71 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
                 kern_axpy_rows_f32(y, out_stride, w, OPS_ATTN_TILE, n_q, (const float *)vt, stride, keys[u], head_dim);
         }
     }
+}
+
+/* Quantized K/V: blocks of at least this many queries go in lanes (kern_attend_lanes_q) where the active variant has
+ * them; fewer would leave too many of the lanes idle (decode's query heads of one KV head: at most 8 in the models
+ * here). */
+#define LANES_MIN_ROWS 12
+
+/* The tiles for queries in lanes: KERN_LANES consecutive queries a lane block, each block's state element-major (attn.h);
+ * every tile is read once for all the blocks, and each block takes the tile's whole step in one call. */
+static void walk_lanes(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const head_view *h,
+                       uint32_t head_dim, float scale, uint32_t window, float *running_max, float *denom, float *acc,
+                       size_t out_stride) {
+    enum { BLOCKS = ATTN_BLOCK_ROWS / KERN_LANES, HEAD_BLOCKS = OPS_ATTN_MAX_HEAD_DIM / QK };
+    _Alignas(64) uint8_t qu[BLOCKS][HEAD_BLOCKS * QK * KERN_LANES];
+    _Alignas(64) float dq[BLOCKS][HEAD_BLOCKS * KERN_LANES], y[BLOCKS][OPS_ATTN_MAX_HEAD_DIM * KERN_LANES];
+    _Alignas(64) float lane_max[BLOCKS][KERN_LANES], lane_denom[BLOCKS][KERN_LANES];
+    _Alignas(64) uint32_t keys[KERN_LANES], below[KERN_LANES];
+    const ops_kv_view *kv = h->kv;
+    const size_t head_blocks = head_dim / QK;
+    const uint32_t n_blocks = (m + KERN_LANES - 1) / KERN_LANES;
+    for (uint32_t g = 0; g < n_blocks; g++) {
+        block_q8_act qq[KERN_LANES * HEAD_BLOCKS];
+        const uint32_t n_q = m - g * KERN_LANES < KERN_LANES ? m - g * KERN_LANES : KERN_LANES;
+        for (uint32_t r = 0; r < n_q; r++)
+            quant_row_q8(q + (g * KERN_LANES + r) * q_stride, qq + r * head_blocks, head_dim);
+        kern_lanes_queries(qq, head_blocks, n_q, head_dim, qu[g], dq[g]);
+        for (uint32_t r = 0; r < KERN_LANES; r++) lane_max[g][r] = -INFINITY, lane_denom[g][r] = 0.0f;
+        memset(y[g], 0, sizeof(float) * head_dim * KERN_LANES);
+    }
+    const uint32_t last = qpos[m - 1];
+    for (uint32_t t0 = first_tile(qpos, window); t0 <= last; t0 += OPS_ATTN_TILE) {
+        const size_t off = ops_kv_offset(kv, t0);
+        if (t0 + OPS_ATTN_TILE <= last) prefetch_tile(h, t0 + OPS_ATTN_TILE);
+        for (uint32_t g = 0; g < n_blocks; g++) {
+            bool any = false; /* a lane reaches the tile, and its window does not start past it */
+            for (uint32_t r = 0, u = g * KERN_LANES; r < KERN_LANES; r++, u++) {
+                const uint32_t start = u < m ? window_start(qpos[u], window) : 0;
+                const bool sees = u < m && qpos[u] >= t0 && start < t0 + OPS_ATTN_TILE;
+                keys[r] = sees ? keys_in_tile(qpos[u], t0) : 0;
+                below[r] = sees && start > t0 ? start - t0 : 0;
+                any |= sees;
+            }
+            if (any)
+                kern_attend_lanes_q(kv->type, kv->k + off + h->k_head, kv->v + off + h->k_head, head_dim, qu[g], dq[g],
+                                    keys, below, scale, lane_max[g], lane_denom[g], y[g]);
+        }
+    }
+    for (uint32_t u = 0; u < m; u++) {
+        const uint32_t g = u / KERN_LANES, r = u % KERN_LANES;
+        running_max[u] = lane_max[g][r];
+        denom[u] = lane_denom[g][r];
+        for (uint32_t i = 0; i < head_dim; i++) acc[u * out_stride + i] = y[g][i * KERN_LANES + r];
+    }
+}
+
+static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const ops_kv_view *kv,
+                         size_t head_off, uint32_t head_dim, float scale, uint32_t window, const float *sink,
+                         size_t sink_stride, float *acc, size_t out_stride) {
+    float running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS], correction[ATTN_BLOCK_ROWS], weight_sum[ATTN_BLOCK_ROWS];
+    bool grew[ATTN_BLOCK_ROWS];
+    const head_view h = view_head(kv, head_off, head_dim);
+    if (h.quantized && m >= LANES_MIN_ROWS && kern_attend_lanes_available())
+        walk_lanes(q, q_stride, qpos, m, &h, head_dim, scale, window, running_max, denom, acc, out_stride);
+    else
+        walk_apart(q, q_stride, qpos, m, &h, head_dim, scale, window, running_max, denom, acc, out_stride);
     if (sink) { /* a key of score σ and value 0 after every query's last tile, in a tile's steps */
         for (uint32_t u = 0; u < m; u++) {
             const float s = sink[u * sink_stride];
@@ -405,6 +491,7 @@ static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, 
         for (uint32_t d = 0; d < head_dim; d++) a[d] *= inv;
     }
 }
+
 
 /* Rows r and r+1 can share key tiles: the same sequence's K/V, consecutive positions. */
 static bool same_run(const ops_kv_view *a, const ops_kv_view *b, uint32_t pa, uint32_t pb) {

@@ -34,7 +34,7 @@
 #define OPS_BITS_VERSION 2 /* 2: quantized V weighed in integers (attn.h) */
 
 #define OPS_ATTN_TILE KERN_KEY_TILE /* 32 */
-#define OPS_ATTN_MAX_HEAD_DIM 256 /* the widest head accepted (real models: 64 to 256); a bound on corrupt files */
+#define OPS_ATTN_MAX_HEAD_DIM KERN_MAX_HEAD_DIM /* the widest head accepted; a bound on corrupt files */
 
 /* A weight matrix: n_out rows of n_in elements of `type`, row r at data + r * row_bytes; packed: the rows are
  * kern_pack_rows' (matmul.h). */

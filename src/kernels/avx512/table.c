@@ -19,6 +19,7 @@ static const kern_ops avx512_ops = {
     .axpy_rows_f32 = avx512_axpy_rows_f32,
     .score_tile_q = avx512_score_tile_q,
     .weigh_tile_q = avx512_weigh_tile_q,
+    .attend_lanes_q = avx512_attend_lanes_q,
     .exp = avx512_exp,
     .scale_max = avx512_scale_max,
     .exp_sum_rows = avx512_exp_sum_rows,

@@ -45,6 +45,7 @@ static const kern_ops ref_ops = {
     .exp = ref_exp,
     .scale_max = ref_scale_max,
     .exp_sum_rows = ref_exp_sum_rows,
+    .attend_lanes_q = ref_attend_lanes_q,
 };
 
 const kern_ops *kern_ref_table(void) { return &ref_ops; }
