@@ -1072,13 +1072,16 @@ static void lane_step(ggml_type type, const uint8_t *kt, const uint8_t *vt, size
 
 /* Queries in lanes, over several tiles with every kind of lane — not reaching a tile, seeing part of it (the diagonal),
  * keys under a window — end with each query's state bit for bit as its own steps leave it, in the active variant (when
- * it has the lanes) and in the reference's. */
+ * it has the lanes) and in the reference's. Peaked attention too (wide scores, V scales from 2^-24 up): weights down to
+ * subnormal, and blocks whose largest weight is near 2^-120, where the "adds nothing" rule and the variants' shortcuts
+ * around subnormal steps meet. */
 static void test_queries_in_lanes_take_each_query_s_own_steps(void **state) {
     (void)state;
     uint64_t s = 24;
     const size_t ns[] = {32, 64, 256}, query_counts[] = {1, 5, 16};
-    enum { T = KERN_KEY_TILE, TILES = 6, L = KERN_LANES };
+    enum { T = KERN_KEY_TILE, TILES = 24, L = KERN_LANES };
     const float scale = 0.125f;
+    for (int peaked = 0; peaked < 2; peaked++)
     for (size_t t = 0; t < 2; t++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
             for (size_t u = 0; u < sizeof query_counts / sizeof *query_counts; u++) {
@@ -1089,7 +1092,9 @@ static void test_queries_in_lanes_take_each_query_s_own_steps(void **state) {
                 random_kv_blocks(&s, type, vt, TILES * nb * T);
                 for (size_t b = 0; b < TILES * nb; b++) /* finite scales, either sign; keys' larger, for wide scores */
                     for (size_t j = 0; j < T; j++) {
-                        const uint16_t dk = kern_f32_to_f16(0.2f * rng_normal(&s)), dv = kern_f32_to_f16(0.01f * rng_normal(&s));
+                        const float fv = peaked ? ldexpf(1.0f, -(int)(rng_next(&s) % 25)) : 0.01f;
+                        const uint16_t dk = kern_f32_to_f16((peaked ? 8.0f : 0.2f) * rng_normal(&s));
+                        const uint16_t dv = kern_f32_to_f16(fv * rng_normal(&s));
                         memcpy(kt + b * T * block + j * sizeof dk, &dk, sizeof dk);
                         memcpy(vt + b * T * block + j * sizeof dv, &dv, sizeof dv);
                     }

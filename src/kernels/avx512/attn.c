@@ -565,24 +565,52 @@ static void lanes_scores(const uint8_t *kt, size_t n_blocks, const uint8_t *qu, 
     }
 }
 
+/* w_j = a_j · (d_j · f) for the lanes in `lanes` (the others +0), and the largest |w_j| of each lane. Four chains of
+ * maxima, so their latency overlaps: a maximum of values >= +0, where no NaN wins (the second operand comes back), is
+ * the same in any order. */
+static inline void lane_weights(const __m512 *a, const float *dv, float f, __mmask16 lanes, __m512 *w, __m512 *top) {
+    __m512 tops[4];
+    for (int c = 0; c < 4; c++) tops[c] = _mm512_setzero_ps();
+    for (int j = 0; j < KERN_KEY_TILE; j++) {
+        w[j] = _mm512_maskz_mul_ps(lanes, a[j], _mm512_set1_ps(dv[j] * f));
+        tops[j % 4] = _mm512_max_ps(_mm512_abs_ps(w[j]), tops[j % 4]);
+    }
+    *top = _mm512_max_ps(_mm512_max_ps(tops[0], tops[1]), _mm512_max_ps(tops[2], tops[3]));
+}
+
 /* The weighed values of one block for the 16 lanes (attn.h's order, per lane): w_j = a_j · d_j, W = max |w_j| (a_j = 0
  * where the lane does not see key j), w_j quantized against W and packed four positions a lane (+128: the unsigned
  * operand), the integer sums against each element's four values broadcast less 128 × the element's column sum, then
- * y = fmaf(W / 127, S, y) in the lanes whose W is neither below 2^-120 nor infinite. */
+ * y = fmaf(W / 127, S, y) in the lanes whose W is neither below 2^-120 nor infinite.
+ * The weights are formed 2^32 times larger: peaked attention has many w_j below FLT_MIN, and a subnormal result or
+ * operand costs a multiply a microcode assist (~100 cycles: attention whose scores spread widely ran 4-5x slower for it). The
+ * scaling is exact for normal w_j, so W, 127 / W and every w_j · (127 / W) come out as defined; a subnormal w_j's
+ * quantum is 0 either way once W >= 2^-118 (|w · 127 / W| < 0.5). Lanes whose W is below that (or above 2^88, where the
+ * scaled one would overflow) take the unscaled steps as defined. */
 static void lanes_weigh_block(const uint8_t *sec, const __m512 *a, float *y) {
     const uint8_t *qs = sec + sizeof(uint16_t) * KERN_KEY_TILE;
     float dv[KERN_KEY_TILE];
     _mm512_storeu_ps(dv, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sec)));
     _mm512_storeu_ps(dv + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sec + 32))));
-    __m512 w[KERN_KEY_TILE], top = _mm512_setzero_ps();
-    for (int j = 0; j < KERN_KEY_TILE; j++) {
-        w[j] = _mm512_mul_ps(a[j], _mm512_set1_ps(dv[j]));
-        top = _mm512_max_ps(_mm512_abs_ps(w[j]), top); /* a NaN |w| never wins: the second operand comes back */
+    __m512 w[KERN_KEY_TILE], top_scaled;
+    lane_weights(a, dv, 0x1p32f, 0xffff, w, &top_scaled);
+    const __mmask16 scaled = _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(0x1p-86f), _CMP_GE_OQ) &
+                             _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(0x1p120f), _CMP_LE_OQ);
+    /* the others that may be live: W in [2^-120, 2^-118), or above 2^88 */
+    const __mmask16 exact = _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(0x1p-88f), _CMP_GE_OQ) & ~scaled;
+    __m512 c = _mm512_div_ps(_mm512_set1_ps(127.0f), top_scaled), top = _mm512_mul_ps(top_scaled, _mm512_set1_ps(0x1p-32f));
+    __mmask16 live = scaled;
+    if (exact) {
+        __m512 we[KERN_KEY_TILE], te;
+        lane_weights(a, dv, 1.0f, exact, we, &te);
+        live |= exact & _mm512_cmp_ps_mask(te, _mm512_set1_ps(0x1p-120f), _CMP_GE_OQ) &
+                _mm512_cmp_ps_mask(te, _mm512_set1_ps(FLT_MAX), _CMP_LE_OQ);
+        for (int j = 0; j < KERN_KEY_TILE; j++) w[j] = _mm512_mask_mov_ps(w[j], exact, we[j]);
+        c = _mm512_mask_div_ps(c, exact, _mm512_set1_ps(127.0f), te);
+        top = _mm512_mask_mov_ps(top, exact, te);
     }
-    const __mmask16 live = _mm512_cmp_ps_mask(top, _mm512_set1_ps(0x1p-120f), _CMP_GE_OQ) &
-                           _mm512_cmp_ps_mask(top, _mm512_set1_ps(FLT_MAX), _CMP_LE_OQ);
     if (!live) return;
-    const __m512 c = _mm512_div_ps(_mm512_set1_ps(127.0f), top), step = _mm512_div_ps(top, _mm512_set1_ps(127.0f));
+    const __m512 step = _mm512_div_ps(top, _mm512_set1_ps(127.0f));
     /* lane r's quantized weights of positions 4g..4g+3 as one dword: packs give, per 128-bit lane, the four queries'
      * bytes position by position; the shuffle gathers each query's four */
     const __m512i gather = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
@@ -626,14 +654,21 @@ void avx512_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt,
     /* the softmax step: scale and maximum, the correction where it grew, exponentials and their lane sums */
     const __m512i vkeys = _mm512_loadu_si512(keys), vbelow = _mm512_loadu_si512(below);
     const __m512 vscale = _mm512_set1_ps(scale), minus_inf = _mm512_set1_ps(-INFINITY);
-    __m512 top = minus_inf;
+    const bool windowed = _mm512_test_epi32_mask(vbelow, vbelow);
+    __m512 lane_top[BLOCK_LANES]; /* kern_scale_max's lanes: key j's pick into lane j % 8, then its tree */
+    for (int l = 0; l < BLOCK_LANES; l++) lane_top[l] = minus_inf;
     __mmask16 sees[KERN_KEY_TILE];
     for (int j = 0; j < KERN_KEY_TILE; j++) {
         const __m512i vj = _mm512_set1_epi32(j);
         sees[j] = _mm512_cmpgt_epu32_mask(vkeys, vj);
-        s[j] = _mm512_mul_ps(_mm512_mask_mov_ps(s[j], _mm512_cmpgt_epu32_mask(vbelow, vj), minus_inf), vscale);
-        top = _mm512_mask_max_ps(top, sees[j], s[j], top);
+        if (windowed) s[j] = _mm512_mask_mov_ps(s[j], _mm512_cmpgt_epu32_mask(vbelow, vj), minus_inf);
+        s[j] = _mm512_mul_ps(s[j], vscale);
+        lane_top[j % BLOCK_LANES] = _mm512_mask_max_ps(lane_top[j % BLOCK_LANES], sees[j], s[j], lane_top[j % BLOCK_LANES]);
     }
+    /* ord_combine8_max's tree; pick(a, b) is max_ps(b, a) */
+    const __m512 top = _mm512_max_ps(
+        _mm512_max_ps(_mm512_max_ps(lane_top[7], lane_top[3]), _mm512_max_ps(lane_top[5], lane_top[1])),
+        _mm512_max_ps(_mm512_max_ps(lane_top[6], lane_top[2]), _mm512_max_ps(lane_top[4], lane_top[0])));
     __m512 vm = _mm512_loadu_ps(m), vd = _mm512_loadu_ps(d);
     const __mmask16 grew = _mm512_cmp_ps_mask(top, vm, _CMP_GT_OQ);
     if (grew) {
