@@ -981,13 +981,15 @@ static void test_quantized_key_scores_follow_the_order_and_equal_the_reference(v
 }
 
 /* Weights as attention gives them (exponentials, at most 1) — one vanishing block in every eighth query, so the
- * "adds nothing" rule is met too — weighed against a V tile of random sections. */
+ * "adds nothing" rule is met too, and in another the largest weight near 2^-119 with subnormal ones below it (where a
+ * variant's shortcut around subnormal steps ends: order.h's ord_weights_scaled) — weighed against a V tile of random
+ * sections. */
 static void test_quantized_value_weighing_follows_the_order_and_equals_the_reference(void **state) {
     (void)state;
     uint64_t s = 22;
     const size_t ns[] = {32, 64, 96, 256};
     const size_t key_counts[] = {1, 5, 16, 17, 31, 32};
-    const size_t query_counts[] = {1, 2, 3, 5, 8, 9};
+    const size_t query_counts[] = {1, 2, 3, 5, 8, 9, 16};
     enum { T = KERN_KEY_TILE, OUT = T + 3 };
     for (size_t t = 0; t < 2; t++)
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
@@ -1005,10 +1007,14 @@ static void test_quantized_value_weighing_follows_the_order_and_equals_the_refer
                             memcpy(vt + b * T * block + j * sizeof d, &d, sizeof d);
                         }
                     float *a = malloc(n_q * OUT * sizeof *a), *y0 = normal_row(&s, n_q * y_stride, 1.0f);
+                    for (size_t r = 6; r < n_q; r += 8) /* from 0, so the tiny weights' sums show */
+                        memset(y0 + r * y_stride, 0, n * sizeof *y0);
                     for (size_t r = 0; r < n_q; r++)
                         for (size_t j = 0; j < OUT; j++) {
                             const float x = -fabsf(4.0f * rng_normal(&s));
-                            a[r * OUT + j] = r % 8 == 7 ? ldexpf(1.0f + x / 64, -130) : expf(x);
+                            a[r * OUT + j] = r % 8 == 7   ? ldexpf(1.0f + x / 64, -130)
+                                             : r % 8 == 6 ? ldexpf(expf(x), -112) /* W near 2^-119 */
+                                                          : expf(x);
                         }
                     float *got = malloc(n_q * y_stride * sizeof *got), *want = malloc(n_q * y_stride * sizeof *want);
                     memcpy(got, y0, n_q * y_stride * sizeof *got);

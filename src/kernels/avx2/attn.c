@@ -272,24 +272,38 @@ void avx2_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *q,
 /* Queries side by side on one section: 4 integer sums each, with the section's value registers, within the 16. */
 #define WEIGH_MAX_Q 2
 
-/* One query's weights of a block (attn.h): w_j = a_j · d_j for j < n_keys (the others +0), quantized against W = max
- * |w_j| into wq (32 bytes). False when the block adds nothing; else W / 127 in *scale and, if sum is not NULL (Q4_0's
- * offset needs it, Q8_0's sign products do not), Σ wq in *sum. */
-static bool block_weights(const float *a, const uint8_t *sec, size_t n_keys, int8_t *wq, float *scale, int32_t *sum) {
-    __m256 w[4], top = _mm256_setzero_ps();
+/* w_j = a_j · (d_j · f) for j < n_keys (the others +0) into w, and the largest |w_j|. */
+static float weights_of(const float *a, const uint8_t *sec, size_t n_keys, float f, __m256 *w) {
+    __m256 top = _mm256_setzero_ps();
     for (int h = 0; h < 4; h++) {
         const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n_keys),
                                                 _mm256_add_epi32(_mm256_set1_epi32(8 * h),
                                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sec + 16 * h)));
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sec + 16 * h))),
+                                       _mm256_set1_ps(f));
         w[h] = _mm256_and_ps(_mm256_mul_ps(_mm256_maskload_ps(a + 8 * h, live), d), _mm256_castsi256_ps(live));
         top = _mm256_max_ps(top, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), w[h]));
     }
     __m128 t = _mm_max_ps(_mm256_castps256_ps128(top), _mm256_extractf128_ps(top, 1));
     t = _mm_max_ps(t, _mm_movehl_ps(t, t));
-    const float W = _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
-    if (!(W >= 0x1p-120f && W <= FLT_MAX)) return false;
-    const __m256 c = _mm256_set1_ps(127.0f / W);
+    return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
+}
+
+/* One query's weights of a block (attn.h): w_j = a_j · d_j for j < n_keys (the others +0), quantized against W = max
+ * |w_j| into wq (32 bytes), formed 2^32 larger where that gives the same bits (order.h's ord_weights_scaled). False
+ * when the block adds nothing; else W / 127 in *scale and, if sum is not NULL (Q4_0's offset needs it, Q8_0's sign
+ * products do not), Σ wq in *sum. */
+static bool block_weights(const float *a, const uint8_t *sec, size_t n_keys, int8_t *wq, float *scale, int32_t *sum) {
+    __m256 w[4];
+    float top = weights_of(a, sec, n_keys, ORD_WEIGHT_SCALE, w), W;
+    switch (ord_weights_scaled(top)) {
+    case ORD_WEIGHTS_DEAD: return false;
+    case ORD_WEIGHTS_SCALED: W = top * ORD_WEIGHT_UNSCALE; break;
+    default:
+        top = W = weights_of(a, sec, n_keys, 1.0f, w);
+        if (!(W >= 0x1p-120f && W <= FLT_MAX)) return false;
+    }
+    const __m256 c = _mm256_set1_ps(127.0f / top);
     __m256i q[4];
     for (int h = 0; h < 4; h++) q[h] = _mm256_cvtps_epi32(_mm256_mul_ps(w[h], c));
     /* 32 int32 → 32 bytes in order: the packs interleave 128-bit lanes, the permute puts them back */

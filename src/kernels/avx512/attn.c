@@ -294,17 +294,27 @@ void avx512_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_st
 #define WEIGH_MAX_Q 8
 
 /* One query's weights of a block (attn.h): w_j = a_j · d_j for the keys in `keys` (the others +0), quantized against
- * W = max |w_j| into wq (32 bytes). False when the block adds nothing; else W / 127 in *scale. */
+ * W = max |w_j| into wq (32 bytes), formed 2^32 larger where that gives the same bits (order.h's ord_weights_scaled).
+ * False when the block adds nothing; else W / 127 in *scale. */
 static inline bool block_weights(const float *a, __m512 d0, __m512 d1, __mmask32 keys, int8_t *wq, float *scale) {
     const __mmask16 k0 = (__mmask16)keys, k1 = (__mmask16)(keys >> 16);
-    const __m512 w0 = _mm512_maskz_mul_ps(k0, _mm512_maskz_loadu_ps(k0, a), d0);
-    const __m512 w1 = _mm512_maskz_mul_ps(k1, _mm512_maskz_loadu_ps(k1, a + 16), d1);
-    const float top = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(w0), _mm512_abs_ps(w1)));
-    if (!(top >= 0x1p-120f && top <= FLT_MAX)) return false;
+    const __m512 a0 = _mm512_maskz_loadu_ps(k0, a), a1 = _mm512_maskz_loadu_ps(k1, a + 16);
+    const __m512 f = _mm512_set1_ps(ORD_WEIGHT_SCALE);
+    __m512 w0 = _mm512_maskz_mul_ps(k0, a0, _mm512_mul_ps(d0, f)), w1 = _mm512_maskz_mul_ps(k1, a1, _mm512_mul_ps(d1, f));
+    float top = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(w0), _mm512_abs_ps(w1))), W;
+    switch (ord_weights_scaled(top)) {
+    case ORD_WEIGHTS_DEAD: return false;
+    case ORD_WEIGHTS_SCALED: W = top * ORD_WEIGHT_UNSCALE; break;
+    default:
+        w0 = _mm512_maskz_mul_ps(k0, a0, d0);
+        w1 = _mm512_maskz_mul_ps(k1, a1, d1);
+        top = W = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(w0), _mm512_abs_ps(w1)));
+        if (!(W >= 0x1p-120f && W <= FLT_MAX)) return false;
+    }
     const __m512 c = _mm512_set1_ps(127.0f / top);
     _mm_storeu_si128((__m128i *)wq, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(w0, c))));
     _mm_storeu_si128((__m128i *)(wq + 16), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(w1, c))));
-    *scale = top / 127.0f;
+    *scale = W / 127.0f;
     return true;
 }
 
@@ -581,24 +591,20 @@ static inline void lane_weights(const __m512 *a, const float *dv, float f, __mma
 /* The weighed values of one block for the 16 lanes (attn.h's order, per lane): w_j = a_j · d_j, W = max |w_j| (a_j = 0
  * where the lane does not see key j), w_j quantized against W and packed four positions a lane (+128: the unsigned
  * operand), the integer sums against each element's four values broadcast less 128 × the element's column sum, then
- * y = fmaf(W / 127, S, y) in the lanes whose W is neither below 2^-120 nor infinite.
- * The weights are formed 2^32 times larger: peaked attention has many w_j below FLT_MIN, and a subnormal result or
- * operand costs a multiply a microcode assist (~100 cycles: attention whose scores spread widely ran 4-5x slower for it). The
- * scaling is exact for normal w_j, so W, 127 / W and every w_j · (127 / W) come out as defined; a subnormal w_j's
- * quantum is 0 either way once W >= 2^-118 (|w · 127 / W| < 0.5). Lanes whose W is below that (or above 2^88, where the
- * scaled one would overflow) take the unscaled steps as defined. */
+ * y = fmaf(W / 127, S, y) in the lanes whose W is neither below 2^-120 nor infinite. The weights are formed 2^32 times
+ * larger, and lanes the scaling does not serve take the unscaled steps (order.h's ord_weights_scaled). */
 static void lanes_weigh_block(const uint8_t *sec, const __m512 *a, float *y) {
     const uint8_t *qs = sec + sizeof(uint16_t) * KERN_KEY_TILE;
     float dv[KERN_KEY_TILE];
     _mm512_storeu_ps(dv, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sec)));
     _mm512_storeu_ps(dv + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sec + 32))));
     __m512 w[KERN_KEY_TILE], top_scaled;
-    lane_weights(a, dv, 0x1p32f, 0xffff, w, &top_scaled);
-    const __mmask16 scaled = _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(0x1p-86f), _CMP_GE_OQ) &
-                             _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(0x1p120f), _CMP_LE_OQ);
-    /* the others that may be live: W in [2^-120, 2^-118), or above 2^88 */
-    const __mmask16 exact = _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(0x1p-88f), _CMP_GE_OQ) & ~scaled;
-    __m512 c = _mm512_div_ps(_mm512_set1_ps(127.0f), top_scaled), top = _mm512_mul_ps(top_scaled, _mm512_set1_ps(0x1p-32f));
+    lane_weights(a, dv, ORD_WEIGHT_SCALE, 0xffff, w, &top_scaled);
+    const __mmask16 scaled = _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(ORD_WEIGHT_SCALED_MIN), _CMP_GE_OQ) &
+                             _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(ORD_WEIGHT_SCALED_MAX), _CMP_LE_OQ);
+    const __mmask16 exact = _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(ORD_WEIGHT_DEAD_BELOW), _CMP_GE_OQ) & ~scaled;
+    __m512 c = _mm512_div_ps(_mm512_set1_ps(127.0f), top_scaled);
+    __m512 top = _mm512_mul_ps(top_scaled, _mm512_set1_ps(ORD_WEIGHT_UNSCALE));
     __mmask16 live = scaled;
     if (exact) {
         __m512 we[KERN_KEY_TILE], te;
