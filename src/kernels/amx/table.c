@@ -11,9 +11,12 @@
 
 /* Below this many rows a product goes to the avx512 variant's tiles: a tile 16 rows high would be mostly padding. Packed
  * Q8_0, which those tiles read in place, stays there longer (110M Q8_0, a forward of 24 rows: 22.9 ms, on tiles 24.0;
- * of 28 rows: 26.0 and 25.5). */
+ * of 28 rows: 26.0 and 25.5), and so do the super-block types, whose panels cost more to rearrange: a mixture's experts
+ * get few rows each (Qwen3-30B-A3B's shape, Q4_K_M, 4 layers, prefill 512 on 2 threads: 498 tok/s from 16 rows on,
+ * 537-552 from 32, 540-552 from 48 or 64; gpt-oss-20b's MXFP4 experts: 59-63 from 16, 58-60 from 32). */
 #define AMX_MIN_ROWS 16
 #define AMX_MIN_ROWS_Q8 28
+#define AMX_MIN_ROWS_K 32
 
 static const kern_ops *avx512(void) { return kern_avx512_table(); }
 
@@ -35,9 +38,21 @@ static bool takes_tiles(ggml_type type) {
     }
 }
 
+static uint32_t min_rows(ggml_type type, bool packed) {
+    switch (type) {
+    case GGML_TYPE_Q8_0: return packed ? AMX_MIN_ROWS_Q8 : AMX_MIN_ROWS;
+    case GGML_TYPE_Q3_K:
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q5_K:
+    case GGML_TYPE_Q6_K:
+    case GGML_TYPE_IQ4_XS: return AMX_MIN_ROWS_K;
+    default: return AMX_MIN_ROWS;
+    }
+}
+
 static void matmul(ggml_type type, bool packed, const void *w, size_t w_row_bytes, uint32_t n_out, const float *xf,
                    const block_q8_act *xq, const void *xp, uint32_t n_rows, size_t n, float *y, size_t ldy) {
-    if (n_rows >= (packed && type == GGML_TYPE_Q8_0 ? AMX_MIN_ROWS_Q8 : AMX_MIN_ROWS) && takes_tiles(type)) {
+    if (n_rows >= min_rows(type, packed) && takes_tiles(type)) {
         amx_matmul_rows(type, packed, w, w_row_bytes, n_out, xq, n_rows, n, y, ldy);
         return;
     }
