@@ -78,3 +78,7 @@ bench_cases() {
 bench_ids() {
   awk -v n="$2" -v v="$3" 'BEGIN { s = 20240611; for (i = 0; i < n; i++) { s = (s * 48271) % 2147483647; print 3 + s % (v - 3) } }' >"$1"
 }
+
+# bench_warm FILE: read a model file once, so that the engine measured first does not pay for bringing it into the page
+# cache (a 17 GB mixture read from disk on the first run took flatkv's prefill from ~45 to ~27 tok/s, 2026-12-06).
+bench_warm() { cat "$1" >/dev/null; }
