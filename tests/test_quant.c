@@ -1087,11 +1087,11 @@ static void test_queries_in_lanes_take_each_query_s_own_steps(void **state) {
     const size_t ns[] = {32, 64, 256}, query_counts[] = {1, 5, 16};
     enum { T = KERN_KEY_TILE, TILES = 24, L = KERN_LANES };
     const float scale = 0.125f;
-    for (int peaked = 0; peaked < 2; peaked++)
-    for (size_t t = 0; t < 2; t++)
+    for (size_t t = 0; t < 4; t++) /* each type, with ordinary attention and peaked */
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
             for (size_t u = 0; u < sizeof query_counts / sizeof *query_counts; u++) {
-                const ggml_type type = kv_quant_types[t];
+                const ggml_type type = kv_quant_types[t % 2];
+                const bool peaked = t >= 2;
                 const size_t n = ns[k], n_q = query_counts[u], nb = n / QK, block = kern_row_bytes(type, QK);
                 uint8_t *kt = malloc(TILES * nb * T * block), *vt = malloc(TILES * nb * T * block);
                 random_kv_blocks(&s, type, kt, TILES * nb * T);
@@ -1110,7 +1110,10 @@ static void test_queries_in_lanes_take_each_query_s_own_steps(void **state) {
                 kern_lanes_queries(q, nb, n_q, n, qu, dq);
                 float m[2][L], d[2][L], *y[2] = {calloc(n * L, sizeof(float)), calloc(n * L, sizeof(float))};
                 float want_m[L], want_d[L], *want_y = calloc(n * L, sizeof(float));
-                for (size_t r = 0; r < L; r++) m[0][r] = m[1][r] = want_m[r] = -INFINITY, d[0][r] = d[1][r] = want_d[r] = 0.0f;
+                for (size_t r = 0; r < L; r++) {
+                    m[0][r] = m[1][r] = want_m[r] = -INFINITY;
+                    d[0][r] = d[1][r] = want_d[r] = 0.0f;
+                }
                 for (size_t tile = 0; tile < TILES; tile++) {
                     uint32_t keys[L] = {0}, below[L] = {0};
                     for (size_t r = 0; r < n_q; r++) {
@@ -1122,7 +1125,8 @@ static void test_queries_in_lanes_take_each_query_s_own_steps(void **state) {
                     for (size_t r = 0; r < n_q; r++) {
                         float yr[256];
                         for (size_t i = 0; i < n; i++) yr[i] = want_y[i * L + r];
-                        lane_step(type, ktile, vtile, n, q + r * nb, keys[r], below[r], scale, &want_m[r], &want_d[r], yr);
+                        lane_step(type, ktile, vtile, n, q + r * nb, keys[r], below[r], scale, &want_m[r], &want_d[r],
+                                  yr);
                         for (size_t i = 0; i < n; i++) want_y[i * L + r] = yr[i];
                     }
                     ref->attend_lanes_q(type, ktile, vtile, n, qu, dq, keys, below, scale, m[0], d[0], y[0]);
@@ -1133,7 +1137,8 @@ static void test_queries_in_lanes_take_each_query_s_own_steps(void **state) {
                     for (size_t r = 0; r < n_q; r++) {
                         assert_same_bits(m[v][r], want_m[r], "lane maximum", n);
                         assert_same_bits(d[v][r], want_d[r], "lane denominator", n);
-                        for (size_t i = 0; i < n; i++) assert_same_bits(y[v][i * L + r], want_y[i * L + r], "lane output", n);
+                        for (size_t i = 0; i < n; i++)
+                            assert_same_bits(y[v][i * L + r], want_y[i * L + r], "lane output", n);
                     }
                 free(kt);
                 free(vt);

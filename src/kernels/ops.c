@@ -288,13 +288,7 @@ static uint32_t same_keys(const uint32_t *qpos, uint32_t u, uint32_t m, uint32_t
     return n_q;
 }
 
-/* A block of m queries of one sequence against one KV head, positions qpos[] ascending: the consecutive rows
- * of a query head (prefill), or the query heads of one row that share the KV head (decode). Query u's vector
- * is at q + u·q_stride, its output (head_dim floats) at acc + u·out_stride. Online softmax over tiles aligned
- * to absolute positions. Each query goes through exactly the steps it would alone — its tiles, its scores in
- * the same order, its max, corrections and accumulation — so the block never changes a bit; only the reading
- * of K and V is shared, by one of two walks over the tiles: queries apart or in lanes. Query u's sink, if sink is not
- * NULL, is sink[u·sink_stride] (ops.h's last step). */
+/* One KV head of a sequence's K/V, as attention's walks read it. */
 typedef struct {
     const ops_kv_view *kv;
     size_t k_head, v_head;    /* the head's bytes: where its section starts in a K tile, its elements in a V row */
@@ -410,8 +404,8 @@ static void walk_apart(const float *q, size_t q_stride, const uint32_t *qpos, ui
  * here). */
 #define LANES_MIN_ROWS 12
 
-/* The tiles for queries in lanes: KERN_LANES consecutive queries a lane block, each block's state element-major (attn.h);
- * every tile is read once for all the blocks, and each block takes the tile's whole step in one call. */
+/* The tiles for queries in lanes: KERN_LANES consecutive queries a lane block, each block's state element-major
+ * (attn.h); every tile is read once for all the blocks, and each block takes the tile's whole step in one call. */
 static void walk_lanes(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const head_view *h,
                        uint32_t head_dim, float scale, uint32_t window, float *running_max, float *denom, float *acc,
                        size_t out_stride) {
@@ -458,10 +452,18 @@ static void walk_lanes(const float *q, size_t q_stride, const uint32_t *qpos, ui
     }
 }
 
+/* A block of m queries of one sequence against one KV head, positions qpos[] ascending: the consecutive rows
+ * of a query head (prefill), or the query heads of one row that share the KV head (decode). Query u's vector
+ * is at q + u·q_stride, its output (head_dim floats) at acc + u·out_stride. Online softmax over tiles aligned
+ * to absolute positions. Each query goes through exactly the steps it would alone — its tiles, its scores in
+ * the same order, its max, corrections and accumulation — so the block never changes a bit; only the reading
+ * of K and V is shared, by one of two walks over the tiles: queries apart or in lanes. Query u's sink, if sink is not
+ * NULL, is sink[u·sink_stride] (ops.h's last step). */
 static void attend_block(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const ops_kv_view *kv,
                          size_t head_off, uint32_t head_dim, float scale, uint32_t window, const float *sink,
                          size_t sink_stride, float *acc, size_t out_stride) {
-    float running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS], correction[ATTN_BLOCK_ROWS], weight_sum[ATTN_BLOCK_ROWS];
+    float running_max[ATTN_BLOCK_ROWS], denom[ATTN_BLOCK_ROWS];
+    float correction[ATTN_BLOCK_ROWS], weight_sum[ATTN_BLOCK_ROWS];
     bool grew[ATTN_BLOCK_ROWS];
     const head_view h = view_head(kv, head_off, head_dim);
     if (h.quantized && m >= LANES_MIN_ROWS && kern_attend_lanes_available())

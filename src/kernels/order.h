@@ -25,14 +25,14 @@ static inline size_t ord_kv_block_bytes(ggml_type type) {
     return type == GGML_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
 }
 
-/* A block's value weights (attn.h: w_j = a_j · d_j, W = max |w_j|, the block adds nothing unless 2^-120 <= W <= FLT_MAX)
- * may be formed ORD_WEIGHT_SCALE times larger, w_j · 2^32 = a_j · (d_j · 2^32), to keep the multiplies off subnormal
- * values: peaked attention makes many w_j subnormal, and each multiply with a subnormal result or operand takes a
- * microcode assist of ~100 cycles (Sapphire Rapids; such attention ran 4-5x slower for it). The scaling is exact for
- * normal w_j, so W, 127 / W and w_j · (127 / W) come out as defined, and a subnormal w_j quantizes to 0 either way
- * (|w_j · 127 / W| < 0.5) once W >= 2^-118. So, by the scaled maximum M = W · 2^32: ORD_WEIGHTS_SCALED when M is in
- * [2^-86, 2^120] (the scaled steps give the defined bits; W = M · 2^-32 exactly), ORD_WEIGHTS_DEAD below 2^-88 (W <
- * 2^-120, subnormal W included), else ORD_WEIGHTS_EXACT: take the unscaled steps. */
+/* A block's value weights (attn.h: w_j = a_j · d_j, W = max |w_j|; the block adds nothing unless 2^-120 <= W <=
+ * FLT_MAX) may be formed ORD_WEIGHT_SCALE times larger, w_j · 2^32 = a_j · (d_j · 2^32), to keep the multiplies off
+ * subnormal values: peaked attention makes many w_j subnormal, and each multiply with a subnormal result or operand
+ * takes a microcode assist of ~100 cycles (Sapphire Rapids; such attention ran 3-5x slower for it). The scaling is
+ * exact for normal w_j, so W, 127 / W and w_j · (127 / W) come out as defined, and a subnormal w_j quantizes to 0
+ * either way (|w_j · 127 / W| < 0.5) once W >= 2^-118. So, by the scaled maximum M = W · 2^32: ORD_WEIGHTS_SCALED
+ * when M is in [2^-86, 2^120] (the scaled steps give the defined bits; W = M · 2^-32 exactly), ORD_WEIGHTS_DEAD below
+ * 2^-88 (W < 2^-120, subnormal W included), else ORD_WEIGHTS_EXACT: take the unscaled steps. */
 #define ORD_WEIGHT_SCALE 0x1p32f
 #define ORD_WEIGHT_UNSCALE 0x1p-32f
 #define ORD_WEIGHT_SCALED_MIN 0x1p-86f

@@ -300,7 +300,8 @@ static inline bool block_weights(const float *a, __m512 d0, __m512 d1, __mmask32
     const __mmask16 k0 = (__mmask16)keys, k1 = (__mmask16)(keys >> 16);
     const __m512 a0 = _mm512_maskz_loadu_ps(k0, a), a1 = _mm512_maskz_loadu_ps(k1, a + 16);
     const __m512 f = _mm512_set1_ps(ORD_WEIGHT_SCALE);
-    __m512 w0 = _mm512_maskz_mul_ps(k0, a0, _mm512_mul_ps(d0, f)), w1 = _mm512_maskz_mul_ps(k1, a1, _mm512_mul_ps(d1, f));
+    __m512 w0 = _mm512_maskz_mul_ps(k0, a0, _mm512_mul_ps(d0, f));
+    __m512 w1 = _mm512_maskz_mul_ps(k1, a1, _mm512_mul_ps(d1, f));
     float top = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(w0), _mm512_abs_ps(w1))), W;
     switch (ord_weights_scaled(top)) {
     case ORD_WEIGHTS_DEAD: return false;
@@ -566,7 +567,8 @@ static void lanes_scores(const uint8_t *kt, size_t n_blocks, const uint8_t *qu, 
             for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_si512();
             for (int g = 0; g < QK / KERN_KEY_GROUP; g++)
                 for (int k = 0; k < 16; k++)
-                    acc[k] = _mm512_dpbusd_epi32(acc[k], q[g], bcast4(qs + (g * KERN_KEY_TILE + h + k) * KERN_KEY_GROUP));
+                    acc[k] = _mm512_dpbusd_epi32(acc[k], q[g],
+                                                 bcast4(qs + (g * KERN_KEY_TILE + h + k) * KERN_KEY_GROUP));
             for (int k = 0; k < 16; k++) {
                 const __m512 sb = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[k], _mm512_set1_epi32(off[h + k])));
                 s[h + k] = _mm512_fmadd_ps(_mm512_mul_ps(dqb, _mm512_set1_ps(dk[h + k])), sb, s[h + k]);
@@ -645,8 +647,8 @@ static void lanes_weigh_block(const uint8_t *sec, const __m512 *a, float *y) {
 }
 
 void avx512_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, const uint8_t *qu,
-                           const float *dq, const uint32_t *keys, const uint32_t *below, float scale, float *m, float *d,
-                           float *y) {
+                           const float *dq, const uint32_t *keys, const uint32_t *below, float scale, float *m,
+                           float *d, float *y) {
     const size_t n_blocks = n / QK;
     _Alignas(64) uint8_t kw[KERN_MAX_HEAD_DIM / QK * SECTION_Q8], vw[KERN_MAX_HEAD_DIM / QK * SECTION_Q8];
     if (type == GGML_TYPE_Q4_0) {
@@ -669,7 +671,8 @@ void avx512_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt,
         sees[j] = _mm512_cmpgt_epu32_mask(vkeys, vj);
         if (windowed) s[j] = _mm512_mask_mov_ps(s[j], _mm512_cmpgt_epu32_mask(vbelow, vj), minus_inf);
         s[j] = _mm512_mul_ps(s[j], vscale);
-        lane_top[j % BLOCK_LANES] = _mm512_mask_max_ps(lane_top[j % BLOCK_LANES], sees[j], s[j], lane_top[j % BLOCK_LANES]);
+        __m512 *lane = &lane_top[j % BLOCK_LANES];
+        *lane = _mm512_mask_max_ps(*lane, sees[j], s[j], *lane);
     }
     /* ord_combine8_max's tree; pick(a, b) is max_ps(b, a) */
     const __m512 top = _mm512_max_ps(
