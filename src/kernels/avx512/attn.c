@@ -671,8 +671,8 @@ void avx512_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt,
         sees[j] = _mm512_cmpgt_epu32_mask(vkeys, vj);
         if (windowed) s[j] = _mm512_mask_mov_ps(s[j], _mm512_cmpgt_epu32_mask(vbelow, vj), minus_inf);
         s[j] = _mm512_mul_ps(s[j], vscale);
-        __m512 *lane = &lane_top[j % BLOCK_LANES];
-        *lane = _mm512_mask_max_ps(*lane, sees[j], s[j], *lane);
+        __m512 *pick = &lane_top[j % BLOCK_LANES];
+        *pick = _mm512_mask_max_ps(*pick, sees[j], s[j], *pick);
     }
     /* ord_combine8_max's tree; pick(a, b) is max_ps(b, a) */
     const __m512 top = _mm512_max_ps(
