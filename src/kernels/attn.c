@@ -45,11 +45,8 @@ void kern_lanes_queries(const block_q8_act *q, size_t q_stride, size_t n_q, size
     for (size_t b = 0; b < n / QK; b++)
         for (size_t r = 0; r < KERN_LANES; r++) {
             dq[b * KERN_LANES + r] = r < n_q ? q[r * q_stride + b].d : 0.0f;
-            for (size_t i = 0; i < QK; i++) {
-                const size_t g = i / KERN_KEY_GROUP;
-                qu[((b * (QK / KERN_KEY_GROUP) + g) * KERN_LANES + r) * KERN_KEY_GROUP + i % KERN_KEY_GROUP] =
-                    (uint8_t)((r < n_q ? q[r * q_stride + b].qs[i] : 0) + 128);
-            }
+            for (size_t i = 0; i < QK; i++)
+                qu[kern_lanes_at(b, i, r)] = (uint8_t)((r < n_q ? q[r * q_stride + b].qs[i] : 0) + 128);
         }
 }
 

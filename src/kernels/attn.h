@@ -111,6 +111,10 @@ void kern_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a
  * block b at dq[b·KERN_LANES + r]. Lanes r >= n_q get quants 0 (stored 128) and scale 0. qu holds n/QK · 512 bytes,
  * dq n/QK · KERN_LANES floats; query r's n / QK blocks at q + r·q_stride. */
 void kern_lanes_queries(const block_q8_act *q, size_t q_stride, size_t n_q, size_t n, uint8_t *qu, float *dq);
+/* Where quant i (< QK) of block b of lane r's query lies in qu (above). */
+static inline size_t kern_lanes_at(size_t b, size_t i, size_t r) {
+    return ((b * (QK / KERN_KEY_GROUP) + i / KERN_KEY_GROUP) * KERN_LANES + r) * KERN_KEY_GROUP + i % KERN_KEY_GROUP;
+}
 
 /* One key tile's step of the online softmax for the queries of a lane block, over the quantized K tile kt and V tile
  * vt (Q8_0 or Q4_0, each at the section of the head's first block; heads of n elements, a multiple of QK). Lane r sees

@@ -9,6 +9,7 @@
 #ifndef FKV_KERNELS_ORDER_H
 #define FKV_KERNELS_ORDER_H
 
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,6 +40,9 @@ static inline size_t ord_kv_block_bytes(ggml_type type) {
 #define ORD_WEIGHT_SCALED_MAX 0x1p120f
 #define ORD_WEIGHT_DEAD_BELOW 0x1p-88f
 typedef enum { ORD_WEIGHTS_SCALED, ORD_WEIGHTS_DEAD, ORD_WEIGHTS_EXACT } ord_weights;
+
+/* Whether a block whose largest weight is W adds anything (attn.h's values). */
+static inline bool ord_weights_live(float W) { return W >= 0x1p-120f && W <= FLT_MAX; }
 
 static inline ord_weights ord_weights_scaled(float m) {
     if (m >= ORD_WEIGHT_SCALED_MIN && m <= ORD_WEIGHT_SCALED_MAX) return ORD_WEIGHTS_SCALED;

@@ -301,7 +301,7 @@ static bool block_weights(const float *a, const uint8_t *sec, size_t n_keys, int
     case ORD_WEIGHTS_SCALED: W = top * ORD_WEIGHT_UNSCALE; break;
     default:
         top = W = weights_of(a, sec, n_keys, 1.0f, w);
-        if (!(W >= 0x1p-120f && W <= FLT_MAX)) return false;
+        if (!ord_weights_live(W)) return false;
     }
     const __m256 c = _mm256_set1_ps(127.0f / top);
     __m256i q[4];

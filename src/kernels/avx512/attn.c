@@ -295,22 +295,21 @@ void avx512_axpy_rows_f32(float *y, size_t y_stride, const float *a, size_t a_st
 
 /* One query's weights of a block (attn.h): w_j = a_j · d_j for the keys in `keys` (the others +0), quantized against
  * W = max |w_j| into wq (32 bytes), formed 2^32 larger where that gives the same bits (order.h's ord_weights_scaled).
- * False when the block adds nothing; else W / 127 in *scale. */
-static inline bool block_weights(const float *a, __m512 d0, __m512 d1, __mmask32 keys, int8_t *wq, float *scale) {
+ * d[0], d[1]: the block's scales of keys 0..15, 16..31; d[2], d[3] the same 2^32 larger. False when the block adds
+ * nothing; else W / 127 in *scale. */
+static inline bool block_weights(const float *a, const __m512 d[4], __mmask32 keys, int8_t *wq, float *scale) {
     const __mmask16 k0 = (__mmask16)keys, k1 = (__mmask16)(keys >> 16);
     const __m512 a0 = _mm512_maskz_loadu_ps(k0, a), a1 = _mm512_maskz_loadu_ps(k1, a + 16);
-    const __m512 f = _mm512_set1_ps(ORD_WEIGHT_SCALE);
-    __m512 w0 = _mm512_maskz_mul_ps(k0, a0, _mm512_mul_ps(d0, f));
-    __m512 w1 = _mm512_maskz_mul_ps(k1, a1, _mm512_mul_ps(d1, f));
+    __m512 w0 = _mm512_maskz_mul_ps(k0, a0, d[2]), w1 = _mm512_maskz_mul_ps(k1, a1, d[3]);
     float top = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(w0), _mm512_abs_ps(w1))), W;
     switch (ord_weights_scaled(top)) {
     case ORD_WEIGHTS_DEAD: return false;
     case ORD_WEIGHTS_SCALED: W = top * ORD_WEIGHT_UNSCALE; break;
     default:
-        w0 = _mm512_maskz_mul_ps(k0, a0, d0);
-        w1 = _mm512_maskz_mul_ps(k1, a1, d1);
+        w0 = _mm512_maskz_mul_ps(k0, a0, d[0]);
+        w1 = _mm512_maskz_mul_ps(k1, a1, d[1]);
         top = W = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(w0), _mm512_abs_ps(w1)));
-        if (!(W >= 0x1p-120f && W <= FLT_MAX)) return false;
+        if (!ord_weights_live(W)) return false;
     }
     const __m512 c = _mm512_set1_ps(127.0f / top);
     _mm_storeu_si128((__m128i *)wq, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(w0, c))));
@@ -329,13 +328,16 @@ static inline __attribute__((always_inline)) void weigh_queries(ggml_type type, 
     const bool q8 = type == GGML_TYPE_Q8_0;
     const uint8_t *qs = sec + sizeof(uint16_t) * KERN_KEY_TILE;
     const size_t group = (ord_kv_block_bytes(type) - sizeof(uint16_t)) * KERN_KEY_GROUP;
-    const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sec));
-    const __m512 d1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sec + 32)));
+    __m512 d[4];
+    d[0] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sec));
+    d[1] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sec + 32)));
+    d[2] = _mm512_mul_ps(d[0], _mm512_set1_ps(ORD_WEIGHT_SCALE));
+    d[3] = _mm512_mul_ps(d[1], _mm512_set1_ps(ORD_WEIGHT_SCALE));
     int8_t wq[WEIGH_MAX_Q][KERN_KEY_TILE];
     float scale[WEIGH_MAX_Q];
     bool live[WEIGH_MAX_Q];
     for (int r = 0; r < Q; r++)
-        if (!(live[r] = block_weights(a + r * a_stride, d0, d1, keys, wq[r], &scale[r]))) {
+        if (!(live[r] = block_weights(a + r * a_stride, d, keys, wq[r], &scale[r]))) {
             memset(wq[r], 0, sizeof wq[r]);
             scale[r] = 0.0f; /* never read: the query's y stays as it is */
         }
@@ -561,7 +563,7 @@ static void lanes_scores(const uint8_t *kt, size_t n_blocks, const uint8_t *qu, 
         const __m512 dqb = _mm512_loadu_ps(dq + b * KERN_LANES);
         __m512i q[QK / KERN_KEY_GROUP];
         for (int g = 0; g < QK / KERN_KEY_GROUP; g++)
-            q[g] = _mm512_loadu_si512(qu + (b * (QK / KERN_KEY_GROUP) + g) * KERN_LANES * KERN_KEY_GROUP);
+            q[g] = _mm512_loadu_si512(qu + kern_lanes_at(b, (size_t)g * KERN_KEY_GROUP, 0));
         for (int h = 0; h < KERN_KEY_TILE; h += 16) {
             __m512i acc[16];
             for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_si512();

@@ -107,7 +107,7 @@ void ref_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a,
                 w[j] = a[r * a_stride + j] * f16_at(sec + sizeof(uint16_t) * j);
                 if (fabsf(w[j]) > top) top = fabsf(w[j]);
             }
-            if (!(top >= 0x1p-120f && top <= FLT_MAX)) continue;
+            if (!ord_weights_live(top)) continue;
             const float c = 127.0f / top;
             int32_t wq[KERN_KEY_TILE];
             for (size_t j = 0; j < n_keys; j++) wq[j] = (int32_t)nearbyintf(w[j] * c);
@@ -124,15 +124,12 @@ void ref_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a,
 void ref_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, const uint8_t *qu,
                         const float *dq, const uint32_t *keys, const uint32_t *below, float scale, float *m, float *d,
                         float *y) {
-    const size_t groups = QK / KERN_KEY_GROUP;
     for (size_t r = 0; r < KERN_LANES; r++) {
         if (!keys[r]) continue;
         block_q8_act q[KERN_MAX_HEAD_DIM / QK];
         for (size_t b = 0; b < n / QK; b++) {
             q[b].d = dq[b * KERN_LANES + r];
-            for (size_t i = 0; i < QK; i++)
-                q[b].qs[i] = (int8_t)(qu[((b * groups + i / KERN_KEY_GROUP) * KERN_LANES + r) * KERN_KEY_GROUP +
-                                         i % KERN_KEY_GROUP] - 128);
+            for (size_t i = 0; i < QK; i++) q[b].qs[i] = (int8_t)(qu[kern_lanes_at(b, i, r)] - 128);
         }
         float s[KERN_KEY_TILE], yr[KERN_MAX_HEAD_DIM], sum;
         ref_score_tile_q(type, kt, q, 0, 1, n, s, KERN_KEY_TILE);
