@@ -1078,21 +1078,21 @@ static void lane_step(ggml_type type, const uint8_t *kt, const uint8_t *vt, size
 
 /* Queries in lanes, over several tiles with every kind of lane — not reaching a tile, seeing part of it (the diagonal),
  * keys under a window — end with each query's state bit for bit as its own steps leave it, in the active variant (when
- * it has the lanes) and in the reference's. Peaked attention too (wide scores, V scales from 2^-24 up): weights down to
- * subnormal, and blocks whose largest weight is near 2^-120, where the "adds nothing" rule and the variants' shortcuts
- * around subnormal steps meet. */
+ * it has the lanes) and in the reference's; two lane blocks share each call, the second one full. Peaked attention too
+ * (wide scores, V scales from 2^-24 up): weights down to subnormal, and blocks whose largest weight is near 2^-120,
+ * where the "adds nothing" rule and the variants' shortcuts around subnormal steps meet. */
 static void test_queries_in_lanes_take_each_query_s_own_steps(void **state) {
     (void)state;
     uint64_t s = 24;
     const size_t ns[] = {32, 64, 256}, query_counts[] = {1, 5, 16};
-    enum { T = KERN_KEY_TILE, TILES = 24, L = KERN_LANES };
+    enum { T = KERN_KEY_TILE, TILES = 24, L = KERN_LANES, B = 2 };
     const float scale = 0.125f;
     for (size_t t = 0; t < 4; t++) /* each type, with ordinary attention and peaked */
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
             for (size_t u = 0; u < sizeof query_counts / sizeof *query_counts; u++) {
                 const ggml_type type = kv_quant_types[t % 2];
                 const bool peaked = t >= 2;
-                const size_t n = ns[k], n_q = query_counts[u], nb = n / QK, block = kern_row_bytes(type, QK);
+                const size_t n = ns[k], n_q[B] = {query_counts[u], L}, nb = n / QK, block = kern_row_bytes(type, QK);
                 uint8_t *kt = malloc(TILES * nb * T * block), *vt = malloc(TILES * nb * T * block);
                 random_kv_blocks(&s, type, kt, TILES * nb * T);
                 random_kv_blocks(&s, type, vt, TILES * nb * T);
@@ -1104,50 +1104,58 @@ static void test_queries_in_lanes_take_each_query_s_own_steps(void **state) {
                         memcpy(kt + b * T * block + j * sizeof dk, &dk, sizeof dk);
                         memcpy(vt + b * T * block + j * sizeof dv, &dv, sizeof dv);
                     }
-                block_q8_act *q = quantized_queries(&s, n_q, n);
-                uint8_t *qu = malloc(nb * QK * L);
-                float *dq = malloc(nb * L * sizeof *dq);
-                kern_lanes_queries(q, nb, n_q, n, qu, dq);
-                float m[2][L], d[2][L], *y[2] = {calloc(n * L, sizeof(float)), calloc(n * L, sizeof(float))};
-                float want_m[L], want_d[L], *want_y = calloc(n * L, sizeof(float));
-                for (size_t r = 0; r < L; r++) {
-                    m[0][r] = m[1][r] = want_m[r] = -INFINITY;
-                    d[0][r] = d[1][r] = want_d[r] = 0.0f;
+                block_q8_act *q[B];
+                uint8_t *qu[B];
+                float *dq[B], *want_y[B], want_m[B][L], want_d[B][L];
+                kern_lane_block lanes[2][B]; /* the reference's, the active variant's */
+                for (size_t g = 0; g < B; g++) {
+                    q[g] = quantized_queries(&s, n_q[g], n);
+                    qu[g] = malloc(nb * QK * L);
+                    dq[g] = malloc(nb * L * sizeof *dq[g]);
+                    kern_lanes_queries(q[g], nb, n_q[g], n, qu[g], dq[g]);
+                    want_y[g] = calloc(n * L, sizeof(float));
+                    for (int v = 0; v < 2; v++) {
+                        lanes[v][g] = (kern_lane_block){.qu = qu[g], .dq = dq[g], .y = calloc(n * L, sizeof(float))};
+                        for (size_t r = 0; r < L; r++) lanes[v][g].m[r] = -INFINITY;
+                    }
+                    for (size_t r = 0; r < L; r++) want_m[g][r] = -INFINITY, want_d[g][r] = 0.0f;
                 }
                 for (size_t tile = 0; tile < TILES; tile++) {
-                    uint32_t keys[L] = {0}, below[L] = {0};
-                    for (size_t r = 0; r < n_q; r++) {
-                        const uint64_t x = rng_next(&s);
-                        keys[r] = x % 4 == 0 ? 0 : x % 4 == 1 ? 1 + (uint32_t)(x >> 8) % T : T; /* none, part, all */
-                        below[r] = keys[r] && x % 3 == 0 ? (uint32_t)(x >> 16) % keys[r] : 0;
-                    }
                     const uint8_t *ktile = kt + tile * nb * T * block, *vtile = vt + tile * nb * T * block;
-                    for (size_t r = 0; r < n_q; r++) {
-                        float yr[256];
-                        for (size_t i = 0; i < n; i++) yr[i] = want_y[i * L + r];
-                        lane_step(type, ktile, vtile, n, q + r * nb, keys[r], below[r], scale, &want_m[r], &want_d[r],
-                                  yr);
-                        for (size_t i = 0; i < n; i++) want_y[i * L + r] = yr[i];
-                    }
-                    ref->attend_lanes_q(type, ktile, vtile, n, qu, dq, keys, below, scale, m[0], d[0], y[0]);
-                    if (kern_attend_lanes_available())
-                        kern_attend_lanes_q(type, ktile, vtile, n, qu, dq, keys, below, scale, m[1], d[1], y[1]);
+                    for (size_t g = 0; g < B; g++)
+                        for (size_t r = 0; r < L; r++) { /* none, part or all of the tile's keys */
+                            const uint64_t x = rng_next(&s);
+                            uint32_t keys = x % 4 == 0 ? 0 : x % 4 == 1 ? 1 + (uint32_t)(x >> 8) % T : T;
+                            if (r >= n_q[g]) keys = 0;
+                            const uint32_t below = keys && x % 3 == 0 ? (uint32_t)(x >> 16) % keys : 0;
+                            for (int v = 0; v < 2; v++) lanes[v][g].keys[r] = keys, lanes[v][g].below[r] = below;
+                            float yr[256];
+                            for (size_t i = 0; i < n; i++) yr[i] = want_y[g][i * L + r];
+                            lane_step(type, ktile, vtile, n, q[g] + r * nb, keys, below, scale, &want_m[g][r],
+                                      &want_d[g][r], yr);
+                            for (size_t i = 0; i < n; i++) want_y[g][i * L + r] = yr[i];
+                        }
+                    ref->attend_lanes_q(type, ktile, vtile, n, scale, lanes[0], B);
+                    if (kern_attend_lanes_available()) kern_attend_lanes_q(type, ktile, vtile, n, scale, lanes[1], B);
                 }
                 for (int v = 0; v < (kern_attend_lanes_available() ? 2 : 1); v++)
-                    for (size_t r = 0; r < n_q; r++) {
-                        assert_same_bits(m[v][r], want_m[r], "lane maximum", n);
-                        assert_same_bits(d[v][r], want_d[r], "lane denominator", n);
-                        for (size_t i = 0; i < n; i++)
-                            assert_same_bits(y[v][i * L + r], want_y[i * L + r], "lane output", n);
-                    }
+                    for (size_t g = 0; g < B; g++)
+                        for (size_t r = 0; r < n_q[g]; r++) {
+                            assert_same_bits(lanes[v][g].m[r], want_m[g][r], "lane maximum", n);
+                            assert_same_bits(lanes[v][g].d[r], want_d[g][r], "lane denominator", n);
+                            for (size_t i = 0; i < n; i++)
+                                assert_same_bits(lanes[v][g].y[i * L + r], want_y[g][i * L + r], "lane output", n);
+                        }
                 free(kt);
                 free(vt);
-                free(q);
-                free(qu);
-                free(dq);
-                free(y[0]);
-                free(y[1]);
-                free(want_y);
+                for (size_t g = 0; g < B; g++) {
+                    free(q[g]);
+                    free(qu[g]);
+                    free(dq[g]);
+                    free(want_y[g]);
+                    free(lanes[0][g].y);
+                    free(lanes[1][g].y);
+                }
             }
 }
 
@@ -1837,6 +1845,16 @@ static void test_exp_variant_equals_the_reference_and_is_within_2_ulp_of_libm(vo
     for (size_t i = 0; i < N; i++) assert_same_bits(a[i], b[i], "kern_exp", i);
     assert_true(isnan(a[11]) && isnan(a[12]));                         /* NaN stays NaN */
     assert_true(isinf(a[9]) && a[10] == 0.0f && a[8] == 0.0f && a[7] == 0.0f); /* +inf, -inf, below the range */
+    /* the edges, float by float: results near FLT_MIN (where 2^k meets subnormal products) and near overflow */
+    const float edges[] = {-87.33654f, -86.0f, 88.0f}; /* kern_exp's range: -87.33654 .. 88 */
+    for (size_t e = 0; e < sizeof edges / sizeof *edges; e++) {
+        float x = edges[e];
+        for (size_t i = 0; i < N / 2; i++) x = nextafterf(x, -INFINITY);
+        for (size_t i = 0; i < N; i++, x = nextafterf(x, INFINITY)) a[i] = b[i] = x;
+        kern_exp(a, N);
+        ref->exp(b, N);
+        for (size_t i = 0; i < N; i++) assert_same_bits(a[i], b[i], "kern_exp at an edge", i);
+    }
     /* accuracy: a fresh grid against libm's double exp */
     for (int k = -8733; k <= 8800; k++) {
         float x = (float)k / 100.0f, e = x;

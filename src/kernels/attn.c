@@ -50,10 +50,9 @@ void kern_lanes_queries(const block_q8_act *q, size_t q_stride, size_t n_q, size
         }
 }
 
-void kern_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, const uint8_t *qu,
-                         const float *dq, const uint32_t *keys, const uint32_t *below, float scale, float *m, float *d,
-                         float *y) {
-    kern_active()->attend_lanes_q(type, kt, vt, n, qu, dq, keys, below, scale, m, d, y);
+void kern_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, float scale,
+                         kern_lane_block *blocks, size_t n_blocks) {
+    kern_active()->attend_lanes_q(type, kt, vt, n, scale, blocks, n_blocks);
 }
 
 bool kern_attend_lanes_available(void) { return kern_active()->attend_lanes_q != NULL; }

@@ -116,19 +116,29 @@ static inline size_t kern_lanes_at(size_t b, size_t i, size_t r) {
     return ((b * (QK / KERN_KEY_GROUP) + i / KERN_KEY_GROUP) * KERN_LANES + r) * KERN_KEY_GROUP + i % KERN_KEY_GROUP;
 }
 
-/* One key tile's step of the online softmax for the queries of a lane block, over the quantized K tile kt and V tile
- * vt (Q8_0 or Q4_0, each at the section of the head's first block; heads of n elements, a multiple of QK). Lane r sees
- * the keys j < keys[r] of the tile (0: the query does not reach it, and its state stays as it is), those j < below[r]
- * with score -inf (under a sliding window). Its state: running maximum m[r], denominator d[r], output accumulator y
- * (element i at y[i·KERN_LANES + r]); at the first tile -inf, +0 and +0. The step, per lane in this order:
+/* A lane block: its prepared queries (kern_lanes_queries), this tile's reach of each lane, and the lanes' state. Lane r
+ * sees the keys j < keys[r] of the tile (0: the query does not reach it, and its state stays as it is), those j <
+ * below[r] with score -inf (under a sliding window). Its state: running maximum m[r], denominator d[r], output
+ * accumulator y (element i at y[i·KERN_LANES + r]); at the first tile -inf, +0 and +0. */
+typedef struct {
+    const uint8_t *qu;
+    const float *dq;
+    uint32_t keys[KERN_LANES], below[KERN_LANES];
+    float m[KERN_LANES], d[KERN_LANES];
+    float *y;
+} kern_lane_block;
+
+/* One key tile's step of the online softmax for the queries of n_blocks lane blocks, over the quantized K tile kt and V
+ * tile vt (Q8_0 or Q4_0, each at the section of the head's first block; heads of n elements, a multiple of QK). The
+ * step, per lane in this order:
  *   s_j = the key's score (kern_score_tile_q), -inf for j < below[r], then kern_scale_max over j < keys[r] → t;
  *   if t > m: c = e^(m - t) (kern_exp), y *= c, d *= c, m = t;
  *   a_j = e^(s_j - m) and their sum (kern_exp_sum_rows, j < keys[r]); d += the sum;
  *   y += the weighed values (kern_weigh_tile_q, keys j < keys[r]).
- * ops_attention's tiles take the same step for queries attended apart (ops.c). */
-void kern_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, const uint8_t *qu,
-                         const float *dq, const uint32_t *keys, const uint32_t *below, float scale, float *m, float *d,
-                         float *y);
+ * ops_attention's tiles take the same step for queries attended apart (ops.c). The blocks share one call so that a
+ * variant rearranges the tile (Q4_0 widened, the sums of its quants) once for all of them. */
+void kern_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, float scale,
+                         kern_lane_block *blocks, size_t n_blocks);
 /* Whether the active variant has kern_attend_lanes_q (else ops_attention attends every query apart). */
 bool kern_attend_lanes_available(void);
 

@@ -405,15 +405,14 @@ static void walk_apart(const float *q, size_t q_stride, const uint32_t *qpos, ui
 #define LANES_MIN_ROWS 12
 
 /* The tiles for queries in lanes: KERN_LANES consecutive queries a lane block, each block's state element-major
- * (attn.h); every tile is read once for all the blocks, and each block takes the tile's whole step in one call. */
+ * (attn.h); every tile is read once for all the blocks, and the blocks that reach it take its step in one call. */
 static void walk_lanes(const float *q, size_t q_stride, const uint32_t *qpos, uint32_t m, const head_view *h,
                        uint32_t head_dim, float scale, uint32_t window, float *running_max, float *denom, float *acc,
                        size_t out_stride) {
     enum { BLOCKS = ATTN_BLOCK_ROWS / KERN_LANES, HEAD_BLOCKS = OPS_ATTN_MAX_HEAD_DIM / QK };
     _Alignas(64) uint8_t qu[BLOCKS][HEAD_BLOCKS * QK * KERN_LANES];
     _Alignas(64) float dq[BLOCKS][HEAD_BLOCKS * KERN_LANES], y[BLOCKS][OPS_ATTN_MAX_HEAD_DIM * KERN_LANES];
-    _Alignas(64) float lane_max[BLOCKS][KERN_LANES], lane_denom[BLOCKS][KERN_LANES];
-    _Alignas(64) uint32_t keys[KERN_LANES], below[KERN_LANES];
+    _Alignas(64) kern_lane_block lanes[BLOCKS];
     const ops_kv_view *kv = h->kv;
     const size_t head_blocks = head_dim / QK;
     const uint32_t n_blocks = (m + KERN_LANES - 1) / KERN_LANES;
@@ -423,31 +422,31 @@ static void walk_lanes(const float *q, size_t q_stride, const uint32_t *qpos, ui
         for (uint32_t r = 0; r < n_q; r++)
             quant_row_q8(q + (g * KERN_LANES + r) * q_stride, qq + r * head_blocks, head_dim);
         kern_lanes_queries(qq, head_blocks, n_q, head_dim, qu[g], dq[g]);
-        for (uint32_t r = 0; r < KERN_LANES; r++) lane_max[g][r] = -INFINITY, lane_denom[g][r] = 0.0f;
+        lanes[g] = (kern_lane_block){.qu = qu[g], .dq = dq[g], .y = y[g]};
+        for (uint32_t r = 0; r < KERN_LANES; r++) lanes[g].m[r] = -INFINITY;
         memset(y[g], 0, sizeof(float) * head_dim * KERN_LANES);
     }
     const uint32_t last = qpos[m - 1];
     for (uint32_t t0 = first_tile(qpos, window); t0 <= last; t0 += OPS_ATTN_TILE) {
         const size_t off = ops_kv_offset(kv, t0);
         if (t0 + OPS_ATTN_TILE <= last) prefetch_tile(h, t0 + OPS_ATTN_TILE);
-        for (uint32_t g = 0; g < n_blocks; g++) {
-            bool any = false; /* a lane reaches the tile, and its window does not start past it */
+        uint32_t first = n_blocks, end = 0; /* the blocks with a lane that reaches the tile inside its window */
+        for (uint32_t g = 0; g < n_blocks; g++)
             for (uint32_t r = 0, u = g * KERN_LANES; r < KERN_LANES; r++, u++) {
                 const uint32_t start = u < m ? window_start(qpos[u], window) : 0;
                 const bool sees = u < m && qpos[u] >= t0 && start < t0 + OPS_ATTN_TILE;
-                keys[r] = sees ? keys_in_tile(qpos[u], t0) : 0;
-                below[r] = sees && start > t0 ? start - t0 : 0;
-                any |= sees;
+                lanes[g].keys[r] = sees ? keys_in_tile(qpos[u], t0) : 0;
+                lanes[g].below[r] = sees && start > t0 ? start - t0 : 0;
+                if (sees) first = g < first ? g : first, end = g + 1;
             }
-            if (any)
-                kern_attend_lanes_q(kv->type, kv->k + off + h->k_head, kv->v + off + h->k_head, head_dim, qu[g], dq[g],
-                                    keys, below, scale, lane_max[g], lane_denom[g], y[g]);
-        }
+        if (first < end)
+            kern_attend_lanes_q(kv->type, kv->k + off + h->k_head, kv->v + off + h->k_head, head_dim, scale,
+                                lanes + first, end - first);
     }
     for (uint32_t u = 0; u < m; u++) {
         const uint32_t g = u / KERN_LANES, r = u % KERN_LANES;
-        running_max[u] = lane_max[g][r];
-        denom[u] = lane_denom[g][r];
+        running_max[u] = lanes[g].m[r];
+        denom[u] = lanes[g].d[r];
         for (uint32_t i = 0; i < head_dim; i++) acc[u * out_stride + i] = y[g][i * KERN_LANES + r];
     }
 }

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn.h"
 #include "types.h"
 
 typedef struct kern_ops {
@@ -62,9 +63,8 @@ typedef struct kern_ops {
     float (*scale_max)(float *s, size_t n, float scale);
     void (*exp_sum_rows)(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
     /* a tile's whole softmax step for a block of queries in lanes; NULL where a variant has no fast form of it */
-    void (*attend_lanes_q)(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, const uint8_t *qu,
-                           const float *dq, const uint32_t *keys, const uint32_t *below, float scale, float *m,
-                           float *d, float *y);
+    void (*attend_lanes_q)(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, float scale,
+                           kern_lane_block *blocks, size_t n_blocks);
 } kern_ops;
 
 /* The variants, best last; every x86-64 build holds them all (a build with FKV_SIMD off holds only the ref). */

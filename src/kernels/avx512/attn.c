@@ -11,6 +11,7 @@
 #include "avx512.h"
 
 #include "attn.h"
+#include "lanes.h"
 #include "simd.h"
 
 #include <float.h>
@@ -406,24 +407,6 @@ void avx512_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float 
 
 /* ---- exponentials ------------------------------------------------------------------------------ */
 
-/* e^v per lane in exp1's sequence: k = nearbyint(v·log2e), r in two fused steps, Horner, times 2^k from its bits;
- * then +0 below EXP_MIN and +inf above EXP_MAX. A NaN comes out as its quiet self: every step that sees it
- * returns it (k, r and p all carry v's payload; the scale from k's integer-indefinite bits is 1.0), and the
- * ordered compares leave it. */
-static inline __m512 exp_lanes(__m512 v) {
-    const __m512 vl = _mm512_mul_ps(v, _mm512_set1_ps(EXP_LOG2E));
-    const __m512 k = _mm512_roundscale_ps(vl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-EXP_LN2_HI), v);
-    r = _mm512_fmadd_ps(k, _mm512_set1_ps(-EXP_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(ord_exp_coef[6]);
-    for (int c = 5; c >= 0; c--) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ord_exp_coef[c]));
-    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
-    __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-    e = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(v, _mm512_set1_ps(EXP_MIN), _CMP_LT_OQ), _mm512_setzero_ps());
-    return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(v, _mm512_set1_ps(EXP_MAX), _CMP_GT_OQ),
-                              _mm512_set1_ps(INFINITY));
-}
-
 static inline __attribute__((always_inline)) void exp_at(float *x, __mmask16 live) {
     _mm512_mask_storeu_ps(x, live, exp_lanes(_mm512_maskz_loadu_ps(live, x)));
 }
@@ -499,33 +482,7 @@ void avx512_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float
     }
 }
 
-/* ---- many queries over quantized K/V, one query a lane (attn.h's kern_attend_lanes_q) ---------------------------- */
-
-#define SECTION_Q8 (sizeof(block_q8_0) * KERN_KEY_TILE) /* a block's section of a Q8_0 tile: 32 scales, 1024 quants */
-
-/* A Q4_0 tile's sections (K or V) in Q8_0's layout, quants less 8, so one code serves both types: a K section's group
- * g holds elements 4g..4g+3 (Q4_0's low nibbles of its group g for g < 4, high ones of group g - 4 above); a V
- * section's group g holds elements 0..15 then 16..31 of its four positions (the low, then the high nibbles of Q4_0's
- * 64 bytes). The scales as they are. */
-static void widen_q4_sections(bool keys, const uint8_t *src, size_t n_blocks, uint8_t *dst) {
-    const size_t src_section = sizeof(block_q4_0) * KERN_KEY_TILE, scales = sizeof(uint16_t) * KERN_KEY_TILE;
-    const __m512i m = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
-    for (size_t b = 0; b < n_blocks; b++) {
-        const uint8_t *s = src + b * src_section + scales;
-        uint8_t *o = dst + b * SECTION_Q8;
-        memcpy(o, src + b * src_section, scales);
-        o += scales;
-        for (size_t at = 0; at < src_section - scales; at += 64) {
-            const __m512i x = _mm512_loadu_si512(s + at);
-            const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(x, m), eight);
-            const __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(x, 4), m), eight);
-            /* K: Q4_0 group g (128 bytes) -> Q8_0 groups g and g + 4; V: Q4_0 group g (64 bytes) -> Q8_0 group g */
-            const size_t lo_at = keys ? at : 2 * at, hi_at = keys ? at + 4 * 128 : 2 * at + 64;
-            _mm512_storeu_si512(o + lo_at, lo);
-            _mm512_storeu_si512(o + hi_at, hi);
-        }
-    }
-}
+/* ---- many queries over quantized K/V, one query a lane (attn.h's kern_attend_lanes_q; lanes.h) ------------------ */
 
 /* A lane's four quants of a group as the broadcast operand: bytes at p, in every lane. */
 static inline __m512i bcast4(const uint8_t *p) {
@@ -534,172 +491,58 @@ static inline __m512i bcast4(const uint8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* 128 × the sums of a section's 16-lane columns of four quants over its 8 groups (keys: a key's 32 quants; values: an
- * element's 32 positions), for the 32 keys or elements: sums[0..31]. The products' unsigned side is 128 more than
- * the signed value it stands for, so 128 × these come off again. */
-static inline void offset_sums(const uint8_t *qs, int32_t *sums) {
-    const __m512i ones = _mm512_set1_epi8(1);
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-    for (int g = 0; g < QK / KERN_KEY_GROUP; g++) {
-        s0 = _mm512_dpbusd_epi32(s0, ones, _mm512_loadu_si512(qs + g * 128));
-        s1 = _mm512_dpbusd_epi32(s1, ones, _mm512_loadu_si512(qs + g * 128 + 64));
-    }
-    _mm512_storeu_si512(sums, _mm512_slli_epi32(s0, 7));
-    _mm512_storeu_si512(sums + 16, _mm512_slli_epi32(s1, 7));
-}
-
 /* Scores of the tile's 32 keys for the 16 lanes, key j's at s[j]: per block, each key's integer sum from VNNI products
- * of the lanes' quants (+128) with the key's four quants broadcast, less 128 × the key's sum; then the block's step
- * fmaf(d_q · d_k, s_b, s) in block order. */
-static void lanes_scores(const uint8_t *kt, size_t n_blocks, const uint8_t *qu, const float *dq, __m512 *s) {
+ * of the lanes' quants (+128) with the key's four quants broadcast, from the key's start (lanes_sums_start); then the
+ * block's step in block order. */
+static void lanes_scores(const lanes_tile *t, size_t n_blocks, const uint8_t *qu, const float *dq, __m512 *s) {
     for (int j = 0; j < KERN_KEY_TILE; j++) s[j] = _mm512_setzero_ps();
     for (size_t b = 0; b < n_blocks; b++) {
-        const uint8_t *sec = kt + b * SECTION_Q8, *qs = sec + sizeof(uint16_t) * KERN_KEY_TILE;
-        int32_t off[KERN_KEY_TILE];
-        offset_sums(qs, off);
-        float dk[KERN_KEY_TILE];
-        _mm512_storeu_ps(dk, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sec)));
-        _mm512_storeu_ps(dk + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sec + 32))));
-        const __m512 dqb = _mm512_loadu_ps(dq + b * KERN_LANES);
+        const uint8_t *qs = t->k + b * SECTION_Q8 + SCALES_BYTES;
         __m512i q[QK / KERN_KEY_GROUP];
         for (int g = 0; g < QK / KERN_KEY_GROUP; g++)
             q[g] = _mm512_loadu_si512(qu + kern_lanes_at(b, (size_t)g * KERN_KEY_GROUP, 0));
         for (int h = 0; h < KERN_KEY_TILE; h += 16) {
             __m512i acc[16];
-            for (int k = 0; k < 16; k++) acc[k] = _mm512_setzero_si512();
+            for (int k = 0; k < 16; k++) acc[k] = _mm512_set1_epi32(t->kstart[b][h + k]);
             for (int g = 0; g < QK / KERN_KEY_GROUP; g++)
                 for (int k = 0; k < 16; k++)
                     acc[k] = _mm512_dpbusd_epi32(acc[k], q[g],
                                                  bcast4(qs + (g * KERN_KEY_TILE + h + k) * KERN_KEY_GROUP));
-            for (int k = 0; k < 16; k++) {
-                const __m512 sb = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[k], _mm512_set1_epi32(off[h + k])));
-                s[h + k] = _mm512_fmadd_ps(_mm512_mul_ps(dqb, _mm512_set1_ps(dk[h + k])), sb, s[h + k]);
-            }
+            lanes_score_step(t, b, h, dq, acc, s);
         }
     }
 }
 
-/* w_j = a_j · (d_j · f) for the lanes in `lanes` (the others +0), and the largest |w_j| of each lane. Four chains of
- * maxima, so their latency overlaps: a maximum of values >= +0, where no NaN wins (the second operand comes back), is
- * the same in any order. */
-static inline void lane_weights(const __m512 *a, const float *dv, float f, __mmask16 lanes, __m512 *w, __m512 *top) {
-    __m512 tops[4];
-    for (int c = 0; c < 4; c++) tops[c] = _mm512_setzero_ps();
-    for (int j = 0; j < KERN_KEY_TILE; j++) {
-        w[j] = _mm512_maskz_mul_ps(lanes, a[j], _mm512_set1_ps(dv[j] * f));
-        tops[j % 4] = _mm512_max_ps(_mm512_abs_ps(w[j]), tops[j % 4]);
-    }
-    *top = _mm512_max_ps(_mm512_max_ps(tops[0], tops[1]), _mm512_max_ps(tops[2], tops[3]));
-}
-
-/* The weighed values of one block for the 16 lanes (attn.h's order, per lane): w_j = a_j · d_j, W = max |w_j| (a_j = 0
- * where the lane does not see key j), w_j quantized against W and packed four positions a lane (+128: the unsigned
- * operand), the integer sums against each element's four values broadcast less 128 × the element's column sum, then
- * y = fmaf(W / 127, S, y) in the lanes whose W is neither below 2^-120 nor infinite. The weights are formed 2^32 times
- * larger, and lanes the scaling does not serve take the unscaled steps (order.h's ord_weights_scaled). */
-static void lanes_weigh_block(const uint8_t *sec, const __m512 *a, float *y) {
-    const uint8_t *qs = sec + sizeof(uint16_t) * KERN_KEY_TILE;
-    float dv[KERN_KEY_TILE];
-    _mm512_storeu_ps(dv, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sec)));
-    _mm512_storeu_ps(dv + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sec + 32))));
-    __m512 w[KERN_KEY_TILE], top_scaled;
-    lane_weights(a, dv, ORD_WEIGHT_SCALE, 0xffff, w, &top_scaled);
-    const __mmask16 scaled = _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(ORD_WEIGHT_SCALED_MIN), _CMP_GE_OQ) &
-                             _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(ORD_WEIGHT_SCALED_MAX), _CMP_LE_OQ);
-    const __mmask16 exact = _mm512_cmp_ps_mask(top_scaled, _mm512_set1_ps(ORD_WEIGHT_DEAD_BELOW), _CMP_GE_OQ) & ~scaled;
-    __m512 c = _mm512_div_ps(_mm512_set1_ps(127.0f), top_scaled);
-    __m512 top = _mm512_mul_ps(top_scaled, _mm512_set1_ps(ORD_WEIGHT_UNSCALE));
-    __mmask16 live = scaled;
-    if (exact) {
-        __m512 we[KERN_KEY_TILE], te;
-        lane_weights(a, dv, 1.0f, exact, we, &te);
-        live |= exact & _mm512_cmp_ps_mask(te, _mm512_set1_ps(0x1p-120f), _CMP_GE_OQ) &
-                _mm512_cmp_ps_mask(te, _mm512_set1_ps(FLT_MAX), _CMP_LE_OQ);
-        for (int j = 0; j < KERN_KEY_TILE; j++) w[j] = _mm512_mask_mov_ps(w[j], exact, we[j]);
-        c = _mm512_mask_div_ps(c, exact, _mm512_set1_ps(127.0f), te);
-        top = _mm512_mask_mov_ps(top, exact, te);
-    }
-    if (!live) return;
-    const __m512 step = _mm512_div_ps(top, _mm512_set1_ps(127.0f));
-    /* lane r's quantized weights of positions 4g..4g+3 as one dword: packs give, per 128-bit lane, the four queries'
-     * bytes position by position; the shuffle gathers each query's four */
-    const __m512i gather = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+/* The weighed values of block b for the 16 lanes: the weights (lanes.h) offset to w + 128 (the unsigned operand), their
+ * integer sums against each element's four values broadcast, from the element's start (lanes_sums_start). */
+static void lanes_weigh_block(const lanes_tile *t, size_t b, const __m512 *a, float *y) {
+    const uint8_t *qs = t->v + b * SECTION_Q8 + SCALES_BYTES;
     __m512i wu[QK / KERN_KEY_GROUP];
-    for (int g = 0; g < QK / KERN_KEY_GROUP; g++) {
-        __m512i q4[KERN_KEY_GROUP];
-        for (int t = 0; t < KERN_KEY_GROUP; t++)
-            q4[t] = _mm512_maskz_cvtps_epi32(live, _mm512_mul_ps(w[g * KERN_KEY_GROUP + t], c));
-        const __m512i bytes = _mm512_packs_epi16(_mm512_packs_epi32(q4[0], q4[1]), _mm512_packs_epi32(q4[2], q4[3]));
-        wu[g] = _mm512_xor_si512(_mm512_shuffle_epi8(bytes, gather), _mm512_set1_epi8(-128));
-    }
-    int32_t off[QK];
-    offset_sums(qs, off);
+    __m512 step;
+    const __mmask16 live = lanes_weights(t, b, a, wu, &step);
+    if (!live) return;
+    for (int g = 0; g < QK / KERN_KEY_GROUP; g++) wu[g] = _mm512_xor_si512(wu[g], _mm512_set1_epi8(-128));
     for (int h = 0; h < QK; h += 16) {
         __m512i acc[16];
-        for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_si512();
+        for (int i = 0; i < 16; i++) acc[i] = _mm512_set1_epi32(t->vstart[b][h + i]);
         for (int g = 0; g < QK / KERN_KEY_GROUP; g++)
             for (int i = 0; i < 16; i++)
                 acc[i] = _mm512_dpbusd_epi32(acc[i], wu[g], bcast4(qs + g * 128 + (h + i) * KERN_KEY_GROUP));
-        for (int i = 0; i < 16; i++) {
-            float *yi = y + (size_t)(h + i) * KERN_LANES;
-            const __m512 sum = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i], _mm512_set1_epi32(off[h + i])));
-            _mm512_storeu_ps(yi, _mm512_mask3_fmadd_ps(step, sum, _mm512_loadu_ps(yi), live));
-        }
+        for (int i = 0; i < 16; i++) lanes_add(y + (size_t)(h + i) * KERN_LANES, step, acc[i], live);
     }
 }
 
-void avx512_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, const uint8_t *qu,
-                           const float *dq, const uint32_t *keys, const uint32_t *below, float scale, float *m,
-                           float *d, float *y) {
-    const size_t n_blocks = n / QK;
-    _Alignas(64) uint8_t kw[KERN_MAX_HEAD_DIM / QK * SECTION_Q8], vw[KERN_MAX_HEAD_DIM / QK * SECTION_Q8];
-    if (type == GGML_TYPE_Q4_0) {
-        widen_q4_sections(true, kt, n_blocks, kw);
-        widen_q4_sections(false, vt, n_blocks, vw);
-        kt = kw;
-        vt = vw;
+void avx512_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, float scale,
+                           kern_lane_block *blocks, size_t n_blocks) {
+    const size_t head_blocks = n / QK;
+    lanes_tile t;
+    lanes_prepare(type, kt, vt, head_blocks, &t);
+    for (size_t g = 0; g < n_blocks; g++) {
+        kern_lane_block *lb = &blocks[g];
+        if (!lanes_reach(lb)) continue;
+        __m512 s[KERN_KEY_TILE];
+        lanes_scores(&t, head_blocks, lb->qu, lb->dq, s);
+        lanes_softmax(s, lb, scale, n);
+        for (size_t b = 0; b < head_blocks; b++) lanes_weigh_block(&t, b, s, lb->y + b * QK * KERN_LANES);
     }
-    __m512 s[KERN_KEY_TILE];
-    lanes_scores(kt, n_blocks, qu, dq, s);
-    /* the softmax step: scale and maximum, the correction where it grew, exponentials and their lane sums */
-    const __m512i vkeys = _mm512_loadu_si512(keys), vbelow = _mm512_loadu_si512(below);
-    const __m512 vscale = _mm512_set1_ps(scale), minus_inf = _mm512_set1_ps(-INFINITY);
-    const bool windowed = _mm512_test_epi32_mask(vbelow, vbelow);
-    __m512 lane_top[BLOCK_LANES]; /* kern_scale_max's lanes: key j's pick into lane j % 8, then its tree */
-    for (int l = 0; l < BLOCK_LANES; l++) lane_top[l] = minus_inf;
-    __mmask16 sees[KERN_KEY_TILE];
-    for (int j = 0; j < KERN_KEY_TILE; j++) {
-        const __m512i vj = _mm512_set1_epi32(j);
-        sees[j] = _mm512_cmpgt_epu32_mask(vkeys, vj);
-        if (windowed) s[j] = _mm512_mask_mov_ps(s[j], _mm512_cmpgt_epu32_mask(vbelow, vj), minus_inf);
-        s[j] = _mm512_mul_ps(s[j], vscale);
-        __m512 *pick = &lane_top[j % BLOCK_LANES];
-        *pick = _mm512_mask_max_ps(*pick, sees[j], s[j], *pick);
-    }
-    /* ord_combine8_max's tree; pick(a, b) is max_ps(b, a) */
-    const __m512 top = _mm512_max_ps(
-        _mm512_max_ps(_mm512_max_ps(lane_top[7], lane_top[3]), _mm512_max_ps(lane_top[5], lane_top[1])),
-        _mm512_max_ps(_mm512_max_ps(lane_top[6], lane_top[2]), _mm512_max_ps(lane_top[4], lane_top[0])));
-    __m512 vm = _mm512_loadu_ps(m), vd = _mm512_loadu_ps(d);
-    const __mmask16 grew = _mm512_cmp_ps_mask(top, vm, _CMP_GT_OQ);
-    if (grew) {
-        const __m512 c = exp_lanes(_mm512_maskz_sub_ps(grew, vm, top));
-        for (size_t i = 0; i < n; i++) {
-            float *yi = y + i * KERN_LANES;
-            _mm512_storeu_ps(yi, _mm512_mask_mul_ps(_mm512_loadu_ps(yi), grew, _mm512_loadu_ps(yi), c));
-        }
-        vd = _mm512_mask_mul_ps(vd, grew, vd, c);
-        vm = _mm512_mask_mov_ps(vm, grew, top);
-    }
-    __m512 lane[BLOCK_LANES];
-    for (int l = 0; l < BLOCK_LANES; l++) lane[l] = _mm512_setzero_ps();
-    for (int j = 0; j < KERN_KEY_TILE; j++) {
-        s[j] = _mm512_maskz_mov_ps(sees[j], exp_lanes(_mm512_sub_ps(s[j], vm)));
-        lane[j % BLOCK_LANES] = _mm512_add_ps(lane[j % BLOCK_LANES], s[j]);
-    }
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(lane[0], lane[4]), _mm512_add_ps(lane[2], lane[6])),
-                                     _mm512_add_ps(_mm512_add_ps(lane[1], lane[5]), _mm512_add_ps(lane[3], lane[7])));
-    _mm512_storeu_ps(d, _mm512_add_ps(vd, sum));
-    _mm512_storeu_ps(m, vm);
-    for (size_t b = 0; b < n_blocks; b++) lanes_weigh_block(vt + b * SECTION_Q8, s, y + b * QK * KERN_LANES);
 }

@@ -121,33 +121,37 @@ void ref_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a,
 }
 
 /* Each lane's step alone, by the steps' own reference functions, in attn.h's order. */
-void ref_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, const uint8_t *qu,
-                        const float *dq, const uint32_t *keys, const uint32_t *below, float scale, float *m, float *d,
-                        float *y) {
+static void attend_lanes(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, float scale,
+                         kern_lane_block *lb) {
     for (size_t r = 0; r < KERN_LANES; r++) {
-        if (!keys[r]) continue;
+        if (!lb->keys[r]) continue;
         block_q8_act q[KERN_MAX_HEAD_DIM / QK];
         for (size_t b = 0; b < n / QK; b++) {
-            q[b].d = dq[b * KERN_LANES + r];
-            for (size_t i = 0; i < QK; i++) q[b].qs[i] = (int8_t)(qu[kern_lanes_at(b, i, r)] - 128);
+            q[b].d = lb->dq[b * KERN_LANES + r];
+            for (size_t i = 0; i < QK; i++) q[b].qs[i] = (int8_t)(lb->qu[kern_lanes_at(b, i, r)] - 128);
         }
         float s[KERN_KEY_TILE], yr[KERN_MAX_HEAD_DIM], sum;
         ref_score_tile_q(type, kt, q, 0, 1, n, s, KERN_KEY_TILE);
-        for (size_t j = 0; j < below[r] && j < KERN_KEY_TILE; j++) s[j] = -INFINITY;
-        const float t = ref_scale_max(s, keys[r], scale);
-        for (size_t i = 0; i < n; i++) yr[i] = y[i * KERN_LANES + r];
-        if (t > m[r]) {
-            float c = m[r] - t;
+        for (size_t j = 0; j < lb->below[r] && j < KERN_KEY_TILE; j++) s[j] = -INFINITY;
+        const float t = ref_scale_max(s, lb->keys[r], scale);
+        for (size_t i = 0; i < n; i++) yr[i] = lb->y[i * KERN_LANES + r];
+        if (t > lb->m[r]) {
+            float c = lb->m[r] - t;
             ref_exp(&c, 1);
             for (size_t i = 0; i < n; i++) yr[i] *= c;
-            d[r] *= c;
-            m[r] = t;
+            lb->d[r] *= c;
+            lb->m[r] = t;
         }
-        ref_exp_sum_rows(s, KERN_KEY_TILE, &keys[r], &m[r], 1, &sum);
-        d[r] += sum;
-        ref_weigh_tile_q(type, yr, n, s, KERN_KEY_TILE, 1, vt, keys[r], n);
-        for (size_t i = 0; i < n; i++) y[i * KERN_LANES + r] = yr[i];
+        ref_exp_sum_rows(s, KERN_KEY_TILE, &lb->keys[r], &lb->m[r], 1, &sum);
+        lb->d[r] += sum;
+        ref_weigh_tile_q(type, yr, n, s, KERN_KEY_TILE, 1, vt, lb->keys[r], n);
+        for (size_t i = 0; i < n; i++) lb->y[i * KERN_LANES + r] = yr[i];
     }
+}
+
+void ref_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, float scale,
+                        kern_lane_block *blocks, size_t n_blocks) {
+    for (size_t g = 0; g < n_blocks; g++) attend_lanes(type, kt, vt, n, scale, &blocks[g]);
 }
 
 void ref_exp(float *x, size_t n) {
