@@ -576,6 +576,36 @@ static void test_activation_quantization_rounds_half_to_even(void **state) {
     assert_memory_equal(b.qs, want, sizeof want);
 }
 
+/* K/V storage's Q8_0 blocks: the variant's bytes are quant_quantize_row's (the reference, ggml's roundf), on random
+ * rows at several scales, a block of exact ties (x · id = k + 0.5, both signs), one a float either side of the ties, a
+ * zero block, and a block with a NaN (which stores 0) and huge values. */
+static void test_kv_q8_0_storage_variant_matches_the_reference(void **state) {
+    (void)state;
+    uint64_t s = 17;
+    static const float scales[] = {1.0f, 1e-3f, 1e3f, 1e-20f, 1e30f};
+    enum { N = 8 * QK };
+    for (size_t sc = 0; sc < sizeof scales / sizeof *scales; sc++) {
+        float *x = normal_row(&s, N, scales[sc]);
+        for (int j = 0; j < QK; j++) { /* amax 127: d = 1, id = 1 */
+            x[QK + j] = (float)(j - 16) + 0.5f;
+            x[2 * QK + j] = nextafterf(x[QK + j], j % 2 ? INFINITY : -INFINITY);
+        }
+        x[QK] = x[2 * QK] = 127.0f;
+        memset(x + 3 * QK, 0, QK * sizeof *x);
+        x[4 * QK + 3] = NAN;
+        x[4 * QK + 5] = -FLT_MAX;
+        x[4 * QK + 7] = 3e38f;
+        block_q8_0 a[N / QK], b[N / QK];
+        kern_f32_to_q8_0_row(x, a, N);
+        quant_quantize_row(GGML_TYPE_Q8_0, x, b, N);
+        for (size_t blk = 0; blk < N / QK; blk++)
+            if (memcmp(&a[blk], &b[blk], sizeof a[blk]))
+                fail_msg("Q8_0 storage, scale %g: block %zu differs", (double)scales[sc], blk);
+        assert_int_equal(b[4].qs[3], 0); /* the NaN */
+        free(x);
+    }
+}
+
 static void test_activation_quantization_variant_matches_the_reference(void **state) {
     (void)state;
     uint64_t s = 7;
@@ -1994,6 +2024,7 @@ int main(void) {
         cmocka_unit_test(test_quantizing_zeros_gives_zero_scale_and_zero_values),
         cmocka_unit_test(test_activation_quantization_rounds_half_to_even),
         cmocka_unit_test(test_activation_quantization_variant_matches_the_reference),
+        cmocka_unit_test(test_kv_q8_0_storage_variant_matches_the_reference),
         cmocka_unit_test(test_dot_f32_variant_matches_the_reference_at_awkward_sizes),
         cmocka_unit_test(test_dot_f32_does_not_depend_on_alignment),
         cmocka_unit_test(test_dot_of_every_weight_type_variant_matches_the_reference),

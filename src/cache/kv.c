@@ -148,8 +148,10 @@ static void move_units(const ops_kv_view *view, bool v, uint32_t p, uint32_t u0,
 
 /* n values (whole blocks for the quantized types) in the storage type, as kv.h says. */
 static void to_stored(ggml_type type, const float *x, uint8_t *dst, uint32_t n) {
-    if (type == GGML_TYPE_F16)
-        kern_f32_to_f16_row(x, (uint16_t *)(void *)dst, n); /* the variant's conversion: the same bits, faster */
+    if (type == GGML_TYPE_F16) /* the variant's conversions: the same bits, faster */
+        kern_f32_to_f16_row(x, (uint16_t *)(void *)dst, n);
+    else if (type == GGML_TYPE_Q8_0)
+        kern_f32_to_q8_0_row(x, dst, n);
     else
         quant_quantize_row(type, x, dst, n);
 }

@@ -23,4 +23,8 @@ uint16_t kern_f32_to_bf16(float f);
 /* dst[i] = kern_f32_to_f16(src[i]) for i < n, by the active variant (K/V storage). */
 void kern_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
 
+/* src's n values (a multiple of QK) as Q8_0 blocks at dst, by the active variant (K/V storage): the bytes of
+ * quant_quantize_row (ref_quantize_q8_0, ggml's quantize_row_q8_0: d = amax / 127 stored as f16, q = roundf(x / d)). */
+void kern_f32_to_q8_0_row(const float *src, void *dst, size_t n);
+
 #endif

@@ -29,6 +29,7 @@ typedef struct kern_ops {
 
     /* conversions and activation quantization (convert.h, quant.h) */
     void (*f32_to_f16_row)(const float *src, uint16_t *dst, size_t n);
+    void (*f32_to_q8_0_row)(const float *src, void *dst, size_t n);
     void (*row_q8)(const float *x, block_q8_act *dst, size_t n);
 
     /* dot products and matrix products (matmul.h: kern_dot_f32, kern_dot, kern_matmul) */

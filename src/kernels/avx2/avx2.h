@@ -10,6 +10,7 @@
 
 /* convert.c */
 void avx2_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
+void avx2_f32_to_q8_0_row(const float *x, void *dst, size_t n);
 void avx2_row_q8(const float *x, block_q8_act *dst, size_t n);
 
 /* dot.c */

@@ -4,6 +4,7 @@
 static const kern_ops avx2_ops = {
     .name = "avx2",
     .f32_to_f16_row = avx2_f32_to_f16_row,
+    .f32_to_q8_0_row = avx2_f32_to_q8_0_row,
     .row_q8 = avx2_row_q8,
     .dot_f32 = avx2_dot_f32,
     .dot = avx2_dot,

@@ -30,6 +30,7 @@ void avx512_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float
 
 /* convert.c */
 void avx512_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
+void avx512_f32_to_q8_0_row(const float *x, void *dst, size_t n);
 void avx512_row_q8(const float *x, block_q8_act *dst, size_t n);
 
 /* dot.c (its own F32/F16/BF16 dots, then avx2/dot.c compiled with VNNI) */

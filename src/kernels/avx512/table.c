@@ -4,6 +4,7 @@
 static const kern_ops avx512_ops = {
     .name = "avx512",
     .f32_to_f16_row = avx512_f32_to_f16_row,
+    .f32_to_q8_0_row = avx512_f32_to_q8_0_row,
     .row_q8 = avx512_row_q8,
     .dot_f32 = avx512_dot_f32,
     .dot = avx512_dot,

@@ -32,7 +32,10 @@ void ref_quantize_q8_0(const float *x, void *dst, size_t n) {
         float d = amax / 127.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = ord_f32_to_f16(d);
-        for (size_t j = 0; j < QK; j++) y[b].qs[j] = (int8_t)roundf(x[b * QK + j] * id);
+        for (size_t j = 0; j < QK; j++) {
+            const float q = roundf(x[b * QK + j] * id);
+            y[b].qs[j] = q == q ? (int8_t)q : 0; /* a NaN stores 0 */
+        }
     }
 }
 

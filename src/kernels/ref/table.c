@@ -27,6 +27,7 @@ static void no_panels(const block_q8_act *xq, size_t n, uint32_t r0, uint32_t r1
 static const kern_ops ref_ops = {
     .name = "ref",
     .f32_to_f16_row = ref_f32_to_f16_row,
+    .f32_to_q8_0_row = ref_quantize_q8_0,
     .row_q8 = ref_row_q8,
     .dot_f32 = ref_dot_f32,
     .dot = ref_dot,
