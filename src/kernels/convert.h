@@ -1,4 +1,4 @@
-/* convert.h — conversions between f32 and the 16-bit float formats: scalars, and rows of K/V storage.
+/* convert.h — conversions between f32 and the 16-bit float formats: scalars, and rows of K/V storage (f16, Q8_0).
  *
  * WHY: f16 and bf16 weights, f16 K/V rows and every f16 scale of a quantized block are read through these; a
  * conversion done by a vector instruction (F16C) and one done element by element must give the same bits, so the
@@ -24,7 +24,8 @@ uint16_t kern_f32_to_bf16(float f);
 void kern_f32_to_f16_row(const float *src, uint16_t *dst, size_t n);
 
 /* src's n values (a multiple of QK) as Q8_0 blocks at dst, by the active variant (K/V storage): the bytes of
- * quant_quantize_row (ref_quantize_q8_0, ggml's quantize_row_q8_0: d = amax / 127 stored as f16, q = roundf(x / d)). */
+ * quant_quantize_row (ref_quantize_q8_0, ggml's quantize_row_q8_0: d = amax / 127 stored as f16, q = roundf(x / d);
+ * a NaN stores 0). */
 void kern_f32_to_q8_0_row(const float *src, void *dst, size_t n);
 
 #endif

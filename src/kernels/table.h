@@ -63,7 +63,8 @@ typedef struct kern_ops {
     void (*exp)(float *x, size_t n);
     float (*scale_max)(float *s, size_t n, float scale);
     void (*exp_sum_rows)(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
-    /* a tile's whole softmax step for a block of queries in lanes; NULL where a variant has no fast form of it */
+    /* a tile's whole softmax step for the blocks of queries in lanes that reach it; NULL where a variant has no fast
+     * form of it */
     void (*attend_lanes_q)(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, float scale,
                            kern_lane_block *blocks, size_t n_blocks);
 } kern_ops;
