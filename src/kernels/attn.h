@@ -120,7 +120,7 @@ static inline size_t kern_lanes_at(size_t b, size_t i, size_t r) {
  * sees the keys j < keys[r] of the tile (0: the query does not reach it, and its state stays as it is), those j <
  * below[r] with score -inf (under a sliding window). Its state: running maximum m[r], denominator d[r], output
  * accumulator y (element i at y[i·KERN_LANES + r]); at the first tile -inf, +0 and +0. */
-typedef struct {
+typedef struct kern_lane_block {
     const uint8_t *qu;
     const float *dq;
     uint32_t keys[KERN_LANES], below[KERN_LANES];

@@ -21,8 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attn.h"
 #include "types.h"
+
+struct kern_lane_block; /* attn.h */
 
 typedef struct kern_ops {
     const char *name; /* "ref", "avx2", "avx512", "amx" */
@@ -66,7 +67,7 @@ typedef struct kern_ops {
     /* a tile's whole softmax step for the blocks of queries in lanes that reach it; NULL where a variant has no fast
      * form of it */
     void (*attend_lanes_q)(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, float scale,
-                           kern_lane_block *blocks, size_t n_blocks);
+                           struct kern_lane_block *blocks, size_t n_blocks);
 } kern_ops;
 
 /* The variants, best last; every x86-64 build holds them all (a build with FKV_SIMD off holds only the ref). */

@@ -15,7 +15,7 @@ void avx512_score_tile_q(ggml_type type, const uint8_t *kt, const block_q8_act *
 void avx512_weigh_tile_q(ggml_type type, float *y, size_t y_stride, const float *a, size_t a_stride, size_t n_y,
                          const uint8_t *vt, size_t n_keys, size_t n);
 void avx512_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, float scale,
-                           kern_lane_block *blocks, size_t n_blocks);
+                           struct kern_lane_block *blocks, size_t n_blocks);
 void avx512_score_tile_f16(const uint16_t *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,
                            size_t out_stride);
 void avx512_score_tile_f32(const float *kt, const float *q, size_t q_stride, size_t n_q, size_t n, float *out,

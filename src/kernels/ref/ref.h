@@ -67,7 +67,7 @@ void ref_exp(float *x, size_t n);
 float ref_scale_max(float *s, size_t n, float scale);
 void ref_exp_sum_rows(float *s, size_t stride, const uint32_t *n, const float *m, size_t n_rows, float *sum);
 void ref_attend_lanes_q(ggml_type type, const uint8_t *kt, const uint8_t *vt, size_t n, float scale,
-                        kern_lane_block *blocks, size_t n_blocks);
+                        struct kern_lane_block *blocks, size_t n_blocks);
 
 /* The reference's table: every entry, the definition of the bits. */
 const kern_ops *kern_ref_table(void);
