@@ -311,8 +311,9 @@ int cli_chat(int argc, char **argv) {
     }
     cs.n_vocab = fkv_model_get_info(m).n_vocab;
     rc = 1;
-    fkv_engine *engine = cli_engine_new("chat", m, &a.engine, &rc);
-    if (!engine || (rc = cli_spec_start("chat", m, &a.engine, &a.spec))) goto out;
+    fkv_engine *engine = NULL;
+    if ((rc = cli_spec_start("chat", m, &a.engine, &a.spec)) || !(engine = cli_engine_new("chat", m, &a.engine, &rc)))
+        goto out;
     rc = 1;
     cs.spec = &a.spec.p;
     if (!(cs.seq = fkv_seq_open(engine, NULL, &err))) {

@@ -217,7 +217,7 @@ int cli_spec_option(const char *sub, int c, const char *arg, cli_spec *s) {
     switch (c) {
     case CLI_O_SPEC: {
         const int mode = fkv_spec_mode_parse(arg);
-        if (mode < 0) return cli_usage_error(sub, "--spec must be off, lookup or draft, got '%s'", arg), -1;
+        if (mode < 0) return cli_usage_error(sub, "--spec must be off, lookup, draft or mtp, got '%s'", arg), -1;
         s->p.mode = (fkv_spec_mode)mode;
         s->mode_given = true;
         return 1;
@@ -232,8 +232,9 @@ int cli_spec_option(const char *sub, int c, const char *arg, cli_spec *s) {
     }
 }
 
-int cli_spec_start(const char *sub, const fkv_model *target, const fkv_engine_params *ep, cli_spec *s) {
+int cli_spec_start(const char *sub, const fkv_model *target, fkv_engine_params *ep, cli_spec *s) {
     if (s->model_path && !s->mode_given) s->p.mode = FKV_SPEC_DRAFT;
+    ep->mtp = s->p.mode == FKV_SPEC_MTP;
     if (!s->model_path)
         return s->p.mode == FKV_SPEC_DRAFT ? cli_usage_error(sub, "--spec draft needs a draft model (--model-draft PATH)")
                                            : 0;

@@ -92,7 +92,8 @@ enum { CLI_O_SPEC = 1200, CLI_O_DRAFT_MAX, CLI_O_MODEL_DRAFT };
         {"model-draft", required_argument, 0, CLI_O_MODEL_DRAFT}
 #define CLI_SPEC_HELP                                                                                       \
     "      --spec MODE        speculative decoding, same output: off, lookup (guesses from the context's own\n" \
-    "                         tokens) or draft (a draft model's; the default with --model-draft). Default: " CLI_SPEC_DEFAULT_NAME "\n" \
+    "                         tokens), draft (a draft model's; the default with --model-draft) or mtp (the\n"  \
+    "                         model's own NextN block's, where its file has one). Default: " CLI_SPEC_DEFAULT_NAME "\n" \
     "      --draft-max N      most tokens guessed a step, 1..16 (default " CLI_STR(FKV_SPEC_DEFAULT_DRAFT) ")\n"     \
     "      --model-draft PATH the draft model: a GGUF with the same vocabulary\n"
 /* The default mode (bench/spec measures it). */
@@ -111,9 +112,10 @@ cli_spec cli_spec_default(void);
 /* Apply option c (CLI_O_SPEC...) to s: 1 when handled, 0 when c is not one, -1 after printing a bad value. */
 int cli_spec_option(const char *sub, int c, const char *arg, cli_spec *s);
 /* Load the draft model and make its engine (ep's parameters, without a disk tier) when --model-draft names one (the
- * server's requests may ask for it whatever the default): 0, or the exit status after printing why (--spec draft
- * without --model-draft, another vocabulary than target's). */
-int cli_spec_start(const char *sub, const fkv_model *target, const fkv_engine_params *ep, cli_spec *s);
+ * server's requests may ask for it whatever the default), and ask ep for the NextN block with --spec mtp (so before
+ * the target's engine is made from ep): 0, or the exit status after printing why (--spec draft without --model-draft,
+ * another vocabulary than target's). */
+int cli_spec_start(const char *sub, const fkv_model *target, fkv_engine_params *ep, cli_spec *s);
 void cli_spec_end(cli_spec *s);
 
 /* Apply option c to the engine (CLI_O_THREADS...), sampling (CLI_O_TEMP...) or speculative (CLI_O_SPEC...)

@@ -188,8 +188,8 @@ int cli_generate(int argc, char **argv) {
         goto out;
     }
     const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
-    if (!(engine = cli_engine_new("generate", m, &a.engine, &rc)) ||
-        (rc = cli_spec_start("generate", m, &a.engine, &a.spec)))
+    if ((rc = cli_spec_start("generate", m, &a.engine, &a.spec)) ||
+        !(engine = cli_engine_new("generate", m, &a.engine, &rc)))
         goto out;
     rc = 1;
     if (!(seq = fkv_seq_open(engine, NULL, &err))) {

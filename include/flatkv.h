@@ -181,6 +181,10 @@ typedef struct {
     const char *kv_dir; /* the disk tier's directory (--kv-dir; src/cache/kvdisk.h): blocks outlive the process and are
                          * shared by every engine on it; NULL: none. Not with window layers kept apart (swa_full) */
     uint64_t kv_disk;   /* bytes of block files the disk tier keeps (--kv-disk); 0: a quarter of the free space */
+    bool mtp; /* the model's NextN (multi-token prediction) block drafts (FKV_SPEC_MTP): every position also keeps that
+               * block's K/V row, and a sequence's state the position's final hidden state, so a sequence resumed from
+               * the cache or the disk tier drafts on from there. Blocks are named apart from an engine without it.
+               * FKV_E_INPUT for a model without such a block */
 } fkv_engine_params;
 
 typedef struct {
@@ -206,6 +210,9 @@ typedef struct {
     bool disk;
     uint64_t disk_hits, disk_misses, disk_corrupt, disk_writes, disk_evictions, disk_dropped, disk_errors;
     uint64_t disk_pending, disk_bytes, disk_reused_tokens;
+    /* The NextN drafter (fkv_engine_params.mtp; 0 without): its block's rows computed with the trunk's (prompts,
+     * decode and verification rows), and its guess rows. */
+    uint64_t nextn_rows, nextn_guess_rows;
 } fkv_engine_stats;
 
 /* How a start's reuse came to be (fkv_eseq_reuse): the longest common prefix of the prompt with the cache; at
@@ -356,7 +363,7 @@ char *fkv_json_schema_gbnf(const char *schema, size_t len, const char *prefix, f
  * sampler state, the same seeded draw per position, the same constraint — keeping a guess while it equals that choice.
  * Rows are invariant, so a kept row is the row plain decoding would compute: tokens, logits and KV are those of
  * speculation off, for every sampler setting; only the number of forwards changes. */
-typedef enum { FKV_SPEC_OFF = 0, FKV_SPEC_LOOKUP, FKV_SPEC_DRAFT } fkv_spec_mode;
+typedef enum { FKV_SPEC_OFF = 0, FKV_SPEC_LOOKUP, FKV_SPEC_DRAFT, FKV_SPEC_MTP } fkv_spec_mode;
 
 #define FKV_SPEC_MAX_DRAFT 16   /* most guesses a step */
 #define FKV_SPEC_DEFAULT_DRAFT 4 /* bench/spec: lookup on an agent transcript gains most near it */
@@ -367,7 +374,8 @@ typedef struct {
                          * after a guess fails, more after all are kept; LOOKUP by the length of its match */
     /* LOOKUP: the guesses are the ids that followed, earlier in the sequence, the longest of its last ngram_max..1
      * ids that occurred before (its latest occurrence), 2^(m-1) of them for a match of m ids; 0: 8. DRAFT: the draft
-     * model's greedy continuation. */
+     * model's greedy continuation. MTP: the model's own NextN block's greedy continuation, on an engine made with
+     * fkv_engine_params.mtp (elsewhere no guesses); it guesses fewer after a failure, more after all kept, as DRAFT. */
     uint32_t ngram_max;
     fkv_engine *draft; /* DRAFT: an engine on the draft model (fkv_model_vocab_equal to the target's), borrowed: the
                         * generation keeps a sequence of its own there, resumed through that engine's cache like any
@@ -380,7 +388,7 @@ typedef struct {
     uint32_t n_prediction;
 } fkv_spec_params;
 
-/* "off", "lookup", "draft" (NULL for others); and back: -1 for an unknown name. */
+/* "off", "lookup", "draft", "mtp" (NULL for others); and back: -1 for an unknown name. */
 const char *fkv_spec_mode_name(fkv_spec_mode mode);
 int fkv_spec_mode_parse(const char *name);
 /* True when a and b have the same tokens (a draft model for a target). */

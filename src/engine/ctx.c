@@ -74,7 +74,7 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
         fkv_ctx_free(c);
         return NULL;
     }
-    const uint32_t *layer_at = model_kv_layers(m, false, c->layer_at, kv_layers);
+    const uint32_t *layer_at = model_kv_layers(m, false, 0, c->layer_at, kv_layers);
     const size_t bytes_per_pos = (size_t)2 * kv_layers[0] * kv_row_bytes(c->p.kv_type, hp->n_kv_heads * hp->head_dim);
     const size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
     const size_t fits = bytes_per_pos ? ram / 4 / bytes_per_pos : UINT32_MAX;
@@ -88,7 +88,7 @@ fkv_ctx *fkv_ctx_new(const fkv_model *m, const fkv_ctx_params *params, fkv_error
     if (c->p.prefill_rows == 0) c->p.prefill_rows = FORWARD_DEFAULT_GRID;
     uint32_t rows = c->p.prefill_rows;
     if (!(c->kv = kv_new(kv_layers[0], c->p.n_ctx, hp->n_kv_heads * hp->head_dim, c->p.kv_type, err)) ||
-        !(c->fw = forward_new(m, rows, c->p.n_ctx, c->p.n_threads, err))) {
+        !(c->fw = forward_new(m, rows, c->p.n_ctx, c->p.n_threads, false, err))) {
         fkv_ctx_free(c);
         return NULL;
     }

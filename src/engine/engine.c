@@ -17,6 +17,10 @@
  * or one the tree keeps (prefix.h): the engine gives it the state one position before the prompt's end (its last row
  * written to slot 1 for it), slot 0 at the sequence's end and at every multiple of the state grid (whose prefill
  * chunks end there, the grid being a multiple of theirs).
+ *
+ * The NextN drafter (fkv_engine_params.mtp): its block is one attention layer more of the K/V (after the trunk's), and
+ * a state is followed by the final hidden state of its position, which the block's next row reads (forward.h): a model
+ * without recurrent layers then carries states too, and resumes where one is at hand, as a hybrid does.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +57,10 @@ struct fkv_engine {
     fkv_engine_params p;
     kvpool *pool;
     kvpool *wpool;       /* window layers' rows, when kept apart */
-    uint32_t *layer_table; /* [n_layers] model_kv_layers' */
+    uint32_t *layer_table; /* [n_layers + the NextN block] model_kv_layers' */
+    uint32_t n_kv_layers;  /* the model's layers, and the NextN block with mtp */
+    size_t state_floats;   /* forward_state_floats: the recurrent layers' state, and the hidden state with mtp */
+    uint64_t nextn_rows, nextn_guess_rows; /* fkv_engine_stats' */
     const uint32_t *layer_at; /* kv_map.layer_at: layer_table where a layer is apart or keeps no rows, else NULL */
     prefix_tree *tree;
     kvdisk *disk;         /* NULL: no disk tier */
@@ -192,11 +199,17 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     if (!e->p.max_batch) e->p.max_batch = DEFAULT_MAX_BATCH;
     uint32_t kv_dim = hp->n_kv_heads * hp->head_dim, kv_layers[2];
     if (kv_choose_type(&cp->kv_type, hp->head_dim, kv_dim, err)) goto fail;
-    if (!(e->layer_table = malloc(sizeof *e->layer_table * hp->n_layers))) {
+    if (e->p.mtp && (!hp->n_nextn || m->windows)) {
+        err_input(err, "--spec mtp: %s has no NextN (multi-token prediction) block to draft with", m->name);
+        goto fail;
+    }
+    e->n_kv_layers = hp->n_layers + e->p.mtp;
+    e->state_floats = hp->state_floats + (e->p.mtp ? hp->dim : 0);
+    if (!(e->layer_table = malloc(sizeof *e->layer_table * e->n_kv_layers))) {
         err_nomem(err, "out of memory for the engine's layer table");
         goto fail;
     }
-    e->layer_at = model_kv_layers(m, m->windows && !e->p.swa_full, e->layer_table, kv_layers);
+    e->layer_at = model_kv_layers(m, m->windows && !e->p.swa_full, e->p.mtp, e->layer_table, kv_layers);
     size_t bytes_per_pos = (size_t)2 * (kv_layers[0] + kv_layers[1]) * kv_row_bytes(cp->kv_type, kv_dim);
     if (bytes_per_pos == 0) bytes_per_pos = 1;
     if (fit_context(e, bytes_per_pos, err)) goto fail;
@@ -215,8 +228,8 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     prefix_disk disk = {0};
     if (e->p.kv_dir && open_disk(e, &disk, err)) goto fail;
     prefix_states states = {0};
-    if (hp->state_floats) {
-        const size_t bytes = sizeof(float) * hp->state_floats;
+    if (e->state_floats) {
+        const size_t bytes = sizeof(float) * e->state_floats;
         const uint64_t chunk = cp->prefill_rows,
                        fit = DEFAULT_STATE_GRID_KV_SHARE * (uint64_t)(bytes / bytes_per_pos),
                        want = e->p.state_grid ? e->p.state_grid : fit > MIN_STATE_GRID_CHUNKS * chunk
@@ -227,11 +240,11 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
                                  .budget = e->p.kv_mem};
     }
     if (!(e->tree = prefix_new(e->pool, n_window ? &win : NULL, &states, &disk, err)) ||
-        !(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, err)))
+        !(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, e->p.mtp, err)))
         goto fail;
     e->pos = malloc(sizeof *e->pos * rows);
     e->maps = malloc(sizeof *e->maps * rows);
-    if (hp->state_floats && !(e->states = malloc(sizeof *e->states * rows))) {
+    if (e->state_floats && !(e->states = malloc(sizeof *e->states * rows))) {
         err_nomem(err, "out of memory for the engine's scratch");
         goto fail;
     }
@@ -240,7 +253,7 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     const uint32_t step_rows = e->p.max_batch * (1 + FKV_SPEC_DEFAULT_DRAFT) > 1 + FKV_SPEC_MAX_DRAFT
                                    ? e->p.max_batch * (1 + FKV_SPEC_DEFAULT_DRAFT)
                                    : 1 + FKV_SPEC_MAX_DRAFT;
-    e->step = stepbuf_new(step_rows < rows ? step_rows : rows, e->p.max_batch, hp->n_vocab);
+    e->step = stepbuf_new(step_rows < rows ? step_rows : rows, e->p.max_batch, hp->n_vocab, hp->dim);
     if (!e->pos || !e->maps || !e->step) {
         err_nomem(err, "out of memory for the engine's scratch");
         goto fail;
@@ -304,7 +317,7 @@ static int reserve(fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
 
 /* s's state slot i: the state after its record and i pending rows. */
 static float *state_slot(const fkv_engine *e, const fkv_eseq *s, uint32_t i) {
-    return s->slots + (size_t)s->slot[i] * e->m->hp.state_floats;
+    return s->slots + (size_t)s->slot[i] * e->state_floats;
 }
 
 /* s's slots i and j trade places (a state becomes another's without a copy). */
@@ -316,7 +329,7 @@ static void swap_slots(fkv_eseq *s, uint32_t i, uint32_t j) {
 
 /* At least n state slots for s (nothing without recurrent layers); the states in them stay. */
 static int state_room(const fkv_engine *e, fkv_eseq *s, uint32_t n, fkv_error *err) {
-    const size_t floats = e->m->hp.state_floats;
+    const size_t floats = e->state_floats;
     if (!floats || s->n_slots >= n) return 0;
     uint32_t *slot = realloc(s->slot, sizeof *slot * n);
     if (slot) s->slot = slot;
@@ -361,7 +374,7 @@ static uint32_t state_held(const void *ctx, uint32_t p) {
 static int begin(fkv_engine *e, fkv_eseq *s, uint32_t n, kvrec_policy policy, bool cache, uint32_t state_at,
                  uint32_t *cached, fkv_error *err) {
     s->n_table = 0;
-    if (e->m->hp.state_floats) {
+    if (e->state_floats) {
         policy.state = state_held;
         policy.state_ctx = &state_at;
         if (state_room(e, s, 1, err)) return -1;
@@ -461,6 +474,7 @@ static int compute(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t n, fl
             e->states[r] = (forward_state){state_slot(e, s, 0), state_slot(e, s, split && r == n - 1)};
     }
     forward_rows(e->fw, embd ? NULL : s->ids + from, embd, n, e->pos, e->maps, e->states, logits ? n - 1 : n, logits);
+    if (e->p.mtp) e->nextn_rows += n;
     prefix_commit(e->tree, &s->ps, s->ids + from, n, true);
     if (split) {
         prefix_keep_state(e->tree, &s->ps, s->ps.n_pos - 1, state_slot(e, s, 0), false);
@@ -515,6 +529,7 @@ int fkv_engine_verify(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, 
         rows += k;
     }
     forward_rows(e->fw, ids, NULL, rows, e->pos, e->maps, e->states, 0, logits);
+    if (e->p.mtp) e->nextn_rows += rows;
     for (uint32_t i = 0, r = 0; i < n; i++) {
         fkv_eseq *s = seqs[i];
         const uint32_t k = n_ids ? n_ids[i] : 1;
@@ -577,7 +592,7 @@ int fkv_engine_feed_embd(fkv_engine *e, fkv_eseq *s, const float *embd, uint32_t
 static int resume(fkv_engine *e, fkv_eseq *s, uint32_t n, const float *state, fkv_error *err) {
     const kvrec_policy policy = {.bound_to_frontier = e->p.bound_to_frontier, .whole = true};
     if (begin(e, s, n, policy, true, state ? n : 0, NULL, err)) return -1;
-    if (state && s->ps.n_pos == n) memcpy(state_slot(e, s, 0), state, sizeof(float) * e->m->hp.state_floats);
+    if (state && s->ps.n_pos == n) memcpy(state_slot(e, s, 0), state, sizeof(float) * e->state_floats);
     while (s->ps.n_pos < n)
         if (fkv_engine_prefill(e, s, NULL, err) < 0) return -1;
     return 0;
@@ -646,16 +661,37 @@ const int32_t *fkv_eseq_ids(const fkv_eseq *s, uint32_t *n) {
     return s->ids;
 }
 
+bool engine_nextn(const fkv_engine *e) { return e->p.mtp; }
+
+const float *engine_nextn_h(const fkv_engine *e, const fkv_eseq *s) {
+    return state_slot(e, s, 0) + e->m->hp.state_floats;
+}
+
+int engine_nextn_rows(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, const uint32_t *at, uint32_t n,
+                      float *h, float *logits, fkv_error *err) {
+    for (uint32_t i = 0; i < n; i++) {
+        fkv_eseq *s = seqs[i];
+        if (s->ps.n_pos + at[i] >= e->p.ctx.n_ctx)
+            return err_input(err, "sequence %u: a guess at %u is past the context", i, s->ps.n_pos + at[i]);
+        if (reserve(e, s, at[i] + 1, err)) return -1;
+        e->pos[i] = s->ps.n_pos + at[i];
+        e->maps[i] = &s->map;
+    }
+    forward_nextn(e->fw, ids, h, n, e->pos, e->maps, logits, h);
+    e->nextn_guess_rows += n;
+    return 0;
+}
+
 uint64_t fkv_engine_kv_digest(const fkv_engine *e, const fkv_eseq *s, uint32_t n_pos) {
     if (n_pos > s->ps.n_pos) n_pos = s->ps.n_pos;
     const uint32_t w = e->m->hp.window, first = e->wpool && n_pos >= w ? n_pos - w + 1 : 0;
     for (uint32_t p = first; e->wpool && p < n_pos; p = (p / e->p.kv_block + 1) * e->p.kv_block)
         if (!prefix_wblock_held(e->tree, &s->ps, p)) return 0;
-    return kv_map_digest(&s->map, e->m->hp.n_layers, e->m->windows, n_pos);
+    return kv_map_digest(&s->map, e->n_kv_layers, e->m->windows, n_pos);
 }
 
 uint64_t fkv_engine_state_digest(const fkv_engine *e, const fkv_eseq *s) {
-    return s->slots ? XXH3_64bits(state_slot(e, s, 0), sizeof(float) * e->m->hp.state_floats) : 0;
+    return s->slots ? XXH3_64bits(state_slot(e, s, 0), sizeof(float) * e->state_floats) : 0;
 }
 
 void fkv_engine_disk_stats_now(const fkv_engine *e, fkv_engine_stats *st) {
@@ -679,7 +715,8 @@ fkv_engine_stats fkv_engine_get_stats(const fkv_engine *e) {
                               .window_fallbacks = ps.window_fallbacks, .states_kept = ps.states_kept,
                               .state_grid = prefix_state_grid(e->tree), .state_bytes = ps.state_bytes,
                               .state_hits = ps.state_hits, .state_disk_hits = ps.state_disk_hits,
-                              .states_evicted = ps.states_evicted};
+                              .states_evicted = ps.states_evicted, .nextn_rows = e->nextn_rows,
+                              .nextn_guess_rows = e->nextn_guess_rows};
     fkv_engine_disk_stats_now(e, &st);
     return st;
 }

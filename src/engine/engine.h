@@ -19,4 +19,14 @@ const char *engine_eseq_salt(const fkv_eseq *s);
 fkv_eseq *engine_continue(fkv_engine *e, fkv_eseq *prev, const char *salt, const int32_t *ids, uint32_t n,
                           uint32_t *cached, fkv_error *err);
 
+/* True when e's forward runs the model's NextN block (fkv_engine_params.mtp): the MTP drafter's engine. */
+bool engine_nextn(const fkv_engine *e);
+/* The final hidden state of the last position s's record holds (its state's: forward.h), the first guess's input. */
+const float *engine_nextn_h(const fkv_engine *e, const fkv_eseq *s);
+/* One guess row of the NextN block for each of seqs[0..n) (engine_nextn): id ids[i] at at[i] positions past the
+ * record's end, after the hidden state h[i] ([n][dim]), its K/V row stored ahead of the record as a verification's
+ * rows are (forward_nextn); each row's logits to logits[i] ([n][n_vocab]) and its output hidden state into h[i]. */
+int engine_nextn_rows(fkv_engine *e, fkv_eseq *const *seqs, const int32_t *ids, const uint32_t *at, uint32_t n,
+                      float *h, float *logits, fkv_error *err);
+
 #endif

@@ -11,7 +11,7 @@
 #define DEFAULT_NGRAM_MAX 8
 
 static const char *const mode_names[] = {[FKV_SPEC_OFF] = "off", [FKV_SPEC_LOOKUP] = "lookup",
-                                         [FKV_SPEC_DRAFT] = "draft"};
+                                         [FKV_SPEC_DRAFT] = "draft", [FKV_SPEC_MTP] = "mtp"};
 
 const char *fkv_spec_mode_name(fkv_spec_mode mode) {
     return (unsigned)mode < sizeof mode_names / sizeof *mode_names ? mode_names[mode] : NULL;
@@ -162,6 +162,42 @@ void spec_draft_guesses(stepbuf *sb, fkv_eseq *const *seqs, const int32_t *next,
     }
 }
 
+void spec_nextn_guesses(stepbuf *sb, fkv_engine *e, fkv_eseq *const *seqs, const int32_t *next, uint32_t n) {
+    const uint32_t dim = fkv_model_get_info(fkv_engine_model(e)).dim;
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        spec_state *st = sb->state[i];
+        if (st->p.mode != FKV_SPEC_MTP || st->predicted) continue;
+        sb->n_ids[i] = 1;
+        if (!engine_nextn(e)) st->p.mode = FKV_SPEC_OFF; /* an engine without the block: never guesses */
+        if (!sb->cap[i] || st->p.mode == FKV_SPEC_OFF) continue;
+        sb->dseqs[nd] = seqs[i];
+        sb->dids[nd] = next[i];
+        sb->dn_ids[nd] = 0;
+        memcpy(sb->h + (size_t)nd * dim, engine_nextn_h(e, seqs[i]), sizeof(float) * dim);
+        sb->of[nd++] = i;
+    }
+    for (const uint32_t n_vocab = sb->n_vocab; nd;) {
+        fkv_error err = {0};
+        if (engine_nextn_rows(e, sb->dseqs, sb->dids, sb->dn_ids, nd, sb->h, sb->logits, &err))
+            return; /* the guesses made so far stand */
+        uint32_t kept = 0;
+        for (uint32_t k = 0; k < nd; k++) {
+            const uint32_t i = sb->of[k];
+            const int32_t guess = argmax(sb->logits + (size_t)k * n_vocab, n_vocab);
+            sb->ids[sb->row[i] + sb->n_ids[i]++] = guess;
+            if (sb->n_ids[i] == sb->cap[i] + 1 || fkv_token_is_eog(fkv_engine_model(e), guess)) continue;
+            sb->dseqs[kept] = sb->dseqs[k];
+            sb->of[kept] = i;
+            sb->dids[kept] = guess;
+            sb->dn_ids[kept] = sb->dn_ids[k] + 1;
+            memmove(sb->h + (size_t)kept * dim, sb->h + (size_t)k * dim, sizeof(float) * dim);
+            kept++;
+        }
+        nd = kept;
+    }
+}
+
 void spec_draft_keep(spec_state *st, uint32_t lag, uint32_t guesses, uint32_t kept) {
     if (st->dseq && lag) fkv_engine_accept(st->p.draft, st->dseq, lag + (kept < guesses ? kept : guesses - 1));
 }
@@ -180,7 +216,7 @@ uint32_t spec_guess(spec_state *st, const int32_t *fed, uint32_t n_fed, const in
     st->predicted = n > 0;
     if (!n && st->p.mode == FKV_SPEC_LOOKUP && own && n_out)
         n = spec_lookup(fed, n_fed, out[n_out - 1], st->p.ngram_max, own, guesses);
-    *reserve = !st->predicted && st->p.mode == FKV_SPEC_DRAFT ? own : n;
+    *reserve = !st->predicted && (st->p.mode == FKV_SPEC_DRAFT || st->p.mode == FKV_SPEC_MTP) ? own : n;
     return n;
 }
 

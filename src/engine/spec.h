@@ -60,7 +60,8 @@ uint32_t spec_guess_max(const spec_state *st);
 /* A step's guesses for st's sequence — fed[0..n_fed), then the generation's output out[0..n_out) whose last id is about
  * to be fed — at most room: the prediction's where the output matches it, else lookup's, written to guesses; their
  * count. *reserve: the rows after the fed one the step keeps for the sequence — the count, or for DRAFT when the
- * prediction guessed nothing, what the draft model may guess (spec_draft_guesses writes them). */
+ * prediction guessed nothing, what the draft model or the NextN block may guess (spec_draft_guesses,
+ * spec_nextn_guesses write them). */
 uint32_t spec_guess(spec_state *st, const int32_t *fed, uint32_t n_fed, const int32_t *out, uint32_t n_out,
                     uint32_t room, int32_t *guesses, uint32_t *reserve);
 
@@ -70,6 +71,12 @@ uint32_t spec_guess(spec_state *st, const int32_t *fed, uint32_t n_fed, const in
  * longest cap: every sequence's catch-up rows (and so its first guess) in one, then one guess per sequence per
  * forward. A draft engine that fails turns its states' speculation off; the guesses made so far stand. */
 void spec_draft_guesses(stepbuf *sb, fkv_eseq *const *seqs, const int32_t *next, uint32_t n);
+/* Guesses from the NextN block of e (engine_nextn) for the MTP sequences of a step the prediction did not guess for,
+ * with caps, written as spec_draft_guesses writes them: one forward of the block per guess, every sequence's next guess
+ * in each, from the record's last hidden state, then from each guess's own. On an engine without the block MTP turns
+ * off; a failed forward ends the guessing, the guesses made so far stand. The rows they wrote lie ahead of the record,
+ * where the step's verification writes the block's rows again from the trunk's hidden states. */
+void spec_nextn_guesses(stepbuf *sb, fkv_engine *e, fkv_eseq *const *seqs, const int32_t *next, uint32_t n);
 /* After the target kept `kept` of a sequence's `guesses`: its draft sequence keeps its `lag` catch-up rows and its
  * guesses' rows as far as the target kept them (the last guess was never fed to it). */
 void spec_draft_keep(spec_state *st, uint32_t lag, uint32_t guesses, uint32_t kept);

@@ -31,7 +31,7 @@ int fkv_engine_step(fkv_engine *e, fkv_eseq *const *seqs, fkv_gen *const *gens, 
         return err_input(err, "a decode step of %u sequences exceeds the engine's %u", n, sb->max_seqs);
     if (stepbuf_logits(sb, err)) return -1;
     uint32_t spare = sb->max_rows - n;
-    bool model = false;
+    bool model = false, nextn = false;
     for (uint32_t i = 0, r = 0; i < n; r += sb->n_ids[i++]) {
         spec_state *st = sb->state[i] = gen_spec(gens[i]);
         uint32_t n_fed, n_out;
@@ -44,8 +44,10 @@ int fkv_engine_step(fkv_engine *e, fkv_eseq *const *seqs, fkv_gen *const *gens, 
         sb->n_ids[i] = 1 + sb->cap[i];
         sb->lag[i] = 0;
         model |= sb->cap[i] && st->p.mode == FKV_SPEC_DRAFT && !st->predicted;
+        nextn |= sb->cap[i] && st->p.mode == FKV_SPEC_MTP && !st->predicted;
     }
     if (model) spec_draft_guesses(sb, seqs, next, n);
+    if (nextn) spec_nextn_guesses(sb, e, seqs, next, n);
     uint32_t rows = 0;
     for (uint32_t i = 0; i < n; rows += sb->n_ids[i++]) /* packed: each sequence's rows right after the last's */
         memmove(sb->ids + rows, sb->ids + sb->row[i], sizeof(int32_t) * sb->n_ids[i]);

@@ -26,15 +26,17 @@ typedef struct {
     uint32_t *cap;              /* [max_seqs] the guesses it may make this step */
     uint32_t *lag;              /* [max_seqs] rows its draft sequence was fed to catch up with it */
     struct spec_state **state;  /* [max_seqs] sequence i's speculation (its generation's) */
-    /* the draft engine's forwards */
+    /* the draft engine's forwards (dseqs, dn_ids: the target's sequences and their guesses so far, for the NextN
+     * drafter's) */
     fkv_eseq **dseqs; /* [max_seqs] */
     int32_t *dids;    /* [max_rows] */
     uint32_t *dn_ids; /* [max_seqs] */
     uint32_t *of;     /* [max_seqs] the sequence each draft sequence guesses for */
+    float *h;         /* [max_seqs][dim] the NextN drafter's hidden state of each sequence's last guess */
 } stepbuf;
 
 /* NULL when out of memory. */
-stepbuf *stepbuf_new(uint32_t max_rows, uint32_t max_seqs, uint32_t n_vocab);
+stepbuf *stepbuf_new(uint32_t max_rows, uint32_t max_seqs, uint32_t n_vocab, uint32_t dim);
 void stepbuf_free(stepbuf *sb);
 /* sb->logits, allocated at the first call (a step's logits are the engine's largest scratch: 152k ids × 40 rows is
  * 24 MB, not paid by engines that never step); -1 with err when out of memory. */

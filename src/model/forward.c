@@ -61,6 +61,11 @@ struct forward {
     float *z;                  /* [max_rows][Hv·d] the output gate, then the output */
     float *beta, *g;           /* [max_rows][Hv] each head's β and decay */
     float *o;                  /* [max_rows][Hv·d] the heads' readouts */
+    /* the NextN block (forward_new's nextn) */
+    bool nextn;
+    float *h;                  /* [max_rows][dim] each row's final hidden state, rmsnorm(x)·output_norm */
+    float *hin;                /* [max_rows][dim] the hidden state of the position before each row */
+    float *eh;                 /* [max_rows][2·dim] [rmsnorm(embedding)·enorm; rmsnorm(hin)·hnorm] */
     void *scratch; /* every buffer above but rope_divisors: slices of one allocation of scratch_bytes */
     size_t scratch_bytes;
 };
@@ -74,7 +79,8 @@ void forward_free(forward *c) {
 /* bytes rounded up to whole cache lines: each scratch slice starts on one. */
 static size_t line_bytes(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
-forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int n_threads, fkv_error *err) {
+forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int n_threads, bool nextn,
+                     fkv_error *err) {
     forward *c = calloc(1, sizeof *c);
     if (!c) {
         err_nomem(err, "out of memory for the forward pass");
@@ -87,7 +93,13 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
         free(c);
         return NULL;
     }
+    if (nextn && !hp->n_nextn) {
+        err_input(err, "the model has no NextN (multi-token prediction) block to draft with");
+        free(c);
+        return NULL;
+    }
     c->m = m;
+    c->nextn = nextn;
     c->max_rows = max_rows;
     c->n_threads = n_threads > 0 ? n_threads : omp_get_max_threads();
     uint32_t q_dim = hp->n_heads * hp->head_dim, kv_dim = hp->n_kv_heads * hp->head_dim;
@@ -97,6 +109,7 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
     uint32_t widest = hp->dim > q_dim ? hp->dim : q_dim;
     if (hidden > widest) widest = hidden;
     if (value_dim > widest) widest = value_dim; /* ssm_out's input */
+    if (nextn && 2 * hp->dim > widest) widest = 2 * hp->dim; /* eh_proj's input */
     const uint32_t qg_dim = hp->kind.attn_gate ? 2 * q_dim : 0;
     const uint32_t ne = hp->n_expert, ff = hp->n_ff_exp, ent = max_rows * hp->n_expert_used;
     const uint32_t ewide = hp->dim > ff ? hp->dim : ff; /* an entry's widest row: its input or its hidden row */
@@ -143,6 +156,9 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
         {(void **)&c->beta, sizeof(float) * rows * hp->n_v_heads},
         {(void **)&c->g, sizeof(float) * rows * hp->n_v_heads},
         {(void **)&c->o, sizeof(float) * rows * value_dim},
+        {(void **)&c->h, nextn ? sizeof(float) * rows * hp->dim : 0},
+        {(void **)&c->hin, nextn ? sizeof(float) * rows * hp->dim : 0},
+        {(void **)&c->eh, nextn ? sizeof(float) * rows * 2 * hp->dim : 0},
     };
     const size_t n_slices = sizeof slices / sizeof *slices;
     for (size_t i = 0; i < n_slices; i++) c->scratch_bytes += line_bytes(slices[i].bytes);
@@ -167,6 +183,8 @@ forward *forward_new(const fkv_model *m, uint32_t max_rows, uint32_t n_ctx, int 
 uint32_t forward_max_rows(const forward *c) { return c->max_rows; }
 
 int forward_threads(const forward *c) { return c->n_threads; }
+
+size_t forward_state_floats(const forward *c) { return c->m->hp.state_floats + (c->nextn ? c->m->hp.dim : 0); }
 
 /* Below this many multiply-adds per call the pass runs on one thread (and each op decides alone, see
  * ops.h): waking a team costs more than it saves on a tiny model's decode step. */
@@ -393,20 +411,12 @@ static void gdn_layer(forward *c, const model_gdn *G, uint32_t n, const uint32_t
     ops_matmul(&G->out, &(ops_rows){c->z, c->xq, c->xp, n}, c->xb, c->n_threads);
 }
 
-/* The whole pass, run by every thread of one team (or by one thread): row-wise steps on each thread's
- * own rows, products and attention shared through ops.h, a barrier wherever a step reads rows another
- * thread wrote. Which thread computes a value never changes its bits (ops.h). */
-static void forward_team(forward *c, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
-                         const kv_map *const *maps, const forward_state *states, uint32_t first_logit, float *logits) {
+/* Rows [r0, r1) of x from their token ids (Gemma 3 scales them by sqrt(dim)) or, ids NULL, copied from embd. */
+static void embed_rows(forward *c, const int32_t *ids, const float *embd, uint32_t r0, uint32_t r1) {
     const fkv_model *m = c->m;
-    const model_hparams *hp = &m->hp;
-    const uint32_t dim = hp->dim;
-    const model_arch *kind = &hp->kind;
-    uint32_t r0, r1;
-    own_rows(n, &r0, &r1);
-
+    const uint32_t dim = m->hp.dim;
     /* Gemma 3 scales token embeddings by sqrt(dim), not embeddings given as input (llama.cpp does the same). */
-    const float embd_scale = kind->embd_scale && ids ? sqrtf((float)dim) : 1.0f;
+    const float embd_scale = m->hp.kind.embd_scale && ids ? sqrtf((float)dim) : 1.0f;
     for (uint32_t r = r0; r < r1; r++) {
         float *x = c->x + (size_t)r * dim;
         if (ids)
@@ -416,76 +426,147 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
         if (embd_scale != 1.0f)
             for (uint32_t i = 0; i < dim; i++) x[i] *= embd_scale;
     }
+}
+
+/* Layer l (a NextN block's too) over rows [0, n) of x, run by every thread of the team (r0, r1: this thread's rows). */
+static void layer_rows(forward *c, uint32_t l, uint32_t n, const uint32_t *pos, const kv_map *const *maps,
+                       const forward_state *states, uint32_t r0, uint32_t r1) {
+    const model_hparams *hp = &c->m->hp;
+    const uint32_t dim = hp->dim;
+    const model_layer *L = &c->m->layers[l];
+    const model_gdn *G = L->gdn;
+    const bool in_q8 = G ? ops_matrix_wants_q8(&G->qkv) || ops_matrix_wants_q8(&G->z) ||
+                               ops_matrix_wants_q8(&G->beta) || ops_matrix_wants_q8(&G->alpha)
+                         : ops_matrix_wants_q8(&L->wq) || ops_matrix_wants_q8(&L->wk) || ops_matrix_wants_q8(&L->wv);
+    ops_rmsnorm(c->x + (size_t)r0 * dim, L->attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
+    quantize_rows(c, c->xb, r0, r1, dim, in_q8);
+#pragma omp barrier
+    if (G)
+        gdn_layer(c, G, n, pos, states, r0, r1);
+    else
+        attention(c, L, l, n, pos, maps, r0, r1);
+    if (L->post_attn_norm)
+        ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
+    ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
+
+    ops_rmsnorm(c->x + (size_t)r0 * dim, L->ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
+    const model_experts *E = L->moe;
+    const uint32_t hidden = L->hidden;
+    const bool shared_gate = L->shared_gate.n_out != 0;
+    quantize_rows(c, c->xb, r0, r1, dim,
+                  (hidden && (ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up) ||
+                              (shared_gate && ops_matrix_wants_q8(&L->shared_gate)))) ||
+                      (E && (ops_matrix_wants_q8(&E->router) || ops_matrix_wants_q8(&E->gate) ||
+                             ops_matrix_wants_q8(&E->up))));
+#pragma omp barrier
+    if (E) moe_ffn(c, E, n, r0, r1);
+    if (hidden) { /* the dense FFN, or an expert layer's shared experts */
+        ops_rows xb = {c->xb, c->xq, c->xp, n}, hb = {c->hb, c->xq, c->xp, n};
+        ops_matmuls((const ops_product[]){{&L->w_gate, &xb, c->hb}, {&L->w_up, &xb, c->hb2},
+                                          {&L->shared_gate, &xb, c->sg}},
+                    shared_gate ? 3 : 2, c->n_threads);
+        if (hp->kind.gelu)
+            ops_geglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
+        else
+            ops_swiglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
+        quantize_rows(c, c->hb, r0, r1, hidden, ops_matrix_wants_q8(&L->w_down));
+#pragma omp barrier
+        ops_matmul(&L->w_down, &hb, c->xb, c->n_threads);
+        if (L->post_ffn_norm)
+            ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_ffn_norm, r1 - r0, dim, hp->rms_eps,
+                        c->xb + (size_t)r0 * dim);
+        if (shared_gate) { /* Qwen3.5's shared expert, times sigmoid(xb · ffn_gate_inp_shexp) */
+            ops_sigmoid(c->sg + r0, r1 - r0);
+            for (uint32_t r = r0; r < r1; r++)
+                for (uint32_t i = 0; i < dim; i++) c->xb[(size_t)r * dim + i] *= c->sg[r];
+        }
+        /* routed + shared, as llama.cpp adds them (an IEEE sum is the same either way round) */
+        if (E) ops_add(c->xb + (size_t)r0 * dim, c->ym + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
+    }
+    ops_add(c->x + (size_t)r0 * dim, (hidden ? c->xb : c->ym) + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
+}
+
+/* Logits of rows [0, n) of h (dim wide) into logits, through w; run by every thread of the team. */
+static void head_rows(forward *c, const ops_matrix *w, const float *h, uint32_t n, float *logits) {
+    uint32_t l0, l1;
+    own_rows(n, &l0, &l1);
+    quantize_rows(c, h, l0, l1, c->m->hp.dim, ops_matrix_wants_q8(w));
+#pragma omp barrier
+    ops_matmul(w, &(ops_rows){h, c->xq, c->xp, n}, logits, c->n_threads);
+}
+
+/* The NextN block over rows [0, n): token ids[r] (or embedding row embd[r]) at pos[r] after the hidden state
+ * c->hin[r]; its K/V rows stored in the maps' layer n_layers, its output normed (shared_head_norm, else output_norm)
+ * into c->xb. Run by every thread of the team (r0, r1: this thread's rows). As llama.cpp's graph_mtp: x =
+ * eh_proj·[enorm(e); hnorm(h)], then a layer. */
+static void nextn_rows(forward *c, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
+                       const kv_map *const *maps, uint32_t r0, uint32_t r1) {
+    const fkv_model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    const model_nextn *N = &m->nextn[0];
+    const uint32_t dim = hp->dim;
+    embed_rows(c, ids, embd, r0, r1);
+    for (uint32_t r = r0; r < r1; r++) {
+        float *eh = c->eh + (size_t)r * 2 * dim;
+        ops_rmsnorm(c->x + (size_t)r * dim, N->enorm, 1, dim, hp->rms_eps, eh);
+        ops_rmsnorm(c->hin + (size_t)r * dim, N->hnorm, 1, dim, hp->rms_eps, eh + dim);
+    }
+    quantize_rows(c, c->eh, r0, r1, 2 * dim, ops_matrix_wants_q8(&N->eh_proj));
+#pragma omp barrier
+    ops_matmul(&N->eh_proj, &(ops_rows){c->eh, c->xq, c->xp, n}, c->x, c->n_threads);
+    layer_rows(c, hp->n_layers, n, pos, maps, NULL, r0, r1);
+    ops_rmsnorm(c->x + (size_t)r0 * dim, N->head_norm ? N->head_norm : m->output_norm, r1 - r0, dim, hp->rms_eps,
+                c->xb + (size_t)r0 * dim);
+}
+
+/* The whole pass, run by every thread of one team (or by one thread): row-wise steps on each thread's
+ * own rows, products and attention shared through ops.h, a barrier wherever a step reads rows another
+ * thread wrote. Which thread computes a value never changes its bits (ops.h). */
+static void forward_team(forward *c, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
+                         const kv_map *const *maps, const forward_state *states, uint32_t first_logit, float *logits) {
+    const fkv_model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    const uint32_t dim = hp->dim;
+    uint32_t r0, r1;
+    own_rows(n, &r0, &r1);
+    embed_rows(c, ids, embd, r0, r1);
     for (int t = 0; t < (hp->window ? 2 : 1); t++) {
         ops_rope_table(pos + r0, r1 - r0, hp->n_rot, &hp->rope[t], t == MODEL_ROPE_GLOBAL ? c->rope_divisors : NULL,
                        c->rope_cs[t] + (size_t)r0 * hp->n_rot);
     }
+    for (uint32_t l = 0; l < hp->n_layers; l++) layer_rows(c, l, n, pos, maps, states, r0, r1);
 
-    for (uint32_t l = 0; l < hp->n_layers; l++) {
-        const model_layer *L = &m->layers[l];
-        const model_gdn *G = L->gdn;
-        const bool in_q8 = G ? ops_matrix_wants_q8(&G->qkv) || ops_matrix_wants_q8(&G->z) ||
-                                   ops_matrix_wants_q8(&G->beta) || ops_matrix_wants_q8(&G->alpha)
-                             : ops_matrix_wants_q8(&L->wq) || ops_matrix_wants_q8(&L->wk) || ops_matrix_wants_q8(&L->wv);
-        ops_rmsnorm(c->x + (size_t)r0 * dim, L->attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
-        quantize_rows(c, c->xb, r0, r1, dim, in_q8);
+    /* the final hidden states: every row's for the NextN block, else the rows with logits. Into xb, rows [first_logit,
+     * n) as rows [0, n - first_logit) — rows other threads may still be reading in their last residual add: wait. */
+    const uint32_t from = c->nextn ? 0 : first_logit;
+    float *h = c->nextn ? c->h : c->xb;
+    if (from < n) {
 #pragma omp barrier
-        if (G)
-            gdn_layer(c, G, n, pos, states, r0, r1);
+        const uint32_t l0 = r0 > from ? r0 - from : 0, l1 = r1 > from ? r1 - from : 0;
+        ops_rmsnorm(c->x + (size_t)(from + l0) * dim, m->output_norm, l1 - l0, dim, hp->rms_eps,
+                    h + (size_t)l0 * dim);
+#pragma omp barrier
+    }
+    if (first_logit < n) head_rows(c, &m->output, h + (size_t)(first_logit - from) * dim, n - first_logit, logits);
+    if (!c->nextn) return;
+    /* The NextN block's row at p reads the hidden state at p - 1 (llama.cpp pairs h_p with the id at p + 1, at p + 1):
+     * the row before it in this call where it is of the same sequence (it wrote the state this row reads), else its
+     * sequence's state; zeros at position 0. Then each row's own goes to its state, once no row reads them any more,
+     * by the last row writing that state (a chunk steps one state in place). */
+    const size_t h_at = hp->state_floats;
+    for (uint32_t r = r0; r < r1; r++) {
+        float *hin = c->hin + (size_t)r * dim;
+        if (!pos[r])
+            memset(hin, 0, sizeof(float) * dim);
         else
-            attention(c, L, l, n, pos, maps, r0, r1);
-        if (L->post_attn_norm)
-            ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_attn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
-        ops_add(c->x + (size_t)r0 * dim, c->xb + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
-
-        ops_rmsnorm(c->x + (size_t)r0 * dim, L->ffn_norm, r1 - r0, dim, hp->rms_eps, c->xb + (size_t)r0 * dim);
-        const model_experts *E = L->moe;
-        const uint32_t hidden = L->hidden;
-        const bool shared_gate = L->shared_gate.n_out != 0;
-        quantize_rows(c, c->xb, r0, r1, dim,
-                      (hidden && (ops_matrix_wants_q8(&L->w_gate) || ops_matrix_wants_q8(&L->w_up) ||
-                                  (shared_gate && ops_matrix_wants_q8(&L->shared_gate)))) ||
-                          (E && (ops_matrix_wants_q8(&E->router) || ops_matrix_wants_q8(&E->gate) ||
-                                 ops_matrix_wants_q8(&E->up))));
-#pragma omp barrier
-        if (E) moe_ffn(c, E, n, r0, r1);
-        if (hidden) { /* the dense FFN, or an expert layer's shared experts */
-            ops_rows xb = {c->xb, c->xq, c->xp, n}, hb = {c->hb, c->xq, c->xp, n};
-            ops_matmuls((const ops_product[]){{&L->w_gate, &xb, c->hb}, {&L->w_up, &xb, c->hb2},
-                                              {&L->shared_gate, &xb, c->sg}},
-                        shared_gate ? 3 : 2, c->n_threads);
-            if (kind->gelu)
-                ops_geglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
-            else
-                ops_swiglu(c->hb + (size_t)r0 * hidden, c->hb2 + (size_t)r0 * hidden, (size_t)(r1 - r0) * hidden);
-            quantize_rows(c, c->hb, r0, r1, hidden, ops_matrix_wants_q8(&L->w_down));
-#pragma omp barrier
-            ops_matmul(&L->w_down, &hb, c->xb, c->n_threads);
-            if (L->post_ffn_norm)
-                ops_rmsnorm(c->xb + (size_t)r0 * dim, L->post_ffn_norm, r1 - r0, dim, hp->rms_eps,
-                            c->xb + (size_t)r0 * dim);
-            if (shared_gate) { /* Qwen3.5's shared expert, times sigmoid(xb · ffn_gate_inp_shexp) */
-                ops_sigmoid(c->sg + r0, r1 - r0);
-                for (uint32_t r = r0; r < r1; r++)
-                    for (uint32_t i = 0; i < dim; i++) c->xb[(size_t)r * dim + i] *= c->sg[r];
-            }
-            /* routed + shared, as llama.cpp adds them (an IEEE sum is the same either way round) */
-            if (E) ops_add(c->xb + (size_t)r0 * dim, c->ym + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
-        }
-        ops_add(c->x + (size_t)r0 * dim, (hidden ? c->xb : c->ym) + (size_t)r0 * dim, (size_t)(r1 - r0) * dim);
+            memcpy(hin, r && states[r].in == states[r - 1].out ? c->h + (size_t)(r - 1) * dim : states[r].in + h_at,
+                   sizeof(float) * dim);
     }
-
-    if (first_logit < n) {
-        /* rows [first_logit, n) become rows [0, n - first_logit) of xb — rows other threads may still be reading
-         * in their last residual add (their own rows of xb): wait for them first. */
 #pragma omp barrier
-        uint32_t l0 = r0 > first_logit ? r0 - first_logit : 0, l1 = r1 > first_logit ? r1 - first_logit : 0;
-        ops_rmsnorm(c->x + (size_t)(first_logit + l0) * dim, m->output_norm, l1 - l0, dim, hp->rms_eps,
-                    c->xb + (size_t)l0 * dim);
-        quantize_rows(c, c->xb, l0, l1, dim, ops_matrix_wants_q8(&m->output));
-#pragma omp barrier
-        ops_matmul(&m->output, &(ops_rows){c->xb, c->xq, c->xp, n - first_logit}, logits, c->n_threads);
-    }
+    for (uint32_t r = r0; r < r1; r++)
+        if (r == n - 1 || states[r + 1].out != states[r].out)
+            memcpy(states[r].out + h_at, c->h + (size_t)r * dim, sizeof(float) * dim);
+    nextn_rows(c, ids, embd, n, pos, maps, r0, r1);
 }
 
 void forward_rows(forward *c, const int32_t *ids, const float *embd, uint32_t n, const uint32_t *pos,
@@ -497,4 +578,27 @@ void forward_rows(forward *c, const int32_t *ids, const float *embd, uint32_t n,
     const bool wide = (uint64_t)n * layer_macs * hp->n_layers >= FORWARD_PARALLEL_MIN_WORK;
 #pragma omp parallel num_threads(c->n_threads) if (wide)
     forward_team(c, ids, embd, n, pos, maps, states, first_logit, logits);
+}
+
+/* The NextN block alone: a drafter's rows (forward_nextn in forward.h). */
+static void nextn_team(forward *c, const int32_t *ids, const float *h_in, uint32_t n, const uint32_t *pos,
+                       const kv_map *const *maps, float *logits, float *h_out) {
+    const model_hparams *hp = &c->m->hp;
+    uint32_t r0, r1;
+    own_rows(n, &r0, &r1);
+    ops_rope_table(pos + r0, r1 - r0, hp->n_rot, &hp->rope[MODEL_ROPE_GLOBAL], c->rope_divisors,
+                   c->rope_cs[MODEL_ROPE_GLOBAL] + (size_t)r0 * hp->n_rot);
+    memcpy(c->hin + (size_t)r0 * hp->dim, h_in + (size_t)r0 * hp->dim, sizeof(float) * hp->dim * (r1 - r0));
+    nextn_rows(c, ids, NULL, n, pos, maps, r0, r1);
+    memcpy(h_out + (size_t)r0 * hp->dim, c->xb + (size_t)r0 * hp->dim, sizeof(float) * hp->dim * (r1 - r0));
+#pragma omp barrier
+    head_rows(c, &c->m->output, c->xb, n, logits);
+}
+
+void forward_nextn(forward *c, const int32_t *ids, const float *h_in, uint32_t n, const uint32_t *pos,
+                   const kv_map *const *maps, float *logits, float *h_out) {
+    const model_hparams *hp = &c->m->hp;
+    const bool wide = (uint64_t)n * hp->dim * hp->n_vocab >= FORWARD_PARALLEL_MIN_WORK;
+#pragma omp parallel num_threads(c->n_threads) if (wide)
+    nextn_team(c, ids, h_in, n, pos, maps, logits, h_out);
 }

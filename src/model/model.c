@@ -732,10 +732,11 @@ static int load_weights(fkv_model *m, fkv_error *err) {
     return 0;
 }
 
-const uint32_t *model_kv_layers(const fkv_model *m, bool windows_apart, uint32_t *layer_at, uint32_t counts[2]) {
+const uint32_t *model_kv_layers(const fkv_model *m, bool windows_apart, uint32_t n_nextn, uint32_t *layer_at,
+                                uint32_t counts[2]) {
     bool table = false;
     counts[0] = counts[1] = 0;
-    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+    for (uint32_t l = 0; l < m->hp.n_layers + n_nextn; l++) {
         const model_layer *L = &m->layers[l];
         const uint32_t part = windows_apart && L->window > 0;
         layer_at[l] = L->gdn ? KV_NO_ROWS : part << 16 | counts[part]++;

@@ -277,11 +277,13 @@ static inline uint32_t model_conv_dim(const model_hparams *hp) {
 }
 
 
-/* The K/V layer table (kv_map.layer_at) of m's layers into layer_at (n_layers entries, the caller's): a gated DeltaNet
- * layer keeps no rows (KV_NO_ROWS); a window layer goes to part 1 when windows_apart (a pool of its own), every other
- * one to part 0, each part's layers numbered in order; counts[p]: part p's layers. Returns layer_at, or NULL when
- * every layer is layer l of part 0 (no table needed). */
-const uint32_t *model_kv_layers(const fkv_model *m, bool windows_apart, uint32_t *layer_at, uint32_t counts[2]);
+/* The K/V layer table (kv_map.layer_at) of m's layers and its first n_nextn NextN blocks (a drafter's, after the
+ * trunk) into layer_at (n_layers + n_nextn entries, the caller's): a gated DeltaNet layer keeps no rows (KV_NO_ROWS);
+ * a window layer goes to part 1 when windows_apart (a pool of its own), every other one to part 0, each part's layers
+ * numbered in order; counts[p]: part p's layers. Returns layer_at, or NULL when every layer is layer l of part 0 (no
+ * table needed). */
+const uint32_t *model_kv_layers(const fkv_model *m, bool windows_apart, uint32_t n_nextn, uint32_t *layer_at,
+                                uint32_t counts[2]);
 
 /* The global rotary table's frequency divisors for a context of n_ctx positions: rope_freqs.weight, or LongRoPE's
  * long factors when n_ctx > n_ctx_orig and its short ones otherwise (llama.cpp's choice), or NULL. */
