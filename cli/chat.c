@@ -311,9 +311,8 @@ int cli_chat(int argc, char **argv) {
     }
     cs.n_vocab = fkv_model_get_info(m).n_vocab;
     rc = 1;
-    fkv_engine *engine = NULL;
-    if ((rc = cli_spec_start("chat", m, &a.engine, &a.spec)) || !(engine = cli_engine_new("chat", m, &a.engine, &rc)))
-        goto out;
+    fkv_engine *engine = cli_spec_engine("chat", m, &a.engine, &a.spec, &rc);
+    if (!engine) goto out;
     rc = 1;
     cs.spec = &a.spec.p;
     if (!(cs.seq = fkv_seq_open(engine, NULL, &err))) {

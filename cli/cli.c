@@ -217,7 +217,7 @@ int cli_spec_option(const char *sub, int c, const char *arg, cli_spec *s) {
     switch (c) {
     case CLI_O_SPEC: {
         const int mode = fkv_spec_mode_parse(arg);
-        if (mode < 0) return cli_usage_error(sub, "--spec must be off, lookup, draft or mtp, got '%s'", arg), -1;
+        if (mode < 0) return cli_usage_error(sub, "--spec must be off, lookup, draft, mtp or auto, got '%s'", arg), -1;
         s->p.mode = (fkv_spec_mode)mode;
         s->mode_given = true;
         return 1;
@@ -234,7 +234,7 @@ int cli_spec_option(const char *sub, int c, const char *arg, cli_spec *s) {
 
 int cli_spec_start(const char *sub, const fkv_model *target, fkv_engine_params *ep, cli_spec *s) {
     if (s->model_path && !s->mode_given) s->p.mode = FKV_SPEC_DRAFT;
-    ep->mtp = s->p.mode == FKV_SPEC_MTP;
+    ep->mtp = s->p.mode == FKV_SPEC_MTP || (s->p.mode == FKV_SPEC_AUTO && fkv_model_get_info(target).n_nextn);
     if (!s->model_path)
         return s->p.mode == FKV_SPEC_DRAFT ? cli_usage_error(sub, "--spec draft needs a draft model (--model-draft PATH)")
                                            : 0;
@@ -248,6 +248,21 @@ int cli_spec_start(const char *sub, const fkv_model *target, fkv_engine_params *
     dp.kv_dir = NULL;
     dp.kv_mem = 0;
     return (s->p.draft = cli_engine_new(sub, s->model, &dp, &rc)) ? 0 : rc;
+}
+
+fkv_engine *cli_spec_engine(const char *sub, const fkv_model *m, fkv_engine_params *ep, cli_spec *s, int *rc) {
+    if ((*rc = cli_spec_start(sub, m, ep, s))) return NULL;
+    fkv_engine *e = cli_engine_new(sub, m, ep, rc);
+    double cost = 0;
+    fkv_error err = {0};
+    if (!e || s->p.mode != FKV_SPEC_AUTO) return e;
+    if (fkv_spec_auto(&s->p, e, &cost, &err))
+        fprintf(stderr, "flatkv %s: --spec auto: %s; %s without measuring\n", sub, err.msg,
+                fkv_spec_mode_name(s->p.mode));
+    else
+        fprintf(stderr, "flatkv %s: --spec auto: %s (a step with guesses costs %.2f plain steps here)\n", sub,
+                fkv_spec_mode_name(s->p.mode), cost);
+    return e;
 }
 
 void cli_spec_end(cli_spec *s) {

@@ -92,8 +92,10 @@ enum { CLI_O_SPEC = 1200, CLI_O_DRAFT_MAX, CLI_O_MODEL_DRAFT };
         {"model-draft", required_argument, 0, CLI_O_MODEL_DRAFT}
 #define CLI_SPEC_HELP                                                                                       \
     "      --spec MODE        speculative decoding, same output: off, lookup (guesses from the context's own\n" \
-    "                         tokens), draft (a draft model's; the default with --model-draft) or mtp (the\n"  \
-    "                         model's own NextN block's, where its file has one). Default: " CLI_SPEC_DEFAULT_NAME "\n" \
+    "                         tokens), draft (a draft model's; the default with --model-draft), mtp (the\n"   \
+    "                         model's own NextN block's, where its file has one) or auto (mtp where the file\n" \
+    "                         has the block, else lookup; off where a step's guesses cost more than they keep,\n" \
+    "                         measured at start). Default: " CLI_SPEC_DEFAULT_NAME "\n" \
     "      --draft-max N      most tokens guessed a step, 1..16 (default " CLI_STR(FKV_SPEC_DEFAULT_DRAFT) ")\n"     \
     "      --model-draft PATH the draft model: a GGUF with the same vocabulary\n"
 /* The default mode (bench/spec measures it). */
@@ -116,6 +118,9 @@ int cli_spec_option(const char *sub, int c, const char *arg, cli_spec *s);
  * the target's engine is made from ep): 0, or the exit status after printing why (--spec draft without --model-draft,
  * another vocabulary than target's). */
 int cli_spec_start(const char *sub, const fkv_model *target, fkv_engine_params *ep, cli_spec *s);
+/* cli_spec_start, then the target's engine (cli_engine_new) and --spec auto chosen for it (fkv_spec_auto, said on
+ * stderr): the engine, or NULL with *rc the exit status. */
+fkv_engine *cli_spec_engine(const char *sub, const fkv_model *m, fkv_engine_params *ep, cli_spec *s, int *rc);
 void cli_spec_end(cli_spec *s);
 
 /* Apply option c to the engine (CLI_O_THREADS...), sampling (CLI_O_TEMP...) or speculative (CLI_O_SPEC...)

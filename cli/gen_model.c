@@ -15,7 +15,7 @@ static const char HELP[] =
     "                        [--arch %s] [--rope-freqs] [--head-dim N]\n"
     "                        [--rope-dims N] [--window N] [--window-pattern N]\n"
     "                        [--experts N --experts-used K --expert-hidden H] [--shared-experts S]\n"
-    "                        [--dense-layers D] [--nextn N]\n"
+    "                        [--dense-layers D] [--nextn N | --mtp-layers N]\n"
     "                        [--ssm-state D] [--ssm-k-heads N] [--ssm-v-heads N] [--ssm-conv K] [--attn-interval N]\n"
     "                        [--chat-template FILE.jinja]\n"
     "                        -o OUT.gguf\n"
@@ -45,7 +45,8 @@ static const char HELP[] =
     "  --shared-experts S  expert_shared_count (glm4moe): a shared FFN of S x the expert width in each expert layer;\n"
     "                qwen35moe: its one shared expert is S (default 1) x the expert width, gated by sigmoid\n"
     "  --dense-layers D    leading_dense_block_count: the first D layers have a dense FFN of --hidden\n"
-    "  --nextn N     nextn_predict_layers: N NextN (MTP) blocks after the layers, kept for a drafter\n"
+    "  --nextn N     nextn_predict_layers: N NextN (MTP) blocks after the layers, the drafter of --spec mtp\n"
+    "                (--mtp-layers N says the same)\n"
     "  --ssm-state D, --ssm-k-heads N, --ssm-v-heads N, --ssm-conv K  the gated DeltaNet layers of a hybrid (qwen35,\n"
     "                qwen35moe): heads of D (default head size / 2), N key and value heads (default 2 x heads value\n"
     "                heads, 16 key heads where 16 divides them, else as many), a convolution of K taps (default 4);\n"
@@ -72,6 +73,7 @@ int cli_gen_model(int argc, char **argv) {
         {"experts", required_argument, 0, O_EXPERTS}, {"experts-used", required_argument, 0, O_USED},
         {"expert-hidden", required_argument, 0, O_EXP_HIDDEN}, {"shared-experts", required_argument, 0, O_SHARED},
         {"dense-layers", required_argument, 0, O_DENSE}, {"nextn", required_argument, 0, O_NEXTN},
+        {"mtp-layers", required_argument, 0, O_NEXTN},
         {"chat-template", required_argument, 0, O_CHAT}, {"ssm-state", required_argument, 0, O_SSM_STATE},
         {"ssm-k-heads", required_argument, 0, O_SSM_K}, {"ssm-v-heads", required_argument, 0, O_SSM_V},
         {"ssm-conv", required_argument, 0, O_SSM_CONV}, {"attn-interval", required_argument, 0, O_INTERVAL},

@@ -188,9 +188,7 @@ int cli_generate(int argc, char **argv) {
         goto out;
     }
     const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
-    if ((rc = cli_spec_start("generate", m, &a.engine, &a.spec)) ||
-        !(engine = cli_engine_new("generate", m, &a.engine, &rc)))
-        goto out;
+    if (!(engine = cli_spec_engine("generate", m, &a.engine, &a.spec, &rc))) goto out;
     rc = 1;
     if (!(seq = fkv_seq_open(engine, NULL, &err))) {
         rc = cli_fail("generate", &err);

@@ -221,8 +221,8 @@ int cli_replay(int argc, char **argv) {
     if (!fp) return cli_usage_error(sub, "cannot read session file '%s'", session);
     int rc = CLI_USAGE_EXIT;
     fkv_model *m = cli_load_model(sub, model_path, &rc);
-    fkv_engine *engine = NULL;
-    if (!m || (rc = cli_spec_start(sub, m, &ep, &spec)) || !(engine = cli_engine_new(sub, m, &ep, &rc))) {
+    fkv_engine *engine = m ? cli_spec_engine(sub, m, &ep, &spec, &rc) : NULL;
+    if (!engine) {
         cli_spec_end(&spec);
         fkv_engine_free(engine);
         fclose(fp);

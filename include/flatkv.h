@@ -67,6 +67,7 @@ typedef struct {
     uint32_t n_kv_heads;
     uint32_t head_dim;
     const char *name;
+    uint32_t n_nextn; /* NextN (multi-token prediction) blocks after the layers: a drafter for --spec mtp */
 } fkv_model_info;
 
 /* Load a GGUF model with its tokenizer. Its architecture must be a row of the architecture table
@@ -363,7 +364,7 @@ char *fkv_json_schema_gbnf(const char *schema, size_t len, const char *prefix, f
  * sampler state, the same seeded draw per position, the same constraint — keeping a guess while it equals that choice.
  * Rows are invariant, so a kept row is the row plain decoding would compute: tokens, logits and KV are those of
  * speculation off, for every sampler setting; only the number of forwards changes. */
-typedef enum { FKV_SPEC_OFF = 0, FKV_SPEC_LOOKUP, FKV_SPEC_DRAFT, FKV_SPEC_MTP } fkv_spec_mode;
+typedef enum { FKV_SPEC_OFF = 0, FKV_SPEC_LOOKUP, FKV_SPEC_DRAFT, FKV_SPEC_MTP, FKV_SPEC_AUTO } fkv_spec_mode;
 
 #define FKV_SPEC_MAX_DRAFT 16   /* most guesses a step */
 #define FKV_SPEC_DEFAULT_DRAFT 4 /* bench/spec: lookup on an agent transcript gains most near it */
@@ -388,9 +389,21 @@ typedef struct {
     uint32_t n_prediction;
 } fkv_spec_params;
 
-/* "off", "lookup", "draft", "mtp" (NULL for others); and back: -1 for an unknown name. */
+/* "off", "lookup", "draft", "mtp", "auto" (NULL for others); and back: -1 for an unknown name. */
 const char *fkv_spec_mode_name(fkv_spec_mode mode);
 int fkv_spec_mode_parse(const char *name);
+/* FKV_SPEC_AUTO chosen for engine e (other modes stay): MTP on an engine with the NextN block (fkv_engine_params.mtp;
+ * an engine made for AUTO should have it where the model has one: fkv_model_info.n_nextn), LOOKUP otherwise — or OFF
+ * where verification does not pay on this CPU: measured here, a few forwards on a scratch sequence, a step of 1 +
+ * draft_max rows (and the NextN block's guesses) against a plain one, beside the tokens a step the drafter is expected
+ * to keep (FKV_SPEC_AUTO_TOKENS_*). *cost: that measured ratio (NULL: not wanted). -1 with err when the engine fails (the mode
+ * then chosen by the model alone). */
+int fkv_spec_auto(fkv_spec_params *p, fkv_engine *e, double *cost, fkv_error *err);
+/* Tokens a step the drafters keep, for FKV_SPEC_AUTO. Lookup: bench/spec's agent transcript at the default length
+ * (1.6). The NextN block: a trained head's first guess is kept about 85% of the time (DeepSeek-V3's report), so about 2
+ * tokens a step at least; acceptance on generated (random) weights says nothing, so this is a claim, not a measurement. */
+#define FKV_SPEC_AUTO_TOKENS_LOOKUP 1.6
+#define FKV_SPEC_AUTO_TOKENS_MTP 2.0
 /* True when a and b have the same tokens (a draft model for a target). */
 bool fkv_model_vocab_equal(const fkv_model *a, const fkv_model *b);
 

@@ -163,13 +163,10 @@ static int parse_speculative(const api_context *ctx, const json_t *root, sched_j
         return BAD("speculative", "'speculative' must be an object with 'mode' and/or 'draft_max'");
     if (mode) {
         const int m = fkv_spec_mode_parse(json_string_value(mode));
-        if (m < 0)
+        if (m < 0 || m == FKV_SPEC_AUTO) /* auto is the server's choice, made once for its engine */
             return BAD("speculative.mode", "'speculative.mode' must be \"off\", \"lookup\", \"draft\" or \"mtp\"");
         if (m == FKV_SPEC_DRAFT && !ctx->spec.draft)
             return BAD("speculative.mode", "this server has no draft model (start it with --model-draft PATH)");
-        if (m == FKV_SPEC_MTP && ctx->spec.mode != FKV_SPEC_MTP)
-            return BAD("speculative.mode", "this server does not run the model's NextN drafter (start it with --spec "
-                                           "mtp)");
         job->req.spec.mode = (fkv_spec_mode)m;
     }
     if (draft_max) {

@@ -50,13 +50,17 @@ static int slot_load(const models *r, models_slot *s, fkv_model *given, fkv_erro
     s->tmpl = r->p.tmpl ? *r->p.tmpl : chat_template_detect(fkv_model_chat_template(m));
     if (!r->p.tmpl && s->tmpl.guessed)
         fprintf(stderr, "flatkv serve: %s: unknown chat template; using ChatML\n", s->entry->id);
-    if (!(s->sched = sched_new(m, r->p.engine, r->p.parallel, r->p.max_queue, err))) {
+    /* the NextN block where --spec mtp asks for it, or auto finds it */
+    fkv_engine_params ep = *r->p.engine;
+    fkv_spec_params spec = r->p.spec;
+    ep.mtp = spec.mode == FKV_SPEC_MTP || (spec.mode == FKV_SPEC_AUTO && fkv_model_get_info(m).n_nextn);
+    if (!(s->sched = sched_new(m, &ep, r->p.parallel, r->p.max_queue, &spec, err))) {
         fkv_model_free(m);
         return -1;
     }
     if (sched_note(s->sched)) fprintf(stderr, "flatkv serve: %s: %s\n", s->entry->id, sched_note(s->sched));
     s->model = m;
-    s->ctx = (api_context){m, &s->tmpl, sched_n_ctx(s->sched), r->p.spec, r->p.engine->prefix_cache, s->store,
+    s->ctx = (api_context){m, &s->tmpl, sched_n_ctx(s->sched), spec, r->p.engine->prefix_cache, s->store,
                            s->entry->id};
     fprintf(stderr, "flatkv serve: model '%s' ready in %.0f ms\n", s->entry->id, sched_now_ms() - t0);
     return 0;

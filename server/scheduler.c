@@ -626,7 +626,7 @@ static void *engine_thread(void *arg) {
 }
 
 sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parallel, uint32_t max_queue,
-                 fkv_error *err) {
+                 fkv_spec_params *spec, fkv_error *err) {
     sched *s = calloc(1, sizeof *s);
     if (!s) {
         err_nomem(err, "out of memory for the scheduler");
@@ -641,6 +641,16 @@ sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parall
     if (!(s->engine = fkv_engine_new(m, &ep, err))) {
         free(s);
         return NULL;
+    }
+    double cost = 0;
+    fkv_error why = {0};
+    if (spec && spec->mode == FKV_SPEC_AUTO) {
+        if (fkv_spec_auto(spec, s->engine, &cost, &why))
+            fprintf(stderr, "flatkv serve: --spec auto: %s; %s without measuring\n", why.msg,
+                    fkv_spec_mode_name(spec->mode));
+        else
+            fprintf(stderr, "flatkv serve: --spec auto: %s (a step with guesses costs %.2f plain steps here)\n",
+                    fkv_spec_mode_name(spec->mode), cost);
     }
     uint32_t mb = fkv_engine_max_batch(s->engine);
     s->cap_running = s->parallel * SCHED_MAX_CHOICES;

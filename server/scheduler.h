@@ -128,9 +128,10 @@ typedef struct sched_job {
 typedef struct sched sched;
 
 /* Start the engine thread on a new engine for model m, running up to `parallel` requests at once while at most
- * `max_queue` wait (0: no bound). */
+ * `max_queue` wait (0: no bound). spec (NULL: none): the requests' default speculation, its FKV_SPEC_AUTO chosen for
+ * the engine (fkv_spec_auto) before the thread starts, said on stderr. */
 sched *sched_new(const fkv_model *m, const fkv_engine_params *p, uint32_t parallel, uint32_t max_queue,
-                 fkv_error *err);
+                 fkv_spec_params *spec, fkv_error *err);
 /* Cancel what runs and what waits and stop the engine thread; jobs still referenced stay valid. */
 void sched_stop(sched *s);
 /* sched_stop if needed, then free (no job may still be referenced). */

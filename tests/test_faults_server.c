@@ -103,7 +103,7 @@ static int setup(void **state) {
     ep.ctx.n_ctx = 256;
     ep.cache_min = 1;
     ep.kv_mem = (size_t)4 << 20;
-    fx.s = sched_new(fx.m, &ep, 1, 0, &err);
+    fx.s = sched_new(fx.m, &ep, 1, 0, NULL, &err);
     return fx.s ? 0 : -1;
 }
 

@@ -4,7 +4,7 @@
  * of the same engine with speculation off — greedy and seeded, alone and batched; the block's rows do not depend on the
  * prefill grid or on decoding token by token (the hidden state a row reads crosses chunks with the sequence's state);
  * and a conversation resumed from the cache or, after a restart, from the disk tier computes the block's rows only
- * from the reused offset on and answers as a cold engine does. */
+ * from the reused offset on and answers as a cold engine does; --spec auto picks by the block and the measured cost. */
 #define _XOPEN_SOURCE 700
 #include <stdarg.h>
 #include <stddef.h>
@@ -86,6 +86,15 @@ static uint32_t prompt_ids(const fkv_model *m, const char *text, int32_t *ids) {
     return (uint32_t)k;
 }
 
+/* A stop (as a stop string ends a generation): false at the (*user)-th token. */
+static bool stop_at(void *user, int32_t id, const char *piece, int len) {
+    (void)id, (void)piece, (void)len;
+    return --*(int *)user > 0;
+}
+
+static const fkv_grammar *grammar; /* of the generations run() makes; NULL: free text */
+static int stop_after;             /* tokens after which they stop; 0: none */
+
 /* prompt, then up to GEN tokens, on the sequence s of its engine. */
 static void run(fkv_seq *s, const fkv_model *m, const int32_t *prompt, uint32_t n, uint64_t seed, fkv_spec_mode mode,
                 answer *a) {
@@ -97,7 +106,9 @@ static void run(fkv_seq *s, const fkv_model *m, const int32_t *prompt, uint32_t 
     fkv_error err = {0};
     memset(a, 0, sizeof *a);
     if (fkv_seq_prefill(s, prompt, n, logits, &a->cached, &err)) fail_msg("prefill: %s", err.msg);
-    const fkv_gen_params gp = {.max_tokens = GEN, .sampler = smp, .spec = {.mode = mode, .draft_max = 4}};
+    int left = stop_after;
+    const fkv_gen_params gp = {.max_tokens = GEN, .sampler = smp, .spec = {.mode = mode, .draft_max = 4},
+                               .grammar = grammar, .on_token = stop_after ? stop_at : NULL, .user = &left};
     fkv_gen_result res;
     if (fkv_seq_generate(s, logits, &gp, a->ids, &res, &err)) fail_msg("generate: %s", err.msg);
     a->n = res.n_tokens, a->logits = res.logits_digest, a->drafted = res.drafted;
@@ -137,13 +148,20 @@ static void assert_same(const answer *want, const answer *got, const char *what)
 static const char *const texts[] = {"Once upon a time there was a little girl", "Tom had a red ball. Tom had a red",
                                     "The sun was hot and the birds sang in the tall green trees"};
 
+/* Greedy; seeded; seeded with a grammar and a stop. */
 static void test_mtp_equals_off(void **state) {
     fixture *f = *state;
     for (int a = 0; a < 2; a++) {
         const fkv_model *m = f->models[a];
-        for (uint64_t seed = 0; seed < 2; seed++) {
+        const char *gbnf = "root ::= (\" there was a \" [a-z]+ \".\")+\n";
+        fkv_error err = {0};
+        fkv_grammar *g = fkv_grammar_new(m, gbnf, strlen(gbnf), &err);
+        assert_non_null(g);
+        for (uint64_t seed = 0; seed < 3; seed++) {
             int32_t prompt[256];
             const uint32_t n = prompt_ids(m, texts[seed], prompt);
+            grammar = seed == 2 ? g : NULL;
+            stop_after = seed == 2 ? 17 : 0;
             answer plain, off, mtp;
             run_alone(m, false, prompt, n, seed, FKV_SPEC_OFF, &plain);
             run_alone(m, true, prompt, n, seed, FKV_SPEC_OFF, &off);
@@ -157,6 +175,33 @@ static void test_mtp_equals_off(void **state) {
             assert_tokens(&plain, &without, archs[a]);
             assert_int_equal(without.drafted, 0);
         }
+        grammar = NULL, stop_after = 0;
+        fkv_grammar_free(g);
+    }
+}
+
+/* auto: on an engine with the block, mtp or (where guesses do not pay) off; without it, lookup or off; the answer
+ * unchanged. */
+static void test_auto_chooses_by_the_block_and_the_cost(void **state) {
+    fixture *f = *state;
+    for (int mtp = 0; mtp < 2; mtp++) {
+        const fkv_model *m = f->models[0];
+        fkv_engine *e = engine(m, mtp, 32, true, NULL);
+        fkv_spec_params p = {.mode = FKV_SPEC_AUTO};
+        double cost = 0;
+        fkv_error err = {0};
+        assert_int_equal(fkv_spec_auto(&p, e, &cost, &err), 0);
+        assert_true(p.mode == FKV_SPEC_OFF || p.mode == (mtp ? FKV_SPEC_MTP : FKV_SPEC_LOOKUP));
+        assert_true(cost > 0);
+        int32_t prompt[256];
+        const uint32_t n = prompt_ids(m, texts[0], prompt);
+        answer chosen, off;
+        fkv_seq *s = fkv_seq_open(e, NULL, &err);
+        run(s, m, prompt, n, 1, p.mode, &chosen);
+        fkv_seq_free(s);
+        fkv_engine_free(e);
+        run_alone(m, mtp, prompt, n, 1, FKV_SPEC_OFF, &off);
+        assert_same(&off, &chosen, "auto");
     }
 }
 
@@ -309,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_mtp_batched),
         cmocka_unit_test(test_mtp_rows_do_not_depend_on_the_grid),
         cmocka_unit_test(test_mtp_resumes_where_the_cache_ends),
+        cmocka_unit_test(test_auto_chooses_by_the_block_and_the_cost),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

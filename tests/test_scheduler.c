@@ -39,7 +39,7 @@ static void test_a_follower_outliving_its_freed_leader_keeps_the_grammar(void **
     if (!m) fail_msg("%s", err.msg);
     fkv_engine_params ep;
     assert_int_equal(fkv_engine_default_params(&ep, &err), 0);
-    sched *s = sched_new(m, &ep, 1, 0, &err);
+    sched *s = sched_new(m, &ep, 1, 0, NULL, &err);
     if (!s) fail_msg("%s", err.msg);
 
     sched_job *leader = sched_job_new();

@@ -2,6 +2,7 @@
 #include "engine/spec.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine.h"
 
@@ -11,7 +12,8 @@
 #define DEFAULT_NGRAM_MAX 8
 
 static const char *const mode_names[] = {[FKV_SPEC_OFF] = "off", [FKV_SPEC_LOOKUP] = "lookup",
-                                         [FKV_SPEC_DRAFT] = "draft", [FKV_SPEC_MTP] = "mtp"};
+                                         [FKV_SPEC_DRAFT] = "draft", [FKV_SPEC_MTP] = "mtp",
+                                         [FKV_SPEC_AUTO] = "auto"};
 
 const char *fkv_spec_mode_name(fkv_spec_mode mode) {
     return (unsigned)mode < sizeof mode_names / sizeof *mode_names ? mode_names[mode] : NULL;
@@ -21,6 +23,68 @@ int fkv_spec_mode_parse(const char *name) {
     for (int i = 0; name && i < (int)(sizeof mode_names / sizeof *mode_names); i++)
         if (!strcmp(name, mode_names[i])) return i;
     return -1;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The median of n (sorted in place; n <= 16). */
+static double median(double *t, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+            const double x = t[j];
+            t[j] = t[j - 1], t[j - 1] = x;
+        }
+    return t[n / 2];
+}
+
+/* AUTO's measurement: positions of context, and rounds of each forward (the medians). */
+#define AUTO_CONTEXT 64
+#define AUTO_ROUNDS 5
+
+int fkv_spec_auto(fkv_spec_params *p, fkv_engine *e, double *cost, fkv_error *err) {
+    if (p->mode != FKV_SPEC_AUTO) return 0;
+    const bool nextn = engine_nextn(e);
+    const uint32_t k = p->draft_max ? p->draft_max : FKV_SPEC_DEFAULT_DRAFT, n_vocab = stepbuf_logits(engine_stepbuf(e),
+                   err) ? 0 : engine_stepbuf(e)->n_vocab;
+    p->mode = nextn ? FKV_SPEC_MTP : FKV_SPEC_LOOKUP; /* the choice should the measurement fail */
+    if (!n_vocab) return -1;
+    if (fkv_engine_n_ctx(e) < AUTO_CONTEXT + k + 1 || fkv_engine_max_rows(e) < k + 1) {
+        p->mode = FKV_SPEC_OFF; /* no room to speculate in */
+        return 0;
+    }
+    int32_t ids[AUTO_CONTEXT + FKV_SPEC_MAX_DRAFT + 1];
+    for (uint32_t i = 0; i < AUTO_CONTEXT + k + 1; i++) ids[i] = (int32_t)(i * 7919u % n_vocab);
+    /* a salt no request has: the scratch rows are never another sequence's, nor written to the disk tier */
+    fkv_eseq *s = fkv_engine_start(e, "\x01flatkv spec auto", ids, AUTO_CONTEXT, NULL, err);
+    if (!s) return -1;
+    fkv_eseq_memory_only(s);
+    float *logits = engine_stepbuf(e)->logits, *h = engine_stepbuf(e)->h;
+    const uint32_t rows[2] = {1, 1 + k}, at = 0;
+    double t[3][AUTO_ROUNDS];
+    int rc;
+    while ((rc = fkv_engine_prefill(e, s, NULL, err)) == 0) {}
+    for (int r = -1; rc > 0 && r < AUTO_ROUNDS; r++) /* a round of warm-up */
+        for (int i = 0; i < 3 && rc > 0; i++) {
+            const double t0 = now_ms();
+            if (i < 2)
+                rc = fkv_engine_verify(e, &s, ids + AUTO_CONTEXT, &rows[i], 1, logits, NULL, err) ? -1 : 1;
+            else if (nextn) /* a guess: one row of the block */
+                rc = (memcpy(h, engine_nextn_h(e, s), sizeof(float) * fkv_model_get_info(fkv_engine_model(e)).dim),
+                      engine_nextn_rows(e, &s, ids + AUTO_CONTEXT, &at, 1, h, logits, err)) ? -1 : 1;
+            if (r >= 0) t[i][r] = now_ms() - t0;
+            fkv_engine_accept(e, s, 0);
+        }
+    fkv_engine_finish(e, s);
+    if (rc < 0) return -1;
+    const double plain = median(t[0], AUTO_ROUNDS),
+                 ratio = (median(t[1], AUTO_ROUNDS) + (nextn ? k * median(t[2], AUTO_ROUNDS) : 0)) / plain;
+    if (cost) *cost = ratio;
+    if (ratio >= (nextn ? FKV_SPEC_AUTO_TOKENS_MTP : FKV_SPEC_AUTO_TOKENS_LOOKUP)) p->mode = FKV_SPEC_OFF;
+    return 0;
 }
 
 uint32_t spec_lookup(const int32_t *ids, uint32_t n, int32_t last, uint32_t ngram_max, uint32_t max, int32_t *out) {

@@ -981,8 +981,8 @@ size_t fkv_model_state_bytes(const fkv_model *m) { return sizeof(float) * m->hp.
 
 fkv_model_info fkv_model_get_info(const fkv_model *m) {
     const model_hparams *hp = &m->hp;
-    return (fkv_model_info){hp->n_vocab, hp->n_ctx_train, hp->dim,        hp->hidden, hp->n_layers,
-                            hp->n_heads, hp->n_kv_heads,  hp->head_dim, m->name};
+    return (fkv_model_info){hp->n_vocab,  hp->n_ctx_train, hp->dim,     hp->hidden, hp->n_layers,
+                            hp->n_heads,  hp->n_kv_heads,  hp->head_dim, m->name,   hp->n_nextn};
 }
 
 int fkv_tokenize(const fkv_model *m, const char *text, size_t len, bool add_bos, bool parse_special,

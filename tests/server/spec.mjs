@@ -2,8 +2,13 @@
 // never changes its answer — greedy and seeded, with a stop string, streamed, n choices, and batched with other
 // requests — while timings, /metrics and /health report the guesses; bad `speculative` values are 400s naming
 // the field, and a server without a draft model refuses mode "draft". stories260K is its own draft model here, so
-// every greedy guess of it is right.
-import { execFile } from 'node:child_process';
+// every greedy guess of it is right. A server started with --spec mtp on a generated glm4moe with a NextN block answers
+// with its guesses as without them (default and per request, stop string, streamed, batched); "auto" is the server's
+// choice, not a request's.
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 
 import { BIN, MODEL, REQUEST_MS, check, checkEqual, checkError, finish, request, runSections, sseEvents, startServer,
@@ -89,6 +94,7 @@ async function errors() {
   checkError('speculative.mode unknown', await post({ mode: 'fast' }), 400, { param: 'speculative.mode' });
   checkError('speculative.draft_max 0', await post({ draft_max: 0 }), 400, { param: 'speculative.draft_max' });
   checkError('speculative.draft_max 17', await post({ draft_max: 17 }), 400, { param: 'speculative.draft_max' });
+  checkError('speculative.mode auto (the server\'s choice)', await post({ mode: 'auto' }), 400, { param: 'speculative.mode' });
   const plain = await startServer(['--spec', 'off']);
   const r = await request(plain.url, 'POST', '/v1/chat/completions', {
     body: { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4, speculative: { mode: 'draft' } },
@@ -102,11 +108,44 @@ async function errors() {
     `${exit.code} ${exit.stderr}`);
 }
 
+/** The model's own NextN block as the drafter: a glm4moe of stories260K's vocabulary with one (random weights). */
+async function mtp() {
+  const dir = mkdtempSync(join(tmpdir(), 'flatkv-mtp-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'glm-mtp.gguf');
+  execFileSync(BIN, ['gen-model', '--arch', 'glm4moe', '--dim', '128', '--hidden', '256', '--layers', '4', '--heads', '4',
+    '--kv-heads', '2', '--experts', '8', '--experts-used', '3', '--expert-hidden', '64', '--shared-experts', '1',
+    '--dense-layers', '1', '--rope-dims', '16', '--mtp-layers', '1', '--ctx', '1024', '--vocab-from', MODEL, '-o', file],
+  { stdio: 'ignore' });
+  const s = await startServer(['-m', file, '--spec', 'mtp', '--parallel', '3']);
+  const post = (body) => request(s.url, 'POST', '/v1/completions', { body: { max_tokens: 40, ...body } });
+  const text = (r) => r.json?.choices?.[0]?.text;
+  for (const sampling of [{ temperature: 0 }, { temperature: 0.9, seed: 11 }]) {
+    const want = await post({ prompt: PROMPTS[0], ...sampling, speculative: { mode: 'off' } });
+    const got = await post({ prompt: PROMPTS[0], ...sampling });
+    checkEqual(`mtp by default, ${JSON.stringify(sampling)}: the same text`, text(got), text(want));
+    check('  and the NextN block guessed', got.json?.timings?.draft_n > 0, JSON.stringify(got.json?.timings));
+    const asked = await post({ prompt: PROMPTS[0], ...sampling, speculative: { mode: 'mtp', draft_max: 2 } });
+    checkEqual('  asked for with draft_max 2', text(asked), text(want));
+  }
+  const stop = { prompt: PROMPTS[2], temperature: 0, stop: ['e'] };
+  const plain = await post({ ...stop, speculative: { mode: 'off' } });
+  checkEqual('mtp with a stop string', text(await post(stop)), text(plain));
+  checkEqual('  streamed', streamedText(sseEvents((await post({ ...stop, stream: true })).text)), text(plain));
+  const alone = [];
+  for (const p of PROMPTS) alone.push(text(await post({ prompt: p, temperature: 0.9, seed: 4, speculative: { mode: 'off' } })));
+  const together = await Promise.all(PROMPTS.map((p) => post({ prompt: p, temperature: 0.9, seed: 4 })));
+  checkEqual('mtp batched: each as alone', together.map(text), alone);
+  checkEqual('/health names mtp', (await request(s.url, 'GET', '/health')).json?.spec, 'mtp');
+  await s.stop();
+}
+
 await runSections([
   ['the same answers, whatever the speculation', sameAnswers],
   ['batched', batched],
   ['usage, timings, /metrics, /health', reports],
   ['bad speculative values', errors],
+  ['the NextN block as the drafter', mtp],
 ]);
 await server.stop();
 finish();
