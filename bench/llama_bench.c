@@ -48,12 +48,16 @@ static int decode_pieces(struct llama_context *ctx, llama_token *ids, int n, int
 }
 
 /* The verify case (harness.h): after the prompt, a batch of 1 + k of the next ids, logits at each, as a speculative
- * decoder verifies k guesses; then the positions are removed again. Prints its JSON line. */
+ * decoder verifies k guesses; then the positions are removed again — or, where the memory cannot cut a sequence
+ * back (a hybrid's recurrent state), the sequence's state after the prompt is put back, untimed. Prints its JSON
+ * line. */
 static int verify(struct llama_context *ctx, const llama_token *ids, const harness_args *a, const char *ggml_cpu) {
     const int k_max = a->n_gen, rounds = a->rounds;
     struct llama_batch b = llama_batch_init(k_max + 1, 0, 1);
     double *t = malloc(sizeof *t * (size_t)rounds * (size_t)(k_max + 1));
-    int rc = t ? 0 : -1;
+    const size_t state_size = llama_state_seq_get_size(ctx, 0);
+    uint8_t *state = malloc(state_size ? state_size : 1);
+    int rc = t && state && llama_state_seq_get_data(ctx, state, state_size, 0) == state_size ? 0 : -1;
     for (int r = -2; rc == 0 && r < rounds; r++) /* two rounds of warm-up */
         for (int k = 0; rc == 0 && k <= k_max; k++) {
             b.n_tokens = k + 1;
@@ -69,7 +73,10 @@ static int verify(struct llama_context *ctx, const llama_token *ids, const harne
             llama_synchronize(ctx);
             if (r >= 0) t[(size_t)k * rounds + r] = (harness_now() - t0) * 1e3;
             if (rc != 0) fprintf(stderr, "llama_bench: llama_decode of %d ids returned %d\n", k + 1, rc);
-            else if (!llama_memory_seq_rm(llama_get_memory(ctx), 0, a->n_prompt, -1)) rc = -1;
+            else if (!llama_memory_seq_rm(llama_get_memory(ctx), 0, a->n_prompt, -1) &&
+                     (!llama_memory_seq_rm(llama_get_memory(ctx), 0, -1, -1) ||
+                      !llama_state_seq_set_data(ctx, state, state_size, 0)))
+                rc = -1;
         }
     if (rc == 0) {
         printf("{\"engine\":\"llama.cpp\",\"ggml_cpu\":\"%s\",\"case\":\"verify\",\"n_prompt\":%d,\"threads\":%d,"
@@ -81,6 +88,7 @@ static int verify(struct llama_context *ctx, const llama_token *ids, const harne
         printf("]}\n");
     }
     free(t);
+    free(state);
     llama_batch_free(b);
     return rc;
 }

@@ -9,6 +9,8 @@
  *    k more rows add with the weights already streamed — their integer products at the best int8 peak (AMX, VNNI or
  *    AVX2), attention over CONTEXT positions at the f32 FMA peak, and matmul.h's three float steps per output and
  *    block at the FMA rate — as if all ran at peak, overlapped with the weight stream.
+ *    1b. A model with a NextN block (--spec mtp): the same forwards on an engine with the block, one guess of it, and
+ *    the speed-up projected for assumed acceptances (random weights keep no guess).
  * 2. Acceptance (measured): TRANSCRIPT (an agent session, OpenAI messages) rendered with ChatML and tokenized by
  *    MODEL's vocabulary; every assistant message replayed as if the model generated it: at each step the lookup drafter
  *    guesses from the ids so far exactly as a generation does (spec_lookup, spec_guess_max), a guess is kept while it
@@ -27,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/engine.h"
 #include "engine/spec.h"
 #include "flatkv.h"
 #include "harness.h"
@@ -48,26 +51,28 @@ static void die(const char *what, const fkv_error *err) {
     exit(1);
 }
 
-static fkv_engine *engine_for(const fkv_model *m, int threads, uint32_t n_ctx) {
+static fkv_engine *engine_for(const fkv_model *m, int threads, uint32_t n_ctx, bool mtp) {
     fkv_engine_params ep;
     fkv_error err = {0};
     if (fkv_engine_default_params(&ep, &err)) die("engine parameters", &err);
     ep.ctx.n_threads = threads;
     ep.ctx.n_ctx = n_ctx;
+    ep.mtp = mtp;
     fkv_engine *e = fkv_engine_new(m, &ep, &err);
     if (!e) die("engine", &err);
     return e;
 }
 
-/* 1: cost[k] = median ms of a forward of 1 + k rows at CONTEXT positions. */
-static void verify_costs(const fkv_model *m, int threads, int rounds, double cost[MAX_K + 1]) {
-    fkv_engine *e = engine_for(m, threads, CONTEXT + MAX_K + 2);
-    const uint32_t n_vocab = fkv_model_get_info(m).n_vocab;
+/* 1: cost[k] = median ms of a forward of 1 + k rows at CONTEXT positions; mtp: on an engine with the NextN block, and
+ * *guess the median ms of one guess (a row of the block alone, with its logits). */
+static void verify_costs(const fkv_model *m, int threads, int rounds, bool mtp, double cost[MAX_K + 1], double *guess) {
+    fkv_engine *e = engine_for(m, threads, CONTEXT + MAX_K + 2, mtp);
+    const fkv_model_info mi = fkv_model_get_info(m);
     int32_t ids[CONTEXT + MAX_K + 1];
     uint32_t x = 12345;
     for (int i = 0; i < CONTEXT + MAX_K + 1; i++) {
         x = x * 48271u % 2147483647u;
-        ids[i] = (int32_t)(3 + x % (n_vocab - 3));
+        ids[i] = (int32_t)(3 + x % (mi.n_vocab - 3));
     }
     fkv_error err = {0};
     fkv_eseq *s = fkv_engine_start(e, NULL, ids, CONTEXT, NULL, &err);
@@ -75,25 +80,52 @@ static void verify_costs(const fkv_model *m, int threads, int rounds, double cos
     int rc;
     while ((rc = fkv_engine_prefill(e, s, NULL, &err)) == 0) {}
     if (rc < 0) die("prefill", &err);
-    float *logits = malloc(sizeof(float) * n_vocab * (MAX_K + 1));
-    double *t = malloc(sizeof(double) * (size_t)rounds * (MAX_K + 1));
+    float *logits = malloc(sizeof(float) * mi.n_vocab * (MAX_K + 1)), *h = malloc(sizeof(float) * mi.dim);
+    const int n_t = MAX_K + 2; /* the forwards of 1 + k rows, then a guess */
+    double *t = malloc(sizeof(double) * (size_t)rounds * n_t);
     for (int r = -2; r < rounds; r++) /* two rounds of warm-up */
-        for (int k = 0; k <= MAX_K; k++) {
-            const uint32_t rows = 1 + (uint32_t)k;
+        for (int k = 0; k < (mtp ? n_t : n_t - 1); k++) {
+            const uint32_t rows = 1 + (uint32_t)k, at = 0;
             double t0 = now_ms();
-            if (fkv_engine_verify(e, &s, ids + CONTEXT, &rows, 1, logits, NULL, &err)) die("verify", &err);
+            if (k <= MAX_K ? fkv_engine_verify(e, &s, ids + CONTEXT, &rows, 1, logits, NULL, &err)
+                           : (memcpy(h, engine_nextn_h(e, s), sizeof(float) * mi.dim),
+                              engine_nextn_rows(e, &s, ids + CONTEXT, &at, 1, h, logits, &err)))
+                die("verify", &err);
             double t1 = now_ms();
             fkv_engine_accept(e, s, 0); /* the context stays CONTEXT */
             if (r >= 0) t[(size_t)k * rounds + r] = t1 - t0;
         }
-    for (int k = 0; k <= MAX_K; k++) {
+    for (int k = 0; k < (mtp ? n_t : n_t - 1); k++) {
         harness_sort(t + (size_t)k * rounds, (size_t)rounds);
-        cost[k] = t[(size_t)k * rounds + rounds / 2];
+        *(k <= MAX_K ? &cost[k] : guess) = t[(size_t)k * rounds + rounds / 2];
     }
     free(t);
+    free(h);
     free(logits);
     fkv_engine_finish(e, s);
     fkv_engine_free(e);
+}
+
+/* 1b: the NextN block (--spec mtp): a step of 1 + k rows on an engine with the block (its rows with the trunk's) and k
+ * guesses, against a plain step of an engine without it; and the speed-up that cost projects if each guess were kept
+ * with probability a while the ones before it were (random weights keep none: acceptance is assumed, not measured). */
+static void mtp_costs(const fkv_model *m, int threads, int rounds, double plain) {
+    double cost[MAX_K + 1], guess = 0;
+    verify_costs(m, threads, rounds, true, cost, &guess);
+    printf("\n1b. the NextN block (--spec mtp), measured: a step of 1 + k rows with the block's rows, k guesses of %.2f ms "
+           "each; x a plain step without the block (%.2f ms)\n", guess, plain);
+    const double assumed[] = {0.5, 0.7, 0.85};
+    printf("  k   verify ms  step ms  x plain   projected speed-up if each guess is kept with a = 0.5 / 0.7 / 0.85\n");
+    for (int k = 0; k <= 8; k++) {
+        const double step = cost[k] + k * guess;
+        printf("  %-2d %9.2f %8.2f  x%.2f   ", k, cost[k], step, step / plain);
+        for (size_t i = 0; i < sizeof assumed / sizeof *assumed; i++) {
+            double tokens = 0, p = 1; /* expected tokens a step: the fed one, then each guess while all before it held */
+            for (int j = 0; j <= k; j++, p *= assumed[i]) tokens += p;
+            printf(" x%.2f", tokens * plain / step);
+        }
+        printf("\n");
+    }
 }
 
 typedef struct {
@@ -230,7 +262,7 @@ static void stories_end_to_end(const char *path, int threads, int rounds) {
     fkv_error err = {0};
     fkv_model *m = fkv_model_load(path, &err);
     if (!m) die(path, &err);
-    fkv_engine *draft = engine_for(m, threads, 512);
+    fkv_engine *draft = engine_for(m, threads, 512, false);
     const char *starts[] = {"Once upon a time", "Lily and Ben went to the park.", "The little dog was sad because",
                             "One day, a girl named Sue found a box."};
     const char *names[] = {"off", "lookup", "draft (itself)"};
@@ -243,7 +275,7 @@ static void stories_end_to_end(const char *path, int threads, int rounds) {
     for (int r = 0; r < rounds; r++)
         for (size_t p = 0; p < sizeof starts / sizeof *starts; p++)
             for (int c = 0; c < 3; c++) {
-                fkv_engine *e = engine_for(m, threads, 512);
+                fkv_engine *e = engine_for(m, threads, 512, false);
                 fkv_seq *s = fkv_seq_open(e, NULL, &err);
                 int n = fkv_tokenize(m, starts[p], strlen(starts[p]), true, false, ids, 64, &err);
                 fkv_sampler_params sp = fkv_sampler_default_params();
@@ -302,8 +334,8 @@ int main(int argc, char **argv) {
     fkv_model *m = fkv_model_load(argv[1], &err);
     if (!m) die(argv[1], &err);
     const fkv_model_info mi = fkv_model_get_info(m);
-    double cost[MAX_K + 1];
-    verify_costs(m, threads, rounds, cost);
+    double cost[MAX_K + 1], guess = 0;
+    verify_costs(m, threads, rounds, false, cost, &guess);
     printf("kernels %s (tuning %s), %d threads, model %s\n\n1. verification cost, measured: a forward of 1 + k rows at "
            "%d positions, median of %d\n",
            fkv_kernels_name(), kern_tuning_active()->name, threads, argv[1], CONTEXT, rounds);
@@ -312,6 +344,8 @@ int main(int argc, char **argv) {
     if (floor_ms > 0)
         printf("  floor, the work of 8 more rows at this machine's peaks (int8, f32 FMA): %.2f ms, so k=8 costs at "
                "least x%.2f\n", 8 * floor_ms, 1 + 8 * floor_ms / cost[0]);
+
+    if (mi.n_nextn) mtp_costs(m, threads, rounds, cost[0]);
 
     json_t *root;
     transcript t = load_transcript(argv[2], &root);
