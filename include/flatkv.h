@@ -396,14 +396,15 @@ int fkv_spec_mode_parse(const char *name);
  * an engine made for AUTO should have it where the model has one: fkv_model_info.n_nextn), LOOKUP otherwise — or OFF
  * where verification does not pay on this CPU: measured here, a few forwards on a scratch sequence, a step of 1 +
  * draft_max rows (and the NextN block's guesses) against a plain one, beside the tokens a step the drafter is expected
- * to keep (FKV_SPEC_AUTO_TOKENS_*). *cost: that measured ratio (NULL: not wanted). -1 with err when the engine fails (the mode
+ * to keep (FKV_SPEC_AUTO_TOKENS_LOOKUP, FKV_SPEC_AUTO_KEEP_MTP). *cost: that measured ratio (NULL: not wanted). -1 with err when the engine fails (the mode
  * then chosen by the model alone). */
 int fkv_spec_auto(fkv_spec_params *p, fkv_engine *e, double *cost, fkv_error *err);
-/* Tokens a step the drafters keep, for FKV_SPEC_AUTO. Lookup: bench/spec's agent transcript at the default length
- * (1.6). The NextN block: a trained head's first guess is kept about 85% of the time (DeepSeek-V3's report), so about 2
- * tokens a step at least; acceptance on generated (random) weights says nothing, so this is a claim, not a measurement. */
+/* What FKV_SPEC_AUTO expects the drafters to keep. Lookup: 1.6 tokens a step (bench/spec's agent transcript at the
+ * default length). The NextN block: each guess kept with probability 0.7 while the ones before it were, so
+ * 1 + 0.7 + ... + 0.7^k tokens a step of k guesses — below the 80-90% of first guesses a trained head keeps (DeepSeek-V3's
+ * report); generated weights keep none, so this is a claim, not a measurement. */
 #define FKV_SPEC_AUTO_TOKENS_LOOKUP 1.6
-#define FKV_SPEC_AUTO_TOKENS_MTP 2.0
+#define FKV_SPEC_AUTO_KEEP_MTP 0.7
 /* True when a and b have the same tokens (a draft model for a target). */
 bool fkv_model_vocab_equal(const fkv_model *a, const fkv_model *b);
 

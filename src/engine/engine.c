@@ -48,7 +48,8 @@
 /* Recurrent states kept every so many positions, by default where their bytes are at most half the K/V of the
  * positions between them (Qwen3.5-2B's shape: a 20.2 MB state every 3328 positions of 12 KB of f16 K/V, every 6400
  * of 6.4 KB of q8_0, the default), and at least this many prefill chunks apart. A resume no kept end serves then
- * recomputes at most one grid step. */
+ * recomputes at most one grid step. A NextN drafter's state without recurrent layers is one hidden state (8 KB at
+ * dim 2048, less than a position's K/V): kept at every prefill chunk's end. */
 #define DEFAULT_STATE_GRID_KV_SHARE 2
 #define MIN_STATE_GRID_CHUNKS 4
 
@@ -232,9 +233,10 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
         const size_t bytes = sizeof(float) * e->state_floats;
         const uint64_t chunk = cp->prefill_rows,
                        fit = DEFAULT_STATE_GRID_KV_SHARE * (uint64_t)(bytes / bytes_per_pos),
-                       want = e->p.state_grid ? e->p.state_grid : fit > MIN_STATE_GRID_CHUNKS * chunk
-                                                                       ? fit
-                                                                       : MIN_STATE_GRID_CHUNKS * chunk,
+                       want = e->p.state_grid             ? e->p.state_grid
+                              : !hp->state_floats               ? chunk /* the hidden state alone: KBs a point */
+                              : fit > MIN_STATE_GRID_CHUNKS * chunk ? fit
+                                                                  : MIN_STATE_GRID_CHUNKS * chunk,
                        grid = (want + chunk - 1) / chunk * chunk;
         states = (prefix_states){.bytes = bytes, .grid = grid >= cp->n_ctx ? 0 : (uint32_t)grid,
                                  .budget = e->p.kv_mem};

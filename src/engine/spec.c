@@ -48,21 +48,21 @@ static double median(double *t, int n) {
 int fkv_spec_auto(fkv_spec_params *p, fkv_engine *e, double *cost, fkv_error *err) {
     if (p->mode != FKV_SPEC_AUTO) return 0;
     const bool nextn = engine_nextn(e);
-    const uint32_t k = p->draft_max ? p->draft_max : FKV_SPEC_DEFAULT_DRAFT, n_vocab = stepbuf_logits(engine_stepbuf(e),
-                   err) ? 0 : engine_stepbuf(e)->n_vocab;
+    const uint32_t k = p->draft_max ? p->draft_max : FKV_SPEC_DEFAULT_DRAFT;
+    stepbuf *sb = engine_stepbuf(e);
     p->mode = nextn ? FKV_SPEC_MTP : FKV_SPEC_LOOKUP; /* the choice should the measurement fail */
-    if (!n_vocab) return -1;
+    if (stepbuf_logits(sb, err)) return -1;
     if (fkv_engine_n_ctx(e) < AUTO_CONTEXT + k + 1 || fkv_engine_max_rows(e) < k + 1) {
         p->mode = FKV_SPEC_OFF; /* no room to speculate in */
         return 0;
     }
     int32_t ids[AUTO_CONTEXT + FKV_SPEC_MAX_DRAFT + 1];
-    for (uint32_t i = 0; i < AUTO_CONTEXT + k + 1; i++) ids[i] = (int32_t)(i * 7919u % n_vocab);
+    for (uint32_t i = 0; i < AUTO_CONTEXT + k + 1; i++) ids[i] = (int32_t)(i * 7919u % sb->n_vocab);
     /* a salt no request has: the scratch rows are never another sequence's, nor written to the disk tier */
     fkv_eseq *s = fkv_engine_start(e, "\x01flatkv spec auto", ids, AUTO_CONTEXT, NULL, err);
     if (!s) return -1;
     fkv_eseq_memory_only(s);
-    float *logits = engine_stepbuf(e)->logits, *h = engine_stepbuf(e)->h;
+    float *logits = sb->logits, *h = sb->h;
     const uint32_t rows[2] = {1, 1 + k}, at = 0;
     double t[3][AUTO_ROUNDS];
     int rc;
@@ -83,7 +83,9 @@ int fkv_spec_auto(fkv_spec_params *p, fkv_engine *e, double *cost, fkv_error *er
     const double plain = median(t[0], AUTO_ROUNDS),
                  ratio = (median(t[1], AUTO_ROUNDS) + (nextn ? k * median(t[2], AUTO_ROUNDS) : 0)) / plain;
     if (cost) *cost = ratio;
-    if (ratio >= (nextn ? FKV_SPEC_AUTO_TOKENS_MTP : FKV_SPEC_AUTO_TOKENS_LOOKUP)) p->mode = FKV_SPEC_OFF;
+    double tokens = nextn ? 0 : FKV_SPEC_AUTO_TOKENS_LOOKUP, kept = 1;
+    for (uint32_t i = 0; nextn && i <= k; i++, kept *= FKV_SPEC_AUTO_KEEP_MTP) tokens += kept;
+    if (ratio >= tokens) p->mode = FKV_SPEC_OFF;
     return 0;
 }
 
