@@ -411,8 +411,10 @@ static void gdn_layer(forward *c, const model_gdn *G, uint32_t n, const uint32_t
     ops_matmul(&G->out, &(ops_rows){c->z, c->xq, c->xp, n}, c->xb, c->n_threads);
 }
 
-/* Rows [r0, r1) of x from their token ids (Gemma 3 scales them by sqrt(dim)) or, ids NULL, copied from embd. */
-static void embed_rows(forward *c, const int32_t *ids, const float *embd, uint32_t r0, uint32_t r1) {
+/* Rows [r0, r1) of x from their token ids' rows of table (Gemma 3 scales them by sqrt(dim)) or, ids NULL, copied
+ * from embd. */
+static void embed_rows(forward *c, const ops_matrix *table, const int32_t *ids, const float *embd, uint32_t r0,
+                       uint32_t r1) {
     const fkv_model *m = c->m;
     const uint32_t dim = m->hp.dim;
     /* Gemma 3 scales token embeddings by sqrt(dim), not embeddings given as input (llama.cpp does the same). */
@@ -420,7 +422,7 @@ static void embed_rows(forward *c, const int32_t *ids, const float *embd, uint32
     for (uint32_t r = r0; r < r1; r++) {
         float *x = c->x + (size_t)r * dim;
         if (ids)
-            quant_dequantize_row(m->tok_embd.type, m->tok_embd.data + (size_t)ids[r] * m->tok_embd.row_bytes, x, dim);
+            quant_dequantize_row(table->type, table->data + (size_t)ids[r] * table->row_bytes, x, dim);
         else
             memcpy(x, embd + (size_t)r * dim, sizeof(float) * dim);
         if (embd_scale != 1.0f)
@@ -505,7 +507,7 @@ static void nextn_rows(forward *c, const int32_t *ids, const float *embd, uint32
     const model_hparams *hp = &m->hp;
     const model_nextn *N = &m->nextn[0];
     const uint32_t dim = hp->dim;
-    embed_rows(c, ids, embd, r0, r1);
+    embed_rows(c, N->embed.n_out ? &N->embed : &m->tok_embd, ids, embd, r0, r1);
     for (uint32_t r = r0; r < r1; r++) {
         float *eh = c->eh + (size_t)r * 2 * dim;
         ops_rmsnorm(c->x + (size_t)r * dim, N->enorm, 1, dim, hp->rms_eps, eh);
@@ -529,7 +531,7 @@ static void forward_team(forward *c, const int32_t *ids, const float *embd, uint
     const uint32_t dim = hp->dim;
     uint32_t r0, r1;
     own_rows(n, &r0, &r1);
-    embed_rows(c, ids, embd, r0, r1);
+    embed_rows(c, &m->tok_embd, ids, embd, r0, r1);
     for (int t = 0; t < (hp->window ? 2 : 1); t++) {
         ops_rope_table(pos + r0, r1 - r0, hp->n_rot, &hp->rope[t], t == MODEL_ROPE_GLOBAL ? c->rope_divisors : NULL,
                        c->rope_cs[t] + (size_t)r0 * hp->n_rot);
@@ -592,7 +594,8 @@ static void nextn_team(forward *c, const int32_t *ids, const float *h_in, uint32
     nextn_rows(c, ids, NULL, n, pos, maps, r0, r1);
     memcpy(h_out + (size_t)r0 * hp->dim, c->xb + (size_t)r0 * hp->dim, sizeof(float) * hp->dim * (r1 - r0));
 #pragma omp barrier
-    head_rows(c, &c->m->output, c->xb, n, logits);
+    const model_nextn *N = &c->m->nextn[0];
+    head_rows(c, N->head.n_out ? &N->head : &c->m->output, c->xb, n, logits);
 }
 
 void forward_nextn(forward *c, const int32_t *ids, const float *h_in, uint32_t n, const uint32_t *pos,

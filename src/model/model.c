@@ -579,7 +579,12 @@ static int load_nextn(const gguf_file *f, const model_hparams *hp, uint32_t l, m
     if (load_matrix(f, NAME("eh_proj.weight"), 2 * hp->dim, hp->dim, &N->eh_proj, err) ||
         !(N->enorm = load_vector(f, NAME("enorm.weight"), hp->dim, err)) ||
         !(N->hnorm = load_vector(f, NAME("hnorm.weight"), hp->dim, err)) ||
-        (gguf_find_tensor(f, NAME("shared_head_norm.weight")) && !(N->head_norm = load_vector(f, name, hp->dim, err))))
+        (gguf_find_tensor(f, NAME("shared_head_norm.weight")) &&
+         !(N->head_norm = load_vector(f, name, hp->dim, err))) ||
+        (gguf_find_tensor(f, NAME("embed_tokens.weight")) &&
+         load_matrix(f, name, hp->dim, hp->n_vocab, &N->embed, err)) ||
+        (gguf_find_tensor(f, NAME("shared_head_head.weight")) &&
+         load_matrix(f, name, hp->dim, hp->n_vocab, &N->head, err)))
         return -1;
 #undef NAME
     return 0;

@@ -63,7 +63,8 @@
  *     blk.L.ssm_conv1d.weight [ssm.conv_kernel, conv_dim]   blk.L.ssm_beta/ssm_alpha.weight [dim, Hv]
  *     blk.L.ssm_dt.bias, blk.L.ssm_a [Hv]   blk.L.ssm_norm.weight [d]
  *   NextN blocks L = n_layers .. block_count - 1: a whole layer plus blk.L.nextn.eh_proj.weight [2·dim, dim],
- *     blk.L.nextn.enorm/hnorm.weight [dim], optional blk.L.nextn.shared_head_norm.weight [dim]
+ *     blk.L.nextn.enorm/hnorm.weight [dim], optional blk.L.nextn.shared_head_norm.weight [dim],
+ *     blk.L.nextn.embed_tokens/shared_head_head.weight [dim, n_vocab]
  * output.weight absent means tied embeddings (the output matrix is token_embd).
  *
  * Thread-safety: immutable after model_load.
@@ -228,6 +229,8 @@ typedef struct {
     ops_matrix eh_proj;       /* [2·dim, dim]: the [embedding; hidden] concatenation projected to dim */
     float *enorm, *hnorm;     /* [dim] norms of the embedding and of the hidden state */
     float *head_norm;         /* shared_head_norm [dim], or NULL (output_norm) */
+    ops_matrix embed, head;   /* embed_tokens, shared_head_head [dim, n_vocab] where the file has them; n_out 0: the
+                               * model's token_embd and output serve (llama.cpp's choice) */
 } model_nextn;
 
 struct fkv_model {
