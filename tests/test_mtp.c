@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/engine.h"
 #include "flatkv.h"
 #include "model/genmodel.h"
 #include "testutil.h"
@@ -38,20 +39,25 @@ typedef struct {
 static const char *const archs[] = {"glm4moe", "qwen35", "qwen35moe"};
 #define N_ARCHS 3
 
+/* archs[i] in tu_arch_model's shape, with a NextN block (with its own embedding, its own head); NULL with err. */
+static fkv_model *model(int i, bool embed, bool head, fkv_error *err) {
+    const char *path = tu_tmp_path(".gguf");
+    genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
+                         .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_Q8_0, .seed = 51,
+                         .arch = archs[i], .n_nextn = 1, .nextn_embed = embed, .nextn_head = head};
+    if (i != 1) p.n_expert = 8, p.n_expert_used = 3, p.n_ff_exp = 64;
+    if (i == 0) p.rope_dims = 16, p.n_shared = 1, p.n_dense_lead = 1;
+    else p.ssm_k_heads = 4;
+    fkv_model *m = genmodel_write(&p, path, err) ? NULL : fkv_model_load(path, err);
+    remove(path);
+    return m;
+}
+
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
     fkv_error err = {0};
-    for (int i = 0; i < N_ARCHS; i++) { /* tu_arch_model's shapes, with a NextN block */
-        const char *path = tu_tmp_path(".gguf");
-        genmodel_params p = {.dim = 128, .hidden = 256, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2, .n_ctx = 512,
-                             .vocab_from = tu_data("models/stories260K.gguf"), .type = GGML_TYPE_Q8_0, .seed = 51,
-                             .arch = archs[i], .n_nextn = 1};
-        if (i != 1) p.n_expert = 8, p.n_expert_used = 3, p.n_ff_exp = 64;
-        if (i == 0) p.rope_dims = 16, p.n_shared = 1, p.n_dense_lead = 1;
-        else p.ssm_k_heads = 4;
-        if (genmodel_write(&p, path, &err) || !(f->models[i] = fkv_model_load(path, &err))) return -1;
-        remove(path);
-    }
+    for (int i = 0; i < N_ARCHS; i++)
+        if (!(f->models[i] = model(i, false, false, &err))) return -1;
     *state = f;
     return 0;
 }
@@ -352,6 +358,46 @@ static void test_mtp_resumes_where_the_cache_ends(void **state) {
     }
 }
 
+/* A block with its own shared_head_head guesses through it (other logits, the same rows); with its own embed_tokens
+ * its rows read that embedding (other rows). The trunk's answer stays. */
+static void test_the_block_reads_its_own_embedding_and_head(void **state) {
+    fixture *f = *state;
+    fkv_error err = {0};
+    const fkv_model *plain = f->models[0];
+    fkv_model *own[2] = {model(0, false, true, &err), model(0, true, false, &err)}; /* own head; own embedding */
+    assert_true(own[0] && own[1]);
+    int32_t prompt[256];
+    const uint32_t n = prompt_ids(plain, texts[0], prompt), n_vocab = fkv_model_get_info(plain).n_vocab;
+    answer want, got[2];
+    float *logits[3];
+    for (int v = 0; v < 3; v++) {
+        const fkv_model *m = v ? own[v - 1] : plain;
+        fkv_engine *e = engine(m, true, 32, false, NULL);
+        fkv_seq *s = fkv_seq_open(e, NULL, &err);
+        run(e, s, m, prompt, n, 0, FKV_SPEC_OFF, v ? &got[v - 1] : &want);
+        fkv_seq_free(s);
+        /* one guess after the prompt, from a fresh sequence on it */
+        fkv_eseq *q = fkv_engine_start(e, NULL, prompt, n, NULL, &err);
+        assert_non_null(q);
+        while (fkv_engine_prefill(e, q, NULL, &err) == 0) {}
+        float h[128];
+        const uint32_t at = 0;
+        memcpy(h, engine_nextn_h(e, q), sizeof h);
+        logits[v] = malloc(sizeof(float) * n_vocab);
+        assert_int_equal(engine_nextn_rows(e, &q, prompt, &at, 1, h, logits[v], &err), 0);
+        fkv_engine_finish(e, q);
+        fkv_engine_free(e);
+    }
+    assert_tokens(&want, &got[0], "own head");
+    assert_tokens(&want, &got[1], "own embedding");
+    assert_true(got[0].kv == want.kv);                                     /* the head reads the rows, writes none */
+    assert_true(memcmp(logits[1], logits[0], sizeof(float) * n_vocab));    /* ... and gives its own logits */
+    assert_true(got[1].kv != want.kv);                                     /* the embedding makes the rows */
+    for (int v = 0; v < 3; v++) free(logits[v]);
+    fkv_model_free(own[0]);
+    fkv_model_free(own[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mtp_equals_off),
@@ -359,6 +405,7 @@ int main(void) {
         cmocka_unit_test(test_mtp_rows_do_not_depend_on_the_grid),
         cmocka_unit_test(test_mtp_resumes_where_the_cache_ends),
         cmocka_unit_test(test_auto_chooses_by_the_block_and_the_cost),
+        cmocka_unit_test(test_the_block_reads_its_own_embedding_and_head),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

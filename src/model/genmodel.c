@@ -469,7 +469,11 @@ int genmodel_write(const genmodel_params *params, const char *path, fkv_error *e
              (l >= p->n_layers && (add_tensor(w, p, T("nextn.eh_proj.weight"), 2 * p->dim, p->dim, 0.0f,
                                               sqrtf(1.5f / (float)p->dim), err) ||
                                    add_tensor(w, p, T("nextn.enorm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
-                                   add_tensor(w, p, T("nextn.hnorm.weight"), p->dim, 0, 1.0f, 0.1f, err)));
+                                   add_tensor(w, p, T("nextn.hnorm.weight"), p->dim, 0, 1.0f, 0.1f, err) ||
+                                   (p->nextn_embed && add_tensor(w, p, T("nextn.embed_tokens.weight"), p->dim,
+                                                                 n_vocab, 0.0f, 1.0f, err)) ||
+                                   (p->nextn_head && add_tensor(w, p, T("nextn.shared_head_head.weight"), p->dim,
+                                                                n_vocab, 0.0f, s_dim, err))));
 #undef T
     }
     if (!rc) rc = gguf_writer_write(w, path, err);

@@ -96,6 +96,7 @@ typedef struct {
     uint32_t n_shared;      /* expert_shared_count (glm4moe) */
     uint32_t n_dense_lead;  /* leading_dense_block_count: the first layers' dense FFN (feed_forward_length wide) */
     uint32_t n_nextn;       /* nextn_predict_layers: NextN blocks after the n_layers */
+    bool nextn_embed, nextn_head; /* the NextN blocks' own nextn.embed_tokens, nextn.shared_head_head */
     /* gated DeltaNet layers (a recurrent architecture; 0: the defaults above) */
     uint32_t ssm_d;         /* ssm.state_size: the heads' size d */
     uint32_t ssm_k_heads;   /* ssm.group_count */
