@@ -48,7 +48,9 @@ static double median(double *t, int n) {
 int fkv_spec_auto(fkv_spec_params *p, fkv_engine *e, double *cost, fkv_error *err) {
     if (p->mode != FKV_SPEC_AUTO) return 0;
     const bool nextn = engine_nextn(e);
-    const uint32_t k = p->draft_max ? p->draft_max : FKV_SPEC_DEFAULT_DRAFT;
+    const uint32_t k = !p->draft_max ? FKV_SPEC_DEFAULT_DRAFT
+                       : p->draft_max < FKV_SPEC_MAX_DRAFT ? p->draft_max
+                                                           : FKV_SPEC_MAX_DRAFT; /* as spec_state_init takes it */
     stepbuf *sb = engine_stepbuf(e);
     p->mode = nextn ? FKV_SPEC_MTP : FKV_SPEC_LOOKUP; /* the choice should the measurement fail */
     if (stepbuf_logits(sb, err)) return -1;
