@@ -61,8 +61,13 @@ run() {
     *moe | gpt-oss | qwen35) kvs="f16" ;; # experts, recurrent layers: what is computed, not how K/V are stored
     *) kvs+=" q8_0 q4_0" ;;
     esac
+    # glm4moe also with its NextN block drafting (--spec mtp): the block's rows in the K/V, its hidden state as a state
+    [ "${m%%=*}" != glm4moe ] || kvs+=" f16-mtp"
     for kv in $kvs; do
-      "$@" "$bin" replay -m "${m#*=}" --session "$work/session.jsonl" --kv-type $kv --threads 2 2> >(grep -v "TCG doesn.t support" >&2) |
+      spec=lookup # the default, whose answer is every mode's
+      [ "$kv" != f16-mtp ] || spec=mtp
+      "$@" "$bin" replay -m "${m#*=}" --session "$work/session.jsonl" --kv-type ${kv%-mtp} --spec $spec --threads 2 \
+        2> >(grep -v "TCG doesn.t support" >&2) |
         sed -E 's/.*"turn":([0-9]+).*"logits_digest":"([0-9a-f]+)","kv_digest":"([0-9a-f]+)","state_digest":"([0-9a-f]+)","kernels":"([a-z0-9]+)".*/\1 \2 \3 \4 \5/' |
         while read -r turn logits kvd state kernels; do
           [ "$state" != 0000000000000000 ] || state=
