@@ -205,7 +205,6 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
         goto fail;
     }
     e->n_kv_layers = hp->n_layers + e->p.mtp;
-    e->state_floats = hp->state_floats + (e->p.mtp ? hp->dim : 0);
     if (!(e->layer_table = malloc(sizeof *e->layer_table * e->n_kv_layers))) {
         err_nomem(err, "out of memory for the engine's layer table");
         goto fail;
@@ -228,6 +227,8 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
         goto fail;
     prefix_disk disk = {0};
     if (e->p.kv_dir && open_disk(e, &disk, err)) goto fail;
+    if (!(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, e->p.mtp, err))) goto fail;
+    e->state_floats = forward_state_floats(e->fw);
     prefix_states states = {0};
     if (e->state_floats) {
         const size_t bytes = sizeof(float) * e->state_floats;
@@ -241,9 +242,7 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
         states = (prefix_states){.bytes = bytes, .grid = grid >= cp->n_ctx ? 0 : (uint32_t)grid,
                                  .budget = e->p.kv_mem};
     }
-    if (!(e->tree = prefix_new(e->pool, n_window ? &win : NULL, &states, &disk, err)) ||
-        !(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, e->p.mtp, err)))
-        goto fail;
+    if (!(e->tree = prefix_new(e->pool, n_window ? &win : NULL, &states, &disk, err))) goto fail;
     e->pos = malloc(sizeof *e->pos * rows);
     e->maps = malloc(sizeof *e->maps * rows);
     if (e->state_floats && !(e->states = malloc(sizeof *e->states * rows))) {

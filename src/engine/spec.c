@@ -1,6 +1,7 @@
 /* spec.c — speculative decoding's drafters (spec.h): lookup, and a draft model resumed through its engine's cache. */
 #include "engine/spec.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -31,13 +32,14 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The median of n (sorted in place; n <= 16). */
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of t[0..n) (sorted in place). */
 static double median(double *t, int n) {
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
-            const double x = t[j];
-            t[j] = t[j - 1], t[j - 1] = x;
-        }
+    qsort(t, (size_t)n, sizeof *t, by_value);
     return t[n / 2];
 }
 
@@ -48,9 +50,7 @@ static double median(double *t, int n) {
 int fkv_spec_auto(fkv_spec_params *p, fkv_engine *e, double *cost, fkv_error *err) {
     if (p->mode != FKV_SPEC_AUTO) return 0;
     const bool nextn = engine_nextn(e);
-    const uint32_t k = !p->draft_max ? FKV_SPEC_DEFAULT_DRAFT
-                       : p->draft_max < FKV_SPEC_MAX_DRAFT ? p->draft_max
-                                                           : FKV_SPEC_MAX_DRAFT; /* as spec_state_init takes it */
+    const uint32_t k = spec_state_init(p).p.draft_max; /* as a generation takes it */
     stepbuf *sb = engine_stepbuf(e);
     p->mode = nextn ? FKV_SPEC_MTP : FKV_SPEC_LOOKUP; /* the choice should the measurement fail */
     if (stepbuf_logits(sb, err)) return -1;
@@ -153,6 +153,14 @@ static int32_t argmax(const float *x, uint32_t n) {
     return (int32_t)best;
 }
 
+/* Sequence i's next guess, the argmax of logits, written after its others; true while it may guess on (below its cap,
+ * not an end of generation of m). */
+static bool take_guess(stepbuf *sb, uint32_t i, const float *logits, const fkv_model *m, int32_t *guess) {
+    *guess = argmax(logits, sb->n_vocab);
+    sb->ids[sb->row[i] + sb->n_ids[i]++] = *guess;
+    return sb->n_ids[i] <= sb->cap[i] && !fkv_token_is_eog(m, *guess);
+}
+
 /* Bring st's draft sequence to the target's ids fed[0..n_fed) and put what it still needs — the ids it lacks, then
  * next — into dids (their count in *n_lag, at most room). false when the draft cannot take part in this step. */
 static bool draft_catch_up(spec_state *st, const fkv_eseq *target, const int32_t *fed, uint32_t n_fed, int32_t next,
@@ -208,7 +216,7 @@ void spec_draft_guesses(stepbuf *sb, fkv_eseq *const *seqs, const int32_t *next,
         sb->of[nd++] = i;
         drows += sb->lag[i];
     }
-    for (const uint32_t n_vocab = sb->n_vocab; nd;) {
+    while (nd) {
         fkv_error err = {0};
         uint32_t failed = 0;
         if (fkv_engine_verify(d, sb->dseqs, sb->dids, sb->dn_ids, nd, sb->logits, &failed, &err)) {
@@ -218,9 +226,10 @@ void spec_draft_guesses(stepbuf *sb, fkv_eseq *const *seqs, const int32_t *next,
         uint32_t kept = 0;
         for (uint32_t r = 0, k = 0; k < nd; r += sb->dn_ids[k++]) {
             const uint32_t i = sb->of[k];
-            const int32_t guess = argmax(sb->logits + (size_t)(r + sb->dn_ids[k] - 1) * n_vocab, n_vocab);
-            sb->ids[sb->row[i] + sb->n_ids[i]++] = guess;
-            if (sb->n_ids[i] == sb->cap[i] + 1 || fkv_token_is_eog(fkv_engine_model(d), guess)) continue;
+            int32_t guess;
+            if (!take_guess(sb, i, sb->logits + (size_t)(r + sb->dn_ids[k] - 1) * sb->n_vocab, fkv_engine_model(d),
+                            &guess))
+                continue;
             sb->dseqs[kept] = sb->dseqs[k];
             sb->of[kept] = i;
             sb->dids[kept] = guess;
@@ -245,16 +254,15 @@ void spec_nextn_guesses(stepbuf *sb, fkv_engine *e, fkv_eseq *const *seqs, const
         memcpy(sb->h + (size_t)nd * dim, engine_nextn_h(e, seqs[i]), sizeof(float) * dim);
         sb->of[nd++] = i;
     }
-    for (const uint32_t n_vocab = sb->n_vocab; nd;) {
+    while (nd) {
         fkv_error err = {0};
         if (engine_nextn_rows(e, sb->dseqs, sb->dids, sb->dn_ids, nd, sb->h, sb->logits, &err))
             return; /* the guesses made so far stand */
         uint32_t kept = 0;
         for (uint32_t k = 0; k < nd; k++) {
             const uint32_t i = sb->of[k];
-            const int32_t guess = argmax(sb->logits + (size_t)k * n_vocab, n_vocab);
-            sb->ids[sb->row[i] + sb->n_ids[i]++] = guess;
-            if (sb->n_ids[i] == sb->cap[i] + 1 || fkv_token_is_eog(fkv_engine_model(e), guess)) continue;
+            int32_t guess;
+            if (!take_guess(sb, i, sb->logits + (size_t)k * sb->n_vocab, fkv_engine_model(e), &guess)) continue;
             sb->dseqs[kept] = sb->dseqs[k];
             sb->of[kept] = i;
             sb->dids[kept] = guess;
