@@ -189,6 +189,10 @@ int cli_engine_option(const char *sub, int c, const char *arg, fkv_engine_params
         e->kv_dir = arg;
         return 1;
     case CLI_O_KV_DISK: return cli_parse_u64(sub, "--kv-disk", arg, &e->kv_disk) ? -1 : 1;
+    case CLI_O_KV_KEY:
+        if (!*arg) return cli_usage_error(sub, "--kv-key needs a file"), -1;
+        e->kv_key = arg;
+        return 1;
     case CLI_O_MLOCK: mlock_wanted = true; return 1;
     case CLI_O_EXPERTS: /* read by the model's load, which follows the options */
         if (strcmp(arg, "auto") && strcmp(arg, "map") && strcmp(arg, "pack"))
@@ -245,7 +249,7 @@ int cli_spec_start(const char *sub, const fkv_model *target, fkv_engine_params *
                                     "other pieces); a draft model must share the target's tokens",
                                s->model_path, fkv_model_get_info(s->model).n_vocab, fkv_model_get_info(target).n_vocab);
     fkv_engine_params dp = *ep;
-    dp.kv_dir = NULL;
+    dp.kv_dir = dp.kv_key = NULL;
     dp.kv_mem = 0;
     return (s->p.draft = cli_engine_new(sub, s->model, &dp, &rc)) ? 0 : rc;
 }

@@ -30,11 +30,11 @@ int cli_bad_option(const char *sub, char *const argv[]);
 /* Options shared by every subcommand that runs the engine, for getopt_long tables:
  *   --threads N  --ctx N  --kv-type auto|f16|f32|q8_0|q4_0  --no-prefix-cache  --prefill-rows R  --cache-min K
  *   --kernels NAME  --kv-block N  --kv-mem BYTES  --swa-full  --swa-grid N  --kv-dir DIR  --kv-disk BYTES  --mlock
- *   --experts auto|map|pack  --state-grid N
+ *   --experts auto|map|pack  --state-grid N  --kv-key FILE
  * (--mlock locks the model when cli_engine_new makes the engine; --experts sets FLATKV_EXPERTS for the model's load) */
 enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PREFILL_ROWS, CLI_O_CACHE_MIN,
        CLI_O_KERNELS, CLI_O_KV_BLOCK, CLI_O_KV_MEM, CLI_O_SWA_FULL, CLI_O_SWA_GRID, CLI_O_KV_DIR, CLI_O_KV_DISK,
-       CLI_O_MLOCK, CLI_O_EXPERTS, CLI_O_STATE_GRID };
+       CLI_O_MLOCK, CLI_O_EXPERTS, CLI_O_STATE_GRID, CLI_O_KV_KEY };
 #define CLI_ENGINE_OPTIONS                                                                                      \
     {"threads", required_argument, 0, CLI_O_THREADS}, {"ctx", required_argument, 0, CLI_O_CTX},                \
         {"kv-type", required_argument, 0, CLI_O_KV_TYPE}, {"no-prefix-cache", no_argument, 0, CLI_O_NO_CACHE}, \
@@ -44,7 +44,7 @@ enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PRE
         {"swa-full", no_argument, 0, CLI_O_SWA_FULL}, {"swa-grid", required_argument, 0, CLI_O_SWA_GRID},       \
         {"kv-dir", required_argument, 0, CLI_O_KV_DIR}, {"kv-disk", required_argument, 0, CLI_O_KV_DISK},    \
         {"mlock", no_argument, 0, CLI_O_MLOCK}, {"experts", required_argument, 0, CLI_O_EXPERTS},             \
-        {"state-grid", required_argument, 0, CLI_O_STATE_GRID}
+        {"state-grid", required_argument, 0, CLI_O_STATE_GRID}, {"kv-key", required_argument, 0, CLI_O_KV_KEY}
 #define CLI_ENGINE_HELP                                                                                      \
     "      --threads N        threads (default: all cores)\n"                                                 \
     "      --ctx N            context positions (default: the model's)\n"                                     \
@@ -65,6 +65,8 @@ enum { CLI_O_THREADS = 1000, CLI_O_CTX, CLI_O_KV_TYPE, CLI_O_NO_CACHE, CLI_O_PRE
     "                         prompts' and replies' ends)\n"                                                     \
     "      --kv-dir DIR       disk tier: full KV blocks kept in DIR, across restarts and processes sharing it\n" \
     "      --kv-disk BYTES    most bytes of block files in DIR (default: a quarter of its free space)\n"        \
+    "      --kv-key FILE      authenticate DIR's files with the secret in FILE (mode 0600, shared by a fleet):\n" \
+    "                         files written without it are refused as forged (default: checksums only)\n"     \
     "      --mlock            keep the whole model resident (experts are otherwise paged in from the file)\n"  \
     "      --experts WHERE    a mixture's experts: pack (in memory, packed for the kernels), map (read from the\n" \
     "                         file) or auto (default: pack when the model fits in 3/4 of free memory;\n"        \

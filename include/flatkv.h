@@ -182,6 +182,9 @@ typedef struct {
     const char *kv_dir; /* the disk tier's directory (--kv-dir; src/cache/kvdisk.h): blocks outlive the process and are
                          * shared by every engine on it; NULL: none. Not with window layers kept apart (swa_full) */
     uint64_t kv_disk;   /* bytes of block files the disk tier keeps (--kv-disk); 0: a quarter of the free space */
+    const char *kv_key; /* a file holding the secret the disk tier's files are authenticated with (--kv-key; shared by a
+                         * fleet, mode 0600): files written without it are refused as forged. NULL: checksums only,
+                         * which catch damage but not a forger who can write to kv_dir. Needs kv_dir */
     bool mtp; /* the model's NextN (multi-token prediction) block drafts (FKV_SPEC_MTP): every position also keeps that
                * block's K/V row, and a sequence's state the position's final hidden state, so a sequence resumed from
                * the cache or the disk tier drafts on from there. Blocks are named apart from an engine without it.
@@ -206,10 +209,11 @@ typedef struct {
     size_t state_bytes;
     uint64_t state_hits, state_disk_hits, states_evicted;
     /* The disk tier (all 0 without one): blocks read and verified, lookups that found no file, files that did not
-     * verify (never used), block files written, removed over the budget, writes dropped (queue full) or failed,
-     * writes queued, bytes of block files, and positions reused from disk over all starts. */
+     * verify (never used): damaged, or with kv_key forged (checksums verified, the MAC did not); block files written,
+     * removed over the budget, writes dropped (queue full) or failed, writes queued, bytes of block files, and
+     * positions reused from disk over all starts. */
     bool disk;
-    uint64_t disk_hits, disk_misses, disk_corrupt, disk_writes, disk_evictions, disk_dropped, disk_errors;
+    uint64_t disk_hits, disk_misses, disk_corrupt, disk_forged, disk_writes, disk_evictions, disk_dropped, disk_errors;
     uint64_t disk_pending, disk_bytes, disk_reused_tokens;
     /* The NextN drafter (fkv_engine_params.mtp; 0 without): its block's rows computed with the trunk's (prompts,
      * decode and verification rows), and its guess rows. */

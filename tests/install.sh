@@ -32,7 +32,7 @@ if [ "$deb" = 1 ]; then
   (cd "$build" && cpack -G DEB -B "$work/deb" >/dev/null)
   file=$(ls "$work"/deb/*.deb)
   depends=$(dpkg-deb -f "$file" Depends)
-  for lib in libjansson4 libxxhash0 libmicrohttpd12 libpcre2-8-0 libgomp1; do
+  for lib in libjansson4 libxxhash0 libmicrohttpd12 libpcre2-8-0 libsodium23 libgomp1; do
     [[ "$depends" == *"$lib"* ]] || fail "the package does not depend on $lib (Depends: $depends)"
   done
   ok "$(basename "$file") depends on $depends"

@@ -1,6 +1,7 @@
 /* The disk tier (src/cache/kvdisk.h) through the engine: a conversation resumed by another engine — a restart — from the
  * block files alone, compared with a cold run by KV digest, logits digest and ids; files that do not verify are
- * never used; blocks of other bits or salts are never shared; the budget evicts; in-memory sequences write nothing;
+ * never used; with a key, files written without it (checksums valid, rows wrong) are refused as forged; blocks of
+ * other bits or salts are never shared; the budget evicts; in-memory sequences write nothing;
  * and writes that fail (ENOSPC, EIO, short writes, failed fsyncs and renames, injected by tests/faultio.h) lose nothing
  * memory holds and leave nothing partial to read. */
 #include <stdarg.h>
@@ -15,6 +16,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <xxhash.h>
 
 #include "faultio.h"
 #include "flatkv.h"
@@ -32,6 +35,7 @@ typedef struct {
     fkv_sampler *sampler;
     float *logits;
     char dir[256];
+    const char *kv_key; /* the engines' --kv-key; NULL: none */
     int32_t ids[400];
 } fixture;
 
@@ -113,6 +117,7 @@ static fkv_engine *engine_on(const fixture *f, fkv_kv_type kv_type, uint64_t bud
     p.cache_min = 1;
     p.kv_block = BLOCK;
     p.kv_dir = f->dir;
+    p.kv_key = f->kv_key;
     p.kv_disk = budget;
     p.ctx.prefill_rows = BLOCK;
     p.state_grid = 2 * BLOCK; /* a hybrid's states kept every 64 positions (others have none) */
@@ -257,6 +262,145 @@ static void test_a_file_that_does_not_verify_is_never_used(void **state) {
     }
 }
 
+/* A key file of mode 0600 holding secret, at a fresh path. */
+static const char *key_file(const char *secret) {
+    const char *path = tu_tmp_path("-key");
+    assert_int_equal(tu_write_file(path, secret, strlen(secret)), 0);
+    assert_int_equal(chmod(path, 0600), 0);
+    return path;
+}
+
+/* What a forger who can write to the directory but holds no key does: block `to`'s rows replaced by block `from`'s
+ * (real rows, of other positions), its checksums made to verify again (src/cache/kvdisk.c's header: 96 bytes, rows
+ * hash at 48, header hash of the first 56 bytes at 56), its MAC left as it was. */
+static void forge(const fixture *f, uint32_t to, uint32_t from) {
+    char target[1024], source[1024];
+    block_file(f, to, target, sizeof target);
+    block_file(f, from, source, sizeof source);
+    size_t n_to, n_from;
+    char *forged = tu_read_file(target, &n_to), *rows = tu_read_file(source, &n_from);
+    uint64_t row_bytes;
+    memcpy(&row_bytes, forged + 32, sizeof row_bytes);
+    assert_true(n_to > 96 + row_bytes && n_from > row_bytes);
+    memcpy(forged + n_to - row_bytes, rows + n_from - row_bytes, row_bytes);
+    const uint64_t rows_hash = XXH3_64bits(forged + n_to - row_bytes, row_bytes);
+    memcpy(forged + 48, &rows_hash, sizeof rows_hash);
+    const uint64_t header_hash = XXH3_64bits(forged, 56);
+    memcpy(forged + 56, &header_hash, sizeof header_hash);
+    assert_int_equal(tu_write_file(target, forged, n_to), 0);
+    free(forged);
+    free(rows);
+}
+
+/* Without a key a forged block is read as if true (the attack is real: the resumed rows are not the cold run's);
+ * with one it is refused as forged, removed and recomputed, and the answer equals a cold run's. */
+static void test_a_forged_block_is_refused_with_a_key_and_the_answer_equals_cold(void **state) {
+    fixture *f = *state;
+    int32_t ids[400];
+    const uint32_t n = next_turn(f, ids);
+    first_process(f);
+    forge(f, 3, 4);
+    fkv_engine *e = engine_on(f, FKV_KV_F16, 0, NULL);
+    fkv_seq *s = fkv_seq_open(e, NULL, NULL);
+    const answer fooled = run(f, e, s, ids, n), cold = run(f, NULL, f->cold, ids, n);
+    fkv_seq_free(s);
+    assert_true(fooled.from_disk > 3 * BLOCK);
+    assert_true(fooled.kv != cold.kv);
+    assert_int_equal(fkv_engine_get_stats(e).disk_forged, 0);
+    fkv_engine_free(e);
+
+    f->kv_key = key_file("a secret of the fleet, 32 bytes.");
+    first_process(f);
+    forge(f, 3, 4);
+    const uint32_t expect[] = {3 * BLOCK, (n - 1) / BLOCK * BLOCK}; /* then the recomputed block was written again */
+    for (int run_no = 0; run_no < 2; run_no++) {
+        e = engine_on(f, FKV_KV_F16, 0, NULL);
+        answer a = turn_exact(f, e, NULL, ids, n, "a resume past a forged file");
+        assert_int_equal(a.from_disk, expect[run_no]);
+        const fkv_engine_stats st = fkv_engine_get_stats(e);
+        assert_int_equal(st.disk_forged, run_no == 0);
+        assert_int_equal(st.disk_corrupt, 0);
+        fkv_engine_free(e);
+    }
+    /* Another key's files are all forgeries to this one: the first read is refused, nothing is used. */
+    const char *mine = f->kv_key;
+    f->kv_key = key_file("another fleet's secret, 32 bytes");
+    e = engine_on(f, FKV_KV_F16, 0, NULL);
+    assert_int_equal(turn_exact(f, e, NULL, ids, n, "another key").from_disk, 0);
+    assert_int_equal(fkv_engine_get_stats(e).disk_forged, 1);
+    fkv_engine_free(e);
+    remove(f->kv_key);
+    remove(mine);
+}
+
+/* The cached model identity names the namespace: one forged to another model's would make that model's (valid,
+ * keyed) blocks read as this one's. With a key a cached identity without a valid MAC is computed again. */
+static void test_a_forged_model_identity_is_computed_again_with_a_key(void **state) {
+    fixture *f = *state;
+    f->kv_key = key_file("a secret of the fleet, 32 bytes.\n");
+    first_process(f);
+    char models[300];
+    snprintf(models, sizeof models, "%s/models", f->dir);
+    DIR *d = opendir(models);
+    int rewritten = 0;
+    for (struct dirent *x; d && (x = readdir(d));) {
+        if (x->d_name[0] == '.') continue;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", models, x->d_name);
+        static const char other[] = "0123456789abcdef0123456789abcdef\n"; /* another identity, no MAC */
+        assert_int_equal(tu_write_file(path, other, strlen(other)), 0);
+        rewritten++;
+    }
+    if (d) closedir(d);
+    assert_int_equal(rewritten, 1);
+    /* the secret without its newline: the same key */
+    const char *same = f->kv_key;
+    f->kv_key = key_file("a secret of the fleet, 32 bytes.");
+    int32_t ids[400];
+    const uint32_t n = next_turn(f, ids);
+    fkv_engine *e = engine_on(f, FKV_KV_F16, 0, NULL);
+    const uint32_t full = (N_PROMPT + N_GEN - 1) / BLOCK * BLOCK;
+    assert_int_equal(turn_exact(f, e, NULL, ids, n, "a forged identity").from_disk, full);
+    assert_int_equal(fkv_engine_get_stats(e).disk_forged, 0);
+    fkv_engine_free(e);
+    remove(f->kv_key);
+    remove(same);
+}
+
+/* A key file is a secret: others may not read it, it holds enough of one, and it authenticates a disk tier. */
+static void test_a_key_file_must_be_a_private_secret(void **state) {
+    fixture *f = *state;
+    const char *why = NULL;
+    static const struct {
+        const char *secret;
+        unsigned mode;
+        const char *says;
+    } bad[] = {
+        {"a secret of the fleet, 32 bytes.", 0644, "chmod 600"},
+        {"short secret \n\n", 0600, "at least 16"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        f->kv_key = key_file(bad[i].secret);
+        assert_int_equal(chmod(f->kv_key, bad[i].mode), 0);
+        assert_null(engine_on(f, FKV_KV_F16, 0, &why));
+        if (!strstr(why, bad[i].says) || !strstr(why, f->kv_key)) fail_msg("%s: %s", bad[i].says, why);
+        remove(f->kv_key);
+    }
+    f->kv_key = tu_tmp_path("-missing-key");
+    assert_null(engine_on(f, FKV_KV_F16, 0, &why));
+    assert_non_null(strstr(why, f->kv_key));
+    f->kv_key = key_file("a secret of the fleet, 32 bytes.");
+    fkv_engine_params p;
+    fkv_engine_default_params(&p, NULL);
+    p.kv_key = f->kv_key; /* without kv_dir */
+    fkv_error err = {0};
+    assert_null(fkv_engine_new(f->m, &p, &err));
+    assert_int_equal(err.code, FKV_E_INPUT);
+    assert_non_null(strstr(err.msg, "--kv-dir"));
+    remove(f->kv_key);
+    f->kv_key = NULL;
+}
+
 static void test_other_bits_or_salts_never_share_a_block(void **state) {
     fixture *f = *state;
     first_process(f);
@@ -292,7 +436,7 @@ static void test_in_memory_sequences_write_nothing(void **state) {
 static void test_the_budget_bounds_the_files_kept(void **state) {
     fixture *f = *state;
     const fkv_model_info info = fkv_model_get_info(f->m);
-    const uint64_t file = 64 + sizeof(int32_t) * 400 + (uint64_t)2 * info.n_layers * BLOCK *
+    const uint64_t file = 96 + sizeof(int32_t) * 400 + (uint64_t)2 * info.n_layers * BLOCK *
                                                           info.n_kv_heads * info.head_dim * sizeof(uint16_t);
     fkv_engine *e = engine_on(f, FKV_KV_F16, 4 * file, NULL);
     turn_exact(f, e, NULL, f->ids, N_PROMPT, "a conversation larger than the budget");
@@ -446,6 +590,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         CASE(test_a_restarted_engine_resumes_from_disk_exactly),
         CASE(test_a_file_that_does_not_verify_is_never_used),
+        CASE(test_a_forged_block_is_refused_with_a_key_and_the_answer_equals_cold),
+        CASE(test_a_forged_model_identity_is_computed_again_with_a_key),
+        CASE(test_a_key_file_must_be_a_private_secret),
         CASE(test_other_bits_or_salts_never_share_a_block),
         CASE(test_in_memory_sequences_write_nothing),
         CASE(test_the_budget_bounds_the_files_kept),

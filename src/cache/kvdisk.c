@@ -14,11 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <sodium.h>
 #include <xxhash.h>
 
 #include "base/err.h"
 
-#define MAGIC "FLATKVB2" /* B1's depth became n_ids when states joined the blocks */
+#define MAGIC "FLATKVB3" /* B1's depth became n_ids when states joined the blocks; B3 added the MAC */
 /* Writes queued at most: a slow disk costs dropped writes (counted), never memory or the engine's time. */
 #define QUEUE_BYTES ((size_t)256 << 20)
 /* Evicting goes below the budget by this share, so that a full tier does not rescan at every write. */
@@ -33,6 +34,7 @@ typedef struct {
     uint64_t row_bytes; /* of the payload: a block's rows, or a state */
     uint64_t ids_hash, rows_hash; /* xxh3-64 */
     uint64_t header_hash;         /* xxh3-64 of the fields above */
+    uint8_t mac[KVDISK_MAC_KEY_BYTES]; /* with a key: entry_mac; zeros without */
 } file_header;
 
 typedef struct job {
@@ -56,7 +58,9 @@ struct kvdisk {
     size_t queued_bytes;
     bool stop;
     unsigned tmp_seq;
-    _Atomic uint64_t hits, misses, corrupt, writes, evictions, dropped, errors, bytes, pending;
+    bool keyed;
+    uint8_t mac_key[KVDISK_MAC_KEY_BYTES];
+    _Atomic uint64_t hits, misses, corrupt, forged, writes, evictions, dropped, errors, bytes, pending;
 };
 
 kvdisk_key kvdisk_chain(const kvdisk_key *parent, const void *bytes, size_t n) {
@@ -85,6 +89,24 @@ static char *entry_path(const kvdisk *d, const kvdisk_key *k, const kvdisk_key *
 static int make_dir(const char *path) { return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1; }
 
 static uint64_t header_hash(const file_header *h) { return XXH3_64bits(h, offsetof(file_header, header_hash)); }
+
+/* The keyed BLAKE2b of n parts, after a domain that keeps the MACs of block files and identities apart. */
+static void keyed_mac(const kvdisk *d, const char *domain, const void *const *parts, const size_t *sizes, int n,
+                      uint8_t out[KVDISK_MAC_KEY_BYTES]) {
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, d->mac_key, sizeof d->mac_key, KVDISK_MAC_KEY_BYTES);
+    crypto_generichash_update(&st, (const unsigned char *)domain, strlen(domain) + 1);
+    for (int i = 0; i < n; i++) crypto_generichash_update(&st, parts[i], sizes[i]);
+    crypto_generichash_final(&st, out, KVDISK_MAC_KEY_BYTES);
+}
+
+/* An entry's MAC: its header up to the MAC, its ids, its payload. */
+static void entry_mac(const kvdisk *d, const file_header *h, const void *ids, size_t ids_bytes, const void *payload,
+                      uint8_t out[KVDISK_MAC_KEY_BYTES]) {
+    const void *parts[] = {h, ids, payload};
+    const size_t sizes[] = {offsetof(file_header, mac), ids_bytes, h->row_bytes};
+    keyed_mac(d, "flatkv block file", parts, sizes, 3, out);
+}
 
 /* All of buf to fd, through short writes. */
 static int write_all(int fd, const void *buf, size_t n) {
@@ -208,6 +230,7 @@ static void write_entry(kvdisk *d, const job *j) {
                      .rows_hash = XXH3_64bits(j->data + n_ids, j->bytes)};
     memcpy(h.magic, MAGIC, sizeof h.magic);
     h.header_hash = header_hash(&h);
+    if (d->keyed) entry_mac(d, &h, j->data, n_ids, j->data + n_ids, h.mac);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) goto failed;
     int bad = write_all(fd, &h, sizeof h) || write_all(fd, j->data, n_ids + j->bytes) || fsync(fd);
@@ -287,7 +310,8 @@ static void queue_entry(kvdisk *d, const kvdisk_key *key, const kvdisk_key *grou
 /* ---- reading ---- */
 
 /* Read the entry at path, named key, holding ids[0, n) and bytes of payload, into payload; false (the file counted and
- * removed when it is there but does not verify) otherwise. */
+ * removed when it is there but does not verify) otherwise. The MAC is checked last: what fails before it is damage
+ * (corrupt), what fails only there was written without the key (forged). */
 static bool read_entry(kvdisk *d, char *path, const kvdisk_key *key, uint32_t n, const int32_t *ids, void *payload,
                        size_t bytes) {
     int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
@@ -306,17 +330,23 @@ static bool read_entry(kvdisk *d, char *path, const kvdisk_key *key, uint32_t n,
               h.block_rows == d->block_rows && h.n_ids == n && h.row_bytes == bytes &&
               !read_all(fd, stored, n_ids) && XXH3_64bits(stored, n_ids) == h.ids_hash &&
               !memcmp(stored, ids, n_ids) && !read_all(fd, payload, bytes) && XXH3_64bits(payload, bytes) == h.rows_hash;
-    if (ok) {
+    uint8_t mac[KVDISK_MAC_KEY_BYTES];
+    if (ok && d->keyed) entry_mac(d, &h, stored, n_ids, payload, mac);
+    const bool forged = ok && d->keyed && sodium_memcmp(mac, h.mac, sizeof mac);
+    if (ok && !forged) {
         futimens(fd, NULL); /* recently used: the budget evicts the oldest */
         d->hits++;
     } else if (stored) { /* never used; removed so that the recomputed entry is written again */
         unlink(path);
-        d->corrupt++;
+        if (forged)
+            d->forged++;
+        else
+            d->corrupt++;
     }
     close(fd);
     free(stored);
     free(path);
-    return ok;
+    return ok && !forged;
 }
 
 void kvdisk_write(kvdisk *d, const kvdisk_key *key, uint32_t depth, const int32_t *ids, const void *rows) {
@@ -361,8 +391,19 @@ uint32_t kvdisk_state_files(kvdisk *d, const kvdisk_key *group, uint32_t lo, uin
 
 /* ---- model identity ---- */
 
-int kvdisk_model_identity(const char *dir, const char *path, const void *map, size_t size, kvdisk_key *out,
-                          fkv_error *err) {
+/* The MAC of an identity cached for the file of stamp, as hex digits. */
+static void identity_mac(const kvdisk *d, const uint64_t stamp[5], unsigned long long hi, unsigned long long lo,
+                         char hex[2 * KVDISK_MAC_KEY_BYTES + 1]) {
+    const uint64_t id[2] = {hi, lo};
+    const void *parts[] = {stamp, id};
+    const size_t sizes[] = {5 * sizeof *stamp, sizeof id};
+    uint8_t mac[KVDISK_MAC_KEY_BYTES];
+    keyed_mac(d, "flatkv model identity", parts, sizes, 2, mac);
+    sodium_bin2hex(hex, 2 * KVDISK_MAC_KEY_BYTES + 1, mac, sizeof mac);
+}
+
+int kvdisk_model_identity(kvdisk *d, const char *path, const void *map, size_t size, kvdisk_key *out, fkv_error *err) {
+    const char *dir = d->dir;
     struct stat st;
     if (stat(path, &st)) { /* the file is gone (its mapping stays): the identity is its bytes, not cached */
         XXH128_hash_t h = XXH3_128bits(map, size);
@@ -381,16 +422,23 @@ int kvdisk_model_identity(const char *dir, const char *path, const void *map, si
         goto out;
     }
     unsigned long long hi, lo;
+    char stored_mac[2 * KVDISK_MAC_KEY_BYTES + 1] = "", mac[2 * KVDISK_MAC_KEY_BYTES + 1] = "";
     FILE *f = fopen(cached, "r");
-    bool known = f && fscanf(f, "%16llx%16llx", &hi, &lo) == 2;
+    const int fields = f ? fscanf(f, "%16llx%16llx %64[0-9a-f]", &hi, &lo, stored_mac) : 0;
     if (f) fclose(f);
+    bool known = fields >= 2;
+    if (known && d->keyed) { /* a keyless process's line (no MAC) is computed again too, and kept with one */
+        identity_mac(d, stamp, hi, lo, mac);
+        known = fields == 3 && strlen(stored_mac) == strlen(mac) && !sodium_memcmp(stored_mac, mac, strlen(mac));
+    }
     if (!known) {
         XXH128_hash_t h = XXH3_128bits(map, size);
         hi = h.high64, lo = h.low64;
+        if (d->keyed) identity_mac(d, stamp, hi, lo, mac);
         if (asprintf(&tmp, "%s.%d", cached, (int)getpid()) < 0) tmp = NULL;
         FILE *w = tmp ? fopen(tmp, "w") : NULL;
         if (w) { /* a cache: failing to keep it only costs the next start the hashing again */
-            bool bad = fprintf(w, "%016llx%016llx\n", hi, lo) < 0;
+            bool bad = fprintf(w, "%016llx%016llx %s\n", hi, lo, mac) < 0;
             if (fclose(w) || bad || rename(tmp, cached)) unlink(tmp);
         }
     }
@@ -419,13 +467,75 @@ static void remove_stale_tmp(const char *tmpdir) {
     if (dir) closedir(dir);
 }
 
-kvdisk *kvdisk_open(const char *dir, uint64_t budget, uint32_t block_rows, size_t block_bytes, fkv_error *err) {
+int kvdisk_load_key(const char *path, uint8_t key[KVDISK_MAC_KEY_BYTES], fkv_error *err) {
+    enum { MIN_SECRET = 16, MAX_SECRET = 4096 };
+    unsigned char secret[MAX_SECRET + 1];
+    struct stat st;
+    int rc = -1, fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st)) {
+        err_io(err, "--kv-key '%s': %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err_input(err, "--kv-key '%s': not a regular file", path);
+        goto out;
+    }
+    if (st.st_mode & 077) {
+        err_input(err, "--kv-key '%s': others than its owner may read or write it (mode %04o); a secret's file must "
+                       "not be (chmod 600 it)", path, (unsigned)(st.st_mode & 07777));
+        goto out;
+    }
+    size_t n = 0; /* up to one byte past the bound, to tell a longer file */
+    for (ssize_t r; n < sizeof secret && (r = read(fd, secret + n, sizeof secret - n)) != 0;) {
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            err_io(err, "--kv-key '%s': %s", path, strerror(errno));
+            goto out;
+        }
+        n += (size_t)r;
+    }
+    if (n > MAX_SECRET) {
+        err_input(err, "--kv-key '%s': longer than %d bytes; a key file holds one secret", path, MAX_SECRET);
+        goto out;
+    }
+    while (n && (secret[n - 1] == '\n' || secret[n - 1] == '\r' || secret[n - 1] == ' ' || secret[n - 1] == '\t'))
+        n--;
+    if (n < MIN_SECRET) {
+        err_input(err, "--kv-key '%s': %zu bytes of secret, at least %d needed (e.g. head -c 32 /dev/urandom | "
+                       "base64 > FILE)", path, n, MIN_SECRET);
+        goto out;
+    }
+    if (sodium_init() < 0) {
+        err_io(err, "--kv-key: libsodium could not start");
+        goto out;
+    }
+    static const char domain[] = "flatkv kv-key";
+    crypto_generichash_state hs;
+    crypto_generichash_init(&hs, NULL, 0, KVDISK_MAC_KEY_BYTES);
+    crypto_generichash_update(&hs, (const unsigned char *)domain, sizeof domain);
+    crypto_generichash_update(&hs, secret, n);
+    crypto_generichash_final(&hs, key, KVDISK_MAC_KEY_BYTES);
+    rc = 0;
+out:
+    sodium_memzero(secret, sizeof secret);
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+kvdisk *kvdisk_open(const char *dir, uint64_t budget, uint32_t block_rows, size_t block_bytes,
+                    const uint8_t mac_key[KVDISK_MAC_KEY_BYTES], fkv_error *err) {
     kvdisk *d = calloc(1, sizeof *d);
     char *kv = NULL, *tmp = NULL;
     if (!d || !(d->dir = strdup(dir)) || asprintf(&kv, "%s/kv", dir) < 0 || asprintf(&tmp, "%s/tmp", dir) < 0) {
         err_nomem(err, "out of memory for the disk tier");
         goto fail;
     }
+    if (mac_key && sodium_init() < 0) {
+        err_io(err, "--kv-key: libsodium could not start");
+        goto fail;
+    }
+    if (mac_key) memcpy(d->mac_key, mac_key, sizeof d->mac_key);
+    d->keyed = mac_key != NULL;
     if (make_dir(dir) || make_dir(kv) || make_dir(tmp)) {
         err_io(err, "--kv-dir '%s': cannot create the directory: %s", dir, strerror(errno));
         goto fail;
@@ -471,12 +581,14 @@ void kvdisk_close(kvdisk *d) {
     pthread_join(d->writer, NULL);
     pthread_cond_destroy(&d->wake);
     pthread_mutex_destroy(&d->mu);
+    sodium_memzero(d->mac_key, sizeof d->mac_key);
     free(d->dir);
     free(d);
 }
 
 kvdisk_stats kvdisk_get_stats(kvdisk *d) {
-    return (kvdisk_stats){.hits = d->hits, .misses = d->misses, .corrupt = d->corrupt, .writes = d->writes,
+    return (kvdisk_stats){.hits = d->hits, .misses = d->misses, .corrupt = d->corrupt, .forged = d->forged,
+                          .writes = d->writes,
                           .evictions = d->evictions, .dropped = d->dropped, .errors = d->errors, .bytes = d->bytes,
                           .pending = d->pending};
 }

@@ -125,16 +125,21 @@ static int open_disk(fkv_engine *e, prefix_disk *disk, fkv_error *err) {
                                     "read, which a block file cannot name; add --swa-full to keep every row (and use "
                                     "the disk tier)");
     const gguf_file *f = e->m->file;
+    /* keyed: an authenticated tier's files are named apart, so that a fleet's honest files from before its key are
+     * never counted as forged, only left to the budget. */
     struct {
         char magic[8];
         kvdisk_key model;
-        uint32_t bits_version, kv_type, block_rows, n_layers, kv_dim, layout;
+        uint32_t bits_version, kv_type, block_rows, n_layers, kv_dim, layout, keyed;
     } ns = {.magic = "flatkvNS", .bits_version = OPS_BITS_VERSION, .kv_type = (uint32_t)e->pool->type,
             .block_rows = e->pool->block_rows, .n_layers = e->pool->n_layers, .kv_dim = e->pool->kv_dim,
-            .layout = KV_LAYOUT_VERSION};
-    if (!(e->disk = kvdisk_open(e->p.kv_dir, e->p.kv_disk, e->pool->block_rows, e->pool->block_bytes, err)) ||
-        kvdisk_model_identity(e->p.kv_dir, f->path, f->map, f->size, &ns.model, err))
-        return -1;
+            .layout = KV_LAYOUT_VERSION, .keyed = e->p.kv_key != NULL};
+    uint8_t key[KVDISK_MAC_KEY_BYTES];
+    if (e->p.kv_key && kvdisk_load_key(e->p.kv_key, key, err)) return -1;
+    e->disk = kvdisk_open(e->p.kv_dir, e->p.kv_disk, e->pool->block_rows, e->pool->block_bytes,
+                          e->p.kv_key ? key : NULL, err);
+    memset(key, 0, sizeof key);
+    if (!e->disk || kvdisk_model_identity(e->disk, f->path, f->map, f->size, &ns.model, err)) return -1;
     const kvdisk_key zero = {0};
     *disk = (prefix_disk){.disk = e->disk, .ns = kvdisk_chain(&zero, &ns, sizeof ns)};
     return 0;
@@ -226,6 +231,10 @@ fkv_engine *fkv_engine_new(const fkv_model *m, const fkv_engine_params *params, 
     if (!(e->pool = kvpool_new(kv_layers[0], kv_dim, cp->kv_type, e->p.kv_block, e->p.kv_mem, err)))
         goto fail;
     prefix_disk disk = {0};
+    if (e->p.kv_key && !e->p.kv_dir) {
+        err_input(err, "--kv-key authenticates the disk tier's files: it needs --kv-dir");
+        goto fail;
+    }
     if (e->p.kv_dir && open_disk(e, &disk, err)) goto fail;
     if (!(e->fw = forward_new(m, rows, cp->n_ctx, cp->n_threads, e->p.mtp, err))) goto fail;
     e->state_floats = forward_state_floats(e->fw);
@@ -698,7 +707,8 @@ uint64_t fkv_engine_state_digest(const fkv_engine *e, const fkv_eseq *s) {
 void fkv_engine_disk_stats_now(const fkv_engine *e, fkv_engine_stats *st) {
     if (!e->disk) return;
     const kvdisk_stats ds = kvdisk_get_stats(e->disk);
-    st->disk_hits = ds.hits, st->disk_misses = ds.misses, st->disk_corrupt = ds.corrupt, st->disk_writes = ds.writes;
+    st->disk_hits = ds.hits, st->disk_misses = ds.misses, st->disk_corrupt = ds.corrupt, st->disk_forged = ds.forged;
+    st->disk_writes = ds.writes;
     st->disk_evictions = ds.evictions, st->disk_dropped = ds.dropped, st->disk_errors = ds.errors;
     st->disk_pending = ds.pending, st->disk_bytes = ds.bytes;
 }
