@@ -10,18 +10,21 @@
 #include "chat/chat.h"
 #include "cli.h"
 #include "server.h"
+#include "tenants.h"
 
 static const char HELP[] =
     "usage: flatkv serve -m MODEL [--alias ID] [-m MODEL [--alias ID] ...] [--models-dir DIR] [--max-models N]\n"
-    "                    [--any-model] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-body BYTES]\n"
-    "                    [--chat-template NAME] [--parallel N] [--responses-max N] [--responses-mem BYTES]\n"
-    "                    [--max-queue N] [--max-connections N] [--timeout S] [--body-timeout S] [engine options]\n"
+    "                    [--any-model] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--api-keys FILE]\n"
+    "                    [--max-body BYTES] [--chat-template NAME] [--parallel N] [--responses-max N]\n"
+    "                    [--responses-mem BYTES] [--max-queue N] [--max-connections N] [--timeout S]\n"
+    "                    [--body-timeout S] [engine options]\n"
     "\n"
     "Serve the OpenAI API: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (GET and DELETE\n"
     "/v1/responses/ID), GET /v1/models, GET /v1/models/ID, GET /health, GET /metrics (Prometheus); and Anthropic's\n"
     "POST /v1/messages. A request's \"model\" picks the model by its id (none: the first model; an unknown one: 404).\n"
     "Many conversations stay cached at once: a request reuses the rows of any\n"
-    "cached sequence as far as its prompt ids (and cache_salt) agree with theirs. SIGINT/SIGTERM stop it.\n"
+    "cached sequence as far as its prompt ids (and cache_salt) agree with theirs. SIGINT/SIGTERM stop it;\n"
+    "SIGHUP reloads --api-keys FILE.\n"
     "  -m, --model PATH       GGUF model, served under its file name without .gguf (repeat for more models)\n"
     "      --alias ID         serve the -m before it under ID instead (no spaces)\n"
     "      --models-dir DIR   serve every *.gguf in DIR too, by file name\n"
@@ -30,7 +33,11 @@ static const char HELP[] =
     "      --any-model        answer any model name with the first model (for tools that hard-code a name)\n"
     "      --host ADDR        IPv4 address to listen on (default 127.0.0.1)\n"
     "      --port N           port (default 8080; 0 picks a free one, printed at start)\n"
-    "      --api-key KEY      require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')\n"
+    "      --api-key KEY      require 'Authorization: Bearer KEY' (or 'x-api-key: KEY'); beside --api-keys, one more\n"
+    "                         key, shared, of the tenant \"default\"\n"
+    "      --api-keys FILE    keys as tenants, one a line: KEY [NAME [shared]] ('#' comments); a tenant's requests\n"
+    "                         share no cached row and no stored response with another's, a shared key's use the\n"
+    "                         one common cache; SIGHUP reloads FILE (docs/server.md, \"Tenants\")\n"
     "      --max-body BYTES   largest request body (default 16 MiB)\n"
     "      --chat-template T  override the model's template family\n"
     "      --parallel N       requests run at once, their decode steps batched (default 4)\n"
@@ -164,7 +171,7 @@ static int serve_models(const char *sub, int argc, char **argv, model_list *mode
 int cli_serve(int argc, char **argv) {
     enum { O_HOST = 256, O_PORT, O_KEY, O_MAX_BODY, O_TEMPLATE, O_PARALLEL, O_RESPONSES_MAX, O_RESPONSES_MEM,
            O_MAX_QUEUE, O_MAX_CONNECTIONS, O_TIMEOUT, O_BODY_TIMEOUT, O_ALIAS, O_MODELS_DIR, O_MAX_MODELS,
-           O_ANY_MODEL };
+           O_ANY_MODEL, O_KEYS };
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},  {"host", required_argument, 0, O_HOST},
                                          {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
                                          {"max-body", required_argument, 0, O_MAX_BODY},
@@ -180,6 +187,7 @@ int cli_serve(int argc, char **argv) {
                                          {"models-dir", required_argument, 0, O_MODELS_DIR},
                                          {"max-models", required_argument, 0, O_MAX_MODELS},
                                          {"any-model", no_argument, 0, O_ANY_MODEL},
+                                         {"api-keys", required_argument, 0, O_KEYS},
                                          {"help", no_argument, 0, 'h'},         CLI_ENGINE_OPTIONS,
                                          CLI_SPEC_OPTIONS,
                                          {0, 0, 0, 0}};
@@ -209,6 +217,7 @@ int cli_serve(int argc, char **argv) {
             p.port = (uint16_t)u;
             break;
         case O_KEY: p.api_key = optarg; break;
+        case O_KEYS: p.api_keys = optarg; break;
         case O_MAX_BODY:
             bad = cli_parse_u32(sub, "--max-body", optarg, 1, UINT32_MAX, &u);
             p.max_body = u;
@@ -239,6 +248,13 @@ int cli_serve(int argc, char **argv) {
             return bad ? CLI_USAGE_EXIT : 0;
         }
     }
+    /* The keys file now, not after a model's load of minutes (server_run reads it again, and again on SIGHUP). */
+    tenants *keys = p.api_keys ? tenants_load(p.api_keys, p.api_key, &err) : NULL;
+    if (p.api_keys && !keys) {
+        model_list_free(&models);
+        return cli_fail(sub, &err);
+    }
+    tenants_free(keys);
     int rc = serve_models(sub, argc, argv, &models, models_dir, template_name, &p, &spec);
     model_list_free(&models);
     return rc;

@@ -38,7 +38,7 @@ static void free_job(sched_job *job) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     const oai_kind kind = data[0] & 0x80 ? OAI_COMPLETION : OAI_CHAT;
-    const api_context ctx = {model, &templates[(data[0] & 0x7f) % 7], 128, {0}, false, NULL, "m"};
+    const api_context ctx = {model, &templates[(data[0] & 0x7f) % 7], 128, {0}, false, NULL, "m", NULL};
     api_request req;
     sched_job job;
     api_error e;

@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 #include "reply.h"
+#include "tenants.h"
 #include "toolcall.h"
 #include "utf8.h"
 
@@ -182,11 +183,11 @@ static int parse_speculative(const api_context *ctx, const json_t *root, sched_j
 int api_common_fields(const api_context *ctx, const json_t *root, sched_job *job, char cache_key[65], api_error *e) {
     if (parse_speculative(ctx, root, job, e)) return -1;
     json_t *salt = json_object_get(root, "cache_salt");
-    if (salt && !json_is_null(salt)) {
-        if (!json_is_string(salt) || json_string_length(salt) == 0)
-            return BAD("cache_salt", "'cache_salt' must be a non-empty string");
-        if (!(job->req.salt = strdup(json_string_value(salt)))) return api_oom(e);
-    }
+    if (salt && !json_is_null(salt) && (!json_is_string(salt) || json_string_length(salt) == 0))
+        return BAD("cache_salt", "'cache_salt' must be a non-empty string");
+    fkv_error err = {0};
+    if (tenants_salt(ctx->tenant, json_string_value(salt), &job->req.salt, &err))
+        return api_fail_with(e, "cache_salt", &err);
     /* OpenAI's values; "24h" (the default with --kv-dir) lets the blocks reach the disk tier, where they last as
      * long as its budget keeps them. */
     json_t *retention = json_object_get(root, "prompt_cache_retention");

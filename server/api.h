@@ -42,6 +42,8 @@ typedef struct {
     bool prefix_cache;        /* the engine keeps what it computes for later requests (the Messages API's usage) */
     struct resp_store *store; /* the Responses API's stored responses (responses.h) */
     const char *model_id;     /* the model's id as the server lists it (models.h): answers that name none echo it */
+    const char *tenant;       /* the tenant whose own cache the request's key names (tenants_cache); NULL: the shared
+                               * cache. The server gives each request a copy of its model's context with it set */
 } api_context;
 
 /* One choice's progress on a stream. */
@@ -130,10 +132,11 @@ int api_number(const json_t *root, const char *key, double lo, double hi, float 
 /* A boolean field (absent or null: *out kept). 0, or -1 with e. */
 int api_bool(const json_t *root, const char *key, bool *out, api_naming naming, api_error *e);
 
-/* The fields every API reads alike: cache_salt and prompt_cache_retention into job, the routing keys prompt_cache_key
- * and user checked (strings), prompt_cache_key copied to cache_key (for the log, truncated), and speculative —
- * {"mode": "off"|"lookup"|"draft", "draft_max": 1..16}, flatkv's own: how the answer is computed, never what it is —
- * over the server's (ctx->spec). 0, or -1 with e. */
+/* The fields every API reads alike: cache_salt — composed with ctx->tenant into the job's salt (tenants_salt) before
+ * anything reads it; one with a control character is a 400 — and prompt_cache_retention into job, the routing keys
+ * prompt_cache_key and user checked (strings), prompt_cache_key copied to cache_key (for the log, truncated), and
+ * speculative — {"mode": "off"|"lookup"|"draft", "draft_max": 1..16}, flatkv's own: how the answer is computed, never
+ * what it is — over the server's (ctx->spec). 0, or -1 with e. */
 int api_common_fields(const api_context *ctx, const json_t *root, sched_job *job, char cache_key[65], api_error *e);
 
 /* A function tool in chat's shape, {"type": "function", "function": {name, description, parameters}}: description and

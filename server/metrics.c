@@ -1,10 +1,18 @@
 #include "metrics.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_STATUS 600
+
+/* One tenant's counters, under its name. */
+typedef struct {
+    char *name;
+    uint64_t requests, prompt, cached, generated;
+} metrics_tenant;
 
 struct metrics {
     pthread_mutex_t mu;
@@ -12,6 +20,9 @@ struct metrics {
     uint64_t prompt, cached, generated, drafted, accepted;
     double prefill_s, decode_s;
     uint64_t rejected[METRICS_N_REJECTED];
+    uint64_t auth_failures;
+    metrics_tenant *tenants; /* in the order of their first request; a handful to a few hundred: a lookup walks them */
+    size_t n_tenants;
 };
 
 metrics *metrics_new(void) {
@@ -22,13 +33,34 @@ metrics *metrics_new(void) {
 
 void metrics_free(metrics *m) {
     if (!m) return;
+    for (size_t i = 0; i < m->n_tenants; i++) free(m->tenants[i].name);
+    free(m->tenants);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
-void metrics_count_request(metrics *m, int status) {
+/* The counters of the tenant named name (m->mu held), added at its first request; NULL for no tenant, or when memory
+ * ran out (that request then goes uncounted under its tenant, and in the totals still). */
+static metrics_tenant *tenant_of(metrics *m, const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < m->n_tenants; i++)
+        if (!strcmp(m->tenants[i].name, name)) return &m->tenants[i];
+    char *copy = strdup(name);
+    metrics_tenant *grown = copy ? realloc(m->tenants, sizeof *grown * (m->n_tenants + 1)) : NULL;
+    if (!grown) {
+        free(copy);
+        return NULL;
+    }
+    m->tenants = grown;
+    grown[m->n_tenants] = (metrics_tenant){.name = copy};
+    return &grown[m->n_tenants++];
+}
+
+void metrics_count_request(metrics *m, int status, const char *tenant) {
     pthread_mutex_lock(&m->mu);
     if (status >= 100 && status < MAX_STATUS) m->by_status[status]++;
+    metrics_tenant *t = tenant_of(m, tenant);
+    if (t) t->requests++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -41,12 +73,24 @@ void metrics_count_completion(metrics *m, const metrics_completion *c) {
     m->accepted += c->accepted;
     m->prefill_s += c->prefill_ms / 1e3;
     m->decode_s += c->decode_ms / 1e3;
+    metrics_tenant *t = tenant_of(m, c->tenant);
+    if (t) {
+        t->prompt += c->prompt;
+        t->cached += c->cached;
+        t->generated += c->generated;
+    }
     pthread_mutex_unlock(&m->mu);
 }
 
 void metrics_count_rejected(metrics *m, metrics_rejection why) {
     pthread_mutex_lock(&m->mu);
     m->rejected[why]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_count_auth_failure(metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->auth_failures++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -117,6 +161,8 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv, const metrics_load 
         {"disk_misses_total", "counter", "Disk tier lookups that found no block file.", kv->disk_misses},
         {"disk_corrupt_total", "counter", "Block files that did not verify: ignored, removed, recomputed.",
          kv->disk_corrupt},
+        {"disk_forged_total", "counter", "With --kv-key: block files whose checksums verified and MAC did not "
+         "(written without the key): ignored, removed, recomputed.", kv->disk_forged},
         {"disk_writes_total", "counter", "Block files written.", kv->disk_writes},
         {"disk_evictions_total", "counter", "Block files removed over --kv-disk, least recently used first.",
          kv->disk_evictions},
@@ -163,6 +209,30 @@ char *metrics_render(metrics *m, const fkv_engine_stats *kv, const metrics_load 
     for (size_t i = 0; i < sizeof gauges / sizeof *gauges; i++)
         fprintf(out, "# HELP flatkv_%s %s\n# TYPE flatkv_%s gauge\nflatkv_%s %u\n", gauges[i].name, gauges[i].help,
                 gauges[i].name, gauges[i].name, gauges[i].value);
+    fprintf(out, "# HELP flatkv_auth_failures_total Requests refused for a missing or unknown API key (401).\n"
+                 "# TYPE flatkv_auth_failures_total counter\nflatkv_auth_failures_total %llu\n",
+            (unsigned long long)m->auth_failures);
+    /* Per tenant: a name is [A-Za-z0-9._-] (tenants.h), so it needs no escaping in a label. */
+    const struct {
+        const char *name, *help;
+        size_t offset;
+    } per_tenant[] = {
+        {"requests_total", "Requests answered (any status) made with the tenant's keys.",
+         offsetof(metrics_tenant, requests)},
+        {"prompt_tokens_total", "Prompt tokens of the tenant's completed requests.", offsetof(metrics_tenant, prompt)},
+        {"cached_tokens_total", "Of them, reused from the tenant's cache instead of prefilled.",
+         offsetof(metrics_tenant, cached)},
+        {"generated_tokens_total", "Tokens generated for the tenant.", offsetof(metrics_tenant, generated)},
+    };
+    for (size_t k = 0; k < sizeof per_tenant / sizeof *per_tenant; k++) {
+        fprintf(out, "# HELP flatkv_tenant_%s %s\n# TYPE flatkv_tenant_%s counter\n", per_tenant[k].name,
+                per_tenant[k].help, per_tenant[k].name);
+        for (size_t i = 0; i < m->n_tenants; i++) {
+            const uint64_t *v = (const uint64_t *)((const char *)&m->tenants[i] + per_tenant[k].offset);
+            fprintf(out, "flatkv_tenant_%s{tenant=\"%s\"} %llu\n", per_tenant[k].name, m->tenants[i].name,
+                    (unsigned long long)*v);
+        }
+    }
     pthread_mutex_unlock(&m->mu);
     fclose(out);
     return buf;

@@ -61,7 +61,7 @@ static int slot_load(const models *r, models_slot *s, fkv_model *given, fkv_erro
     if (sched_note(s->sched)) fprintf(stderr, "flatkv serve: %s: %s\n", s->entry->id, sched_note(s->sched));
     s->model = m;
     s->ctx = (api_context){m, &s->tmpl, sched_n_ctx(s->sched), spec, r->p.engine->prefix_cache, s->store,
-                           s->entry->id};
+                           s->entry->id, NULL}; /* the shared cache: a request's copy names its tenant's (http.c) */
     fprintf(stderr, "flatkv serve: model '%s' ready in %.0f ms\n", s->entry->id, sched_now_ms() - t0);
     return 0;
 }

@@ -15,6 +15,11 @@
  * connections are refused; a request still waiting or running --timeout seconds after it arrived ends with 504;
  * a body that has not fully arrived --body-timeout seconds after the headers gets 408 and the connection closes.
  * Each is counted on /metrics. SIGINT/SIGTERM: stop accepting, cancel what runs, exit 0.
+ *
+ * Keys: --api-key KEY and --api-keys FILE name tenants (tenants.h); a request without a key the server knows is a 401
+ * on every route but /health and the chat page's files, and a tenant's requests are salted with it. SIGHUP reloads
+ * FILE: a file that does not parse leaves the keys as they were (one line on stderr says where), requests in flight
+ * keep the tenant they authenticated as.
  */
 #ifndef FKV_SERVER_H
 #define FKV_SERVER_H
@@ -29,7 +34,9 @@
 typedef struct {
     const char *host;
     uint16_t port;
-    const char *api_key; /* NULL: no authentication */
+    const char *api_key;  /* one more key, shared, of the tenant "default"; NULL: none */
+    const char *api_keys; /* --api-keys FILE (tenants.h), reloaded on SIGHUP; NULL: none (and with no api_key, no
+                           * authentication) */
     size_t max_body;
     fkv_engine_params engine;
     uint32_t parallel; /* requests run at once */

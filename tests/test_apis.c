@@ -57,7 +57,7 @@ static void test_a_call_comes_back_as_a_tool_use_block(void **state) {
     (void)state;
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template chatml = {.family = CHAT_CHATML};
-    api_context ctx = {m, &chatml, 512, {0}, true, NULL, "m"};
+    api_context ctx = {m, &chatml, 512, {0}, true, NULL, "m", NULL};
     const char body[] = "{\"model\": \"m\", \"max_tokens\": 32, \"tools\": [{\"name\": \"weather\", \"input_schema\": "
                         "{\"type\": \"object\"}}], \"tool_choice\": {\"type\": \"any\"}, \"messages\": [{\"role\": "
                         "\"user\", \"content\": \"Weather?\"}]}";
@@ -112,7 +112,7 @@ static void test_the_messages_usage_partitions_the_prompt(void **state) {
     (void)state;
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template plain = {.family = CHAT_PLAIN};
-    api_context ctx = {m, &plain, 512, {0}, false, NULL, "m"};
+    api_context ctx = {m, &plain, 512, {0}, false, NULL, "m", NULL};
     const char body[] = "{\"model\": \"m\", \"max_tokens\": 8, \"stop_sequences\": [\"zz\"], \"messages\": [{\"role\": "
                         "\"user\", \"content\": \"Hi\"}]}";
     for (int cache = 0; cache < 2; cache++) {
@@ -143,7 +143,7 @@ static void test_a_call_comes_back_as_a_function_call_item(void **state) {
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template chatml = {.family = CHAT_CHATML};
     resp_store *store = resp_store_new(8, 1 << 20);
-    api_context ctx = {m, &chatml, 512, {0}, false, store, "m"};
+    api_context ctx = {m, &chatml, 512, {0}, false, store, "m", NULL};
     const char body[] = "{\"input\": \"Weather?\", \"tools\": [{\"type\": \"function\", \"name\": \"weather\", "
                         "\"parameters\": {\"type\": \"object\"}}], \"tool_choice\": {\"type\": \"function\", \"name\": "
                         "\"weather\"}, \"parallel_tool_calls\": false}";
@@ -220,7 +220,7 @@ static void test_a_stored_turn_is_continued_from_its_exact_ids(void **state) {
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template plain = {.family = CHAT_PLAIN};
     resp_store *store = resp_store_new(8, 1 << 20);
-    api_context ctx = {m, &plain, 512, {0}, false, store, "m"};
+    api_context ctx = {m, &plain, 512, {0}, false, store, "m", NULL};
     const int32_t eos = 2, a = 400, b = 401;
     const int32_t ended[] = {a, b, eos}, cut[] = {a, b};
     for (int k = 0; k < 2; k++) {
@@ -273,7 +273,7 @@ static void test_text_format_reaches_the_job_as_chats_response_format(void **sta
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template plain = {.family = CHAT_PLAIN};
     resp_store *store = resp_store_new(8, 1 << 20);
-    api_context ctx = {m, &plain, 512, {0}, false, store, "m"};
+    api_context ctx = {m, &plain, 512, {0}, false, store, "m", NULL};
     const char *bodies[] = {
         "{\"input\": \"x\", \"text\": {\"format\": {\"type\": \"json_schema\", \"name\": \"n\", \"schema\": {\"type\": "
         "\"object\"}, \"strict\": true}}}",
@@ -328,7 +328,7 @@ static void test_a_response_format_composes_with_every_tool_choice(void **state)
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template chatml = {.family = CHAT_CHATML};
     resp_store *store = resp_store_new(8, 1 << 20);
-    api_context ctx = {m, &chatml, 512, {0}, true, store, "m"};
+    api_context ctx = {m, &chatml, 512, {0}, true, store, "m", NULL};
     const struct {
         const api *row;
         const char *body;
@@ -381,7 +381,7 @@ static void test_count_tokens_counts_what_a_message_would_prefill(void **state) 
     (void)state;
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template chatml = {.family = CHAT_CHATML};
-    api_context ctx = {m, &chatml, 512, {0}, true, NULL, "m"};
+    api_context ctx = {m, &chatml, 512, {0}, true, NULL, "m", NULL};
     const char fields[] = "\"model\": \"m\", \"system\": \"Be brief.\", " ANTH_TOOLS ", \"messages\": [{\"role\": "
                           "\"user\", \"content\": \"Weather in Paris?\"}]";
     char counted[512], sent[512];

@@ -43,7 +43,7 @@ static uint64_t json_misreads; /* failed allocations inside jansson that it repo
 
 /* One request, parsed, run and rendered. 0 with *answer (malloc'd JSON of the response) or -1 with *status. */
 static int request_once(char **answer, int *status, fkv_error *failure) {
-    const api_context ctx = {fx.m, &fx.tmpl, sched_n_ctx(fx.s), {0}, false, NULL, "m"};
+    const api_context ctx = {fx.m, &fx.tmpl, sched_n_ctx(fx.s), {0}, false, NULL, "m", NULL};
     api_request req = {0};
     api_error e;
     *answer = NULL;

@@ -25,7 +25,7 @@ static void free_job(sched_job *job) {
 
 /* The prompt ids of body under template t; asserts the parse succeeds. *n their count; the caller frees. */
 static int32_t *parse_ids(const fkv_model *m, const chat_template *t, const char *body, uint32_t *n) {
-    api_context ctx = {m, t, 512, {0}, false, NULL, "m"};
+    api_context ctx = {m, t, 512, {0}, false, NULL, "m", NULL};
     api_request req;
     sched_job job;
     api_error e;
@@ -94,7 +94,7 @@ static void test_enable_thinking_false_renders_the_empty_think_block(void **stat
     free(ids_on);
     free(ids_off);
 
-    api_context ctx = {m, &qwen3, 512, {0}, false, NULL, "m"};
+    api_context ctx = {m, &qwen3, 512, {0}, false, NULL, "m", NULL};
     api_request req;
     sched_job job;
     api_error e;
@@ -111,7 +111,7 @@ static void test_enable_thinking_false_renders_the_empty_think_block(void **stat
 /* oai_parse of body as a request of kind under ChatML, into req, job and e; its return. */
 static int parse(const fkv_model *m, oai_kind kind, const char *body, api_request *req, sched_job *job, api_error *e) {
     static const chat_template chatml = {.family = CHAT_CHATML};
-    api_context ctx = {m, &chatml, 512, {0}, false, NULL, "m"};
+    api_context ctx = {m, &chatml, 512, {0}, false, NULL, "m", NULL};
     memset(req, 0, sizeof *req);
     memset(job, 0, sizeof *job);
     return oai_parse(&ctx, kind, body, strlen(body), req, job, e);
@@ -188,7 +188,7 @@ static void test_an_error_quoting_invalid_utf8_still_has_a_json_body(void **stat
     (void)state;
     fkv_model *m = tu_load_model(tu_data("models/stories260K.gguf"));
     chat_template chatml = {.family = CHAT_CHATML};
-    api_context ctx = {m, &chatml, 512, {0}, false, NULL, "m"};
+    api_context ctx = {m, &chatml, 512, {0}, false, NULL, "m", NULL};
     api_request req;
     sched_job job;
     api_error e;
@@ -245,7 +245,7 @@ static void test_reasoning_effort_and_reasoning_content_reach_the_template(void 
     snprintf(body, sizeof body, "{%s}", convo);
     expect_ids(m, &harmony, body, &harmony, msgs, 3);
 
-    api_context ctx = {m, &harmony, 512, {0}, false, NULL, "m"};
+    api_context ctx = {m, &harmony, 512, {0}, false, NULL, "m", NULL};
     api_request req;
     sched_job job;
     api_error e;
@@ -285,7 +285,7 @@ static void test_a_reply_streams_its_reasoning_apart_from_its_content(void **sta
     fkv_error err = {0};
     chat_template harmony;
     if (chat_template_by_name("gpt-oss", &harmony, &err)) fail_msg("%s", err.msg);
-    api_context ctx = {m, &harmony, 512, {0}, false, NULL, "m"};
+    api_context ctx = {m, &harmony, 512, {0}, false, NULL, "m", NULL};
     api_request req;
     sched_job job;
     api_error e;

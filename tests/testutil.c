@@ -130,7 +130,7 @@ int tu_for_each_vocab_vector(const char *vocab, tu_vector_fn fn, void *user) {
 }
 
 /* FKV_TEST_KERNELS, when set, narrows the variants to those it names (comma-separated; "best": the best this CPU
- * runs) — the sanitizer build's slow model tests take ref and the best, its kernel tests every one. */
+ * runs) — the sanitizer build's slow model tests take the best, its kernel tests every one. */
 static bool variant_wanted(kern_id id) {
     const char *list = getenv("FKV_TEST_KERNELS");
     if (!list || !*list) return true;

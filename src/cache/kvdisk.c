@@ -13,7 +13,6 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <sodium.h>
 #include <xxhash.h>
 
@@ -63,13 +62,19 @@ struct kvdisk {
     _Atomic uint64_t hits, misses, corrupt, forged, writes, evictions, dropped, errors, bytes, pending;
 };
 
+/* BLAKE2b, not a fast non-cryptographic hash: a name is all that keeps one salt's (one tenant's) blocks from
+ * another's on disk, so no request may be able to craft a salt or ids whose chain meets another's. Once a block. */
 kvdisk_key kvdisk_chain(const kvdisk_key *parent, const void *bytes, size_t n) {
-    XXH3_state_t st;
-    XXH3_128bits_reset(&st);
-    XXH3_128bits_update(&st, parent, sizeof *parent);
-    XXH3_128bits_update(&st, bytes, n);
-    XXH128_hash_t h = XXH3_128bits_digest(&st);
-    return (kvdisk_key){h.low64, h.high64};
+    crypto_generichash_state st;
+    uint8_t h[2 * sizeof(uint64_t)];
+    crypto_generichash_init(&st, NULL, 0, sizeof h);
+    crypto_generichash_update(&st, (const unsigned char *)parent, sizeof *parent);
+    crypto_generichash_update(&st, bytes, n);
+    crypto_generichash_final(&st, h, sizeof h);
+    kvdisk_key k;
+    memcpy(&k.lo, h, sizeof k.lo);
+    memcpy(&k.hi, h + sizeof k.lo, sizeof k.hi);
+    return k;
 }
 
 static void key_hex(const kvdisk_key *k, char out[33]) {
@@ -211,7 +216,9 @@ static void write_entry(kvdisk *d, const job *j) {
     char *path = entry_path(d, &j->key, j->state ? &j->group : NULL, j->n_ids), *tmp = NULL;
     struct stat st;
     if (!path) goto failed;
-    if (!stat(path, &st)) { /* another writer (or replica) was first: the same bytes */
+    /* Another writer (or replica) was first: the same bytes. Not with a key: the file there may be a forgery that would
+     * hold the name for good (a read stops at the first file that fails), so this one replaces it, whole (rename). */
+    if (!d->keyed && !stat(path, &st)) {
         free(path);
         return;
     }

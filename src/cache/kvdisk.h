@@ -71,7 +71,7 @@ kvdisk *kvdisk_open(const char *dir, uint64_t budget, uint32_t block_rows, size_
 /* Writes still queued are written first. */
 void kvdisk_close(kvdisk *d);
 
-/* The key that chains n bytes onto parent (a namespace, a salt, a block's ids). */
+/* The key that chains n bytes onto parent (a namespace, a salt, a block's ids): BLAKE2b-128. */
 kvdisk_key kvdisk_chain(const kvdisk_key *parent, const void *bytes, size_t n);
 
 /* The identity of the GGUF at path, mapped at map[0, size): an xxh3-128 digest of all its bytes (metadata and

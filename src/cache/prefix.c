@@ -2,7 +2,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "base/err.h"
 
@@ -45,7 +44,7 @@ struct prefix_node {
 };
 
 typedef struct {
-    uint64_t salt;
+    char *salt;        /* NULL: the default (no salt, or an empty one) */
     prefix_node *root; /* a sentinel: no block, no tokens */
 } salt_root;
 
@@ -272,7 +271,10 @@ static void subtree_free(prefix_tree *t, prefix_node *n) {
 
 void prefix_free(prefix_tree *t) {
     if (!t) return;
-    for (uint32_t i = 0; i < t->n_roots; i++) subtree_free(t, t->roots[i].root);
+    for (uint32_t i = 0; i < t->n_roots; i++) {
+        subtree_free(t, t->roots[i].root);
+        free(t->roots[i].salt);
+    }
     free(t->roots);
     free(t->disk_rows);
     free(t->disk_state);
@@ -280,30 +282,37 @@ void prefix_free(prefix_tree *t) {
     free(t);
 }
 
-/* The root of salt's rows. A root no sequence holds (refs: the sequences started under it) and with nothing under it
- * is taken over by a new salt: a client sending a new cache_salt with every request grows nothing. */
+/* The root of salt's rows, found by the salt's bytes — never by a digest of them: salts keep tenants apart
+ * (server/tenants.h), and a request must not be able to make its salt meet another's. A root no sequence holds (refs:
+ * the sequences started under it) and with nothing under it is taken over by a new salt: a client sending a new
+ * cache_salt with every request grows nothing. */
 static prefix_node *root_for(prefix_tree *t, const char *salt) {
-    uint64_t h = salt && *salt ? XXH3_64bits(salt, strlen(salt)) : 0;
+    if (salt && !*salt) salt = NULL;
     salt_root *idle = NULL;
     for (uint32_t i = 0; i < t->n_roots; i++) {
-        if (t->roots[i].salt == h) return t->roots[i].root;
+        const char *own = t->roots[i].salt;
+        if (own == salt || (own && salt && !strcmp(own, salt))) return t->roots[i].root;
         if (!idle && !t->roots[i].root->refs && !t->roots[i].root->child) idle = &t->roots[i];
     }
-    if (idle) {
-        idle->salt = h;
-        if (t->disk.disk) idle->root->key = kvdisk_chain(&t->disk.ns, salt ? salt : "", salt ? strlen(salt) : 0);
-        return idle->root;
-    }
-    salt_root *grown = realloc(t->roots, sizeof *grown * (t->n_roots + 1));
-    prefix_node *root = grown ? node_new(t, NULL, 0) : NULL;
-    if (!root) {
+    char *copy = salt ? strdup(salt) : NULL;
+    if (salt && !copy) return NULL;
+    salt_root *at = idle;
+    if (!at) {
+        salt_root *grown = realloc(t->roots, sizeof *grown * (t->n_roots + 1));
+        prefix_node *root = grown ? node_new(t, NULL, 0) : NULL;
         if (grown) t->roots = grown;
-        return NULL;
+        if (!root) {
+            free(copy);
+            return NULL;
+        }
+        at = &t->roots[t->n_roots++];
+        at->root = root;
+    } else {
+        free(at->salt);
     }
-    t->roots = grown;
-    t->roots[t->n_roots++] = (salt_root){h, root};
-    if (t->disk.disk) root->key = kvdisk_chain(&t->disk.ns, salt ? salt : "", salt ? strlen(salt) : 0);
-    return root;
+    at->salt = copy;
+    if (t->disk.disk) at->root->key = kvdisk_chain(&t->disk.ns, salt ? salt : "", salt ? strlen(salt) : 0);
+    return at->root;
 }
 
 static int seq_push(prefix_seq *s, prefix_node *n) {

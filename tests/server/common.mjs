@@ -1,12 +1,13 @@
-// common.mjs — what both server test programs share: starting `flatkv serve` on a free loopback port,
-// running `flatkv generate`, and counting checks.
+// common.mjs — what the server test programs share: starting `flatkv serve` on a free loopback port, starting a
+// fleet (scripts/fleet), running `flatkv generate`, and counting checks.
 //
 // The binary comes from FLATKV_BIN and the model from the data folder FLATKV_DATA (ctest sets both; by hand
 // they default to the Release build and the repository's data/). Every wait is bounded: a hung server fails
 // the test instead of hanging CI, and servers still running when the program exits are killed.
 import { spawn, execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -120,6 +121,7 @@ export async function startServer(extraArgs = []) {
     url,
     port,
     model,
+    pid: child.pid, // the server's own: the command is spawned without a shell
     log: () => stderr,
     async stop() {
       child.kill('SIGTERM');
@@ -132,6 +134,115 @@ export async function startServer(extraArgs = []) {
       if (result.code !== 0)
         throw new Error(`server on port ${port} exited with code ${result.code} (signal ${result.signal}):\n${stderr}`);
       console.log(`stopped: server on port ${port} exited 0 on SIGTERM`);
+    },
+  };
+}
+
+// ---- the fleet: scripts/fleet ------------------------------------------------------------------------
+
+const FLEET = resolve(repo, 'scripts/fleet');
+
+/** A loopback port nobody listens on now (HAProxy needs a fixed one). */
+export function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+/** The process is running: it exists and is not a zombie waiting for a parent to reap it. */
+export const alive = (pid) => {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0] !== 'Z';
+  } catch {
+    return false;
+  }
+};
+
+/** Wait, bounded, until none of pids is running; the ones still running. */
+export async function gone(pids) {
+  for (let waited = 0; pids.some(alive) && waited < STOP_MS; waited += 100)
+    await new Promise((res) => setTimeout(res, 100));
+  return pids.filter(alive);
+}
+
+/**
+ * scripts/fleet with `args` (and `env`), waiting (bounded) for its "haproxy pid PID port PORT" line. Returns {url,
+ * replicas: [{k, pid, port}], haproxy: {pid}, restarts: [{k, pid, port}], pids(), log(), stop(), kill()}: url is
+ * https with --tls; with --restart, each "replica K pid PID port PORT restarted" line updates replicas[K] and is added
+ * to restarts; pids() are HAProxy's and the replicas' now; stop() sends SIGTERM and checks that the script exited 0
+ * and that none of the processes it started is still running; kill() SIGKILLs the script alone.
+ */
+export async function startFleet(args, env = {}) {
+  const child = spawn(FLEET, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, FLATKV_BIN: BIN, ...env },
+  });
+  process.on('exit', () => child.kill('SIGKILL')); // its replicas and HAProxy die with it (pdeathsig)
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8');
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise((res) => child.on('exit', (code, signal) => res({ code, signal })));
+  const restarts = [];
+  const fleet = await new Promise((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`the fleet was not up within ${2 * START_MS} ms:\n${stderr}`)),
+      2 * START_MS);
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+      const h = /^haproxy pid (\d+) port (\d+)$/m.exec(stdout);
+      if (!h) return;
+      clearTimeout(timer);
+      const replicas = [...stdout.matchAll(/^replica (\d+) pid (\d+) port (\d+)$/gm)].map((m) => ({
+        k: Number(m[1]), pid: Number(m[2]), port: Number(m[3]),
+      }));
+      const scheme = args.includes('--tls') ? 'https' : 'http';
+      res({ url: `${scheme}://127.0.0.1:${h[2]}`, replicas, haproxy: { pid: Number(h[1]) } });
+    });
+    exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      rej(new Error(`scripts/fleet exited (code ${code}, signal ${signal}) before it was up:\n${stderr}`));
+    });
+  });
+  console.log(`started: scripts/fleet ${args.join(' ')} →\n${stdout.trimEnd()}`);
+  let unread = stdout.slice(stdout.search(/^haproxy pid .*$/m)).replace(/^.*\n?/, '');
+  const restarted = () => {
+    let line;
+    while ((line = /^(.*)\n/.exec(unread))) {
+      unread = unread.slice(line[0].length);
+      const m = /^replica (\d+) pid (\d+) port (\d+) restarted$/.exec(line[1]);
+      if (!m) continue;
+      const r = { k: Number(m[1]), pid: Number(m[2]), port: Number(m[3]) };
+      fleet.replicas[r.k] = { ...r };
+      restarts.push(r);
+    }
+  };
+  restarted();
+  child.stdout.on('data', (chunk) => {
+    unread += chunk;
+    restarted();
+  });
+  const pids = () => [fleet.haproxy.pid, ...fleet.replicas.map((r) => r.pid)];
+  return {
+    ...fleet,
+    restarts,
+    pids,
+    log: () => stderr,
+    kill: () => child.kill('SIGKILL'),
+    async stop() {
+      const started = pids();
+      child.kill('SIGTERM');
+      const timeout = new Promise((res) => setTimeout(() => res(null), STOP_MS).unref());
+      const result = await Promise.race([exited, timeout]);
+      check('SIGTERM stops the fleet, exit 0', result?.code === 0,
+        result ? `code ${result.code}, signal ${result.signal}` : `still running after ${STOP_MS} ms`);
+      const left = await gone(started);
+      check('nothing the fleet started is left running', left.length === 0, left.length ? `pids ${left}` : '');
     },
   };
 }

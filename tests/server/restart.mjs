@@ -1,7 +1,8 @@
 // restart.mjs — the disk tier across processes (--kv-dir): a server restarted on the same directory answers the
 // next turn of a long conversation from the blocks on disk, byte-identical to a cold server; a block file flipped
 // or truncated on disk is detected and recomputed with the same answer; two servers writing the same blocks at
-// once leave files that verify; `flatkv chat --kv-dir` resumes a conversation after the process exits.
+// once leave files that verify; with --kv-key, files written under another key are refused as forged and the answer
+// is a cold server's; `flatkv chat --kv-dir` resumes a conversation after the process exits.
 //
 // The conversation is ~8k tokens on a generated model with an 8k context (a sanitizer build, several times slower,
 // takes ~2k). Time to first token restarted vs cold is printed (a measurement, never asserted).
@@ -142,6 +143,37 @@ await runSections([
     checkEqual('a third server answers as a cold one', r.text, coldAnswer);
     check('from the blocks they wrote', r.disk >= 0.9 * ra.prompt, `${r.disk} from disk`);
     check('none of them is corrupt', corrupt === 0, `flatkv_kv_disk_corrupt_total ${corrupt}`);
+  }],
+
+  ['with --kv-key, files written under another key are refused as forged', async () => {
+    const keyed = join(work, 'kv4');
+    const fleetKey = join(work, 'fleet.key');
+    const rogueKey = join(work, 'rogue.key');
+    writeFileSync(fleetKey, 'the fleet\'s secret, 32 bytes...\n', { mode: 0o600 });
+    writeFileSync(rogueKey, 'a rogue replica, 32 bytes long..\n', { mode: 0o600 });
+    const withKey = (key) => [...serveArgs(keyed), '--kv-key', key];
+    const rogue = await startServer(withKey(rogueKey));
+    await ask(rogue, turn1);
+    await rogue.stop();
+    const server = await startServer(withKey(fleetKey));
+    const r = await ask(server, turn2);
+    const forged = await metric(server, 'flatkv_kv_disk_forged_total');
+    await server.stop();
+    checkEqual('the answer equals a cold server\'s', r.text, coldAnswer);
+    check('nothing was read from the rogue files', r.disk === 0, `${r.disk} from disk`);
+    check('the file met was counted as forged', forged >= 1, `flatkv_kv_disk_forged_total ${forged}`);
+    const again = await startServer(withKey(fleetKey));
+    const r2 = await ask(again, turn2);
+    const forged2 = await metric(again, 'flatkv_kv_disk_forged_total');
+    await again.stop();
+    checkEqual('the next process answers the same', r2.text, coldAnswer);
+    check('from the blocks written under the fleet\'s key', r2.disk >= 0.9 * r2.prompt && forged2 === 0,
+      `${r2.disk} of ${r2.prompt} from disk, ${forged2} forged`);
+    writeFileSync(join(work, 'open.key'), 'the fleet\'s secret, 32 bytes...\n', { mode: 0o644 });
+    const refused = await new Promise((res) => execFile(BIN, ['serve', ...serveArgs(keyed), '--port', '0',
+      '--kv-key', join(work, 'open.key')], { timeout: REQUEST_MS }, (err, stdout, stderr) => res({ err, stderr })));
+    check('a key file others may read is refused at start', refused.err?.code === 2 &&
+      /chmod 600/.test(refused.stderr), `exit ${refused.err?.code}: ${refused.stderr.trim()}`);
   }],
 
   ['flatkv chat --kv-dir resumes a conversation after the process exits', async () => {
