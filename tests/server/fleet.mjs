@@ -8,19 +8,15 @@
 // dead replica's conversations move, the moved ones reuse ≥ 90% from the shared --kv-dir (the disk tier),
 // and every answer equals a cold server's. SIGTERM stops the whole fleet, and so does SIGKILL of the script
 // (its children die with it). Greedy throughout.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 
 import {
-  BIN, MODEL, REQUEST_MS, START_MS, STOP_MS, check, checkEqual, finish, runSections, startServer,
+  MODEL, REQUEST_MS, check, checkEqual, finish, freePort, gone, runSections, startFleet, startServer,
 } from './common.mjs';
 
-const FLEET = resolve(dirname(fileURLToPath(import.meta.url)), '../../scripts/fleet');
 const REPLICAS = 3;
 // --kv-block 32: the disk tier holds full blocks only, so a moved conversation resumes at most a block short of its end.
 // --threads 1: three replicas share this machine's cores (rows are the same bits at any thread count).
@@ -42,89 +38,6 @@ const OPENINGS = [
 ];
 const FOLLOW_UPS = ['What did they see?', 'Then what?', 'Who came to help?', 'Was it fun?', 'What did they eat?',
   'Where did they go?', 'How did it end?'];
-
-/** A loopback port nobody listens on now (HAProxy needs a fixed one). */
-function freePort() {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => res(port));
-    });
-  });
-}
-
-/** The process is running: it exists and is not a zombie waiting for a parent to reap it. */
-const alive = (pid) => {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0] !== 'Z';
-  } catch {
-    return false;
-  }
-};
-
-/** Wait, bounded, until none of pids is running; the ones still running. */
-async function gone(pids) {
-  for (let waited = 0; pids.some(alive) && waited < STOP_MS; waited += 100)
-    await new Promise((res) => setTimeout(res, 100));
-  return pids.filter(alive);
-}
-
-/**
- * scripts/fleet with `args` (and `env`), waiting (bounded) for its "haproxy pid PID port PORT" line. Returns {url,
- * replicas: [{k, pid, port}], haproxy: {pid}, pids, log(), stop(), kill()}: stop() sends SIGTERM and checks
- * that the script exited 0 and that none of the processes it started is still running; kill() SIGKILLs the
- * script alone.
- */
-async function startFleet(args, env = {}) {
-  const child = spawn(FLEET, args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, FLATKV_BIN: BIN, ...env },
-  });
-  process.on('exit', () => child.kill('SIGKILL')); // its replicas and HAProxy die with it (pdeathsig)
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8');
-  child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  const exited = new Promise((res) => child.on('exit', (code, signal) => res({ code, signal })));
-  const fleet = await new Promise((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`the fleet was not up within ${2 * START_MS} ms:\n${stderr}`)),
-      2 * START_MS);
-    child.stdout.on('data', (chunk) => {
-      stdout += chunk;
-      const h = /^haproxy pid (\d+) port (\d+)$/m.exec(stdout);
-      if (!h) return;
-      clearTimeout(timer);
-      const replicas = [...stdout.matchAll(/^replica (\d+) pid (\d+) port (\d+)$/gm)].map((m) => ({
-        k: Number(m[1]), pid: Number(m[2]), port: Number(m[3]),
-      }));
-      res({ url: `http://127.0.0.1:${h[2]}`, replicas, haproxy: { pid: Number(h[1]) } });
-    });
-    exited.then(({ code, signal }) => {
-      clearTimeout(timer);
-      rej(new Error(`scripts/fleet exited (code ${code}, signal ${signal}) before it was up:\n${stderr}`));
-    });
-  });
-  console.log(`started: scripts/fleet ${args.join(' ')} →\n${stdout.trimEnd()}`);
-  const pids = [fleet.haproxy.pid, ...fleet.replicas.map((r) => r.pid)];
-  return {
-    ...fleet,
-    pids,
-    log: () => stderr,
-    kill: () => child.kill('SIGKILL'),
-    async stop() {
-      child.kill('SIGTERM');
-      const timeout = new Promise((res) => setTimeout(() => res(null), STOP_MS).unref());
-      const result = await Promise.race([exited, timeout]);
-      check('SIGTERM stops the fleet, exit 0', result?.code === 0,
-        result ? `code ${result.code}, signal ${result.signal}` : `still running after ${STOP_MS} ms`);
-      const left = await gone(pids);
-      check('nothing the fleet started is left running', left.length === 0, left.length ? `pids ${left}` : '');
-    },
-  };
-}
 
 const kvDir = mkdtempSync(join(tmpdir(), 'flatkv-fleet-'));
 const port = await freePort();
@@ -315,10 +228,11 @@ async function scriptKilled() {
   const dir = mkdtempSync(join(tmpdir(), 'flatkv-fleet-'));
   const small = await startFleet(['--replicas', '2', '--port', String(await freePort()), '--kv-dir', dir, '-m', MODEL,
     ...SERVE], { TMPDIR: dir }); // where the script keeps its logs, left behind by a SIGKILL
+  const pids = small.pids();
   small.kill();
-  const left = await gone(small.pids);
+  const left = await gone(pids);
   check('SIGKILL of the script leaves none of its replicas or HAProxy running', left.length === 0,
-    left.length ? `pids ${left} of ${small.pids}` : `pids ${small.pids} gone`);
+    left.length ? `pids ${left} of ${pids}` : `pids ${pids} gone`);
   rmSync(dir, { recursive: true, force: true });
 }
 
