@@ -22,7 +22,10 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
 
-import { MODEL, check, checkEqual, finish, freePort, runSections, startFleet, startServer } from './common.mjs';
+import {
+  MODEL, STORY_FOLLOW_UPS, STORY_OPENINGS, STORY_SYSTEM, check, checkEqual, finish, freePort, runSections, startFleet,
+  startServer,
+} from './common.mjs';
 
 const REPLICAS = 3;
 // As fleet.mjs: --kv-block 32 so conversations of a few hundred tokens write several blocks; --threads 1 as three
@@ -44,22 +47,6 @@ const KILL_EVERY_MS = [2000, 4000];
 // A client reads an answer before it asks again. It also keeps the run's requests to what a cold server replays
 // in about a minute (each from scratch: ~30 ms, where the fleet, reusing its cache, answers in a few).
 const THINK_MS = 100;
-
-const SYSTEM =
-  'You are a storyteller for small children. Every story is short, kind and simple, with a happy end. ' +
-  'Use easy words. Name the animals. Tell what they see, what they feel and what they do.';
-const OPENINGS = [
-  'Tell me about a cat named Tom.',
-  'Tell me about a girl named Lily.',
-  'Tell me about a big brown dog.',
-  'Tell me about a little fish.',
-  'Tell me about a boy and his kite.',
-  'Tell me about a bird in a tree.',
-  'Tell me about a frog in the rain.',
-  'Tell me about a bear who likes honey.',
-];
-const FOLLOW_UPS = ['What did they see?', 'Then what?', 'Who came to help?', 'Was it fun?', 'What did they eat?',
-  'Where did they go?', 'How did it end?'];
 
 const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
 
@@ -178,12 +165,12 @@ async function turn(messages, key, stream) {
 async function chat(c, until) {
   for (let n = 0; Date.now() < until; n++) {
     const key = `chaos-${c}-${n}`;
-    const messages = [{ role: 'system', content: SYSTEM }];
+    const messages = [{ role: 'system', content: STORY_SYSTEM }];
     let last = null;
     for (let t = 0; t < TURNS && Date.now() < until; t++) {
       // A story number of its own: no two conversations alike, so each answer is checked on a prompt of its own.
-      const opening = `${OPENINGS[(c + 3 * n) % OPENINGS.length]} This is story ${c * 1000 + n}.`;
-      messages.push({ role: 'user', content: t === 0 ? opening : FOLLOW_UPS[t - 1] });
+      const opening = `${STORY_OPENINGS[(c + 3 * n) % STORY_OPENINGS.length]} This is story ${c * 1000 + n}.`;
+      messages.push({ role: 'user', content: t === 0 ? opening : STORY_FOLLOW_UPS[t - 1] });
       const sent = messages.map((m) => ({ ...m }));
       const text = await turn(sent, key, (c + t) % 2 === 1); // half the requests streamed
       if (text === null) break;

@@ -138,6 +138,24 @@ export async function startServer(extraArgs = []) {
   };
 }
 
+// ---- conversations the fleet tests hold: a system prompt, openings, and the turns that follow ----------
+
+export const STORY_SYSTEM =
+  'You are a storyteller for small children. Every story is short, kind and simple, with a happy end. ' +
+  'Use easy words. Name the animals. Tell what they see, what they feel and what they do.';
+export const STORY_OPENINGS = [
+  'Tell me about a cat named Tom.',
+  'Tell me about a girl named Lily.',
+  'Tell me about a big brown dog.',
+  'Tell me about a little fish.',
+  'Tell me about a boy and his kite.',
+  'Tell me about a bird in a tree.',
+  'Tell me about a frog in the rain.',
+  'Tell me about a bear who likes honey.',
+];
+export const STORY_FOLLOW_UPS = ['What did they see?', 'Then what?', 'Who came to help?', 'Was it fun?',
+  'What did they eat?', 'Where did they go?', 'How did it end?'];
+
 // ---- the fleet: scripts/fleet ------------------------------------------------------------------------
 
 const FLEET = resolve(repo, 'scripts/fleet');

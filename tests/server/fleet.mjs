@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 
 import {
-  MODEL, REQUEST_MS, check, checkEqual, finish, freePort, gone, runSections, startFleet, startServer,
+  MODEL, REQUEST_MS, STORY_FOLLOW_UPS, STORY_OPENINGS, STORY_SYSTEM, check, checkEqual, finish, freePort, gone,
+  runSections, startFleet, startServer,
 } from './common.mjs';
 
 const REPLICAS = 3;
@@ -22,22 +23,6 @@ const REPLICAS = 3;
 // --threads 1: three replicas share this machine's cores (rows are the same bits at any thread count).
 const SERVE = ['--kv-block', '32', '--threads', '1'];
 const MAX_TOKENS = 16;
-
-const SYSTEM =
-  'You are a storyteller for small children. Every story is short, kind and simple, with a happy end. ' +
-  'Use easy words. Name the animals. Tell what they see, what they feel and what they do.';
-const OPENINGS = [
-  'Tell me about a cat named Tom.',
-  'Tell me about a girl named Lily.',
-  'Tell me about a big brown dog.',
-  'Tell me about a little fish.',
-  'Tell me about a boy and his kite.',
-  'Tell me about a bird in a tree.',
-  'Tell me about a frog in the rain.',
-  'Tell me about a bear who likes honey.',
-];
-const FOLLOW_UPS = ['What did they see?', 'Then what?', 'Who came to help?', 'Was it fun?', 'What did they eat?',
-  'Where did they go?', 'How did it end?'];
 
 const kvDir = mkdtempSync(join(tmpdir(), 'flatkv-fleet-'));
 const port = await freePort();
@@ -120,7 +105,7 @@ async function routing() {
   // No key: the first 256 bytes of the body. A conversation growing turn by turn keeps them (its first
   // message is long enough); different first messages land apart.
   await checkRoutedBy('the body\'s first bytes', (key, v) => {
-    const messages = user(`${key}: ${SYSTEM} ${SYSTEM}`);
+    const messages = user(`${key}: ${STORY_SYSTEM} ${STORY_SYSTEM}`);
     for (let t = 0; t < v; t++) messages.push({ role: 'assistant', content: `Reply ${t}.` }, ...user(`More ${t}.`));
     return [{ messages }];
   });
@@ -145,10 +130,10 @@ async function diskSettled(replica) {
 
 // ---- conversations -------------------------------------------------------------------------------------
 
-const convos = OPENINGS.map((opening) => ({
-  messages: [{ role: 'system', content: SYSTEM }],
+const convos = STORY_OPENINGS.map((opening) => ({
+  messages: [{ role: 'system', content: STORY_SYSTEM }],
   opening,
-  key: `fleet-conversation-${OPENINGS.indexOf(opening)}`,
+  key: `fleet-conversation-${STORY_OPENINGS.indexOf(opening)}`,
   last: null,
   replicas: [],
 }));
@@ -157,7 +142,7 @@ const rows = [];
 /** Turn `turn` of every conversation, one request at a time (so bounded load never diverts one). */
 async function turnOfEach(turn, { moved = new Set(), stream = false } = {}) {
   for (const [k, c] of convos.entries()) {
-    c.messages.push({ role: 'user', content: turn === 0 ? c.opening : FOLLOW_UPS[turn - 1] });
+    c.messages.push({ role: 'user', content: turn === 0 ? c.opening : STORY_FOLLOW_UPS[turn - 1] });
     const msgs = c.messages.map((m) => ({ ...m }));
     let got;
     try {
