@@ -13,24 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cache/kvdisk.h"
+#include "harness.h"
 
 #define ROWS 32
 #define ROUNDS 3
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One round: blocks written to a fresh folder under dir and read back; the times in ms per block. */
 static int round_trip(const char *dir, const uint8_t *mac_key, size_t bytes, uint32_t blocks, uint8_t *rows,
@@ -45,7 +34,7 @@ static int round_trip(const char *dir, const uint8_t *mac_key, size_t bytes, uin
     }
     int32_t ids[ROWS];
     const kvdisk_key ns = {0x6b76, 0x6469736b};
-    double t0 = now_ms();
+    double t0 = 1e3 * harness_now();
     for (uint32_t b = 0; b < blocks; b++) {
         for (int i = 0; i < ROWS; i++) ids[i] = (int32_t)(b * ROWS + (uint32_t)i);
         const kvdisk_key key = kvdisk_chain(&ns, ids, sizeof ids);
@@ -53,20 +42,20 @@ static int round_trip(const char *dir, const uint8_t *mac_key, size_t bytes, uin
         kvdisk_write(d, &key, 0, ids, rows);
     }
     kvdisk_close(d); /* drains the queue */
-    *write_ms = (now_ms() - t0) / blocks;
+    *write_ms = (1e3 * harness_now() - t0) / blocks;
     d = kvdisk_open(path, (uint64_t)bytes * blocks * 4, ROWS, bytes, mac_key, &err);
     if (!d) {
         fprintf(stderr, "flatkv_kvdisk: %s\n", err.msg);
         return -1;
     }
     uint32_t read = 0;
-    t0 = now_ms();
+    t0 = 1e3 * harness_now();
     for (uint32_t b = 0; b < blocks; b++) {
         for (int i = 0; i < ROWS; i++) ids[i] = (int32_t)(b * ROWS + (uint32_t)i);
         const kvdisk_key key = kvdisk_chain(&ns, ids, sizeof ids);
         read += kvdisk_read(d, &key, 0, ids, back);
     }
-    *read_ms = (now_ms() - t0) / blocks;
+    *read_ms = (1e3 * harness_now() - t0) / blocks;
     kvdisk_close(d);
     char rm[600];
     snprintf(rm, sizeof rm, "rm -rf '%s'", path);
@@ -98,8 +87,8 @@ int main(int argc, char **argv) {
     printf("%u blocks of %zu bytes in %s, median of %d rounds (ms per block)\n", blocks, bytes, dir, ROUNDS);
     double med_w[2], med_r[2];
     for (int keyed = 0; keyed < 2; keyed++) {
-        qsort(w[keyed], ROUNDS, sizeof(double), by_value);
-        qsort(r[keyed], ROUNDS, sizeof(double), by_value);
+        harness_sort(w[keyed], ROUNDS);
+        harness_sort(r[keyed], ROUNDS);
         med_w[keyed] = w[keyed][ROUNDS / 2], med_r[keyed] = r[keyed][ROUNDS / 2];
         printf("  %-9s write %7.3f ms (range %.3f-%.3f)  read %7.3f ms (range %.3f-%.3f, %.2f GB/s)\n",
                keyed ? "--kv-key" : "no key", med_w[keyed], w[keyed][0], w[keyed][ROUNDS - 1], med_r[keyed],

@@ -10,7 +10,6 @@
 #include "chat/chat.h"
 #include "cli.h"
 #include "server.h"
-#include "tenants.h"
 
 static const char HELP[] =
     "usage: flatkv serve -m MODEL [--alias ID] [-m MODEL [--alias ID] ...] [--models-dir DIR] [--max-models N]\n"
@@ -148,21 +147,29 @@ static int serve_models(const char *sub, int argc, char **argv, model_list *mode
     p->models = models->e;
     p->n_models = models->n;
     p->tmpl = template_name ? &tmpl : NULL;
+    /* The keys before a model's load of minutes: a bad file is refused at once. */
+    tenants *keys = NULL;
+    if ((p->api_key || p->api_keys) && !(keys = tenants_load(p->api_keys, p->api_key, &err)))
+        return cli_fail(sub, &err);
     fprintf(stderr, "flatkv serve: loading %s (%u model%s known)\n", models->e[0].path, models->n,
             models->n == 1 ? "" : "s");
     double t0 = cli_now_ms();
     int rc = CLI_USAGE_EXIT;
     fkv_model *m = cli_load_model(sub, models->e[0].path, &rc);
-    if (!m) return rc;
+    if (!m) {
+        tenants_free(keys);
+        return rc;
+    }
     fkv_model_info info = fkv_model_get_info(m);
     fprintf(stderr, "flatkv serve: loaded '%s' as '%s' in %.0f ms (%u layers, dim %u, vocabulary %u, context %u; %s "
                     "kernels)\n", info.name, models->e[0].id, cli_now_ms() - t0, info.n_layers, info.dim,
             info.n_vocab, info.n_ctx_train, fkv_kernels_name());
     if (!(rc = cli_spec_start(sub, m, &p->engine, spec))) {
         p->spec = spec->p;
-        rc = server_run(m, p, &err) ? cli_fail(sub, &err) : 0; /* the server owns m now */
+        rc = server_run(m, keys, p, &err) ? cli_fail(sub, &err) : 0; /* the server owns m and keys now */
     } else {
         fkv_model_free(m);
+        tenants_free(keys);
     }
     cli_spec_end(spec);
     return rc;
@@ -248,13 +255,6 @@ int cli_serve(int argc, char **argv) {
             return bad ? CLI_USAGE_EXIT : 0;
         }
     }
-    /* The keys file now, not after a model's load of minutes (server_run reads it again, and again on SIGHUP). */
-    tenants *keys = p.api_keys ? tenants_load(p.api_keys, p.api_key, &err) : NULL;
-    if (p.api_keys && !keys) {
-        model_list_free(&models);
-        return cli_fail(sub, &err);
-    }
-    tenants_free(keys);
     int rc = serve_models(sub, argc, argv, &models, models_dir, template_name, &p, &spec);
     model_list_free(&models);
     return rc;

@@ -602,7 +602,7 @@ static void reload_keys(server *srv) {
     log_keys("SIGHUP: reloaded ", fresh, p->api_keys);
 }
 
-int server_run(fkv_model *first, const server_params *p, fkv_error *err) {
+int server_run(fkv_model *first, tenants *keys, const server_params *p, fkv_error *err) {
     /* Signals are taken by sigwait below; every thread started from here on inherits the mask. */
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -616,12 +616,8 @@ int server_run(fkv_model *first, const server_params *p, fkv_error *err) {
     const char *host = strcmp(p->host, "localhost") ? p->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
         fkv_model_free(first);
+        tenants_free(keys);
         err_input(err, "--host '%s' is not an IPv4 address", p->host);
-        return -1;
-    }
-    tenants *keys = NULL;
-    if ((p->api_key || p->api_keys) && !(keys = tenants_load(p->api_keys, p->api_key, err))) {
-        fkv_model_free(first);
         return -1;
     }
     if (p->api_keys) log_keys("", keys, p->api_keys);

@@ -30,6 +30,7 @@
 #include "chat/chat.h"
 #include "flatkv.h"
 #include "models.h"
+#include "tenants.h"
 
 typedef struct {
     const char *host;
@@ -56,7 +57,9 @@ typedef struct {
 } server_params;
 
 /* Serve until SIGINT or SIGTERM. first: the first model, loaded from p->models[0] by the caller, whose ownership passes
- * to the server (unloaded like any other). Returns 0 after a clean shutdown, or -1 with err (e.g. the port). */
-int server_run(fkv_model *first, const server_params *p, fkv_error *err);
+ * to the server (unloaded like any other); keys: tenants_load of p->api_keys and p->api_key (NULL: no key needed),
+ * owned by the server too (a SIGHUP replaces them). Returns 0 after a clean shutdown, or -1 with err (e.g. the
+ * port). */
+int server_run(fkv_model *first, tenants *keys, const server_params *p, fkv_error *err);
 
 #endif
